@@ -1,0 +1,42 @@
+//! Elsa's lattices: the data every replica stores and merges.
+//!
+//! This crate is pure — no I/O, no threads of its own — so the laws the rest
+//! of Elsa relies on can be proven here in isolation:
+//!
+//! - [`Crdt`]: the join-semilattice interface (merge is associative,
+//!   commutative and idempotent — ties included).
+//! - [`Lww`]: the paper's last-commit-wins register `{value | tombstone,
+//!   start_ts, commit_ts}` with the committing node as tie-break.
+//! - [`Hlc`]: the hybrid logical clock that hands out `start_ts`/`commit_ts`.
+//!
+//! Storage layout, transactions and gossip live in higher crates; they call
+//! into this one to decide which of two versions wins.
+
+mod hlc;
+mod lww;
+
+pub use hlc::{Hlc, PhysicalClock, SystemClock};
+pub use lww::{Lww, Version};
+
+/// A timestamp from the [`Hlc`]: physical milliseconds in the high 48 bits,
+/// a logical counter in the low 16.
+pub type Ts = u64;
+
+/// The id of the node that committed a version; breaks `commit_ts` ties.
+pub type NodeId = u32;
+
+/// A state-based CRDT (join-semilattice).
+///
+/// Implementations must satisfy, for all `a`, `b`, `c` (with `⊔` = merge):
+/// - commutativity: `a ⊔ b = b ⊔ a`
+/// - associativity: `(a ⊔ b) ⊔ c = a ⊔ (b ⊔ c)`
+/// - idempotence:   `a ⊔ a = a`
+///
+/// These hold for *every* input, including two states with equal timestamps —
+/// the case Anna's LWW lattice gets wrong by keeping whichever arrived last.
+/// The property tests in this crate check all three.
+pub trait Crdt: Sized {
+    /// Merges `other` into `self`; returns `true` when `self` changed, so a
+    /// store can tell which keys need gossiping.
+    fn merge(&mut self, other: Self) -> bool;
+}

@@ -1,0 +1,26 @@
+//! Elsa's shard actor: the paper's server-side storage, one per worker thread.
+//!
+//! - [`record`] packs one key's lattice into a single allocation.
+//! - [`table`] is the shard's private hash table of records, in segments.
+//! - [`ops`] is the semantics of every per-key command ([`Op`]), run against
+//!   a [`KeyView`] so the same code serves lone commands and transactions.
+//! - [`shard`] is the state one actor owns and the shard-side half of the
+//!   commit protocol (`op_commit`, `op_prepare`, `op_install`, …).
+//! - [`msg`] is the actor's typed inbox ([`ShardMsg`]).
+//! - [`gossip`] records what changed each merge epoch.
+//!
+//! Nothing here knows about sockets, RESP or other shards: routing and the
+//! coordinator side of commits live in `elsa-txn`.
+
+pub mod glob;
+pub mod gossip;
+pub mod msg;
+pub mod ops;
+pub mod record;
+pub mod shard;
+pub mod table;
+
+pub use msg::*;
+pub use ops::{Current, Expiry, KeyView, Op, OpReply, SetCond, SetReply};
+pub use shard::{unix_ms, Shard, ShardStats};
+pub use table::KeyHasher;

@@ -1,0 +1,205 @@
+//! The shard actor's inbox: every request another thread can make of a shard.
+//!
+//! One typed enum (rather than closures or shared maps) so the set of things
+//! that can happen to a shard is visible in one place, and so the same
+//! messages can later arrive from a peer node or be replayed from a log.
+
+use bytes::Bytes;
+use elsa_lattice::{Ts, Version};
+use tokio::sync::oneshot;
+
+use crate::ops::{Current, Op, OpReply};
+
+/// A transaction's id, unique within a node.
+pub type TxnId = u64;
+
+/// An operation on one key, with the key's hash computed once by the router.
+#[derive(Clone, Debug)]
+pub struct KeyOp {
+    /// The key.
+    pub key: Bytes,
+    /// Its hash (decides shard and segment).
+    pub hash: u64,
+    /// What to do.
+    pub op: Op,
+}
+
+/// A key with its precomputed hash.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HashedKey {
+    /// The key.
+    pub key: Bytes,
+    /// Its hash.
+    pub hash: u64,
+}
+
+/// A condition a transaction checks at commit, on one key.
+#[derive(Clone, Debug)]
+pub enum Expect {
+    /// The key still has exactly this version (read-set validation, WATCH).
+    Version(Version),
+    /// The key was last committed before this start timestamp (the paper's
+    /// preCommit check: first committer wins).
+    CommittedBefore(Ts),
+}
+
+/// One validation: `key` must satisfy `expect`.
+#[derive(Clone, Debug)]
+pub struct Check {
+    /// The key checked.
+    pub key: HashedKey,
+    /// What must hold.
+    pub expect: Expect,
+}
+
+/// A write to install: the key's new state (`None` = tombstone).
+#[derive(Clone, Debug)]
+pub struct Write {
+    /// The key written.
+    pub key: HashedKey,
+    /// Its new state.
+    pub state: Option<Current>,
+}
+
+/// A key's state as read by a transaction: value (if live) and version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadState {
+    /// The live value, if any.
+    pub current: Option<Current>,
+    /// The version of the stored state (ZERO if never written).
+    pub version: Version,
+}
+
+/// How a transaction holds a key between prepare and install.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldMode {
+    /// The transaction read it: writers must not change it yet.
+    Read,
+    /// The transaction will write it: nobody else may touch it yet.
+    Write,
+}
+
+/// Why a shard refused to validate or hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A key is held by another transaction in flight; try again shortly.
+    Busy,
+    /// Validation failed on this key: the transaction must abort.
+    Conflict(Bytes),
+}
+
+/// A single-shard commit: validate `checks`, then install `writes` — in one
+/// step of the actor, so nothing can come in between.
+#[derive(Debug)]
+pub struct CommitRequest {
+    /// Read-set and write-write checks.
+    pub checks: Vec<Check>,
+    /// The transaction's buffered writes.
+    pub writes: Vec<Write>,
+    /// When the transaction started.
+    pub start_ts: Ts,
+    /// When it commits.
+    pub commit_ts: Ts,
+}
+
+/// Phase one of a multi-shard commit: validate and hold.
+#[derive(Debug)]
+pub struct PrepareRequest {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Checks to run once the holds are taken.
+    pub checks: Vec<Check>,
+    /// Keys to hold, and how.
+    pub holds: Vec<(HashedKey, HoldMode)>,
+    /// True to get the held keys' states back (EXEC runs its commands on them).
+    pub want_states: bool,
+    /// When true, a key held by someone else answers [`Refusal::Busy`]
+    /// (caller retries); when false, [`Refusal::Conflict`] (caller aborts).
+    pub retry_on_busy: bool,
+}
+
+/// Work for a shard actor. Each variant carries the channel for its answer.
+#[derive(Debug)]
+pub enum ShardMsg {
+    /// Run lone operations in order; the answer stops short at the first op
+    /// that hit a held key, and the caller resubmits the rest.
+    Batch {
+        /// The operations.
+        ops: Vec<KeyOp>,
+        /// Answers, in order, possibly fewer than `ops`.
+        reply: oneshot::Sender<Vec<OpReply>>,
+    },
+    /// A transactional read of one key.
+    Read {
+        /// The key.
+        key: HashedKey,
+        /// Its state, or Busy while another commit holds it for writing.
+        reply: oneshot::Sender<Result<ReadState, Refusal>>,
+    },
+    /// A single-shard commit.
+    Commit {
+        /// What to validate and install.
+        req: CommitRequest,
+        /// Ok, or why not.
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// Multi-shard commit, phase one.
+    Prepare {
+        /// What to hold and validate.
+        req: PrepareRequest,
+        /// The held keys' states (when asked for), or why not.
+        reply: oneshot::Sender<Result<Vec<ReadState>, Refusal>>,
+    },
+    /// Multi-shard commit, phase two: install the writes and release holds.
+    Install {
+        /// The transaction.
+        txn: TxnId,
+        /// Its writes on this shard.
+        writes: Vec<Write>,
+        /// When it started.
+        start_ts: Ts,
+        /// When it commits.
+        commit_ts: Ts,
+        /// Done.
+        reply: oneshot::Sender<()>,
+    },
+    /// Multi-shard abort: release the transaction's holds.
+    Release {
+        /// The transaction.
+        txn: TxnId,
+    },
+    /// Validate `checks` and run `ops` atomically (single-shard EXEC, MSET…).
+    Exec {
+        /// WATCH checks.
+        checks: Vec<Check>,
+        /// The operations.
+        ops: Vec<KeyOp>,
+        /// Answers in order, or why nothing ran.
+        reply: oneshot::Sender<Result<Vec<OpReply>, Refusal>>,
+    },
+    /// Administration (DBSIZE, FLUSHALL, SCAN, KEYS, INFO).
+    Admin(AdminMsg),
+}
+
+/// Administrative requests.
+#[derive(Debug)]
+pub enum AdminMsg {
+    /// Count live keys.
+    Dbsize(oneshot::Sender<usize>),
+    /// Delete everything.
+    Flush(oneshot::Sender<()>),
+    /// Live keys of segments starting at `segment`, at least `count` keys or
+    /// until the shard ends; answers the keys and the next segment (None at end).
+    Scan {
+        /// First segment to read.
+        segment: usize,
+        /// Minimum keys wanted (a hint, as in Redis).
+        count: usize,
+        /// Glob pattern, if any.
+        pattern: Option<Bytes>,
+        /// Keys and next segment.
+        reply: oneshot::Sender<(Vec<Bytes>, Option<usize>)>,
+    },
+    /// Counters for INFO.
+    Stats(oneshot::Sender<crate::ShardStats>),
+}

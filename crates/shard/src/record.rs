@@ -1,0 +1,157 @@
+//! One key's lattice, packed into a single heap allocation.
+//!
+//! Memory is a product goal (≤ 1.5× Redis for the same data), so a key, its
+//! value, its origin and its optional expiry share one boxed byte slice and
+//! the table slot holds only that pointer plus the two timestamps (32 bytes).
+//! Layout of `data`:
+//!
+//! ```text
+//! [flags u8][origin u32][key_len u32][expire_ms u64 if HAS_TTL][key][value]
+//! ```
+
+use elsa_lattice::{NodeId, Ts, Version};
+
+const TOMBSTONE: u8 = 1;
+const HAS_TTL: u8 = 2;
+const HEADER: usize = 1 + 4 + 4;
+
+/// A key's current lattice state as stored in a shard table.
+pub struct Record {
+    data: Box<[u8]>,
+    /// When the writing transaction committed.
+    pub commit_ts: Ts,
+    /// When the writing transaction started.
+    pub start_ts: Ts,
+}
+
+impl Record {
+    /// Packs a state. `value == None` is a tombstone.
+    pub fn new(
+        key: &[u8],
+        value: Option<&[u8]>,
+        expire_ms: Option<u64>,
+        start_ts: Ts,
+        version: Version,
+    ) -> Record {
+        let mut flags = 0;
+        if value.is_none() {
+            flags |= TOMBSTONE;
+        }
+        if expire_ms.is_some() {
+            flags |= HAS_TTL;
+        }
+        let val = value.unwrap_or(&[]);
+        let ttl_len = if expire_ms.is_some() { 8 } else { 0 };
+        let mut data = Vec::with_capacity(HEADER + ttl_len + key.len() + val.len());
+        data.push(flags);
+        data.extend_from_slice(&version.origin.to_le_bytes());
+        data.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        if let Some(ms) = expire_ms {
+            data.extend_from_slice(&ms.to_le_bytes());
+        }
+        data.extend_from_slice(key);
+        data.extend_from_slice(val);
+        Record {
+            data: data.into_boxed_slice(),
+            commit_ts: version.commit_ts,
+            start_ts,
+        }
+    }
+
+    fn flags(&self) -> u8 {
+        self.data[0]
+    }
+
+    fn body_start(&self) -> usize {
+        HEADER + if self.flags() & HAS_TTL != 0 { 8 } else { 0 }
+    }
+
+    fn key_len(&self) -> usize {
+        u32::from_le_bytes([self.data[5], self.data[6], self.data[7], self.data[8]]) as usize
+    }
+
+    /// The node that committed this state.
+    pub fn origin(&self) -> NodeId {
+        u32::from_le_bytes([self.data[1], self.data[2], self.data[3], self.data[4]])
+    }
+
+    /// The version (commit_ts, origin) that decides merges.
+    pub fn version(&self) -> Version {
+        Version::new(self.commit_ts, self.origin())
+    }
+
+    /// The key bytes.
+    pub fn key(&self) -> &[u8] {
+        let start = self.body_start();
+        &self.data[start..start + self.key_len()]
+    }
+
+    /// The value, or `None` for a tombstone.
+    pub fn value(&self) -> Option<&[u8]> {
+        if self.is_tombstone() {
+            return None;
+        }
+        Some(&self.data[self.body_start() + self.key_len()..])
+    }
+
+    /// True for a DELETE's tombstone.
+    pub fn is_tombstone(&self) -> bool {
+        self.flags() & TOMBSTONE != 0
+    }
+
+    /// Absolute expiry in Unix milliseconds, if the key has a TTL.
+    pub fn expire_ms(&self) -> Option<u64> {
+        if self.flags() & HAS_TTL == 0 {
+            return None;
+        }
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.data[HEADER..HEADER + 8]);
+        Some(u64::from_le_bytes(b))
+    }
+
+    /// The live value at `now_ms`: `None` for tombstones and expired keys.
+    pub fn live_value(&self, now_ms: u64) -> Option<&[u8]> {
+        match self.expire_ms() {
+            Some(at) if at <= now_ms => None,
+            _ => self.value(),
+        }
+    }
+
+    /// Heap bytes this record owns (for INFO memory accounting).
+    pub fn heap_size(&self) -> usize {
+        self.data.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn packs_and_unpacks(key in proptest::collection::vec(any::<u8>(), 0..40),
+                             value in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+                             ttl in proptest::option::of(any::<u64>()),
+                             start in any::<u64>(), commit in any::<u64>(), origin in any::<u32>()) {
+            let r = Record::new(&key, value.as_deref(), ttl, start, Version::new(commit, origin));
+            prop_assert_eq!(r.key(), &key[..]);
+            prop_assert_eq!(r.value(), value.as_deref());
+            prop_assert_eq!(r.expire_ms(), ttl);
+            prop_assert_eq!(r.version(), Version::new(commit, origin));
+            prop_assert_eq!(r.start_ts, start);
+        }
+    }
+
+    #[test]
+    fn expired_values_are_not_live() {
+        let r = Record::new(b"k", Some(b"v"), Some(100), 1, Version::new(1, 1));
+        assert_eq!(r.live_value(99), Some(&b"v"[..]));
+        assert_eq!(r.live_value(100), None);
+    }
+
+    #[test]
+    fn slot_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Record>(), 32);
+    }
+}

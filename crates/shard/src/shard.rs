@@ -1,0 +1,485 @@
+//! The state one shard actor owns, and the shard-side half of every request
+//! (Dragonfly's `op_*` split: these functions run on the shard's own thread;
+//! the coordinator in `elsa-txn` decides which ones to call).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use elsa_lattice::{Hlc, NodeId, Ts, Version};
+
+use crate::gossip::GossipBuffer;
+use crate::msg::{
+    AdminMsg, Check, CommitRequest, Expect, HashedKey, HoldMode, KeyOp, PrepareRequest, ReadState,
+    Refusal, ShardMsg, TxnId, Write,
+};
+use crate::ops::{Current, KeyView, OpReply};
+use crate::record::Record;
+use crate::table::{KeyHasher, Table, SEGMENTS};
+
+/// Counters a shard reports to INFO.
+#[derive(Clone, Debug, Default)]
+pub struct ShardStats {
+    /// Live and dead records in the table.
+    pub records: usize,
+    /// Keys that expire.
+    pub expires: usize,
+    /// Approximate bytes of table slots and records.
+    pub memory: usize,
+    /// Lone commands executed.
+    pub ops: u64,
+    /// Transactions committed here (single- and multi-shard).
+    pub commits: u64,
+    /// Validations that failed here.
+    pub conflicts: u64,
+    /// Requests answered Busy because a key was held.
+    pub busy: u64,
+    /// Keys expired by the active expiry cycle.
+    pub expired: u64,
+    /// Lattices flushed from the gossip buffer.
+    pub gossiped: u64,
+}
+
+/// Who holds a key between prepare and install.
+#[derive(Default)]
+struct Hold {
+    writer: Option<TxnId>,
+    readers: Vec<TxnId>,
+}
+
+/// One shard: a private lattice table served by a single thread.
+pub struct Shard {
+    index: usize,
+    node: NodeId,
+    table: Table,
+    hlc: Arc<Hlc>,
+    holds: HashMap<Bytes, Hold>,
+    held_by: HashMap<TxnId, Vec<Bytes>>,
+    gossip: GossipBuffer,
+    stats: ShardStats,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A [`KeyView`] over one key of the shard's table: reads the stored state,
+/// installs writes as new lattices committed now.
+struct LoneView<'a> {
+    shard: &'a mut Shard,
+    hash: u64,
+    now_ms: u64,
+}
+
+impl KeyView for LoneView<'_> {
+    fn read(&mut self, key: &[u8]) -> Option<Current> {
+        self.shard.current(self.hash, key, self.now_ms)
+    }
+
+    fn write(&mut self, key: &[u8], state: Option<Current>) {
+        let ts = self.shard.hlc.now();
+        let version = Version::new(ts, self.shard.node);
+        self.shard.install(self.hash, key, state.as_ref(), ts, version);
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+}
+
+impl Shard {
+    /// An empty shard number `index` of node `node`.
+    pub fn new(index: usize, node: NodeId, hasher: KeyHasher, hlc: Arc<Hlc>) -> Shard {
+        Shard {
+            index,
+            node,
+            table: Table::new(hasher),
+            hlc,
+            holds: HashMap::new(),
+            held_by: HashMap::new(),
+            gossip: GossipBuffer::default(),
+            stats: ShardStats::default(),
+        }
+    }
+
+    /// This shard's number within its node.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Serves one message from the inbox.
+    pub fn handle(&mut self, msg: ShardMsg) {
+        // A dropped receiver means the client went away; nothing to do.
+        match msg {
+            ShardMsg::Batch { ops, reply } => {
+                let _ = reply.send(self.op_batch(&ops));
+            }
+            ShardMsg::Read { key, reply } => {
+                let _ = reply.send(self.op_read(&key));
+            }
+            ShardMsg::Commit { req, reply } => {
+                let _ = reply.send(self.op_commit(req));
+            }
+            ShardMsg::Prepare { req, reply } => {
+                let _ = reply.send(self.op_prepare(req));
+            }
+            ShardMsg::Install {
+                txn,
+                writes,
+                start_ts,
+                commit_ts,
+                reply,
+            } => {
+                self.op_install(txn, &writes, start_ts, commit_ts);
+                let _ = reply.send(());
+            }
+            ShardMsg::Release { txn } => self.op_release(txn),
+            ShardMsg::Exec { checks, ops, reply } => {
+                let _ = reply.send(self.op_exec(&checks, &ops));
+            }
+            ShardMsg::Admin(admin) => self.handle_admin(admin),
+        }
+    }
+
+    fn handle_admin(&mut self, msg: AdminMsg) {
+        match msg {
+            AdminMsg::Dbsize(reply) => {
+                let _ = reply.send(self.live_keys());
+            }
+            AdminMsg::Flush(reply) => {
+                self.op_flush();
+                let _ = reply.send(());
+            }
+            AdminMsg::Scan {
+                segment,
+                count,
+                pattern,
+                reply,
+            } => {
+                let _ = reply.send(self.op_scan(segment, count, pattern.as_deref()));
+            }
+            AdminMsg::Stats(reply) => {
+                let _ = reply.send(self.stats());
+            }
+        }
+    }
+
+    fn current(&self, hash: u64, key: &[u8], now_ms: u64) -> Option<Current> {
+        let rec = self.table.get(hash, key)?;
+        rec.live_value(now_ms).map(|v| Current {
+            value: Bytes::copy_from_slice(v),
+            expire_ms: rec.expire_ms(),
+        })
+    }
+
+    fn version_of(&self, hash: u64, key: &[u8]) -> Version {
+        self.table
+            .get(hash, key)
+            .map_or(Version::ZERO, Record::version)
+    }
+
+    /// Installs a state unless the stored one is newer (merge semantics, so a
+    /// lattice that arrived from a peer is never overwritten by an older one).
+    fn install(&mut self, hash: u64, key: &[u8], state: Option<&Current>, start_ts: Ts, version: Version) {
+        if let Some(old) = self.table.get(hash, key) {
+            if old.version() > version {
+                return;
+            }
+            if state.is_none() && old.is_tombstone() {
+                return;
+            }
+        } else if state.is_none() {
+            return; // deleting a key that never existed leaves no trace to gossip
+        }
+        let rec = Record::new(
+            key,
+            state.map(|c| &c.value[..]),
+            state.and_then(|c| c.expire_ms),
+            start_ts,
+            version,
+        );
+        self.table.put(hash, rec);
+        self.gossip.record(key);
+    }
+
+    /// Who else holds `key`, seen by a request that wants `mode`.
+    fn blocked(&self, key: &[u8], mode: HoldMode, me: Option<TxnId>) -> bool {
+        if self.holds.is_empty() {
+            return false; // the common case: no multi-shard commit in flight
+        }
+        match self.holds.get(key) {
+            None => false,
+            Some(h) => {
+                let other_writer = h.writer.is_some_and(|w| Some(w) != me);
+                match mode {
+                    HoldMode::Read => other_writer,
+                    HoldMode::Write => other_writer || h.readers.iter().any(|&r| Some(r) != me),
+                }
+            }
+        }
+    }
+
+    /// Lone commands, in order; stops at the first one whose key is held.
+    pub fn op_batch(&mut self, ops: &[KeyOp]) -> Vec<OpReply> {
+        let now_ms = unix_ms();
+        let mut out = Vec::with_capacity(ops.len());
+        for kop in ops {
+            let mode = if kop.op.is_write() {
+                HoldMode::Write
+            } else {
+                HoldMode::Read
+            };
+            if self.blocked(&kop.key, mode, None) {
+                self.stats.busy += 1;
+                break;
+            }
+            let mut view = LoneView {
+                shard: self,
+                hash: kop.hash,
+                now_ms,
+            };
+            out.push(kop.op.apply(&kop.key, &mut view));
+        }
+        self.stats.ops += out.len() as u64;
+        out
+    }
+
+    /// A transaction's read: the live value and the stored version.
+    pub fn op_read(&mut self, key: &HashedKey) -> Result<ReadState, Refusal> {
+        if self.blocked(&key.key, HoldMode::Read, None) {
+            self.stats.busy += 1;
+            return Err(Refusal::Busy);
+        }
+        Ok(self.read_state(key, unix_ms()))
+    }
+
+    fn read_state(&self, key: &HashedKey, now_ms: u64) -> ReadState {
+        ReadState {
+            current: self.current(key.hash, &key.key, now_ms),
+            version: self.version_of(key.hash, &key.key),
+        }
+    }
+
+    fn validate(&mut self, checks: &[Check], me: Option<TxnId>, busy: Refusal) -> Result<(), Refusal> {
+        for c in checks {
+            let mode = match c.expect {
+                Expect::Version(_) => HoldMode::Read,
+                Expect::CommittedBefore(_) => HoldMode::Write,
+            };
+            if self.blocked(&c.key.key, mode, me) {
+                self.stats.busy += 1;
+                return Err(match &busy {
+                    Refusal::Busy => Refusal::Busy,
+                    Refusal::Conflict(_) => Refusal::Conflict(c.key.key.clone()),
+                });
+            }
+            let version = self.version_of(c.key.hash, &c.key.key);
+            let ok = match c.expect {
+                Expect::Version(v) => version == v,
+                Expect::CommittedBefore(start_ts) => version.commit_ts < start_ts,
+            };
+            if !ok {
+                self.stats.conflicts += 1;
+                return Err(Refusal::Conflict(c.key.key.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Single-shard commit: validate, then install, in one actor step. A key
+    /// held by a multi-shard commit in flight is a conflict (no waiting).
+    pub fn op_commit(&mut self, req: CommitRequest) -> Result<(), Refusal> {
+        self.validate(&req.checks, None, Refusal::Conflict(Bytes::new()))?;
+        for w in &req.writes {
+            if self.blocked(&w.key.key, HoldMode::Write, None) {
+                self.stats.conflicts += 1;
+                return Err(Refusal::Conflict(w.key.key.clone()));
+            }
+        }
+        let version = Version::new(req.commit_ts, self.node);
+        for w in &req.writes {
+            self.install(w.key.hash, &w.key.key, w.state.as_ref(), req.start_ts, version);
+        }
+        self.stats.commits += 1;
+        Ok(())
+    }
+
+    /// Phase one: take the holds (all or none), then validate under them.
+    pub fn op_prepare(&mut self, req: PrepareRequest) -> Result<Vec<ReadState>, Refusal> {
+        for (k, mode) in &req.holds {
+            if self.blocked(&k.key, *mode, Some(req.txn)) {
+                self.stats.busy += 1;
+                return Err(if req.retry_on_busy {
+                    Refusal::Busy
+                } else {
+                    Refusal::Conflict(k.key.clone())
+                });
+            }
+        }
+        let busy = if req.retry_on_busy {
+            Refusal::Busy
+        } else {
+            Refusal::Conflict(Bytes::new())
+        };
+        self.validate(&req.checks, Some(req.txn), busy)?;
+        let now_ms = unix_ms();
+        let mut states = Vec::new();
+        let mut keys = Vec::with_capacity(req.holds.len());
+        for (k, mode) in req.holds {
+            if req.want_states {
+                states.push(self.read_state(&k, now_ms));
+            }
+            let hold = self.holds.entry(k.key.clone()).or_default();
+            match mode {
+                HoldMode::Write => hold.writer = Some(req.txn),
+                HoldMode::Read => hold.readers.push(req.txn),
+            }
+            keys.push(k.key);
+        }
+        self.held_by.entry(req.txn).or_default().extend(keys);
+        Ok(states)
+    }
+
+    /// Phase two: install the writes at `commit_ts`, then release.
+    pub fn op_install(&mut self, txn: TxnId, writes: &[Write], start_ts: Ts, commit_ts: Ts) {
+        let version = Version::new(commit_ts, self.node);
+        for w in writes {
+            self.install(w.key.hash, &w.key.key, w.state.as_ref(), start_ts, version);
+        }
+        self.stats.commits += 1;
+        self.op_release(txn);
+    }
+
+    /// Drops every hold of `txn` (abort, or the end of install).
+    pub fn op_release(&mut self, txn: TxnId) {
+        let Some(keys) = self.held_by.remove(&txn) else {
+            return;
+        };
+        for key in keys {
+            if let Some(h) = self.holds.get_mut(&key) {
+                if h.writer == Some(txn) {
+                    h.writer = None;
+                }
+                h.readers.retain(|&r| r != txn);
+                if h.writer.is_none() && h.readers.is_empty() {
+                    self.holds.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Validates WATCH-style checks and runs `ops` as one atomic step.
+    pub fn op_exec(&mut self, checks: &[Check], ops: &[KeyOp]) -> Result<Vec<OpReply>, Refusal> {
+        for kop in ops {
+            let mode = if kop.op.is_write() {
+                HoldMode::Write
+            } else {
+                HoldMode::Read
+            };
+            if self.blocked(&kop.key, mode, None) {
+                self.stats.busy += 1;
+                return Err(Refusal::Busy);
+            }
+        }
+        self.validate(checks, None, Refusal::Busy)?;
+        let replies = self.op_batch(ops);
+        debug_assert_eq!(replies.len(), ops.len(), "holds were checked above");
+        self.stats.commits += 1;
+        Ok(replies)
+    }
+
+    fn live_keys(&self) -> usize {
+        let now = unix_ms();
+        self.table.iter().filter(|r| r.live_value(now).is_some()).count()
+    }
+
+    /// Drops every key (FLUSHALL / FLUSHDB).
+    pub fn op_flush(&mut self) {
+        self.table.clear();
+        self.gossip.clear();
+    }
+
+    /// Live keys from `segment` on, until at least `count` were seen.
+    pub fn op_scan(&self, mut segment: usize, count: usize, pattern: Option<&[u8]>) -> (Vec<Bytes>, Option<usize>) {
+        let now = unix_ms();
+        let mut keys = Vec::new();
+        while segment < SEGMENTS {
+            keys.extend(
+                self.table
+                    .segment(segment)
+                    .filter(|r| r.live_value(now).is_some())
+                    .filter(|r| pattern.is_none_or(|p| crate::glob::matches(p, r.key())))
+                    .map(|r| Bytes::copy_from_slice(r.key())),
+            );
+            segment += 1;
+            if keys.len() >= count {
+                break;
+            }
+        }
+        (keys, (segment < SEGMENTS).then_some(segment))
+    }
+
+    /// Counters for INFO.
+    pub fn stats(&self) -> ShardStats {
+        let mut s = self.stats.clone();
+        s.records = self.table.len();
+        s.expires = self.table.iter().filter(|r| r.expire_ms().is_some()).count();
+        s.memory = self.table.memory();
+        s
+    }
+
+    /// End of a merge epoch: hands out the lattices changed since the last
+    /// one (each key once, at its latest state) and forgets them. With no
+    /// peers yet the caller drops them; replication will ship them.
+    pub fn flush_gossip(&mut self) -> Vec<(Bytes, elsa_lattice::Lww<Bytes>)> {
+        let hasher = self.table_hasher();
+        let out: Vec<_> = self
+            .gossip
+            .drain()
+            .filter_map(|key| {
+                let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
+                let rec = self.table.get(hash, &key)?;
+                let lww = elsa_lattice::Lww::new(
+                    rec.value().map(Bytes::copy_from_slice),
+                    rec.start_ts,
+                    rec.version(),
+                );
+                Some((key, lww))
+            })
+            .collect();
+        self.stats.gossiped += out.len() as u64;
+        out
+    }
+
+    fn table_hasher(&self) -> KeyHasher {
+        self.table.hasher().clone()
+    }
+
+    /// Number of keys waiting in the gossip buffer.
+    pub fn gossip_pending(&self) -> usize {
+        self.gossip.len()
+    }
+
+    /// Physically removes expired keys and tombstones older than
+    /// `tombstone_before` (no transaction that could still need them for
+    /// validation is that old). Tombstones are kept while unflushed gossip
+    /// still has to carry them.
+    pub fn collect_garbage(&mut self, now_ms: u64, tombstone_before: Ts) -> usize {
+        let gossip = &self.gossip;
+        let expired_before = self.stats.expired;
+        let mut expired = 0;
+        let removed = self.table.retain(|r| {
+            if r.expire_ms().is_some_and(|at| at <= now_ms) {
+                expired += 1;
+                return false;
+            }
+            !(r.is_tombstone() && r.commit_ts < tombstone_before && !gossip.contains(r.key()))
+        });
+        self.stats.expired = expired_before + expired;
+        removed
+    }
+}
