@@ -89,7 +89,8 @@ pub enum Refusal {
 }
 
 /// A single-shard commit: validate `checks`, then install `writes` — in one
-/// step of the actor, so nothing can come in between.
+/// step of the actor, so nothing can come in between. The shard picks the
+/// commit timestamp then, so it is above every version already stored.
 #[derive(Debug)]
 pub struct CommitRequest {
     /// Read-set and write-write checks.
@@ -98,8 +99,6 @@ pub struct CommitRequest {
     pub writes: Vec<Write>,
     /// When the transaction started.
     pub start_ts: Ts,
-    /// When it commits.
-    pub commit_ts: Ts,
 }
 
 /// Phase one of a multi-shard commit: validate and hold.
@@ -122,12 +121,13 @@ pub struct PrepareRequest {
 #[derive(Debug)]
 pub enum ShardMsg {
     /// Run lone operations in order; the answer stops short at the first op
-    /// that hit a held key, and the caller resubmits the rest.
+    /// that hit a held key and hands back the ops not run, for the caller to
+    /// resubmit.
     Batch {
         /// The operations.
         ops: Vec<KeyOp>,
-        /// Answers, in order, possibly fewer than `ops`.
-        reply: oneshot::Sender<Vec<OpReply>>,
+        /// Answers in order (possibly fewer than `ops`), and the ops not run.
+        reply: oneshot::Sender<(Vec<OpReply>, Vec<KeyOp>)>,
     },
     /// A transactional read of one key.
     Read {
@@ -140,8 +140,8 @@ pub enum ShardMsg {
     Commit {
         /// What to validate and install.
         req: CommitRequest,
-        /// Ok, or why not.
-        reply: oneshot::Sender<Result<(), Refusal>>,
+        /// The commit timestamp the shard gave it, or why it refused.
+        reply: oneshot::Sender<Result<Ts, Refusal>>,
     },
     /// Multi-shard commit, phase one.
     Prepare {

@@ -115,8 +115,10 @@ impl Shard {
     pub fn handle(&mut self, msg: ShardMsg) {
         // A dropped receiver means the client went away; nothing to do.
         match msg {
-            ShardMsg::Batch { ops, reply } => {
-                let _ = reply.send(self.op_batch(&ops));
+            ShardMsg::Batch { mut ops, reply } => {
+                let replies = self.op_batch(&ops);
+                let rest = ops.split_off(replies.len());
+                let _ = reply.send((replies, rest));
             }
             ShardMsg::Read { key, reply } => {
                 let _ = reply.send(self.op_read(&key));
@@ -292,7 +294,7 @@ impl Shard {
 
     /// Single-shard commit: validate, then install, in one actor step. A key
     /// held by a multi-shard commit in flight is a conflict (no waiting).
-    pub fn op_commit(&mut self, req: CommitRequest) -> Result<(), Refusal> {
+    pub fn op_commit(&mut self, req: CommitRequest) -> Result<Ts, Refusal> {
         self.validate(&req.checks, None, Refusal::Conflict(Bytes::new()))?;
         for w in &req.writes {
             if self.blocked(&w.key.key, HoldMode::Write, None) {
@@ -300,12 +302,13 @@ impl Shard {
                 return Err(Refusal::Conflict(w.key.key.clone()));
             }
         }
-        let version = Version::new(req.commit_ts, self.node);
+        let commit_ts = self.hlc.now();
+        let version = Version::new(commit_ts, self.node);
         for w in &req.writes {
             self.install(w.key.hash, &w.key.key, w.state.as_ref(), req.start_ts, version);
         }
         self.stats.commits += 1;
-        Ok(())
+        Ok(commit_ts)
     }
 
     /// Phase one: take the holds (all or none), then validate under them.

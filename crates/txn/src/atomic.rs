@@ -1,0 +1,238 @@
+//! Commands that act on many keys as one: MULTI/EXEC (with WATCH), MSET,
+//! MSETNX, multi-key DEL/EXISTS/MGET.
+//!
+//! Keys on one shard: one `Exec` message, validated and run in one actor
+//! step. Keys on several: hold them all (prepare), run the commands here on
+//! the states the holds returned, install the result everywhere (commit).
+//! A key held by someone else answers Busy; then every hold is released and
+//! the whole thing retried after a backoff — nobody waits while holding, so
+//! there are no deadlocks.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use elsa_shard::{
+    unix_ms, Check, Current, HashedKey, HoldMode, KeyOp, KeyView, OpReply, PrepareRequest,
+    ReadState, Refusal, ShardMsg, TxnId, Write,
+};
+
+use crate::router::{backoff, Coordinator};
+use crate::TxnError;
+
+/// Releases a transaction's holds unless it was installed — also when the
+/// future running it is dropped halfway (client gone, shutdown).
+pub(crate) struct HoldGuard<'a> {
+    coord: &'a Coordinator,
+    txn: TxnId,
+    shards: Vec<usize>,
+}
+
+impl<'a> HoldGuard<'a> {
+    pub(crate) fn new(coord: &'a Coordinator, txn: TxnId) -> Self {
+        HoldGuard {
+            coord,
+            txn,
+            shards: Vec::new(),
+        }
+    }
+
+    pub(crate) fn add(&mut self, shard: usize) {
+        self.shards.push(shard);
+    }
+
+    /// The holds are being installed: nothing to release.
+    pub(crate) fn disarm(mut self) {
+        self.shards.clear();
+    }
+}
+
+impl Drop for HoldGuard<'_> {
+    fn drop(&mut self) {
+        for &s in &self.shards {
+            self.coord
+                .post_later(s, ShardMsg::Release { txn: self.txn });
+        }
+    }
+}
+
+/// Keys' states captured under holds, with the commands' changes on top.
+struct Overlay {
+    states: HashMap<Bytes, (HashedKey, Option<Current>, bool)>,
+    now_ms: u64,
+}
+
+impl KeyView for Overlay {
+    fn read(&mut self, key: &[u8]) -> Option<Current> {
+        let now = self.now_ms;
+        self.states
+            .get(key)
+            .and_then(|(_, c, _)| c.clone())
+            .filter(|c| c.expire_ms.is_none_or(|at| at > now))
+    }
+
+    fn write(&mut self, key: &[u8], state: Option<Current>) {
+        if let Some(entry) = self.states.get_mut(key) {
+            entry.1 = state;
+            entry.2 = true;
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+}
+
+impl Coordinator {
+    /// Runs `ops` atomically after checking `watches`; answers per op, or
+    /// [`TxnError::WatchFailed`] when a watched key changed.
+    pub async fn run_atomic(
+        &self,
+        ops: Vec<KeyOp>,
+        watches: Vec<Check>,
+    ) -> Result<Vec<OpReply>, TxnError> {
+        // Which keys each shard must hold, and how.
+        let mut holds: HashMap<usize, HashMap<HashedKey, HoldMode>> = HashMap::new();
+        for kop in &ops {
+            let key = HashedKey {
+                key: kop.key.clone(),
+                hash: kop.hash,
+            };
+            let mode = if kop.op.is_write() {
+                HoldMode::Write
+            } else {
+                HoldMode::Read
+            };
+            let slot = holds
+                .entry(self.shard_of(kop.hash))
+                .or_default()
+                .entry(key)
+                .or_insert(mode);
+            if mode == HoldMode::Write {
+                *slot = HoldMode::Write;
+            }
+        }
+        let mut checks: HashMap<usize, Vec<Check>> = HashMap::new();
+        for c in watches {
+            let shard = self.shard_of(c.key.hash);
+            holds.entry(shard).or_default().entry(c.key.clone()).or_insert(HoldMode::Read);
+            checks.entry(shard).or_default().push(c);
+        }
+        if holds.len() <= 1 {
+            let shard = holds.keys().next().copied().unwrap_or(0);
+            let checks = checks.remove(&shard).unwrap_or_default();
+            return self.exec_on_one(shard, ops, checks).await;
+        }
+        let mut attempt = 0;
+        loop {
+            match self.exec_across(&ops, &holds, &checks).await? {
+                Some(replies) => return Ok(replies),
+                None => {
+                    backoff(attempt).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    async fn exec_on_one(
+        &self,
+        shard: usize,
+        ops: Vec<KeyOp>,
+        checks: Vec<Check>,
+    ) -> Result<Vec<OpReply>, TxnError> {
+        let mut attempt = 0;
+        loop {
+            let answer = self
+                .ask(shard, |reply| ShardMsg::Exec {
+                    checks: checks.clone(),
+                    ops: ops.clone(),
+                    reply,
+                })
+                .await?;
+            match answer {
+                Ok(replies) => return Ok(replies),
+                Err(Refusal::Conflict(_)) => return Err(TxnError::WatchFailed),
+                Err(Refusal::Busy) => {
+                    backoff(attempt).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// One attempt across shards; `Ok(None)` means "someone held a key, retry".
+    async fn exec_across(
+        &self,
+        ops: &[KeyOp],
+        holds: &HashMap<usize, HashMap<HashedKey, HoldMode>>,
+        checks: &HashMap<usize, Vec<Check>>,
+    ) -> Result<Option<Vec<OpReply>>, TxnError> {
+        let txn = self.node.next_txn();
+        let mut guard = HoldGuard::new(self, txn);
+        let mut waits = Vec::with_capacity(holds.len());
+        for (&shard, keys) in holds {
+            let keys: Vec<(HashedKey, HoldMode)> =
+                keys.iter().map(|(k, m)| (k.clone(), *m)).collect();
+            let req = PrepareRequest {
+                txn,
+                checks: checks.get(&shard).cloned().unwrap_or_default(),
+                holds: keys.clone(),
+                want_states: true,
+                retry_on_busy: true,
+            };
+            guard.add(shard);
+            let rx = self.start(shard, |reply| ShardMsg::Prepare { req, reply })?;
+            waits.push((shard, keys, rx));
+        }
+        let mut overlay = Overlay {
+            states: HashMap::new(),
+            now_ms: unix_ms(),
+        };
+        let mut outcome = Ok(());
+        for (_, keys, rx) in waits {
+            match rx.await.map_err(|_| TxnError::ShardGone)? {
+                Ok(states) => {
+                    for ((k, _), ReadState { current, .. }) in keys.into_iter().zip(states) {
+                        overlay.states.insert(k.key.clone(), (k, current, false));
+                    }
+                }
+                Err(Refusal::Busy) => outcome = outcome.and(Err(None)),
+                Err(Refusal::Conflict(_)) => outcome = Err(Some(TxnError::WatchFailed)),
+            }
+        }
+        match outcome {
+            Ok(()) => {}
+            Err(None) => return Ok(None), // guard releases
+            Err(Some(e)) => return Err(e),
+        }
+        let replies: Vec<OpReply> = ops.iter().map(|k| k.op.apply(&k.key, &mut overlay)).collect();
+        let mut writes: HashMap<usize, Vec<Write>> = HashMap::new();
+        for (_, (key, state, dirty)) in overlay.states {
+            if dirty {
+                writes
+                    .entry(self.shard_of(key.hash))
+                    .or_default()
+                    .push(Write { key, state });
+            }
+        }
+        // Every key is held, so no version can appear between this timestamp
+        // and the installs: the commit orders after everything it read.
+        let commit_ts = self.node.hlc.now();
+        guard.disarm();
+        let mut acks = Vec::with_capacity(holds.len());
+        for &shard in holds.keys() {
+            let writes = writes.remove(&shard).unwrap_or_default();
+            acks.push(self.start(shard, |reply| ShardMsg::Install {
+                txn,
+                writes,
+                start_ts: commit_ts,
+                commit_ts,
+                reply,
+            })?);
+        }
+        for ack in acks {
+            ack.await.map_err(|_| TxnError::ShardGone)?;
+        }
+        Ok(Some(replies))
+    }
+}

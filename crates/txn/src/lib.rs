@@ -1,0 +1,36 @@
+//! Elsa's coordinator side: the paper's *proxy*.
+//!
+//! - [`router`]: which shard owns a key, and how to ask it (inline when the
+//!   shard lives on the caller's thread, by message otherwise).
+//! - [`lone`]: lone commands — pipelined batches split per shard, in order.
+//! - [`atomic`]: commands that must act on many keys at once (MULTI/EXEC,
+//!   MSET, multi-key DEL…): hold, run, install.
+//! - [`txn`]: interactive transactions (`BEGIN [RC|RR|SI]` … `COMMIT`): the
+//!   write buffer, read buffer and commit protocol of the paper's §2.
+//!
+//! The shard side of each step lives in `elsa-shard`; this crate only decides
+//! which shard is asked what, and in which order.
+
+pub mod atomic;
+pub mod lone;
+pub mod router;
+pub mod txn;
+
+pub use router::{Coordinator, NodeContext};
+pub use txn::{Isolation, Txn};
+
+use bytes::Bytes;
+
+/// Why a transactional request did not complete.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TxnError {
+    /// Validation failed on this key; nothing was written. Retry.
+    #[error("CONFLICT {}", String::from_utf8_lossy(.0))]
+    Conflict(Bytes),
+    /// A WATCHed key changed: EXEC answers nil.
+    #[error("watched key changed")]
+    WatchFailed,
+    /// A shard thread is gone (the node is shutting down).
+    #[error("ERR shard unavailable (node shutting down)")]
+    ShardGone,
+}

@@ -1,0 +1,144 @@
+//! Routing: key → shard, and the one way to ask a shard anything.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use elsa_lattice::{Hlc, NodeId};
+use elsa_shard::{HashedKey, KeyHasher, Shard, ShardMsg, TxnId};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::TxnError;
+
+/// What every thread of a node shares: the shards' inboxes, the clock, ids.
+pub struct NodeContext {
+    /// This node's id (the lattice tie-break).
+    pub node_id: NodeId,
+    /// The node's timestamp oracle.
+    pub hlc: Arc<Hlc>,
+    /// The key hasher every table and router uses.
+    pub hasher: KeyHasher,
+    /// One inbox per shard, indexed by shard number.
+    pub inboxes: Vec<mpsc::UnboundedSender<ShardMsg>>,
+    next_txn: AtomicU64,
+}
+
+impl NodeContext {
+    /// A context for `inboxes.len()` shards.
+    pub fn new(
+        node_id: NodeId,
+        hlc: Arc<Hlc>,
+        hasher: KeyHasher,
+        inboxes: Vec<mpsc::UnboundedSender<ShardMsg>>,
+    ) -> NodeContext {
+        NodeContext {
+            node_id,
+            hlc,
+            hasher,
+            inboxes,
+            next_txn: AtomicU64::new(1),
+        }
+    }
+
+    /// A node-unique transaction id.
+    pub fn next_txn(&self) -> TxnId {
+        self.next_txn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.inboxes.len()
+    }
+}
+
+/// A thread's handle on the node: the shared context plus, when the thread
+/// is a shard worker, its own shard, which it serves inline without a message.
+#[derive(Clone)]
+pub struct Coordinator {
+    /// Shared node state.
+    pub node: Arc<NodeContext>,
+    local: Option<(usize, Rc<RefCell<Shard>>)>,
+}
+
+impl Coordinator {
+    /// A coordinator on a thread that owns shard `local` (if any).
+    pub fn new(node: Arc<NodeContext>, local: Option<(usize, Rc<RefCell<Shard>>)>) -> Self {
+        Coordinator { node, local }
+    }
+
+    /// The hash of `key`.
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        std::hash::BuildHasher::hash_one(&self.node.hasher, key)
+    }
+
+    /// `key` with its hash.
+    pub fn hashed(&self, key: Bytes) -> HashedKey {
+        HashedKey {
+            hash: self.hash(&key),
+            key,
+        }
+    }
+
+    /// The shard owning a key hash (low 32 bits, multiply-shift; the table
+    /// uses other bits for segments, hashbrown the rest).
+    pub fn shard_of(&self, hash: u64) -> usize {
+        (((hash & 0xFFFF_FFFF) * self.node.shards() as u64) >> 32) as usize
+    }
+
+    /// Sends `make(reply)` to `shard` and awaits the answer. The thread's own
+    /// shard is served inline: no message, no thread hop.
+    pub async fn ask<T>(
+        &self,
+        shard: usize,
+        make: impl FnOnce(oneshot::Sender<T>) -> ShardMsg,
+    ) -> Result<T, TxnError> {
+        let (tx, rx) = oneshot::channel();
+        self.post(shard, make(tx))?;
+        rx.await.map_err(|_| TxnError::ShardGone)
+    }
+
+    /// Starts a request without waiting: returns the receiver to await later,
+    /// so requests to several shards proceed in parallel.
+    pub fn start<T>(
+        &self,
+        shard: usize,
+        make: impl FnOnce(oneshot::Sender<T>) -> ShardMsg,
+    ) -> Result<oneshot::Receiver<T>, TxnError> {
+        let (tx, rx) = oneshot::channel();
+        self.post(shard, make(tx))?;
+        Ok(rx)
+    }
+
+    /// Delivers a message: inline to the local shard, else to its inbox.
+    pub fn post(&self, shard: usize, msg: ShardMsg) -> Result<(), TxnError> {
+        match &self.local {
+            Some((idx, local)) if *idx == shard => {
+                local.borrow_mut().handle(msg);
+                Ok(())
+            }
+            _ => self.node.inboxes[shard]
+                .send(msg)
+                .map_err(|_| TxnError::ShardGone),
+        }
+    }
+
+    /// Delivers a message through the inbox even for the local shard — for
+    /// use from `Drop`, where the local shard may be borrowed.
+    pub fn post_later(&self, shard: usize, msg: ShardMsg) {
+        let _ = self.node.inboxes[shard].send(msg);
+    }
+}
+
+/// Backs off after a Busy answer: yields first (holds last microseconds),
+/// then sleeps, so a stuck holder does not make callers spin.
+pub async fn backoff(attempt: u32) {
+    if attempt < 32 {
+        tokio::task::yield_now().await;
+    } else {
+        let jitter = rand::random::<u64>() % 500;
+        let micros = (100u64 << (attempt - 32).min(6)) + jitter;
+        tokio::time::sleep(std::time::Duration::from_micros(micros)).await;
+    }
+}

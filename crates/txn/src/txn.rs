@@ -1,0 +1,295 @@
+//! Interactive transactions: the paper's write buffer (algorithm 1), read
+//! buffer with read-set validation (algorithm 2) and lattice timestamp check
+//! (algorithm 3), with the multi-shard commit made atomic by two phases.
+//!
+//! | level | reads                          | validated at commit                       |
+//! |-------|--------------------------------|-------------------------------------------|
+//! | RC    | latest committed, every time   | nothing (writes are still all-or-nothing) |
+//! | RR    | first read cached (read buffer)| every key read still has the read version |
+//! | SI    | as RR                          | as RR, and every key written was last committed before `start_ts` |
+//!
+//! What each level prevents, as measured by the isolation checker, is in
+//! `docs/transactions.md`.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use bytes::Bytes;
+use elsa_lattice::Ts;
+use elsa_shard::{
+    unix_ms, Check, CommitRequest, Current, Expect, HashedKey, HoldMode, KeyOp, KeyView, Op,
+    OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
+};
+
+use crate::atomic::HoldGuard;
+use crate::router::{backoff, Coordinator};
+use crate::TxnError;
+
+/// A transaction's isolation level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Read committed.
+    ReadCommitted,
+    /// Repeatable read.
+    RepeatableRead,
+    /// Snapshot isolation (the default, as in the paper).
+    #[default]
+    Snapshot,
+}
+
+impl FromStr for Isolation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_uppercase().replace(['-', '_', ' '], "").as_str() {
+            "RC" | "READCOMMITTED" => Ok(Isolation::ReadCommitted),
+            "RR" | "REPEATABLEREAD" => Ok(Isolation::RepeatableRead),
+            "SI" | "SNAPSHOT" | "SNAPSHOTISOLATION" => Ok(Isolation::Snapshot),
+            _ => Err(format!("unknown isolation level '{s}' (use RC, RR or SI)")),
+        }
+    }
+}
+
+impl Isolation {
+    /// The short name: RC, RR or SI.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "RC",
+            Isolation::RepeatableRead => "RR",
+            Isolation::Snapshot => "SI",
+        }
+    }
+}
+
+/// An open interactive transaction (one per connection at most).
+pub struct Txn {
+    /// Its isolation level.
+    pub isolation: Isolation,
+    /// When it began (HLC).
+    pub start_ts: Ts,
+    writes: HashMap<Bytes, (u64, Option<Current>)>,
+    reads: HashMap<Bytes, (u64, ReadState)>,
+}
+
+/// The view one op gets inside a transaction: the key's base state (from the
+/// write buffer, read buffer or the shard) and a slot for its new state.
+struct TxnView {
+    base: Option<Current>,
+    write: Option<Option<Current>>,
+    now_ms: u64,
+}
+
+impl KeyView for TxnView {
+    fn read(&mut self, _key: &[u8]) -> Option<Current> {
+        let now = self.now_ms;
+        match &self.write {
+            Some(w) => w.clone(),
+            None => self.base.clone(),
+        }
+        .filter(|c| c.expire_ms.is_none_or(|at| at > now))
+    }
+
+    fn write(&mut self, _key: &[u8], state: Option<Current>) {
+        self.write = Some(state);
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+}
+
+/// True when an op's answer and effect do not depend on the key's current
+/// state (a plain SET): it needs no read, so it adds nothing to the read set.
+fn is_blind(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Set {
+            cond: SetCond::Always,
+            reply: SetReply::Ok,
+            expiry,
+            ..
+        } if *expiry != elsa_shard::Expiry::Keep
+    )
+}
+
+impl Txn {
+    /// Begins a transaction at `isolation`.
+    pub fn begin(coord: &Coordinator, isolation: Isolation) -> Txn {
+        Txn {
+            isolation,
+            start_ts: coord.node.hlc.now(),
+            writes: HashMap::new(),
+            reads: HashMap::new(),
+        }
+    }
+
+    /// True when the transaction has buffered writes.
+    pub fn has_writes(&self) -> bool {
+        !self.writes.is_empty()
+    }
+
+    /// Runs one op inside the transaction: reads see its own writes, then its
+    /// read buffer (RR/SI), then the shard; writes go to the write buffer.
+    pub async fn apply(&mut self, coord: &Coordinator, kop: KeyOp) -> Result<OpReply, TxnError> {
+        let base = if let Some((_, w)) = self.writes.get(&kop.key) {
+            w.clone()
+        } else if is_blind(&kop.op) {
+            None
+        } else if let Some((_, rs)) = self.reads.get(&kop.key) {
+            rs.current.clone()
+        } else {
+            let key = HashedKey {
+                key: kop.key.clone(),
+                hash: kop.hash,
+            };
+            let rs = read(coord, key).await?;
+            let current = rs.current.clone();
+            if self.isolation != Isolation::ReadCommitted {
+                self.reads.insert(kop.key.clone(), (kop.hash, rs));
+            }
+            current
+        };
+        let mut view = TxnView {
+            base,
+            write: None,
+            now_ms: unix_ms(),
+        };
+        let reply = kop.op.apply(&kop.key, &mut view);
+        if let Some(state) = view.write {
+            self.writes.insert(kop.key, (kop.hash, state));
+        }
+        Ok(reply)
+    }
+
+    /// Commits: validates per the isolation level and installs all writes
+    /// atomically; answers the commit timestamp.
+    pub async fn commit(self, coord: &Coordinator) -> Result<Ts, TxnError> {
+        let validate_reads = self.isolation != Isolation::ReadCommitted;
+        if self.writes.is_empty() && (!validate_reads || self.reads.is_empty()) {
+            return Ok(coord.node.hlc.now());
+        }
+        let mut per_shard: HashMap<usize, ShardPart> = HashMap::new();
+        if validate_reads {
+            for (key, (hash, rs)) in self.reads {
+                let key = HashedKey { key, hash };
+                let part = per_shard.entry(coord.shard_of(hash)).or_default();
+                part.holds.push((key.clone(), HoldMode::Read));
+                part.checks.push(Check {
+                    key,
+                    expect: Expect::Version(rs.version),
+                });
+            }
+        }
+        for (key, (hash, state)) in self.writes {
+            let key = HashedKey { key, hash };
+            let part = per_shard.entry(coord.shard_of(hash)).or_default();
+            if self.isolation == Isolation::Snapshot {
+                part.checks.push(Check {
+                    key: key.clone(),
+                    expect: Expect::CommittedBefore(self.start_ts),
+                });
+            }
+            // A key both read and written is held once, for writing.
+            match part.holds.iter_mut().find(|(k, _)| *k == key) {
+                Some(h) => h.1 = HoldMode::Write,
+                None => part.holds.push((key.clone(), HoldMode::Write)),
+            }
+            part.writes.push(Write { key, state });
+        }
+        if per_shard.len() == 1 {
+            let (shard, part) = per_shard.into_iter().next().expect("one shard");
+            let req = CommitRequest {
+                checks: part.checks,
+                writes: part.writes,
+                start_ts: self.start_ts,
+            };
+            return match coord.ask(shard, |reply| ShardMsg::Commit { req, reply }).await? {
+                Ok(ts) => Ok(ts),
+                Err(Refusal::Conflict(k)) => Err(TxnError::Conflict(k)),
+                Err(Refusal::Busy) => Err(TxnError::Conflict(Bytes::new())),
+            };
+        }
+        commit_across(coord, per_shard, self.start_ts).await
+    }
+}
+
+#[derive(Default)]
+struct ShardPart {
+    holds: Vec<(HashedKey, HoldMode)>,
+    checks: Vec<Check>,
+    writes: Vec<Write>,
+}
+
+/// Two-phase commit across shards: prepare (hold + validate) everywhere; if
+/// all agree, pick the commit timestamp and install; otherwise release.
+async fn commit_across(
+    coord: &Coordinator,
+    parts: HashMap<usize, ShardPart>,
+    start_ts: Ts,
+) -> Result<Ts, TxnError> {
+    let txn = coord.node.next_txn();
+    let mut guard = HoldGuard::new(coord, txn);
+    let mut waits = Vec::with_capacity(parts.len());
+    let mut writes = Vec::with_capacity(parts.len());
+    for (shard, part) in parts {
+        let req = PrepareRequest {
+            txn,
+            checks: part.checks,
+            holds: part.holds,
+            want_states: false,
+            retry_on_busy: false,
+        };
+        guard.add(shard);
+        waits.push(coord.start(shard, |reply| ShardMsg::Prepare { req, reply })?);
+        writes.push((shard, part.writes));
+    }
+    let mut conflict = None;
+    for rx in waits {
+        if let Err(refusal) = rx.await.map_err(|_| TxnError::ShardGone)? {
+            conflict.get_or_insert(match refusal {
+                Refusal::Conflict(k) => k,
+                Refusal::Busy => Bytes::new(),
+            });
+        }
+    }
+    if let Some(key) = conflict {
+        return Err(TxnError::Conflict(key)); // guard releases every hold
+    }
+    let commit_ts = coord.node.hlc.now();
+    guard.disarm();
+    let mut acks = Vec::with_capacity(writes.len());
+    for (shard, writes) in writes {
+        acks.push(coord.start(shard, |reply| ShardMsg::Install {
+            txn,
+            writes,
+            start_ts,
+            commit_ts,
+            reply,
+        })?);
+    }
+    for ack in acks {
+        ack.await.map_err(|_| TxnError::ShardGone)?;
+    }
+    Ok(commit_ts)
+}
+
+/// Reads a key's state, waiting out a commit that holds it for writing (a
+/// few microseconds), so a read never sees half of a multi-shard commit.
+pub async fn read(coord: &Coordinator, key: HashedKey) -> Result<ReadState, TxnError> {
+    let shard = coord.shard_of(key.hash);
+    let mut attempt = 0;
+    loop {
+        let k = key.clone();
+        match coord.ask(shard, |reply| ShardMsg::Read { key: k, reply }).await? {
+            Ok(rs) => return Ok(rs),
+            Err(_) => {
+                backoff(attempt).await;
+                attempt += 1;
+            }
+        }
+    }
+}
+
+/// The version of a key now (for WATCH).
+pub async fn version_of(coord: &Coordinator, key: HashedKey) -> Result<elsa_lattice::Version, TxnError> {
+    Ok(read(coord, key).await?.version)
+}
