@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[derive(Parser)]
-#[command(name = "elsa", version, about = "Elsa: a coordination-free transactional key-value store on the Redis protocol")]
+#[command(
+    name = "elsa",
+    version,
+    about = "Elsa: a coordination-free transactional key-value store on the Redis protocol"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -18,8 +22,6 @@ struct Cli {
 enum Command {
     /// Run a node (no config needed: 127.0.0.1:6379, data in ./elsa-data).
     Server(elsa_server::config::ServerArgs),
-    /// Interactive client: BEGIN/PUT/GET/DELETE/COMMIT/ABORT and any Redis command.
-    Cli(elsa_cli::CliArgs),
 }
 
 fn main() {
@@ -41,7 +43,6 @@ fn main() {
                 }
             }
         }
-        Command::Cli(args) => elsa_cli::run(args),
     };
     std::process::exit(code);
 }

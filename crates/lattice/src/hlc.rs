@@ -136,7 +136,10 @@ mod tests {
                 std::thread::spawn(move || (0..10_000).map(|_| hlc.now()).collect::<Vec<_>>())
             })
             .collect();
-        let mut all: Vec<Ts> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+        let mut all: Vec<Ts> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
         let n = all.len();
         all.sort_unstable();
         all.dedup();

@@ -1,1 +1,31 @@
-//! placeholder
+//! Elsa's node: everything between a TCP socket and the shards.
+//!
+//! - [`config`]: embedded defaults, `elsa.toml`, `ELSA_*`, flags.
+//! - [`node`]: worker threads (one shard each) and the acceptor.
+//! - [`conn`]: one client connection — read, batch, run, reply.
+//! - [`resp`]: the RESP2/RESP3 codec.
+//! - [`cmd`]: the command table and the data commands' parsers.
+//! - `session`: transactions, MULTI/EXEC/WATCH, AUTH, HELLO.
+//! - `admin`, `info`: server and keyspace commands, INFO, CONFIG GET.
+//!
+//! Per-key semantics live in `elsa-shard` (`Op`), commit protocols in
+//! `elsa-txn`; this crate only parses, routes and encodes.
+
+mod admin;
+pub mod cmd;
+pub mod config;
+pub mod conn;
+mod info;
+pub mod node;
+pub mod resp;
+mod session;
+
+/// The Redis version whose commands and replies Elsa follows (clients
+/// read it from INFO and HELLO to pick features).
+pub const REDIS_COMPAT_VERSION: &str = "7.0.0";
+
+/// Resolves the configuration and runs a node until SIGINT/SIGTERM.
+pub fn run(args: config::ServerArgs) -> Result<(), node::StartError> {
+    let config = config::Config::resolve(&args)?;
+    node::run(config)
+}

@@ -72,7 +72,10 @@ fn class(pattern: &[u8], start: usize, c: u8) -> Option<(bool, usize)> {
             hit |= pattern[i + 1] == c;
             i += 2;
         } else if i + 2 < pattern.len() && pattern[i + 1] == b'-' && pattern[i + 2] != b']' {
-            let (lo, hi) = (pattern[i].min(pattern[i + 2]), pattern[i].max(pattern[i + 2]));
+            let (lo, hi) = (
+                pattern[i].min(pattern[i + 2]),
+                pattern[i].max(pattern[i + 2]),
+            );
             hit |= (lo..=hi).contains(&c);
             i += 3;
         } else {

@@ -140,7 +140,9 @@ impl Op {
     /// Runs the op on `key` against `view`.
     pub fn apply(&self, key: &[u8], view: &mut impl KeyView) -> OpReply {
         match self {
-            Op::Get => view.read(key).map_or(OpReply::Nil, |c| OpReply::Bulk(c.value)),
+            Op::Get => view
+                .read(key)
+                .map_or(OpReply::Nil, |c| OpReply::Bulk(c.value)),
             Op::Set {
                 value,
                 cond,
@@ -351,10 +353,22 @@ mod tests {
     #[test]
     fn set_conditions_and_replies() {
         let mut v = MapView::default();
-        assert_eq!(set("a", SetCond::IfPresent, SetReply::Ok).apply(b"k", &mut v), OpReply::Nil);
-        assert_eq!(set("a", SetCond::IfAbsent, SetReply::Flag).apply(b"k", &mut v), OpReply::Int(1));
-        assert_eq!(set("b", SetCond::IfAbsent, SetReply::Flag).apply(b"k", &mut v), OpReply::Int(0));
-        assert_eq!(set("c", SetCond::Always, SetReply::Old).apply(b"k", &mut v), OpReply::Bulk("a".into()));
+        assert_eq!(
+            set("a", SetCond::IfPresent, SetReply::Ok).apply(b"k", &mut v),
+            OpReply::Nil
+        );
+        assert_eq!(
+            set("a", SetCond::IfAbsent, SetReply::Flag).apply(b"k", &mut v),
+            OpReply::Int(1)
+        );
+        assert_eq!(
+            set("b", SetCond::IfAbsent, SetReply::Flag).apply(b"k", &mut v),
+            OpReply::Int(0)
+        );
+        assert_eq!(
+            set("c", SetCond::Always, SetReply::Old).apply(b"k", &mut v),
+            OpReply::Bulk("a".into())
+        );
         assert_eq!(Op::Get.apply(b"k", &mut v), OpReply::Bulk("c".into()));
     }
 
@@ -364,9 +378,15 @@ mod tests {
         assert_eq!(Op::IncrBy(5).apply(b"n", &mut v), OpReply::Int(5));
         assert_eq!(Op::IncrBy(-7).apply(b"n", &mut v), OpReply::Int(-2));
         set(" 1", SetCond::Always, SetReply::Ok).apply(b"s", &mut v);
-        assert_eq!(Op::IncrBy(1).apply(b"s", &mut v), OpReply::Error(ERR_NOT_INTEGER));
+        assert_eq!(
+            Op::IncrBy(1).apply(b"s", &mut v),
+            OpReply::Error(ERR_NOT_INTEGER)
+        );
         set(&i64::MAX.to_string(), SetCond::Always, SetReply::Ok).apply(b"m", &mut v);
-        assert_eq!(Op::IncrBy(1).apply(b"m", &mut v), OpReply::Error(ERR_OVERFLOW));
+        assert_eq!(
+            Op::IncrBy(1).apply(b"m", &mut v),
+            OpReply::Error(ERR_OVERFLOW)
+        );
         assert_eq!(parse_i64(b"007"), None);
         assert_eq!(parse_i64(b"-0"), None);
         assert_eq!(parse_i64(b"-12"), Some(-12));
@@ -375,14 +395,30 @@ mod tests {
     #[test]
     fn ttl_lifecycle() {
         let mut v = MapView(HashMap::new(), 1_000);
-        assert_eq!(Op::Ttl { millis: false }.apply(b"k", &mut v), OpReply::Int(-2));
+        assert_eq!(
+            Op::Ttl { millis: false }.apply(b"k", &mut v),
+            OpReply::Int(-2)
+        );
         set("x", SetCond::Always, SetReply::Ok).apply(b"k", &mut v);
-        assert_eq!(Op::Ttl { millis: false }.apply(b"k", &mut v), OpReply::Int(-1));
+        assert_eq!(
+            Op::Ttl { millis: false }.apply(b"k", &mut v),
+            OpReply::Int(-1)
+        );
         assert_eq!(Op::ExpireAt(3_500).apply(b"k", &mut v), OpReply::Int(1));
-        assert_eq!(Op::Ttl { millis: false }.apply(b"k", &mut v), OpReply::Int(3));
-        assert_eq!(Op::Ttl { millis: true }.apply(b"k", &mut v), OpReply::Int(2_500));
+        assert_eq!(
+            Op::Ttl { millis: false }.apply(b"k", &mut v),
+            OpReply::Int(3)
+        );
+        assert_eq!(
+            Op::Ttl { millis: true }.apply(b"k", &mut v),
+            OpReply::Int(2_500)
+        );
         assert_eq!(Op::Append("y".into()).apply(b"k", &mut v), OpReply::Int(2));
-        assert_eq!(Op::Ttl { millis: true }.apply(b"k", &mut v), OpReply::Int(2_500), "APPEND keeps the TTL");
+        assert_eq!(
+            Op::Ttl { millis: true }.apply(b"k", &mut v),
+            OpReply::Int(2_500),
+            "APPEND keeps the TTL"
+        );
         v.1 = 3_500;
         assert_eq!(Op::Get.apply(b"k", &mut v), OpReply::Nil);
     }

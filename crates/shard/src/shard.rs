@@ -83,7 +83,8 @@ impl KeyView for LoneView<'_> {
     fn write(&mut self, key: &[u8], state: Option<Current>) {
         let ts = self.shard.hlc.now();
         let version = Version::new(ts, self.shard.node);
-        self.shard.install(self.hash, key, state.as_ref(), ts, version);
+        self.shard
+            .install(self.hash, key, state.as_ref(), ts, version);
     }
 
     fn now_ms(&self) -> u64 {
@@ -186,7 +187,14 @@ impl Shard {
 
     /// Installs a state unless the stored one is newer (merge semantics, so a
     /// lattice that arrived from a peer is never overwritten by an older one).
-    fn install(&mut self, hash: u64, key: &[u8], state: Option<&Current>, start_ts: Ts, version: Version) {
+    fn install(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        state: Option<&Current>,
+        start_ts: Ts,
+        version: Version,
+    ) {
         if let Some(old) = self.table.get(hash, key) {
             if old.version() > version {
                 return;
@@ -266,7 +274,12 @@ impl Shard {
         }
     }
 
-    fn validate(&mut self, checks: &[Check], me: Option<TxnId>, busy: Refusal) -> Result<(), Refusal> {
+    fn validate(
+        &mut self,
+        checks: &[Check],
+        me: Option<TxnId>,
+        busy: Refusal,
+    ) -> Result<(), Refusal> {
         for c in checks {
             let mode = match c.expect {
                 Expect::Version(_) => HoldMode::Read,
@@ -305,7 +318,13 @@ impl Shard {
         let commit_ts = self.hlc.now();
         let version = Version::new(commit_ts, self.node);
         for w in &req.writes {
-            self.install(w.key.hash, &w.key.key, w.state.as_ref(), req.start_ts, version);
+            self.install(
+                w.key.hash,
+                &w.key.key,
+                w.state.as_ref(),
+                req.start_ts,
+                version,
+            );
         }
         self.stats.commits += 1;
         Ok(commit_ts)
@@ -397,7 +416,10 @@ impl Shard {
 
     fn live_keys(&self) -> usize {
         let now = unix_ms();
-        self.table.iter().filter(|r| r.live_value(now).is_some()).count()
+        self.table
+            .iter()
+            .filter(|r| r.live_value(now).is_some())
+            .count()
     }
 
     /// Drops every key (FLUSHALL / FLUSHDB).
@@ -407,7 +429,12 @@ impl Shard {
     }
 
     /// Live keys from `segment` on, until at least `count` were seen.
-    pub fn op_scan(&self, mut segment: usize, count: usize, pattern: Option<&[u8]>) -> (Vec<Bytes>, Option<usize>) {
+    pub fn op_scan(
+        &self,
+        mut segment: usize,
+        count: usize,
+        pattern: Option<&[u8]>,
+    ) -> (Vec<Bytes>, Option<usize>) {
         let now = unix_ms();
         let mut keys = Vec::new();
         while segment < SEGMENTS {
@@ -430,7 +457,11 @@ impl Shard {
     pub fn stats(&self) -> ShardStats {
         let mut s = self.stats.clone();
         s.records = self.table.len();
-        s.expires = self.table.iter().filter(|r| r.expire_ms().is_some()).count();
+        s.expires = self
+            .table
+            .iter()
+            .filter(|r| r.expire_ms().is_some())
+            .count();
         s.memory = self.table.memory();
         s
     }

@@ -114,7 +114,11 @@ impl Coordinator {
         let mut checks: HashMap<usize, Vec<Check>> = HashMap::new();
         for c in watches {
             let shard = self.shard_of(c.key.hash);
-            holds.entry(shard).or_default().entry(c.key.clone()).or_insert(HoldMode::Read);
+            holds
+                .entry(shard)
+                .or_default()
+                .entry(c.key.clone())
+                .or_insert(HoldMode::Read);
             checks.entry(shard).or_default().push(c);
         }
         if holds.len() <= 1 {
@@ -205,7 +209,10 @@ impl Coordinator {
             Err(None) => return Ok(None), // guard releases
             Err(Some(e)) => return Err(e),
         }
-        let replies: Vec<OpReply> = ops.iter().map(|k| k.op.apply(&k.key, &mut overlay)).collect();
+        let replies: Vec<OpReply> = ops
+            .iter()
+            .map(|k| k.op.apply(&k.key, &mut overlay))
+            .collect();
         let mut writes: HashMap<usize, Vec<Write>> = HashMap::new();
         for (_, (key, state, dirty)) in overlay.states {
             if dirty {

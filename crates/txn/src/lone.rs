@@ -15,7 +15,10 @@ impl Coordinator {
         let total = ops.len();
         // (shard, positions in the client's order, ops) still to run.
         let mut pending: Vec<(usize, Vec<usize>, Vec<KeyOp>)> = Vec::new();
-        if ops.iter().all(|k| self.shard_of(k.hash) == self.shard_of(ops[0].hash)) {
+        if ops
+            .iter()
+            .all(|k| self.shard_of(k.hash) == self.shard_of(ops[0].hash))
+        {
             pending.push((self.shard_of(ops[0].hash), (0..total).collect(), ops));
         } else {
             let mut per_shard: Vec<(Vec<usize>, Vec<KeyOp>)> = vec![Default::default(); shards];

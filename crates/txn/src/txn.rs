@@ -202,7 +202,10 @@ impl Txn {
                 writes: part.writes,
                 start_ts: self.start_ts,
             };
-            return match coord.ask(shard, |reply| ShardMsg::Commit { req, reply }).await? {
+            return match coord
+                .ask(shard, |reply| ShardMsg::Commit { req, reply })
+                .await?
+            {
                 Ok(ts) => Ok(ts),
                 Err(Refusal::Conflict(k)) => Err(TxnError::Conflict(k)),
                 Err(Refusal::Busy) => Err(TxnError::Conflict(Bytes::new())),
@@ -279,7 +282,10 @@ pub async fn read(coord: &Coordinator, key: HashedKey) -> Result<ReadState, TxnE
     let mut attempt = 0;
     loop {
         let k = key.clone();
-        match coord.ask(shard, |reply| ShardMsg::Read { key: k, reply }).await? {
+        match coord
+            .ask(shard, |reply| ShardMsg::Read { key: k, reply })
+            .await?
+        {
             Ok(rs) => return Ok(rs),
             Err(_) => {
                 backoff(attempt).await;
@@ -290,6 +296,9 @@ pub async fn read(coord: &Coordinator, key: HashedKey) -> Result<ReadState, TxnE
 }
 
 /// The version of a key now (for WATCH).
-pub async fn version_of(coord: &Coordinator, key: HashedKey) -> Result<elsa_lattice::Version, TxnError> {
+pub async fn version_of(
+    coord: &Coordinator,
+    key: HashedKey,
+) -> Result<elsa_lattice::Version, TxnError> {
     Ok(read(coord, key).await?.version)
 }

@@ -1,0 +1,369 @@
+//! Server and keyspace commands that are not per-key: PING, ECHO, TIME,
+//! SELECT, CLIENT, COMMAND, CONFIG, INFO, DBSIZE, FLUSHALL, SCAN, KEYS.
+
+use bytes::Bytes;
+use elsa_shard::{AdminMsg, ShardMsg, ShardStats};
+use elsa_txn::TxnError;
+
+use crate::cmd::{self, int_arg, is, Control, COMMANDS};
+use crate::conn::Conn;
+use elsa_shard::table::SEGMENTS;
+
+/// Control commands that may be queued inside MULTI and run at EXEC.
+pub fn allowed_in_multi(c: Control) -> bool {
+    matches!(
+        c,
+        Control::Ping
+            | Control::Echo
+            | Control::Time
+            | Control::Select
+            | Control::Dbsize
+            | Control::Flushall
+            | Control::Keys
+            | Control::Scan
+            | Control::Info
+            | Control::LastCommit
+    )
+}
+
+impl Conn {
+    /// Serves a non-transactional control command.
+    pub(crate) async fn admin(&mut self, c: Control, args: &[Bytes]) {
+        match c {
+            Control::Ping => match args.get(1) {
+                Some(msg) if args.len() == 2 => self.w().bulk(msg),
+                Some(_) => self.w().error(&cmd::wrong_arity("ping")),
+                None => self.w().simple("PONG"),
+            },
+            Control::Echo => self.w().bulk(&args[1]),
+            Control::Time => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                let mut w = self.w();
+                w.array(2);
+                w.bulk(now.as_secs().to_string().as_bytes());
+                w.bulk(now.subsec_micros().to_string().as_bytes());
+            }
+            Control::Select => match int_arg(&args[1]) {
+                Ok(0) => self.w().simple("OK"),
+                Ok(_) => self.w().error("ERR DB index is out of range"),
+                Err(e) => self.w().error(&e.0),
+            },
+            Control::LastCommit => match self.s.last_commit {
+                Some(ts) => self.w().int(ts as i64),
+                None => self.w().nil(),
+            },
+            Control::Dbsize => match self.dbsize().await {
+                Ok(n) => self.w().int(n as i64),
+                Err(e) => self.w().error(&e.to_string()),
+            },
+            Control::Flushall => self.flushall(args).await,
+            Control::Scan => self.scan(args).await,
+            Control::Keys => self.keys(&args[1]).await,
+            Control::Info => self.info(args).await,
+            Control::Config => self.config(args),
+            Control::Command => self.command(args),
+            Control::Client => self.client(args),
+            other => self
+                .w()
+                .error(&format!("ERR {other:?} is not available here")),
+        }
+    }
+
+    async fn each_shard<T: Send + 'static>(
+        &self,
+        make: impl Fn(tokio::sync::oneshot::Sender<T>) -> AdminMsg,
+    ) -> Result<Vec<T>, TxnError> {
+        let mut rxs = Vec::new();
+        for shard in 0..self.coord.node.shards() {
+            rxs.push(
+                self.coord
+                    .start(shard, |reply| ShardMsg::Admin(make(reply)))?,
+            );
+        }
+        let mut out = Vec::with_capacity(rxs.len());
+        for rx in rxs {
+            out.push(rx.await.map_err(|_| TxnError::ShardGone)?);
+        }
+        Ok(out)
+    }
+
+    async fn dbsize(&self) -> Result<usize, TxnError> {
+        Ok(self.each_shard(AdminMsg::Dbsize).await?.into_iter().sum())
+    }
+
+    pub(crate) async fn shard_stats(&self) -> Result<Vec<ShardStats>, TxnError> {
+        self.each_shard(AdminMsg::Stats).await
+    }
+
+    async fn flushall(&mut self, args: &[Bytes]) {
+        if args.len() > 2
+            || args
+                .get(1)
+                .is_some_and(|a| !is(a, "ASYNC") && !is(a, "SYNC"))
+        {
+            return self.w().error("ERR syntax error");
+        }
+        match self.each_shard(AdminMsg::Flush).await {
+            Ok(_) => self.w().simple("OK"),
+            Err(e) => self.w().error(&e.to_string()),
+        }
+    }
+
+    /// SCAN cursor [MATCH p] [COUNT n] [TYPE t]. The cursor names a shard and
+    /// a table segment; a key never changes segment, so every key present
+    /// for the whole scan is returned exactly once, as Redis promises.
+    async fn scan(&mut self, args: &[Bytes]) {
+        let Some(cursor) = std::str::from_utf8(&args[1])
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+        else {
+            return self.w().error("ERR invalid cursor");
+        };
+        let mut pattern = None;
+        let mut count = 10usize;
+        let mut type_filter = None;
+        let mut i = 2;
+        while i < args.len() {
+            let Some(val) = args.get(i + 1) else {
+                return self.w().error("ERR syntax error");
+            };
+            if is(&args[i], "MATCH") {
+                pattern = Some(val.clone());
+            } else if is(&args[i], "COUNT") {
+                match int_arg(val) {
+                    Ok(n) if n >= 1 => count = n as usize,
+                    Ok(_) => return self.w().error("ERR syntax error"),
+                    Err(e) => return self.w().error(&e.0),
+                }
+            } else if is(&args[i], "TYPE") {
+                type_filter = Some(val.clone());
+            } else {
+                return self.w().error("ERR syntax error");
+            }
+            i += 2;
+        }
+        let shards = self.coord.node.shards() as u64;
+        let (mut shard, mut segment) = (
+            (cursor / SEGMENTS as u64) as usize,
+            (cursor % SEGMENTS as u64) as usize,
+        );
+        if shard as u64 >= shards {
+            return self.w().error("ERR invalid cursor");
+        }
+        let mut keys = Vec::new();
+        let next = loop {
+            let pat = pattern.clone();
+            let answer = self
+                .coord
+                .ask(shard, |reply| {
+                    ShardMsg::Admin(AdminMsg::Scan {
+                        segment,
+                        count: count - keys.len().min(count),
+                        pattern: pat,
+                        reply,
+                    })
+                })
+                .await;
+            let (mut got, next_seg) = match answer {
+                Ok(a) => a,
+                Err(e) => return self.w().error(&e.to_string()),
+            };
+            keys.append(&mut got);
+            match next_seg {
+                Some(seg) => segment = seg,
+                None => {
+                    shard += 1;
+                    segment = 0;
+                }
+            }
+            if shard as u64 >= shards {
+                break 0;
+            }
+            if keys.len() >= count {
+                break (shard * SEGMENTS + segment) as u64;
+            }
+        };
+        // Only strings exist yet, so TYPE filters all or nothing.
+        if type_filter.is_some_and(|t| !is(&t, "string")) {
+            keys.clear();
+        }
+        let mut w = self.w();
+        w.array(2);
+        w.bulk(next.to_string().as_bytes());
+        w.bulks(keys.iter().map(|k| &k[..]));
+    }
+
+    async fn keys(&mut self, pattern: &Bytes) {
+        let all_match = &pattern[..] == b"*";
+        let pat = (!all_match).then(|| pattern.clone());
+        let got = self
+            .each_shard(move |reply| AdminMsg::Scan {
+                segment: 0,
+                count: usize::MAX,
+                pattern: pat.clone(),
+                reply,
+            })
+            .await;
+        match got {
+            Ok(parts) => {
+                let keys: Vec<Bytes> = parts.into_iter().flat_map(|(k, _)| k).collect();
+                self.w().bulks(keys.iter().map(|k| &k[..]));
+            }
+            Err(e) => self.w().error(&e.to_string()),
+        }
+    }
+
+    fn config(&mut self, args: &[Bytes]) {
+        if is(&args[1], "GET") && args.len() >= 3 {
+            let pairs = crate::info::config_pairs(&self.shared.config);
+            let hits: Vec<&(String, String)> = pairs
+                .iter()
+                .filter(|(k, _)| {
+                    args[2..]
+                        .iter()
+                        .any(|p| elsa_shard::glob::matches(&p.to_ascii_lowercase(), k.as_bytes()))
+                })
+                .collect();
+            let mut w = self.w();
+            w.map(hits.len());
+            for (k, v) in hits {
+                w.bulk(k.as_bytes());
+                w.bulk(v.as_bytes());
+            }
+        } else if is(&args[1], "RESETSTAT") && args.len() == 2 {
+            self.w().simple("OK");
+        } else if is(&args[1], "SET") {
+            self.w()
+                .error("ERR CONFIG SET is not supported yet: restart with the new value in elsa.toml, ELSA_* or a flag");
+        } else {
+            self.w().error(&format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
+                String::from_utf8_lossy(&args[1])
+            ));
+        }
+    }
+
+    fn command(&mut self, args: &[Bytes]) {
+        let sub = args.get(1);
+        if sub.is_none() {
+            let mut w = self.w();
+            w.array(COMMANDS.len());
+            for spec in COMMANDS {
+                write_command_info(&mut w, spec);
+            }
+        } else if sub.is_some_and(|s| is(s, "COUNT")) {
+            self.w().int(COMMANDS.len() as i64);
+        } else if sub.is_some_and(|s| is(s, "INFO")) {
+            let names = &args[2..];
+            let mut w = self.w();
+            if names.is_empty() {
+                w.array(COMMANDS.len());
+                for spec in COMMANDS {
+                    write_command_info(&mut w, spec);
+                }
+            } else {
+                w.array(names.len());
+                for n in names {
+                    match cmd::lookup(n) {
+                        Some(spec) => write_command_info(&mut w, spec),
+                        None => w.nil_array(),
+                    }
+                }
+            }
+        } else if sub.is_some_and(|s| is(s, "DOCS")) {
+            // redis-cli asks for docs to show hints; an empty map is a valid
+            // "no docs" answer that every client accepts.
+            self.w().map(0);
+        } else if sub.is_some_and(|s| is(s, "LIST")) {
+            let mut w = self.w();
+            w.array(COMMANDS.len());
+            for spec in COMMANDS {
+                w.bulk(spec.name.as_bytes());
+            }
+        } else {
+            self.w().error("ERR unknown subcommand. Try COMMAND HELP.");
+        }
+    }
+
+    fn client(&mut self, args: &[Bytes]) {
+        let sub = &args[1];
+        if is(sub, "ID") && args.len() == 2 {
+            let id = self.s.id as i64;
+            self.w().int(id);
+        } else if is(sub, "SETNAME") && args.len() == 3 {
+            if args[2].iter().any(|b| *b <= b' ' || *b > b'~') {
+                return self.w().error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+            self.s.name = (!args[2].is_empty()).then(|| args[2].clone());
+            self.w().simple("OK");
+        } else if is(sub, "GETNAME") && args.len() == 2 {
+            match self.s.name.clone() {
+                Some(n) => self.w().bulk(&n),
+                None => self.w().nil(),
+            }
+        } else if is(sub, "SETINFO") && args.len() == 4 {
+            if is(&args[2], "LIB-NAME") {
+                self.s.lib_name = Some(args[3].clone());
+            } else if is(&args[2], "LIB-VER") {
+                self.s.lib_ver = Some(args[3].clone());
+            } else {
+                return self.w().error(&format!(
+                    "ERR Unrecognized option '{}'",
+                    String::from_utf8_lossy(&args[2])
+                ));
+            }
+            self.w().simple("OK");
+        } else if (is(sub, "INFO") && args.len() == 2) || (is(sub, "LIST") && args.len() == 2) {
+            let line = self.client_line();
+            self.w().bulk(line.as_bytes());
+        } else if is(sub, "NO-EVICT") || is(sub, "NO-TOUCH") {
+            self.w().simple("OK");
+        } else {
+            self.w().error(&format!(
+                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(sub)
+            ));
+        }
+    }
+
+    fn client_line(&self) -> String {
+        let s = &self.s;
+        let txt = |b: &Option<Bytes>| {
+            b.as_ref()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_default()
+        };
+        format!(
+            "id={} addr={} name={} db=0 multi={} resp={} lib-name={} lib-ver={} txn={}\n",
+            s.id,
+            s.addr,
+            txt(&s.name),
+            s.multi.as_ref().map_or(-1, |q| q.len() as i64),
+            if s.resp3 { 3 } else { 2 },
+            txt(&s.lib_name),
+            txt(&s.lib_ver),
+            s.txn.as_ref().map_or("none", |t| t.isolation.name()),
+        )
+    }
+}
+
+fn write_command_info(w: &mut crate::resp::ReplyWriter<'_>, spec: &cmd::Spec) {
+    w.array(10);
+    w.bulk(spec.name.as_bytes());
+    w.int(spec.arity as i64);
+    w.set(spec.flags.len());
+    for f in spec.flags {
+        w.simple(f);
+    }
+    w.int(spec.first_key as i64);
+    w.int(spec.last_key as i64);
+    w.int(spec.step as i64);
+    w.set(0); // ACL categories
+    w.set(0); // tips
+    w.array(0); // key specs
+    w.array(0); // subcommands
+}

@@ -1,0 +1,347 @@
+//! The command table: every command Elsa answers, with Redis-style metadata
+//! (arity, flags, key positions) so COMMAND, the router and the transaction
+//! layer can all tell what a command touches.
+//!
+//! Data commands turn their arguments into per-key [`Op`]s plus a [`Shape`]
+//! saying how the per-key answers combine into one reply; the connection
+//! decides how to run those ops (lone, in a transaction, or atomically).
+//! Everything else is a [`Control`] command the connection serves itself.
+
+mod keys;
+mod strings;
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use bytes::Bytes;
+use elsa_shard::Op;
+
+/// Arguments of one request (`args[0]` is the command name).
+pub type Args = [Bytes];
+
+/// How the per-key answers of a data command become one reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// One key: the op's answer as is.
+    One,
+    /// MGET: an array of the answers.
+    Array,
+    /// DEL / EXISTS / UNLINK over several keys: the sum.
+    Sum,
+    /// MSET: `+OK`.
+    Ok,
+}
+
+/// A data command, parsed: what to do to which keys.
+#[derive(Clone, Debug)]
+pub struct DataCmd {
+    /// Ops in command order.
+    pub ops: Vec<(Bytes, Op)>,
+    /// How their answers combine.
+    pub shape: Shape,
+}
+
+/// Commands the connection serves itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    Ping,
+    Echo,
+    Hello,
+    Quit,
+    Select,
+    Client,
+    Command,
+    Config,
+    Info,
+    Dbsize,
+    Flushall,
+    Scan,
+    Keys,
+    Auth,
+    Time,
+    Reset,
+    Begin,
+    Commit,
+    Abort,
+    LastCommit,
+    Multi,
+    Exec,
+    Discard,
+    Watch,
+    Unwatch,
+    Msetnx,
+}
+
+/// What kind of command a name is.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    /// Parsed into ops by this function.
+    Data(fn(&Args) -> Result<DataCmd, CmdError>),
+    /// Served by the connection.
+    Control(Control),
+}
+
+/// One row of the command table.
+#[derive(Debug)]
+pub struct Spec {
+    /// Lowercase name, as COMMAND reports it.
+    pub name: &'static str,
+    /// Redis arity: `n` exact argument count (name included), `-n` at least n.
+    pub arity: i32,
+    /// COMMAND flags.
+    pub flags: &'static [&'static str],
+    /// First key position (0 = no keys).
+    pub first_key: i32,
+    /// Last key position (-1 = last argument).
+    pub last_key: i32,
+    /// Step between keys.
+    pub step: i32,
+    /// How it runs.
+    pub kind: Kind,
+}
+
+impl Spec {
+    /// True when `argc` (name included) satisfies the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        if self.arity >= 0 {
+            argc == self.arity as usize
+        } else {
+            argc >= (-self.arity) as usize
+        }
+    }
+
+    /// True for commands allowed before AUTH when a password is set.
+    pub fn allowed_unauthenticated(&self) -> bool {
+        matches!(
+            self.kind,
+            Kind::Control(Control::Auth | Control::Hello | Control::Quit | Control::Reset)
+        )
+    }
+
+    /// True for commands that change data (COMMAND's `write` flag).
+    pub fn is_write(&self) -> bool {
+        self.flags.contains(&"write")
+    }
+}
+
+/// A command-level error, answered as a Redis error line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CmdError(pub String);
+
+impl CmdError {
+    /// `ERR syntax error`.
+    pub fn syntax() -> CmdError {
+        CmdError("ERR syntax error".into())
+    }
+
+    /// `ERR value is not an integer or out of range`.
+    pub fn not_integer() -> CmdError {
+        CmdError(elsa_shard::ops::ERR_NOT_INTEGER.into())
+    }
+}
+
+const R: &[&str] = &["readonly", "fast"];
+const W: &[&str] = &["write", "denyoom", "fast"];
+const WS: &[&str] = &["write", "denyoom"];
+const A: &[&str] = &["fast", "loading", "stale"];
+const N: &[&str] = &["noscript", "loading", "stale"];
+
+macro_rules! spec {
+    ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $kind:expr) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            first_key: $first,
+            last_key: $last,
+            step: $step,
+            kind: $kind,
+        }
+    };
+}
+
+use Control as C;
+use Kind::{Control as Ctl, Data};
+
+/// Every command, in one table.
+pub static COMMANDS: &[Spec] = &[
+    // strings
+    spec!("get", 2, R, 1, 1, 1, Data(strings::get)),
+    spec!("set", -3, W, 1, 1, 1, Data(strings::set)),
+    spec!("put", 3, W, 1, 1, 1, Data(strings::put)),
+    spec!("setnx", 3, W, 1, 1, 1, Data(strings::setnx)),
+    spec!("setex", 4, W, 1, 1, 1, Data(strings::setex)),
+    spec!("psetex", 4, W, 1, 1, 1, Data(strings::psetex)),
+    spec!("getset", 3, W, 1, 1, 1, Data(strings::getset)),
+    spec!("getdel", 2, W, 1, 1, 1, Data(strings::getdel)),
+    spec!("mget", -2, R, 1, -1, 1, Data(strings::mget)),
+    spec!("mset", -3, WS, 1, -1, 2, Data(strings::mset)),
+    spec!("msetnx", -3, WS, 1, -1, 2, Ctl(C::Msetnx)),
+    spec!("incr", 2, W, 1, 1, 1, Data(strings::incr)),
+    spec!("decr", 2, W, 1, 1, 1, Data(strings::decr)),
+    spec!("incrby", 3, W, 1, 1, 1, Data(strings::incrby)),
+    spec!("decrby", 3, W, 1, 1, 1, Data(strings::decrby)),
+    spec!("append", 3, W, 1, 1, 1, Data(strings::append)),
+    spec!("strlen", 2, R, 1, 1, 1, Data(strings::strlen)),
+    // keys
+    spec!("del", -2, &["write"], 1, -1, 1, Data(keys::del)),
+    spec!("delete", -2, &["write"], 1, -1, 1, Data(keys::del)),
+    spec!("unlink", -2, &["write", "fast"], 1, -1, 1, Data(keys::del)),
+    spec!("exists", -2, R, 1, -1, 1, Data(keys::exists)),
+    spec!("type", 2, R, 1, 1, 1, Data(keys::type_)),
+    spec!("ttl", 2, R, 1, 1, 1, Data(keys::ttl)),
+    spec!("pttl", 2, R, 1, 1, 1, Data(keys::pttl)),
+    spec!(
+        "expire",
+        -3,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(keys::expire)
+    ),
+    spec!(
+        "pexpire",
+        -3,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(keys::pexpire)
+    ),
+    spec!(
+        "expireat",
+        -3,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(keys::expireat)
+    ),
+    spec!(
+        "pexpireat",
+        -3,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(keys::pexpireat)
+    ),
+    spec!(
+        "persist",
+        2,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(keys::persist)
+    ),
+    spec!("scan", -2, &["readonly"], 0, 0, 0, Ctl(C::Scan)),
+    spec!("keys", 2, &["readonly"], 0, 0, 0, Ctl(C::Keys)),
+    spec!("dbsize", 1, R, 0, 0, 0, Ctl(C::Dbsize)),
+    spec!("flushall", -1, &["write"], 0, 0, 0, Ctl(C::Flushall)),
+    spec!("flushdb", -1, &["write"], 0, 0, 0, Ctl(C::Flushall)),
+    // connection and server
+    spec!("ping", -1, A, 0, 0, 0, Ctl(C::Ping)),
+    spec!("echo", 2, A, 0, 0, 0, Ctl(C::Echo)),
+    spec!("hello", -1, N, 0, 0, 0, Ctl(C::Hello)),
+    spec!("quit", -1, A, 0, 0, 0, Ctl(C::Quit)),
+    spec!("reset", 1, A, 0, 0, 0, Ctl(C::Reset)),
+    spec!("auth", -2, N, 0, 0, 0, Ctl(C::Auth)),
+    spec!("select", 2, A, 0, 0, 0, Ctl(C::Select)),
+    spec!("client", -2, N, 0, 0, 0, Ctl(C::Client)),
+    spec!("command", -1, N, 0, 0, 0, Ctl(C::Command)),
+    spec!("config", -2, N, 0, 0, 0, Ctl(C::Config)),
+    spec!("info", -1, N, 0, 0, 0, Ctl(C::Info)),
+    spec!("time", 1, A, 0, 0, 0, Ctl(C::Time)),
+    // transactions
+    spec!("begin", -1, A, 0, 0, 0, Ctl(C::Begin)),
+    spec!("commit", 1, A, 0, 0, 0, Ctl(C::Commit)),
+    spec!("abort", 1, A, 0, 0, 0, Ctl(C::Abort)),
+    spec!("rollback", 1, A, 0, 0, 0, Ctl(C::Abort)),
+    spec!("lastcommit", 1, A, 0, 0, 0, Ctl(C::LastCommit)),
+    spec!("multi", 1, A, 0, 0, 0, Ctl(C::Multi)),
+    spec!(
+        "exec",
+        1,
+        &["noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        Ctl(C::Exec)
+    ),
+    spec!("discard", 1, A, 0, 0, 0, Ctl(C::Discard)),
+    spec!("watch", -2, A, 1, -1, 1, Ctl(C::Watch)),
+    spec!("unwatch", 1, A, 0, 0, 0, Ctl(C::Unwatch)),
+];
+
+static BY_NAME: LazyLock<HashMap<&'static str, &'static Spec>> =
+    LazyLock::new(|| COMMANDS.iter().map(|s| (s.name, s)).collect());
+
+/// Looks a command up by name, case-insensitively, without allocating.
+pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
+    let mut buf = [0u8; 24];
+    if name.len() > buf.len() {
+        return None;
+    }
+    for (d, s) in buf.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    let lower = std::str::from_utf8(&buf[..name.len()]).ok()?;
+    BY_NAME.get(lower).copied()
+}
+
+/// The Redis error for an unknown command.
+pub fn unknown_command(args: &Args) -> String {
+    let name = args
+        .first()
+        .map(|a| String::from_utf8_lossy(a))
+        .unwrap_or_default();
+    let mut msg = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        truncate(&name)
+    );
+    for a in args.iter().skip(1).take(8) {
+        msg.push_str(&format!("'{}' ", truncate(&String::from_utf8_lossy(a))));
+    }
+    msg
+}
+
+/// The Redis error for a wrong argument count.
+pub fn wrong_arity(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(128).collect()
+}
+
+/// Parses a whole-number argument.
+pub fn int_arg(b: &[u8]) -> Result<i64, CmdError> {
+    elsa_shard::ops::parse_i64(b).ok_or_else(CmdError::not_integer)
+}
+
+/// True when `arg` equals `word`, ignoring ASCII case.
+pub fn is(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_lowercase() {
+        assert_eq!(BY_NAME.len(), COMMANDS.len());
+        for s in COMMANDS {
+            assert_eq!(s.name, s.name.to_lowercase());
+        }
+    }
+
+    #[test]
+    fn lookup_ignores_case() {
+        assert_eq!(lookup(b"gEt").map(|s| s.name), Some("get"));
+        assert!(lookup(b"nosuchcommand").is_none());
+        assert!(lookup(&[0xff; 100]).is_none());
+    }
+}

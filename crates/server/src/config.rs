@@ -1,0 +1,246 @@
+//! Configuration: embedded defaults, then `--config elsa.toml`, then `ELSA_*`
+//! environment variables, then command-line flags — the later wins. The same
+//! kebab-case names work in the file (`data-dir = "…"`), as variables
+//! (`ELSA_DATA_DIR`) and as flags (`--data-dir`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use elsa_txn::Isolation;
+use serde::Deserialize;
+
+/// The defaults, as a TOML file compiled into the binary: `elsa server`
+/// with no configuration at all runs exactly this.
+pub const DEFAULT_CONFIG: &str = include_str!("../elsa.default.toml");
+
+/// `elsa server` flags. Each also reads `ELSA_<NAME>` from the environment.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct ServerArgs {
+    /// A TOML file with any of the keys below (kebab-case).
+    #[arg(long, env = "ELSA_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// TCP port for clients.
+    #[arg(long, env = "ELSA_PORT")]
+    pub port: Option<u16>,
+    /// Address to bind (loopback unless told otherwise).
+    #[arg(long, env = "ELSA_BIND")]
+    pub bind: Option<String>,
+    /// Where the node keeps its files.
+    #[arg(long, env = "ELSA_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Shard worker threads (0 = one per core).
+    #[arg(long, env = "ELSA_WORKERS")]
+    pub workers: Option<usize>,
+    /// Password clients must AUTH with.
+    #[arg(long, env = "ELSA_REQUIREPASS")]
+    pub requirepass: Option<String>,
+    /// Most simultaneous client connections.
+    #[arg(long, env = "ELSA_MAXCLIENTS")]
+    pub maxclients: Option<usize>,
+    /// Longest bulk string a client may send, in bytes.
+    #[arg(long, env = "ELSA_PROTO_MAX_BULK_LEN")]
+    pub proto_max_bulk_len: Option<usize>,
+    /// Most arguments in one command.
+    #[arg(long, env = "ELSA_MAX_ARGS")]
+    pub max_args: Option<usize>,
+    /// Bytes of unsent replies after which a client is disconnected.
+    #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT")]
+    pub client_output_buffer_limit: Option<usize>,
+    /// Isolation for BEGIN without a level and for implicit transactions: RC, RR or SI.
+    #[arg(long, env = "ELSA_DEFAULT_ISOLATION")]
+    pub default_isolation: Option<String>,
+    /// This node's id (breaks ties between equal commit timestamps).
+    #[arg(long, env = "ELSA_NODE_ID")]
+    pub node_id: Option<u32>,
+    /// Merge epoch in milliseconds: how often each shard flushes its gossip buffer.
+    #[arg(long, env = "ELSA_MERGE_EPOCH_MS")]
+    pub merge_epoch_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct FileConfig {
+    port: Option<u16>,
+    bind: Option<String>,
+    data_dir: Option<PathBuf>,
+    workers: Option<usize>,
+    requirepass: Option<String>,
+    maxclients: Option<usize>,
+    proto_max_bulk_len: Option<usize>,
+    max_args: Option<usize>,
+    client_output_buffer_limit: Option<usize>,
+    default_isolation: Option<String>,
+    node_id: Option<u32>,
+    merge_epoch_ms: Option<u64>,
+}
+
+/// The resolved configuration of a node.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Client address.
+    pub addr: SocketAddr,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Worker threads = shards.
+    pub workers: usize,
+    /// Password, if any.
+    pub requirepass: Option<String>,
+    /// Connection limit.
+    pub maxclients: usize,
+    /// Longest bulk string.
+    pub proto_max_bulk_len: usize,
+    /// Most arguments per command.
+    pub max_args: usize,
+    /// Output buffer limit per client.
+    pub client_output_buffer_limit: usize,
+    /// Default isolation level.
+    pub default_isolation: Isolation,
+    /// Node id.
+    pub node_id: u32,
+    /// Merge epoch.
+    pub merge_epoch_ms: u64,
+}
+
+/// A configuration problem, reported at startup.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {0}: {1}")]
+    Read(PathBuf, std::io::Error),
+    #[error("bad config file {0}: {1}")]
+    Parse(String, toml::de::Error),
+    #[error("bad value for {0}: {1}")]
+    Value(&'static str, String),
+}
+
+fn need<T>(v: Option<T>, name: &'static str) -> Result<T, ConfigError> {
+    v.ok_or(ConfigError::Value(name, "missing".into()))
+}
+
+fn parse_file(name: &str, text: &str) -> Result<FileConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Parse(name.to_string(), e))
+}
+
+macro_rules! layer {
+    ($base:expr, $over:expr, $($f:ident),*) => {
+        $( if $over.$f.is_some() { $base.$f = $over.$f.clone(); } )*
+    };
+}
+
+impl Config {
+    /// Resolves defaults, file, environment and flags (in that order).
+    pub fn resolve(args: &ServerArgs) -> Result<Config, ConfigError> {
+        let mut c = parse_file("(embedded defaults)", DEFAULT_CONFIG)?;
+        if let Some(path) = &args.config {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| ConfigError::Read(path.clone(), e))?;
+            let file = parse_file(&path.display().to_string(), &text)?;
+            layer!(
+                c,
+                file,
+                port,
+                bind,
+                data_dir,
+                workers,
+                requirepass,
+                maxclients,
+                proto_max_bulk_len,
+                max_args,
+                client_output_buffer_limit,
+                default_isolation,
+                node_id,
+                merge_epoch_ms
+            );
+        }
+        // clap already merged environment and flags (flags win).
+        layer!(
+            c,
+            args,
+            port,
+            bind,
+            data_dir,
+            workers,
+            requirepass,
+            maxclients,
+            proto_max_bulk_len,
+            max_args,
+            client_output_buffer_limit,
+            default_isolation,
+            node_id,
+            merge_epoch_ms
+        );
+
+        let bind = need(c.bind, "bind")?;
+        let port = need(c.port, "port")?;
+        let ip: std::net::IpAddr = bind
+            .parse()
+            .map_err(|_| ConfigError::Value("bind", format!("'{bind}' is not an IP address")))?;
+        let workers = match need(c.workers, "workers")? {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n if n > 256 => {
+                return Err(ConfigError::Value("workers", format!("{n} (at most 256)")))
+            }
+            n => n,
+        };
+        let iso = need(c.default_isolation, "default-isolation")?;
+        let default_isolation = iso
+            .parse()
+            .map_err(|e| ConfigError::Value("default-isolation", e))?;
+        let merge_epoch_ms = need(c.merge_epoch_ms, "merge-epoch-ms")?;
+        if !(10..=10_000).contains(&merge_epoch_ms) {
+            return Err(ConfigError::Value(
+                "merge-epoch-ms",
+                format!("{merge_epoch_ms} (must be 10..=10000)"),
+            ));
+        }
+        Ok(Config {
+            addr: SocketAddr::new(ip, port),
+            data_dir: need(c.data_dir, "data-dir")?,
+            workers,
+            requirepass: c.requirepass.filter(|p| !p.is_empty()),
+            maxclients: need(c.maxclients, "maxclients")?,
+            proto_max_bulk_len: need(c.proto_max_bulk_len, "proto-max-bulk-len")?,
+            max_args: need(c.max_args, "max-args")?,
+            client_output_buffer_limit: need(
+                c.client_output_buffer_limit,
+                "client-output-buffer-limit",
+            )?,
+            default_isolation,
+            node_id: need(c.node_id, "node-id")?,
+            merge_epoch_ms,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_need_no_input() {
+        let c = Config::resolve(&ServerArgs::default()).unwrap();
+        assert_eq!(c.addr.to_string(), "127.0.0.1:6379");
+        assert_eq!(c.data_dir, PathBuf::from("./elsa-data"));
+        assert!(c.workers >= 1);
+        assert_eq!(c.default_isolation, Isolation::Snapshot);
+    }
+
+    #[test]
+    fn file_then_flags() {
+        let dir = std::env::temp_dir().join(format!("elsa-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("elsa.toml");
+        std::fs::write(&f, "port = 7000\nworkers = 3\ndefault-isolation = \"RR\"\n").unwrap();
+        let args = ServerArgs {
+            config: Some(f.clone()),
+            port: Some(7001),
+            ..Default::default()
+        };
+        let c = Config::resolve(&args).unwrap();
+        assert_eq!(c.addr.port(), 7001, "flag beats file");
+        assert_eq!(c.workers, 3, "file beats default");
+        assert_eq!(c.default_isolation, Isolation::RepeatableRead);
+        std::fs::write(&f, "prot = 1\n").unwrap();
+        assert!(Config::resolve(&args).is_err(), "unknown keys are refused");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

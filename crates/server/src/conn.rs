@@ -1,0 +1,412 @@
+//! One client connection: read requests, run them, write the replies of a
+//! whole pipelined batch with one write.
+//!
+//! Consecutive lone single-key commands of a batch are run together — one
+//! message per shard rather than one per command — which is where pipelined
+//! throughput comes from. Anything else (transactions, multi-key commands,
+//! control commands) runs one at a time, in order.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use elsa_lattice::{Ts, Version};
+use elsa_shard::{HashedKey, KeyOp, OpReply};
+use elsa_txn::{Coordinator, Txn, TxnError};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::cmd::{self, CmdError, Control, DataCmd, Kind, Shape};
+use crate::node::Shared;
+use crate::resp::{parse_request, Limits, ReplyWriter};
+
+/// Before AUTH, a client may send only tiny requests (CVE-2021-32675).
+const UNAUTHENTICATED: Limits = Limits {
+    max_args: 10,
+    max_bulk: 16 * 1024,
+};
+/// Flush replies early when a batch's output grows past this.
+const FLUSH_AT: usize = 64 * 1024;
+/// Most requests taken from the input buffer before running them.
+const MAX_BATCH: usize = 1024;
+/// Largest unparsed input kept for one connection (Redis's
+/// `client-query-buffer-limit`).
+const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
+
+/// A command queued between MULTI and EXEC.
+pub(crate) enum Queued {
+    /// A data command, parsed (or its parse error, answered at EXEC).
+    Data(Result<DataCmd, CmdError>),
+    /// A control command run in place at EXEC.
+    Admin(Control, Vec<Bytes>),
+}
+
+/// What one connection remembers between requests.
+pub(crate) struct Session {
+    pub id: u64,
+    pub addr: String,
+    pub name: Option<Bytes>,
+    pub lib_name: Option<Bytes>,
+    pub lib_ver: Option<Bytes>,
+    pub resp3: bool,
+    pub authed: bool,
+    pub txn: Option<Txn>,
+    pub multi: Option<Vec<Queued>>,
+    pub multi_failed: bool,
+    pub watches: Vec<(HashedKey, Version)>,
+    pub last_commit: Option<Ts>,
+    pub closing: bool,
+}
+
+/// A connection and its state.
+pub struct Conn {
+    stream: TcpStream,
+    inbuf: BytesMut,
+    pub(crate) out: BytesMut,
+    pub(crate) coord: Coordinator,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) s: Session,
+}
+
+/// How one request will run.
+enum Step {
+    Lone(KeyOp),
+    Data(Result<DataCmd, CmdError>),
+    Control(Control, Vec<Bytes>),
+    Refuse(String),
+}
+
+impl Conn {
+    /// Wraps an accepted socket.
+    pub fn new(stream: TcpStream, coord: Coordinator, shared: Arc<Shared>) -> Conn {
+        let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let addr = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let authed = shared.config.requirepass.is_none();
+        let _ = stream.set_nodelay(true);
+        Conn {
+            stream,
+            inbuf: BytesMut::with_capacity(16 * 1024),
+            out: BytesMut::with_capacity(16 * 1024),
+            coord,
+            shared,
+            s: Session {
+                id,
+                addr,
+                name: None,
+                lib_name: None,
+                lib_ver: None,
+                resp3: false,
+                authed,
+                txn: None,
+                multi: None,
+                multi_failed: false,
+                watches: Vec::new(),
+                last_commit: None,
+                closing: false,
+            },
+        }
+    }
+
+    pub(crate) fn w(&mut self) -> ReplyWriter<'_> {
+        ReplyWriter {
+            out: &mut self.out,
+            resp3: self.s.resp3,
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        if self.s.authed {
+            Limits {
+                max_args: self.shared.config.max_args,
+                max_bulk: self.shared.config.proto_max_bulk_len,
+            }
+        } else {
+            UNAUTHENTICATED
+        }
+    }
+
+    /// Serves the connection until the client leaves or breaks the protocol.
+    pub async fn serve(mut self) {
+        loop {
+            let mut reqs = Vec::new();
+            let mut broken = None;
+            let limits = self.limits();
+            while reqs.len() < MAX_BATCH {
+                match parse_request(&mut self.inbuf, &limits) {
+                    Ok(Some(args)) => reqs.push(args),
+                    Ok(None) => break,
+                    Err(e) => {
+                        broken = Some(e);
+                        break;
+                    }
+                }
+            }
+            if !reqs.is_empty() {
+                self.execute(reqs).await;
+            }
+            if let Some(e) = broken {
+                tracing::debug!(client = self.s.id, "closing connection: {e}");
+                self.w().error(&format!("ERR {e}"));
+                self.s.closing = true;
+            }
+            if !self.out.is_empty() && !self.flush().await {
+                return;
+            }
+            if self.s.closing {
+                let _ = self.stream.shutdown().await;
+                return;
+            }
+            if self.inbuf.len() > QUERY_BUFFER_LIMIT {
+                tracing::warn!(
+                    client = self.s.id,
+                    "closing connection: query buffer over 1 GiB"
+                );
+                return;
+            }
+            if self.inbuf.capacity() - self.inbuf.len() < 4096 {
+                self.inbuf.reserve(16 * 1024);
+            }
+            match self.stream.read_buf(&mut self.inbuf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Writes pending replies; false when the client is gone.
+    async fn flush(&mut self) -> bool {
+        let ok = self.stream.write_all(&self.out).await.is_ok();
+        self.out.clear();
+        ok
+    }
+
+    async fn execute(&mut self, reqs: Vec<Vec<Bytes>>) {
+        self.shared
+            .total_commands
+            .fetch_add(reqs.len() as u64, Ordering::Relaxed);
+        let mut lone: Vec<KeyOp> = Vec::new();
+        for args in reqs {
+            if args.is_empty() {
+                continue;
+            }
+            match self.classify(args) {
+                Step::Lone(kop) => lone.push(kop),
+                step => {
+                    if !lone.is_empty() {
+                        self.run_lone(std::mem::take(&mut lone)).await;
+                    }
+                    self.dispatch(step).await;
+                    if self.out.len() > FLUSH_AT && !self.flush_or_close().await {
+                        return;
+                    }
+                    if self.s.closing {
+                        return;
+                    }
+                }
+            }
+        }
+        if !lone.is_empty() {
+            self.run_lone(lone).await;
+        }
+    }
+
+    async fn flush_or_close(&mut self) -> bool {
+        if self.out.len() > self.shared.config.client_output_buffer_limit {
+            tracing::warn!(
+                client = self.s.id,
+                bytes = self.out.len(),
+                "closing connection: output buffer limit"
+            );
+            self.s.closing = true;
+            self.out.clear();
+            return false;
+        }
+        if !self.flush().await {
+            self.s.closing = true;
+            return false;
+        }
+        true
+    }
+
+    fn classify(&self, args: Vec<Bytes>) -> Step {
+        let Some(spec) = cmd::lookup(&args[0]) else {
+            return Step::Refuse(cmd::unknown_command(&args));
+        };
+        if !self.s.authed && !spec.allowed_unauthenticated() {
+            return Step::Refuse("NOAUTH Authentication required.".into());
+        }
+        if !spec.arity_ok(args.len()) {
+            return Step::Refuse(cmd::wrong_arity(spec.name));
+        }
+        match spec.kind {
+            Kind::Control(c) => Step::Control(c, args),
+            Kind::Data(parse) => {
+                let parsed = parse(&args);
+                let plain = self.s.txn.is_none() && self.s.multi.is_none();
+                match parsed {
+                    Ok(DataCmd {
+                        mut ops,
+                        shape: Shape::One,
+                    }) if plain && ops.len() == 1 => {
+                        let (key, op) = ops.pop().expect("one op");
+                        Step::Lone(KeyOp {
+                            hash: self.coord.hash(&key),
+                            key,
+                            op,
+                        })
+                    }
+                    other => Step::Data(other),
+                }
+            }
+        }
+    }
+
+    async fn run_lone(&mut self, ops: Vec<KeyOp>) {
+        match self.coord.run_lone(ops).await {
+            Ok(replies) => {
+                let mut w = self.w();
+                for r in &replies {
+                    write_op(&mut w, r);
+                }
+            }
+            Err(e) => self.w().error(&e.to_string()),
+        }
+    }
+
+    async fn dispatch(&mut self, step: Step) {
+        if self.s.multi.is_some() {
+            return self.queue(step).await;
+        }
+        match step {
+            Step::Lone(kop) => self.run_lone(vec![kop]).await,
+            Step::Refuse(msg) => self.w().error(&msg),
+            Step::Data(Err(e)) => self.w().error(&e.0),
+            Step::Data(Ok(dc)) => self.run_data(dc).await,
+            Step::Control(c, args) => self.control(c, args).await,
+        }
+    }
+
+    /// Between MULTI and EXEC: queue, or answer the few commands that act now.
+    async fn queue(&mut self, step: Step) {
+        let queued = match step {
+            Step::Refuse(msg) => {
+                self.s.multi_failed = true;
+                return self.w().error(&msg);
+            }
+            Step::Lone(kop) => Queued::Data(Ok(DataCmd {
+                ops: vec![(kop.key, kop.op)],
+                shape: Shape::One,
+            })),
+            Step::Data(parsed) => Queued::Data(parsed),
+            Step::Control(c, args) => match c {
+                Control::Exec
+                | Control::Discard
+                | Control::Multi
+                | Control::Watch
+                | Control::Quit
+                | Control::Reset => return self.control(c, args).await,
+                c if crate::admin::allowed_in_multi(c) => Queued::Admin(c, args),
+                _ => {
+                    self.s.multi_failed = true;
+                    let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+                    return self.w().error(&format!(
+                        "ERR Command not allowed inside a transaction: '{name}'"
+                    ));
+                }
+            },
+        };
+        if let Some(q) = self.s.multi.as_mut() {
+            q.push(queued);
+        }
+        self.w().simple("QUEUED");
+    }
+
+    /// A data command outside MULTI: inside BEGIN it joins the transaction;
+    /// otherwise it runs atomically on its own.
+    async fn run_data(&mut self, dc: DataCmd) {
+        let result = if let Some(mut txn) = self.s.txn.take() {
+            let r = run_in_txn(&self.coord, &mut txn, dc.ops).await;
+            self.s.txn = Some(txn);
+            r
+        } else if dc.ops.len() == 1 {
+            let (key, op) = dc.ops.into_iter().next().expect("one op");
+            let kop = KeyOp {
+                hash: self.coord.hash(&key),
+                key,
+                op,
+            };
+            self.coord.run_lone(vec![kop]).await
+        } else {
+            let ops = dc
+                .ops
+                .into_iter()
+                .map(|(key, op)| KeyOp {
+                    hash: self.coord.hash(&key),
+                    key,
+                    op,
+                })
+                .collect();
+            self.coord.run_atomic(ops, Vec::new()).await
+        };
+        match result {
+            Ok(replies) => write_shaped(&mut self.w(), dc.shape, &replies),
+            Err(e) => self.w().error(&e.to_string()),
+        }
+    }
+}
+
+/// Runs a command's ops inside an open transaction.
+pub(crate) async fn run_in_txn(
+    coord: &Coordinator,
+    txn: &mut Txn,
+    ops: Vec<(Bytes, elsa_shard::Op)>,
+) -> Result<Vec<OpReply>, TxnError> {
+    let mut replies = Vec::with_capacity(ops.len());
+    for (key, op) in ops {
+        let kop = KeyOp {
+            hash: coord.hash(&key),
+            key,
+            op,
+        };
+        replies.push(txn.apply(coord, kop).await?);
+    }
+    Ok(replies)
+}
+
+/// Encodes one op's answer.
+pub(crate) fn write_op(w: &mut ReplyWriter<'_>, r: &OpReply) {
+    match r {
+        OpReply::Nil => w.nil(),
+        OpReply::Ok => w.simple("OK"),
+        OpReply::Int(n) => w.int(*n),
+        OpReply::Bulk(b) => w.bulk(b),
+        OpReply::Status(s) => w.simple(s),
+        OpReply::Error(e) => w.error(e),
+    }
+}
+
+/// Combines a command's per-key answers into its one reply.
+pub(crate) fn write_shaped(w: &mut ReplyWriter<'_>, shape: Shape, replies: &[OpReply]) {
+    match shape {
+        Shape::One => match replies.first() {
+            Some(r) => write_op(w, r),
+            None => w.nil(),
+        },
+        Shape::Array => {
+            w.array(replies.len());
+            for r in replies {
+                write_op(w, r);
+            }
+        }
+        Shape::Sum => w.int(
+            replies
+                .iter()
+                .map(|r| if let OpReply::Int(n) = r { *n } else { 0 })
+                .sum(),
+        ),
+        Shape::Ok => w.simple("OK"),
+    }
+}

@@ -1,0 +1,161 @@
+//! INFO sections and CONFIG GET values.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use elsa_shard::ShardStats;
+
+use crate::cmd::is;
+use crate::config::Config;
+use crate::conn::Conn;
+
+/// Parameters CONFIG GET answers (what common clients and tools probe).
+pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
+    vec![
+        ("bind".into(), c.addr.ip().to_string()),
+        ("port".into(), c.addr.port().to_string()),
+        ("dir".into(), c.data_dir.display().to_string()),
+        ("data-dir".into(), c.data_dir.display().to_string()),
+        ("workers".into(), c.workers.to_string()),
+        ("maxclients".into(), c.maxclients.to_string()),
+        (
+            "proto-max-bulk-len".into(),
+            c.proto_max_bulk_len.to_string(),
+        ),
+        ("max-args".into(), c.max_args.to_string()),
+        (
+            "client-output-buffer-limit".into(),
+            c.client_output_buffer_limit.to_string(),
+        ),
+        (
+            "default-isolation".into(),
+            c.default_isolation.name().into(),
+        ),
+        ("node-id".into(), c.node_id.to_string()),
+        ("merge-epoch-ms".into(), c.merge_epoch_ms.to_string()),
+        (
+            "requirepass".into(),
+            c.requirepass.clone().unwrap_or_default(),
+        ),
+        // Redis parameters clients probe; Elsa's answers for them.
+        ("databases".into(), "1".into()),
+        ("save".into(), String::new()),
+        ("appendonly".into(), "no".into()),
+        ("maxmemory".into(), "0".into()),
+        ("maxmemory-policy".into(), "noeviction".into()),
+        ("timeout".into(), "0".into()),
+        ("cluster-enabled".into(), "no".into()),
+    ]
+}
+
+fn rss_bytes() -> u64 {
+    // /proc/self/statm: size resident … in pages.
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+impl Conn {
+    /// INFO [section …]
+    pub(crate) async fn info(&mut self, args: &[Bytes]) {
+        let want = |name: &str| {
+            args.len() == 1
+                || args[1..]
+                    .iter()
+                    .any(|a| is(a, name) || is(a, "all") || is(a, "everything") || is(a, "default"))
+        };
+        let stats = match self.shard_stats().await {
+            Ok(s) => s,
+            Err(e) => return self.w().error(&e.to_string()),
+        };
+        let total = sum(&stats);
+        let sh = &self.shared;
+        let c = &sh.config;
+        let mut t = String::new();
+        if want("server") {
+            let _ = write!(
+                t,
+                "# Server\r\nredis_version:{}\r\nelsa_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nworkers:{}\r\nnode_id:{}\r\ndefault_isolation:{}\r\n\r\n",
+                crate::REDIS_COMPAT_VERSION,
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::OS,
+                std::process::id(),
+                c.addr.port(),
+                sh.started.elapsed().as_secs(),
+                c.workers,
+                c.node_id,
+                c.default_isolation.name(),
+            );
+        }
+        if want("clients") {
+            let _ = write!(
+                t,
+                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+                sh.clients.load(Ordering::Relaxed),
+                c.maxclients
+            );
+        }
+        if want("memory") {
+            let _ = write!(
+                t,
+                "# Memory\r\nused_memory_rss:{}\r\nused_memory_dataset:{}\r\nmaxmemory:0\r\n\r\n",
+                rss_bytes(),
+                total.memory
+            );
+        }
+        if want("stats") {
+            let _ = write!(
+                t,
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\n\r\n",
+                sh.total_connections.load(Ordering::Relaxed),
+                sh.total_commands.load(Ordering::Relaxed),
+                sh.rejected.load(Ordering::Relaxed),
+                total.expired,
+            );
+        }
+        if want("transactions") {
+            let _ = write!(
+                t,
+                "# Transactions\r\nlone_ops:{}\r\ncommits:{}\r\nconflicts:{}\r\nbusy_retries:{}\r\n\r\n",
+                total.ops, total.commits, total.conflicts, total.busy
+            );
+        }
+        if want("gossip") {
+            let _ = write!(
+                t,
+                "# Gossip\r\nmerge_epoch_ms:{}\r\nlattices_flushed:{}\r\npeers:0\r\n\r\n",
+                c.merge_epoch_ms, total.gossiped
+            );
+        }
+        if want("keyspace") {
+            let keys = total.records;
+            let _ = write!(t, "# Keyspace\r\n");
+            if keys > 0 {
+                let _ = write!(
+                    t,
+                    "db0:keys={},expires={},avg_ttl=0\r\n",
+                    keys, total.expires
+                );
+            }
+        }
+        self.w().verbatim(&t);
+    }
+}
+
+fn sum(stats: &[ShardStats]) -> ShardStats {
+    let mut t = ShardStats::default();
+    for s in stats {
+        t.records += s.records;
+        t.expires += s.expires;
+        t.memory += s.memory;
+        t.ops += s.ops;
+        t.commits += s.commits;
+        t.conflicts += s.conflicts;
+        t.busy += s.busy;
+        t.expired += s.expired;
+        t.gossiped += s.gossiped;
+    }
+    t
+}

@@ -1,0 +1,415 @@
+//! RESP: parsing requests (arrays of bulk strings, and inline commands) and
+//! writing replies in RESP2 or RESP3.
+//!
+//! Check, then parse: [`parse_request`] answers `Ok(None)` when the buffer
+//! holds only part of a request — a normal state, not an error. Lengths a
+//! client declares are checked against [`Limits`] before anything is trusted,
+//! and nothing is allocated from a declared length: the buffer grows only as
+//! bytes actually arrive.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// Largest inline request or RESP header line, as in Redis.
+pub const MAX_INLINE: usize = 64 * 1024;
+
+/// Per-connection bounds on what a client may send.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Most arguments in one command.
+    pub max_args: usize,
+    /// Longest bulk string.
+    pub max_bulk: usize,
+}
+
+/// A protocol error: answered with `-ERR Protocol error: …`, then the
+/// connection is closed (the stream cannot be trusted to resynchronise).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("Protocol error: {0}")]
+pub struct ProtocolError(pub String);
+
+fn proto(msg: impl Into<String>) -> ProtocolError {
+    ProtocolError(msg.into())
+}
+
+/// Finds `\r\n` from `start`; `Ok(None)` if not there yet.
+fn line_end(buf: &[u8], start: usize, what: &str) -> Result<Option<usize>, ProtocolError> {
+    let window = &buf[start..buf.len().min(start + MAX_INLINE + 2)];
+    match window.windows(2).position(|w| w == b"\r\n") {
+        Some(i) => Ok(Some(start + i)),
+        None if window.len() > MAX_INLINE => Err(proto(format!("too big {what}"))),
+        None => Ok(None),
+    }
+}
+
+fn parse_len(bytes: &[u8]) -> Option<i64> {
+    if bytes.is_empty() || bytes.len() > 19 {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+/// Parses one request from the front of `buf`. On success removes it from
+/// `buf` and returns its arguments (possibly none, for an empty line).
+pub fn parse_request(
+    buf: &mut BytesMut,
+    limits: &Limits,
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    if buf[0] != b'*' {
+        return parse_inline(buf);
+    }
+    let Some(eol) = line_end(buf, 1, "mbulk count string")? else {
+        return Ok(None);
+    };
+    let count = parse_len(&buf[1..eol]).ok_or_else(|| proto("invalid multibulk length"))?;
+    if count > limits.max_args as i64 {
+        return Err(proto("invalid multibulk length"));
+    }
+    let mut pos = eol + 2;
+    let count = count.max(0) as usize;
+    // Ranges first (check), slices after (parse): nothing is copied.
+    let mut ranges = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        if pos >= buf.len() {
+            return Ok(None);
+        }
+        if buf[pos] != b'$' {
+            return Err(proto(format!("expected '$', got '{}'", buf[pos] as char)));
+        }
+        let Some(eol) = line_end(buf, pos + 1, "bulk count string")? else {
+            return Ok(None);
+        };
+        let len = parse_len(&buf[pos + 1..eol]).ok_or_else(|| proto("invalid bulk length"))?;
+        if len < 0 || len as u64 > limits.max_bulk as u64 {
+            return Err(proto("invalid bulk length"));
+        }
+        let start = eol + 2;
+        let end = start + len as usize;
+        if buf.len() < end + 2 {
+            return Ok(None);
+        }
+        if &buf[end..end + 2] != b"\r\n" {
+            return Err(proto("bulk string not terminated by CRLF"));
+        }
+        ranges.push(start..end);
+        pos = end + 2;
+    }
+    let frame = buf.split_to(pos).freeze();
+    Ok(Some(ranges.into_iter().map(|r| frame.slice(r)).collect()))
+}
+
+/// Inline commands (`PING\r\n`, as telnet and redis-cli send): split on
+/// whitespace, with redis-cli style quotes.
+fn parse_inline(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let end = match buf.iter().take(MAX_INLINE + 1).position(|&b| b == b'\n') {
+        Some(i) => i,
+        None if buf.len() > MAX_INLINE => return Err(proto("too big inline request")),
+        None => return Ok(None),
+    };
+    let line = buf.split_to(end + 1);
+    let text = line.strip_suffix(b"\n").unwrap_or(&line);
+    let text = text.strip_suffix(b"\r").unwrap_or(text);
+    split_args(text)
+        .map(Some)
+        .ok_or_else(|| proto("unbalanced quotes in request"))
+}
+
+/// Splits a line into arguments like Redis's `sdssplitargs`: whitespace
+/// separated, `"…"` with escapes (`\n`, `\xHH`, …) and `'…'` literal.
+pub fn split_args(line: &[u8]) -> Option<Vec<Bytes>> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    while i < line.len() {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= line.len() {
+            break;
+        }
+        let mut cur = Vec::new();
+        match line[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    match *line.get(i)? {
+                        b'"' => break,
+                        b'\\' if i + 1 < line.len() => {
+                            let c = line[i + 1];
+                            if c == b'x' && i + 3 < line.len() {
+                                let hex = std::str::from_utf8(&line[i + 2..i + 4]).ok();
+                                if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                                    cur.push(v);
+                                    i += 4;
+                                    continue;
+                                }
+                            }
+                            cur.push(match c {
+                                b'n' => b'\n',
+                                b'r' => b'\r',
+                                b't' => b'\t',
+                                b'b' => 8,
+                                b'a' => 7,
+                                other => other,
+                            });
+                            i += 2;
+                        }
+                        c => {
+                            cur.push(c);
+                            i += 1;
+                        }
+                    }
+                }
+                i += 1;
+                if i < line.len() && !line[i].is_ascii_whitespace() {
+                    return None; // closing quote must be followed by a space
+                }
+            }
+            b'\'' => {
+                i += 1;
+                loop {
+                    match *line.get(i)? {
+                        b'\'' => break,
+                        b'\\' if line.get(i + 1) == Some(&b'\'') => {
+                            cur.push(b'\'');
+                            i += 2;
+                        }
+                        c => {
+                            cur.push(c);
+                            i += 1;
+                        }
+                    }
+                }
+                i += 1;
+                if i < line.len() && !line[i].is_ascii_whitespace() {
+                    return None;
+                }
+            }
+            _ => {
+                while i < line.len() && !line[i].is_ascii_whitespace() {
+                    cur.push(line[i]);
+                    i += 1;
+                }
+            }
+        }
+        args.push(Bytes::from(cur));
+    }
+    Some(args)
+}
+
+/// Writes replies into a connection's output buffer in its protocol version.
+pub struct ReplyWriter<'a> {
+    /// The output buffer.
+    pub out: &'a mut BytesMut,
+    /// True after `HELLO 3`.
+    pub resp3: bool,
+}
+
+impl ReplyWriter<'_> {
+    fn int_line(&mut self, prefix: u8, n: i64) {
+        self.out.put_u8(prefix);
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+    }
+
+    /// `+status`
+    pub fn simple(&mut self, s: &str) {
+        self.out.put_u8(b'+');
+        self.out.extend_from_slice(s.as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+    }
+
+    /// `-ERR …` (the message must include its prefix word, e.g. `ERR`).
+    pub fn error(&mut self, msg: &str) {
+        self.out.put_u8(b'-');
+        // An error line cannot contain newlines; Redis replaces them too.
+        for &b in msg.as_bytes() {
+            self.out
+                .put_u8(if b == b'\r' || b == b'\n' { b' ' } else { b });
+        }
+        self.out.extend_from_slice(b"\r\n");
+    }
+
+    /// `:n`
+    pub fn int(&mut self, n: i64) {
+        self.int_line(b':', n);
+    }
+
+    /// `$len\r\nbytes`
+    pub fn bulk(&mut self, b: &[u8]) {
+        self.int_line(b'$', b.len() as i64);
+        self.out.extend_from_slice(b);
+        self.out.extend_from_slice(b"\r\n");
+    }
+
+    /// Null bulk (`$-1` / `_`).
+    pub fn nil(&mut self) {
+        self.out
+            .extend_from_slice(if self.resp3 { b"_\r\n" } else { b"$-1\r\n" });
+    }
+
+    /// Null array (`*-1` / `_`): EXEC after a failed WATCH.
+    pub fn nil_array(&mut self) {
+        self.out
+            .extend_from_slice(if self.resp3 { b"_\r\n" } else { b"*-1\r\n" });
+    }
+
+    /// `*n` header.
+    pub fn array(&mut self, n: usize) {
+        self.int_line(b'*', n as i64);
+    }
+
+    /// `%n` map header (RESP3), or `*2n` flat array (RESP2).
+    pub fn map(&mut self, n: usize) {
+        if self.resp3 {
+            self.int_line(b'%', n as i64);
+        } else {
+            self.int_line(b'*', 2 * n as i64);
+        }
+    }
+
+    /// `~n` set header (RESP3), or `*n` (RESP2).
+    pub fn set(&mut self, n: usize) {
+        self.int_line(if self.resp3 { b'~' } else { b'*' }, n as i64);
+    }
+
+    /// Long text (INFO): verbatim string in RESP3, bulk in RESP2.
+    pub fn verbatim(&mut self, text: &str) {
+        if self.resp3 {
+            self.int_line(b'=', text.len() as i64 + 4);
+            self.out.extend_from_slice(b"txt:");
+            self.out.extend_from_slice(text.as_bytes());
+            self.out.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(text.as_bytes());
+        }
+    }
+
+    /// A list of bulk strings.
+    pub fn bulks<'b>(&mut self, items: impl ExactSizeIterator<Item = &'b [u8]>) {
+        self.array(items.len());
+        for item in items {
+            self.bulk(item);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LIM: Limits = Limits {
+        max_args: 1024,
+        max_bulk: 1024,
+    };
+
+    fn encode(args: &[&[u8]]) -> Vec<u8> {
+        let mut v = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            v.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            v.extend_from_slice(a);
+            v.extend_from_slice(b"\r\n");
+        }
+        v
+    }
+
+    #[test]
+    fn parses_pipelines_and_waits_for_more() {
+        let mut buf = BytesMut::new();
+        let one = encode(&[b"SET", b"k", b"v"]);
+        buf.extend_from_slice(&one);
+        buf.extend_from_slice(&one[..5]);
+        let got = parse_request(&mut buf, &LIM).unwrap().unwrap();
+        assert_eq!(
+            got,
+            vec![Bytes::from("SET"), Bytes::from("k"), Bytes::from("v")]
+        );
+        assert_eq!(parse_request(&mut buf, &LIM).unwrap(), None);
+        buf.extend_from_slice(&one[5..]);
+        assert!(parse_request(&mut buf, &LIM).unwrap().is_some());
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn refuses_hostile_lengths_without_allocating() {
+        let mut buf = BytesMut::from(&b"*99999999999\r\n"[..]);
+        assert!(parse_request(&mut buf, &LIM).is_err());
+        let mut buf = BytesMut::from(&b"*1\r\n$2000000000\r\n"[..]);
+        assert!(parse_request(&mut buf, &LIM).is_err());
+        let mut buf = BytesMut::from(&b"*1\r\n$-5\r\n"[..]);
+        assert!(parse_request(&mut buf, &LIM).is_err());
+        let mut buf = BytesMut::from(&b"*1\r\n$3\r\nabcXY"[..]);
+        assert!(parse_request(&mut buf, &LIM).is_err());
+        let mut buf = BytesMut::from(&b"*1\r\n:3\r\n"[..]);
+        assert!(parse_request(&mut buf, &LIM).is_err());
+    }
+
+    #[test]
+    fn inline_commands_with_quotes() {
+        let mut buf = BytesMut::from(&b"SET \"a b\" 'c d' \"\\x41\\n\"\r\nPING\n"[..]);
+        let got = parse_request(&mut buf, &LIM).unwrap().unwrap();
+        assert_eq!(
+            got,
+            vec![
+                Bytes::from("SET"),
+                Bytes::from("a b"),
+                Bytes::from("c d"),
+                Bytes::from("A\n")
+            ]
+        );
+        assert_eq!(
+            parse_request(&mut buf, &LIM).unwrap().unwrap(),
+            vec![Bytes::from("PING")]
+        );
+        let mut bad = BytesMut::from(&b"SET \"unterminated\r\n"[..]);
+        assert!(parse_request(&mut bad, &LIM).is_err());
+    }
+
+    #[test]
+    fn integers_format_like_redis() {
+        let mut out = BytesMut::new();
+        let mut w = ReplyWriter {
+            out: &mut out,
+            resp3: false,
+        };
+        w.int(i64::MIN);
+        w.int(0);
+        w.int(42);
+        assert_eq!(&out[..], b":-9223372036854775808\r\n:0\r\n:42\r\n");
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_garbage(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let mut buf = BytesMut::from(&data[..]);
+            for _ in 0..10 {
+                match parse_request(&mut buf, &LIM) {
+                    Ok(Some(_)) => continue,
+                    _ => break,
+                }
+            }
+        }
+
+        #[test]
+        fn roundtrips_any_args(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..50), 1..8),
+                               split in 0usize..400) {
+            let refs: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+            let wire = encode(&refs);
+            let split = split.min(wire.len());
+            let mut buf = BytesMut::from(&wire[..split]);
+            let first = parse_request(&mut buf, &LIM).unwrap();
+            let got = match first {
+                Some(g) => g,
+                None => {
+                    buf.extend_from_slice(&wire[split..]);
+                    parse_request(&mut buf, &LIM).unwrap().unwrap()
+                }
+            };
+            let want: Vec<Bytes> = args.into_iter().map(Bytes::from).collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+}

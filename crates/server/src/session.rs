@@ -1,0 +1,336 @@
+//! Connection-level commands: transactions (BEGIN/COMMIT/ABORT, MULTI/EXEC/
+//! WATCH), authentication and protocol negotiation (AUTH, HELLO, RESET).
+
+use bytes::Bytes;
+use elsa_shard::{Check, Expect, KeyOp, Op, OpReply, SetCond, SetReply};
+use elsa_txn::{router::backoff, Isolation, Txn, TxnError};
+
+use crate::cmd::{is, Control};
+use crate::conn::{run_in_txn, write_shaped, Conn, Queued};
+
+fn conflict_message(key: &[u8]) -> String {
+    if key.is_empty() {
+        "CONFLICT transaction lost to a concurrent commit; nothing was written, retry".into()
+    } else {
+        format!(
+            "CONFLICT {} changed by a concurrent commit; nothing was written, retry",
+            String::from_utf8_lossy(key)
+        )
+    }
+}
+
+impl Conn {
+    /// Serves a control command.
+    pub(crate) async fn control(&mut self, c: Control, args: Vec<Bytes>) {
+        match c {
+            Control::Begin => self.begin(&args),
+            Control::Commit => self.commit().await,
+            Control::Abort => match self.s.txn.take() {
+                Some(_) => self.w().simple("OK"),
+                None => self.w().error("ERR ABORT without BEGIN"),
+            },
+            Control::Multi => self.multi(),
+            Control::Exec => self.exec().await,
+            Control::Discard => match self.s.multi.take() {
+                Some(_) => {
+                    self.s.watches.clear();
+                    self.s.multi_failed = false;
+                    self.w().simple("OK");
+                }
+                None => self.w().error("ERR DISCARD without MULTI"),
+            },
+            Control::Watch => self.watch(&args).await,
+            Control::Unwatch => {
+                self.s.watches.clear();
+                self.w().simple("OK");
+            }
+            Control::Msetnx => self.msetnx(&args).await,
+            Control::Auth => self.auth(&args),
+            Control::Hello => self.hello(&args),
+            Control::Quit => {
+                self.w().simple("OK");
+                self.s.closing = true;
+            }
+            Control::Reset => {
+                self.s.txn = None;
+                self.s.multi = None;
+                self.s.multi_failed = false;
+                self.s.watches.clear();
+                self.s.resp3 = false;
+                self.s.name = None;
+                self.s.authed = self.shared.config.requirepass.is_none();
+                self.w().simple("RESET");
+            }
+            other => self.admin(other, &args).await,
+        }
+    }
+
+    fn begin(&mut self, args: &[Bytes]) {
+        if self.s.txn.is_some() {
+            return self
+                .w()
+                .error("ERR BEGIN inside a transaction: COMMIT or ABORT it first");
+        }
+        let isolation = match args.get(1) {
+            None => self.shared.config.default_isolation,
+            Some(level) => match String::from_utf8_lossy(level).parse::<Isolation>() {
+                Ok(i) if args.len() == 2 => i,
+                Ok(_) => return self.w().error("ERR syntax error: BEGIN [RC|RR|SI]"),
+                Err(e) => return self.w().error(&format!("ERR {e}")),
+            },
+        };
+        self.s.txn = Some(Txn::begin(&self.coord, isolation));
+        self.w().simple("OK");
+    }
+
+    async fn commit(&mut self) {
+        let Some(txn) = self.s.txn.take() else {
+            return self.w().error("ERR COMMIT without BEGIN");
+        };
+        match txn.commit(&self.coord).await {
+            Ok(ts) => {
+                self.s.last_commit = Some(ts);
+                self.w().int(ts as i64);
+            }
+            Err(TxnError::Conflict(key)) => self.w().error(&conflict_message(&key)),
+            Err(e) => self.w().error(&e.to_string()),
+        }
+    }
+
+    fn multi(&mut self) {
+        if self.s.txn.is_some() {
+            return self
+                .w()
+                .error("ERR MULTI inside a BEGIN transaction is not allowed");
+        }
+        if self.s.multi.is_some() {
+            return self.w().error("ERR MULTI calls can not be nested");
+        }
+        self.s.multi = Some(Vec::new());
+        self.s.multi_failed = false;
+        self.w().simple("OK");
+    }
+
+    async fn watch(&mut self, args: &[Bytes]) {
+        if self.s.multi.is_some() {
+            return self.w().error("ERR WATCH inside MULTI is not allowed");
+        }
+        if self.s.txn.is_some() {
+            return self
+                .w()
+                .error("ERR WATCH inside a BEGIN transaction is not allowed");
+        }
+        for key in &args[1..] {
+            let key = self.coord.hashed(key.clone());
+            match elsa_txn::txn::version_of(&self.coord, key.clone()).await {
+                Ok(v) => self.s.watches.push((key, v)),
+                Err(e) => return self.w().error(&e.to_string()),
+            }
+        }
+        self.w().simple("OK");
+    }
+
+    async fn exec(&mut self) {
+        let Some(queued) = self.s.multi.take() else {
+            return self.w().error("ERR EXEC without MULTI");
+        };
+        let watches = std::mem::take(&mut self.s.watches);
+        if std::mem::take(&mut self.s.multi_failed) {
+            return self
+                .w()
+                .error("EXECABORT Transaction discarded because of previous errors.");
+        }
+        // All data commands run as one atomic step; control commands (PING,
+        // DBSIZE…) answer in their place.
+        let mut ops = Vec::new();
+        for q in &queued {
+            if let Queued::Data(Ok(dc)) = q {
+                ops.extend(dc.ops.iter().map(|(key, op)| KeyOp {
+                    hash: self.coord.hash(key),
+                    key: key.clone(),
+                    op: op.clone(),
+                }));
+            }
+        }
+        let checks = watches
+            .into_iter()
+            .map(|(key, v)| Check {
+                key,
+                expect: Expect::Version(v),
+            })
+            .collect();
+        let replies = if ops.is_empty() && queued.iter().all(|q| !matches!(q, Queued::Data(Ok(_))))
+        {
+            // Still validate WATCH: EXEC of an empty/control-only MULTI fails
+            // too when a watched key changed.
+            self.coord.run_atomic(Vec::new(), checks).await
+        } else {
+            self.coord.run_atomic(ops, checks).await
+        };
+        let replies = match replies {
+            Ok(r) => r,
+            Err(TxnError::WatchFailed) => return self.w().nil_array(),
+            Err(e) => return self.w().error(&e.to_string()),
+        };
+        self.w().array(queued.len());
+        let mut at = 0;
+        for q in queued {
+            match q {
+                Queued::Data(Ok(dc)) => {
+                    let n = dc.ops.len();
+                    write_shaped(&mut self.w(), dc.shape, &replies[at..at + n]);
+                    at += n;
+                }
+                Queued::Data(Err(e)) => self.w().error(&e.0),
+                Queued::Admin(c, args) => self.admin(c, &args).await,
+            }
+        }
+    }
+
+    /// MSETNX: all keys set, or none if any exists — as one SI transaction,
+    /// retried on conflict (inside BEGIN it joins the open transaction).
+    async fn msetnx(&mut self, args: &[Bytes]) {
+        if args.len() % 2 == 0 {
+            return self.w().error(&crate::cmd::wrong_arity("msetnx"));
+        }
+        let pairs: Vec<(Bytes, Bytes)> = args[1..]
+            .chunks_exact(2)
+            .map(|kv| (kv[0].clone(), kv[1].clone()))
+            .collect();
+        if let Some(mut txn) = self.s.txn.take() {
+            let r = msetnx_in(&self.coord, &mut txn, &pairs).await;
+            self.s.txn = Some(txn);
+            return match r {
+                Ok(n) => self.w().int(n),
+                Err(e) => self.w().error(&e.to_string()),
+            };
+        }
+        let mut attempt = 0;
+        loop {
+            let mut txn = Txn::begin(&self.coord, Isolation::Snapshot);
+            let r = match msetnx_in(&self.coord, &mut txn, &pairs).await {
+                Ok(0) => Ok(0),
+                Ok(n) => txn.commit(&self.coord).await.map(|_| n),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(n) => return self.w().int(n),
+                Err(TxnError::Conflict(_)) => {
+                    backoff(attempt).await;
+                    attempt += 1;
+                }
+                Err(e) => return self.w().error(&e.to_string()),
+            }
+        }
+    }
+
+    fn auth(&mut self, args: &[Bytes]) {
+        let Some(pass) = self.shared.config.requirepass.clone() else {
+            return self.w().error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+        };
+        let (user, given) = match args.len() {
+            2 => (None, &args[1]),
+            3 => (Some(&args[1]), &args[2]),
+            _ => return self.w().error("ERR syntax error"),
+        };
+        if user.is_some_and(|u| !is(u, "default")) || given.as_ref() != pass.as_bytes() {
+            return self
+                .w()
+                .error("WRONGPASS invalid username-password pair or user is disabled.");
+        }
+        self.s.authed = true;
+        self.w().simple("OK");
+    }
+
+    fn hello(&mut self, args: &[Bytes]) {
+        let mut i = 1;
+        let mut proto = if self.s.resp3 { 3 } else { 2 };
+        if let Some(v) = args.get(1) {
+            match crate::cmd::int_arg(v) {
+                Ok(2) => proto = 2,
+                Ok(3) => proto = 3,
+                Ok(_) => return self.w().error("NOPROTO unsupported protocol version"),
+                Err(_) => {
+                    return self
+                        .w()
+                        .error("ERR Protocol version is not an integer or out of range")
+                }
+            }
+            i = 2;
+        }
+        let mut name = None;
+        while i < args.len() {
+            if is(&args[i], "AUTH") && i + 2 < args.len() {
+                let pass = self.shared.config.requirepass.clone();
+                let ok = match pass {
+                    None => false,
+                    Some(p) => is(&args[i + 1], "default") && args[i + 2].as_ref() == p.as_bytes(),
+                };
+                if !ok {
+                    return self
+                        .w()
+                        .error("WRONGPASS invalid username-password pair or user is disabled.");
+                }
+                self.s.authed = true;
+                i += 3;
+            } else if is(&args[i], "SETNAME") && i + 1 < args.len() {
+                name = Some(args[i + 1].clone());
+                i += 2;
+            } else {
+                return self.w().error("ERR Syntax error in HELLO option");
+            }
+        }
+        if !self.s.authed {
+            return self.w().error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        }
+        if name.is_some() {
+            self.s.name = name;
+        }
+        self.s.resp3 = proto == 3;
+        let id = self.s.id as i64;
+        let mut w = self.w();
+        w.map(7);
+        w.bulk(b"server");
+        w.bulk(b"redis");
+        w.bulk(b"version");
+        w.bulk(crate::REDIS_COMPAT_VERSION.as_bytes());
+        w.bulk(b"proto");
+        w.int(proto);
+        w.bulk(b"id");
+        w.int(id);
+        w.bulk(b"mode");
+        w.bulk(b"standalone");
+        w.bulk(b"role");
+        w.bulk(b"master");
+        w.bulk(b"modules");
+        w.array(0);
+    }
+}
+
+async fn msetnx_in(
+    coord: &elsa_txn::Coordinator,
+    txn: &mut Txn,
+    pairs: &[(Bytes, Bytes)],
+) -> Result<i64, TxnError> {
+    let exists = pairs.iter().map(|(k, _)| (k.clone(), Op::Exists)).collect();
+    let found = run_in_txn(coord, txn, exists).await?;
+    if found.iter().any(|r| *r == OpReply::Int(1)) {
+        return Ok(0);
+    }
+    let sets = pairs
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                Op::Set {
+                    value: v.clone(),
+                    cond: SetCond::Always,
+                    expiry: elsa_shard::Expiry::Clear,
+                    reply: SetReply::Ok,
+                },
+            )
+        })
+        .collect();
+    run_in_txn(coord, txn, sets).await?;
+    Ok(1)
+}
