@@ -33,7 +33,8 @@ impl Elsa {
     /// answers PING.
     pub fn start(extra: &[&str]) -> Elsa {
         let port = free_port();
-        let data_dir = std::env::temp_dir().join(format!("elsa-test-{}-{}", std::process::id(), port));
+        let data_dir =
+            std::env::temp_dir().join(format!("elsa-test-{}-{}", std::process::id(), port));
         let mut cmd = Command::new(elsa_bin());
         cmd.arg("server")
             .arg("--port")
@@ -45,7 +46,11 @@ impl Elsa {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         let child = cmd.spawn().expect("spawn elsa server");
-        let elsa = Elsa { port, child, data_dir };
+        let elsa = Elsa {
+            port,
+            child,
+            data_dir,
+        };
         elsa.wait_ready();
         elsa
     }
@@ -83,7 +88,10 @@ impl Elsa {
 }
 
 fn unsafe_kill(pid: i32, sig: i32) {
-    let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
 }
 
 impl Drop for Elsa {
@@ -91,5 +99,39 @@ impl Drop for Elsa {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+impl Elsa {
+    /// Starts a server that requires `AUTH password`.
+    pub fn start_with_password(password: &str) -> Elsa {
+        let port = free_port();
+        let data_dir =
+            std::env::temp_dir().join(format!("elsa-test-{}-{}", std::process::id(), port));
+        let child = Command::new(elsa_bin())
+            .args([
+                "server",
+                "--port",
+                &port.to_string(),
+                "--requirepass",
+                password,
+            ])
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .env("ELSA_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn elsa server");
+        let elsa = Elsa {
+            port,
+            child,
+            data_dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "elsa did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        elsa
     }
 }

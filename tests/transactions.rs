@@ -1,0 +1,243 @@
+//! Transaction semantics, deterministically, with two connections at a time:
+//! what each isolation level lets through and what it stops.
+
+mod common;
+
+use common::Elsa;
+use redis::{Connection, RedisResult, Value};
+
+fn q(c: &mut Connection, line: &str) -> RedisResult<Value> {
+    let mut cmd = redis::cmd(line.split(' ').next().unwrap());
+    for a in line.split(' ').skip(1) {
+        cmd.arg(a);
+    }
+    cmd.query(c)
+}
+
+fn ok(c: &mut Connection, line: &str) -> Value {
+    q(c, line).unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+fn get(c: &mut Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(c).unwrap()
+}
+
+fn is_conflict(r: RedisResult<Value>) -> bool {
+    matches!(r, Err(ref e) if e.code() == Some("CONFLICT"))
+}
+
+#[test]
+fn commit_is_all_or_nothing_and_reads_see_own_writes() {
+    let elsa = Elsa::start(&["--workers", "4"]);
+    let (mut a, mut b) = (elsa.conn(), elsa.conn());
+    ok(&mut a, "BEGIN");
+    for i in 0..20 {
+        ok(&mut a, &format!("PUT k{i} v{i}"));
+    }
+    assert_eq!(
+        get(&mut a, "k3").as_deref(),
+        Some("v3"),
+        "own write visible"
+    );
+    assert_eq!(get(&mut b, "k3"), None, "no dirty read");
+    let ts = ok(&mut a, "COMMIT");
+    assert!(
+        matches!(ts, Value::Int(n) if n > 0),
+        "COMMIT answers the commit ts: {ts:?}"
+    );
+    let last = ok(&mut a, "LASTCOMMIT");
+    assert_eq!(last, ts);
+    for i in 0..20 {
+        assert_eq!(get(&mut b, &format!("k{i}")), Some(format!("v{i}")));
+    }
+    ok(&mut a, "BEGIN RR");
+    ok(&mut a, "DELETE k1");
+    ok(&mut a, "SET k2 changed");
+    ok(&mut a, "ABORT");
+    assert_eq!(
+        get(&mut b, "k1").as_deref(),
+        Some("v1"),
+        "ABORT leaves nothing behind"
+    );
+    assert_eq!(get(&mut b, "k2").as_deref(), Some("v2"));
+    assert!(q(&mut a, "COMMIT").is_err(), "COMMIT without BEGIN");
+}
+
+#[test]
+fn rr_and_si_repeat_reads_rc_does_not() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let (mut a, mut b) = (elsa.conn(), elsa.conn());
+    ok(&mut b, "SET x 1");
+    for level in ["RR", "SI"] {
+        ok(&mut a, &format!("BEGIN {level}"));
+        assert_eq!(get(&mut a, "x").as_deref(), Some("1"));
+        ok(&mut b, "SET x 2");
+        assert_eq!(
+            get(&mut a, "x").as_deref(),
+            Some("1"),
+            "{level}: repeatable read"
+        );
+        // The read is stale now: committing must fail validation.
+        assert!(
+            is_conflict(q(&mut a, "COMMIT")),
+            "{level}: stale read set must not commit"
+        );
+        ok(&mut b, "SET x 1");
+    }
+    ok(&mut a, "BEGIN RC");
+    assert_eq!(get(&mut a, "x").as_deref(), Some("1"));
+    ok(&mut b, "SET x 2");
+    assert_eq!(
+        get(&mut a, "x").as_deref(),
+        Some("2"),
+        "RC reads the latest commit"
+    );
+    ok(&mut a, "COMMIT");
+}
+
+#[test]
+fn lost_update_is_prevented_at_rr_and_si() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let (mut a, mut b) = (elsa.conn(), elsa.conn());
+    for level in ["RR", "SI"] {
+        ok(&mut a, "SET n 10");
+        ok(&mut a, &format!("BEGIN {level}"));
+        ok(&mut b, &format!("BEGIN {level}"));
+        assert_eq!(get(&mut a, "n").as_deref(), Some("10"));
+        assert_eq!(get(&mut b, "n").as_deref(), Some("10"));
+        ok(&mut a, "SET n 11");
+        ok(&mut b, "SET n 12");
+        ok(&mut a, "COMMIT");
+        let r = q(&mut b, "COMMIT");
+        assert!(is_conflict(r), "{level}: second committer must lose");
+        assert_eq!(get(&mut a, "n").as_deref(), Some("11"));
+    }
+}
+
+#[test]
+fn si_first_committer_wins_on_blind_writes_rr_does_not_check() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let (mut a, mut b) = (elsa.conn(), elsa.conn());
+    ok(&mut a, "BEGIN SI");
+    ok(&mut b, "SET w other");
+    ok(&mut a, "SET w mine");
+    let r = q(&mut a, "COMMIT");
+    assert!(
+        is_conflict(r),
+        "SI: w was committed after this transaction started"
+    );
+    assert_eq!(get(&mut b, "w").as_deref(), Some("other"));
+    ok(&mut a, "BEGIN RR");
+    ok(&mut b, "SET w other2");
+    ok(&mut a, "SET w mine");
+    ok(&mut a, "COMMIT");
+    assert_eq!(
+        get(&mut b, "w").as_deref(),
+        Some("mine"),
+        "RR validates reads only"
+    );
+}
+
+#[test]
+fn conflict_names_the_key() {
+    let elsa = Elsa::start(&[]);
+    let (mut a, mut b) = (elsa.conn(), elsa.conn());
+    ok(&mut a, "BEGIN SI");
+    ok(&mut a, "GET hot");
+    ok(&mut b, "SET hot 1");
+    ok(&mut a, "SET hot 2");
+    let e = q(&mut a, "COMMIT").unwrap_err();
+    assert_eq!(e.code(), Some("CONFLICT"));
+    assert!(e.to_string().contains("hot"), "{e}");
+    assert!(
+        q(&mut a, "ABORT").is_err(),
+        "the conflict already ended the transaction"
+    );
+}
+
+#[test]
+fn multi_exec_watch_have_redis_semantics() {
+    let elsa = Elsa::start(&["--workers", "3"]);
+    let (mut a, mut b) = (elsa.conn(), elsa.conn());
+    ok(&mut a, "MULTI");
+    for i in 0..10 {
+        assert_eq!(
+            ok(&mut a, &format!("INCR c{i}")),
+            Value::SimpleString("QUEUED".into())
+        );
+    }
+    let r = ok(&mut a, "EXEC");
+    let Value::Array(items) = r else {
+        panic!("EXEC answers an array")
+    };
+    assert_eq!(items, vec![Value::Int(1); 10]);
+    // A command failing at EXEC answers its error in place; the rest run.
+    // (Raw bytes: the redis crate turns such an array into one error.)
+    {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", elsa.port)).unwrap();
+        s.write_all(b"MULTI\r\nSET s notanumber\r\nINCR s\r\nSET t 1\r\nEXEC\r\n")
+            .unwrap();
+        let want: &[u8] = b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+OK\r\n-ERR value is not an integer or out of range\r\n+OK\r\n";
+        let mut got = vec![0u8; want.len()];
+        s.read_exact(&mut got).unwrap();
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+    }
+    // WATCH: a change by another client makes EXEC answer nil.
+    ok(&mut a, "WATCH c1 c2");
+    ok(&mut b, "INCR c2");
+    ok(&mut a, "MULTI");
+    ok(&mut a, "SET c1 100");
+    assert_eq!(ok(&mut a, "EXEC"), Value::Nil);
+    assert_eq!(get(&mut b, "c1").as_deref(), Some("1"));
+    // Unchanged watch: EXEC runs.
+    ok(&mut a, "WATCH c1");
+    ok(&mut a, "MULTI");
+    ok(&mut a, "SET c1 100");
+    assert!(matches!(ok(&mut a, "EXEC"), Value::Array(_)));
+    assert_eq!(get(&mut b, "c1").as_deref(), Some("100"));
+    // Queue-time errors abort the whole EXEC.
+    ok(&mut a, "MULTI");
+    assert!(q(&mut a, "GET").is_err());
+    ok(&mut a, "SET z 1");
+    let e = q(&mut a, "EXEC").unwrap_err();
+    assert_eq!(e.code(), Some("EXECABORT"));
+    assert_eq!(get(&mut a, "z"), None);
+    ok(&mut a, "MULTI");
+    ok(&mut a, "SET z 1");
+    ok(&mut a, "DISCARD");
+    assert_eq!(get(&mut a, "z"), None);
+    assert!(q(&mut a, "EXEC").is_err());
+    assert!(
+        q(&mut a, "MULTI").and_then(|_| q(&mut a, "MULTI")).is_err(),
+        "nested MULTI"
+    );
+}
+
+#[test]
+fn mset_is_atomic_to_concurrent_readers() {
+    // A reader doing MGET across shards must never see half of an MSET.
+    let elsa = Elsa::start(&["--workers", "4"]);
+    let keys: Vec<String> = (0..16).map(|i| format!("atom{i}")).collect();
+    let mut w = elsa.conn();
+    let url = elsa.url();
+    let writer_keys = keys.clone();
+    let writer = std::thread::spawn(move || {
+        for round in 0..300 {
+            let mut cmd = redis::cmd("MSET");
+            for k in &writer_keys {
+                cmd.arg(k).arg(round);
+            }
+            let _: () = cmd.query(&mut w).unwrap();
+        }
+    });
+    let mut r = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let mut reads = 0;
+    while !writer.is_finished() || reads < 10 {
+        let vals: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query(&mut r).unwrap();
+        let first = &vals[0];
+        assert!(vals.iter().all(|v| v == first), "torn MGET: {vals:?}");
+        reads += 1;
+    }
+    writer.join().unwrap();
+}
