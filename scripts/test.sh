@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace, installing first what the tests need on a
+# fresh Debian machine: redis-server and redis-tools (the tests drive the real
+# redis-cli, and compare against a real Redis).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+if ((${#need[@]})); then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "installing ${need[*]} ..."
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+cargo test --workspace "$@"
