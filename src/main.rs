@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Run a node (no config needed: 127.0.0.1:6379, data in ./elsa-data).
     Server(elsa_server::config::ServerArgs),
+    /// Interactive client: BEGIN/PUT/GET/DELETE/COMMIT/ABORT and any Redis command.
+    Cli(elsa_cli::CliArgs),
 }
 
 fn main() {
@@ -43,6 +45,7 @@ fn main() {
                 }
             }
         }
+        Command::Cli(args) => elsa_cli::run(args),
     };
     std::process::exit(code);
 }

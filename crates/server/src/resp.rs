@@ -41,11 +41,24 @@ fn line_end(buf: &[u8], start: usize, what: &str) -> Result<Option<usize>, Proto
     }
 }
 
+/// Parses a RESP length header (`-1`, `0`, `42`); at most 18 digits, so it
+/// cannot overflow.
 fn parse_len(bytes: &[u8]) -> Option<i64> {
-    if bytes.is_empty() || bytes.len() > 19 {
+    let (neg, digits) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() || digits.len() > 18 {
         return None;
     }
-    std::str::from_utf8(bytes).ok()?.parse().ok()
+    let mut n: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + (d - b'0') as i64;
+    }
+    Some(if neg { -n } else { n })
 }
 
 /// Parses one request from the front of `buf`. On success removes it from

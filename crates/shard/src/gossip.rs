@@ -5,20 +5,20 @@
 //! sent once, already merged.
 
 use bytes::Bytes;
-use std::collections::HashSet;
+use hashbrown::HashSet;
 
 /// Keys changed since the last flush.
 #[derive(Default)]
 pub struct GossipBuffer {
-    dirty: HashSet<Bytes>,
+    // foldhash: this set is touched on every write.
+    dirty: HashSet<Bytes, foldhash::fast::RandomState>,
 }
 
 impl GossipBuffer {
-    /// Notes that `key` changed.
+    /// Notes that `key` changed (one hash; the key is copied only the first
+    /// time in an epoch).
     pub fn record(&mut self, key: &[u8]) {
-        if !self.dirty.contains(key) {
-            self.dirty.insert(Bytes::copy_from_slice(key));
-        }
+        self.dirty.get_or_insert_with(key, Bytes::copy_from_slice);
     }
 
     /// True when `key` changed this epoch.

@@ -248,7 +248,10 @@ fn apply_set(
     expiry: Expiry,
     reply: SetReply,
 ) -> OpReply {
-    let old = view.read(key);
+    // A plain SET needs nothing from the old state: skip the read (and its
+    // copy of the old value).
+    let blind = cond == SetCond::Always && reply == SetReply::Ok && expiry != Expiry::Keep;
+    let old = if blind { None } else { view.read(key) };
     let allowed = match cond {
         SetCond::Always => true,
         SetCond::IfAbsent => old.is_none(),

@@ -195,25 +195,25 @@ impl Shard {
         start_ts: Ts,
         version: Version,
     ) {
-        if let Some(old) = self.table.get(hash, key) {
-            if old.version() > version {
-                return;
+        let written = self.table.upsert(hash, key, |old| {
+            match old {
+                Some(old) if old.version() > version => return None,
+                Some(old) if state.is_none() && old.is_tombstone() => return None,
+                // Deleting a key that never existed leaves no trace to gossip.
+                None if state.is_none() => return None,
+                _ => {}
             }
-            if state.is_none() && old.is_tombstone() {
-                return;
-            }
-        } else if state.is_none() {
-            return; // deleting a key that never existed leaves no trace to gossip
+            Some(Record::new(
+                key,
+                state.map(|c| &c.value[..]),
+                state.and_then(|c| c.expire_ms),
+                start_ts,
+                version,
+            ))
+        });
+        if written {
+            self.gossip.record(key);
         }
-        let rec = Record::new(
-            key,
-            state.map(|c| &c.value[..]),
-            state.and_then(|c| c.expire_ms),
-            start_ts,
-            version,
-        );
-        self.table.put(hash, rec);
-        self.gossip.record(key);
     }
 
     /// Who else holds `key`, seen by a request that wants `mode`.

@@ -68,6 +68,40 @@ impl Table {
         }
     }
 
+    /// Looks `key` up once and lets `decide` replace its record (or create
+    /// one): `decide` gets the current record, returns the new one or None to
+    /// leave things as they are. Returns true when something was written.
+    pub fn upsert(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        decide: impl FnOnce(Option<&Record>) -> Option<Record>,
+    ) -> bool {
+        let hasher = &self.hasher;
+        let seg = &mut self.segments[segment_of(hash)];
+        match seg.entry(
+            hash,
+            |r| r.key() == key,
+            |r| std::hash::BuildHasher::hash_one(hasher, r.key()),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(mut o) => match decide(Some(o.get())) {
+                Some(rec) => {
+                    *o.get_mut() = rec;
+                    true
+                }
+                None => false,
+            },
+            hashbrown::hash_table::Entry::Vacant(v) => match decide(None) {
+                Some(rec) => {
+                    v.insert(rec);
+                    self.len += 1;
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
     /// Removes `key` physically if its version is still `version` (so a
     /// newer write that raced in is never dropped).
     pub fn remove_if_version(&mut self, hash: u64, key: &[u8], version: Version) -> bool {

@@ -275,8 +275,10 @@ pub static COMMANDS: &[Spec] = &[
     spec!("unwatch", 1, A, 0, 0, 0, Ctl(C::Unwatch)),
 ];
 
-static BY_NAME: LazyLock<HashMap<&'static str, &'static Spec>> =
-    LazyLock::new(|| COMMANDS.iter().map(|s| (s.name, s)).collect());
+// foldhash, not SipHash: the lookup runs once per command on the hot path
+// and the keys are our own names, not attacker-chosen.
+static BY_NAME: LazyLock<HashMap<&'static [u8], &'static Spec, foldhash::fast::FixedState>> =
+    LazyLock::new(|| COMMANDS.iter().map(|s| (s.name.as_bytes(), s)).collect());
 
 /// Looks a command up by name, case-insensitively, without allocating.
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
@@ -287,8 +289,7 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
     for (d, s) in buf.iter_mut().zip(name) {
         *d = s.to_ascii_lowercase();
     }
-    let lower = std::str::from_utf8(&buf[..name.len()]).ok()?;
-    BY_NAME.get(lower).copied()
+    BY_NAME.get(&buf[..name.len()]).copied()
 }
 
 /// The Redis error for an unknown command.
