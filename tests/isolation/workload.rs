@@ -1,0 +1,220 @@
+//! What the isolation harness asks for and how it writes it down: random
+//! transactions over a small, rotating pool of hot keys, and the history in
+//! the JSON-lines format Elle and `adya` read.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use rand::Rng;
+use serde_json::{json, Value as Json};
+
+/// Which of Elle's two transactional workloads a run uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// `["append", k, v]` / `["r", k, [..]]`, on Elsa's `APPEND k " v"`.
+    ListAppend,
+    /// `["w", k, v]` / `["r", k, v]`, on `SET` / `GET`.
+    RwRegister,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::ListAppend => "list-append",
+            Workload::RwRegister => "rw-register",
+        }
+    }
+
+    pub fn adya(self) -> adya::Workload {
+        match self {
+            Workload::ListAppend => adya::Workload::ListAppend,
+            Workload::RwRegister => adya::Workload::RwRegister,
+        }
+    }
+}
+
+/// What a read returned, once it has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// list-append: the elements, oldest first (a missing key is `[]`).
+    List(Vec<u64>),
+    /// rw-register: the value, or `None` for a missing key.
+    Reg(Option<u64>),
+}
+
+/// One micro-operation of a transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mop {
+    /// Read `key`; `seen` is filled in when the read answers.
+    Read { key: u64, seen: Option<Seen> },
+    /// Append `value` to the list at `key`.
+    Append { key: u64, value: u64 },
+    /// Overwrite the register at `key` with `value`.
+    Write { key: u64, value: u64 },
+}
+
+impl Mop {
+    pub fn key(&self) -> u64 {
+        match *self {
+            Mop::Read { key, .. } | Mop::Append { key, .. } | Mop::Write { key, .. } => key,
+        }
+    }
+
+    pub fn is_write(&self) -> bool {
+        !matches!(self, Mop::Read { .. })
+    }
+
+    /// Elle's JSON form, e.g. `["append", 3, 7]` or `["r", 3, [1, 7]]`.
+    pub fn to_json(&self) -> Json {
+        match self {
+            Mop::Append { key, value } => json!(["append", key, value]),
+            Mop::Write { key, value } => json!(["w", key, value]),
+            Mop::Read { key, seen } => match seen {
+                None | Some(Seen::Reg(None)) => json!(["r", key, null]),
+                Some(Seen::Reg(Some(v))) => json!(["r", key, v]),
+                Some(Seen::List(xs)) => json!(["r", key, xs]),
+            },
+        }
+    }
+}
+
+/// The Redis key holding history key `k`.
+pub fn redis_key(k: u64) -> String {
+    format!("k{k}")
+}
+
+/// Hands out keys and unique values. A few keys are hot at a time (so
+/// transactions conflict); a key that has taken `max_writes` writes retires
+/// and a fresh one takes its place, so values stay short and the dependency
+/// graph stays tractable (Elle's rotating key pool).
+pub struct KeyPool {
+    active: Vec<u64>,
+    next_key: u64,
+    /// Writes handed out per key so far; the next value is this plus one.
+    written: HashMap<u64, u64>,
+    max_writes: u64,
+}
+
+impl KeyPool {
+    pub fn new(hot_keys: usize, max_writes: u64) -> KeyPool {
+        KeyPool {
+            active: (0..hot_keys as u64).collect(),
+            next_key: hot_keys as u64,
+            written: HashMap::new(),
+            max_writes,
+        }
+    }
+
+    /// Every key ever handed out.
+    pub fn all_keys(&self) -> Vec<u64> {
+        (0..self.next_key).collect()
+    }
+
+    /// A random transaction of 1–4 micro-ops, half reads, half writes.
+    pub fn txn(&mut self, rng: &mut impl Rng, workload: Workload) -> Vec<Mop> {
+        let n = rng.gen_range(1..=4);
+        (0..n)
+            .map(|_| {
+                let slot = rng.gen_range(0..self.active.len());
+                let key = self.active[slot];
+                if rng.gen_bool(0.5) {
+                    return Mop::Read { key, seen: None };
+                }
+                let count = self.written.entry(key).or_insert(0);
+                *count += 1;
+                let value = *count;
+                if *count >= self.max_writes {
+                    self.active[slot] = self.next_key;
+                    self.next_key += 1;
+                }
+                match workload {
+                    Workload::ListAppend => Mop::Append { key, value },
+                    Workload::RwRegister => Mop::Write { key, value },
+                }
+            })
+            .collect()
+    }
+}
+
+/// How a transaction ended, in Jepsen's terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Committed.
+    Ok,
+    /// Certainly not committed.
+    Fail,
+    /// Unknown.
+    Info,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Ok => "ok",
+            Kind::Fail => "fail",
+            Kind::Info => "info",
+        }
+    }
+}
+
+struct Lines {
+    lines: Vec<String>,
+    /// Completion index -> commit timestamp, for committed transactions.
+    commit_ts: HashMap<u64, i64>,
+}
+
+/// A history being recorded by many client threads at once. Each event gets
+/// the next index under one lock, so file order is real-time order.
+pub struct Recorder {
+    start: Instant,
+    inner: Mutex<Lines>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder {
+            start: Instant::now(),
+            inner: Mutex::new(Lines {
+                lines: Vec::new(),
+                commit_ts: HashMap::new(),
+            }),
+        }
+    }
+}
+
+impl Recorder {
+    fn push(&self, process: u64, kind: &str, txn: &[Mop], ts: Option<i64>) {
+        let time = self.start.elapsed().as_nanos() as u64;
+        let value: Vec<Json> = txn.iter().map(Mop::to_json).collect();
+        let mut inner = self.inner.lock().expect("recorder lock");
+        let index = inner.lines.len() as u64;
+        let line = json!({
+            "index": index, "type": kind, "f": "txn", "process": process,
+            "time": time, "value": value,
+        });
+        inner.lines.push(line.to_string());
+        if let Some(ts) = ts {
+            inner.commit_ts.insert(index, ts);
+        }
+    }
+
+    /// Records that `process` is about to run `txn` (reads not yet known).
+    pub fn invoke(&self, process: u64, txn: &[Mop]) {
+        self.push(process, "invoke", txn, None);
+    }
+
+    /// Records how `process`'s transaction ended, with what its reads saw
+    /// and, when known, its commit timestamp.
+    pub fn complete(&self, process: u64, kind: Kind, txn: &[Mop], commit_ts: Option<i64>) {
+        self.push(process, kind.name(), txn, commit_ts);
+    }
+
+    /// The history as JSON lines, and the commit timestamps seen.
+    pub fn finish(self) -> (String, HashMap<u64, i64>) {
+        let inner = self.inner.into_inner().expect("recorder lock");
+        let mut text = inner.lines.join("\n");
+        text.push('\n');
+        (text, inner.commit_ts)
+    }
+}
