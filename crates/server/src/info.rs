@@ -130,7 +130,7 @@ impl Conn {
             );
         }
         if want("keyspace") {
-            let keys = total.records;
+            let keys = total.live;
             let _ = write!(t, "# Keyspace\r\n");
             if keys > 0 {
                 let _ = write!(
@@ -148,6 +148,7 @@ fn sum(stats: &[ShardStats]) -> ShardStats {
     let mut t = ShardStats::default();
     for s in stats {
         t.records += s.records;
+        t.live += s.live;
         t.expires += s.expires;
         t.memory += s.memory;
         t.ops += s.ops;
