@@ -265,7 +265,7 @@ fn output_buffer_limit_disconnects_a_slow_reader() {
     }
     // MGET of 300 KB in one reply exceeds 100 KB: the server drops the client.
     let mut s = connect(&elsa);
-    let mut req = format!("*301\r\n$4\r\nMGET\r\n").into_bytes();
+    let mut req = b"*301\r\n$4\r\nMGET\r\n".to_vec();
     for i in 0..300 {
         let k = format!("key{i}");
         req.extend_from_slice(format!("${}\r\n{}\r\n", k.len(), k).as_bytes());

@@ -115,6 +115,30 @@ fn lost_update_is_prevented_at_rr_and_si() {
 }
 
 #[test]
+fn read_modify_write_commands_never_lose_updates_even_at_rc() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let (mut a, mut b) = (elsa.conn(), elsa.conn());
+    ok(&mut a, "BEGIN RC");
+    ok(&mut b, "BEGIN RC");
+    ok(&mut a, "INCRBY c 1");
+    ok(&mut b, "INCRBY c 1");
+    ok(&mut b, "APPEND s b");
+    ok(&mut b, "COMMIT");
+    assert!(
+        is_conflict(q(&mut a, "COMMIT")),
+        "a's INCRBY read a value b changed"
+    );
+    assert_eq!(get(&mut a, "c").as_deref(), Some("1"));
+    // A plain GET then SET in separate commands is RC's lost update: allowed.
+    ok(&mut a, "BEGIN RC");
+    assert_eq!(get(&mut a, "c").as_deref(), Some("1"));
+    ok(&mut b, "SET c 5");
+    ok(&mut a, "SET c 2");
+    ok(&mut a, "COMMIT");
+    assert_eq!(get(&mut b, "c").as_deref(), Some("2"));
+}
+
+#[test]
 fn si_first_committer_wins_on_blind_writes_rr_does_not_check() {
     let elsa = Elsa::start(&["--workers", "2"]);
     let (mut a, mut b) = (elsa.conn(), elsa.conn());

@@ -83,7 +83,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let node = Arc::new(NodeContext::new(
         config.node_id,
         hlc.clone(),
-        hasher.clone(),
+        hasher,
         inboxes,
     ));
     let shared = Arc::new(Shared {
@@ -103,7 +103,6 @@ pub fn run(config: Config) -> Result<(), StartError> {
         conn_txs.push(conn_tx);
         let node = node.clone();
         let shared = shared.clone();
-        let hasher = hasher.clone();
         let hlc = hlc.clone();
         let t = std::thread::Builder::new()
             .name(format!("elsa-shard-{index}"))

@@ -190,7 +190,7 @@ impl Conn {
     /// MSETNX: all keys set, or none if any exists — as one SI transaction,
     /// retried on conflict (inside BEGIN it joins the open transaction).
     async fn msetnx(&mut self, args: &[Bytes]) {
-        if args.len() % 2 == 0 {
+        if args.len().is_multiple_of(2) {
             return self.w().error(&crate::cmd::wrong_arity("msetnx"));
         }
         let pairs: Vec<(Bytes, Bytes)> = args[1..]

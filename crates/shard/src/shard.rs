@@ -492,7 +492,7 @@ impl Shard {
     }
 
     fn table_hasher(&self) -> KeyHasher {
-        self.table.hasher().clone()
+        *self.table.hasher()
     }
 
     /// Number of keys waiting in the gossip buffer.

@@ -4,7 +4,7 @@
 //!
 //! | level | reads                          | validated at commit                       |
 //! |-------|--------------------------------|-------------------------------------------|
-//! | RC    | latest committed, every time   | nothing (writes are still all-or-nothing) |
+//! | RC    | latest committed, every time   | only keys one command read and wrote (INCR, APPEND…) |
 //! | RR    | first read cached (read buffer)| every key read still has the read version |
 //! | SI    | as RR                          | as RR, and every key written was last committed before `start_ts` |
 //!
@@ -68,6 +68,10 @@ pub struct Txn {
     pub start_ts: Ts,
     writes: HashMap<Bytes, (u64, Option<Current>)>,
     reads: HashMap<Bytes, (u64, ReadState)>,
+    /// RC only: versions of keys a single command read and then wrote
+    /// (INCR, APPEND, SET NX…). Validated at commit so such commands never
+    /// lose updates, even at RC, as Redis users expect of them.
+    rmw: HashMap<Bytes, (u64, elsa_lattice::Version)>,
 }
 
 /// The view one op gets inside a transaction: the key's base state (from the
@@ -119,6 +123,7 @@ impl Txn {
             start_ts: coord.node.hlc.now(),
             writes: HashMap::new(),
             reads: HashMap::new(),
+            rmw: HashMap::new(),
         }
     }
 
@@ -130,6 +135,7 @@ impl Txn {
     /// Runs one op inside the transaction: reads see its own writes, then its
     /// read buffer (RR/SI), then the shard; writes go to the write buffer.
     pub async fn apply(&mut self, coord: &Coordinator, kop: KeyOp) -> Result<OpReply, TxnError> {
+        let mut fetched = None;
         let base = if let Some((_, w)) = self.writes.get(&kop.key) {
             w.clone()
         } else if is_blind(&kop.op) {
@@ -145,6 +151,8 @@ impl Txn {
             let current = rs.current.clone();
             if self.isolation != Isolation::ReadCommitted {
                 self.reads.insert(kop.key.clone(), (kop.hash, rs));
+            } else {
+                fetched = Some(rs.version);
             }
             current
         };
@@ -155,6 +163,11 @@ impl Txn {
         };
         let reply = kop.op.apply(&kop.key, &mut view);
         if let Some(state) = view.write {
+            if let Some(version) = fetched {
+                self.rmw
+                    .entry(kop.key.clone())
+                    .or_insert((kop.hash, version));
+            }
             self.writes.insert(kop.key, (kop.hash, state));
         }
         Ok(reply)
@@ -168,16 +181,19 @@ impl Txn {
             return Ok(coord.node.hlc.now());
         }
         let mut per_shard: HashMap<usize, ShardPart> = HashMap::new();
-        if validate_reads {
-            for (key, (hash, rs)) in self.reads {
-                let key = HashedKey { key, hash };
-                let part = per_shard.entry(coord.shard_of(hash)).or_default();
-                part.holds.push((key.clone(), HoldMode::Read));
-                part.checks.push(Check {
-                    key,
-                    expect: Expect::Version(rs.version),
-                });
-            }
+        let versions = self
+            .reads
+            .into_iter()
+            .map(|(key, (hash, rs))| (key, (hash, rs.version)))
+            .chain(self.rmw);
+        for (key, (hash, version)) in versions {
+            let key = HashedKey { key, hash };
+            let part = per_shard.entry(coord.shard_of(hash)).or_default();
+            part.holds.push((key.clone(), HoldMode::Read));
+            part.checks.push(Check {
+                key,
+                expect: Expect::Version(version),
+            });
         }
         for (key, (hash, state)) in self.writes {
             let key = HashedKey { key, hash };

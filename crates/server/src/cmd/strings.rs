@@ -154,7 +154,7 @@ pub fn mget(args: &Args) -> Result<DataCmd, CmdError> {
 
 /// MSET key value [key value …]
 pub fn mset(args: &Args) -> Result<DataCmd, CmdError> {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(CmdError(super::wrong_arity("mset")));
     }
     let ops = args[1..]
