@@ -13,14 +13,13 @@ impl Coordinator {
     pub async fn run_lone(&self, ops: Vec<KeyOp>) -> Result<Vec<OpReply>, TxnError> {
         let shards = self.node.shards();
         let total = ops.len();
+        let first = ops.first().map_or(0, |k| self.shard_of(k.hash));
+        if ops.iter().all(|k| self.shard_of(k.hash) == first) {
+            return self.run_lone_on(first, ops).await;
+        }
         // (shard, positions in the client's order, ops) still to run.
         let mut pending: Vec<(usize, Vec<usize>, Vec<KeyOp>)> = Vec::new();
-        if ops
-            .iter()
-            .all(|k| self.shard_of(k.hash) == self.shard_of(ops[0].hash))
         {
-            pending.push((self.shard_of(ops[0].hash), (0..total).collect(), ops));
-        } else {
             let mut per_shard: Vec<(Vec<usize>, Vec<KeyOp>)> = vec![Default::default(); shards];
             for (i, kop) in ops.into_iter().enumerate() {
                 let s = self.shard_of(kop.hash);
@@ -55,6 +54,33 @@ impl Coordinator {
             if pending.is_empty() {
                 return Ok(replies);
             }
+            backoff(attempt).await;
+            attempt += 1;
+        }
+    }
+
+    /// All ops on one shard (always so with one worker, and for every lone
+    /// command that is not pipelined): no regrouping, no index bookkeeping.
+    async fn run_lone_on(
+        &self,
+        shard: usize,
+        mut ops: Vec<KeyOp>,
+    ) -> Result<Vec<OpReply>, TxnError> {
+        let mut replies = Vec::new();
+        let mut attempt = 0;
+        loop {
+            let (mut got, rest) = self
+                .ask(shard, |reply| ShardMsg::Batch { ops, reply })
+                .await?;
+            if replies.is_empty() {
+                replies = got;
+            } else {
+                replies.append(&mut got);
+            }
+            if rest.is_empty() {
+                return Ok(replies);
+            }
+            ops = rest;
             backoff(attempt).await;
             attempt += 1;
         }
