@@ -79,6 +79,17 @@ pub enum HoldMode {
     Write,
 }
 
+impl HoldMode {
+    /// The hold an op needs: writes exclude everyone, reads only writers.
+    pub fn for_op(op: &Op) -> HoldMode {
+        if op.is_write() {
+            HoldMode::Write
+        } else {
+            HoldMode::Read
+        }
+    }
+}
+
 /// Why a shard refused to validate or hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {

@@ -240,11 +240,7 @@ impl Shard {
         let now_ms = unix_ms();
         let mut out = Vec::with_capacity(ops.len());
         for kop in ops {
-            let mode = if kop.op.is_write() {
-                HoldMode::Write
-            } else {
-                HoldMode::Read
-            };
+            let mode = HoldMode::for_op(&kop.op);
             if self.blocked(&kop.key, mode, None) {
                 self.stats.busy += 1;
                 break;
@@ -399,11 +395,7 @@ impl Shard {
     /// Validates WATCH-style checks and runs `ops` as one atomic step.
     pub fn op_exec(&mut self, checks: &[Check], ops: &[KeyOp]) -> Result<Vec<OpReply>, Refusal> {
         for kop in ops {
-            let mode = if kop.op.is_write() {
-                HoldMode::Write
-            } else {
-                HoldMode::Read
-            };
+            let mode = HoldMode::for_op(&kop.op);
             if self.blocked(&kop.key, mode, None) {
                 self.stats.busy += 1;
                 return Err(Refusal::Busy);

@@ -97,11 +97,7 @@ impl Coordinator {
                 key: kop.key.clone(),
                 hash: kop.hash,
             };
-            let mode = if kop.op.is_write() {
-                HoldMode::Write
-            } else {
-                HoldMode::Read
-            };
+            let mode = HoldMode::for_op(&kop.op);
             let slot = holds
                 .entry(self.shard_of(kop.hash))
                 .or_default()
