@@ -24,3 +24,4 @@ pub use msg::*;
 pub use ops::{Current, Expiry, KeyView, Op, OpReply, SetCond, SetReply};
 pub use shard::{unix_ms, Shard, ShardStats};
 pub use table::KeyHasher;
+pub mod wal;

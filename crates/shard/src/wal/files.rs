@@ -1,0 +1,293 @@
+//! The data directory: log segments, snapshot files, the manifest, and
+//! recovery from them.
+//!
+//! ```text
+//! <data-dir>/wal/<seq>-<shard>.log     log segments (seq grows at each snapshot)
+//! <data-dir>/snap/<seq>-<shard>.snap   one snapshot file per shard
+//! <data-dir>/snap/MANIFEST             names the complete snapshot: its seq and files
+//! ```
+//!
+//! A snapshot with sequence `s` holds everything logged in segments `< s`,
+//! so recovery loads the manifest's files, then replays every segment `>= s`
+//! (in any order: replay is a lattice merge).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::codec::{self, Corrupt, LogEntry, Tail};
+
+/// A node's data directory.
+#[derive(Debug, Clone)]
+pub struct DataDir {
+    root: PathBuf,
+}
+
+/// The manifest: which snapshot is complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// Its sequence number.
+    pub seq: u64,
+    /// Its files (names inside `snap/`).
+    pub files: Vec<String>,
+    /// When it was taken (Unix seconds).
+    pub unix_secs: u64,
+}
+
+/// Why recovery stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    /// A file could not be read.
+    #[error("cannot read {0}: {1}")]
+    Io(PathBuf, io::Error),
+    /// A file is damaged other than at its end.
+    #[error(
+        "{0}: {1} — refusing to start rather than guess; move the file away to start without it"
+    )]
+    Corrupt(PathBuf, Corrupt),
+    /// The manifest names a file that is missing or damaged.
+    #[error("snapshot {0} is incomplete or damaged: {1}")]
+    Snapshot(PathBuf, String),
+}
+
+/// What recovery did.
+#[derive(Debug, Default, Clone)]
+pub struct Recovery {
+    /// Snapshot sequence loaded (0 = none).
+    pub snapshot_seq: u64,
+    /// Files read.
+    pub files: usize,
+    /// Records replayed.
+    pub records: u64,
+    /// Lattices replayed.
+    pub entries: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Torn tails cut: file and the length it was cut to.
+    pub torn: Vec<(PathBuf, usize)>,
+    /// Largest sequence number seen in any file name.
+    pub max_seq: u64,
+}
+
+fn sync_dir(path: &Path) -> io::Result<()> {
+    File::open(path)?.sync_all()
+}
+
+fn parse_name(name: &str, ext: &str) -> Option<(u64, usize)> {
+    let stem = name.strip_suffix(ext)?;
+    let (seq, shard) = stem.split_once('-')?;
+    Some((seq.parse().ok()?, shard.parse().ok()?))
+}
+
+impl DataDir {
+    /// Opens (creating if needed) a data directory.
+    pub fn open(root: &Path) -> io::Result<DataDir> {
+        fs::create_dir_all(root.join("wal"))?;
+        fs::create_dir_all(root.join("snap"))?;
+        Ok(DataDir {
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn wal_dir(&self) -> PathBuf {
+        self.root.join("wal")
+    }
+
+    fn snap_dir(&self) -> PathBuf {
+        self.root.join("snap")
+    }
+
+    /// Creates log segment `seq` for `shard` and makes its name durable.
+    pub fn create_segment(&self, seq: u64, shard: usize) -> io::Result<File> {
+        let path = self.wal_dir().join(format!("{seq:010}-{shard:03}.log"));
+        let f = OpenOptions::new().create(true).append(true).open(&path)?;
+        sync_dir(&self.wal_dir())?;
+        Ok(f)
+    }
+
+    /// Log segments as (seq, shard, path), sorted.
+    pub fn segments(&self) -> io::Result<Vec<(u64, usize, PathBuf)>> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(self.wal_dir())? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some((seq, shard)) = parse_name(&name, ".log") {
+                out.push((seq, shard, entry.path()));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Total bytes of log segments.
+    pub fn wal_bytes(&self) -> u64 {
+        self.segments()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(_, _, p)| fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// Writes one shard's snapshot file durably (temp file, fsync, rename);
+    /// returns its name and size.
+    pub fn write_snapshot<'a>(
+        &self,
+        seq: u64,
+        shard: usize,
+        entries: impl Iterator<Item = codec::EntryRef<'a>>,
+    ) -> io::Result<(String, u64)> {
+        let name = format!("{seq:010}-{shard:03}.snap");
+        let tmp = self.snap_dir().join(format!("{name}.tmp"));
+        let mut file = io::BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+        let mut body = Vec::with_capacity(1 << 16);
+        let mut count = 0u32;
+        let mut frame = Vec::new();
+        let mut size = 0u64;
+        for e in entries {
+            codec::encode_entry(&mut body, e);
+            count += 1;
+            if count == 1024 {
+                codec::encode_frame(&mut frame, count, &body);
+                file.write_all(&frame)?;
+                size += frame.len() as u64;
+                frame.clear();
+                body.clear();
+                count = 0;
+            }
+        }
+        if count > 0 {
+            codec::encode_frame(&mut frame, count, &body);
+            file.write_all(&frame)?;
+            size += frame.len() as u64;
+        }
+        let file = file.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        fs::rename(&tmp, self.snap_dir().join(&name))?;
+        Ok((name, size))
+    }
+
+    /// Makes `m` the current snapshot (temp file, fsync, rename, fsync dir),
+    /// then deletes the log segments and snapshot files it supersedes.
+    pub fn commit_manifest(&self, m: &Manifest) -> io::Result<()> {
+        let mut text = format!("elsa-snapshot 1\nseq {}\nunix {}\n", m.seq, m.unix_secs);
+        for f in &m.files {
+            text.push_str(&format!("file {f}\n"));
+        }
+        let tmp = self.snap_dir().join("MANIFEST.tmp");
+        let mut f = File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        fs::rename(&tmp, self.snap_dir().join("MANIFEST"))?;
+        sync_dir(&self.snap_dir())?;
+        for (seq, _, path) in self.segments()? {
+            if seq < m.seq {
+                fs::remove_file(path)?;
+            }
+        }
+        for entry in fs::read_dir(self.snap_dir())? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let stale = match parse_name(&name, ".snap") {
+                Some((seq, _)) => seq < m.seq,
+                None => name.ends_with(".tmp"),
+            };
+            if stale {
+                fs::remove_file(entry.path())?;
+            }
+        }
+        sync_dir(&self.wal_dir())
+    }
+
+    /// The current manifest, if a snapshot was ever completed.
+    pub fn manifest(&self) -> Result<Option<Manifest>, RecoverError> {
+        let path = self.snap_dir().join("MANIFEST");
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(RecoverError::Io(path, e)),
+        };
+        let bad = |why: &str| RecoverError::Snapshot(path.clone(), why.to_string());
+        let mut lines = text.lines();
+        if lines.next() != Some("elsa-snapshot 1") {
+            return Err(bad("unknown manifest format"));
+        }
+        let mut m = Manifest {
+            seq: 0,
+            files: Vec::new(),
+            unix_secs: 0,
+        };
+        for line in lines {
+            match line.split_once(' ') {
+                Some(("seq", v)) => m.seq = v.parse().map_err(|_| bad("bad seq"))?,
+                Some(("unix", v)) => m.unix_secs = v.parse().map_err(|_| bad("bad time"))?,
+                Some(("file", v)) => m.files.push(v.to_string()),
+                _ => return Err(bad("unknown manifest line")),
+            }
+        }
+        Ok(Some(m))
+    }
+
+    /// Loads the snapshot and replays the log, calling `apply` for each
+    /// record. Cuts torn tails of log segments (reported in the result);
+    /// stops at damage anywhere else.
+    pub fn recover(&self, mut apply: impl FnMut(Vec<LogEntry>)) -> Result<Recovery, RecoverError> {
+        let mut r = Recovery::default();
+        let manifest = self.manifest()?;
+        if let Some(m) = &manifest {
+            r.snapshot_seq = m.seq;
+            r.max_seq = m.seq;
+            for name in &m.files {
+                let path = self.snap_dir().join(name);
+                let data = fs::read(&path)
+                    .map_err(|e| RecoverError::Snapshot(path.clone(), e.to_string()))?;
+                r.bytes += data.len() as u64;
+                r.files += 1;
+                let tail = codec::decode_file(&data, |rec| {
+                    r.records += 1;
+                    r.entries += rec.len() as u64;
+                    apply(rec);
+                })
+                .map_err(|c| RecoverError::Snapshot(path.clone(), c.to_string()))?;
+                if tail != Tail::Clean {
+                    return Err(RecoverError::Snapshot(path, "truncated".into()));
+                }
+            }
+        }
+        let floor = manifest.map_or(0, |m| m.seq);
+        let segments = self
+            .segments()
+            .map_err(|e| RecoverError::Io(self.wal_dir(), e))?;
+        for (seq, _, path) in segments {
+            r.max_seq = r.max_seq.max(seq);
+            if seq < floor {
+                continue; // superseded by the snapshot; deletion was interrupted
+            }
+            let data = fs::read(&path).map_err(|e| RecoverError::Io(path.clone(), e))?;
+            r.bytes += data.len() as u64;
+            r.files += 1;
+            let tail = codec::decode_file(&data, |rec| {
+                r.records += 1;
+                r.entries += rec.len() as u64;
+                apply(rec);
+            })
+            .map_err(|c| RecoverError::Corrupt(path.clone(), c))?;
+            if let Tail::Torn { valid_len } = tail {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| RecoverError::Io(path.clone(), e))?;
+                f.set_len(valid_len as u64)
+                    .and_then(|_| f.sync_all())
+                    .map_err(|e| RecoverError::Io(path.clone(), e))?;
+                r.torn.push((path, valid_len));
+            }
+        }
+        Ok(r)
+    }
+}

@@ -1,0 +1,251 @@
+//! Durability for one shard: its write-ahead log, and the snapshot files.
+//!
+//! Group commit without a lock or a log thread: while the shard handles a
+//! message, the lattices it installs are *staged*; at the end of the message
+//! they are sealed into one record (see [`codec`]) and the message's reply is
+//! *deferred*. When the shard's inbox runs dry, the worker calls
+//! [`Wal::flush`]: one `write` for every record sealed since the last flush
+//! (plus one `fdatasync` under `always`), then every deferred reply is sent.
+//! So a commit is acknowledged only once its record is written — fsynced
+//! under `always` — and a busy shard commits many clients per syscall.
+//!
+//! If a write or sync fails (disk full, read-only file system), the records
+//! and their replies stay queued: those clients wait, new writes are refused
+//! with a clear error (nothing is applied), and the flush is retried every
+//! epoch until it succeeds; then the waiting clients get their answers.
+
+pub mod codec;
+pub mod files;
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use elsa_lattice::{Ts, Version};
+
+use crate::ops::Current;
+
+/// When the log is fsynced (Redis's `appendfsync` names and meanings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Fsync {
+    /// Every group of commits, before they are acknowledged.
+    Always,
+    /// About once a second; a crash of the OS or machine may lose the last
+    /// second (a crash of the process loses nothing written).
+    #[default]
+    EverySec,
+    /// Never explicitly; the OS decides.
+    No,
+}
+
+impl std::str::FromStr for Fsync {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Ok(Fsync::Always),
+            "everysec" => Ok(Fsync::EverySec),
+            "no" => Ok(Fsync::No),
+            _ => Err(format!(
+                "unknown appendfsync '{s}' (use always, everysec or no)"
+            )),
+        }
+    }
+}
+
+impl Fsync {
+    /// The config name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fsync::Always => "always",
+            Fsync::EverySec => "everysec",
+            Fsync::No => "no",
+        }
+    }
+}
+
+/// Where log bytes go: a file, or a fault-injecting fake in tests.
+pub trait LogSink: Send {
+    /// Appends all of `buf`.
+    fn append(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Makes everything appended so far durable.
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+impl LogSink for std::fs::File {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        io::Write::write_all(self, buf)
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.sync_data()
+    }
+}
+
+/// A reply held back until the records before it are durable.
+pub type Ack = Box<dyn FnOnce() + Send>;
+
+/// Counters for `INFO persistence`.
+#[derive(Clone, Debug, Default)]
+pub struct WalStats {
+    /// Bytes written to the current segment.
+    pub segment_bytes: u64,
+    /// Records written since start.
+    pub records: u64,
+    /// fsyncs since start.
+    pub fsyncs: u64,
+    /// Failed writes or syncs since start.
+    pub errors: u64,
+    /// The error that stops writes now, if any.
+    pub failure: Option<String>,
+}
+
+/// One shard's write-ahead log.
+pub struct Wal {
+    sink: Box<dyn LogSink>,
+    policy: Fsync,
+    staged: Vec<u8>,
+    staged_count: u32,
+    buf: Vec<u8>,
+    acks: Vec<Ack>,
+    unsynced: bool,
+    last_sync: Instant,
+    stats: WalStats,
+}
+
+impl Wal {
+    /// A log appending to `sink`.
+    pub fn new(sink: Box<dyn LogSink>, policy: Fsync) -> Wal {
+        Wal {
+            sink,
+            policy,
+            staged: Vec::new(),
+            staged_count: 0,
+            buf: Vec::new(),
+            acks: Vec::new(),
+            unsynced: false,
+            last_sync: Instant::now(),
+            stats: WalStats::default(),
+        }
+    }
+
+    /// The fsync policy.
+    pub fn policy(&self) -> Fsync {
+        self.policy
+    }
+
+    /// Adds one lattice to the record of the message being handled.
+    pub fn stage(&mut self, key: &[u8], state: Option<&Current>, start_ts: Ts, version: Version) {
+        codec::encode_entry(
+            &mut self.staged,
+            codec::EntryRef::of(key, state, start_ts, version),
+        );
+        self.staged_count += 1;
+    }
+
+    /// True when the message being handled staged something.
+    pub fn has_staged(&self) -> bool {
+        self.staged_count > 0
+    }
+
+    /// Ends the message being handled: its staged lattices become one record.
+    pub fn seal(&mut self) {
+        if self.staged_count > 0 {
+            codec::encode_frame(&mut self.buf, self.staged_count, &self.staged);
+            self.staged.clear();
+            self.staged_count = 0;
+            self.stats.records += 1;
+        }
+    }
+
+    /// Holds `ack` until everything sealed so far is durable.
+    pub fn defer(&mut self, ack: Ack) {
+        self.acks.push(ack);
+    }
+
+    /// True when records or replies are waiting for [`Wal::flush`].
+    pub fn pending(&self) -> bool {
+        !self.buf.is_empty() || !self.acks.is_empty()
+    }
+
+    /// The error refusing writes now, if the last flush failed.
+    pub fn failure(&self) -> Option<&str> {
+        self.stats.failure.as_deref()
+    }
+
+    /// Writes (and under `always` syncs) every sealed record, then sends the
+    /// replies that waited for them. On failure keeps both for a retry.
+    pub fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            if let Err(e) = self.sink.append(&self.buf) {
+                return self.fail("write", e);
+            }
+            self.stats.segment_bytes += self.buf.len() as u64;
+            self.buf.clear();
+            self.unsynced = true;
+        }
+        if self.policy == Fsync::Always && self.unsynced {
+            if let Err(e) = self.sync() {
+                return self.fail("fsync", e);
+            }
+        }
+        if self.stats.failure.take().is_some() {
+            tracing::warn!("write-ahead log recovered; accepting writes again");
+        }
+        for ack in self.acks.drain(..) {
+            ack();
+        }
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.sink.sync()?;
+        self.unsynced = false;
+        self.last_sync = Instant::now();
+        self.stats.fsyncs += 1;
+        Ok(())
+    }
+
+    fn fail(&mut self, what: &str, e: io::Error) {
+        self.stats.errors += 1;
+        let msg = format!("write-ahead log {what} failed: {e}");
+        if self.stats.failure.as_deref() != Some(&msg) {
+            tracing::error!("{msg}; writes are refused until it succeeds");
+        }
+        self.stats.failure = Some(msg);
+    }
+
+    /// Called every merge epoch: retries a failed flush and, under
+    /// `everysec`, syncs when the last sync is a second old.
+    pub fn tick(&mut self) {
+        if self.pending() {
+            self.flush();
+        }
+        if self.policy == Fsync::EverySec
+            && self.unsynced
+            && self.last_sync.elapsed() >= Duration::from_secs(1)
+        {
+            if let Err(e) = self.sync() {
+                self.fail("fsync", e);
+            }
+        }
+    }
+
+    /// Flushes, syncs and switches to a new sink (a new segment file).
+    pub fn rotate(&mut self, sink: Box<dyn LogSink>) -> io::Result<()> {
+        self.flush();
+        if let Some(f) = &self.stats.failure {
+            return Err(io::Error::other(f.clone()));
+        }
+        if self.unsynced {
+            self.sync()?;
+        }
+        self.sink = sink;
+        self.stats.segment_bytes = 0;
+        Ok(())
+    }
+
+    /// Counters for INFO.
+    pub fn stats(&self) -> WalStats {
+        self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests;
