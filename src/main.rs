@@ -24,6 +24,8 @@ enum Command {
     Server(elsa_server::config::ServerArgs),
     /// Interactive client: BEGIN/PUT/GET/DELETE/COMMIT/ABORT and any Redis command.
     Cli(elsa_cli::CliArgs),
+    /// Benchmark Elsa, Redis or PostgreSQL: YCSB A–F, YCSB-T, batch, commit.
+    Bench(elsa_bench::BenchArgs),
 }
 
 fn main() {
@@ -46,6 +48,7 @@ fn main() {
             }
         }
         Command::Cli(args) => elsa_cli::run(args),
+        Command::Bench(args) => elsa_bench::run(args),
     };
     std::process::exit(code);
 }
