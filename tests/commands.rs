@@ -175,10 +175,10 @@ fn server_commands_common_clients_probe() {
     }
     let cfg: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
-        .arg("save")
+        .arg("append*")
         .query(&mut c)
         .unwrap();
-    assert_eq!(cfg, vec!["save".to_string(), String::new()]);
+    assert_eq!(cfg, vec!["appendonly", "yes", "appendfsync", "everysec"]);
     let n: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut c).unwrap();
     assert!(n > 40);
     let all: Value = redis::cmd("COMMAND").query(&mut c).unwrap();

@@ -65,6 +65,32 @@ impl Conn {
             Control::Config => self.config(args),
             Control::Command => self.command(args),
             Control::Client => self.client(args),
+            Control::Save => {
+                let p = self.shared.persistence.clone();
+                match p.snapshot(&self.coord).await {
+                    Ok(_) => self.w().simple("OK"),
+                    Err(e) => self.w().error(&snapshot_error(e)),
+                }
+            }
+            Control::Bgsave => {
+                let p = self.shared.persistence.clone();
+                if p.in_progress.load(std::sync::atomic::Ordering::Acquire) {
+                    return self.w().error("ERR Background save already in progress");
+                }
+                let coord = self.coord.clone();
+                tokio::task::spawn_local(async move {
+                    let _ = p.snapshot(&coord).await;
+                });
+                self.w().simple("Background saving started");
+            }
+            Control::Lastsave => {
+                let t = self
+                    .shared
+                    .persistence
+                    .last_save_unix
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                self.w().int(t as i64);
+            }
             other => self
                 .w()
                 .error(&format!("ERR {other:?} is not available here")),
@@ -348,6 +374,14 @@ impl Conn {
             txt(&s.lib_ver),
             s.txn.as_ref().map_or("none", |t| t.isolation.name()),
         )
+    }
+}
+
+fn snapshot_error(e: String) -> String {
+    if e.starts_with("ERR ") {
+        e
+    } else {
+        format!("ERR snapshot failed: {e}")
     }
 }
 

@@ -13,12 +13,22 @@ use serde::Deserialize;
 /// with no configuration at all runs exactly this.
 pub const DEFAULT_CONFIG: &str = include_str!("../elsa.default.toml");
 
-/// `elsa server` flags. Each also reads `ELSA_<NAME>` from the environment.
+/// `elsa server` flags: a config file, plus every key of it.
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct ServerArgs {
     /// A TOML file with any of the keys below (kebab-case).
     #[arg(long, env = "ELSA_CONFIG")]
     pub config: Option<PathBuf>,
+    /// The configuration keys.
+    #[command(flatten)]
+    pub keys: Keys,
+}
+
+/// Every configuration key. The one struct serves as flags (each also read
+/// from `ELSA_<NAME>`) and as the TOML file's schema, so the two can't drift.
+#[derive(clap::Args, Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Keys {
     /// TCP port for clients.
     #[arg(long, env = "ELSA_PORT")]
     pub port: Option<u16>,
@@ -46,7 +56,7 @@ pub struct ServerArgs {
     /// Bytes of unsent replies after which a client is disconnected.
     #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT")]
     pub client_output_buffer_limit: Option<usize>,
-    /// Isolation for BEGIN without a level and for implicit transactions: RC, RR or SI.
+    /// Isolation for BEGIN without a level: RC, RR or SI.
     #[arg(long, env = "ELSA_DEFAULT_ISOLATION")]
     pub default_isolation: Option<String>,
     /// This node's id (breaks ties between equal commit timestamps).
@@ -55,23 +65,38 @@ pub struct ServerArgs {
     /// Merge epoch in milliseconds: how often each shard flushes its gossip buffer.
     #[arg(long, env = "ELSA_MERGE_EPOCH_MS")]
     pub merge_epoch_ms: Option<u64>,
+    /// When the write-ahead log is fsynced: always, everysec or no.
+    #[arg(long, env = "ELSA_APPENDFSYNC")]
+    pub appendfsync: Option<String>,
+    /// Seconds between automatic snapshots when something changed (0 = only
+    /// on SAVE/BGSAVE and shutdown).
+    #[arg(long, env = "ELSA_SNAPSHOT_INTERVAL_SEC")]
+    pub snapshot_interval_sec: Option<u64>,
 }
 
-#[derive(Deserialize, Debug, Default)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct FileConfig {
-    port: Option<u16>,
-    bind: Option<String>,
-    data_dir: Option<PathBuf>,
-    workers: Option<usize>,
-    requirepass: Option<String>,
-    maxclients: Option<usize>,
-    proto_max_bulk_len: Option<usize>,
-    max_args: Option<usize>,
-    client_output_buffer_limit: Option<usize>,
-    default_isolation: Option<String>,
-    node_id: Option<u32>,
-    merge_epoch_ms: Option<u64>,
+impl Keys {
+    /// Takes every key `over` sets.
+    fn overlay(&mut self, over: &Keys) {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if over.$f.is_some() { self.$f = over.$f.clone(); } )* };
+        }
+        take!(
+            port,
+            bind,
+            data_dir,
+            workers,
+            requirepass,
+            maxclients,
+            proto_max_bulk_len,
+            max_args,
+            client_output_buffer_limit,
+            default_isolation,
+            node_id,
+            merge_epoch_ms,
+            appendfsync,
+            snapshot_interval_sec
+        );
+    }
 }
 
 /// The resolved configuration of a node.
@@ -99,6 +124,10 @@ pub struct Config {
     pub node_id: u32,
     /// Merge epoch.
     pub merge_epoch_ms: u64,
+    /// Log fsync policy.
+    pub appendfsync: elsa_shard::wal::Fsync,
+    /// Automatic snapshot period (0 = off).
+    pub snapshot_interval_sec: u64,
 }
 
 /// A configuration problem, reported at startup.
@@ -116,14 +145,8 @@ fn need<T>(v: Option<T>, name: &'static str) -> Result<T, ConfigError> {
     v.ok_or(ConfigError::Value(name, "missing".into()))
 }
 
-fn parse_file(name: &str, text: &str) -> Result<FileConfig, ConfigError> {
+fn parse_file(name: &str, text: &str) -> Result<Keys, ConfigError> {
     toml::from_str(text).map_err(|e| ConfigError::Parse(name.to_string(), e))
-}
-
-macro_rules! layer {
-    ($base:expr, $over:expr, $($f:ident),*) => {
-        $( if $over.$f.is_some() { $base.$f = $over.$f.clone(); } )*
-    };
 }
 
 impl Config {
@@ -134,40 +157,10 @@ impl Config {
             let text =
                 std::fs::read_to_string(path).map_err(|e| ConfigError::Read(path.clone(), e))?;
             let file = parse_file(&path.display().to_string(), &text)?;
-            layer!(
-                c,
-                file,
-                port,
-                bind,
-                data_dir,
-                workers,
-                requirepass,
-                maxclients,
-                proto_max_bulk_len,
-                max_args,
-                client_output_buffer_limit,
-                default_isolation,
-                node_id,
-                merge_epoch_ms
-            );
+            c.overlay(&file);
         }
         // clap already merged environment and flags (flags win).
-        layer!(
-            c,
-            args,
-            port,
-            bind,
-            data_dir,
-            workers,
-            requirepass,
-            maxclients,
-            proto_max_bulk_len,
-            max_args,
-            client_output_buffer_limit,
-            default_isolation,
-            node_id,
-            merge_epoch_ms
-        );
+        c.overlay(&args.keys);
 
         let bind = need(c.bind, "bind")?;
         let port = need(c.port, "port")?;
@@ -207,6 +200,10 @@ impl Config {
             default_isolation,
             node_id: need(c.node_id, "node-id")?,
             merge_epoch_ms,
+            appendfsync: need(c.appendfsync, "appendfsync")?
+                .parse()
+                .map_err(|e| ConfigError::Value("appendfsync", e))?,
+            snapshot_interval_sec: need(c.snapshot_interval_sec, "snapshot-interval-sec")?,
         })
     }
 }
@@ -232,8 +229,10 @@ mod tests {
         std::fs::write(&f, "port = 7000\nworkers = 3\ndefault-isolation = \"RR\"\n").unwrap();
         let args = ServerArgs {
             config: Some(f.clone()),
-            port: Some(7001),
-            ..Default::default()
+            keys: Keys {
+                port: Some(7001),
+                ..Default::default()
+            },
         };
         let c = Config::resolve(&args).unwrap();
         assert_eq!(c.addr.port(), 7001, "flag beats file");

@@ -40,8 +40,20 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
         ),
         // Redis parameters clients probe; Elsa's answers for them.
         ("databases".into(), "1".into()),
-        ("save".into(), String::new()),
-        ("appendonly".into(), "no".into()),
+        (
+            "save".into(),
+            if c.snapshot_interval_sec == 0 {
+                String::new()
+            } else {
+                format!("{} 1", c.snapshot_interval_sec)
+            },
+        ),
+        ("appendonly".into(), "yes".into()),
+        ("appendfsync".into(), c.appendfsync.name().into()),
+        (
+            "snapshot-interval-sec".into(),
+            c.snapshot_interval_sec.to_string(),
+        ),
         ("maxmemory".into(), "0".into()),
         ("maxmemory-policy".into(), "noeviction".into()),
         ("timeout".into(), "0".into()),
@@ -103,6 +115,39 @@ impl Conn {
                 "# Memory\r\nused_memory_rss:{}\r\nused_memory_dataset:{}\r\nmaxmemory:0\r\n\r\n",
                 rss_bytes(),
                 total.memory
+            );
+        }
+        if want("persistence") {
+            let p = &sh.persistence;
+            let wal = stats.iter().filter_map(|s| s.wal.clone());
+            let (mut records, mut fsyncs, mut errors, mut failure) = (0, 0, 0, None);
+            for w in wal {
+                records += w.records;
+                fsyncs += w.fsyncs;
+                errors += w.errors;
+                failure = failure.or(w.failure);
+            }
+            let last_error = p.last_error.lock().map(|e| e.clone()).unwrap_or(None);
+            let _ = write!(
+                t,
+                "# Persistence\r\nloading:0\r\naof_enabled:1\r\nappendfsync:{}\r\nwal_bytes:{}\r\nwal_records_written:{}\r\nwal_fsyncs:{}\r\nwal_write_errors:{}\r\nwal_status:{}\r\naof_last_write_status:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nlast_snapshot_ms:{}\r\nlast_snapshot_error:{}\r\nsnapshot_interval_sec:{}\r\nrecovery_ms:{}\r\nrecovered_lattices:{}\r\nrecovered_files:{}\r\ntorn_tails_cut:{}\r\n\r\n",
+                c.appendfsync.name(),
+                p.dir.wal_bytes(),
+                records,
+                fsyncs,
+                errors,
+                failure.as_deref().unwrap_or("ok"),
+                if failure.is_some() { "err" } else { "ok" },
+                p.in_progress.load(Ordering::Relaxed) as u8,
+                p.last_save_unix.load(Ordering::Relaxed),
+                if last_error.is_some() { "err" } else { "ok" },
+                p.last_save_ms.load(Ordering::Relaxed),
+                last_error.as_deref().unwrap_or(""),
+                c.snapshot_interval_sec,
+                p.recovery_ms,
+                p.recovery.entries,
+                p.recovery.files,
+                p.recovery.torn.len(),
             );
         }
         if want("stats") {

@@ -17,6 +17,7 @@ pub mod config;
 pub mod conn;
 mod info;
 pub mod node;
+pub mod persistence;
 pub mod resp;
 mod session;
 

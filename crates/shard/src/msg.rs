@@ -97,6 +97,8 @@ pub enum Refusal {
     Busy,
     /// Validation failed on this key: the transaction must abort.
     Conflict(Bytes),
+    /// Writes are refused: the write-ahead log cannot write (disk full…).
+    Unavailable(String),
 }
 
 /// A single-shard commit: validate `checks`, then install `writes` — in one
@@ -161,6 +163,15 @@ pub enum ShardMsg {
         /// The held keys' states (when asked for), or why not.
         reply: oneshot::Sender<Result<Vec<ReadState>, Refusal>>,
     },
+    /// Multi-shard commit, the decision: log every write of the transaction
+    /// (all shards' parts) as one record here; answers once durable. The
+    /// installs that follow are not logged again.
+    Log {
+        /// Every write of the transaction.
+        entries: Vec<crate::wal::codec::LogEntry>,
+        /// Ok once durable, or why not.
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
     /// Multi-shard commit, phase two: install the writes and release holds.
     Install {
         /// The transaction.
@@ -213,4 +224,17 @@ pub enum AdminMsg {
     },
     /// Counters for INFO.
     Stats(oneshot::Sender<crate::ShardStats>),
+    /// Snapshot, step 1: refuse new multi-shard prepares; answer once no
+    /// multi-shard commit holds keys here.
+    Freeze(oneshot::Sender<()>),
+    /// Snapshot, step 2: switch the log to segment `seq` and write this
+    /// shard's snapshot file; answers its name and size.
+    Dump {
+        /// The snapshot's sequence number.
+        seq: u64,
+        /// File name and bytes, or the error.
+        reply: oneshot::Sender<Result<(String, u64), String>>,
+    },
+    /// Snapshot, step 3: accept multi-shard prepares again.
+    Thaw,
 }

@@ -16,6 +16,9 @@ use crate::msg::{
 use crate::ops::{Current, KeyView, OpReply};
 use crate::record::Record;
 use crate::table::{KeyHasher, Table, SEGMENTS};
+use crate::wal::codec::LogEntry;
+use crate::wal::files::DataDir;
+use crate::wal::Wal;
 
 /// Counters a shard reports to INFO.
 #[derive(Clone, Debug, Default)]
@@ -40,6 +43,8 @@ pub struct ShardStats {
     pub expired: u64,
     /// Lattices flushed from the gossip buffer.
     pub gossiped: u64,
+    /// The write-ahead log's counters, if the shard has one.
+    pub wal: Option<crate::wal::WalStats>,
 }
 
 /// Who holds a key between prepare and install.
@@ -59,7 +64,31 @@ pub struct Shard {
     held_by: HashMap<TxnId, Vec<Bytes>>,
     gossip: GossipBuffer,
     stats: ShardStats,
+    durability: Option<Durability>,
+    frozen: bool,
+    freeze_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
 }
+
+/// The shard's log and the directory its files live in.
+struct Durability {
+    wal: Wal,
+    dir: DataDir,
+}
+
+/// Where an installed lattice comes from, which decides what else happens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// A commit here: log it and gossip it.
+    Local,
+    /// A multi-shard commit whose decision record is already logged.
+    Logged,
+    /// Replayed from disk at startup: neither.
+    Recovery,
+}
+
+/// The error a client sees while the log cannot write.
+pub const ERR_WAL: &str =
+    "MISCONF the write-ahead log cannot write (see INFO persistence and the server log); writes are refused until it can";
 
 /// Milliseconds since the Unix epoch.
 pub fn unix_ms() -> u64 {
@@ -106,7 +135,78 @@ impl Shard {
             held_by: HashMap::new(),
             gossip: GossipBuffer::default(),
             stats: ShardStats::default(),
+            durability: None,
+            frozen: false,
+            freeze_waiters: Vec::new(),
         }
+    }
+
+    /// Gives the shard a write-ahead log in `dir`.
+    pub fn attach_wal(&mut self, wal: Wal, dir: DataDir) {
+        self.durability = Some(Durability { wal, dir });
+    }
+
+    /// Sends `value` now, or — if the message being handled wrote to the
+    /// log — once its record is durable.
+    fn respond<T: Send + 'static>(&mut self, tx: tokio::sync::oneshot::Sender<T>, value: T) {
+        match &mut self.durability {
+            Some(d) if d.wal.has_staged() => {
+                d.wal.seal();
+                d.wal.defer(Box::new(move || {
+                    let _ = tx.send(value);
+                }));
+            }
+            _ => {
+                let _ = tx.send(value);
+            }
+        }
+    }
+
+    /// True when replies wait for a log flush.
+    pub fn wal_pending(&self) -> bool {
+        self.durability.as_ref().is_some_and(|d| d.wal.pending())
+    }
+
+    /// Writes (and syncs, per policy) what the log holds; sends the replies
+    /// that waited for it. The worker calls this when the inbox runs dry.
+    pub fn flush_wal(&mut self) {
+        if let Some(d) = &mut self.durability {
+            d.wal.flush();
+        }
+    }
+
+    /// Flushes and syncs the log (clean shutdown).
+    pub fn close_wal(&mut self) {
+        if let Some(d) = &mut self.durability {
+            d.wal.close();
+        }
+    }
+
+    /// Periodic log duty: retry a failed flush, `everysec` fsync.
+    pub fn tick_wal(&mut self) {
+        if let Some(d) = &mut self.durability {
+            d.wal.tick();
+        }
+    }
+
+    /// Why writes are refused now, if they are.
+    fn write_refusal(&self) -> Option<Refusal> {
+        let d = self.durability.as_ref()?;
+        d.wal
+            .failure()
+            .map(|_| Refusal::Unavailable(ERR_WAL.to_string()))
+    }
+
+    /// Replays one recovered record (no log, no gossip).
+    pub fn restore(&mut self, hash: u64, entry: &LogEntry) {
+        self.install_from(
+            hash,
+            &entry.key,
+            entry.state.as_ref(),
+            entry.start_ts,
+            entry.version,
+            Source::Recovery,
+        );
     }
 
     /// This shard's number within its node.
@@ -121,13 +221,18 @@ impl Shard {
             ShardMsg::Batch { mut ops, reply } => {
                 let replies = self.op_batch(&ops);
                 let rest = ops.split_off(replies.len());
-                let _ = reply.send((replies, rest));
+                self.respond(reply, (replies, rest));
             }
             ShardMsg::Read { key, reply } => {
                 let _ = reply.send(self.op_read(&key));
             }
             ShardMsg::Commit { req, reply } => {
-                let _ = reply.send(self.op_commit(req));
+                let r = self.op_commit(req);
+                self.respond(reply, r);
+            }
+            ShardMsg::Log { entries, reply } => {
+                let r = self.op_log(&entries);
+                self.respond(reply, r);
             }
             ShardMsg::Prepare { req, reply } => {
                 let _ = reply.send(self.op_prepare(req));
@@ -144,7 +249,8 @@ impl Shard {
             }
             ShardMsg::Release { txn } => self.op_release(txn),
             ShardMsg::Exec { checks, ops, reply } => {
-                let _ = reply.send(self.op_exec(&checks, &ops));
+                let r = self.op_exec(&checks, &ops);
+                self.respond(reply, r);
             }
             ShardMsg::Admin(admin) => self.handle_admin(admin),
         }
@@ -170,6 +276,18 @@ impl Shard {
             AdminMsg::Stats(reply) => {
                 let _ = reply.send(self.stats());
             }
+            AdminMsg::Freeze(reply) => {
+                self.frozen = true;
+                if self.holds.is_empty() {
+                    let _ = reply.send(());
+                } else {
+                    self.freeze_waiters.push(reply);
+                }
+            }
+            AdminMsg::Dump { seq, reply } => {
+                let _ = reply.send(self.op_dump(seq));
+            }
+            AdminMsg::Thaw => self.frozen = false,
         }
     }
 
@@ -187,8 +305,7 @@ impl Shard {
             .map_or(Version::ZERO, Record::version)
     }
 
-    /// Installs a state unless the stored one is newer (merge semantics, so a
-    /// lattice that arrived from a peer is never overwritten by an older one).
+    /// Installs a state committed here unless the stored one is newer.
     fn install(
         &mut self,
         hash: u64,
@@ -196,6 +313,20 @@ impl Shard {
         state: Option<&Current>,
         start_ts: Ts,
         version: Version,
+    ) {
+        self.install_from(hash, key, state, start_ts, version, Source::Local);
+    }
+
+    /// Installs a state unless the stored one is newer (merge semantics, so a
+    /// lattice that arrived from a peer is never overwritten by an older one).
+    fn install_from(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        state: Option<&Current>,
+        start_ts: Ts,
+        version: Version,
+        source: Source,
     ) {
         let written = self.table.upsert(hash, key, |old| {
             match old {
@@ -213,8 +344,13 @@ impl Shard {
                 version,
             ))
         });
-        if written {
+        if written && source != Source::Recovery {
             self.gossip.record(key);
+            if source == Source::Local {
+                if let Some(d) = &mut self.durability {
+                    d.wal.stage(key, state, start_ts, version);
+                }
+            }
         }
     }
 
@@ -238,9 +374,14 @@ impl Shard {
     /// Lone commands, in order; stops at the first one whose key is held.
     pub fn op_batch(&mut self, ops: &[KeyOp]) -> Vec<OpReply> {
         let now_ms = unix_ms();
+        let refuse_writes = self.write_refusal().is_some();
         let mut out = Vec::with_capacity(ops.len());
         for kop in ops {
             let mode = HoldMode::for_op(&kop.op);
+            if refuse_writes && mode == HoldMode::Write {
+                out.push(OpReply::Error(ERR_WAL));
+                continue;
+            }
             if self.blocked(&kop.key, mode, None) {
                 self.stats.busy += 1;
                 break;
@@ -286,8 +427,8 @@ impl Shard {
             if self.blocked(&c.key.key, mode, me) {
                 self.stats.busy += 1;
                 return Err(match &busy {
-                    Refusal::Busy => Refusal::Busy,
                     Refusal::Conflict(_) => Refusal::Conflict(c.key.key.clone()),
+                    other => other.clone(),
                 });
             }
             let version = self.version_of(c.key.hash, &c.key.key);
@@ -306,6 +447,9 @@ impl Shard {
     /// Single-shard commit: validate, then install, in one actor step. A key
     /// held by a multi-shard commit in flight is a conflict (no waiting).
     pub fn op_commit(&mut self, req: CommitRequest) -> Result<Ts, Refusal> {
+        if let Some(r) = self.write_refusal().filter(|_| !req.writes.is_empty()) {
+            return Err(r);
+        }
         self.validate(&req.checks, None, Refusal::Conflict(Bytes::new()))?;
         for w in &req.writes {
             if self.blocked(&w.key.key, HoldMode::Write, None) {
@@ -330,6 +474,20 @@ impl Shard {
 
     /// Phase one: take the holds (all or none), then validate under them.
     pub fn op_prepare(&mut self, req: PrepareRequest) -> Result<Vec<ReadState>, Refusal> {
+        if self.frozen {
+            // A snapshot is being taken: no multi-shard commit may span it.
+            self.stats.busy += 1;
+            return Err(if req.retry_on_busy {
+                Refusal::Busy
+            } else {
+                Refusal::Conflict(
+                    req.holds
+                        .first()
+                        .map(|(k, _)| k.key.clone())
+                        .unwrap_or_default(),
+                )
+            });
+        }
         for (k, mode) in &req.holds {
             if self.blocked(&k.key, *mode, Some(req.txn)) {
                 self.stats.busy += 1;
@@ -368,7 +526,15 @@ impl Shard {
     pub fn op_install(&mut self, txn: TxnId, writes: &[Write], start_ts: Ts, commit_ts: Ts) {
         let version = Version::new(commit_ts, self.node);
         for w in writes {
-            self.install(w.key.hash, &w.key.key, w.state.as_ref(), start_ts, version);
+            let state = w.state.as_ref();
+            self.install_from(
+                w.key.hash,
+                &w.key.key,
+                state,
+                start_ts,
+                version,
+                Source::Logged,
+            );
         }
         self.stats.commits += 1;
         self.op_release(txn);
@@ -390,10 +556,64 @@ impl Shard {
                 }
             }
         }
+        if self.holds.is_empty() {
+            for w in self.freeze_waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+    }
+
+    /// Logs a multi-shard commit's decision record (all its writes).
+    pub fn op_log(&mut self, entries: &[LogEntry]) -> Result<(), Refusal> {
+        if let Some(r) = self.write_refusal() {
+            return Err(r);
+        }
+        if let Some(d) = &mut self.durability {
+            for e in entries {
+                d.wal.stage(&e.key, e.state.as_ref(), e.start_ts, e.version);
+            }
+        }
+        Ok(())
+    }
+
+    /// Switches the log to segment `seq` and writes this shard's snapshot.
+    pub fn op_dump(&mut self, seq: u64) -> Result<(String, u64), String> {
+        let index = self.index;
+        let Some(d) = &mut self.durability else {
+            return Err("this shard has no data directory".into());
+        };
+        let segment = d
+            .dir
+            .create_segment(seq, index)
+            .map_err(|e| format!("new log segment: {e}"))?;
+        d.wal
+            .rotate(Box::new(segment))
+            .map_err(|e| format!("log rotation: {e}"))?;
+        let now = unix_ms();
+        let entries = self
+            .table
+            .iter()
+            .filter(|r| r.expire_ms().is_none_or(|at| at > now))
+            .map(|r| crate::wal::codec::EntryRef {
+                key: r.key(),
+                value: r.value(),
+                expire_ms: r.expire_ms(),
+                start_ts: r.start_ts,
+                version: r.version(),
+            });
+        d.dir
+            .write_snapshot(seq, index, entries)
+            .map_err(|e| format!("snapshot file: {e}"))
     }
 
     /// Validates WATCH-style checks and runs `ops` as one atomic step.
     pub fn op_exec(&mut self, checks: &[Check], ops: &[KeyOp]) -> Result<Vec<OpReply>, Refusal> {
+        if let Some(r) = self
+            .write_refusal()
+            .filter(|_| ops.iter().any(|k| k.op.is_write()))
+        {
+            return Err(r);
+        }
         for kop in ops {
             let mode = HoldMode::for_op(&kop.op);
             if self.blocked(&kop.key, mode, None) {
@@ -457,6 +677,7 @@ impl Shard {
             .filter(|r| r.expire_ms().is_some())
             .count();
         s.memory = self.table.memory();
+        s.wal = self.durability.as_ref().map(|d| d.wal.stats());
         s
     }
 

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
+use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::{
     unix_ms, Check, Current, HashedKey, HoldMode, KeyOp, KeyView, OpReply, PrepareRequest,
     ReadState, Refusal, ShardMsg, TxnId, Write,
@@ -83,6 +84,38 @@ impl KeyView for Overlay {
 }
 
 impl Coordinator {
+    /// Makes a multi-shard commit durable before any shard installs it: all
+    /// its writes go as one record into the log of its lowest participant.
+    /// Replay merges lattices, so one record in one log is enough for the
+    /// commit to recover all-or-nothing.
+    pub(crate) async fn log_decision(
+        &self,
+        participants: &[usize],
+        writes: &[&Write],
+        start_ts: elsa_lattice::Ts,
+        commit_ts: elsa_lattice::Ts,
+    ) -> Result<(), TxnError> {
+        let Some(&home) = participants.iter().min() else {
+            return Ok(());
+        };
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let version = elsa_lattice::Version::new(commit_ts, self.node.node_id);
+        let entries = writes
+            .iter()
+            .map(|w| LogEntry {
+                key: w.key.key.clone(),
+                state: w.state.clone(),
+                start_ts,
+                version,
+            })
+            .collect();
+        self.ask(home, |reply| ShardMsg::Log { entries, reply })
+            .await?
+            .map_err(TxnError::from)
+    }
+
     /// Runs `ops` atomically after checking `watches`; answers per op, or
     /// [`TxnError::WatchFailed`] when a watched key changed.
     pub async fn run_atomic(
@@ -152,6 +185,7 @@ impl Coordinator {
             match answer {
                 Ok(replies) => return Ok(replies),
                 Err(Refusal::Conflict(_)) => return Err(TxnError::WatchFailed),
+                Err(Refusal::Unavailable(why)) => return Err(TxnError::Unavailable(why)),
                 Err(Refusal::Busy) => {
                     backoff(attempt).await;
                     attempt += 1;
@@ -198,6 +232,7 @@ impl Coordinator {
                 }
                 Err(Refusal::Busy) => outcome = outcome.and(Err(None)),
                 Err(Refusal::Conflict(_)) => outcome = Err(Some(TxnError::WatchFailed)),
+                Err(Refusal::Unavailable(why)) => outcome = Err(Some(TxnError::Unavailable(why))),
             }
         }
         match outcome {
@@ -221,6 +256,10 @@ impl Coordinator {
         // Every key is held, so no version can appear between this timestamp
         // and the installs: the commit orders after everything it read.
         let commit_ts = self.node.hlc.now();
+        let participants: Vec<usize> = holds.keys().copied().collect();
+        let all: Vec<&Write> = writes.values().flatten().collect();
+        self.log_decision(&participants, &all, commit_ts, commit_ts)
+            .await?;
         guard.disarm();
         let mut acks = Vec::with_capacity(holds.len());
         for &shard in holds.keys() {

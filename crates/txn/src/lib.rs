@@ -19,6 +19,16 @@ pub mod txn;
 pub use router::{Coordinator, NodeContext};
 pub use txn::{Isolation, Txn};
 
+impl From<elsa_shard::Refusal> for TxnError {
+    fn from(r: elsa_shard::Refusal) -> TxnError {
+        match r {
+            elsa_shard::Refusal::Conflict(k) => TxnError::Conflict(k),
+            elsa_shard::Refusal::Busy => TxnError::Conflict(Bytes::new()),
+            elsa_shard::Refusal::Unavailable(why) => TxnError::Unavailable(why),
+        }
+    }
+}
+
 use bytes::Bytes;
 
 /// Why a transactional request did not complete.
@@ -30,6 +40,9 @@ pub enum TxnError {
     /// A WATCHed key changed: EXEC answers nil.
     #[error("watched key changed")]
     WatchFailed,
+    /// The node cannot make writes durable now (disk full, read-only…).
+    #[error("{0}")]
+    Unavailable(String),
     /// A shard thread is gone (the node is shutting down).
     #[error("ERR shard unavailable (node shutting down)")]
     ShardGone,

@@ -53,18 +53,30 @@ impl NodeContext {
     }
 }
 
+/// The shard a worker thread owns, as its connections see it.
+#[derive(Clone)]
+pub struct LocalShard {
+    /// Its number.
+    pub index: usize,
+    /// The shard itself (only this thread touches it).
+    pub shard: Rc<RefCell<Shard>>,
+    /// Wakes the worker's inbox task to flush the shard's log after an
+    /// inline request left replies waiting for it.
+    pub flush: Rc<tokio::sync::Notify>,
+}
+
 /// A thread's handle on the node: the shared context plus, when the thread
 /// is a shard worker, its own shard, which it serves inline without a message.
 #[derive(Clone)]
 pub struct Coordinator {
     /// Shared node state.
     pub node: Arc<NodeContext>,
-    local: Option<(usize, Rc<RefCell<Shard>>)>,
+    local: Option<LocalShard>,
 }
 
 impl Coordinator {
     /// A coordinator on a thread that owns shard `local` (if any).
-    pub fn new(node: Arc<NodeContext>, local: Option<(usize, Rc<RefCell<Shard>>)>) -> Self {
+    pub fn new(node: Arc<NodeContext>, local: Option<LocalShard>) -> Self {
         Coordinator { node, local }
     }
 
@@ -81,10 +93,9 @@ impl Coordinator {
         }
     }
 
-    /// The shard owning a key hash (low 32 bits, multiply-shift; the table
-    /// uses other bits for segments, hashbrown the rest).
+    /// The shard owning a key hash.
     pub fn shard_of(&self, hash: u64) -> usize {
-        (((hash & 0xFFFF_FFFF) * self.node.shards() as u64) >> 32) as usize
+        shard_of(hash, self.node.shards())
     }
 
     /// Sends `make(reply)` to `shard` and awaits the answer. The thread's own
@@ -114,8 +125,12 @@ impl Coordinator {
     /// Delivers a message: inline to the local shard, else to its inbox.
     pub fn post(&self, shard: usize, msg: ShardMsg) -> Result<(), TxnError> {
         match &self.local {
-            Some((idx, local)) if *idx == shard => {
-                local.borrow_mut().handle(msg);
+            Some(local) if local.index == shard => {
+                let mut s = local.shard.borrow_mut();
+                s.handle(msg);
+                if s.wal_pending() {
+                    local.flush.notify_one();
+                }
                 Ok(())
             }
             _ => self.node.inboxes[shard]
@@ -129,6 +144,12 @@ impl Coordinator {
     pub fn post_later(&self, shard: usize, msg: ShardMsg) {
         let _ = self.node.inboxes[shard].send(msg);
     }
+}
+
+/// The shard owning a key hash among `shards` (low 32 bits, multiply-shift;
+/// the table uses other bits for segments, hashbrown the rest).
+pub fn shard_of(hash: u64, shards: usize) -> usize {
+    (((hash & 0xFFFF_FFFF) * shards as u64) >> 32) as usize
 }
 
 /// Backs off after a Busy answer: yields first (holds last microseconds),

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use elsa_lattice::Ts;
 use elsa_shard::{
     unix_ms, Check, CommitRequest, Current, Expect, HashedKey, HoldMode, KeyOp, KeyView, Op,
-    OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
+    OpReply, PrepareRequest, ReadState, SetCond, SetReply, ShardMsg, Write,
 };
 
 use crate::atomic::HoldGuard;
@@ -218,14 +218,10 @@ impl Txn {
                 writes: part.writes,
                 start_ts: self.start_ts,
             };
-            return match coord
+            return coord
                 .ask(shard, |reply| ShardMsg::Commit { req, reply })
                 .await?
-            {
-                Ok(ts) => Ok(ts),
-                Err(Refusal::Conflict(k)) => Err(TxnError::Conflict(k)),
-                Err(Refusal::Busy) => Err(TxnError::Conflict(Bytes::new())),
-            };
+                .map_err(TxnError::from);
         }
         commit_across(coord, per_shard, self.start_ts).await
     }
@@ -261,19 +257,21 @@ async fn commit_across(
         waits.push(coord.start(shard, |reply| ShardMsg::Prepare { req, reply })?);
         writes.push((shard, part.writes));
     }
-    let mut conflict = None;
+    let mut refused = None;
     for rx in waits {
         if let Err(refusal) = rx.await.map_err(|_| TxnError::ShardGone)? {
-            conflict.get_or_insert(match refusal {
-                Refusal::Conflict(k) => k,
-                Refusal::Busy => Bytes::new(),
-            });
+            refused.get_or_insert(refusal);
         }
     }
-    if let Some(key) = conflict {
-        return Err(TxnError::Conflict(key)); // guard releases every hold
+    if let Some(refusal) = refused {
+        return Err(TxnError::from(refusal)); // guard releases every hold
     }
     let commit_ts = coord.node.hlc.now();
+    let participants: Vec<usize> = writes.iter().map(|(s, _)| *s).collect();
+    let all: Vec<&Write> = writes.iter().flat_map(|(_, w)| w).collect();
+    coord
+        .log_decision(&participants, &all, start_ts, commit_ts)
+        .await?;
     guard.disarm();
     let mut acks = Vec::with_capacity(writes.len());
     for (shard, writes) in writes {

@@ -70,6 +70,9 @@ pub enum Control {
     Watch,
     Unwatch,
     Msetnx,
+    Save,
+    Bgsave,
+    Lastsave,
 }
 
 /// What kind of command a name is.
@@ -254,6 +257,9 @@ pub static COMMANDS: &[Spec] = &[
     spec!("config", -2, N, 0, 0, 0, Ctl(C::Config)),
     spec!("info", -1, N, 0, 0, 0, Ctl(C::Info)),
     spec!("time", 1, A, 0, 0, 0, Ctl(C::Time)),
+    spec!("save", 1, N, 0, 0, 0, Ctl(C::Save)),
+    spec!("bgsave", -1, N, 0, 0, 0, Ctl(C::Bgsave)),
+    spec!("lastsave", 1, A, 0, 0, 0, Ctl(C::Lastsave)),
     // transactions
     spec!("begin", -1, A, 0, 0, 0, Ctl(C::Begin)),
     spec!("commit", 1, A, 0, 0, 0, Ctl(C::Commit)),

@@ -241,6 +241,16 @@ impl Wal {
         Ok(())
     }
 
+    /// Flushes and syncs everything (clean shutdown).
+    pub fn close(&mut self) {
+        self.flush();
+        if self.unsynced {
+            if let Err(e) = self.sync() {
+                self.fail("fsync", e);
+            }
+        }
+    }
+
     /// Counters for INFO.
     pub fn stats(&self) -> WalStats {
         self.stats.clone()
