@@ -108,7 +108,9 @@ impl BatchWorker {
                 match p.query::<Vec<Value>>(c) {
                     // A nil EXEC (never without WATCH on Redis) is a lost
                     // transaction, as is Elsa's -CONFLICT.
-                    Ok(r) if self.tx && matches!(r.first(), Some(Value::Nil) | None) => Ok(Attempt::Retry),
+                    Ok(r) if self.tx && matches!(r.first(), Some(Value::Nil) | None) => {
+                        Ok(Attempt::Retry)
+                    }
                     Ok(_) => Ok(Attempt::Done),
                     Err(e) if redis_fatal(&e) => Err(e.into()),
                     Err(e) if redis_conflict(&e) => Ok(Attempt::Retry),
@@ -133,7 +135,7 @@ impl BatchWorker {
                     Ok(()) => Ok(Attempt::Done),
                     Err(e) if pg_conflict(&e) => Ok(Attempt::Retry),
                     Err(e) if c.is_closed() => Err(e.into()),
-                    Err(e) => Ok(Attempt::Failed(e.to_string())),
+                    Err(e) => Ok(Attempt::Failed(crate::target::pg_message(&e))),
                 }
             }
         }
@@ -143,7 +145,12 @@ impl BatchWorker {
 impl Worker for BatchWorker {
     fn step(&mut self, rec: &mut Recorder) -> Result<StepResult, BenchError> {
         let ops: Vec<(bool, u64)> = (0..self.batch_size)
-            .map(|_| (self.rng.gen::<f64>() < self.get_ratio, self.rng.gen_range(0..self.num_keys)))
+            .map(|_| {
+                (
+                    self.rng.gen::<f64>() < self.get_ratio,
+                    self.rng.gen_range(0..self.num_keys),
+                )
+            })
             .collect();
         let value = random_value(&mut self.rng, self.value_size);
         let mut retries = 0u64;
@@ -160,7 +167,9 @@ impl Worker for BatchWorker {
                 }
                 Attempt::Failed(msg) => {
                     if !self.reported_error {
-                        eprintln!("elsa bench: batch failed (further failures are only counted): {msg}");
+                        eprintln!(
+                            "elsa bench: batch failed (further failures are only counted): {msg}"
+                        );
                         self.reported_error = true;
                     }
                     break false;
@@ -232,7 +241,13 @@ pub fn run(target: &Target, a: &BatchArgs, seed: u64) -> Result<(RunRecord, Stri
     })?;
     let r = &out.rec;
     let runtime_ms = out.runtime.as_millis() as u64;
-    let per_sec = |n: u64| if runtime_ms > 0 { n as f64 * 1000.0 / runtime_ms as f64 } else { 0.0 };
+    let per_sec = |n: u64| {
+        if runtime_ms > 0 {
+            n as f64 * 1000.0 / runtime_ms as f64
+        } else {
+            0.0
+        }
+    };
     let retry_pct = if r.commits > 0 {
         r.retries as f64 * 100.0 / r.commits as f64
     } else {
@@ -240,7 +255,10 @@ pub fn run(target: &Target, a: &BatchArgs, seed: u64) -> Result<(RunRecord, Stri
     };
     let extra = vec![
         ("Batches".to_string(), r.commits.to_string()),
-        ("Batches(batch/sec)".to_string(), java_f64(per_sec(r.commits))),
+        (
+            "Batches(batch/sec)".to_string(),
+            java_f64(per_sec(r.commits)),
+        ),
         ("Retries".to_string(), r.retries.to_string()),
         ("RetryRate(%)".to_string(), java_f64(retry_pct)),
     ];

@@ -74,7 +74,7 @@ impl Worker for CommitWorker {
                 match c.execute(stmt.as_ref(), &[&(id as i64), &no, &value]) {
                     Ok(_) => None,
                     Err(e) if c.is_closed() => return Err(e.into()),
-                    Err(e) => Some(e.to_string()),
+                    Err(e) => Some(crate::target::pg_message(&e)),
                 }
             }
         };
@@ -100,11 +100,17 @@ pub fn run(target: &Target, a: &CommitArgs, seed: u64) -> Result<(RunRecord, Str
     let mut first_id = 0u64;
     if target.system == System::Postgres {
         if a.value_size > 50 {
-            return Err(BenchError::Config("--value-size: Cedar's name column is VARCHAR(50)".into()));
+            return Err(BenchError::Config(
+                "--value-size: Cedar's name column is VARCHAR(50)".into(),
+            ));
         }
         let mut c = target.postgres()?;
-        c.batch_execute("CREATE TABLE IF NOT EXISTS t1 (id BIGINT PRIMARY KEY, no INT, name VARCHAR(50))")?;
-        let max: i64 = c.query_one("SELECT COALESCE(MAX(id), 0) FROM t1", &[])?.get(0);
+        c.batch_execute(
+            "CREATE TABLE IF NOT EXISTS t1 (id BIGINT PRIMARY KEY, no INT, name VARCHAR(50))",
+        )?;
+        let max: i64 = c
+            .query_one("SELECT COALESCE(MAX(id), 0) FROM t1", &[])?
+            .get(0);
         first_id = max as u64 + 1;
     }
     let next_id = Arc::new(AtomicU64::new(first_id));
@@ -143,7 +149,13 @@ pub fn run(target: &Target, a: &CommitArgs, seed: u64) -> Result<(RunRecord, Str
         })
     })?;
     let runtime_ms = out.runtime.as_millis() as u64;
-    let per_sec = |n: u64| if runtime_ms > 0 { n as f64 * 1000.0 / runtime_ms as f64 } else { 0.0 };
+    let per_sec = |n: u64| {
+        if runtime_ms > 0 {
+            n as f64 * 1000.0 / runtime_ms as f64
+        } else {
+            0.0
+        }
+    };
     let summary = ycsb_summary(runtime_ms, out.steps, &out.rec, &[]);
     let ok = out.rec.ops.get("UPSERT").map_or(0, |s| s.ok);
     let mut rec = RunRecord {

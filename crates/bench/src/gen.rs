@@ -64,7 +64,8 @@ impl Zipf {
     /// A rank in `1..=n`; rank 1 is the most frequent.
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         loop {
-            let u: f64 = self.h_integral_n + rng.gen::<f64>() * (self.h_integral_x1 - self.h_integral_n);
+            let u: f64 =
+                self.h_integral_n + rng.gen::<f64>() * (self.h_integral_x1 - self.h_integral_n);
             let x = self.h_integral_inverse(u);
             let mut k = (x + 0.5) as u64;
             if k < 1 {
@@ -74,7 +75,9 @@ impl Zipf {
             }
             // Accept at once when x is close enough to k (the common case);
             // otherwise compare against the exact area under the hat.
-            if k as f64 - x <= self.threshold || u >= self.h_integral(k as f64 + 0.5) - self.h(k as f64) {
+            if k as f64 - x <= self.threshold
+                || u >= self.h_integral(k as f64 + 0.5) - self.h(k as f64)
+            {
                 return k;
             }
         }
@@ -318,7 +321,12 @@ mod tests {
                 break;
             }
             let rel = (counts[i] as f64 - e).abs() / e;
-            assert!(rel < 0.02, "s={s}: rank {} off by {:.2}%", i + 1, rel * 100.0);
+            assert!(
+                rel < 0.02,
+                "s={s}: rank {} off by {:.2}%",
+                i + 1,
+                rel * 100.0
+            );
         }
     }
 

@@ -52,7 +52,7 @@ pub enum BenchError {
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
     /// A PostgreSQL connection failed.
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", target::pg_message(.0))]
     Postgres(#[from] postgres::Error),
 }
 
@@ -183,11 +183,20 @@ where
         Some(pair) => pair.clone(),
         None => vec![common.url.clone()],
     };
-    let targets = urls.iter().map(|u| Target::detect(u)).collect::<Result<Vec<_>, _>>()?;
+    let targets = urls
+        .iter()
+        .map(|u| Target::detect(u))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut records: Vec<RunRecord> = Vec::new();
     for round in 0..common.rounds {
         for t in &targets {
-            eprintln!("# elsa bench: {} at {} (round {}/{})", t.system, t.url, round + 1, common.rounds);
+            eprintln!(
+                "# elsa bench: {} at {} (round {}/{})",
+                t.system,
+                t.url,
+                round + 1,
+                common.rounds
+            );
             // The same seed for both targets in a round: both see the same
             // key stream.
             let (mut rec, summary) = one(t, common.seed.wrapping_add(round as u64 * 1_000_003))?;
@@ -208,7 +217,11 @@ where
     }
     if targets.len() == 2 {
         let median = |url: &str| {
-            let mut v: Vec<f64> = records.iter().filter(|r| r.url == url).map(|r| r.ops_per_sec).collect();
+            let mut v: Vec<f64> = records
+                .iter()
+                .filter(|r| r.url == url)
+                .map(|r| r.ops_per_sec)
+                .collect();
             v.sort_by(|a, b| a.total_cmp(b));
             match v.len() {
                 0 => 0.0,
@@ -217,12 +230,26 @@ where
             }
         };
         let (a, b) = (median(&targets[0].url), median(&targets[1].url));
-        println!("[COMPARE], A, {} {}, {}", targets[0].system, targets[0].url, java_f64(a));
-        println!("[COMPARE], B, {} {}, {}", targets[1].system, targets[1].url, java_f64(b));
+        println!(
+            "[COMPARE], A, {} {}, {}",
+            targets[0].system,
+            targets[0].url,
+            java_f64(a)
+        );
+        println!(
+            "[COMPARE], B, {} {}, {}",
+            targets[1].system,
+            targets[1].url,
+            java_f64(b)
+        );
         println!(
             "[COMPARE], Throughput ratio A/B (median of {}), {}",
             common.rounds,
-            java_f64(if b > 0.0 { (a / b * 1000.0).round() / 1000.0 } else { 0.0 })
+            java_f64(if b > 0.0 {
+                (a / b * 1000.0).round() / 1000.0
+            } else {
+                0.0
+            })
         );
     }
     Ok(records)

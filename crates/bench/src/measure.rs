@@ -102,7 +102,11 @@ impl Recorder {
             self.gave_up += 1;
         }
         self.aborts += aborts;
-        self.retries += if committed { aborts } else { aborts.saturating_sub(1) };
+        self.retries += if committed {
+            aborts
+        } else {
+            aborts.saturating_sub(1)
+        };
     }
 
     /// Folds another thread's recorder into this one.
@@ -143,7 +147,10 @@ mod tests {
         assert_eq!(r.hist.len(), 3);
         assert_eq!(r.hist.min(), 10);
         assert_eq!(a.ops["UPDATE"].ok, 1);
-        assert_eq!((a.commits, a.gave_up, a.aborts, a.retries, a.kv_ops), (1, 1, 5, 4, 5));
+        assert_eq!(
+            (a.commits, a.gave_up, a.aborts, a.retries, a.kv_ops),
+            (1, 1, 5, 4, 5)
+        );
     }
 
     #[test]

@@ -68,9 +68,18 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn file_safe(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
+
+/// Series name → x position → the values measured there (one per round).
+type Series = BTreeMap<String, BTreeMap<usize, Vec<f64>>>;
 
 const ISOLATION_ORDER: [&str; 5] = ["RC", "RR", "SI", "SERIALIZABLE", "WATCH"];
 
@@ -80,13 +89,14 @@ pub fn run(a: &PlotArgs) -> Result<Vec<PathBuf>, BenchError> {
     for f in &a.files {
         records.extend(read_records(f)?);
     }
-    std::fs::create_dir_all(&a.out_dir).map_err(|e| BenchError::Config(format!("{}: {e}", a.out_dir.display())))?;
+    std::fs::create_dir_all(&a.out_dir)
+        .map_err(|e| BenchError::Config(format!("{}: {e}", a.out_dir.display())))?;
     let mut written = Vec::new();
     let mut md = String::from("# Benchmark results\n");
 
     // Throughput vs threads: one chart per (workload, zipf); one line per
     // system/isolation/label with at least two thread counts.
-    let mut by_group: BTreeMap<(String, String), BTreeMap<String, BTreeMap<usize, Vec<f64>>>> = BTreeMap::new();
+    let mut by_group: BTreeMap<(String, String), Series> = BTreeMap::new();
     for r in &records {
         by_group
             .entry((r.workload.clone(), zipf_name(r.zipf)))
@@ -104,21 +114,43 @@ pub fn run(a: &PlotArgs) -> Result<Vec<PathBuf>, BenchError> {
             .map(|(name, pts)| {
                 (
                     name.clone(),
-                    pts.iter().map(|(t, v)| (*t as f64, median(v.clone()))).collect(),
+                    pts.iter()
+                        .map(|(t, v)| (*t as f64, median(v.clone())))
+                        .collect(),
                 )
             })
             .collect();
         if lines.is_empty() {
             continue;
         }
-        let title = format!("{workload}, zipf {zipf}: {} vs client threads", metric_name(workload));
-        let path = a.out_dir.join(format!("threads-{}-zipf{}.svg", file_safe(workload), file_safe(zipf)));
-        line_chart(&path, &title, "client threads", metric_name(workload), &lines, None)?;
+        let title = format!(
+            "{workload}, zipf {zipf}: {} vs client threads",
+            metric_name(workload)
+        );
+        let path = a.out_dir.join(format!(
+            "threads-{}-zipf{}.svg",
+            file_safe(workload),
+            file_safe(zipf)
+        ));
+        line_chart(
+            &path,
+            &title,
+            "client threads",
+            metric_name(workload),
+            &lines,
+            None,
+        )?;
         written.push(path.clone());
         // The same numbers as a table: threads down, series across.
-        let threads: std::collections::BTreeSet<usize> =
-            series.values().flat_map(|pts| pts.keys().copied()).collect();
-        let _ = write!(md, "\n## {title}\n\n![]({})\n\n| threads |", file_name(&path));
+        let threads: std::collections::BTreeSet<usize> = series
+            .values()
+            .flat_map(|pts| pts.keys().copied())
+            .collect();
+        let _ = write!(
+            md,
+            "\n## {title}\n\n![]({})\n\n| threads |",
+            file_name(&path)
+        );
         for (name, _) in &lines {
             let _ = write!(md, " {name} |");
         }
@@ -141,7 +173,7 @@ pub fn run(a: &PlotArgs) -> Result<Vec<PathBuf>, BenchError> {
 
     // Throughput vs isolation: one chart per (workload, threads); one line
     // per system/zipf/label that ran at least two levels.
-    let mut by_iso: BTreeMap<(String, usize), BTreeMap<String, BTreeMap<usize, Vec<f64>>>> = BTreeMap::new();
+    let mut by_iso: BTreeMap<(String, usize), Series> = BTreeMap::new();
     for r in &records {
         let Some(rank) = ISOLATION_ORDER.iter().position(|l| *l == r.isolation) else {
             continue;
@@ -175,17 +207,38 @@ pub fn run(a: &PlotArgs) -> Result<Vec<PathBuf>, BenchError> {
             .map(|(name, pts)| {
                 let pts = pts
                     .iter()
-                    .filter_map(|(rank, v)| levels.iter().position(|l| l == rank).map(|x| (x as f64, median(v.clone()))))
+                    .filter_map(|(rank, v)| {
+                        levels
+                            .iter()
+                            .position(|l| l == rank)
+                            .map(|x| (x as f64, median(v.clone())))
+                    })
                     .collect();
                 (name.clone(), pts)
             })
             .collect();
         let names: Vec<&str> = levels.iter().map(|&r| ISOLATION_ORDER[r]).collect();
-        let title = format!("{workload}, {threads} threads: {} vs isolation level", metric_name(workload));
-        let path = a.out_dir.join(format!("isolation-{}-t{threads}.svg", file_safe(workload)));
-        line_chart(&path, &title, "isolation level", metric_name(workload), &lines, Some(&names))?;
+        let title = format!(
+            "{workload}, {threads} threads: {} vs isolation level",
+            metric_name(workload)
+        );
+        let path = a
+            .out_dir
+            .join(format!("isolation-{}-t{threads}.svg", file_safe(workload)));
+        line_chart(
+            &path,
+            &title,
+            "isolation level",
+            metric_name(workload),
+            &lines,
+            Some(&names),
+        )?;
         written.push(path.clone());
-        let _ = write!(md, "\n## {title}\n\n![]({})\n\n| series |", file_name(&path));
+        let _ = write!(
+            md,
+            "\n## {title}\n\n![]({})\n\n| series |",
+            file_name(&path)
+        );
         for n in &names {
             let _ = write!(md, " {n} |");
         }
@@ -226,7 +279,8 @@ pub fn run(a: &PlotArgs) -> Result<Vec<PathBuf>, BenchError> {
         );
     }
     let md_path = a.out_dir.join("results.md");
-    std::fs::write(&md_path, md).map_err(|e| BenchError::Config(format!("{}: {e}", md_path.display())))?;
+    std::fs::write(&md_path, md)
+        .map_err(|e| BenchError::Config(format!("{}: {e}", md_path.display())))?;
     written.push(md_path);
     for p in &written {
         eprintln!("wrote {}", p.display());
@@ -235,7 +289,9 @@ pub fn run(a: &PlotArgs) -> Result<Vec<PathBuf>, BenchError> {
 }
 
 fn file_name(p: &Path) -> String {
-    p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+    p.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn draw_err<E: std::fmt::Debug>(path: &Path) -> impl Fn(E) -> BenchError + '_ {
@@ -253,8 +309,14 @@ fn line_chart(
     categories: Option<&[&str]>,
 ) -> Result<(), BenchError> {
     let err = draw_err(path);
-    let xmax = lines.iter().flat_map(|(_, p)| p.iter().map(|(x, _)| *x)).fold(0.0, f64::max);
-    let ymax = lines.iter().flat_map(|(_, p)| p.iter().map(|(_, y)| *y)).fold(0.0, f64::max);
+    let xmax = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
+        .fold(0.0, f64::max);
+    let ymax = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
+        .fold(0.0, f64::max);
     let x_range = match categories {
         Some(c) => -0.5..(c.len() as f64 - 0.5),
         None => 0.0..(xmax * 1.05).max(1.0),
@@ -280,7 +342,10 @@ fn line_chart(
         None => format!("{x:.0}"),
     };
     let mut mesh = chart.configure_mesh();
-    mesh.x_desc(x_desc).y_desc(y_desc).x_label_formatter(&fmt_x).y_label_formatter(&|y| format!("{y:.0}"));
+    mesh.x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&fmt_x)
+        .y_label_formatter(&|y| format!("{y:.0}"));
     if let Some(c) = categories {
         mesh.x_labels(c.len() * 2 + 1);
     }
@@ -291,9 +356,14 @@ fn line_chart(
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
             .map_err(&err)?
             .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
         chart
-            .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 4, color.filled())))
+            .draw_series(
+                pts.iter()
+                    .map(|&(x, y)| Circle::new((x, y), 4, color.filled())),
+            )
             .map_err(&err)?;
     }
     chart
@@ -349,12 +419,25 @@ mod tests {
         })
         .expect("plot");
         let names: Vec<String> = out.iter().map(|p| file_name(p)).collect();
-        assert!(names.contains(&"threads-ycsbt-zipf4.svg".to_string()), "{names:?}");
-        assert!(names.contains(&"isolation-ycsbt-t32.svg".to_string()), "{names:?}");
+        assert!(
+            names.contains(&"threads-ycsbt-zipf4.svg".to_string()),
+            "{names:?}"
+        );
+        assert!(
+            names.contains(&"isolation-ycsbt-t32.svg".to_string()),
+            "{names:?}"
+        );
         let svg = std::fs::read_to_string(dir.join("charts/threads-ycsbt-zipf4.svg")).expect("svg");
-        assert!(svg.starts_with("<svg") && svg.contains("redis WATCH") && svg.contains("client threads"));
+        assert!(
+            svg.starts_with("<svg")
+                && svg.contains("redis WATCH")
+                && svg.contains("client threads")
+        );
         let iso = std::fs::read_to_string(dir.join("charts/isolation-ycsbt-t32.svg")).expect("svg");
-        assert!(iso.contains(">RR<") || iso.contains("RR"), "isolation labels");
+        assert!(
+            iso.contains(">RR<") || iso.contains("RR"),
+            "isolation labels"
+        );
         let md = std::fs::read_to_string(dir.join("charts/results.md")).expect("md");
         assert!(md.contains("| 8 | 3000 | 3000 | 3000 |"), "{md}");
         assert!(md.contains("| elsa zipf 1 | 900 | 800 | 700 |"), "{md}");

@@ -34,7 +34,9 @@ impl Props {
         let mut logical = String::new();
         for raw in text.lines() {
             let line = raw.trim_start();
-            if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!')) {
+            if logical.is_empty()
+                && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+            {
                 continue;
             }
             // An odd number of trailing backslashes continues the line.
@@ -64,7 +66,8 @@ impl Props {
         if rest.starts_with('=') || rest.starts_with(':') {
             rest = rest[1..].trim_start();
         }
-        self.map.insert(key.to_string(), rest.trim_end().to_string());
+        self.map
+            .insert(key.to_string(), rest.trim_end().to_string());
     }
 
     /// Applies one `-p name=value` override.
@@ -74,7 +77,9 @@ impl Props {
             .ok_or_else(|| BenchError::Config(format!("-p expects name=value, got {pair:?}")))?;
         let k = k.trim();
         if k.is_empty() {
-            return Err(BenchError::Config(format!("-p expects name=value, got {pair:?}")));
+            return Err(BenchError::Config(format!(
+                "-p expects name=value, got {pair:?}"
+            )));
         }
         self.set(k, v.trim());
         Ok(())
@@ -99,9 +104,11 @@ impl Props {
     pub fn u64_or(&self, key: &str, default: u64) -> Result<u64, BenchError> {
         match self.get(key) {
             None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|_| BenchError::Config(format!("property {key}={v:?} is not a non-negative integer"))),
+            Some(v) => v.parse().map_err(|_| {
+                BenchError::Config(format!(
+                    "property {key}={v:?} is not a non-negative integer"
+                ))
+            }),
         }
     }
 
@@ -111,7 +118,9 @@ impl Props {
             None => Ok(default),
             Some(v) => match v.parse::<f64>() {
                 Ok(x) if x.is_finite() => Ok(x),
-                _ => Err(BenchError::Config(format!("property {key}={v:?} is not a number"))),
+                _ => Err(BenchError::Config(format!(
+                    "property {key}={v:?} is not a number"
+                ))),
             },
         }
     }
@@ -170,7 +179,8 @@ mod tests {
         let mut p = Props::new();
         p.load_str("recordcount=1000\n");
         p.set_pair("recordcount=50").expect("valid pair");
-        p.set_pair("requestdistribution=latest").expect("valid pair");
+        p.set_pair("requestdistribution=latest")
+            .expect("valid pair");
         assert_eq!(p.u64_or("recordcount", 0).ok(), Some(50));
         assert_eq!(p.str_or("requestdistribution", "uniform"), "latest");
         assert_eq!(p.u64_or("operationcount", 7).ok(), Some(7));

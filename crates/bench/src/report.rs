@@ -48,7 +48,12 @@ pub fn java_f64(x: f64) -> String {
 /// YCSB's summary: `[OVERALL]` run time and throughput, then `extra`
 /// `[OVERALL]` lines (our transactional counters, in the same style), then
 /// per operation count, average/min/max/p95/p99 latency and return codes.
-pub fn ycsb_summary(runtime_ms: u64, operations: u64, rec: &Recorder, extra: &[(String, String)]) -> String {
+pub fn ycsb_summary(
+    runtime_ms: u64,
+    operations: u64,
+    rec: &Recorder,
+    extra: &[(String, String)],
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "[OVERALL], RunTime(ms), {runtime_ms}");
     let tput = if runtime_ms == 0 {
@@ -63,11 +68,27 @@ pub fn ycsb_summary(runtime_ms: u64, operations: u64, rec: &Recorder, extra: &[(
     for (op, s) in &rec.ops {
         let h = &s.hist;
         let _ = writeln!(out, "[{op}], Operations, {}", s.operations());
-        let _ = writeln!(out, "[{op}], AverageLatency(us), {}", java_f64(if h.is_empty() { 0.0 } else { h.mean() }));
-        let _ = writeln!(out, "[{op}], MinLatency(us), {}", if h.is_empty() { 0 } else { h.min() });
+        let _ = writeln!(
+            out,
+            "[{op}], AverageLatency(us), {}",
+            java_f64(if h.is_empty() { 0.0 } else { h.mean() })
+        );
+        let _ = writeln!(
+            out,
+            "[{op}], MinLatency(us), {}",
+            if h.is_empty() { 0 } else { h.min() }
+        );
         let _ = writeln!(out, "[{op}], MaxLatency(us), {}", h.max());
-        let _ = writeln!(out, "[{op}], 95thPercentileLatency(us), {}", h.value_at_quantile(0.95));
-        let _ = writeln!(out, "[{op}], 99thPercentileLatency(us), {}", h.value_at_quantile(0.99));
+        let _ = writeln!(
+            out,
+            "[{op}], 95thPercentileLatency(us), {}",
+            h.value_at_quantile(0.95)
+        );
+        let _ = writeln!(
+            out,
+            "[{op}], 99thPercentileLatency(us), {}",
+            h.value_at_quantile(0.99)
+        );
         let _ = writeln!(out, "[{op}], Return=OK, {}", s.ok);
         if s.errors > 0 {
             let _ = writeln!(out, "[{op}], Return=ERROR, {}", s.errors);
@@ -165,22 +186,32 @@ pub fn append_records(path: &Path, records: &[RunRecord]) -> Result<(), BenchErr
                 if text.trim().is_empty() {
                     Vec::new()
                 } else {
-                    serde_json::from_str(&text)
-                        .map_err(|e| BenchError::Config(format!("{} is not a result file: {e}", path.display())))?
+                    serde_json::from_str(&text).map_err(|e| {
+                        BenchError::Config(format!("{} is not a result file: {e}", path.display()))
+                    })?
                 }
             } else {
                 Vec::new()
             };
             all.extend_from_slice(records);
-            let text = serde_json::to_string_pretty(&all).map_err(|e| BenchError::Config(e.to_string()))?;
+            let text = serde_json::to_string_pretty(&all)
+                .map_err(|e| BenchError::Config(e.to_string()))?;
             std::fs::write(path, text + "\n").map_err(io)
         }
         "csv" => {
-            let new = !path.exists() || std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(true);
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+            let new = !path.exists()
+                || std::fs::metadata(path)
+                    .map(|m| m.len() == 0)
+                    .unwrap_or(true);
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(io)?;
             let mut w = csv::WriterBuilder::new().has_headers(new).from_writer(file);
             for r in records {
-                w.serialize(r).map_err(|e| BenchError::Config(format!("{}: {e}", path.display())))?;
+                w.serialize(r)
+                    .map_err(|e| BenchError::Config(format!("{}: {e}", path.display())))?;
             }
             w.flush().map_err(io)
         }
@@ -201,7 +232,9 @@ pub fn read_records(path: &Path) -> Result<Vec<RunRecord>, BenchError> {
         }
         "csv" => {
             let mut r = csv::Reader::from_path(path).map_err(|e| bad(e.to_string()))?;
-            r.deserialize().map(|row| row.map_err(|e| bad(e.to_string()))).collect()
+            r.deserialize()
+                .map(|row| row.map_err(|e| bad(e.to_string())))
+                .collect()
         }
         _ => Err(bad("not a .json or .csv result file".into())),
     }
@@ -294,7 +327,11 @@ mod tests {
             let _ = std::fs::remove_file(&p);
             append_records(&p, std::slice::from_ref(&a)).expect("write");
             append_records(&p, std::slice::from_ref(&b)).expect("append");
-            assert_eq!(read_records(&p).expect("read"), vec![a.clone(), b.clone()], "{name}");
+            assert_eq!(
+                read_records(&p).expect("read"),
+                vec![a.clone(), b.clone()],
+                "{name}"
+            );
         }
         assert!(append_records(&dir.join("r.txt"), &[a]).is_err());
         let _ = std::fs::remove_dir_all(&dir);

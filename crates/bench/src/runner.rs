@@ -113,7 +113,9 @@ where
         for i in 0..threads {
             let (ready, go, make, stop) = (&ready, &go, &make, &stop);
             let (done_steps, done_units) = (&done_steps, &done_units);
-            let budget = plan.steps.map(|s| s / threads as u64 + u64::from((i as u64) < s % threads as u64));
+            let budget = plan
+                .steps
+                .map(|s| s / threads as u64 + u64::from((i as u64) < s % threads as u64));
             let spawned = std::thread::Builder::new()
                 .name(format!("bench-{i}"))
                 .spawn_scoped(scope, move || {
@@ -124,7 +126,9 @@ where
                     }
                     let start = Instant::now();
                     let result = match worker {
-                        Ok(mut w) => client_loop(&mut w, plan, threads, budget, start, stop, done_steps, done_units),
+                        Ok(mut w) => client_loop(
+                            &mut w, plan, threads, budget, start, stop, done_steps, done_units,
+                        ),
                         Err(e) => Err(e),
                     };
                     if result.is_err() {
@@ -135,7 +139,9 @@ where
             match spawned {
                 Ok(h) => handles.push(Ok(h)),
                 Err(e) => {
-                    handles.push(Err(BenchError::Config(format!("cannot start client thread {i}: {e}"))));
+                    handles.push(Err(BenchError::Config(format!(
+                        "cannot start client thread {i}: {e}"
+                    ))));
                     stop.store(true, Ordering::Relaxed);
                     break;
                 }
@@ -147,14 +153,25 @@ where
         }
         go.store(true, Ordering::SeqCst);
         let start = Instant::now();
-        while handles.iter().any(|h| h.as_ref().is_ok_and(|h| !h.is_finished())) {
+        while handles
+            .iter()
+            .any(|h| h.as_ref().is_ok_and(|h| !h.is_finished()))
+        {
             std::thread::sleep(Duration::from_millis(100));
-            update_bar(&bar, plan, start, done_steps.load(Ordering::Relaxed), done_units.load(Ordering::Relaxed));
+            update_bar(
+                &bar,
+                plan,
+                start,
+                done_steps.load(Ordering::Relaxed),
+                done_units.load(Ordering::Relaxed),
+            );
         }
         handles
             .into_iter()
             .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| Err(BenchError::Config("a client thread panicked".into()))),
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(BenchError::Config("a client thread panicked".into()))),
                 Err(e) => Err(e),
             })
             .collect::<Vec<_>>()
@@ -240,7 +257,12 @@ fn client_loop<W: Worker>(
         steps += 1;
         done_steps.fetch_add(1, Ordering::Relaxed);
     }
-    Ok((rec, last_end.saturating_duration_since(measure_start), steps, units))
+    Ok((
+        rec,
+        last_end.saturating_duration_since(measure_start),
+        steps,
+        units,
+    ))
 }
 
 fn progress_bar(plan: &Plan) -> ProgressBar {
@@ -253,9 +275,10 @@ fn progress_bar(plan: &Plan) -> ProgressBar {
         (None, None) => 0,
     };
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr_with_hz(10));
-    let style = ProgressStyle::with_template("{prefix} [{bar:30}] {msg} elapsed {elapsed} remaining {eta}")
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    let style =
+        ProgressStyle::with_template("{prefix} [{bar:30}] {msg} elapsed {elapsed} remaining {eta}")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     bar.set_prefix(plan.label.clone());
     bar
@@ -294,7 +317,7 @@ mod tests {
             rec.ok("SUB", 1);
             Ok(StepResult::Done(Step {
                 op: "READ",
-                ok: self.left % 10 != 0,
+                ok: !self.left.is_multiple_of(10),
                 units: 2,
             }))
         }
@@ -323,7 +346,12 @@ mod tests {
 
     #[test]
     fn stops_when_exhausted_and_reports_failures() {
-        let out = drive(&plan(2, None), |i| Ok(Counter { left: 10 + i as u64 })).expect("run");
+        let out = drive(&plan(2, None), |i| {
+            Ok(Counter {
+                left: 10 + i as u64,
+            })
+        })
+        .expect("run");
         assert_eq!(out.steps, 21);
         let err = drive(&plan(2, Some(10)), |i| {
             if i == 1 {

@@ -64,7 +64,10 @@ impl Target {
             t.postgres()?;
             return Ok(t);
         }
-        if !(lower.starts_with("redis://") || lower.starts_with("rediss://") || lower.starts_with("redis+unix://")) {
+        if !(lower.starts_with("redis://")
+            || lower.starts_with("rediss://")
+            || lower.starts_with("redis+unix://"))
+        {
             return Err(BenchError::Config(format!(
                 "target {url:?}: use redis://HOST:PORT (Elsa or Redis) or postgres://USER@HOST:PORT/DB"
             )));
@@ -114,6 +117,20 @@ pub fn pg_conflict(e: &postgres::Error) -> bool {
         e.code(),
         Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
     )
+}
+
+/// A PostgreSQL error with the server's message and SQLSTATE (the
+/// client's own `Display` says only "db error").
+pub fn pg_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        ),
+        None => e.to_string(),
+    }
 }
 
 /// Isolation level (or transaction form) for YCSB-T and batches.

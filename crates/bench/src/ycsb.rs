@@ -99,7 +99,8 @@ impl Length {
             "uniform" => Ok(Length::Uniform(min, max)),
             "zipfian" => Ok(Length::Zipfian(
                 min,
-                Zipf::new(max - min + 1, 0.99).ok_or_else(|| BenchError::Config(format!("{what}: bad range")))?,
+                Zipf::new(max - min + 1, 0.99)
+                    .ok_or_else(|| BenchError::Config(format!("{what}: bad range")))?,
             )),
             other => Err(BenchError::Config(format!(
                 "{what}={other:?}: use constant, uniform or zipfian"
@@ -159,10 +160,15 @@ pub struct Workload {
 }
 
 fn sql_ident(s: &str, what: &str) -> Result<String, BenchError> {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !s.starts_with(|c: char| c.is_ascii_digit()) {
+    if !s.is_empty()
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+    {
         Ok(s.to_string())
     } else {
-        Err(BenchError::Config(format!("{what}={s:?} must be a plain SQL identifier")))
+        Err(BenchError::Config(format!(
+            "{what}={s:?} must be a plain SQL identifier"
+        )))
     }
 }
 
@@ -181,7 +187,9 @@ impl Workload {
         let insertcount = p.u64_or("insertcount", recordcount.saturating_sub(insertstart))?;
         let fieldcount = p.u64_or("fieldcount", 10)? as usize;
         if fieldcount == 0 || fieldcount > 1000 {
-            return Err(BenchError::Config(format!("fieldcount={fieldcount}: use 1..=1000")));
+            return Err(BenchError::Config(format!(
+                "fieldcount={fieldcount}: use 1..=1000"
+            )));
         }
         let fieldlength = p.u64_or("fieldlength", 100)?.max(1);
         let minfieldlength = p.u64_or("minfieldlength", 1)?.max(1);
@@ -193,16 +201,26 @@ impl Workload {
         )?;
         let minscan = p.u64_or("minscanlength", 1)?.max(1);
         let maxscan = p.u64_or("maxscanlength", 1000)?.max(minscan);
-        let scan_len = Length::parse(p.str_or("scanlengthdistribution", "uniform"), minscan, maxscan, "scanlengthdistribution")?;
+        let scan_len = Length::parse(
+            p.str_or("scanlengthdistribution", "uniform"),
+            minscan,
+            maxscan,
+            "scanlengthdistribution",
+        )?;
         let ops = vec![
             (Op::Read, p.f64_or("readproportion", 0.95)?),
             (Op::Update, p.f64_or("updateproportion", 0.05)?),
             (Op::Insert, p.f64_or("insertproportion", 0.0)?),
             (Op::Scan, p.f64_or("scanproportion", 0.0)?),
-            (Op::ReadModifyWrite, p.f64_or("readmodifywriteproportion", 0.0)?),
+            (
+                Op::ReadModifyWrite,
+                p.f64_or("readmodifywriteproportion", 0.0)?,
+            ),
         ];
         if ops.iter().any(|(_, w)| *w < 0.0) || ops.iter().map(|(_, w)| w).sum::<f64>() <= 0.0 {
-            return Err(BenchError::Config("operation proportions must be >= 0 and not all 0".into()));
+            return Err(BenchError::Config(
+                "operation proportions must be >= 0 and not all 0".into(),
+            ));
         }
         let requestdistribution = p.str_or("requestdistribution", "uniform").to_string();
         if !["uniform", "zipfian", "latest", "hotspot"].contains(&requestdistribution.as_str()) {
@@ -212,12 +230,16 @@ impl Workload {
         }
         let insertorder = p.str_or("insertorder", "hashed");
         if insertorder != "hashed" && insertorder != "ordered" {
-            return Err(BenchError::Config(format!("insertorder={insertorder}: use hashed or ordered")));
+            return Err(BenchError::Config(format!(
+                "insertorder={insertorder}: use hashed or ordered"
+            )));
         }
         let hot_data = p.f64_or("hotspotdatafraction", 0.2)?;
         let hot_ops = p.f64_or("hotspotopnfraction", 0.8)?;
         if !(0.0..=1.0).contains(&hot_data) || !(0.0..=1.0).contains(&hot_ops) {
-            return Err(BenchError::Config("hotspot fractions must be within 0..1".into()));
+            return Err(BenchError::Config(
+                "hotspot fractions must be within 0..1".into(),
+            ));
         }
         let zipf_constant = p.f64_or("zipfianconstant", 0.99)?;
         if zipf_constant <= 0.0 {
@@ -279,11 +301,19 @@ impl Workload {
         let hi = self.insertstart + self.insertcount.max(1) - 1;
         Ok(match self.requestdistribution.as_str() {
             "zipfian" => {
-                let insert = self.ops.iter().find(|(o, _)| *o == Op::Insert).map_or(0.0, |(_, w)| *w)
+                let insert = self
+                    .ops
+                    .iter()
+                    .find(|(o, _)| *o == Op::Insert)
+                    .map_or(0.0, |(_, w)| *w)
                     / self.ops.iter().map(|(_, w)| w).sum::<f64>();
                 let expected_new = (self.operationcount as f64 * insert * 2.0) as u64;
-                KeyChooser::scrambled_zipfian(lo, self.insertcount.max(1) + expected_new, self.zipf_constant)
-                    .ok_or_else(|| BenchError::Config("bad zipfian parameters".into()))?
+                KeyChooser::scrambled_zipfian(
+                    lo,
+                    self.insertcount.max(1) + expected_new,
+                    self.zipf_constant,
+                )
+                .ok_or_else(|| BenchError::Config("bad zipfian parameters".into()))?
             }
             "latest" => KeyChooser::Latest {
                 zipf: Zipf::new(self.recordcount.max(1), self.zipf_constant)
@@ -308,7 +338,11 @@ impl Workload {
             }
             x -= w;
         }
-        self.ops.iter().rev().find(|(_, w)| *w > 0.0).map_or(Op::Read, |(o, _)| *o)
+        self.ops
+            .iter()
+            .rev()
+            .find(|(_, w)| *w > 0.0)
+            .map_or(Op::Read, |(o, _)| *o)
     }
 
     /// The `CREATE TABLE` for PostgreSQL (fields nullable, so YCSB-T can
@@ -347,7 +381,11 @@ impl PgStatements {
                 "SELECT {f} FROM {t} WHERE YCSB_KEY >= $1 ORDER BY YCSB_KEY LIMIT $2"
             ))?);
         }
-        let sets: Vec<String> = fields.iter().enumerate().map(|(i, f)| format!("{f} = ${}", i + 1)).collect();
+        let sets: Vec<String> = fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| format!("{f} = ${}", i + 1))
+            .collect();
         let params: Vec<String> = (1..=fields.len() + 1).map(|i| format!("${i}")).collect();
         Ok(PgStatements {
             read_all: c.prepare(&format!("SELECT * FROM {t} WHERE YCSB_KEY = $1"))?,
@@ -363,7 +401,9 @@ impl PgStatements {
                 fields.join(", "),
                 params.join(", ")
             ))?,
-            scan_all: c.prepare(&format!("SELECT * FROM {t} WHERE YCSB_KEY >= $1 ORDER BY YCSB_KEY LIMIT $2"))?,
+            scan_all: c.prepare(&format!(
+                "SELECT * FROM {t} WHERE YCSB_KEY >= $1 ORDER BY YCSB_KEY LIMIT $2"
+            ))?,
             scan_one,
         })
     }
@@ -400,7 +440,9 @@ impl YcsbWorker {
             Ok(found) => Ok(found),
             Err(msg) => {
                 if !self.reported_error {
-                    eprintln!("elsa bench: operation failed (further errors are only counted): {msg}");
+                    eprintln!(
+                        "elsa bench: operation failed (further errors are only counted): {msg}"
+                    );
                     self.reported_error = true;
                 }
                 Ok(false)
@@ -453,24 +495,34 @@ fn resp<T>(r: redis::RedisResult<T>) -> Result<Result<T, String>, BenchError> {
     }
 }
 
-fn pg<T>(c: &postgres::Client, r: Result<T, postgres::Error>) -> Result<Result<T, String>, BenchError> {
+fn pg<T>(
+    c: &postgres::Client,
+    r: Result<T, postgres::Error>,
+) -> Result<Result<T, String>, BenchError> {
     match r {
         Ok(v) => Ok(Ok(v)),
         Err(e) if c.is_closed() => Err(e.into()),
-        Err(e) => Ok(Err(e.to_string())),
+        Err(e) => Ok(Err(crate::target::pg_message(&e))),
     }
 }
 
-fn db_read(conn: &mut Conn, wl: &Workload, key: &str, field: Option<usize>) -> Result<OpResult, BenchError> {
+fn db_read(
+    conn: &mut Conn,
+    wl: &Workload,
+    key: &str,
+    field: Option<usize>,
+) -> Result<OpResult, BenchError> {
     match conn {
         Conn::Resp(c) => match field {
             None => {
                 let keys: Vec<String> = (0..wl.fieldcount).map(|i| wl.field_key(key, i)).collect();
-                let r: redis::RedisResult<Vec<Option<Vec<u8>>>> = redis::cmd("MGET").arg(&keys).query(c);
+                let r: redis::RedisResult<Vec<Option<Vec<u8>>>> =
+                    redis::cmd("MGET").arg(&keys).query(c);
                 Ok(resp(r)?.map(|v| v.iter().all(Option::is_some)))
             }
             Some(i) => {
-                let r: redis::RedisResult<Option<Vec<u8>>> = redis::cmd("GET").arg(wl.field_key(key, i)).query(c);
+                let r: redis::RedisResult<Option<Vec<u8>>> =
+                    redis::cmd("GET").arg(wl.field_key(key, i)).query(c);
                 Ok(resp(r)?.map(|v| v.is_some()))
             }
         },
@@ -485,7 +537,13 @@ fn db_read(conn: &mut Conn, wl: &Workload, key: &str, field: Option<usize>) -> R
     }
 }
 
-fn db_write(conn: &mut Conn, wl: &Workload, key: &str, values: &[(usize, String)], insert: bool) -> Result<OpResult, BenchError> {
+fn db_write(
+    conn: &mut Conn,
+    wl: &Workload,
+    key: &str,
+    values: &[(usize, String)],
+    insert: bool,
+) -> Result<OpResult, BenchError> {
     match conn {
         Conn::Resp(c) => {
             let r: redis::RedisResult<()> = if let [(i, v)] = values {
@@ -507,7 +565,10 @@ fn db_write(conn: &mut Conn, wl: &Workload, key: &str, values: &[(usize, String)
             } else if let [(i, v)] = values {
                 c.execute(&s.update_one[*i], &[v, &key])
             } else {
-                let mut params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|(_, v)| v as &(dyn ToSql + Sync)).collect();
+                let mut params: Vec<&(dyn ToSql + Sync)> = values
+                    .iter()
+                    .map(|(_, v)| v as &(dyn ToSql + Sync))
+                    .collect();
                 params.push(&key);
                 c.execute(&s.update_all, &params)
             };
@@ -516,7 +577,14 @@ fn db_write(conn: &mut Conn, wl: &Workload, key: &str, values: &[(usize, String)
     }
 }
 
-fn db_scan(conn: &mut Conn, wl: &Workload, start: u64, len: u64, limit: u64, field: Option<usize>) -> Result<OpResult, BenchError> {
+fn db_scan(
+    conn: &mut Conn,
+    wl: &Workload,
+    start: u64,
+    len: u64,
+    limit: u64,
+    field: Option<usize>,
+) -> Result<OpResult, BenchError> {
     match conn {
         Conn::Resp(c) => {
             let end = start.saturating_add(len).min(limit.max(start + 1));
@@ -529,7 +597,8 @@ fn db_scan(conn: &mut Conn, wl: &Workload, start: u64, len: u64, limit: u64, fie
                 let key = wl.key(n);
                 keys.extend(fields.iter().map(|&i| wl.field_key(&key, i)));
             }
-            let r: redis::RedisResult<Vec<Option<Vec<u8>>>> = redis::cmd("MGET").arg(&keys).query(c);
+            let r: redis::RedisResult<Vec<Option<Vec<u8>>>> =
+                redis::cmd("MGET").arg(&keys).query(c);
             Ok(resp(r)?.map(|v| v.iter().any(Option::is_some)))
         }
         Conn::Pg(c, s) => {
@@ -573,7 +642,10 @@ impl Worker for YcsbWorker {
                 let keynum = self.next_keynum();
                 let key = self.wl.key(keynum);
                 let values = self.values(self.wl.writeallfields);
-                ("UPDATE", self.call(|c, wl| db_write(c, wl, &key, &values, false))?)
+                (
+                    "UPDATE",
+                    self.call(|c, wl| db_write(c, wl, &key, &values, false))?,
+                )
             }
             Op::Insert => {
                 let keynum = self.counter.next();
@@ -588,7 +660,10 @@ impl Worker for YcsbWorker {
                 let len = self.wl.scan_len.sample(&mut self.rng);
                 let field = self.read_field();
                 let limit = self.counter.limit();
-                ("SCAN", self.call(|c, wl| db_scan(c, wl, start, len, limit, field))?)
+                (
+                    "SCAN",
+                    self.call(|c, wl| db_scan(c, wl, start, len, limit, field))?,
+                )
             }
             Op::ReadModifyWrite => {
                 let keynum = self.next_keynum();
@@ -612,13 +687,22 @@ impl Worker for YcsbWorker {
                 ("READ-MODIFY-WRITE", read_ok && write_ok)
             }
         };
-        Ok(StepResult::Done(Step { op: name, ok, units: 1 }))
+        Ok(StepResult::Done(Step {
+            op: name,
+            ok,
+            units: 1,
+        }))
     }
 }
 
 /// Runs one YCSB phase against `target`; answers the record and the
 /// summary text.
-pub fn run(target: &Target, args: &YcsbArgs, props: &Props, seed: u64) -> Result<(RunRecord, String), BenchError> {
+pub fn run(
+    target: &Target,
+    args: &YcsbArgs,
+    props: &Props,
+    seed: u64,
+) -> Result<(RunRecord, String), BenchError> {
     let mut wl = Workload::from_props(&args.name(), props)?;
     if let Some(t) = args.threads {
         wl.threads = t.max(1);
@@ -626,21 +710,39 @@ pub fn run(target: &Target, args: &YcsbArgs, props: &Props, seed: u64) -> Result
     let load = args.phase == "load";
     if target.system == System::Postgres && load {
         let fields: Vec<String> = (0..wl.fieldcount).map(|i| wl.field(i)).collect();
-        target.postgres()?.batch_execute(&Workload::create_table_sql(&wl.table, &fields))?;
+        target
+            .postgres()?
+            .batch_execute(&Workload::create_table_sql(&wl.table, &fields))?;
     }
-    let counter = Arc::new(InsertCounter::new(if load { wl.insertstart } else { wl.recordcount }));
+    let counter = Arc::new(InsertCounter::new(if load {
+        wl.insertstart
+    } else {
+        wl.recordcount
+    }));
     let load_end = wl.insertstart + wl.insertcount;
     let chooser = wl.chooser()?;
     let plan = Plan {
         threads: wl.threads,
-        steps: Some(if load { wl.insertcount } else { wl.operationcount }),
+        steps: Some(if load {
+            wl.insertcount
+        } else {
+            wl.operationcount
+        }),
         duration: args.common.duration().or(if wl.maxexecutiontime > 0 {
             Some(std::time::Duration::from_secs(wl.maxexecutiontime))
         } else {
             None
         }),
-        warmup: if load { std::time::Duration::ZERO } else { args.common.warmup() },
-        target_rate: args.common.target.or(if wl.target > 0.0 { Some(wl.target) } else { None }),
+        warmup: if load {
+            std::time::Duration::ZERO
+        } else {
+            args.common.warmup()
+        },
+        target_rate: args.common.target.or(if wl.target > 0.0 {
+            Some(wl.target)
+        } else {
+            None
+        }),
         label: format!("{} {} {}", wl.name, args.phase, target.system),
     };
     let wl = Arc::new(wl);
@@ -700,7 +802,10 @@ mod tests {
     #[test]
     fn defaults_and_key_names_match_ycsb() {
         let w = workload("");
-        assert_eq!((w.fieldcount, w.recordcount, w.operationcount, w.threads), (10, 1000, 1000, 1));
+        assert_eq!(
+            (w.fieldcount, w.recordcount, w.operationcount, w.threads),
+            (10, 1000, 1000, 1)
+        );
         assert!(w.readallfields && !w.writeallfields);
         assert_eq!(w.requestdistribution, "uniform");
         // YCSB's first loaded key (hashed insert order).
@@ -744,7 +849,14 @@ mod tests {
     #[test]
     fn shipped_workload_files_parse() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads");
-        for name in ["workloada", "workloadb", "workloadc", "workloadd", "workloade", "workloadf"] {
+        for name in [
+            "workloada",
+            "workloadb",
+            "workloadc",
+            "workloadd",
+            "workloade",
+            "workloadf",
+        ] {
             let mut p = Props::new();
             p.load_file(&dir.join(name)).expect("workload file exists");
             let w = Workload::from_props(name, &p).expect("parses");

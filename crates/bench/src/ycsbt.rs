@@ -184,7 +184,11 @@ struct TxnWorker {
 
 /// Classifies a RESP error: a dead connection ends the run, a conflict is
 /// retried, anything else is a failed transaction.
-fn resp_outcome(c: &mut redis::Connection, r: redis::RedisResult<Attempt>, cleanup: &str) -> Result<Attempt, BenchError> {
+fn resp_outcome(
+    c: &mut redis::Connection,
+    r: redis::RedisResult<Attempt>,
+    cleanup: &str,
+) -> Result<Attempt, BenchError> {
     match r {
         Ok(a) => Ok(a),
         Err(e) if redis_fatal(&e) => Err(e.into()),
@@ -203,7 +207,12 @@ fn resp_outcome(c: &mut redis::Connection, r: redis::RedisResult<Attempt>, clean
 }
 
 /// Elsa's own transactions: BEGIN level … COMMIT.
-fn elsa_begin(c: &mut redis::Connection, level: &str, ops: &[TxnOp], value: &str) -> redis::RedisResult<Attempt> {
+fn elsa_begin(
+    c: &mut redis::Connection,
+    level: &str,
+    ops: &[TxnOp],
+    value: &str,
+) -> redis::RedisResult<Attempt> {
     let mut p = redis::pipe();
     p.cmd("BEGIN").arg(level).ignore();
     for op in ops {
@@ -224,7 +233,11 @@ fn elsa_begin(c: &mut redis::Connection, level: &str, ops: &[TxnOp], value: &str
 }
 
 /// Redis's optimistic transactions: WATCH, GETs, MULTI, SETs, EXEC.
-fn redis_watch(c: &mut redis::Connection, ops: &[TxnOp], value: &str) -> redis::RedisResult<Attempt> {
+fn redis_watch(
+    c: &mut redis::Connection,
+    ops: &[TxnOp],
+    value: &str,
+) -> redis::RedisResult<Attempt> {
     let mut keys: Vec<String> = ops
         .iter()
         .map(|op| match *op {
@@ -293,7 +306,7 @@ impl TxnWorker {
                     Ok(()) => Ok(Attempt::Committed),
                     Err(e) if pg_conflict(&e) => Ok(Attempt::Conflict),
                     Err(e) if c.is_closed() => Err(e.into()),
-                    Err(e) => Ok(Attempt::Failed(e.to_string())),
+                    Err(e) => Ok(Attempt::Failed(crate::target::pg_message(&e))),
                 }
             }
         }
@@ -342,13 +355,20 @@ pub fn load(target: &Target, records: u64, value_size: usize, seed: u64) -> Resu
     match target.system {
         System::Postgres => {
             let mut c = target.postgres()?;
-            c.batch_execute(&Workload::create_table_sql("usertable", &["field0".to_string()]))?;
+            c.batch_execute(&Workload::create_table_sql(
+                "usertable",
+                &["field0".to_string()],
+            ))?;
             let mut start = 0;
             while start < records {
                 let end = (start + CHUNK).min(records);
                 let keys: Vec<String> = (start..end).map(record_key).collect();
-                let vals: Vec<String> = (start..end).map(|_| random_value(&mut rng, value_size)).collect();
-                let rows: Vec<String> = (0..keys.len()).map(|i| format!("(${}, ${})", 2 * i + 1, 2 * i + 2)).collect();
+                let vals: Vec<String> = (start..end)
+                    .map(|_| random_value(&mut rng, value_size))
+                    .collect();
+                let rows: Vec<String> = (0..keys.len())
+                    .map(|i| format!("(${}, ${})", 2 * i + 1, 2 * i + 2))
+                    .collect();
                 let sql = format!(
                     "INSERT INTO usertable (YCSB_KEY, field0) VALUES {} ON CONFLICT (YCSB_KEY) DO UPDATE SET field0 = EXCLUDED.field0",
                     rows.join(", ")
@@ -394,8 +414,9 @@ pub fn run(target: &Target, a: &YcsbtArgs, seed: u64) -> Result<(RunRecord, Stri
         None => Isolation::default_for(target.system),
     };
     isolation.check(target.system)?;
-    let zipf = Zipf::new(a.records, a.zipf)
-        .ok_or_else(|| BenchError::Config(format!("--zipf {}: the exponent must be > 0", a.zipf)))?;
+    let zipf = Zipf::new(a.records, a.zipf).ok_or_else(|| {
+        BenchError::Config(format!("--zipf {}: the exponent must be > 0", a.zipf))
+    })?;
     if !a.no_load {
         eprintln!("# loading {} records", a.records);
         load(target, a.records, a.value_size, seed)?;
@@ -408,16 +429,21 @@ pub fn run(target: &Target, a: &YcsbtArgs, seed: u64) -> Result<(RunRecord, Stri
         read_only_share: a.read_only_share,
         read_proportion: a.read_proportion,
     });
-    let txns = a
-        .txns
-        .unwrap_or_else(|| a.threads as u64 * (a.ops_per_thread as f64 / a.mean_ops()).ceil() as u64);
+    let txns = a.txns.unwrap_or_else(|| {
+        a.threads as u64 * (a.ops_per_thread as f64 / a.mean_ops()).ceil() as u64
+    });
     let plan = Plan {
         threads: a.threads,
         steps: Some(txns),
         duration: a.common.duration(),
         warmup: a.common.warmup(),
         target_rate: a.common.target,
-        label: format!("ycsbt {} {} zipf={}", target.system, isolation.name(), a.zipf),
+        label: format!(
+            "ycsbt {} {} zipf={}",
+            target.system,
+            isolation.name(),
+            a.zipf
+        ),
     };
     let out = drive(&plan, |i| {
         let conn = match target.system {
@@ -441,7 +467,13 @@ pub fn run(target: &Target, a: &YcsbtArgs, seed: u64) -> Result<(RunRecord, Stri
     })?;
     let r = &out.rec;
     let runtime_ms = out.runtime.as_millis() as u64;
-    let per_sec = |n: u64| if runtime_ms > 0 { n as f64 * 1000.0 / runtime_ms as f64 } else { 0.0 };
+    let per_sec = |n: u64| {
+        if runtime_ms > 0 {
+            n as f64 * 1000.0 / runtime_ms as f64
+        } else {
+            0.0
+        }
+    };
     let abort_rate = if r.commits + r.aborts > 0 {
         r.aborts as f64 * 100.0 / (r.commits + r.aborts) as f64
     } else {
@@ -449,7 +481,10 @@ pub fn run(target: &Target, a: &YcsbtArgs, seed: u64) -> Result<(RunRecord, Stri
     };
     let extra = vec![
         ("Transactions".to_string(), r.commits.to_string()),
-        ("Transactions(txn/sec)".to_string(), java_f64(per_sec(r.commits))),
+        (
+            "Transactions(txn/sec)".to_string(),
+            java_f64(per_sec(r.commits)),
+        ),
         ("Aborts".to_string(), r.aborts.to_string()),
         ("AbortRate(%)".to_string(), java_f64(abort_rate)),
         ("Retries".to_string(), r.retries.to_string()),
