@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+# PostgreSQL (elsa bench's live tests): Debian keeps initdb/pg_ctl off PATH.
+compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || command -v pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 if ((${#need[@]})); then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
