@@ -135,3 +135,196 @@ impl Elsa {
         elsa
     }
 }
+
+/// A directory a test owns — a data dir (`data/`) plus server logs — kept
+/// across server restarts and removed when the test ends.
+pub struct TestDir {
+    pub root: PathBuf,
+}
+
+impl TestDir {
+    /// A fresh, empty directory under the system temp dir.
+    pub fn new(tag: &str) -> TestDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let root = std::env::temp_dir().join(format!(
+            "elsa-{tag}-{}-{n}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).expect("create test dir");
+        TestDir { root }
+    }
+
+    /// The server's `--data-dir`.
+    pub fn data(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    /// Where the servers' stdout and stderr go (appended across restarts).
+    pub fn log(&self) -> PathBuf {
+        self.root.join("server.log")
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// An `elsa server` on a data dir the test owns. Unlike [`Elsa`], dropping
+/// it kills the process (by PID) but keeps the data, so a test can kill it
+/// and start another on the same directory.
+pub struct Node {
+    pub port: u16,
+    pub child: Child,
+    pub data_dir: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Node {
+    /// The command line of a server on `data_dir` and `port` (the caller
+    /// chooses where its output goes).
+    pub fn command(data_dir: &std::path::Path, port: u16, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(elsa_bin());
+        cmd.arg("server")
+            .arg("--port")
+            .arg(port.to_string())
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(extra)
+            .env("ELSA_LOG", "warn")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Starts a server on a free port, its output appended to `log`,
+    /// without waiting for it.
+    pub fn spawn(data_dir: &std::path::Path, log: &std::path::Path, extra: &[&str]) -> Node {
+        use std::io::Write;
+        let port = free_port();
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("open server log");
+        let _ = writeln!(out, "=== elsa server --port {port} {}", extra.join(" "));
+        let err = out.try_clone().expect("clone log handle");
+        let child = Node::command(data_dir, port, extra)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("spawn elsa server");
+        Node {
+            port,
+            child,
+            data_dir: data_dir.to_path_buf(),
+            log: log.to_path_buf(),
+        }
+    }
+
+    /// Starts a server and waits until it answers PING (recovery included).
+    pub fn start(data_dir: &std::path::Path, log: &std::path::Path, extra: &[&str]) -> Node {
+        let mut node = Node::spawn(data_dir, log, extra);
+        node.wait_ready(Duration::from_secs(60));
+        node
+    }
+
+    /// Waits until the server answers PING; panics with its log if it
+    /// exits or does not answer within `timeout`.
+    pub fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "elsa server exited during startup ({status}); log:\n{}",
+                    self.log_text()
+                );
+            }
+            if let Ok(mut c) = self.client().get_connection() {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "elsa server on port {} did not answer PING; log:\n{}",
+            self.port,
+            self.log_text()
+        );
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("client")
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        let c = self.client().get_connection().expect("connect");
+        // A hung server fails the test instead of hanging it.
+        c.set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("read timeout");
+        c
+    }
+
+    /// `kill -9`: no shutdown code runs.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the process to exit.
+    pub fn terminate(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        unsafe_kill(self.child.id() as i32, 15);
+        self.wait_exit(timeout).unwrap_or_else(|| {
+            panic!(
+                "elsa server did not exit within {timeout:?} of SIGTERM; log:\n{}",
+                self.log_text()
+            )
+        })
+    }
+
+    /// The exit status, if the process ends within `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Everything the servers wrote to the log file so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `INFO <section>` as field → value.
+    pub fn info(&self, section: &str) -> std::collections::HashMap<String, String> {
+        let text: String = redis::cmd("INFO")
+            .arg(section)
+            .query(&mut self.conn())
+            .expect("INFO");
+        text.lines()
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+            .collect()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
