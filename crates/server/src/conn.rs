@@ -250,14 +250,17 @@ impl Conn {
                     Ok(DataCmd {
                         mut ops,
                         shape: Shape::One,
-                    }) if plain && ops.len() == 1 => {
-                        let (key, op) = ops.pop().expect("one op");
-                        Step::Lone(KeyOp {
+                    }) if plain && ops.len() == 1 => match ops.pop() {
+                        Some((key, op)) => Step::Lone(KeyOp {
                             hash: self.coord.hash(&key),
                             key,
                             op,
-                        })
-                    }
+                        }),
+                        None => Step::Data(Ok(DataCmd {
+                            ops,
+                            shape: Shape::One,
+                        })),
+                    },
                     other => Step::Data(other),
                 }
             }
@@ -332,13 +335,16 @@ impl Conn {
             self.s.txn = Some(txn);
             r
         } else if dc.ops.len() == 1 {
-            let (key, op) = dc.ops.into_iter().next().expect("one op");
-            let kop = KeyOp {
-                hash: self.coord.hash(&key),
-                key,
-                op,
-            };
-            self.coord.run_lone(vec![kop]).await
+            let kops = dc
+                .ops
+                .into_iter()
+                .map(|(key, op)| KeyOp {
+                    hash: self.coord.hash(&key),
+                    key,
+                    op,
+                })
+                .collect();
+            self.coord.run_lone(kops).await
         } else {
             let ops = dc
                 .ops

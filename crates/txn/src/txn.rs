@@ -212,7 +212,9 @@ impl Txn {
             part.writes.push(Write { key, state });
         }
         if per_shard.len() == 1 {
-            let (shard, part) = per_shard.into_iter().next().expect("one shard");
+            let Some((shard, part)) = per_shard.into_iter().next() else {
+                return Ok(coord.node.hlc.now());
+            };
             let req = CommitRequest {
                 checks: part.checks,
                 writes: part.writes,
