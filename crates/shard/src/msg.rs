@@ -172,6 +172,15 @@ pub enum ShardMsg {
         /// Ok once durable, or why not.
         reply: oneshot::Sender<Result<(), Refusal>>,
     },
+    /// Lattices from a peer replica: merged (last commit wins), logged like
+    /// local commits, and answered once durable — so a restarted replica
+    /// already has what it acknowledged receiving.
+    Merge {
+        /// The peer's lattices for keys of this shard.
+        entries: Vec<crate::wal::codec::LogEntry>,
+        /// How many changed the local state, once durable.
+        reply: oneshot::Sender<Result<usize, Refusal>>,
+    },
     /// Multi-shard commit, phase two: install the writes and release holds.
     Install {
         /// The transaction.

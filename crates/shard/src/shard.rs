@@ -84,6 +84,8 @@ enum Source {
     Logged,
     /// Replayed from disk at startup: neither.
     Recovery,
+    /// Received from a peer replica: logged, not gossiped back.
+    Peer,
 }
 
 /// The error a client sees while the log cannot write.
@@ -234,6 +236,10 @@ impl Shard {
                 let r = self.op_log(&entries);
                 self.respond(reply, r);
             }
+            ShardMsg::Merge { entries, reply } => {
+                let r = self.op_merge(&entries);
+                self.respond(reply, r);
+            }
             ShardMsg::Prepare { req, reply } => {
                 let _ = reply.send(self.op_prepare(req));
             }
@@ -327,7 +333,7 @@ impl Shard {
         start_ts: Ts,
         version: Version,
         source: Source,
-    ) {
+    ) -> bool {
         let written = self.table.upsert(hash, key, |old| {
             match old {
                 Some(old) if old.version() > version => return None,
@@ -344,14 +350,15 @@ impl Shard {
                 version,
             ))
         });
-        if written && source != Source::Recovery {
+        if written && matches!(source, Source::Local | Source::Logged) {
             self.gossip.record(key);
-            if source == Source::Local {
-                if let Some(d) = &mut self.durability {
-                    d.wal.stage(key, state, start_ts, version);
-                }
+        }
+        if written && matches!(source, Source::Local | Source::Peer) {
+            if let Some(d) = &mut self.durability {
+                d.wal.stage(key, state, start_ts, version);
             }
         }
+        written
     }
 
     /// Who else holds `key`, seen by a request that wants `mode`.
@@ -561,6 +568,28 @@ impl Shard {
                 let _ = w.send(());
             }
         }
+    }
+
+    /// Merges lattices received from a peer. Each is installed only if it
+    /// wins the merge; those that do are logged (not gossiped back).
+    pub fn op_merge(&mut self, entries: &[LogEntry]) -> Result<usize, Refusal> {
+        if let Some(r) = self.write_refusal() {
+            return Err(r);
+        }
+        let mut changed = 0;
+        for e in entries {
+            let hash = std::hash::BuildHasher::hash_one(self.table.hasher(), &e.key[..]);
+            self.hlc.observe(e.version.commit_ts);
+            changed += self.install_from(
+                hash,
+                &e.key,
+                e.state.as_ref(),
+                e.start_ts,
+                e.version,
+                Source::Peer,
+            ) as usize;
+        }
+        Ok(changed)
     }
 
     /// Logs a multi-shard commit's decision record (all its writes).
@@ -980,6 +1009,104 @@ mod tests {
         assert_eq!(s.collect_garbage(now + 100, 0), 1, "expired key goes");
         assert_eq!(s.table.len(), 1);
         assert_eq!(s.live_keys(), 1);
+    }
+
+    fn durable_shard(dir: &std::path::Path) -> Shard {
+        let data = DataDir::open(dir).unwrap();
+        let mut s = Shard::new(0, 7, KeyHasher::default(), Arc::new(Hlc::default()));
+        let seg = data.create_segment(1, 0).unwrap();
+        s.attach_wal(Wal::new(Box::new(seg), crate::wal::Fsync::Always), data);
+        s
+    }
+
+    fn recovered(dir: &std::path::Path) -> Shard {
+        let mut s = shard();
+        let data = DataDir::open(dir).unwrap();
+        let mut entries = Vec::new();
+        data.recover(|rec| entries.extend(rec)).unwrap();
+        for e in entries {
+            let h = std::hash::BuildHasher::hash_one(s.table.hasher(), &e.key[..]);
+            s.restore(h, &e);
+        }
+        s
+    }
+
+    #[test]
+    fn peer_lattices_are_merged_logged_and_acked_once_durable() {
+        let dir = std::env::temp_dir().join(format!("elsa-shard-merge-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut s = durable_shard(&dir);
+        s.op_batch(&[kop(&s, "mine", set("local"))]);
+        let newer = LogEntry {
+            key: Bytes::from("theirs"),
+            state: Some(Current {
+                value: Bytes::from("remote"),
+                expire_ms: None,
+            }),
+            start_ts: 1,
+            version: Version::new(u64::MAX / 2, 9),
+        };
+        let older = LogEntry {
+            key: Bytes::from("mine"),
+            state: Some(Current {
+                value: Bytes::from("stale"),
+                expire_ms: None,
+            }),
+            start_ts: 1,
+            version: Version::new(1, 9),
+        };
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        s.handle(ShardMsg::Merge {
+            entries: vec![newer, older],
+            reply: tx,
+        });
+        assert!(rx.try_recv().is_err(), "the ack waits for the log");
+        assert!(s.wal_pending());
+        s.flush_wal();
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            Ok(1),
+            "only the newer lattice changed anything"
+        );
+        assert_eq!(value(&mut s, "mine").as_deref(), Some(&b"local"[..]));
+        assert!(
+            s.hlc.now() > u64::MAX / 2,
+            "the clock moved past the peer's commit"
+        );
+        s.close_wal();
+        let mut r = recovered(&dir);
+        assert_eq!(value(&mut r, "theirs").as_deref(), Some(&b"remote"[..]));
+        assert_eq!(value(&mut r, "mine").as_deref(), Some(&b"local"[..]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn refused_commits_leave_nothing_in_the_log() {
+        let dir = std::env::temp_dir().join(format!("elsa-shard-refused-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut s = durable_shard(&dir);
+        s.op_batch(&[kop(&s, "x", set("1"))]);
+        let req = CommitRequest {
+            checks: vec![Check {
+                key: key(&s, "x"),
+                expect: Expect::Version(Version::new(1, 1)),
+            }],
+            writes: vec![Write {
+                key: key(&s, "y"),
+                state: Some(Current {
+                    value: Bytes::from("no"),
+                    expire_ms: None,
+                }),
+            }],
+            start_ts: 1,
+        };
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        s.handle(ShardMsg::Commit { req, reply: tx });
+        s.close_wal();
+        let mut r = recovered(&dir);
+        assert_eq!(value(&mut r, "x").as_deref(), Some(&b"1"[..]));
+        assert_eq!(value(&mut r, "y"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
