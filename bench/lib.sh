@@ -5,6 +5,8 @@
 # Durability is the same class on every system unless DURABILITY=none:
 # the log is written at once and fsynced about every second (Redis AOF
 # everysec, Elsa --appendfsync everysec, PostgreSQL synchronous_commit=off).
+# Otherwise each server runs its defaults; ELSA_FLAGS and PG_FLAGS (e.g.
+# "-c deadlock_timeout=10ms") add server options.
 
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -94,7 +96,7 @@ start_postgres() { # -> sets PG_URL
   "${run[@]}" "$bin/initdb" -D "$PG_DATA" -U bench --auth=trust -E UTF8 --no-sync >"$TMP/initdb.log" 2>&1
   [ "$DURABILITY" = none ] && sync="off -c fsync=off"
   "${run[@]}" "$bin/pg_ctl" -D "$PG_DATA" -l "$TMP/pg/log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$TMP/pg -c max_connections=300 -c shared_buffers=256MB -c synchronous_commit=$sync" \
+    -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$TMP/pg -c max_connections=300 -c shared_buffers=256MB -c synchronous_commit=$sync ${PG_FLAGS:-}" \
     start >/dev/null
   PG_URL=postgres://bench@127.0.0.1:$port/postgres
 }
