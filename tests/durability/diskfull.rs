@@ -334,9 +334,9 @@ fn disk_full_refuses_writes_then_recovers() {
 
 /// Full disk, space back, kill -9, restart: every acknowledged write must
 /// be replayed from the log.
+/// (Regression: a write cut short by ENOSPC used to be re-appended whole on
+/// retry, leaving a damaged record mid-segment, so restart refused to start.)
 #[test]
-#[ignore = "server bug: a log write cut short by ENOSPC is re-appended whole on retry, \
-            leaving a damaged record mid-segment, so restart refuses to start"]
 fn disk_full_then_kill9_keeps_acknowledged_writes() {
     let Some(mut d) = fill_and_free_the_disk("diskfull-kill") else {
         return;

@@ -128,7 +128,7 @@ fn recover(
         dir,
         next_seq: AtomicU64::new(seq + 1),
         in_progress: AtomicBool::new(false),
-        last_save_unix: AtomicU64::new(0),
+        last_save_unix: AtomicU64::new(recovery.snapshot_unix),
         last_save_ms: AtomicU64::new(0),
         last_error: std::sync::Mutex::new(None),
         recovery,

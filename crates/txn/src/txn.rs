@@ -18,7 +18,7 @@ use bytes::Bytes;
 use elsa_lattice::Ts;
 use elsa_shard::{
     unix_ms, Check, CommitRequest, Current, Expect, HashedKey, HoldMode, KeyOp, KeyView, Op,
-    OpReply, PrepareRequest, ReadState, SetCond, SetReply, ShardMsg, Write,
+    OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
 };
 
 use crate::atomic::HoldGuard;
@@ -237,46 +237,68 @@ struct ShardPart {
 }
 
 /// Two-phase commit across shards: prepare (hold + validate) everywhere; if
-/// all agree, pick the commit timestamp and install; otherwise release.
+/// all agree, log the decision, pick the commit timestamp and install;
+/// otherwise release. A prepare refused only as Busy (a snapshot freezes
+/// multi-shard commits for its duration) is retried, not reported as a
+/// conflict.
 async fn commit_across(
     coord: &Coordinator,
     parts: HashMap<usize, ShardPart>,
     start_ts: Ts,
 ) -> Result<Ts, TxnError> {
+    let mut attempt = 0;
+    loop {
+        match try_commit_across(coord, &parts, start_ts).await {
+            Err(TxnError::Conflict(key)) if key.is_empty() && attempt < 1000 => {
+                backoff(attempt.min(40)).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn try_commit_across(
+    coord: &Coordinator,
+    parts: &HashMap<usize, ShardPart>,
+    start_ts: Ts,
+) -> Result<Ts, TxnError> {
     let txn = coord.node.next_txn();
     let mut guard = HoldGuard::new(coord, txn);
     let mut waits = Vec::with_capacity(parts.len());
-    let mut writes = Vec::with_capacity(parts.len());
-    for (shard, part) in parts {
+    for (&shard, part) in parts {
         let req = PrepareRequest {
             txn,
-            checks: part.checks,
-            holds: part.holds,
+            checks: part.checks.clone(),
+            holds: part.holds.clone(),
             want_states: false,
             retry_on_busy: false,
         };
         guard.add(shard);
         waits.push(coord.start(shard, |reply| ShardMsg::Prepare { req, reply })?);
-        writes.push((shard, part.writes));
     }
-    let mut refused = None;
+    let mut refused: Option<Refusal> = None;
     for rx in waits {
         if let Err(refusal) = rx.await.map_err(|_| TxnError::ShardGone)? {
-            refused.get_or_insert(refusal);
+            // A real conflict outranks Busy: report the key.
+            if refused.as_ref().is_none_or(|r| *r == Refusal::Busy) {
+                refused = Some(refusal);
+            }
         }
     }
     if let Some(refusal) = refused {
         return Err(TxnError::from(refusal)); // guard releases every hold
     }
     let commit_ts = coord.node.hlc.now();
-    let participants: Vec<usize> = writes.iter().map(|(s, _)| *s).collect();
-    let all: Vec<&Write> = writes.iter().flat_map(|(_, w)| w).collect();
+    let participants: Vec<usize> = parts.keys().copied().collect();
+    let all: Vec<&Write> = parts.values().flat_map(|p| &p.writes).collect();
     coord
         .log_decision(&participants, &all, start_ts, commit_ts)
         .await?;
     guard.disarm();
-    let mut acks = Vec::with_capacity(writes.len());
-    for (shard, writes) in writes {
+    let mut acks = Vec::with_capacity(parts.len());
+    for (&shard, part) in parts {
+        let writes = part.writes.clone();
         acks.push(coord.start(shard, |reply| ShardMsg::Install {
             txn,
             writes,

@@ -55,6 +55,8 @@ pub enum RecoverError {
 pub struct Recovery {
     /// Snapshot sequence loaded (0 = none).
     pub snapshot_seq: u64,
+    /// When that snapshot was taken (Unix seconds; 0 = none).
+    pub snapshot_unix: u64,
     /// Files read.
     pub files: usize,
     /// Records replayed.
@@ -241,6 +243,7 @@ impl DataDir {
         let manifest = self.manifest()?;
         if let Some(m) = &manifest {
             r.snapshot_seq = m.seq;
+            r.snapshot_unix = m.unix_secs;
             r.max_seq = m.seq;
             for name in &m.files {
                 let path = self.snap_dir().join(name);

@@ -68,6 +68,9 @@ pub trait LogSink: Send {
     fn append(&mut self, buf: &[u8]) -> io::Result<()>;
     /// Makes everything appended so far durable.
     fn sync(&mut self) -> io::Result<()>;
+    /// Cuts the sink back to `len` bytes: a failed append may have left part
+    /// of a record behind, which a retry must not follow.
+    fn truncate(&mut self, len: u64) -> io::Result<()>;
 }
 
 impl LogSink for std::fs::File {
@@ -76,6 +79,10 @@ impl LogSink for std::fs::File {
     }
     fn sync(&mut self) -> io::Result<()> {
         self.sync_data()
+    }
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        // Opened with O_APPEND: the next write lands at the new end.
+        self.set_len(len)
     }
 }
 
@@ -106,6 +113,8 @@ pub struct Wal {
     buf: Vec<u8>,
     acks: Vec<Ack>,
     unsynced: bool,
+    /// A failed append may have left a partial record past `segment_bytes`.
+    torn: bool,
     last_sync: Instant,
     stats: WalStats,
 }
@@ -121,6 +130,7 @@ impl Wal {
             buf: Vec::new(),
             acks: Vec::new(),
             unsynced: false,
+            torn: false,
             last_sync: Instant::now(),
             stats: WalStats::default(),
         }
@@ -173,8 +183,20 @@ impl Wal {
     /// Writes (and under `always` syncs) every sealed record, then sends the
     /// replies that waited for them. On failure keeps both for a retry.
     pub fn flush(&mut self) {
+        if self.torn {
+            if let Err(e) = self.sink.truncate(self.stats.segment_bytes) {
+                return self.fail("truncate after a failed write", e);
+            }
+            self.torn = false;
+        }
         if !self.buf.is_empty() {
             if let Err(e) = self.sink.append(&self.buf) {
+                // Part of the buffer may be on disk: cut it off before the
+                // retry appends the whole buffer again.
+                self.torn = true;
+                if self.sink.truncate(self.stats.segment_bytes).is_ok() {
+                    self.torn = false;
+                }
                 return self.fail("write", e);
             }
             self.stats.segment_bytes += self.buf.len() as u64;

@@ -15,6 +15,9 @@ struct Disk {
     synced: Vec<u8>,
     unsynced: Vec<u8>,
     fail: bool,
+    /// When failing, how many bytes of an append still reach the disk
+    /// (a write cut short by ENOSPC).
+    partial: usize,
 }
 
 #[derive(Clone, Default)]
@@ -24,9 +27,23 @@ impl LogSink for FakeSink {
     fn append(&mut self, buf: &[u8]) -> io::Result<()> {
         let mut d = self.0.lock().unwrap();
         if d.fail {
+            let n = d.partial.min(buf.len());
+            d.unsynced.extend_from_slice(&buf[..n]);
             return Err(io::Error::other("No space left on device"));
         }
         d.unsynced.extend_from_slice(buf);
+        Ok(())
+    }
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        let mut d = self.0.lock().unwrap();
+        let len = len as usize;
+        if len <= d.synced.len() {
+            d.synced.truncate(len);
+            d.unsynced.clear();
+        } else {
+            let keep = len - d.synced.len();
+            d.unsynced.truncate(keep);
+        }
         Ok(())
     }
     fn sync(&mut self) -> io::Result<()> {
@@ -163,6 +180,31 @@ fn a_full_disk_holds_acks_and_resumes_when_space_returns() {
         vec![0, 1, 2, 3, 4],
         "the held records were written once, in order"
     );
+}
+
+#[test]
+fn a_write_cut_short_by_a_full_disk_is_not_followed_by_a_duplicate() {
+    let sink = FakeSink::default();
+    let mut wal = Wal::new(Box::new(sink.clone()), Fsync::Always);
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    write_records(&mut wal, 0, 2, &acked, 2);
+    {
+        let mut d = sink.0.lock().unwrap();
+        d.fail = true;
+        d.partial = 7; // ENOSPC after 7 bytes of the next record
+    }
+    write_records(&mut wal, 2, 1, &acked, 1);
+    assert!(wal.failure().is_some());
+    sink.0.lock().unwrap().fail = false;
+    wal.tick();
+    assert_eq!(*acked.lock().unwrap(), vec![0, 1, 2]);
+    let (keys, tail) = replayed_keys(&sink.crash(usize::MAX, &[]));
+    assert_eq!(
+        tail,
+        Tail::Clean,
+        "no partial record left before the retried one"
+    );
+    assert_eq!(keys, vec![0, 1, 2]);
 }
 
 #[test]
