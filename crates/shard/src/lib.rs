@@ -5,7 +5,11 @@
 //! - [`ops`] is the semantics of every per-key command ([`Op`]), run against
 //!   a [`KeyView`] so the same code serves lone commands and transactions.
 //! - [`shard`] is the state one actor owns and the shard-side half of the
-//!   commit protocol (`op_commit`, `op_prepare`, `op_install`, …).
+//!   commit protocol (`op_commit`, `op_prepare`, `op_install`, …); its
+//!   `persist` part holds replies until the log has them, `upkeep` scans,
+//!   counts and collects garbage.
+//! - [`wal`] is durability: the record codec, the per-shard log with group
+//!   commit, snapshot files and recovery.
 //! - [`msg`] is the actor's typed inbox ([`ShardMsg`]).
 //! - [`gossip`] records what changed each merge epoch.
 //!

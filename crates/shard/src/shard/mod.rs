@@ -1,0 +1,531 @@
+//! The state one shard actor owns, and the shard-side half of every request
+//! (Dragonfly's `op_*` split: these functions run on the shard's own thread;
+//! the coordinator in `elsa-txn` decides which ones to call).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use elsa_lattice::{Hlc, NodeId, Ts, Version};
+
+use crate::gossip::GossipBuffer;
+use crate::msg::{
+    AdminMsg, Check, CommitRequest, Expect, HashedKey, HoldMode, KeyOp, PrepareRequest, ReadState,
+    Refusal, ShardMsg, TxnId, Write,
+};
+use crate::ops::{Current, KeyView, OpReply};
+use crate::record::Record;
+use crate::table::{KeyHasher, Table};
+use crate::wal::files::DataDir;
+use crate::wal::Wal;
+
+/// Counters a shard reports to INFO.
+#[derive(Clone, Debug, Default)]
+pub struct ShardStats {
+    /// Live and dead records in the table.
+    pub records: usize,
+    /// Keys that are neither deleted nor expired.
+    pub live: usize,
+    /// Keys that expire.
+    pub expires: usize,
+    /// Approximate bytes of table slots and records.
+    pub memory: usize,
+    /// Lone commands executed.
+    pub ops: u64,
+    /// Transactions committed here (single- and multi-shard).
+    pub commits: u64,
+    /// Validations that failed here.
+    pub conflicts: u64,
+    /// Requests answered Busy because a key was held.
+    pub busy: u64,
+    /// Keys expired by the active expiry cycle.
+    pub expired: u64,
+    /// Lattices flushed from the gossip buffer.
+    pub gossiped: u64,
+    /// The write-ahead log's counters, if the shard has one.
+    pub wal: Option<crate::wal::WalStats>,
+}
+
+/// Who holds a key between prepare and install.
+#[derive(Default)]
+struct Hold {
+    writer: Option<TxnId>,
+    readers: Vec<TxnId>,
+}
+
+/// One shard: a private lattice table served by a single thread.
+pub struct Shard {
+    index: usize,
+    node: NodeId,
+    table: Table,
+    hlc: Arc<Hlc>,
+    holds: HashMap<Bytes, Hold>,
+    held_by: HashMap<TxnId, Vec<Bytes>>,
+    gossip: GossipBuffer,
+    stats: ShardStats,
+    durability: Option<Durability>,
+    frozen: bool,
+    freeze_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// The shard's log and the directory its files live in.
+struct Durability {
+    wal: Wal,
+    dir: DataDir,
+}
+
+/// Where an installed lattice comes from, which decides what else happens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// A commit here: log it and gossip it.
+    Local,
+    /// A multi-shard commit whose decision record is already logged.
+    Logged,
+    /// Replayed from disk at startup: neither.
+    Recovery,
+    /// Received from a peer replica: logged, not gossiped back.
+    Peer,
+}
+
+/// The error a client sees while the log cannot write.
+pub const ERR_WAL: &str =
+    "MISCONF the write-ahead log cannot write (see INFO persistence and the server log); writes are refused until it can";
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A [`KeyView`] over one key of the shard's table: reads the stored state,
+/// installs writes as new lattices committed now.
+struct LoneView<'a> {
+    shard: &'a mut Shard,
+    hash: u64,
+    now_ms: u64,
+}
+
+impl KeyView for LoneView<'_> {
+    fn read(&mut self, key: &[u8]) -> Option<Current> {
+        self.shard.current(self.hash, key, self.now_ms)
+    }
+
+    fn write(&mut self, key: &[u8], state: Option<Current>) {
+        let ts = self.shard.hlc.now();
+        let version = Version::new(ts, self.shard.node);
+        self.shard
+            .install(self.hash, key, state.as_ref(), ts, version);
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+}
+
+impl Shard {
+    /// An empty shard number `index` of node `node`.
+    pub fn new(index: usize, node: NodeId, hasher: KeyHasher, hlc: Arc<Hlc>) -> Shard {
+        Shard {
+            index,
+            node,
+            table: Table::new(hasher),
+            hlc,
+            holds: HashMap::new(),
+            held_by: HashMap::new(),
+            gossip: GossipBuffer::default(),
+            stats: ShardStats::default(),
+            durability: None,
+            frozen: false,
+            freeze_waiters: Vec::new(),
+        }
+    }
+
+    /// This shard's number within its node.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Serves one message from the inbox.
+    pub fn handle(&mut self, msg: ShardMsg) {
+        // A dropped receiver means the client went away; nothing to do.
+        match msg {
+            ShardMsg::Batch { mut ops, reply } => {
+                let replies = self.op_batch(&ops);
+                let rest = ops.split_off(replies.len());
+                self.respond(reply, (replies, rest));
+            }
+            ShardMsg::Read { key, reply } => {
+                let _ = reply.send(self.op_read(&key));
+            }
+            ShardMsg::Commit { req, reply } => {
+                let r = self.op_commit(req);
+                self.respond(reply, r);
+            }
+            ShardMsg::Log { entries, reply } => {
+                let r = self.op_log(&entries);
+                self.respond(reply, r);
+            }
+            ShardMsg::Merge { entries, reply } => {
+                let r = self.op_merge(&entries);
+                self.respond(reply, r);
+            }
+            ShardMsg::Prepare { req, reply } => {
+                let _ = reply.send(self.op_prepare(req));
+            }
+            ShardMsg::Install {
+                txn,
+                writes,
+                start_ts,
+                commit_ts,
+                reply,
+            } => {
+                self.op_install(txn, &writes, start_ts, commit_ts);
+                let _ = reply.send(());
+            }
+            ShardMsg::Release { txn } => self.op_release(txn),
+            ShardMsg::Exec { checks, ops, reply } => {
+                let r = self.op_exec(&checks, &ops);
+                self.respond(reply, r);
+            }
+            ShardMsg::Admin(admin) => self.handle_admin(admin),
+        }
+    }
+
+    fn handle_admin(&mut self, msg: AdminMsg) {
+        match msg {
+            AdminMsg::Dbsize(reply) => {
+                let _ = reply.send(self.live_keys());
+            }
+            AdminMsg::Flush(reply) => {
+                self.op_flush();
+                let _ = reply.send(());
+            }
+            AdminMsg::Scan {
+                segment,
+                count,
+                pattern,
+                reply,
+            } => {
+                let _ = reply.send(self.op_scan(segment, count, pattern.as_deref()));
+            }
+            AdminMsg::Stats(reply) => {
+                let _ = reply.send(self.stats());
+            }
+            AdminMsg::Freeze(reply) => {
+                self.frozen = true;
+                if self.holds.is_empty() {
+                    let _ = reply.send(());
+                } else {
+                    self.freeze_waiters.push(reply);
+                }
+            }
+            AdminMsg::Dump { seq, reply } => {
+                let _ = reply.send(self.op_dump(seq));
+            }
+            AdminMsg::Thaw => self.frozen = false,
+        }
+    }
+
+    fn current(&self, hash: u64, key: &[u8], now_ms: u64) -> Option<Current> {
+        let rec = self.table.get(hash, key)?;
+        rec.live_value(now_ms).map(|v| Current {
+            value: Bytes::copy_from_slice(v),
+            expire_ms: rec.expire_ms(),
+        })
+    }
+
+    fn version_of(&self, hash: u64, key: &[u8]) -> Version {
+        self.table
+            .get(hash, key)
+            .map_or(Version::ZERO, Record::version)
+    }
+
+    /// Installs a state committed here unless the stored one is newer.
+    fn install(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        state: Option<&Current>,
+        start_ts: Ts,
+        version: Version,
+    ) {
+        self.install_from(hash, key, state, start_ts, version, Source::Local);
+    }
+
+    /// Installs a state unless the stored one is newer (merge semantics, so a
+    /// lattice that arrived from a peer is never overwritten by an older one).
+    fn install_from(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        state: Option<&Current>,
+        start_ts: Ts,
+        version: Version,
+        source: Source,
+    ) -> bool {
+        let written = self.table.upsert(hash, key, |old| {
+            match old {
+                Some(old) if old.version() > version => return None,
+                Some(old) if state.is_none() && old.is_tombstone() => return None,
+                // Deleting a key that never existed leaves no trace to gossip.
+                None if state.is_none() => return None,
+                _ => {}
+            }
+            Some(Record::new(
+                key,
+                state.map(|c| &c.value[..]),
+                state.and_then(|c| c.expire_ms),
+                start_ts,
+                version,
+            ))
+        });
+        if written && matches!(source, Source::Local | Source::Logged) {
+            self.gossip.record(key);
+        }
+        if written && matches!(source, Source::Local | Source::Peer) {
+            if let Some(d) = &mut self.durability {
+                d.wal.stage(key, state, start_ts, version);
+            }
+        }
+        written
+    }
+
+    /// Who else holds `key`, seen by a request that wants `mode`.
+    fn blocked(&self, key: &[u8], mode: HoldMode, me: Option<TxnId>) -> bool {
+        if self.holds.is_empty() {
+            return false; // the common case: no multi-shard commit in flight
+        }
+        match self.holds.get(key) {
+            None => false,
+            Some(h) => {
+                let other_writer = h.writer.is_some_and(|w| Some(w) != me);
+                match mode {
+                    HoldMode::Read => other_writer,
+                    HoldMode::Write => other_writer || h.readers.iter().any(|&r| Some(r) != me),
+                }
+            }
+        }
+    }
+
+    /// Lone commands, in order; stops at the first one whose key is held.
+    pub fn op_batch(&mut self, ops: &[KeyOp]) -> Vec<OpReply> {
+        let now_ms = unix_ms();
+        let refuse_writes = self.write_refusal().is_some();
+        let mut out = Vec::with_capacity(ops.len());
+        for kop in ops {
+            let mode = HoldMode::for_op(&kop.op);
+            if refuse_writes && mode == HoldMode::Write {
+                out.push(OpReply::Error(ERR_WAL));
+                continue;
+            }
+            if self.blocked(&kop.key, mode, None) {
+                self.stats.busy += 1;
+                break;
+            }
+            let mut view = LoneView {
+                shard: self,
+                hash: kop.hash,
+                now_ms,
+            };
+            out.push(kop.op.apply(&kop.key, &mut view));
+        }
+        self.stats.ops += out.len() as u64;
+        out
+    }
+
+    /// A transaction's read: the live value and the stored version.
+    pub fn op_read(&mut self, key: &HashedKey) -> Result<ReadState, Refusal> {
+        if self.blocked(&key.key, HoldMode::Read, None) {
+            self.stats.busy += 1;
+            return Err(Refusal::Busy);
+        }
+        Ok(self.read_state(key, unix_ms()))
+    }
+
+    fn read_state(&self, key: &HashedKey, now_ms: u64) -> ReadState {
+        ReadState {
+            current: self.current(key.hash, &key.key, now_ms),
+            version: self.version_of(key.hash, &key.key),
+        }
+    }
+
+    fn validate(
+        &mut self,
+        checks: &[Check],
+        me: Option<TxnId>,
+        busy: Refusal,
+    ) -> Result<(), Refusal> {
+        for c in checks {
+            let mode = match c.expect {
+                Expect::Version(_) => HoldMode::Read,
+                Expect::CommittedBefore(_) => HoldMode::Write,
+            };
+            if self.blocked(&c.key.key, mode, me) {
+                self.stats.busy += 1;
+                return Err(match &busy {
+                    Refusal::Conflict(_) => Refusal::Conflict(c.key.key.clone()),
+                    other => other.clone(),
+                });
+            }
+            let version = self.version_of(c.key.hash, &c.key.key);
+            let ok = match c.expect {
+                Expect::Version(v) => version == v,
+                Expect::CommittedBefore(start_ts) => version.commit_ts < start_ts,
+            };
+            if !ok {
+                self.stats.conflicts += 1;
+                return Err(Refusal::Conflict(c.key.key.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Single-shard commit: validate, then install, in one actor step. A key
+    /// held by a multi-shard commit in flight is a conflict (no waiting).
+    pub fn op_commit(&mut self, req: CommitRequest) -> Result<Ts, Refusal> {
+        if let Some(r) = self.write_refusal().filter(|_| !req.writes.is_empty()) {
+            return Err(r);
+        }
+        self.validate(&req.checks, None, Refusal::Conflict(Bytes::new()))?;
+        for w in &req.writes {
+            if self.blocked(&w.key.key, HoldMode::Write, None) {
+                self.stats.conflicts += 1;
+                return Err(Refusal::Conflict(w.key.key.clone()));
+            }
+        }
+        let commit_ts = self.hlc.now();
+        let version = Version::new(commit_ts, self.node);
+        for w in &req.writes {
+            self.install(
+                w.key.hash,
+                &w.key.key,
+                w.state.as_ref(),
+                req.start_ts,
+                version,
+            );
+        }
+        self.stats.commits += 1;
+        Ok(commit_ts)
+    }
+
+    /// Phase one: take the holds (all or none), then validate under them.
+    pub fn op_prepare(&mut self, req: PrepareRequest) -> Result<Vec<ReadState>, Refusal> {
+        if self.frozen {
+            // A snapshot is being taken: no multi-shard commit may span it.
+            self.stats.busy += 1;
+            return Err(if req.retry_on_busy {
+                Refusal::Busy
+            } else {
+                Refusal::Conflict(
+                    req.holds
+                        .first()
+                        .map(|(k, _)| k.key.clone())
+                        .unwrap_or_default(),
+                )
+            });
+        }
+        for (k, mode) in &req.holds {
+            if self.blocked(&k.key, *mode, Some(req.txn)) {
+                self.stats.busy += 1;
+                return Err(if req.retry_on_busy {
+                    Refusal::Busy
+                } else {
+                    Refusal::Conflict(k.key.clone())
+                });
+            }
+        }
+        let busy = if req.retry_on_busy {
+            Refusal::Busy
+        } else {
+            Refusal::Conflict(Bytes::new())
+        };
+        self.validate(&req.checks, Some(req.txn), busy)?;
+        let now_ms = unix_ms();
+        let mut states = Vec::new();
+        let mut keys = Vec::with_capacity(req.holds.len());
+        for (k, mode) in req.holds {
+            if req.want_states {
+                states.push(self.read_state(&k, now_ms));
+            }
+            let hold = self.holds.entry(k.key.clone()).or_default();
+            match mode {
+                HoldMode::Write => hold.writer = Some(req.txn),
+                HoldMode::Read => hold.readers.push(req.txn),
+            }
+            keys.push(k.key);
+        }
+        self.held_by.entry(req.txn).or_default().extend(keys);
+        Ok(states)
+    }
+
+    /// Phase two: install the writes at `commit_ts`, then release.
+    pub fn op_install(&mut self, txn: TxnId, writes: &[Write], start_ts: Ts, commit_ts: Ts) {
+        let version = Version::new(commit_ts, self.node);
+        for w in writes {
+            let state = w.state.as_ref();
+            self.install_from(
+                w.key.hash,
+                &w.key.key,
+                state,
+                start_ts,
+                version,
+                Source::Logged,
+            );
+        }
+        self.stats.commits += 1;
+        self.op_release(txn);
+    }
+
+    /// Drops every hold of `txn` (abort, or the end of install).
+    pub fn op_release(&mut self, txn: TxnId) {
+        let Some(keys) = self.held_by.remove(&txn) else {
+            return;
+        };
+        for key in keys {
+            if let Some(h) = self.holds.get_mut(&key) {
+                if h.writer == Some(txn) {
+                    h.writer = None;
+                }
+                h.readers.retain(|&r| r != txn);
+                if h.writer.is_none() && h.readers.is_empty() {
+                    self.holds.remove(&key);
+                }
+            }
+        }
+        if self.holds.is_empty() {
+            for w in self.freeze_waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+    }
+
+    /// Validates WATCH-style checks and runs `ops` as one atomic step.
+    pub fn op_exec(&mut self, checks: &[Check], ops: &[KeyOp]) -> Result<Vec<OpReply>, Refusal> {
+        if let Some(r) = self
+            .write_refusal()
+            .filter(|_| ops.iter().any(|k| k.op.is_write()))
+        {
+            return Err(r);
+        }
+        for kop in ops {
+            let mode = HoldMode::for_op(&kop.op);
+            if self.blocked(&kop.key, mode, None) {
+                self.stats.busy += 1;
+                return Err(Refusal::Busy);
+            }
+        }
+        self.validate(checks, None, Refusal::Busy)?;
+        let replies = self.op_batch(ops);
+        debug_assert_eq!(replies.len(), ops.len(), "holds were checked above");
+        self.stats.commits += 1;
+        Ok(replies)
+    }
+}
+
+mod persist;
+mod upkeep;
+
+#[cfg(test)]
+mod tests;

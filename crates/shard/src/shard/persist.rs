@@ -1,0 +1,148 @@
+//! The shard's durability half: staging lattices for its write-ahead log,
+//! holding replies until their records are durable, the multi-shard
+//! decision record, peer merges, snapshot dumps, and replay at startup.
+
+use super::{Durability, Refusal, Shard, Source, ERR_WAL};
+use crate::shard::unix_ms;
+use crate::wal::codec::LogEntry;
+use crate::wal::files::DataDir;
+use crate::wal::Wal;
+
+impl Shard {
+    /// Gives the shard a write-ahead log in `dir`.
+    pub fn attach_wal(&mut self, wal: Wal, dir: DataDir) {
+        self.durability = Some(Durability { wal, dir });
+    }
+
+    /// Sends `value` now, or — if the message being handled wrote to the
+    /// log — once its record is durable.
+    pub(super) fn respond<T: Send + 'static>(
+        &mut self,
+        tx: tokio::sync::oneshot::Sender<T>,
+        value: T,
+    ) {
+        match &mut self.durability {
+            Some(d) if d.wal.has_staged() => {
+                d.wal.seal();
+                d.wal.defer(Box::new(move || {
+                    let _ = tx.send(value);
+                }));
+            }
+            _ => {
+                let _ = tx.send(value);
+            }
+        }
+    }
+
+    /// True when replies wait for a log flush.
+    pub fn wal_pending(&self) -> bool {
+        self.durability.as_ref().is_some_and(|d| d.wal.pending())
+    }
+
+    /// Writes (and syncs, per policy) what the log holds; sends the replies
+    /// that waited for it. The worker calls this when the inbox runs dry.
+    pub fn flush_wal(&mut self) {
+        if let Some(d) = &mut self.durability {
+            d.wal.flush();
+        }
+    }
+
+    /// Flushes and syncs the log (clean shutdown).
+    pub fn close_wal(&mut self) {
+        if let Some(d) = &mut self.durability {
+            d.wal.close();
+        }
+    }
+
+    /// Periodic log duty: retry a failed flush, `everysec` fsync.
+    pub fn tick_wal(&mut self) {
+        if let Some(d) = &mut self.durability {
+            d.wal.tick();
+        }
+    }
+
+    /// Why writes are refused now, if they are.
+    pub(super) fn write_refusal(&self) -> Option<Refusal> {
+        let d = self.durability.as_ref()?;
+        d.wal
+            .failure()
+            .map(|_| Refusal::Unavailable(ERR_WAL.to_string()))
+    }
+
+    /// Replays one recovered record (no log, no gossip).
+    pub fn restore(&mut self, hash: u64, entry: &LogEntry) {
+        self.install_from(
+            hash,
+            &entry.key,
+            entry.state.as_ref(),
+            entry.start_ts,
+            entry.version,
+            Source::Recovery,
+        );
+    }
+
+    /// Merges lattices received from a peer. Each is installed only if it
+    /// wins the merge; those that do are logged (not gossiped back).
+    pub fn op_merge(&mut self, entries: &[LogEntry]) -> Result<usize, Refusal> {
+        if let Some(r) = self.write_refusal() {
+            return Err(r);
+        }
+        let mut changed = 0;
+        for e in entries {
+            let hash = std::hash::BuildHasher::hash_one(self.table.hasher(), &e.key[..]);
+            self.hlc.observe(e.version.commit_ts);
+            changed += self.install_from(
+                hash,
+                &e.key,
+                e.state.as_ref(),
+                e.start_ts,
+                e.version,
+                Source::Peer,
+            ) as usize;
+        }
+        Ok(changed)
+    }
+
+    /// Logs a multi-shard commit's decision record (all its writes).
+    pub fn op_log(&mut self, entries: &[LogEntry]) -> Result<(), Refusal> {
+        if let Some(r) = self.write_refusal() {
+            return Err(r);
+        }
+        if let Some(d) = &mut self.durability {
+            for e in entries {
+                d.wal.stage(&e.key, e.state.as_ref(), e.start_ts, e.version);
+            }
+        }
+        Ok(())
+    }
+
+    /// Switches the log to segment `seq` and writes this shard's snapshot.
+    pub fn op_dump(&mut self, seq: u64) -> Result<(String, u64), String> {
+        let index = self.index;
+        let Some(d) = &mut self.durability else {
+            return Err("this shard has no data directory".into());
+        };
+        let segment = d
+            .dir
+            .create_segment(seq, index)
+            .map_err(|e| format!("new log segment: {e}"))?;
+        d.wal
+            .rotate(Box::new(segment))
+            .map_err(|e| format!("log rotation: {e}"))?;
+        let now = unix_ms();
+        let entries = self
+            .table
+            .iter()
+            .filter(|r| r.expire_ms().is_none_or(|at| at > now))
+            .map(|r| crate::wal::codec::EntryRef {
+                key: r.key(),
+                value: r.value(),
+                expire_ms: r.expire_ms(),
+                start_ts: r.start_ts,
+                version: r.version(),
+            });
+        d.dir
+            .write_snapshot(seq, index, entries)
+            .map_err(|e| format!("snapshot file: {e}"))
+    }
+}

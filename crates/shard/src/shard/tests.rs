@@ -1,0 +1,373 @@
+//! Unit tests of the shard actor: versions, gossip buffer, validation,
+//! holds, merge order, garbage collection, scan, and the log path.
+use super::*;
+use crate::ops::{Expiry, Op, SetCond, SetReply};
+use crate::wal::codec::LogEntry;
+use crate::wal::files::DataDir;
+use crate::wal::Wal;
+
+fn shard() -> Shard {
+    Shard::new(0, 7, KeyHasher::default(), Arc::new(Hlc::default()))
+}
+
+fn key(s: &Shard, k: &str) -> HashedKey {
+    let key = Bytes::copy_from_slice(k.as_bytes());
+    HashedKey {
+        hash: std::hash::BuildHasher::hash_one(s.table.hasher(), &key[..]),
+        key,
+    }
+}
+
+fn kop(s: &Shard, k: &str, op: Op) -> KeyOp {
+    let h = key(s, k);
+    KeyOp {
+        key: h.key,
+        hash: h.hash,
+        op,
+    }
+}
+
+fn set(v: &str) -> Op {
+    Op::Set {
+        value: Bytes::copy_from_slice(v.as_bytes()),
+        cond: SetCond::Always,
+        expiry: Expiry::Clear,
+        reply: SetReply::Ok,
+    }
+}
+
+fn value(s: &mut Shard, k: &str) -> Option<Bytes> {
+    let k = key(s, k);
+    s.op_read(&k).unwrap().current.map(|c| c.value)
+}
+
+#[test]
+fn lone_writes_get_increasing_versions_with_our_origin() {
+    let mut s = shard();
+    s.op_batch(&[kop(&s, "a", set("1"))]);
+    let v1 = s.op_read(&key(&s, "a")).unwrap().version;
+    s.op_batch(&[kop(&s, "a", set("2"))]);
+    let v2 = s.op_read(&key(&s, "a")).unwrap().version;
+    assert!(v2 > v1);
+    assert_eq!(v2.origin, 7);
+}
+
+#[test]
+fn gossip_buffer_holds_each_changed_key_once_at_its_latest_state() {
+    let mut s = shard();
+    for i in 0..100 {
+        s.op_batch(&[
+            kop(&s, "hot", set(&i.to_string())),
+            kop(&s, &format!("k{i}"), set("x")),
+        ]);
+    }
+    s.op_batch(&[kop(&s, "k0", Op::Del)]);
+    assert_eq!(s.gossip_pending(), 101);
+    let flushed = s.flush_gossip();
+    assert_eq!(flushed.len(), 101);
+    let hot = flushed.iter().find(|(k, _)| &k[..] == b"hot").unwrap();
+    assert_eq!(hot.1.value.as_deref(), Some(&b"99"[..]));
+    let k0 = flushed.iter().find(|(k, _)| &k[..] == b"k0").unwrap();
+    assert_eq!(k0.1.value, None, "a delete is gossiped as a tombstone");
+    assert_eq!(s.gossip_pending(), 0);
+    assert!(s.flush_gossip().is_empty(), "nothing changed since");
+    // Reads do not dirty the buffer.
+    s.op_batch(&[kop(&s, "hot", Op::Get)]);
+    assert_eq!(s.gossip_pending(), 0);
+}
+
+#[test]
+fn commit_validates_read_versions_and_first_committer_wins() {
+    let mut s = shard();
+    s.op_batch(&[kop(&s, "x", set("1"))]);
+    let read = s.op_read(&key(&s, "x")).unwrap();
+    let start_ts = s.hlc.now();
+    s.op_batch(&[kop(&s, "x", set("2"))]);
+    let stale = CommitRequest {
+        checks: vec![Check {
+            key: key(&s, "x"),
+            expect: Expect::Version(read.version),
+        }],
+        writes: vec![],
+        start_ts,
+    };
+    assert_eq!(s.op_commit(stale), Err(Refusal::Conflict(Bytes::from("x"))));
+    let blind = CommitRequest {
+        checks: vec![Check {
+            key: key(&s, "x"),
+            expect: Expect::CommittedBefore(start_ts),
+        }],
+        writes: vec![Write {
+            key: key(&s, "x"),
+            state: None,
+        }],
+        start_ts,
+    };
+    assert!(
+        s.op_commit(blind).is_err(),
+        "x was committed after start_ts"
+    );
+    assert_eq!(
+        value(&mut s, "x").as_deref(),
+        Some(&b"2"[..]),
+        "a refused commit writes nothing"
+    );
+}
+
+#[test]
+fn holds_block_conflicting_work_until_released() {
+    let mut s = shard();
+    s.op_batch(&[kop(&s, "x", set("1")), kop(&s, "r", set("1"))]);
+    let prep = PrepareRequest {
+        txn: 1,
+        checks: vec![],
+        holds: vec![
+            (key(&s, "x"), HoldMode::Write),
+            (key(&s, "r"), HoldMode::Read),
+        ],
+        want_states: true,
+        retry_on_busy: true,
+    };
+    let states = s.op_prepare(prep).unwrap();
+    assert_eq!(states.len(), 2);
+    // Lone work on held keys waits (Busy: the batch stops there).
+    assert!(
+        s.op_batch(&[kop(&s, "x", Op::Get)]).is_empty(),
+        "read of a write-held key"
+    );
+    assert!(
+        s.op_batch(&[kop(&s, "r", set("2"))]).is_empty(),
+        "write of a read-held key"
+    );
+    assert_eq!(
+        s.op_batch(&[kop(&s, "r", Op::Get)]).len(),
+        1,
+        "read of a read-held key is fine"
+    );
+    assert_eq!(s.op_read(&key(&s, "x")), Err(Refusal::Busy));
+    // Another transaction conflicts (no waiting).
+    let other = PrepareRequest {
+        txn: 2,
+        checks: vec![],
+        holds: vec![(key(&s, "r"), HoldMode::Write)],
+        want_states: false,
+        retry_on_busy: false,
+    };
+    assert_eq!(
+        s.op_prepare(other),
+        Err(Refusal::Conflict(Bytes::from("r")))
+    );
+    let ts = s.hlc.now();
+    s.op_install(
+        1,
+        &[Write {
+            key: key(&s, "x"),
+            state: Some(Current {
+                value: Bytes::from("new"),
+                expire_ms: None,
+            }),
+        }],
+        ts,
+        ts,
+    );
+    assert_eq!(value(&mut s, "x").as_deref(), Some(&b"new"[..]));
+    assert_eq!(s.op_batch(&[kop(&s, "r", set("2"))]).len(), 1, "released");
+    assert!(s.holds.is_empty() && s.held_by.is_empty());
+}
+
+#[test]
+fn release_drops_only_that_transactions_holds() {
+    let mut s = shard();
+    for txn in [1, 2] {
+        let req = PrepareRequest {
+            txn,
+            checks: vec![],
+            holds: vec![(key(&s, "shared"), HoldMode::Read)],
+            want_states: false,
+            retry_on_busy: true,
+        };
+        s.op_prepare(req).unwrap();
+    }
+    s.op_release(1);
+    assert!(
+        s.op_batch(&[kop(&s, "shared", set("x"))]).is_empty(),
+        "txn 2 still reads it"
+    );
+    s.op_release(2);
+    assert_eq!(s.op_batch(&[kop(&s, "shared", set("x"))]).len(), 1);
+}
+
+#[test]
+fn older_versions_never_overwrite_newer_ones() {
+    let mut s = shard();
+    s.op_batch(&[kop(&s, "k", set("new"))]);
+    let k = key(&s, "k");
+    let old = Version::new(1, 9);
+    s.install(
+        k.hash,
+        &k.key,
+        Some(&Current {
+            value: Bytes::from("old"),
+            expire_ms: None,
+        }),
+        1,
+        old,
+    );
+    assert_eq!(value(&mut s, "k").as_deref(), Some(&b"new"[..]));
+}
+
+#[test]
+fn garbage_collection_keeps_fresh_tombstones_and_unflushed_changes() {
+    let mut s = shard();
+    s.op_batch(&[kop(&s, "a", set("1")), kop(&s, "b", set("1"))]);
+    s.op_batch(&[kop(&s, "a", Op::Del)]);
+    let now = unix_ms();
+    s.op_batch(&[kop(
+        &s,
+        "t",
+        Op::Set {
+            value: Bytes::from("v"),
+            cond: SetCond::Always,
+            expiry: Expiry::At(now + 50),
+            reply: SetReply::Ok,
+        },
+    )]);
+    // Unflushed: the tombstone must survive even past the horizon.
+    assert_eq!(s.collect_garbage(now, u64::MAX), 0);
+    s.flush_gossip();
+    assert_eq!(
+        s.collect_garbage(now, 0),
+        0,
+        "tombstone younger than the horizon"
+    );
+    assert_eq!(
+        s.collect_garbage(now, u64::MAX),
+        1,
+        "old flushed tombstone goes"
+    );
+    assert_eq!(s.collect_garbage(now + 100, 0), 1, "expired key goes");
+    assert_eq!(s.table.len(), 1);
+    assert_eq!(s.live_keys(), 1);
+}
+
+fn durable_shard(dir: &std::path::Path) -> Shard {
+    let data = DataDir::open(dir).unwrap();
+    let mut s = Shard::new(0, 7, KeyHasher::default(), Arc::new(Hlc::default()));
+    let seg = data.create_segment(1, 0).unwrap();
+    s.attach_wal(Wal::new(Box::new(seg), crate::wal::Fsync::Always), data);
+    s
+}
+
+fn recovered(dir: &std::path::Path) -> Shard {
+    let mut s = shard();
+    let data = DataDir::open(dir).unwrap();
+    let mut entries = Vec::new();
+    data.recover(|rec| entries.extend(rec)).unwrap();
+    for e in entries {
+        let h = std::hash::BuildHasher::hash_one(s.table.hasher(), &e.key[..]);
+        s.restore(h, &e);
+    }
+    s
+}
+
+#[test]
+fn peer_lattices_are_merged_logged_and_acked_once_durable() {
+    let dir = std::env::temp_dir().join(format!("elsa-shard-merge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut s = durable_shard(&dir);
+    s.op_batch(&[kop(&s, "mine", set("local"))]);
+    let newer = LogEntry {
+        key: Bytes::from("theirs"),
+        state: Some(Current {
+            value: Bytes::from("remote"),
+            expire_ms: None,
+        }),
+        start_ts: 1,
+        version: Version::new(u64::MAX / 2, 9),
+    };
+    let older = LogEntry {
+        key: Bytes::from("mine"),
+        state: Some(Current {
+            value: Bytes::from("stale"),
+            expire_ms: None,
+        }),
+        start_ts: 1,
+        version: Version::new(1, 9),
+    };
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Merge {
+        entries: vec![newer, older],
+        reply: tx,
+    });
+    assert!(rx.try_recv().is_err(), "the ack waits for the log");
+    assert!(s.wal_pending());
+    s.flush_wal();
+    assert_eq!(
+        rx.try_recv().unwrap(),
+        Ok(1),
+        "only the newer lattice changed anything"
+    );
+    assert_eq!(value(&mut s, "mine").as_deref(), Some(&b"local"[..]));
+    assert!(
+        s.hlc.now() > u64::MAX / 2,
+        "the clock moved past the peer's commit"
+    );
+    s.close_wal();
+    let mut r = recovered(&dir);
+    assert_eq!(value(&mut r, "theirs").as_deref(), Some(&b"remote"[..]));
+    assert_eq!(value(&mut r, "mine").as_deref(), Some(&b"local"[..]));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn refused_commits_leave_nothing_in_the_log() {
+    let dir = std::env::temp_dir().join(format!("elsa-shard-refused-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut s = durable_shard(&dir);
+    s.op_batch(&[kop(&s, "x", set("1"))]);
+    let req = CommitRequest {
+        checks: vec![Check {
+            key: key(&s, "x"),
+            expect: Expect::Version(Version::new(1, 1)),
+        }],
+        writes: vec![Write {
+            key: key(&s, "y"),
+            state: Some(Current {
+                value: Bytes::from("no"),
+                expire_ms: None,
+            }),
+        }],
+        start_ts: 1,
+    };
+    let (tx, _rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Commit { req, reply: tx });
+    s.close_wal();
+    let mut r = recovered(&dir);
+    assert_eq!(value(&mut r, "x").as_deref(), Some(&b"1"[..]));
+    assert_eq!(value(&mut r, "y"), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn scan_covers_all_segments() {
+    let mut s = shard();
+    let ops: Vec<_> = (0..1000)
+        .map(|i| kop(&s, &format!("k{i}"), set("v")))
+        .collect();
+    s.op_batch(&ops);
+    let mut seg = 0;
+    let mut all = Vec::new();
+    loop {
+        let (keys, next) = s.op_scan(seg, 10, None);
+        all.extend(keys);
+        match next {
+            Some(n) => seg = n,
+            None => break,
+        }
+    }
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 1000);
+    let (some, _) = s.op_scan(0, usize::MAX, Some(b"k99*"));
+    assert_eq!(some.len(), 11);
+}

@@ -1,0 +1,114 @@
+//! Keyspace upkeep and administration: counting, flushing, scanning,
+//! INFO counters, the gossip buffer's epoch flush, and garbage collection.
+
+use bytes::Bytes;
+
+use super::{unix_ms, Shard, ShardStats};
+use crate::table::{KeyHasher, SEGMENTS};
+use elsa_lattice::Ts;
+
+impl Shard {
+    pub(super) fn live_keys(&self) -> usize {
+        let now = unix_ms();
+        self.table
+            .iter()
+            .filter(|r| r.live_value(now).is_some())
+            .count()
+    }
+
+    /// Drops every key (FLUSHALL / FLUSHDB).
+    pub fn op_flush(&mut self) {
+        self.table.clear();
+        self.gossip.clear();
+    }
+
+    /// Live keys from `segment` on, until at least `count` were seen.
+    pub fn op_scan(
+        &self,
+        mut segment: usize,
+        count: usize,
+        pattern: Option<&[u8]>,
+    ) -> (Vec<Bytes>, Option<usize>) {
+        let now = unix_ms();
+        let mut keys = Vec::new();
+        while segment < SEGMENTS {
+            keys.extend(
+                self.table
+                    .segment(segment)
+                    .filter(|r| r.live_value(now).is_some())
+                    .filter(|r| pattern.is_none_or(|p| crate::glob::matches(p, r.key())))
+                    .map(|r| Bytes::copy_from_slice(r.key())),
+            );
+            segment += 1;
+            if keys.len() >= count {
+                break;
+            }
+        }
+        (keys, (segment < SEGMENTS).then_some(segment))
+    }
+
+    /// Counters for INFO.
+    pub fn stats(&self) -> ShardStats {
+        let mut s = self.stats.clone();
+        s.records = self.table.len();
+        s.expires = self
+            .table
+            .iter()
+            .filter(|r| r.expire_ms().is_some())
+            .count();
+        s.memory = self.table.memory();
+        s.wal = self.durability.as_ref().map(|d| d.wal.stats());
+        s
+    }
+
+    /// End of a merge epoch: hands out the lattices changed since the last
+    /// one (each key once, at its latest state) and forgets them. With no
+    /// peers yet the caller drops them; replication will ship them.
+    pub fn flush_gossip(&mut self) -> Vec<(Bytes, elsa_lattice::Lww<Bytes>)> {
+        let hasher = self.table_hasher();
+        let out: Vec<_> = self
+            .gossip
+            .drain()
+            .filter_map(|key| {
+                let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
+                let rec = self.table.get(hash, &key)?;
+                let lww = elsa_lattice::Lww::new(
+                    rec.value().map(Bytes::copy_from_slice),
+                    rec.start_ts,
+                    rec.version(),
+                );
+                Some((key, lww))
+            })
+            .collect();
+        self.stats.gossiped += out.len() as u64;
+        out
+    }
+
+    fn table_hasher(&self) -> KeyHasher {
+        *self.table.hasher()
+    }
+
+    /// Number of keys waiting in the gossip buffer.
+    pub fn gossip_pending(&self) -> usize {
+        self.gossip.len()
+    }
+
+    /// Physically removes expired keys and tombstones older than
+    /// `tombstone_before` (no transaction that could still need them for
+    /// validation is that old). Tombstones are kept while unflushed gossip
+    /// still has to carry them.
+    pub fn collect_garbage(&mut self, now_ms: u64, tombstone_before: Ts) -> usize {
+        let gossip = &self.gossip;
+        let expired_before = self.stats.expired;
+        let mut expired = 0;
+        let removed = self.table.retain(|r| {
+            if r.expire_ms().is_some_and(|at| at <= now_ms) {
+                expired += 1;
+                return false;
+            }
+            !(r.is_tombstone() && r.commit_ts < tombstone_before && !gossip.contains(r.key()))
+        });
+        self.stats.expired = expired_before + expired;
+        removed
+    }
+}
