@@ -51,7 +51,7 @@ impl Drop for HoldGuard<'_> {
     fn drop(&mut self) {
         for &s in &self.shards {
             self.coord
-                .post_later(s, ShardMsg::Release { txn: self.txn });
+                .post_from_drop(s, ShardMsg::Release { txn: self.txn });
         }
     }
 }

@@ -139,10 +139,22 @@ impl Coordinator {
         }
     }
 
-    /// Delivers a message through the inbox even for the local shard — for
-    /// use from `Drop`, where the local shard may be borrowed.
+    /// Delivers a message through the inbox even for the local shard.
     pub fn post_later(&self, shard: usize, msg: ShardMsg) {
         let _ = self.node.inboxes[shard].send(msg);
+    }
+
+    /// Delivers a message from `Drop`: inline to the local shard when it is
+    /// not borrowed (so a retry that follows cannot overtake it), else
+    /// through the inbox.
+    pub fn post_from_drop(&self, shard: usize, msg: ShardMsg) {
+        if let Some(local) = self.local.as_ref().filter(|l| l.index == shard) {
+            if let Ok(mut s) = local.shard.try_borrow_mut() {
+                s.handle(msg);
+                return;
+            }
+        }
+        self.post_later(shard, msg);
     }
 }
 

@@ -414,17 +414,10 @@ impl Shard {
     pub fn op_prepare(&mut self, req: PrepareRequest) -> Result<Vec<ReadState>, Refusal> {
         if self.frozen {
             // A snapshot is being taken: no multi-shard commit may span it.
+            // Busy even for interactive commits: nothing conflicted, and the
+            // coordinator retries once the snapshot is done.
             self.stats.busy += 1;
-            return Err(if req.retry_on_busy {
-                Refusal::Busy
-            } else {
-                Refusal::Conflict(
-                    req.holds
-                        .first()
-                        .map(|(k, _)| k.key.clone())
-                        .unwrap_or_default(),
-                )
-            });
+            return Err(Refusal::Busy);
         }
         for (k, mode) in &req.holds {
             if self.blocked(&k.key, *mode, Some(req.txn)) {

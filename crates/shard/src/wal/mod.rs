@@ -71,7 +71,15 @@ pub trait LogSink: Send {
     /// Cuts the sink back to `len` bytes: a failed append may have left part
     /// of a record behind, which a retry must not follow.
     fn truncate(&mut self, len: u64) -> io::Result<()>;
+    /// A way to sync this sink from another thread, so fsyncs can overlap
+    /// with the shard's work (None: sync inline).
+    fn sync_handle(&self) -> Option<SyncFn> {
+        None
+    }
 }
+
+/// Syncs a sink from the syncer thread.
+pub type SyncFn = Box<dyn FnMut() -> io::Result<()> + Send>;
 
 impl LogSink for std::fs::File {
     fn append(&mut self, buf: &[u8]) -> io::Result<()> {
@@ -83,6 +91,10 @@ impl LogSink for std::fs::File {
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         // Opened with O_APPEND: the next write lands at the new end.
         self.set_len(len)
+    }
+    fn sync_handle(&self) -> Option<SyncFn> {
+        let clone = self.try_clone().ok()?;
+        Some(Box::new(move || clone.sync_data()))
     }
 }
 
@@ -117,12 +129,110 @@ pub struct Wal {
     torn: bool,
     last_sync: Instant,
     stats: WalStats,
+    syncer: Option<Syncer>,
+}
+
+/// Work for the syncer thread, in order.
+enum SyncJob {
+    /// Sync, then send these replies.
+    Sync(Vec<Ack>),
+    /// Sync the current sink, then use this one (log rotation).
+    Use(SyncFn),
+    /// Sync, then say so (clean shutdown).
+    Barrier(std::sync::mpsc::Sender<()>),
+}
+
+/// The thread that fsyncs for a shard. Pipelined group commit: while it
+/// syncs one group, the shard goes on applying and writing the next, and
+/// the next sync covers every group queued meanwhile.
+struct Syncer {
+    tx: std::sync::mpsc::Sender<SyncJob>,
+    failure: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    fsyncs: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Syncer {
+    fn start(mut sync: SyncFn) -> Option<Syncer> {
+        use std::sync::{Arc, Mutex};
+        let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
+        let failure = Arc::new(Mutex::new(None));
+        let fsyncs = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (f, n) = (failure.clone(), fsyncs.clone());
+        std::thread::Builder::new()
+            .name("elsa-wal-sync".into())
+            .spawn(move || {
+                let mut acks: Vec<Ack> = Vec::new();
+                let mut dirty = false;
+                // Syncs until it succeeds (holding the replies meanwhile),
+                // then answers them.
+                let settle = |sync: &mut SyncFn, acks: &mut Vec<Ack>, dirty: &mut bool| {
+                    if !*dirty && acks.is_empty() {
+                        return;
+                    }
+                    loop {
+                        match sync() {
+                            Ok(()) => break,
+                            Err(e) => {
+                                let msg = format!("write-ahead log fsync failed: {e}");
+                                let mut slot = f.lock().unwrap_or_else(|p| p.into_inner());
+                                if slot.as_deref() != Some(msg.as_str()) {
+                                    tracing::error!("{msg}; writes are refused until it succeeds");
+                                }
+                                *slot = Some(msg);
+                                drop(slot);
+                                std::thread::sleep(Duration::from_millis(100));
+                            }
+                        }
+                    }
+                    n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if f.lock().unwrap_or_else(|p| p.into_inner()).take().is_some() {
+                        tracing::warn!("write-ahead log fsync recovered; accepting writes again");
+                    }
+                    *dirty = false;
+                    for ack in acks.drain(..) {
+                        ack();
+                    }
+                };
+                while let Ok(first) = rx.recv() {
+                    let mut next = Some(first);
+                    while let Some(job) = next.take().or_else(|| rx.try_recv().ok()) {
+                        match job {
+                            SyncJob::Sync(more) => {
+                                acks.extend(more);
+                                dirty = true;
+                            }
+                            SyncJob::Use(new) => {
+                                settle(&mut sync, &mut acks, &mut dirty);
+                                sync = new;
+                            }
+                            SyncJob::Barrier(done) => {
+                                settle(&mut sync, &mut acks, &mut dirty);
+                                let _ = done.send(());
+                            }
+                        }
+                    }
+                    settle(&mut sync, &mut acks, &mut dirty);
+                }
+            })
+            .ok()?;
+        Some(Syncer {
+            tx,
+            failure,
+            fsyncs,
+        })
+    }
 }
 
 impl Wal {
-    /// A log appending to `sink`.
+    /// A log appending to `sink`. Syncs run on a syncer thread when the sink
+    /// allows it, inline otherwise.
     pub fn new(sink: Box<dyn LogSink>, policy: Fsync) -> Wal {
+        let syncer = match policy {
+            Fsync::No => None,
+            _ => sink.sync_handle().and_then(Syncer::start),
+        };
         Wal {
+            syncer,
             sink,
             policy,
             staged: Vec::new(),
@@ -175,9 +285,13 @@ impl Wal {
         !self.buf.is_empty() || !self.acks.is_empty()
     }
 
-    /// The error refusing writes now, if the last flush failed.
-    pub fn failure(&self) -> Option<&str> {
-        self.stats.failure.as_deref()
+    /// The error refusing writes now, if the last write or sync failed.
+    pub fn failure(&self) -> Option<String> {
+        if let Some(f) = &self.stats.failure {
+            return Some(f.clone());
+        }
+        let s = self.syncer.as_ref()?;
+        s.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Writes (and under `always` syncs) every sealed record, then sends the
@@ -203,13 +317,25 @@ impl Wal {
             self.buf.clear();
             self.unsynced = true;
         }
-        if self.policy == Fsync::Always && self.unsynced {
-            if let Err(e) = self.sync() {
-                return self.fail("fsync", e);
-            }
-        }
         if self.stats.failure.take().is_some() {
             tracing::warn!("write-ahead log recovered; accepting writes again");
+        }
+        if self.policy == Fsync::Always && (self.unsynced || !self.acks.is_empty()) {
+            if let Some(s) = &self.syncer {
+                // The syncer answers these once their records are synced.
+                let acks = std::mem::take(&mut self.acks);
+                if s.tx.send(SyncJob::Sync(acks)).is_ok() {
+                    self.unsynced = false;
+                    self.last_sync = Instant::now();
+                    return;
+                }
+                return self.fail("fsync", io::Error::other("syncer thread is gone"));
+            }
+            if self.unsynced {
+                if let Err(e) = self.sync() {
+                    return self.fail("fsync", e);
+                }
+            }
         }
         for ack in self.acks.drain(..) {
             ack();
@@ -243,6 +369,13 @@ impl Wal {
             && self.unsynced
             && self.last_sync.elapsed() >= Duration::from_secs(1)
         {
+            if let Some(s) = &self.syncer {
+                if s.tx.send(SyncJob::Sync(Vec::new())).is_ok() {
+                    self.unsynced = false;
+                    self.last_sync = Instant::now();
+                    return;
+                }
+            }
             if let Err(e) = self.sync() {
                 self.fail("fsync", e);
             }
@@ -252,11 +385,21 @@ impl Wal {
     /// Flushes, syncs and switches to a new sink (a new segment file).
     pub fn rotate(&mut self, sink: Box<dyn LogSink>) -> io::Result<()> {
         self.flush();
-        if let Some(f) = &self.stats.failure {
-            return Err(io::Error::other(f.clone()));
+        if let Some(f) = self.failure() {
+            return Err(io::Error::other(f));
         }
-        if self.unsynced {
-            self.sync()?;
+        match (&self.syncer, sink.sync_handle()) {
+            (Some(s), Some(handle)) => {
+                // The syncer syncs the old segment before switching.
+                s.tx.send(SyncJob::Use(handle))
+                    .map_err(|_| io::Error::other("syncer thread is gone"))?;
+                self.unsynced = false;
+            }
+            _ => {
+                if self.unsynced {
+                    self.sync()?;
+                }
+            }
         }
         self.sink = sink;
         self.stats.segment_bytes = 0;
@@ -266,6 +409,15 @@ impl Wal {
     /// Flushes and syncs everything (clean shutdown).
     pub fn close(&mut self) {
         self.flush();
+        if let Some(s) = &self.syncer {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let acks = std::mem::take(&mut self.acks);
+            if s.tx.send(SyncJob::Sync(acks)).is_ok() && s.tx.send(SyncJob::Barrier(tx)).is_ok() {
+                let _ = rx.recv_timeout(Duration::from_secs(30));
+                self.unsynced = false;
+                return;
+            }
+        }
         if self.unsynced {
             if let Err(e) = self.sync() {
                 self.fail("fsync", e);
@@ -275,7 +427,12 @@ impl Wal {
 
     /// Counters for INFO.
     pub fn stats(&self) -> WalStats {
-        self.stats.clone()
+        let mut s = self.stats.clone();
+        if let Some(sy) = &self.syncer {
+            s.fsyncs += sy.fsyncs.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        s.failure = self.failure();
+        s
     }
 }
 

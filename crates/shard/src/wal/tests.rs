@@ -207,6 +207,69 @@ fn a_write_cut_short_by_a_full_disk_is_not_followed_by_a_duplicate() {
     assert_eq!(keys, vec![0, 1, 2]);
 }
 
+/// The same fake disk, but synced from the syncer thread (as a real file is).
+#[derive(Clone, Default)]
+struct ThreadedSink(FakeSink);
+
+impl LogSink for ThreadedSink {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.append(buf)
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.0.sync()
+    }
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.0.truncate(len)
+    }
+    fn sync_handle(&self) -> Option<SyncFn> {
+        let mut sink = self.0.clone();
+        Some(Box::new(move || sink.sync()))
+    }
+}
+
+#[test]
+fn syncer_thread_acks_only_synced_records() {
+    let sink = ThreadedSink::default();
+    let mut wal = Wal::new(Box::new(sink.clone()), Fsync::Always);
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    write_records(&mut wal, 0, 50, &acked, 3);
+    // Whatever has been acknowledged so far must be synced already.
+    let seen = acked.lock().unwrap().clone();
+    let synced = sink.0 .0.lock().unwrap().synced.clone();
+    let (keys, _) = replayed_keys(&synced);
+    assert!(
+        keys.len() >= seen.len(),
+        "acked {} synced {}",
+        seen.len(),
+        keys.len()
+    );
+    wal.close();
+    assert_eq!(
+        *acked.lock().unwrap(),
+        (0..50).collect::<Vec<_>>(),
+        "close waits for every ack"
+    );
+    let (keys, tail) = replayed_keys(&sink.0.crash(0, &[]));
+    assert_eq!(tail, Tail::Clean);
+    assert_eq!(keys, (0..50).collect::<Vec<_>>());
+}
+
+#[test]
+fn syncer_failure_holds_acks_and_refuses_until_fixed() {
+    let sink = ThreadedSink::default();
+    let mut wal = Wal::new(Box::new(sink.clone()), Fsync::Always);
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    sink.0 .0.lock().unwrap().fail = true;
+    write_records(&mut wal, 0, 1, &acked, 1);
+    // The append itself fails here (the fake fails both): acks held.
+    assert!(wal.failure().is_some());
+    sink.0 .0.lock().unwrap().fail = false;
+    wal.tick();
+    wal.close();
+    assert_eq!(*acked.lock().unwrap(), vec![0]);
+    assert_eq!(wal.failure(), None);
+}
+
 #[test]
 fn everysec_syncs_on_tick_after_a_second() {
     let sink = FakeSink::default();
