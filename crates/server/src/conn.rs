@@ -334,19 +334,9 @@ impl Conn {
             let r = run_in_txn(&self.coord, &mut txn, dc.ops).await;
             self.s.txn = Some(txn);
             r
-        } else if dc.ops.len() == 1 {
-            let kops = dc
-                .ops
-                .into_iter()
-                .map(|(key, op)| KeyOp {
-                    hash: self.coord.hash(&key),
-                    key,
-                    op,
-                })
-                .collect();
-            self.coord.run_lone(kops).await
         } else {
-            let ops = dc
+            let single = dc.ops.len() == 1;
+            let kops: Vec<KeyOp> = dc
                 .ops
                 .into_iter()
                 .map(|(key, op)| KeyOp {
@@ -355,7 +345,11 @@ impl Conn {
                     op,
                 })
                 .collect();
-            self.coord.run_atomic(ops, Vec::new()).await
+            if single {
+                self.coord.run_lone(kops).await
+            } else {
+                self.coord.run_atomic(kops, Vec::new()).await
+            }
         };
         match result {
             Ok(replies) => write_shaped(&mut self.w(), dc.shape, &replies),

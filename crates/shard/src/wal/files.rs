@@ -71,6 +71,21 @@ pub struct Recovery {
     pub max_seq: u64,
 }
 
+/// Replays one file's records through `apply`, counting them in `r`.
+fn replay(
+    data: &[u8],
+    r: &mut Recovery,
+    apply: &mut impl FnMut(Vec<LogEntry>),
+) -> Result<Tail, Corrupt> {
+    r.bytes += data.len() as u64;
+    r.files += 1;
+    codec::decode_file(data, |rec| {
+        r.records += 1;
+        r.entries += rec.len() as u64;
+        apply(rec);
+    })
+}
+
 fn sync_dir(path: &Path) -> io::Result<()> {
     File::open(path)?.sync_all()
 }
@@ -249,14 +264,8 @@ impl DataDir {
                 let path = self.snap_dir().join(name);
                 let data = fs::read(&path)
                     .map_err(|e| RecoverError::Snapshot(path.clone(), e.to_string()))?;
-                r.bytes += data.len() as u64;
-                r.files += 1;
-                let tail = codec::decode_file(&data, |rec| {
-                    r.records += 1;
-                    r.entries += rec.len() as u64;
-                    apply(rec);
-                })
-                .map_err(|c| RecoverError::Snapshot(path.clone(), c.to_string()))?;
+                let tail = replay(&data, &mut r, &mut apply)
+                    .map_err(|c| RecoverError::Snapshot(path.clone(), c.to_string()))?;
                 if tail != Tail::Clean {
                     return Err(RecoverError::Snapshot(path, "truncated".into()));
                 }
@@ -272,14 +281,8 @@ impl DataDir {
                 continue; // superseded by the snapshot; deletion was interrupted
             }
             let data = fs::read(&path).map_err(|e| RecoverError::Io(path.clone(), e))?;
-            r.bytes += data.len() as u64;
-            r.files += 1;
-            let tail = codec::decode_file(&data, |rec| {
-                r.records += 1;
-                r.entries += rec.len() as u64;
-                apply(rec);
-            })
-            .map_err(|c| RecoverError::Corrupt(path.clone(), c))?;
+            let tail = replay(&data, &mut r, &mut apply)
+                .map_err(|c| RecoverError::Corrupt(path.clone(), c))?;
             if let Tail::Torn { valid_len } = tail {
                 let f = OpenOptions::new()
                     .write(true)
