@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use postgres::types::ToSql;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -28,8 +28,11 @@ use crate::measure::Recorder;
 use crate::props::Props;
 use crate::report::{ycsb_summary, RunRecord};
 use crate::runner::{drive, Plan, Step, StepResult, Worker};
-use crate::target::{redis_fatal, System, Target};
+use crate::target::{System, Target};
 use crate::{BenchError, Common};
+
+mod db;
+use db::{db_read, db_scan, db_write, Conn, OpResult, PgStatements};
 
 /// `elsa bench ycsb load|run`.
 #[derive(Args, Debug, Clone)]
@@ -356,68 +359,6 @@ impl Workload {
     }
 }
 
-/// Prepared statements of YCSB's JDBC binding, per connection.
-struct PgStatements {
-    read_all: postgres::Statement,
-    read_one: Vec<postgres::Statement>,
-    update_one: Vec<postgres::Statement>,
-    update_all: postgres::Statement,
-    insert: postgres::Statement,
-    scan_all: postgres::Statement,
-    scan_one: Vec<postgres::Statement>,
-}
-
-impl PgStatements {
-    fn prepare(c: &mut postgres::Client, wl: &Workload) -> Result<PgStatements, postgres::Error> {
-        let t = &wl.table;
-        let fields: Vec<String> = (0..wl.fieldcount).map(|i| wl.field(i)).collect();
-        let mut read_one = Vec::new();
-        let mut update_one = Vec::new();
-        let mut scan_one = Vec::new();
-        for f in &fields {
-            read_one.push(c.prepare(&format!("SELECT {f} FROM {t} WHERE YCSB_KEY = $1"))?);
-            update_one.push(c.prepare(&format!("UPDATE {t} SET {f} = $1 WHERE YCSB_KEY = $2"))?);
-            scan_one.push(c.prepare(&format!(
-                "SELECT {f} FROM {t} WHERE YCSB_KEY >= $1 ORDER BY YCSB_KEY LIMIT $2"
-            ))?);
-        }
-        let sets: Vec<String> = fields
-            .iter()
-            .enumerate()
-            .map(|(i, f)| format!("{f} = ${}", i + 1))
-            .collect();
-        let params: Vec<String> = (1..=fields.len() + 1).map(|i| format!("${i}")).collect();
-        Ok(PgStatements {
-            read_all: c.prepare(&format!("SELECT * FROM {t} WHERE YCSB_KEY = $1"))?,
-            read_one,
-            update_one,
-            update_all: c.prepare(&format!(
-                "UPDATE {t} SET {} WHERE YCSB_KEY = ${}",
-                sets.join(", "),
-                fields.len() + 1
-            ))?,
-            insert: c.prepare(&format!(
-                "INSERT INTO {t} (YCSB_KEY, {}) VALUES ({})",
-                fields.join(", "),
-                params.join(", ")
-            ))?,
-            scan_all: c.prepare(&format!(
-                "SELECT * FROM {t} WHERE YCSB_KEY >= $1 ORDER BY YCSB_KEY LIMIT $2"
-            ))?,
-            scan_one,
-        })
-    }
-}
-
-enum Conn {
-    Resp(redis::Connection),
-    Pg(Box<postgres::Client>, Box<PgStatements>),
-}
-
-/// An operation's fate: done, or failed in a way that leaves the
-/// connection usable (counted as `Return=ERROR`).
-type OpResult = Result<bool, String>;
-
 struct YcsbWorker {
     wl: Arc<Workload>,
     conn: Conn,
@@ -483,132 +424,6 @@ impl YcsbWorker {
             None
         } else {
             Some(self.rng.gen_range(0..self.wl.fieldcount))
-        }
-    }
-}
-
-fn resp<T>(r: redis::RedisResult<T>) -> Result<Result<T, String>, BenchError> {
-    match r {
-        Ok(v) => Ok(Ok(v)),
-        Err(e) if redis_fatal(&e) => Err(e.into()),
-        Err(e) => Ok(Err(e.to_string())),
-    }
-}
-
-fn pg<T>(
-    c: &postgres::Client,
-    r: Result<T, postgres::Error>,
-) -> Result<Result<T, String>, BenchError> {
-    match r {
-        Ok(v) => Ok(Ok(v)),
-        Err(e) if c.is_closed() => Err(e.into()),
-        Err(e) => Ok(Err(crate::target::pg_message(&e))),
-    }
-}
-
-fn db_read(
-    conn: &mut Conn,
-    wl: &Workload,
-    key: &str,
-    field: Option<usize>,
-) -> Result<OpResult, BenchError> {
-    match conn {
-        Conn::Resp(c) => match field {
-            None => {
-                let keys: Vec<String> = (0..wl.fieldcount).map(|i| wl.field_key(key, i)).collect();
-                let r: redis::RedisResult<Vec<Option<Vec<u8>>>> =
-                    redis::cmd("MGET").arg(&keys).query(c);
-                Ok(resp(r)?.map(|v| v.iter().all(Option::is_some)))
-            }
-            Some(i) => {
-                let r: redis::RedisResult<Option<Vec<u8>>> =
-                    redis::cmd("GET").arg(wl.field_key(key, i)).query(c);
-                Ok(resp(r)?.map(|v| v.is_some()))
-            }
-        },
-        Conn::Pg(c, s) => {
-            let stmt = match field {
-                None => &s.read_all,
-                Some(i) => &s.read_one[i],
-            };
-            let r = c.query_opt(stmt, &[&key]);
-            Ok(pg(c, r)?.map(|row| row.is_some()))
-        }
-    }
-}
-
-fn db_write(
-    conn: &mut Conn,
-    wl: &Workload,
-    key: &str,
-    values: &[(usize, String)],
-    insert: bool,
-) -> Result<OpResult, BenchError> {
-    match conn {
-        Conn::Resp(c) => {
-            let r: redis::RedisResult<()> = if let [(i, v)] = values {
-                redis::cmd("SET").arg(wl.field_key(key, *i)).arg(v).query(c)
-            } else {
-                let mut cmd = redis::cmd("MSET");
-                for (i, v) in values {
-                    cmd.arg(wl.field_key(key, *i)).arg(v);
-                }
-                cmd.query(c)
-            };
-            Ok(resp(r)?.map(|()| true))
-        }
-        Conn::Pg(c, s) => {
-            let r = if insert {
-                let mut params: Vec<&(dyn ToSql + Sync)> = vec![&key];
-                params.extend(values.iter().map(|(_, v)| v as &(dyn ToSql + Sync)));
-                c.execute(&s.insert, &params)
-            } else if let [(i, v)] = values {
-                c.execute(&s.update_one[*i], &[v, &key])
-            } else {
-                let mut params: Vec<&(dyn ToSql + Sync)> = values
-                    .iter()
-                    .map(|(_, v)| v as &(dyn ToSql + Sync))
-                    .collect();
-                params.push(&key);
-                c.execute(&s.update_all, &params)
-            };
-            Ok(pg(c, r)?.map(|n| n == 1))
-        }
-    }
-}
-
-fn db_scan(
-    conn: &mut Conn,
-    wl: &Workload,
-    start: u64,
-    len: u64,
-    limit: u64,
-    field: Option<usize>,
-) -> Result<OpResult, BenchError> {
-    match conn {
-        Conn::Resp(c) => {
-            let end = start.saturating_add(len).min(limit.max(start + 1));
-            let fields: Vec<usize> = match field {
-                None => (0..wl.fieldcount).collect(),
-                Some(i) => vec![i],
-            };
-            let mut keys = Vec::with_capacity(((end - start) as usize) * fields.len());
-            for n in start..end {
-                let key = wl.key(n);
-                keys.extend(fields.iter().map(|&i| wl.field_key(&key, i)));
-            }
-            let r: redis::RedisResult<Vec<Option<Vec<u8>>>> =
-                redis::cmd("MGET").arg(&keys).query(c);
-            Ok(resp(r)?.map(|v| v.iter().any(Option::is_some)))
-        }
-        Conn::Pg(c, s) => {
-            let stmt = match field {
-                None => &s.scan_all,
-                Some(i) => &s.scan_one[i],
-            };
-            let key = wl.key(start);
-            let r = c.query(stmt, &[&key, &(len as i64)]);
-            Ok(pg(c, r)?.map(|rows| !rows.is_empty()))
         }
     }
 }
@@ -790,77 +605,4 @@ pub fn run(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn workload(text: &str) -> Workload {
-        let mut p = Props::new();
-        p.load_str(text);
-        Workload::from_props("t", &p).expect("valid workload")
-    }
-
-    #[test]
-    fn defaults_and_key_names_match_ycsb() {
-        let w = workload("");
-        assert_eq!(
-            (w.fieldcount, w.recordcount, w.operationcount, w.threads),
-            (10, 1000, 1000, 1)
-        );
-        assert!(w.readallfields && !w.writeallfields);
-        assert_eq!(w.requestdistribution, "uniform");
-        // YCSB's first loaded key (hashed insert order).
-        assert_eq!(w.key(0), "user6284781860667377211");
-        assert_eq!(w.field_key("user1", 3), "user1:field3");
-        let o = workload("insertorder=ordered\nzeropadding=5\n");
-        assert_eq!(o.key(42), "user00042");
-    }
-
-    #[test]
-    fn rejects_bad_properties() {
-        for bad in [
-            "requestdistribution=exponential",
-            "insertorder=random",
-            "fieldcount=0",
-            "readproportion=0\nupdateproportion=0",
-            "table=users;drop",
-            "workload=site.ycsb.workloads.RestWorkload",
-            "fieldlengthdistribution=normal",
-        ] {
-            let mut p = Props::new();
-            p.load_str(bad);
-            assert!(Workload::from_props("t", &p).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn operation_mix_follows_proportions() {
-        let w = workload("readproportion=0.5\nupdateproportion=0.3\nscanproportion=0.2\n");
-        let mut rng = StdRng::seed_from_u64(9);
-        let mut counts = [0u32; 5];
-        for _ in 0..100_000 {
-            counts[w.pick_op(&mut rng) as usize] += 1;
-        }
-        assert!((49_000..51_000).contains(&counts[0]), "{counts:?}");
-        assert!((29_000..31_000).contains(&counts[1]), "{counts:?}");
-        assert_eq!(counts[2], 0);
-        assert!((19_000..21_000).contains(&counts[3]), "{counts:?}");
-    }
-
-    #[test]
-    fn shipped_workload_files_parse() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads");
-        for name in [
-            "workloada",
-            "workloadb",
-            "workloadc",
-            "workloadd",
-            "workloade",
-            "workloadf",
-        ] {
-            let mut p = Props::new();
-            p.load_file(&dir.join(name)).expect("workload file exists");
-            let w = Workload::from_props(name, &p).expect("parses");
-            assert!(w.recordcount > 0 && w.operationcount > 0, "{name}");
-        }
-    }
-}
+mod tests;
