@@ -241,13 +241,7 @@ pub fn run(target: &Target, a: &BatchArgs, seed: u64) -> Result<(RunRecord, Stri
     })?;
     let r = &out.rec;
     let runtime_ms = out.runtime.as_millis() as u64;
-    let per_sec = |n: u64| {
-        if runtime_ms > 0 {
-            n as f64 * 1000.0 / runtime_ms as f64
-        } else {
-            0.0
-        }
-    };
+    let per_sec = |n: u64| out.per_sec(n);
     let retry_pct = if r.commits > 0 {
         r.retries as f64 * 100.0 / r.commits as f64
     } else {

@@ -149,13 +149,7 @@ pub fn run(target: &Target, a: &CommitArgs, seed: u64) -> Result<(RunRecord, Str
         })
     })?;
     let runtime_ms = out.runtime.as_millis() as u64;
-    let per_sec = |n: u64| {
-        if runtime_ms > 0 {
-            n as f64 * 1000.0 / runtime_ms as f64
-        } else {
-            0.0
-        }
-    };
+    let per_sec = |n: u64| out.per_sec(n);
     let summary = ycsb_summary(runtime_ms, out.steps, &out.rec, &[]);
     let ok = out.rec.ops.get("UPSERT").map_or(0, |s| s.ok);
     let mut rec = RunRecord {

@@ -74,6 +74,19 @@ pub struct Outcome {
     pub units: u64,
 }
 
+impl Outcome {
+    /// `n` events over the measured runtime, per second (whole
+    /// milliseconds, as YCSB computes its throughput; 0 for an empty run).
+    pub fn per_sec(&self, n: u64) -> f64 {
+        let ms = self.runtime.as_millis() as u64;
+        if ms > 0 {
+            n as f64 * 1000.0 / ms as f64
+        } else {
+            0.0
+        }
+    }
+}
+
 /// The `INTENDED-` histogram name for an operation (YCSB's naming when it
 /// reports coordinated-omission-corrected latencies).
 fn intended(op: &'static str) -> &'static str {
