@@ -358,7 +358,7 @@ fn worker(
                 let mut shard = s.borrow_mut();
                 // No peers yet: the epoch's lattices are flushed and dropped
                 // (replication will ship them from here).
-                let _ = shard.flush_gossip();
+                let _gossip = shard.flush_gossip();
                 shard.tick_wal();
                 if last_gc.elapsed() >= Duration::from_secs(1) {
                     last_gc = Instant::now();

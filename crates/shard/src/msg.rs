@@ -208,6 +208,18 @@ pub enum ShardMsg {
         /// Answers in order, or why nothing ran.
         reply: oneshot::Sender<Result<Vec<OpReply>, Refusal>>,
     },
+    /// Anti-entropy: the digest of every bucket.
+    Digests(oneshot::Sender<Box<[u64]>>),
+    /// Anti-entropy: the lattices of the buckets set in `wanted` (a bitmap
+    /// over the digest buckets), at most `limit`.
+    BucketEntries {
+        /// Bitmap of buckets.
+        wanted: Vec<u64>,
+        /// Most lattices to answer.
+        limit: usize,
+        /// The lattices.
+        reply: oneshot::Sender<Vec<crate::wal::codec::LogEntry>>,
+    },
     /// Administration (DBSIZE, FLUSHALL, SCAN, KEYS, INFO).
     Admin(AdminMsg),
 }

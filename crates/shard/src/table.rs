@@ -18,14 +18,41 @@ pub fn segment_of(hash: u64) -> usize {
     ((hash >> 32) as usize) & (SEGMENTS - 1)
 }
 
-/// Hashes keys; one per process so routing and tables agree.
-pub type KeyHasher = foldhash::fast::RandomState;
+/// Hashes keys. Fixed-seeded: every node of a cluster must place a key on
+/// the same ring slot, so the hash cannot be per process. (The price: an
+/// attacker who knows the seed can aim keys at one bucket; the segmented
+/// table bounds how much one bucket can stall.)
+pub type KeyHasher = foldhash::fast::FixedState;
+
+/// Anti-entropy buckets: the top 16 bits of a key's hash. The ring places
+/// virtual nodes on bucket boundaries, so two replicas of a ring arc hold
+/// exactly the same buckets and can compare them digest by digest.
+pub const DIGEST_BUCKETS: usize = 1 << 16;
+
+/// The anti-entropy bucket of a key hash.
+pub fn bucket_of(hash: u64) -> usize {
+    (hash >> 48) as usize
+}
+
+/// What a record adds to its bucket's digest: equal only for the same key
+/// at the same version (one commit writes a key once, so the version fixes
+/// the value). XOR-combined, so adding and removing are the same step.
+pub fn fingerprint(hash: u64, version: Version) -> u64 {
+    let mut x = hash ^ version.commit_ts.rotate_left(17) ^ (u64::from(version.origin) << 40);
+    // splitmix64 finaliser: spreads every input bit over the output.
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
 
 /// The lattice table of one shard.
 pub struct Table {
     segments: Vec<HashTable<Record>>,
     hasher: KeyHasher,
     len: usize,
+    /// XOR of [`fingerprint`]s per anti-entropy bucket, kept current on
+    /// every change so comparing replicas never needs a scan.
+    digests: Box<[u64]>,
 }
 
 impl Table {
@@ -35,7 +62,17 @@ impl Table {
             segments: (0..SEGMENTS).map(|_| HashTable::new()).collect(),
             hasher,
             len: 0,
+            digests: vec![0; DIGEST_BUCKETS].into_boxed_slice(),
         }
+    }
+
+    /// The digest of anti-entropy bucket `bucket`.
+    pub fn digest(&self, bucket: usize) -> u64 {
+        self.digests[bucket]
+    }
+
+    fn touch(&mut self, hash: u64, version: Version) {
+        self.digests[bucket_of(hash)] ^= fingerprint(hash, version);
     }
 
     /// Number of records (tombstones and expired keys included).
@@ -57,15 +94,21 @@ impl Table {
     pub fn put(&mut self, hash: u64, record: Record) {
         let hasher = &self.hasher;
         let seg = &mut self.segments[segment_of(hash)];
-        match seg.find_mut(hash, |r| r.key() == record.key()) {
-            Some(slot) => *slot = record,
+        let new = record.version();
+        let old = match seg.find_mut(hash, |r| r.key() == record.key()) {
+            Some(slot) => Some(std::mem::replace(slot, record).version()),
             None => {
                 seg.insert_unique(hash, record, |r| {
                     std::hash::BuildHasher::hash_one(hasher, r.key())
                 });
                 self.len += 1;
+                None
             }
+        };
+        if let Some(old) = old {
+            self.touch(hash, old);
         }
+        self.touch(hash, new);
     }
 
     /// Looks `key` up once and lets `decide` replace its record (or create
@@ -79,27 +122,33 @@ impl Table {
     ) -> bool {
         let hasher = &self.hasher;
         let seg = &mut self.segments[segment_of(hash)];
-        match seg.entry(
+        let (old, new) = match seg.entry(
             hash,
             |r| r.key() == key,
             |r| std::hash::BuildHasher::hash_one(hasher, r.key()),
         ) {
             hashbrown::hash_table::Entry::Occupied(mut o) => match decide(Some(o.get())) {
                 Some(rec) => {
-                    *o.get_mut() = rec;
-                    true
+                    let new = rec.version();
+                    (Some(std::mem::replace(o.get_mut(), rec).version()), new)
                 }
-                None => false,
+                None => return false,
             },
             hashbrown::hash_table::Entry::Vacant(v) => match decide(None) {
                 Some(rec) => {
+                    let new = rec.version();
                     v.insert(rec);
                     self.len += 1;
-                    true
+                    (None, new)
                 }
-                None => false,
+                None => return false,
             },
+        };
+        if let Some(old) = old {
+            self.touch(hash, old);
         }
+        self.touch(hash, new);
+        true
     }
 
     /// Removes `key` physically if its version is still `version` (so a
@@ -110,6 +159,7 @@ impl Table {
             if entry.get().version() == version {
                 entry.remove();
                 self.len -= 1;
+                self.touch(hash, version);
                 return true;
             }
         }
@@ -129,11 +179,15 @@ impl Table {
     /// Drops every record whose state `keep` rejects; returns how many went.
     pub fn retain(&mut self, mut keep: impl FnMut(&Record) -> bool) -> usize {
         let mut removed = 0;
+        let hasher = &self.hasher;
+        let digests = &mut self.digests;
         for seg in &mut self.segments {
             seg.retain(|r| {
                 let k = keep(r);
                 if !k {
                     removed += 1;
+                    let hash = std::hash::BuildHasher::hash_one(hasher, r.key());
+                    digests[bucket_of(hash)] ^= fingerprint(hash, r.version());
                 }
                 k
             });
@@ -148,6 +202,7 @@ impl Table {
             *seg = HashTable::new();
         }
         self.len = 0;
+        self.digests.fill(0);
     }
 
     /// Approximate bytes used by slots and records.

@@ -66,6 +66,9 @@ pub struct Shard {
     durability: Option<Durability>,
     frozen: bool,
     freeze_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Tombstones committed before this were collected here; one arriving
+    /// again from a peer or the log is dropped rather than resurrected.
+    tombstone_floor: Ts,
 }
 
 /// The shard's log and the directory its files live in.
@@ -138,6 +141,7 @@ impl Shard {
             stats: ShardStats::default(),
             durability: None,
             frozen: false,
+            tombstone_floor: 0,
             freeze_waiters: Vec::new(),
         }
     }
@@ -188,6 +192,16 @@ impl Shard {
             ShardMsg::Exec { checks, ops, reply } => {
                 let r = self.op_exec(&checks, &ops);
                 self.respond(reply, r);
+            }
+            ShardMsg::Digests(reply) => {
+                let _ = reply.send(self.digests());
+            }
+            ShardMsg::BucketEntries {
+                wanted,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(self.bucket_entries(&wanted, limit));
             }
             ShardMsg::Admin(admin) => self.handle_admin(admin),
         }
@@ -265,12 +279,26 @@ impl Shard {
         version: Version,
         source: Source,
     ) -> bool {
+        let here = matches!(source, Source::Local | Source::Logged);
+        let floor = self.tombstone_floor;
+        let now_ms = if here { 0 } else { unix_ms() };
         let written = self.table.upsert(hash, key, |old| {
             match old {
-                Some(old) if old.version() > version => return None,
-                Some(old) if state.is_none() && old.is_tombstone() => return None,
-                // Deleting a key that never existed leaves no trace to gossip.
-                None if state.is_none() => return None,
+                // A lattice merge: the larger version wins; an equal one is
+                // the same state already.
+                Some(old) if old.version() >= version => return None,
+                // Deleting a key already deleted here needs no new lattice…
+                Some(old) if here && state.is_none() && old.is_tombstone() => return None,
+                // …nor does deleting a key that never existed.
+                None if here && state.is_none() => return None,
+                // From a peer or the log, a tombstone must be kept (it beats
+                // an older value that may still arrive), unless it is one
+                // this shard already collected: every replica had it then.
+                None if state.is_none() && version.commit_ts < floor => return None,
+                // Already expired and nothing here to override: nothing to keep.
+                None if state.is_some_and(|c| c.expire_ms.is_some_and(|at| at <= now_ms)) => {
+                    return None
+                }
                 _ => {}
             }
             Some(Record::new(

@@ -65,10 +65,10 @@ fn gossip_buffer_holds_each_changed_key_once_at_its_latest_state() {
     assert_eq!(s.gossip_pending(), 101);
     let flushed = s.flush_gossip();
     assert_eq!(flushed.len(), 101);
-    let hot = flushed.iter().find(|(k, _)| &k[..] == b"hot").unwrap();
-    assert_eq!(hot.1.value.as_deref(), Some(&b"99"[..]));
-    let k0 = flushed.iter().find(|(k, _)| &k[..] == b"k0").unwrap();
-    assert_eq!(k0.1.value, None, "a delete is gossiped as a tombstone");
+    let hot = flushed.iter().find(|e| &e.key[..] == b"hot").unwrap();
+    assert_eq!(hot.state.as_ref().map(|c| &c.value[..]), Some(&b"99"[..]));
+    let k0 = flushed.iter().find(|e| &e.key[..] == b"k0").unwrap();
+    assert_eq!(k0.state, None, "a delete is gossiped as a tombstone");
     assert_eq!(s.gossip_pending(), 0);
     assert!(s.flush_gossip().is_empty(), "nothing changed since");
     // Reads do not dirty the buffer.
@@ -371,4 +371,72 @@ fn scan_covers_all_segments() {
     assert_eq!(all.len(), 1000);
     let (some, _) = s.op_scan(0, usize::MAX, Some(b"k99*"));
     assert_eq!(some.len(), 11);
+}
+
+fn entry(key: &str, value: Option<&str>, commit_ts: u64, origin: u32) -> LogEntry {
+    LogEntry {
+        key: Bytes::from(key.to_string()),
+        state: value.map(|v| Current {
+            value: Bytes::from(v.to_string()),
+            expire_ms: None,
+        }),
+        start_ts: 1,
+        version: Version::new(commit_ts, origin),
+    }
+}
+
+#[test]
+fn digests_equal_exactly_when_replicas_hold_the_same_lattices() {
+    let mut a = shard();
+    let mut b = shard();
+    let writes = [
+        entry("x", Some("1"), 10, 1),
+        entry("y", None, 11, 2),
+        entry("x", Some("2"), 12, 2),
+        entry("z", Some("3"), 9, 1),
+    ];
+    // Same lattices in opposite orders: same digests (merge is order-free).
+    a.op_merge(&writes).unwrap();
+    let mut rev = writes.clone();
+    rev.reverse();
+    b.op_merge(&rev).unwrap();
+    assert_eq!(a.digests(), b.digests());
+    // One newer write on one side: exactly one bucket differs.
+    a.op_merge(&[entry("z", Some("4"), 20, 3)]).unwrap();
+    let (da, db) = (a.digests(), b.digests());
+    let differ: Vec<usize> = (0..da.len()).filter(|&i| da[i] != db[i]).collect();
+    assert_eq!(differ.len(), 1);
+    // Shipping that bucket's lattices repairs it.
+    let mut wanted = vec![0u64; da.len() / 64];
+    wanted[differ[0] / 64] |= 1 << (differ[0] % 64);
+    let shipped = a.bucket_entries(&wanted, usize::MAX);
+    assert!(shipped.iter().any(|e| &e.key[..] == b"z"));
+    b.op_merge(&shipped).unwrap();
+    assert_eq!(a.digests(), b.digests());
+}
+
+#[test]
+fn a_peer_tombstone_is_kept_even_without_the_value_and_beats_it_later() {
+    let mut s = shard();
+    // The delete arrives before the value it deletes (gossip reordering).
+    assert_eq!(s.op_merge(&[entry("k", None, 20, 2)]).unwrap(), 1);
+    assert_eq!(s.op_merge(&[entry("k", Some("old"), 10, 1)]).unwrap(), 0);
+    s.op_batch(&[kop(&s, "k", Op::Get)]);
+    let got = s.op_batch(&[kop(&s, "k", Op::Get)]);
+    assert_eq!(got, vec![OpReply::Nil]);
+    // A tombstone of equal version is the same state: not installed again.
+    assert_eq!(s.op_merge(&[entry("k", None, 20, 2)]).unwrap(), 0);
+    // Two different tombstones converge on the larger version.
+    assert_eq!(s.op_merge(&[entry("k", None, 30, 1)]).unwrap(), 1);
+}
+
+#[test]
+fn a_collected_tombstone_is_not_resurrected_by_a_late_copy() {
+    let mut s = shard();
+    s.op_merge(&[entry("k", None, 20, 2)]).unwrap();
+    assert_eq!(s.collect_garbage(unix_ms(), 100), 1);
+    assert_eq!(s.op_merge(&[entry("k", None, 20, 2)]).unwrap(), 0);
+    assert_eq!(s.digests().iter().filter(|&&d| d != 0).count(), 0);
+    // A newer write is of course taken.
+    assert_eq!(s.op_merge(&[entry("k", Some("new"), 200, 2)]).unwrap(), 1);
 }

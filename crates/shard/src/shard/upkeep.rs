@@ -4,8 +4,24 @@
 use bytes::Bytes;
 
 use super::{unix_ms, Shard, ShardStats};
-use crate::table::{KeyHasher, SEGMENTS};
+use crate::ops::Current;
+use crate::record::Record;
+use crate::table::{bucket_of, KeyHasher, DIGEST_BUCKETS, SEGMENTS};
+use crate::wal::codec::LogEntry;
 use elsa_lattice::Ts;
+
+/// A record as a lattice to ship or log.
+fn entry_of(rec: &Record, key: Bytes) -> LogEntry {
+    LogEntry {
+        key,
+        state: rec.value().map(|v| Current {
+            value: Bytes::copy_from_slice(v),
+            expire_ms: rec.expire_ms(),
+        }),
+        start_ts: rec.start_ts,
+        version: rec.version(),
+    }
+}
 
 impl Shard {
     pub(super) fn live_keys(&self) -> usize {
@@ -64,7 +80,7 @@ impl Shard {
     /// End of a merge epoch: hands out the lattices changed since the last
     /// one (each key once, at its latest state) and forgets them. With no
     /// peers yet the caller drops them; replication will ship them.
-    pub fn flush_gossip(&mut self) -> Vec<(Bytes, elsa_lattice::Lww<Bytes>)> {
+    pub fn flush_gossip(&mut self) -> Vec<LogEntry> {
         let hasher = self.table_hasher();
         let out: Vec<_> = self
             .gossip
@@ -72,12 +88,7 @@ impl Shard {
             .filter_map(|key| {
                 let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
                 let rec = self.table.get(hash, &key)?;
-                let lww = elsa_lattice::Lww::new(
-                    rec.value().map(Bytes::copy_from_slice),
-                    rec.start_ts,
-                    rec.version(),
-                );
-                Some((key, lww))
+                Some(entry_of(rec, key))
             })
             .collect();
         self.stats.gossiped += out.len() as u64;
@@ -108,7 +119,33 @@ impl Shard {
             }
             !(r.is_tombstone() && r.commit_ts < tombstone_before && !gossip.contains(r.key()))
         });
+        self.tombstone_floor = self.tombstone_floor.max(tombstone_before);
         self.stats.expired = expired_before + expired;
         removed
+    }
+
+    /// Anti-entropy: this shard's digest of every bucket (a copy, so the
+    /// comparison runs off the shard's thread).
+    pub fn digests(&self) -> Box<[u64]> {
+        (0..DIGEST_BUCKETS).map(|b| self.table.digest(b)).collect()
+    }
+
+    /// Anti-entropy: every lattice (tombstones included) in the buckets
+    /// marked in `wanted` (a bitmap of [`DIGEST_BUCKETS`] bits), at most
+    /// `limit` of them; the caller asks again for the rest next round.
+    pub fn bucket_entries(&self, wanted: &[u64], limit: usize) -> Vec<LogEntry> {
+        let hasher = self.table_hasher();
+        let mut out = Vec::new();
+        for rec in self.table.iter() {
+            let hash = std::hash::BuildHasher::hash_one(&hasher, rec.key());
+            let b = bucket_of(hash);
+            if wanted.get(b / 64).is_some_and(|w| w & (1 << (b % 64)) != 0) {
+                out.push(entry_of(rec, Bytes::copy_from_slice(rec.key())));
+                if out.len() >= limit {
+                    break;
+                }
+            }
+        }
+        out
     }
 }
