@@ -103,10 +103,9 @@ impl Conn {
     ) -> Result<Vec<T>, TxnError> {
         let mut rxs = Vec::new();
         for shard in 0..self.coord.node.shards() {
-            rxs.push(
-                self.coord
-                    .start(shard, |reply| ShardMsg::Admin(make(reply)))?,
-            );
+            rxs.push(self.coord.start(self.coord.node.local(shard), |reply| {
+                ShardMsg::Admin(make(reply))
+            })?);
         }
         let mut out = Vec::with_capacity(rxs.len());
         for rx in rxs {
@@ -183,7 +182,7 @@ impl Conn {
             let pat = pattern.clone();
             let answer = self
                 .coord
-                .ask(shard, |reply| {
+                .ask(self.coord.node.local(shard), |reply| {
                     ShardMsg::Admin(AdminMsg::Scan {
                         segment,
                         count: count - keys.len().min(count),

@@ -156,6 +156,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         hlc.clone(),
         hasher,
         inboxes,
+        Arc::new(elsa_txn::router::Standalone::new(config.node_id, workers)),
     ));
     let shared = Arc::new(Shared {
         config: config.clone(),
@@ -241,7 +242,10 @@ async fn periodic_snapshots(coord: Coordinator, shared: Arc<Shared>) {
 async fn logged_records(coord: &Coordinator) -> u64 {
     let mut total = 0;
     for s in 0..coord.node.shards() {
-        if let Ok(stats) = coord.ask(s, |r| ShardMsg::Admin(AdminMsg::Stats(r))).await {
+        if let Ok(stats) = coord
+            .ask(coord.node.local(s), |r| ShardMsg::Admin(AdminMsg::Stats(r)))
+            .await
+        {
             total += stats.wal.map_or(0, |w| w.records);
         }
     }

@@ -85,7 +85,9 @@ impl Persistence {
         for s in 0..shards {
             frozen.push(
                 coord
-                    .start(s, |reply| ShardMsg::Admin(AdminMsg::Freeze(reply)))
+                    .start(coord.node.local(s), |reply| {
+                        ShardMsg::Admin(AdminMsg::Freeze(reply))
+                    })
                     .map_err(|e| e.to_string())?,
             );
         }
@@ -99,7 +101,9 @@ impl Persistence {
         if outcome.is_ok() {
             let mut dumps = Vec::with_capacity(shards);
             for s in 0..shards {
-                match coord.start(s, |reply| ShardMsg::Admin(AdminMsg::Dump { seq, reply })) {
+                match coord.start(coord.node.local(s), |reply| {
+                    ShardMsg::Admin(AdminMsg::Dump { seq, reply })
+                }) {
                     Ok(rx) => dumps.push(rx),
                     Err(e) => outcome = Err(e.to_string()),
                 }
@@ -114,7 +118,7 @@ impl Persistence {
             outcome = outcome.map(|_| files);
         }
         for s in 0..shards {
-            coord.post_later(s, ShardMsg::Admin(AdminMsg::Thaw));
+            coord.post_later(coord.node.local(s), ShardMsg::Admin(AdminMsg::Thaw));
         }
         let files = outcome?;
         let manifest = Manifest {

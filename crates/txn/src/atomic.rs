@@ -17,7 +17,7 @@ use elsa_shard::{
     ReadState, Refusal, ShardMsg, TxnId, Write,
 };
 
-use crate::router::{backoff, Coordinator};
+use crate::router::{backoff, Coordinator, ShardId};
 use crate::TxnError;
 
 /// Releases a transaction's holds unless it was installed — also when the
@@ -25,7 +25,7 @@ use crate::TxnError;
 pub(crate) struct HoldGuard<'a> {
     coord: &'a Coordinator,
     txn: TxnId,
-    shards: Vec<usize>,
+    shards: Vec<ShardId>,
 }
 
 impl<'a> HoldGuard<'a> {
@@ -37,7 +37,7 @@ impl<'a> HoldGuard<'a> {
         }
     }
 
-    pub(crate) fn add(&mut self, shard: usize) {
+    pub(crate) fn add(&mut self, shard: ShardId) {
         self.shards.push(shard);
     }
 
@@ -90,7 +90,7 @@ impl Coordinator {
     /// commit to recover all-or-nothing.
     pub(crate) async fn log_decision(
         &self,
-        participants: &[usize],
+        participants: &[ShardId],
         writes: &[&Write],
         start_ts: elsa_lattice::Ts,
         commit_ts: elsa_lattice::Ts,
@@ -124,7 +124,7 @@ impl Coordinator {
         watches: Vec<Check>,
     ) -> Result<Vec<OpReply>, TxnError> {
         // Which keys each shard must hold, and how.
-        let mut holds: HashMap<usize, HashMap<HashedKey, HoldMode>> = HashMap::new();
+        let mut holds: HashMap<ShardId, HashMap<HashedKey, HoldMode>> = HashMap::new();
         for kop in &ops {
             let key = HashedKey {
                 key: kop.key.clone(),
@@ -140,7 +140,7 @@ impl Coordinator {
                 *slot = HoldMode::Write;
             }
         }
-        let mut checks: HashMap<usize, Vec<Check>> = HashMap::new();
+        let mut checks: HashMap<ShardId, Vec<Check>> = HashMap::new();
         for c in watches {
             let shard = self.shard_of(c.key.hash);
             holds
@@ -151,7 +151,7 @@ impl Coordinator {
             checks.entry(shard).or_default().push(c);
         }
         if holds.len() <= 1 {
-            let shard = holds.keys().next().copied().unwrap_or(0);
+            let shard = holds.keys().next().copied().unwrap_or(self.node.local(0));
             let checks = checks.remove(&shard).unwrap_or_default();
             return self.exec_on_one(shard, ops, checks).await;
         }
@@ -169,7 +169,7 @@ impl Coordinator {
 
     async fn exec_on_one(
         &self,
-        shard: usize,
+        shard: ShardId,
         ops: Vec<KeyOp>,
         checks: Vec<Check>,
     ) -> Result<Vec<OpReply>, TxnError> {
@@ -198,8 +198,8 @@ impl Coordinator {
     async fn exec_across(
         &self,
         ops: &[KeyOp],
-        holds: &HashMap<usize, HashMap<HashedKey, HoldMode>>,
-        checks: &HashMap<usize, Vec<Check>>,
+        holds: &HashMap<ShardId, HashMap<HashedKey, HoldMode>>,
+        checks: &HashMap<ShardId, Vec<Check>>,
     ) -> Result<Option<Vec<OpReply>>, TxnError> {
         let txn = self.node.next_txn();
         let mut guard = HoldGuard::new(self, txn);
@@ -244,7 +244,7 @@ impl Coordinator {
             .iter()
             .map(|k| k.op.apply(&k.key, &mut overlay))
             .collect();
-        let mut writes: HashMap<usize, Vec<Write>> = HashMap::new();
+        let mut writes: HashMap<ShardId, Vec<Write>> = HashMap::new();
         for (_, (key, state, dirty)) in overlay.states {
             if dirty {
                 writes
@@ -256,7 +256,7 @@ impl Coordinator {
         // Every key is held, so no version can appear between this timestamp
         // and the installs: the commit orders after everything it read.
         let commit_ts = self.node.hlc.now();
-        let participants: Vec<usize> = holds.keys().copied().collect();
+        let participants: Vec<ShardId> = holds.keys().copied().collect();
         let all: Vec<&Write> = writes.values().flatten().collect();
         self.log_decision(&participants, &all, commit_ts, commit_ts)
             .await?;

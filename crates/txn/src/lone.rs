@@ -5,31 +5,30 @@
 
 use elsa_shard::{KeyOp, OpReply, ShardMsg};
 
-use crate::router::{backoff, Coordinator};
+use crate::router::{backoff, Coordinator, ShardId};
 use crate::TxnError;
 
 impl Coordinator {
     /// Runs lone operations; answers in the order given.
     pub async fn run_lone(&self, ops: Vec<KeyOp>) -> Result<Vec<OpReply>, TxnError> {
-        let shards = self.node.shards();
         let total = ops.len();
-        let first = ops.first().map_or(0, |k| self.shard_of(k.hash));
+        let Some(first) = ops.first().map(|k| self.shard_of(k.hash)) else {
+            return Ok(Vec::new());
+        };
         if ops.iter().all(|k| self.shard_of(k.hash) == first) {
             return self.run_lone_on(first, ops).await;
         }
-        // (shard, positions in the client's order, ops) still to run.
-        let mut pending: Vec<(usize, Vec<usize>, Vec<KeyOp>)> = Vec::new();
-        {
-            let mut per_shard: Vec<(Vec<usize>, Vec<KeyOp>)> = vec![Default::default(); shards];
-            for (i, kop) in ops.into_iter().enumerate() {
-                let s = self.shard_of(kop.hash);
-                per_shard[s].0.push(i);
-                per_shard[s].1.push(kop);
-            }
-            for (shard, (idx, ops)) in per_shard.into_iter().enumerate() {
-                if !ops.is_empty() {
-                    pending.push((shard, idx, ops));
+        // (shard, positions in the client's order, ops) still to run; few
+        // shards per batch, so a linear search beats a map.
+        let mut pending: Vec<(ShardId, Vec<usize>, Vec<KeyOp>)> = Vec::new();
+        for (i, kop) in ops.into_iter().enumerate() {
+            let s = self.shard_of(kop.hash);
+            match pending.iter_mut().find(|p| p.0 == s) {
+                Some(p) => {
+                    p.1.push(i);
+                    p.2.push(kop);
                 }
+                None => pending.push((s, vec![i], vec![kop])),
             }
         }
         let mut replies: Vec<OpReply> = vec![OpReply::Nil; total];
@@ -63,7 +62,7 @@ impl Coordinator {
     /// command that is not pipelined): no regrouping, no index bookkeeping.
     async fn run_lone_on(
         &self,
-        shard: usize,
+        shard: ShardId,
         mut ops: Vec<KeyOp>,
     ) -> Result<Vec<OpReply>, TxnError> {
         let mut replies = Vec::new();

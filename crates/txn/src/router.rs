@@ -1,4 +1,7 @@
-//! Routing: key → shard, and the one way to ask a shard anything.
+//! Routing: key → shard (here or on another node of the region), and the
+//! one way to ask a shard anything. Where keys live and how a message
+//! reaches another node is the [`Placement`]'s business; the coordinator
+//! only sees shard ids.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -12,6 +15,57 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::TxnError;
 
+/// A shard anywhere in the region: which node, which of its shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShardId {
+    /// The node.
+    pub node: NodeId,
+    /// The shard's number on that node.
+    pub index: u16,
+}
+
+impl std::fmt::Display for ShardId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.node, self.index)
+    }
+}
+
+/// Where keys live and how to reach shards of other nodes.
+pub trait Placement: Send + Sync {
+    /// The shard that serves `hash` for clients of this node.
+    fn route(&self, hash: u64) -> ShardId;
+    /// Sends `msg` to a shard of another node; its reply channel is
+    /// answered when the answer comes back, or dropped if the node cannot
+    /// be reached (the caller sees [`TxnError::ShardGone`]).
+    fn send_remote(&self, to: ShardId, msg: ShardMsg);
+}
+
+/// Placement for a node alone: every key on one of its own shards.
+pub struct Standalone {
+    node: NodeId,
+    shards: usize,
+}
+
+impl Standalone {
+    /// `shards` shards of node `node`.
+    pub fn new(node: NodeId, shards: usize) -> Standalone {
+        Standalone { node, shards }
+    }
+}
+
+impl Placement for Standalone {
+    fn route(&self, hash: u64) -> ShardId {
+        ShardId {
+            node: self.node,
+            index: shard_of(hash, self.shards) as u16,
+        }
+    }
+
+    fn send_remote(&self, _to: ShardId, _msg: ShardMsg) {
+        // No other node: dropping the message answers ShardGone.
+    }
+}
+
 /// What every thread of a node shares: the shards' inboxes, the clock, ids.
 pub struct NodeContext {
     /// This node's id (the lattice tie-break).
@@ -22,34 +76,47 @@ pub struct NodeContext {
     pub hasher: KeyHasher,
     /// One inbox per shard, indexed by shard number.
     pub inboxes: Vec<mpsc::UnboundedSender<ShardMsg>>,
+    /// Key placement and the way to other nodes.
+    pub placement: Arc<dyn Placement>,
     next_txn: AtomicU64,
 }
 
 impl NodeContext {
-    /// A context for `inboxes.len()` shards.
+    /// A context for `inboxes.len()` shards placed by `placement`.
     pub fn new(
         node_id: NodeId,
         hlc: Arc<Hlc>,
         hasher: KeyHasher,
         inboxes: Vec<mpsc::UnboundedSender<ShardMsg>>,
+        placement: Arc<dyn Placement>,
     ) -> NodeContext {
         NodeContext {
             node_id,
             hlc,
             hasher,
             inboxes,
+            placement,
             next_txn: AtomicU64::new(1),
         }
     }
 
-    /// A node-unique transaction id.
+    /// A region-unique transaction id: shards of this node may hold keys
+    /// for coordinators on other nodes too, so the node id is part of it.
     pub fn next_txn(&self) -> TxnId {
-        self.next_txn.fetch_add(1, Ordering::Relaxed)
+        (u64::from(self.node_id) << 40) | self.next_txn.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Number of shards.
+    /// Number of shards on this node.
     pub fn shards(&self) -> usize {
         self.inboxes.len()
+    }
+
+    /// The id of this node's shard number `index`.
+    pub fn local(&self, index: usize) -> ShardId {
+        ShardId {
+            node: self.node_id,
+            index: index as u16,
+        }
     }
 }
 
@@ -93,16 +160,16 @@ impl Coordinator {
         }
     }
 
-    /// The shard owning a key hash.
-    pub fn shard_of(&self, hash: u64) -> usize {
-        shard_of(hash, self.node.shards())
+    /// The shard serving a key hash.
+    pub fn shard_of(&self, hash: u64) -> ShardId {
+        self.node.placement.route(hash)
     }
 
     /// Sends `make(reply)` to `shard` and awaits the answer. The thread's own
     /// shard is served inline: no message, no thread hop.
     pub async fn ask<T>(
         &self,
-        shard: usize,
+        shard: ShardId,
         make: impl FnOnce(oneshot::Sender<T>) -> ShardMsg,
     ) -> Result<T, TxnError> {
         let (tx, rx) = oneshot::channel();
@@ -114,7 +181,7 @@ impl Coordinator {
     /// so requests to several shards proceed in parallel.
     pub fn start<T>(
         &self,
-        shard: usize,
+        shard: ShardId,
         make: impl FnOnce(oneshot::Sender<T>) -> ShardMsg,
     ) -> Result<oneshot::Receiver<T>, TxnError> {
         let (tx, rx) = oneshot::channel();
@@ -122,10 +189,16 @@ impl Coordinator {
         Ok(rx)
     }
 
-    /// Delivers a message: inline to the local shard, else to its inbox.
-    pub fn post(&self, shard: usize, msg: ShardMsg) -> Result<(), TxnError> {
+    /// Delivers a message: inline to the thread's own shard, else to the
+    /// shard's inbox, or to another node.
+    pub fn post(&self, shard: ShardId, msg: ShardMsg) -> Result<(), TxnError> {
+        if shard.node != self.node.node_id {
+            self.node.placement.send_remote(shard, msg);
+            return Ok(());
+        }
+        let index = usize::from(shard.index);
         match &self.local {
-            Some(local) if local.index == shard => {
+            Some(local) if local.index == index => {
                 let mut s = local.shard.borrow_mut();
                 s.handle(msg);
                 if s.wal_pending() {
@@ -133,22 +206,34 @@ impl Coordinator {
                 }
                 Ok(())
             }
-            _ => self.node.inboxes[shard]
+            _ => self
+                .node
+                .inboxes
+                .get(index)
+                .ok_or(TxnError::ShardGone)?
                 .send(msg)
                 .map_err(|_| TxnError::ShardGone),
         }
     }
 
-    /// Delivers a message through the inbox even for the local shard.
-    pub fn post_later(&self, shard: usize, msg: ShardMsg) {
-        let _ = self.node.inboxes[shard].send(msg);
+    /// Delivers a message through the inbox even for the thread's own shard.
+    pub fn post_later(&self, shard: ShardId, msg: ShardMsg) {
+        if shard.node != self.node.node_id {
+            self.node.placement.send_remote(shard, msg);
+        } else if let Some(inbox) = self.node.inboxes.get(usize::from(shard.index)) {
+            let _ = inbox.send(msg);
+        }
     }
 
     /// Delivers a message from `Drop`: inline to the local shard when it is
     /// not borrowed (so a retry that follows cannot overtake it), else
     /// through the inbox.
-    pub fn post_from_drop(&self, shard: usize, msg: ShardMsg) {
-        if let Some(local) = self.local.as_ref().filter(|l| l.index == shard) {
+    pub fn post_from_drop(&self, shard: ShardId, msg: ShardMsg) {
+        if let Some(local) = self
+            .local
+            .as_ref()
+            .filter(|l| shard.node == self.node.node_id && l.index == usize::from(shard.index))
+        {
             if let Ok(mut s) = local.shard.try_borrow_mut() {
                 s.handle(msg);
                 return;

@@ -22,7 +22,7 @@ use elsa_shard::{
 };
 
 use crate::atomic::HoldGuard;
-use crate::router::{backoff, Coordinator};
+use crate::router::{backoff, Coordinator, ShardId};
 use crate::TxnError;
 
 /// A transaction's isolation level.
@@ -180,7 +180,7 @@ impl Txn {
         if self.writes.is_empty() && (!validate_reads || self.reads.is_empty()) {
             return Ok(coord.node.hlc.now());
         }
-        let mut per_shard: HashMap<usize, ShardPart> = HashMap::new();
+        let mut per_shard: HashMap<ShardId, ShardPart> = HashMap::new();
         let versions = self
             .reads
             .into_iter()
@@ -243,7 +243,7 @@ struct ShardPart {
 /// conflict.
 async fn commit_across(
     coord: &Coordinator,
-    parts: HashMap<usize, ShardPart>,
+    parts: HashMap<ShardId, ShardPart>,
     start_ts: Ts,
 ) -> Result<Ts, TxnError> {
     let mut attempt = 0;
@@ -260,7 +260,7 @@ async fn commit_across(
 
 async fn try_commit_across(
     coord: &Coordinator,
-    parts: &HashMap<usize, ShardPart>,
+    parts: &HashMap<ShardId, ShardPart>,
     start_ts: Ts,
 ) -> Result<Ts, TxnError> {
     let txn = coord.node.next_txn();
@@ -290,7 +290,7 @@ async fn try_commit_across(
         return Err(TxnError::from(refusal)); // guard releases every hold
     }
     let commit_ts = coord.node.hlc.now();
-    let participants: Vec<usize> = parts.keys().copied().collect();
+    let participants: Vec<ShardId> = parts.keys().copied().collect();
     let all: Vec<&Write> = parts.values().flat_map(|p| &p.writes).collect();
     coord
         .log_decision(&participants, &all, start_ts, commit_ts)
