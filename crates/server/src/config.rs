@@ -72,6 +72,42 @@ pub struct Keys {
     /// on SAVE/BGSAVE and shutdown).
     #[arg(long, env = "ELSA_SNAPSHOT_INTERVAL_SEC")]
     pub snapshot_interval_sec: Option<u64>,
+    /// This node's region.
+    #[arg(long, env = "ELSA_REGION")]
+    pub region: Option<String>,
+    /// Port for peers (replication over TCP, membership over UDP); 0 = standalone.
+    #[arg(long, env = "ELSA_PEER_PORT")]
+    pub peer_port: Option<u16>,
+    /// Peer addresses (host:port) to join through, comma-separated.
+    #[arg(long, env = "ELSA_SEEDS", value_delimiter = ',')]
+    pub seeds: Option<Vec<String>>,
+    /// Virtual nodes per shard on the ring.
+    #[arg(long, env = "ELSA_VNODES")]
+    pub vnodes: Option<u32>,
+    /// Replicas of each key per region.
+    #[arg(long, env = "ELSA_REPLICATION_FACTOR")]
+    pub replication_factor: Option<usize>,
+    /// Which in-region replica serves a key: primary or random.
+    #[arg(long, env = "ELSA_ROUTING")]
+    pub routing: Option<String>,
+    /// Cross-region replication: crdt or 2pc.
+    #[arg(long, env = "ELSA_REPLICATION")]
+    pub replication: Option<String>,
+    /// Anti-entropy period in milliseconds.
+    #[arg(long, env = "ELSA_ANTI_ENTROPY_MS")]
+    pub anti_entropy_ms: Option<u64>,
+    /// Age after which a tombstone every replica has may be collected.
+    #[arg(long, env = "ELSA_TOMBSTONE_TTL_SEC")]
+    pub tombstone_ttl_sec: Option<u64>,
+    /// Testing: one-way delay added to frames to other regions, ms.
+    #[arg(long, env = "ELSA_WAN_DELAY_MS")]
+    pub wan_delay_ms: Option<u64>,
+    /// Testing: percent of gossip/anti-entropy frames to other regions dropped.
+    #[arg(long, env = "ELSA_WAN_LOSS")]
+    pub wan_loss: Option<f64>,
+    /// Testing: allow ELSA.FAULT to cut this node off from other regions.
+    #[arg(long, env = "ELSA_FAULT_INJECTION")]
+    pub fault_injection: Option<bool>,
 }
 
 impl Keys {
@@ -94,7 +130,19 @@ impl Keys {
             node_id,
             merge_epoch_ms,
             appendfsync,
-            snapshot_interval_sec
+            snapshot_interval_sec,
+            region,
+            peer_port,
+            seeds,
+            vnodes,
+            replication_factor,
+            routing,
+            replication,
+            anti_entropy_ms,
+            tombstone_ttl_sec,
+            wan_delay_ms,
+            wan_loss,
+            fault_injection
         );
     }
 }
@@ -128,6 +176,37 @@ pub struct Config {
     pub appendfsync: elsa_shard::wal::Fsync,
     /// Automatic snapshot period (0 = off).
     pub snapshot_interval_sec: u64,
+    /// Region and peers.
+    pub cluster: ClusterKeys,
+}
+
+/// The resolved region and peer settings.
+#[derive(Debug, Clone)]
+pub struct ClusterKeys {
+    /// Region name.
+    pub region: String,
+    /// Peer port (0 = standalone).
+    pub peer_port: u16,
+    /// Seeds.
+    pub seeds: Vec<String>,
+    /// Virtual nodes per shard.
+    pub vnodes: u32,
+    /// Replicas per region.
+    pub replication_factor: usize,
+    /// Request routing.
+    pub routing: elsa_cluster::Routing,
+    /// Cross-region mode.
+    pub replication: elsa_cluster::Replication,
+    /// Anti-entropy period.
+    pub anti_entropy_ms: u64,
+    /// Tombstone age limit.
+    pub tombstone_ttl_sec: u64,
+    /// Emulated one-way WAN delay.
+    pub wan_delay_ms: u64,
+    /// Emulated WAN loss, percent.
+    pub wan_loss: f64,
+    /// ELSA.FAULT allowed.
+    pub fault_injection: bool,
 }
 
 /// A configuration problem, reported at startup.
@@ -204,6 +283,56 @@ impl Config {
                 .parse()
                 .map_err(|e| ConfigError::Value("appendfsync", e))?,
             snapshot_interval_sec: need(c.snapshot_interval_sec, "snapshot-interval-sec")?,
+            cluster: ClusterKeys {
+                region: need(c.region, "region")?,
+                peer_port: need(c.peer_port, "peer-port")?,
+                seeds: need(c.seeds, "seeds")?,
+                vnodes: match need(c.vnodes, "vnodes")? {
+                    v @ 1..=4096 => v,
+                    v => {
+                        return Err(ConfigError::Value(
+                            "vnodes",
+                            format!("{v} (must be 1..=4096)"),
+                        ))
+                    }
+                },
+                replication_factor: match need(c.replication_factor, "replication-factor")? {
+                    0 => {
+                        return Err(ConfigError::Value(
+                            "replication-factor",
+                            "0 (at least 1)".into(),
+                        ))
+                    }
+                    n => n,
+                },
+                routing: need(c.routing, "routing")?
+                    .parse()
+                    .map_err(|e| ConfigError::Value("routing", e))?,
+                replication: need(c.replication, "replication")?
+                    .parse()
+                    .map_err(|e| ConfigError::Value("replication", e))?,
+                anti_entropy_ms: match need(c.anti_entropy_ms, "anti-entropy-ms")? {
+                    v @ 10..=600_000 => v,
+                    v => {
+                        return Err(ConfigError::Value(
+                            "anti-entropy-ms",
+                            format!("{v} (must be 10..=600000)"),
+                        ))
+                    }
+                },
+                tombstone_ttl_sec: need(c.tombstone_ttl_sec, "tombstone-ttl-sec")?,
+                wan_delay_ms: need(c.wan_delay_ms, "wan-delay-ms")?,
+                wan_loss: match need(c.wan_loss, "wan-loss")? {
+                    v if (0.0..=100.0).contains(&v) => v,
+                    v => {
+                        return Err(ConfigError::Value(
+                            "wan-loss",
+                            format!("{v} (percent, 0..=100)"),
+                        ))
+                    }
+                },
+                fault_injection: need(c.fault_injection, "fault-injection")?,
+            },
         })
     }
 }

@@ -14,17 +14,13 @@ use elsa_shard::wal::files::DataDir;
 use elsa_shard::wal::Wal;
 use elsa_shard::AdminMsg;
 use elsa_shard::{KeyHasher, Shard, ShardMsg};
-use elsa_txn::router::{shard_of, LocalShard};
+use elsa_txn::router::{LocalShard, Placement};
 use elsa_txn::{Coordinator, NodeContext};
 use tokio::sync::{mpsc, Notify};
 
 use crate::config::Config;
 use crate::conn::Conn;
 use crate::persistence::Persistence;
-
-/// Tombstones older than this are collected (no open transaction or WATCH
-/// is expected to still need them for validation).
-const TOMBSTONE_TTL_MS: u64 = 10 * 60 * 1000;
 
 /// State every connection of the node shares.
 pub struct Shared {
@@ -44,6 +40,8 @@ pub struct Shared {
     pub next_client_id: AtomicU64,
     /// Snapshots and recovery.
     pub persistence: Arc<Persistence>,
+    /// The replication service, when the node has peers.
+    pub cluster: Option<Arc<elsa_cluster::Cluster>>,
 }
 
 /// Why a node could not start.
@@ -63,6 +61,8 @@ pub enum StartError {
     Recover(#[from] elsa_shard::wal::files::RecoverError),
     #[error("cannot open a log segment in {0}: {1}")]
     Segment(String, std::io::Error),
+    #[error("cannot listen for peers on {0}: {1}")]
+    Peer(String, std::io::Error),
 }
 
 fn listen(config: &Config) -> Result<StdListener, StartError> {
@@ -92,12 +92,15 @@ fn recover(
     let started = Instant::now();
     let mut max_ts = 0;
     // Replay is a merge: files may be read in any order, and a record is
-    // routed by today's hash even if the node had another shard count.
+    // placed by today's ring even if the node had another shard count.
+    let ring =
+        elsa_cluster::ring::Ring::alone(config.node_id, workers as u16, config.cluster.vnodes);
     let recovery = dir.recover(|record| {
         for e in record {
             let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
             max_ts = max_ts.max(e.version.commit_ts);
-            shards[shard_of(hash, workers)].restore(hash, &e);
+            let shard = usize::from(ring.own_shard(elsa_cluster::ring::slot_of(hash)));
+            shards[shard].restore(hash, &e);
         }
     })?;
     hlc.observe(max_ts);
@@ -151,12 +154,21 @@ pub fn run(config: Config) -> Result<(), StartError> {
         inboxes.push(tx);
         inbox_rxs.push(rx);
     }
+    let cluster = start_cluster(&config, &inboxes, &hlc, hasher)?;
+    let placement: Arc<dyn Placement> = match &cluster {
+        Some(c) => Arc::new(elsa_cluster::Router(c.clone())),
+        None => Arc::new(elsa_cluster::Standalone::new(
+            config.node_id,
+            workers as u16,
+            config.cluster.vnodes,
+        )),
+    };
     let node = Arc::new(NodeContext::new(
         config.node_id,
         hlc.clone(),
         hasher,
         inboxes,
-        Arc::new(elsa_txn::router::Standalone::new(config.node_id, workers)),
+        placement,
     ));
     let shared = Arc::new(Shared {
         config: config.clone(),
@@ -167,6 +179,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         rejected: AtomicU64::new(0),
         next_client_id: AtomicU64::new(1),
         persistence: Arc::new(persistence),
+        cluster,
     });
 
     let mut conn_txs = Vec::with_capacity(workers);
@@ -218,6 +231,48 @@ pub fn run(config: Config) -> Result<(), StartError> {
     }
     tracing::info!("Elsa stopped cleanly");
     Ok(())
+}
+
+/// Starts the replication service when the node has a peer port.
+fn start_cluster(
+    config: &Config,
+    inboxes: &[mpsc::UnboundedSender<ShardMsg>],
+    hlc: &Arc<Hlc>,
+    hasher: KeyHasher,
+) -> Result<Option<Arc<elsa_cluster::Cluster>>, StartError> {
+    let c = &config.cluster;
+    if c.peer_port == 0 {
+        return Ok(None);
+    }
+    let peer = std::net::SocketAddr::new(config.addr.ip(), c.peer_port);
+    let settings = elsa_cluster::Settings {
+        node: config.node_id,
+        region: c.region.clone(),
+        client: config.addr,
+        peer,
+        shards: config.workers as u16,
+        seeds: c.seeds.clone(),
+        vnodes: c.vnodes,
+        replication_factor: c.replication_factor,
+        routing: c.routing,
+        replication: c.replication,
+        merge_epoch: Duration::from_millis(config.merge_epoch_ms),
+        anti_entropy: Duration::from_millis(c.anti_entropy_ms),
+        wan_delay: Duration::from_millis(c.wan_delay_ms),
+        wan_loss_percent: c.wan_loss,
+        fault_injection: c.fault_injection,
+    };
+    let cluster = elsa_cluster::Cluster::start(settings, inboxes.to_vec(), hlc.clone(), hasher)
+        .map_err(|e| StartError::Peer(peer.to_string(), e))?;
+    tracing::info!(
+        "region {}: peers on {peer}, seeds [{}], replication {:?}, routing {:?}, {} replicas per region",
+        c.region,
+        c.seeds.join(", "),
+        c.replication,
+        c.routing,
+        c.replication_factor
+    );
+    Ok(Some(cluster))
 }
 
 /// Takes a snapshot every `snapshot-interval-sec` if anything was logged.
@@ -354,20 +409,29 @@ fn worker(
             }
         });
         let s = shard.clone();
+        let cluster = shared.cluster.clone();
+        let ttl_ms = shared.config.cluster.tombstone_ttl_sec * 1000;
         tokio::task::spawn_local(async move {
             let mut tick = tokio::time::interval(epoch);
             let mut last_gc = Instant::now();
             loop {
                 tick.tick().await;
                 let mut shard = s.borrow_mut();
-                // No peers yet: the epoch's lattices are flushed and dropped
-                // (replication will ship them from here).
-                let _gossip = shard.flush_gossip();
+                // The epoch's lattices go to the key's other replicas; with
+                // no peers there is no one to tell.
+                let gossip = shard.flush_gossip();
+                if let Some(c) = &cluster {
+                    c.ship_gossip(index, gossip);
+                }
                 shard.tick_wal();
                 if last_gc.elapsed() >= Duration::from_secs(1) {
                     last_gc = Instant::now();
                     let now_ms = elsa_shard::unix_ms();
-                    let horizon = (now_ms.saturating_sub(TOMBSTONE_TTL_MS)) << 16;
+                    let mut horizon = (now_ms.saturating_sub(ttl_ms)) << 16;
+                    if let Some(c) = &cluster {
+                        // Only tombstones every replica has confirmed.
+                        horizon = horizon.min(c.tombstone_horizon());
+                    }
                     shard.collect_garbage(now_ms, horizon);
                 }
             }

@@ -38,6 +38,15 @@ pub trait Placement: Send + Sync {
     /// answered when the answer comes back, or dropped if the node cannot
     /// be reached (the caller sees [`TxnError::ShardGone`]).
     fn send_remote(&self, to: ShardId, msg: ShardMsg);
+    /// With synchronous cross-region replication (`replication = 2pc`):
+    /// pushes the committed state of `keys` to every other region and
+    /// answers once all have it. `None` when commits do not wait.
+    fn sync_replicate(
+        &self,
+        _keys: Vec<HashedKey>,
+    ) -> Option<oneshot::Receiver<Result<(), String>>> {
+        None
+    }
 }
 
 /// Placement for a node alone: every key on one of its own shards.

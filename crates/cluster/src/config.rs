@@ -1,0 +1,82 @@
+//! The cluster settings a node runs with (resolved by the server's config).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use elsa_lattice::NodeId;
+
+/// Which in-region replica serves a key's requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// Always the key's primary replica: exact SI inside the region.
+    Primary,
+    /// Any replica, at random: spreads hot keys; SI per replica only.
+    Random,
+}
+
+/// How commits reach other regions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replication {
+    /// Gossiped every merge epoch; a commit never waits for a region.
+    Crdt,
+    /// A commit is acknowledged only after every other region has it
+    /// durably (the paper's §5.9 baseline).
+    TwoPc,
+}
+
+impl std::str::FromStr for Routing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "primary" => Ok(Routing::Primary),
+            "random" => Ok(Routing::Random),
+            _ => Err(format!("'{s}' (expected primary or random)")),
+        }
+    }
+}
+
+impl std::str::FromStr for Replication {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "crdt" => Ok(Replication::Crdt),
+            "2pc" => Ok(Replication::TwoPc),
+            _ => Err(format!("'{s}' (expected crdt or 2pc)")),
+        }
+    }
+}
+
+/// Everything the replication service needs to know about its node.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// This node.
+    pub node: NodeId,
+    /// Its region.
+    pub region: String,
+    /// Its client address (published to peers).
+    pub client: SocketAddr,
+    /// Its peer address (TCP for replication, UDP for membership).
+    pub peer: SocketAddr,
+    /// Shards it runs.
+    pub shards: u16,
+    /// Peer addresses to join through.
+    pub seeds: Vec<String>,
+    /// Virtual nodes per shard.
+    pub vnodes: u32,
+    /// Replicas per region.
+    pub replication_factor: usize,
+    /// Request routing.
+    pub routing: Routing,
+    /// Cross-region mode.
+    pub replication: Replication,
+    /// Merge epoch.
+    pub merge_epoch: Duration,
+    /// Anti-entropy period.
+    pub anti_entropy: Duration,
+    /// Emulated one-way delay to other regions (testing; 0 = none).
+    pub wan_delay: Duration,
+    /// Emulated loss of gossip and anti-entropy frames to other regions, in percent.
+    pub wan_loss_percent: f64,
+    /// Whether ELSA.FAULT may cut this node off (testing).
+    pub fault_injection: bool,
+}

@@ -1,0 +1,15 @@
+//! Elsa across nodes and regions: where keys live (the [`ring`]), how
+//! nodes talk ([`wire`], [`remote`]), and the replication service that
+//! gossips each merge epoch's lattices and repairs what gossip missed by
+//! anti-entropy.
+
+pub mod antientropy;
+pub mod config;
+pub mod membership;
+pub mod remote;
+pub mod ring;
+pub mod service;
+pub mod wire;
+
+pub use config::{Replication, Routing, Settings};
+pub use service::{Cluster, Router, Standalone};

@@ -1,0 +1,619 @@
+//! Forwarded shard requests: a [`ShardMsg`] for a shard on another node of
+//! the region is encoded as a [`Call`], answered there by the same actor
+//! step a local message gets, and the [`Answer`] fulfils the caller's
+//! reply channel. The transaction code never knows the shard was remote.
+
+use bytes::Bytes;
+use elsa_lattice::Version;
+use elsa_shard::ops::{ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_TOO_BIG};
+use elsa_shard::shard::ERR_WAL;
+use elsa_shard::wal::codec::LogEntry;
+use elsa_shard::{
+    Check, CommitRequest, Current, Expect, Expiry, HashedKey, HoldMode, KeyOp, Op, OpReply,
+    PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
+};
+use prost::Message;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::wire::Lattice;
+
+#[derive(Clone, PartialEq, Message)]
+pub struct OpMsg {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+    #[prost(uint64, tag = "2")]
+    pub hash: u64,
+    #[prost(uint32, tag = "3")]
+    pub kind: u32,
+    #[prost(bytes = "bytes", tag = "4")]
+    pub value: Bytes,
+    #[prost(int64, tag = "5")]
+    pub int: i64,
+    #[prost(uint64, tag = "6")]
+    pub at: u64,
+    #[prost(uint32, tag = "7")]
+    pub cond: u32,
+    #[prost(uint32, tag = "8")]
+    pub expiry: u32,
+    #[prost(uint32, tag = "9")]
+    pub shape: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct CheckMsg {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+    #[prost(uint64, tag = "2")]
+    pub hash: u64,
+    /// 0 = exact version, 1 = committed before `ts`.
+    #[prost(uint32, tag = "3")]
+    pub kind: u32,
+    #[prost(uint64, tag = "4")]
+    pub ts: u64,
+    #[prost(uint32, tag = "5")]
+    pub origin: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct WriteMsg {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+    #[prost(uint64, tag = "2")]
+    pub hash: u64,
+    #[prost(bytes = "bytes", optional, tag = "3")]
+    pub value: Option<Bytes>,
+    #[prost(uint64, optional, tag = "4")]
+    pub expire_ms: Option<u64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct HoldMsg {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+    #[prost(uint64, tag = "2")]
+    pub hash: u64,
+    #[prost(bool, tag = "3")]
+    pub write: bool,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct StateMsg {
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    pub value: Option<Bytes>,
+    #[prost(uint64, optional, tag = "2")]
+    pub expire_ms: Option<u64>,
+    #[prost(uint64, tag = "3")]
+    pub commit_ts: u64,
+    #[prost(uint32, tag = "4")]
+    pub origin: u32,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ReplyMsg {
+    /// 0 nil, 1 ok, 2 int, 3 bulk, 4 status, 5 error.
+    #[prost(uint32, tag = "1")]
+    pub kind: u32,
+    #[prost(int64, tag = "2")]
+    pub int: i64,
+    #[prost(bytes = "bytes", tag = "3")]
+    pub bulk: Bytes,
+    #[prost(string, tag = "4")]
+    pub text: String,
+}
+
+/// A forwarded request. `kind`: 1 batch, 2 read, 3 commit, 4 prepare,
+/// 5 log, 6 install, 7 release, 8 exec.
+#[derive(Clone, PartialEq, Message)]
+pub struct Call {
+    #[prost(uint32, tag = "1")]
+    pub kind: u32,
+    #[prost(message, repeated, tag = "2")]
+    pub ops: Vec<OpMsg>,
+    #[prost(message, repeated, tag = "3")]
+    pub checks: Vec<CheckMsg>,
+    #[prost(message, repeated, tag = "4")]
+    pub writes: Vec<WriteMsg>,
+    #[prost(message, repeated, tag = "5")]
+    pub holds: Vec<HoldMsg>,
+    #[prost(message, repeated, tag = "6")]
+    pub entries: Vec<Lattice>,
+    #[prost(uint64, tag = "7")]
+    pub txn: u64,
+    #[prost(uint64, tag = "8")]
+    pub start_ts: u64,
+    #[prost(uint64, tag = "9")]
+    pub commit_ts: u64,
+    #[prost(bool, tag = "10")]
+    pub want_states: bool,
+    #[prost(bool, tag = "11")]
+    pub retry_on_busy: bool,
+}
+
+/// The answer to a [`Call`].
+#[derive(Clone, PartialEq, Message)]
+pub struct Answer {
+    /// 0 = none, 1 busy, 2 conflict (`refusal_key`), 3 unavailable (`refusal_text`).
+    #[prost(uint32, tag = "1")]
+    pub refusal: u32,
+    #[prost(bytes = "bytes", tag = "2")]
+    pub refusal_key: Bytes,
+    #[prost(string, tag = "3")]
+    pub refusal_text: String,
+    #[prost(message, repeated, tag = "4")]
+    pub replies: Vec<ReplyMsg>,
+    #[prost(message, repeated, tag = "5")]
+    pub states: Vec<StateMsg>,
+    #[prost(uint64, tag = "6")]
+    pub ts: u64,
+}
+
+/// Fulfils a caller's reply channel from an answer (or drops it).
+pub type Completer = Box<dyn FnOnce(Answer) + Send>;
+
+fn op_msg(k: &KeyOp) -> OpMsg {
+    let mut m = OpMsg {
+        key: k.key.clone(),
+        hash: k.hash,
+        ..Default::default()
+    };
+    match &k.op {
+        Op::Get => m.kind = 0,
+        Op::Set {
+            value,
+            cond,
+            expiry,
+            reply,
+        } => {
+            m.kind = 1;
+            m.value = value.clone();
+            m.cond = *cond as u32;
+            (m.expiry, m.at) = match expiry {
+                Expiry::Clear => (0, 0),
+                Expiry::Keep => (1, 0),
+                Expiry::At(at) => (2, *at),
+            };
+            m.shape = *reply as u32;
+        }
+        Op::GetDel => m.kind = 2,
+        Op::Del => m.kind = 3,
+        Op::Exists => m.kind = 4,
+        Op::IncrBy(n) => (m.kind, m.int) = (5, *n),
+        Op::Append(v) => (m.kind, m.value) = (6, v.clone()),
+        Op::Strlen => m.kind = 7,
+        Op::Type => m.kind = 8,
+        Op::Ttl { millis } => (m.kind, m.int) = (9, *millis as i64),
+        Op::ExpireAt(at) => (m.kind, m.at) = (10, *at),
+        Op::Persist => m.kind = 11,
+    }
+    m
+}
+
+fn key_op(m: OpMsg) -> Option<KeyOp> {
+    let op = match m.kind {
+        0 => Op::Get,
+        1 => Op::Set {
+            value: m.value,
+            cond: match m.cond {
+                0 => SetCond::Always,
+                1 => SetCond::IfAbsent,
+                2 => SetCond::IfPresent,
+                _ => return None,
+            },
+            expiry: match m.expiry {
+                0 => Expiry::Clear,
+                1 => Expiry::Keep,
+                2 => Expiry::At(m.at),
+                _ => return None,
+            },
+            reply: match m.shape {
+                0 => SetReply::Ok,
+                1 => SetReply::Old,
+                2 => SetReply::Flag,
+                _ => return None,
+            },
+        },
+        2 => Op::GetDel,
+        3 => Op::Del,
+        4 => Op::Exists,
+        5 => Op::IncrBy(m.int),
+        6 => Op::Append(m.value),
+        7 => Op::Strlen,
+        8 => Op::Type,
+        9 => Op::Ttl { millis: m.int != 0 },
+        10 => Op::ExpireAt(m.at),
+        11 => Op::Persist,
+        _ => return None,
+    };
+    Some(KeyOp {
+        key: m.key,
+        hash: m.hash,
+        op,
+    })
+}
+
+fn check_msg(c: &Check) -> CheckMsg {
+    let (kind, ts, origin) = match c.expect {
+        Expect::Version(v) => (0, v.commit_ts, v.origin),
+        Expect::CommittedBefore(ts) => (1, ts, 0),
+    };
+    CheckMsg {
+        key: c.key.key.clone(),
+        hash: c.key.hash,
+        kind,
+        ts,
+        origin,
+    }
+}
+
+fn check(m: CheckMsg) -> Check {
+    Check {
+        key: HashedKey {
+            key: m.key,
+            hash: m.hash,
+        },
+        expect: if m.kind == 0 {
+            Expect::Version(Version::new(m.ts, m.origin))
+        } else {
+            Expect::CommittedBefore(m.ts)
+        },
+    }
+}
+
+fn write_msg(w: &Write) -> WriteMsg {
+    WriteMsg {
+        key: w.key.key.clone(),
+        hash: w.key.hash,
+        value: w.state.as_ref().map(|c| c.value.clone()),
+        expire_ms: w.state.as_ref().and_then(|c| c.expire_ms),
+    }
+}
+
+fn write(m: WriteMsg) -> Write {
+    Write {
+        key: HashedKey {
+            key: m.key,
+            hash: m.hash,
+        },
+        state: m.value.map(|value| Current {
+            value,
+            expire_ms: m.expire_ms,
+        }),
+    }
+}
+
+fn state_msg(s: &ReadState) -> StateMsg {
+    StateMsg {
+        value: s.current.as_ref().map(|c| c.value.clone()),
+        expire_ms: s.current.as_ref().and_then(|c| c.expire_ms),
+        commit_ts: s.version.commit_ts,
+        origin: s.version.origin,
+    }
+}
+
+fn state(m: StateMsg) -> ReadState {
+    ReadState {
+        current: m.value.map(|value| Current {
+            value,
+            expire_ms: m.expire_ms,
+        }),
+        version: Version::new(m.commit_ts, m.origin),
+    }
+}
+
+/// The shard's error and status texts are `&'static`: map known ones back.
+fn intern(text: &str) -> &'static str {
+    [
+        ERR_NOT_INTEGER,
+        ERR_OVERFLOW,
+        ERR_TOO_BIG,
+        ERR_WAL,
+        "string",
+        "none",
+    ]
+    .into_iter()
+    .find(|k| *k == text)
+    .unwrap_or("ERR the remote shard answered an error this node does not know")
+}
+
+fn reply_msg(r: &OpReply) -> ReplyMsg {
+    let mut m = ReplyMsg::default();
+    match r {
+        OpReply::Nil => m.kind = 0,
+        OpReply::Ok => m.kind = 1,
+        OpReply::Int(n) => (m.kind, m.int) = (2, *n),
+        OpReply::Bulk(b) => (m.kind, m.bulk) = (3, b.clone()),
+        OpReply::Status(s) => (m.kind, m.text) = (4, s.to_string()),
+        OpReply::Error(s) => (m.kind, m.text) = (5, s.to_string()),
+    }
+    m
+}
+
+fn reply(m: ReplyMsg) -> OpReply {
+    match m.kind {
+        0 => OpReply::Nil,
+        1 => OpReply::Ok,
+        2 => OpReply::Int(m.int),
+        3 => OpReply::Bulk(m.bulk),
+        4 => OpReply::Status(intern(&m.text)),
+        _ => OpReply::Error(intern(&m.text)),
+    }
+}
+
+fn refusal_into(a: &mut Answer, r: &Refusal) {
+    match r {
+        Refusal::Busy => a.refusal = 1,
+        Refusal::Conflict(k) => (a.refusal, a.refusal_key) = (2, k.clone()),
+        Refusal::Unavailable(t) => (a.refusal, a.refusal_text) = (3, t.clone()),
+    }
+}
+
+fn refusal_of(a: &Answer) -> Option<Refusal> {
+    match a.refusal {
+        0 => None,
+        1 => Some(Refusal::Busy),
+        2 => Some(Refusal::Conflict(a.refusal_key.clone())),
+        _ => Some(Refusal::Unavailable(a.refusal_text.clone())),
+    }
+}
+
+fn result<T>(a: Answer, ok: impl FnOnce(Answer) -> T) -> Result<T, Refusal> {
+    match refusal_of(&a) {
+        Some(r) => Err(r),
+        None => Ok(ok(a)),
+    }
+}
+
+/// Splits a message for a remote shard into the call to send and what to
+/// do with the answer. `None` for messages that never leave a node
+/// (administration, anti-entropy, peer merges): they are dropped, and the
+/// caller sees the shard as gone.
+pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
+    let mut call = Call::default();
+    let done: Option<Completer> = match msg {
+        ShardMsg::Batch { ops, reply } => {
+            call.kind = 1;
+            call.ops = ops.iter().map(op_msg).collect();
+            Some(Box::new(move |a: Answer| {
+                let replies: Vec<OpReply> = a.replies.into_iter().map(reply_fn).collect();
+                let rest = ops[replies.len().min(ops.len())..].to_vec();
+                let _ = reply.send((replies, rest));
+            }))
+        }
+        ShardMsg::Read { key, reply } => {
+            call.kind = 2;
+            call.ops = vec![OpMsg {
+                key: key.key,
+                hash: key.hash,
+                ..Default::default()
+            }];
+            Some(Box::new(move |a: Answer| {
+                let _ = reply.send(result(a, |a| {
+                    a.states.into_iter().next().map(state).unwrap_or(ReadState {
+                        current: None,
+                        version: Version::ZERO,
+                    })
+                }));
+            }))
+        }
+        ShardMsg::Commit { req, reply } => {
+            call.kind = 3;
+            call.checks = req.checks.iter().map(check_msg).collect();
+            call.writes = req.writes.iter().map(write_msg).collect();
+            call.start_ts = req.start_ts;
+            Some(Box::new(move |a: Answer| {
+                let _ = reply.send(result(a, |a| a.ts));
+            }))
+        }
+        ShardMsg::Prepare { req, reply } => {
+            call.kind = 4;
+            call.txn = req.txn;
+            call.checks = req.checks.iter().map(check_msg).collect();
+            call.holds = req
+                .holds
+                .iter()
+                .map(|(k, mode)| HoldMsg {
+                    key: k.key.clone(),
+                    hash: k.hash,
+                    write: *mode == HoldMode::Write,
+                })
+                .collect();
+            call.want_states = req.want_states;
+            call.retry_on_busy = req.retry_on_busy;
+            Some(Box::new(move |a: Answer| {
+                let _ = reply.send(result(a, |a| a.states.into_iter().map(state).collect()));
+            }))
+        }
+        ShardMsg::Log { entries, reply } => {
+            call.kind = 5;
+            call.entries = entries.iter().map(Lattice::from).collect();
+            Some(Box::new(move |a: Answer| {
+                let _ = reply.send(result(a, |_| ()));
+            }))
+        }
+        ShardMsg::Install {
+            txn,
+            writes,
+            start_ts,
+            commit_ts,
+            reply,
+        } => {
+            call.kind = 6;
+            call.txn = txn;
+            call.writes = writes.iter().map(write_msg).collect();
+            call.start_ts = start_ts;
+            call.commit_ts = commit_ts;
+            Some(Box::new(move |_| {
+                let _ = reply.send(());
+            }))
+        }
+        ShardMsg::Release { txn } => {
+            call.kind = 7;
+            call.txn = txn;
+            None
+        }
+        ShardMsg::Exec { checks, ops, reply } => {
+            call.kind = 8;
+            call.checks = checks.iter().map(check_msg).collect();
+            call.ops = ops.iter().map(op_msg).collect();
+            Some(Box::new(move |a: Answer| {
+                let _ = reply.send(result(a, |a| a.replies.into_iter().map(reply_fn).collect()));
+            }))
+        }
+        _ => return None,
+    };
+    Some((call, done))
+}
+
+fn reply_fn(m: ReplyMsg) -> OpReply {
+    reply(m)
+}
+
+/// Why a call could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("malformed call")]
+    Malformed,
+    #[error("shard is gone")]
+    Gone,
+}
+
+/// A call posted to its shard, its answer still to come.
+pub enum Started {
+    Batch(oneshot::Receiver<(Vec<OpReply>, Vec<KeyOp>)>),
+    Exec(oneshot::Receiver<Result<Vec<OpReply>, Refusal>>),
+    Read(oneshot::Receiver<Result<ReadState, Refusal>>),
+    Commit(oneshot::Receiver<Result<u64, Refusal>>),
+    Prepare(oneshot::Receiver<Result<Vec<ReadState>, Refusal>>),
+    Log(oneshot::Receiver<Result<(), Refusal>>),
+    Install(oneshot::Receiver<()>),
+    /// Nothing to answer (release).
+    Nothing,
+}
+
+/// Posts a call to a local shard's inbox, synchronously, so calls from one
+/// connection reach the shard in the order they were sent (a release after
+/// a prepare must not overtake it).
+pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Started, ServeError> {
+    let send = |m: ShardMsg| inbox.send(m).map_err(|_| ServeError::Gone);
+    Ok(match call.kind {
+        1 | 8 => {
+            let ops: Option<Vec<KeyOp>> = call.ops.into_iter().map(key_op).collect();
+            let ops = ops.ok_or(ServeError::Malformed)?;
+            if call.kind == 1 {
+                let (reply, rx) = oneshot::channel();
+                send(ShardMsg::Batch { ops, reply })?;
+                Started::Batch(rx)
+            } else {
+                let (reply, rx) = oneshot::channel();
+                let checks = call.checks.into_iter().map(check).collect();
+                send(ShardMsg::Exec { checks, ops, reply })?;
+                Started::Exec(rx)
+            }
+        }
+        2 => {
+            let m = call.ops.into_iter().next().ok_or(ServeError::Malformed)?;
+            let (reply, rx) = oneshot::channel();
+            let key = HashedKey {
+                key: m.key,
+                hash: m.hash,
+            };
+            send(ShardMsg::Read { key, reply })?;
+            Started::Read(rx)
+        }
+        3 => {
+            let (reply, rx) = oneshot::channel();
+            let req = CommitRequest {
+                checks: call.checks.into_iter().map(check).collect(),
+                writes: call.writes.into_iter().map(write).collect(),
+                start_ts: call.start_ts,
+            };
+            send(ShardMsg::Commit { req, reply })?;
+            Started::Commit(rx)
+        }
+        4 => {
+            let (reply, rx) = oneshot::channel();
+            let req = PrepareRequest {
+                txn: call.txn,
+                checks: call.checks.into_iter().map(check).collect(),
+                holds: call
+                    .holds
+                    .into_iter()
+                    .map(|h| {
+                        let mode = if h.write {
+                            HoldMode::Write
+                        } else {
+                            HoldMode::Read
+                        };
+                        (
+                            HashedKey {
+                                key: h.key,
+                                hash: h.hash,
+                            },
+                            mode,
+                        )
+                    })
+                    .collect(),
+                want_states: call.want_states,
+                retry_on_busy: call.retry_on_busy,
+            };
+            send(ShardMsg::Prepare { req, reply })?;
+            Started::Prepare(rx)
+        }
+        5 => {
+            let (reply, rx) = oneshot::channel();
+            let entries: Vec<LogEntry> = call.entries.into_iter().map(LogEntry::from).collect();
+            send(ShardMsg::Log { entries, reply })?;
+            Started::Log(rx)
+        }
+        6 => {
+            let (reply, rx) = oneshot::channel();
+            send(ShardMsg::Install {
+                txn: call.txn,
+                writes: call.writes.into_iter().map(write).collect(),
+                start_ts: call.start_ts,
+                commit_ts: call.commit_ts,
+                reply,
+            })?;
+            Started::Install(rx)
+        }
+        7 => {
+            send(ShardMsg::Release { txn: call.txn })?;
+            Started::Nothing
+        }
+        _ => return Err(ServeError::Malformed),
+    })
+}
+
+/// Awaits a started call's answer and encodes it (`None`: no answer due).
+pub async fn finish(started: Started) -> Result<Option<Answer>, ServeError> {
+    let gone = |_| ServeError::Gone;
+    let mut a = Answer::default();
+    let refused = |a: &mut Answer, r: Refusal| refusal_into(a, &r);
+    match started {
+        Started::Batch(rx) => a.replies = rx.await.map_err(gone)?.0.iter().map(reply_msg).collect(),
+        Started::Exec(rx) => match rx.await.map_err(gone)? {
+            Ok(r) => a.replies = r.iter().map(reply_msg).collect(),
+            Err(r) => refused(&mut a, r),
+        },
+        Started::Read(rx) => match rx.await.map_err(gone)? {
+            Ok(s) => a.states = vec![state_msg(&s)],
+            Err(r) => refused(&mut a, r),
+        },
+        Started::Commit(rx) => match rx.await.map_err(gone)? {
+            Ok(ts) => a.ts = ts,
+            Err(r) => refused(&mut a, r),
+        },
+        Started::Prepare(rx) => match rx.await.map_err(gone)? {
+            Ok(states) => a.states = states.iter().map(state_msg).collect(),
+            Err(r) => refused(&mut a, r),
+        },
+        Started::Log(rx) => {
+            if let Err(r) = rx.await.map_err(gone)? {
+                refused(&mut a, r);
+            }
+        }
+        Started::Install(rx) => rx.await.map_err(gone)?,
+        Started::Nothing => return Ok(None),
+    }
+    Ok(Some(a))
+}

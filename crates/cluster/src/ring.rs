@@ -1,0 +1,283 @@
+//! Placement: a consistent-hash ring with virtual nodes over shard actors.
+//!
+//! Every shard of every member puts `vnodes` points on a ring of
+//! [`DIGEST_BUCKETS`] slots (the top 16 bits of a key's hash). A key's
+//! replicas in a region are the shards met walking clockwise from its slot,
+//! one per node, until `replication-factor` distinct nodes are found; the
+//! first is the key's primary. Points sit on bucket boundaries, so a bucket
+//! is never split between replica sets and two replicas can compare whole
+//! buckets by digest. The table is precomputed per slot when membership
+//! changes, so routing a key is one index, not a search.
+
+use std::net::SocketAddr;
+
+use elsa_lattice::NodeId;
+use elsa_shard::table::DIGEST_BUCKETS;
+use elsa_txn::router::ShardId;
+
+/// A node of the cluster, as membership reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Its id (unique in the cluster).
+    pub node: NodeId,
+    /// Its region.
+    pub region: String,
+    /// How many shards it runs.
+    pub shards: u16,
+    /// Where its peer transport listens.
+    pub peer: SocketAddr,
+    /// Where its clients connect.
+    pub client: SocketAddr,
+}
+
+/// The placement of every slot, for one membership view.
+pub struct Ring {
+    members: Vec<Member>,
+    regions: Vec<String>,
+    own_node: NodeId,
+    own_region: usize,
+    rf: usize,
+    /// `slot * regions * rf + region * rf + k` → k-th replica (NONE past the end).
+    table: Vec<ShardId>,
+    /// slot → this node's shard for it (the first of its points clockwise).
+    own_shard: Vec<u16>,
+}
+
+const NONE: ShardId = ShardId { node: 0, index: 0 };
+
+/// Where one virtual node lands: a slot from a hash of (node, shard, i).
+fn point(node: NodeId, shard: u16, i: u32) -> u16 {
+    let x =
+        (u64::from(node) << 32) ^ (u64::from(shard) << 16) ^ u64::from(i) ^ 0x9e37_79b9_7f4a_7c15;
+    let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ((x ^ (x >> 31)) >> 48) as u16
+}
+
+/// The slot (= anti-entropy bucket) of a key hash.
+pub fn slot_of(hash: u64) -> usize {
+    elsa_shard::table::bucket_of(hash)
+}
+
+impl Ring {
+    /// The ring of `members` (which must include this node, `own`), with
+    /// `vnodes` points per shard and `rf` replicas per region.
+    pub fn new(mut members: Vec<Member>, own: NodeId, vnodes: u32, rf: usize) -> Ring {
+        members.sort_by_key(|m| m.node);
+        members.dedup_by_key(|m| m.node);
+        let mut regions: Vec<String> = members.iter().map(|m| m.region.clone()).collect();
+        regions.sort();
+        regions.dedup();
+        let own_region = members
+            .iter()
+            .find(|m| m.node == own)
+            .and_then(|m| regions.iter().position(|r| *r == m.region))
+            .unwrap_or(0);
+        let rf = rf.max(1);
+        let nr = regions.len().max(1);
+        let mut table = vec![NONE; DIGEST_BUCKETS * nr * rf];
+        let mut own_shard = vec![0u16; DIGEST_BUCKETS];
+        for (r, region) in regions.iter().enumerate() {
+            let mut points: Vec<(u16, ShardId)> = Vec::new();
+            for m in members.iter().filter(|m| &m.region == region) {
+                for s in 0..m.shards {
+                    for i in 0..vnodes {
+                        let id = ShardId {
+                            node: m.node,
+                            index: s,
+                        };
+                        points.push((point(m.node, s, i), id));
+                    }
+                }
+            }
+            points.sort();
+            let nodes = members.iter().filter(|m| &m.region == region).count();
+            let want = rf.min(nodes);
+            // Replica list for each point: walk clockwise, one shard per node.
+            let lists: Vec<Vec<ShardId>> = (0..points.len())
+                .map(|j| {
+                    let mut list: Vec<ShardId> = Vec::with_capacity(want);
+                    for step in 0..points.len() {
+                        let id = points[(j + step) % points.len()].1;
+                        if !list.iter().any(|x| x.node == id.node) {
+                            list.push(id);
+                            if list.len() == want {
+                                break;
+                            }
+                        }
+                    }
+                    list
+                })
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            let mut j = 0;
+            for slot in 0..DIGEST_BUCKETS {
+                while j < points.len() && usize::from(points[j].0) < slot {
+                    j += 1;
+                }
+                let at = if j == points.len() { 0 } else { j };
+                let base = slot * nr * rf + r * rf;
+                for (k, id) in lists[at].iter().enumerate() {
+                    table[base + k] = *id;
+                }
+            }
+        }
+        // This node's own shard per slot, whether or not it is a replica.
+        if let Some(me) = members.iter().find(|m| m.node == own) {
+            let mut points: Vec<(u16, u16)> = (0..me.shards)
+                .flat_map(|s| (0..vnodes).map(move |i| (point(own, s, i), s)))
+                .collect();
+            points.sort();
+            let mut j = 0;
+            for (slot, out) in own_shard.iter_mut().enumerate() {
+                while j < points.len() && usize::from(points[j].0) < slot {
+                    j += 1;
+                }
+                *out = points.get(j).or(points.first()).map_or(0, |p| p.1);
+            }
+        }
+        Ring {
+            members,
+            regions,
+            own_node: own,
+            own_region,
+            rf,
+            table,
+            own_shard,
+        }
+    }
+
+    /// The ring of a node alone (its own shards only): where it keeps each
+    /// slot's keys, before or without membership.
+    pub fn alone(node: NodeId, shards: u16, vnodes: u32) -> Ring {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        let me = Member {
+            node,
+            region: String::new(),
+            shards,
+            peer: addr,
+            client: addr,
+        };
+        Ring::new(vec![me], node, vnodes, 1)
+    }
+
+    /// The members of this view, by node id.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// A member by id.
+    pub fn member(&self, node: NodeId) -> Option<&Member> {
+        self.members.iter().find(|m| m.node == node)
+    }
+
+    /// The regions, sorted.
+    pub fn regions(&self) -> &[String] {
+        &self.regions
+    }
+
+    /// This node's region index.
+    pub fn own_region(&self) -> usize {
+        self.own_region
+    }
+
+    /// Replicas of `slot` in region `region` (index), primary first.
+    pub fn replicas(&self, slot: usize, region: usize) -> &[ShardId] {
+        let base = (slot * self.regions.len().max(1) + region) * self.rf;
+        let list = &self.table[base..base + self.rf];
+        let n = list.iter().take_while(|id| **id != NONE).count();
+        &list[..n]
+    }
+
+    /// Replicas of `slot` in every region.
+    pub fn all_replicas(&self, slot: usize) -> impl Iterator<Item = ShardId> + '_ {
+        (0..self.regions.len()).flat_map(move |r| self.replicas(slot, r).iter().copied())
+    }
+
+    /// This node's shard for `slot` (where it keeps the slot's keys).
+    pub fn own_shard(&self, slot: usize) -> u16 {
+        self.own_shard[slot]
+    }
+
+    /// True when this node replicates `slot`.
+    pub fn replicates(&self, slot: usize, node: NodeId) -> bool {
+        self.all_replicas(slot).any(|id| id.node == node)
+    }
+
+    /// The buckets both this node and `peer` replicate.
+    pub fn shared_with(&self, peer: NodeId) -> Vec<u16> {
+        (0..DIGEST_BUCKETS)
+            .filter(|&b| self.replicates(b, self.own_node) && self.replicates(b, peer))
+            .map(|b| b as u16)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(node: NodeId, region: &str, shards: u16) -> Member {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        Member {
+            node,
+            region: region.into(),
+            shards,
+            peer: addr,
+            client: addr,
+        }
+    }
+
+    #[test]
+    fn every_slot_has_rf_distinct_nodes_in_every_region() {
+        let ms = vec![
+            member(1, "a", 2),
+            member(2, "a", 2),
+            member(3, "a", 2),
+            member(4, "b", 2),
+            member(5, "b", 2),
+        ];
+        let ring = Ring::new(ms, 1, 64, 2);
+        for slot in (0..DIGEST_BUCKETS).step_by(97) {
+            for r in 0..2 {
+                let reps = ring.replicas(slot, r);
+                assert_eq!(reps.len(), 2);
+                assert_ne!(reps[0].node, reps[1].node);
+            }
+        }
+    }
+
+    #[test]
+    fn a_node_s_own_shard_is_its_replica_shard() {
+        let ms = vec![member(1, "a", 4), member(2, "a", 4), member(3, "b", 4)];
+        let ring = Ring::new(ms, 1, 128, 2);
+        for slot in 0..DIGEST_BUCKETS {
+            for id in ring.all_replicas(slot).filter(|id| id.node == 1) {
+                assert_eq!(id.index, ring.own_shard(slot));
+            }
+        }
+    }
+
+    #[test]
+    fn load_spreads_and_removal_moves_only_the_removed_node_s_slots() {
+        let ms: Vec<Member> = (1..=4).map(|n| member(n, "a", 2)).collect();
+        let ring = Ring::new(ms.clone(), 1, 256, 1);
+        let mut per_node = [0usize; 5];
+        for slot in 0..DIGEST_BUCKETS {
+            per_node[ring.replicas(slot, 0)[0].node as usize] += 1;
+        }
+        for (n, owned) in per_node.iter().enumerate().skip(1) {
+            let share = *owned as f64 / DIGEST_BUCKETS as f64;
+            assert!((0.18..0.32).contains(&share), "node {n} owns {share}");
+        }
+        let smaller = Ring::new(ms[..3].to_vec(), 1, 256, 1);
+        for slot in 0..DIGEST_BUCKETS {
+            let before = ring.replicas(slot, 0)[0];
+            if before.node != 4 {
+                assert_eq!(smaller.replicas(slot, 0)[0], before, "slot {slot} moved");
+            }
+        }
+    }
+}

@@ -1,0 +1,1272 @@
+//! The replication service of one node: it owns the ring view, the
+//! outgoing links to peers and the peer listener, and runs on its own
+//! thread (a current-thread runtime), so shard workers only ever hand it
+//! work through channels and never wait on the network.
+//!
+//! - Forwarding: [`Placement::send_remote`] turns a shard message into a
+//!   request on the link to the shard's node.
+//! - Gossip: each shard's epoch flush goes, one frame per peer node, to
+//!   every node that replicates any of its keys, in every region. Queues
+//!   are bounded: a slow or dead peer loses frames (anti-entropy repairs
+//!   them), never blocks a commit.
+//! - Anti-entropy: every period, towards each peer, a two-level digest
+//!   comparison (see [`crate::antientropy`]) and a swap of the lattices of
+//!   the buckets that differ.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use bytes::BytesMut;
+use elsa_lattice::{Hlc, NodeId};
+use elsa_shard::wal::codec::LogEntry;
+use elsa_shard::{HashedKey, KeyHasher, ShardMsg};
+use elsa_txn::router::{Placement, ShardId};
+use prost::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::antientropy as ae;
+use crate::config::{Replication, Routing, Settings};
+use crate::remote::{self, Answer, Call, Completer};
+use crate::ring::{slot_of, Member, Ring};
+use crate::wire::{self, Body, Frame, Lattice};
+
+/// Frames a link holds for a peer before it starts dropping gossip.
+const LINK_QUEUE: usize = 4096;
+/// Most lattices in one anti-entropy batch; the rest follow next round.
+const AE_BATCH: usize = 20_000;
+
+/// One frame on its way out, stamped for the emulated WAN delay.
+struct Out {
+    frame: Frame,
+    at: Instant,
+}
+
+/// The outgoing side of the connection to one peer node.
+struct Link {
+    node: NodeId,
+    addr: SocketAddr,
+    region: String,
+    tx: mpsc::Sender<Out>,
+    pending: Mutex<HashMap<u64, Completer>>,
+    connected: AtomicBool,
+    dropped: AtomicU64,
+    closed: AtomicBool,
+}
+
+/// What this node knows about one peer, for INFO replication.
+#[derive(Clone, Debug, Default)]
+pub struct PeerStats {
+    /// Commit-to-merge delay of the newest lattice received from it, ms.
+    pub lag_ms: u64,
+    /// Lattices received from it by gossip.
+    pub received: u64,
+    /// When the last anti-entropy round with it ended in sync (HLC).
+    pub synced_ts: u64,
+    /// Buckets that differed in the last round.
+    pub last_ae_buckets: usize,
+    /// Lattices shipped to it by anti-entropy.
+    pub ae_shipped: u64,
+    /// Wall time of the last anti-entropy round (ms since the epoch).
+    pub last_ae_unix_ms: u64,
+}
+
+/// A peer as INFO shows it.
+#[derive(Clone, Debug)]
+pub struct PeerInfo {
+    /// Its id.
+    pub node: NodeId,
+    /// Its region.
+    pub region: String,
+    /// Peer address.
+    pub addr: SocketAddr,
+    /// Client address.
+    pub client: SocketAddr,
+    /// Link up.
+    pub connected: bool,
+    /// Frames queued on the link.
+    pub queued: usize,
+    /// Gossip frames dropped for a full queue or emulated loss.
+    pub dropped: u64,
+    /// Counters.
+    pub stats: PeerStats,
+}
+
+/// An anti-entropy round this node started: with whom, when (HLC), and
+/// the digest it sent.
+type Round = (NodeId, u64, Arc<Vec<u64>>);
+
+/// The node's replication service.
+pub struct Cluster {
+    settings: Settings,
+    ring: ArcSwap<Ring>,
+    inboxes: Vec<mpsc::UnboundedSender<ShardMsg>>,
+    hlc: Arc<Hlc>,
+    hasher: KeyHasher,
+    links: Mutex<HashMap<NodeId, Arc<Link>>>,
+    shared: Mutex<HashMap<NodeId, Arc<Vec<u16>>>>,
+    handle: tokio::runtime::Handle,
+    next_id: AtomicU64,
+    isolated: AtomicBool,
+    /// (local shard, peer) → (flushed_ts acked, a gap since the last clean round).
+    acked: Mutex<HashMap<(u16, NodeId), (u64, bool)>>,
+    peers: Mutex<HashMap<NodeId, PeerStats>>,
+    rounds: Mutex<HashMap<u64, Round>>,
+    waits: Mutex<HashMap<u64, oneshot::Sender<u64>>>,
+    epoch: AtomicU64,
+    lag: Mutex<hdrhistogram::Histogram<u64>>,
+    gossip_frames_dropped: AtomicUsize,
+}
+
+impl Cluster {
+    /// Starts the service on its own thread: binds the peer listener
+    /// (errors here are the caller's to report), joins membership, and
+    /// returns the handle shard workers and coordinators use.
+    pub fn start(
+        settings: Settings,
+        inboxes: Vec<mpsc::UnboundedSender<ShardMsg>>,
+        hlc: Arc<Hlc>,
+        hasher: KeyHasher,
+    ) -> std::io::Result<Arc<Cluster>> {
+        let std_listener = std::net::TcpListener::bind(settings.peer)?;
+        std_listener.set_nonblocking(true)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let me = Member {
+            node: settings.node,
+            region: settings.region.clone(),
+            shards: settings.shards,
+            peer: settings.peer,
+            client: settings.client,
+        };
+        let ring = Ring::new(
+            vec![me],
+            settings.node,
+            settings.vnodes,
+            settings.replication_factor,
+        );
+        let cluster = Arc::new(Cluster {
+            settings,
+            ring: ArcSwap::from_pointee(ring),
+            inboxes,
+            hlc,
+            hasher,
+            links: Mutex::new(HashMap::new()),
+            shared: Mutex::new(HashMap::new()),
+            handle: rt.handle().clone(),
+            next_id: AtomicU64::new(1),
+            isolated: AtomicBool::new(false),
+            acked: Mutex::new(HashMap::new()),
+            peers: Mutex::new(HashMap::new()),
+            rounds: Mutex::new(HashMap::new()),
+            waits: Mutex::new(HashMap::new()),
+            epoch: AtomicU64::new(0),
+            lag: Mutex::new(
+                hdrhistogram::Histogram::new_with_bounds(1, 3_600_000, 2)
+                    .expect("static histogram bounds are valid"),
+            ),
+            gossip_frames_dropped: AtomicUsize::new(0),
+        });
+        let c = cluster.clone();
+        std::thread::Builder::new()
+            .name("elsa-peer".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let listener = match TcpListener::from_std(std_listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!("peer listener: {e}");
+                            return;
+                        }
+                    };
+                    tokio::spawn(c.clone().accept_loop(listener));
+                    tokio::spawn(c.clone().anti_entropy_loop());
+                    crate::membership::run(c).await;
+                })
+            })?;
+        Ok(cluster)
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The current ring view.
+    pub fn ring(&self) -> Arc<Ring> {
+        self.ring.load_full()
+    }
+
+    /// Installs a new membership view.
+    pub(crate) fn set_members(&self, members: Vec<Member>) {
+        let ring = Ring::new(
+            members,
+            self.settings.node,
+            self.settings.vnodes,
+            self.settings.replication_factor,
+        );
+        let live: HashSet<NodeId> = ring.members().iter().map(|m| m.node).collect();
+        let mut shared = HashMap::new();
+        for m in ring.members() {
+            if m.node != self.settings.node {
+                shared.insert(m.node, Arc::new(ring.shared_with(m.node)));
+            }
+        }
+        tracing::info!(
+            "membership: {} nodes in {} regions: {}",
+            ring.members().len(),
+            ring.regions().len(),
+            ring.members()
+                .iter()
+                .map(|m| format!("{}@{}", m.node, m.region))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        *self.shared.lock().unwrap_or_else(|e| e.into_inner()) = shared;
+        self.ring.store(Arc::new(ring));
+        // Links to nodes that left close; they are re-made if they return.
+        let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        links.retain(|node, link| {
+            let keep = live.contains(node);
+            if !keep {
+                link.closed.store(true, Ordering::Relaxed);
+            }
+            keep
+        });
+    }
+
+    /// Whether this node is cut off from other regions (fault injection).
+    pub fn isolated(&self) -> bool {
+        self.isolated.load(Ordering::Relaxed)
+    }
+
+    /// Cuts this node off from every other region, or heals it.
+    pub fn set_isolated(&self, on: bool) {
+        self.isolated.store(on, Ordering::Relaxed);
+        tracing::warn!(
+            "fault injection: {} other regions",
+            if on { "cut off from" } else { "reconnected to" }
+        );
+    }
+
+    fn other_region(&self, region: &str) -> bool {
+        region != self.settings.region
+    }
+
+    /// Blocked by fault injection?
+    pub(crate) fn cut(&self, region: &str) -> bool {
+        self.isolated() && self.other_region(region)
+    }
+
+    fn link(self: &Arc<Self>, node: NodeId) -> Option<Arc<Link>> {
+        let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = links.get(&node) {
+            return Some(l.clone());
+        }
+        let ring = self.ring.load();
+        let m = ring.member(node)?;
+        let (tx, rx) = mpsc::channel(LINK_QUEUE);
+        let link = Arc::new(Link {
+            node,
+            addr: m.peer,
+            region: m.region.clone(),
+            tx,
+            pending: Mutex::new(HashMap::new()),
+            connected: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        });
+        links.insert(node, link.clone());
+        self.handle.spawn(self.clone().run_link(link.clone(), rx));
+        Some(link)
+    }
+
+    /// Queues a frame; false when it was dropped (queue full, emulated loss
+    /// or a cut link).
+    fn send(self: &Arc<Self>, node: NodeId, frame: Frame, lossy: bool) -> bool {
+        let Some(link) = self.link(node) else {
+            return false;
+        };
+        if self.cut(&link.region) {
+            return false;
+        }
+        if lossy
+            && self.other_region(&link.region)
+            && self.settings.wan_loss_percent > 0.0
+            && rand::random::<f64>() * 100.0 < self.settings.wan_loss_percent
+        {
+            link.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let out = Out {
+            frame,
+            at: Instant::now(),
+        };
+        match link.tx.try_send(out) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(out)) if !lossy => {
+                // Requests are never dropped for a full queue: a client is
+                // waiting. They wait for room on the peer thread instead.
+                let link = link.clone();
+                self.handle.spawn(async move {
+                    let _ = link.tx.send(out).await;
+                });
+                true
+            }
+            Err(_) => {
+                link.dropped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    fn delay_for(&self, region: &str) -> Duration {
+        if self.other_region(region) {
+            self.settings.wan_delay
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    async fn run_link(self: Arc<Self>, link: Arc<Link>, mut rx: mpsc::Receiver<Out>) {
+        let mut backoff = Duration::from_millis(50);
+        while !link.closed.load(Ordering::Relaxed) {
+            if !self.cut(&link.region) {
+                let conn =
+                    tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(link.addr))
+                        .await;
+                if let Ok(Ok(stream)) = conn {
+                    backoff = Duration::from_millis(50);
+                    let _ = stream.set_nodelay(true);
+                    link.connected.store(true, Ordering::Relaxed);
+                    self.serve_link(&link, stream, &mut rx).await;
+                    link.connected.store(false, Ordering::Relaxed);
+                }
+            }
+            // Whatever was waiting fails now: callers see the shard as
+            // gone, gossip is left to anti-entropy.
+            let pending: Vec<Completer> = link
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain()
+                .map(|(_, c)| c)
+                .collect();
+            drop(pending);
+            while rx.try_recv().is_ok() {}
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    async fn serve_link(
+        self: &Arc<Self>,
+        link: &Link,
+        stream: TcpStream,
+        rx: &mut mpsc::Receiver<Out>,
+    ) {
+        let (mut rd, mut wr) = stream.into_split();
+        let hello = Frame::new(Body::Hello(wire::Hello {
+            node: self.settings.node,
+            region: self.settings.region.clone(),
+        }));
+        let mut buf = BytesMut::new();
+        hello.encode_to(&mut buf);
+        if wr.write_all(&buf).await.is_err() {
+            return;
+        }
+        let delay = self.delay_for(&link.region);
+        let writer = async {
+            let mut buf = BytesMut::new();
+            while let Some(out) = rx.recv().await {
+                if !delay.is_zero() {
+                    tokio::time::sleep_until((out.at + delay).into()).await;
+                }
+                buf.clear();
+                out.frame.encode_to(&mut buf);
+                // Batch whatever else is already due.
+                while buf.len() < 1 << 20 {
+                    match rx.try_recv() {
+                        Ok(o) if delay.is_zero() || o.at + delay <= Instant::now() => {
+                            o.frame.encode_to(&mut buf)
+                        }
+                        Ok(o) => {
+                            if wr.write_all(&buf).await.is_err() {
+                                return;
+                            }
+                            buf.clear();
+                            tokio::time::sleep_until((o.at + delay).into()).await;
+                            o.frame.encode_to(&mut buf);
+                        }
+                        Err(_) => break,
+                    }
+                }
+                if self.cut(&link.region) || wr.write_all(&buf).await.is_err() {
+                    return;
+                }
+            }
+        };
+        let reader = async {
+            let mut buf = BytesMut::with_capacity(64 * 1024);
+            loop {
+                match wire::decode_frame(&mut buf) {
+                    Ok(Some(frame)) => {
+                        if self.cut(&link.region) {
+                            return;
+                        }
+                        self.on_link_frame(link, frame);
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!("peer {}: {e}; reconnecting", link.node);
+                        return;
+                    }
+                }
+                match rd.read_buf(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        };
+        tokio::select! {
+            _ = writer => {}
+            _ = reader => {}
+        }
+    }
+
+    /// Answers coming back on a link we opened.
+    fn on_link_frame(self: &Arc<Self>, link: &Link, frame: Frame) {
+        let Some(body) = frame.body else { return };
+        match body {
+            Body::Response(r) => {
+                self.hlc.observe(r.hlc);
+                let done = link
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&r.id);
+                if let (Some(done), Ok(answer)) = (done, Answer::decode(r.answer)) {
+                    done(answer);
+                }
+            }
+            Body::GossipAck(a) => {
+                let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
+                let e = acked
+                    .entry((a.from_shard as u16, link.node))
+                    .or_insert((0, false));
+                if a.after_gap {
+                    e.1 = true;
+                }
+                if !e.1 {
+                    e.0 = e.0.max(a.flushed_ts);
+                }
+            }
+            Body::AeBuckets(b) => self.ae_compare(link.node, b),
+            Body::AeEntries(e) => {
+                self.merge_lattices(e.lattices, None);
+            }
+            Body::WatermarkReply(w) => {
+                if let Some(tx) = self
+                    .waits
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&w.id)
+                {
+                    let _ = tx.send(w.ts);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(self.clone().serve_peer(stream));
+                }
+                Err(e) => {
+                    tracing::warn!("peer accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// A connection a peer opened: its requests, gossip and anti-entropy.
+    async fn serve_peer(self: Arc<Self>, stream: TcpStream) {
+        let (mut rd, mut wr) = stream.into_split();
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let hello = loop {
+            match wire::decode_frame(&mut buf) {
+                Ok(Some(Frame {
+                    body: Some(Body::Hello(h)),
+                })) => break h,
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) => {}
+            }
+            match rd.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        };
+        if self.cut(&hello.region) {
+            return;
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
+        let delay = self.delay_for(&hello.region);
+        let region = hello.region.clone();
+        let me = self.clone();
+        let writer = tokio::spawn(async move {
+            let mut out_buf = BytesMut::new();
+            while let Some(out) = rx.recv().await {
+                if !delay.is_zero() {
+                    tokio::time::sleep_until((out.at + delay).into()).await;
+                }
+                out_buf.clear();
+                out.frame.encode_to(&mut out_buf);
+                while let Ok(o) = rx.try_recv() {
+                    if !delay.is_zero() {
+                        tokio::time::sleep_until((o.at + delay).into()).await;
+                    }
+                    o.frame.encode_to(&mut out_buf);
+                    if out_buf.len() > 1 << 20 {
+                        break;
+                    }
+                }
+                if me.cut(&region) || wr.write_all(&out_buf).await.is_err() {
+                    return;
+                }
+            }
+        });
+        // Prepared transactions of coordinators on that node: released if
+        // the connection dies before their decision arrives.
+        let mut prepared: HashSet<(u32, u64)> = HashSet::new();
+        'conn: loop {
+            loop {
+                match wire::decode_frame(&mut buf) {
+                    Ok(Some(frame)) => {
+                        if self.cut(&hello.region) {
+                            break 'conn;
+                        }
+                        self.on_peer_frame(&hello, frame, &tx, &mut prepared);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!("peer {}: {e}; closing", hello.node);
+                        break 'conn;
+                    }
+                }
+            }
+            match rd.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        for (shard, txn) in prepared {
+            if let Some(inbox) = self.inboxes.get(shard as usize) {
+                let _ = inbox.send(ShardMsg::Release { txn });
+            }
+        }
+        writer.abort();
+    }
+
+    fn on_peer_frame(
+        self: &Arc<Self>,
+        hello: &wire::Hello,
+        frame: Frame,
+        tx: &mpsc::UnboundedSender<Out>,
+        prepared: &mut HashSet<(u32, u64)>,
+    ) {
+        let Some(body) = frame.body else { return };
+        let reply = |body: Body| {
+            let _ = tx.send(Out {
+                frame: Frame::new(body),
+                at: Instant::now(),
+            });
+        };
+        match body {
+            Body::Request(req) => {
+                self.hlc.observe(req.hlc);
+                let Ok(call) = Call::decode(req.call) else {
+                    return;
+                };
+                if call.kind == 9 {
+                    // A synchronous-replication push (2pc mode).
+                    let entries = call.entries;
+                    let me = self.clone();
+                    let tx = tx.clone();
+                    self.handle.spawn(async move {
+                        me.merge_lattices(entries, None);
+                        // Durable before the answer: merge_lattices' acks.
+                        let answer = Answer::default().encode_to_vec().into();
+                        let _ = tx.send(Out {
+                            frame: Frame::new(Body::Response(wire::Response {
+                                id: req.id,
+                                hlc: me.hlc.peek(),
+                                answer,
+                            })),
+                            at: Instant::now(),
+                        });
+                    });
+                    return;
+                }
+                let Some(inbox) = self.inboxes.get(req.shard as usize) else {
+                    return;
+                };
+                match call.kind {
+                    4 => {
+                        prepared.insert((req.shard, call.txn));
+                    }
+                    6 | 7 => {
+                        prepared.remove(&(req.shard, call.txn));
+                    }
+                    _ => {}
+                }
+                let Ok(started) = remote::start(call, inbox) else {
+                    return; // malformed or gone: the caller's request fails
+                };
+                let tx = tx.clone();
+                let hlc = self.hlc.clone();
+                self.handle.spawn(async move {
+                    if let Ok(Some(answer)) = remote::finish(started).await {
+                        let _ = tx.send(Out {
+                            frame: Frame::new(Body::Response(wire::Response {
+                                id: req.id,
+                                hlc: hlc.peek(),
+                                answer: answer.encode_to_vec().into(),
+                            })),
+                            at: Instant::now(),
+                        });
+                    }
+                });
+            }
+            Body::Gossip(g) => {
+                self.hlc.observe(g.flushed_ts);
+                self.note_received(hello.node, &g.lattices);
+                let done = self.merge_lattices(g.lattices, Some(()));
+                let tx = tx.clone();
+                let ack = wire::GossipAck {
+                    from_shard: g.from_shard,
+                    flushed_ts: g.flushed_ts,
+                    after_gap: g.after_gap,
+                };
+                self.handle.spawn(async move {
+                    for rx in done {
+                        if !matches!(rx.await, Ok(Ok(_))) {
+                            return; // not durable: no ack, the watermark waits
+                        }
+                    }
+                    let _ = tx.send(Out {
+                        frame: Frame::new(Body::GossipAck(ack)),
+                        at: Instant::now(),
+                    });
+                });
+            }
+            Body::AeGroups(g) => {
+                let me = self.clone();
+                let tx = tx.clone();
+                let peer = hello.node;
+                self.handle.spawn(async move {
+                    let Some(shared) = me.shared_with(peer) else {
+                        return;
+                    };
+                    let digest = me.node_digest().await;
+                    let mine = ae::group_digests(&digest, &shared);
+                    let groups = ae::differing_groups(&mine, &g.groups, &g.digests);
+                    let (buckets, digests) = ae::bucket_digests(&digest, &shared, &groups);
+                    let _ = tx.send(Out {
+                        frame: Frame::new(Body::AeBuckets(wire::AeBuckets {
+                            round: g.round,
+                            buckets,
+                            digests,
+                        })),
+                        at: Instant::now(),
+                    });
+                });
+            }
+            Body::AeEntries(e) => {
+                self.merge_lattices(e.lattices, None);
+                if !e.pull.is_empty() {
+                    let me = self.clone();
+                    let tx = tx.clone();
+                    self.handle.spawn(async move {
+                        let lattices = me.bucket_lattices(&e.pull).await;
+                        let _ = tx.send(Out {
+                            frame: Frame::new(Body::AeEntries(wire::AeEntries {
+                                round: e.round,
+                                lattices,
+                                pull: Vec::new(),
+                            })),
+                            at: Instant::now(),
+                        });
+                    });
+                }
+            }
+            Body::WatermarkQuery(q) => {
+                let ts = self.watermark(&q.region);
+                reply(Body::WatermarkReply(wire::WatermarkReply { id: q.id, ts }));
+            }
+            _ => {}
+        }
+    }
+
+    fn note_received(&self, peer: NodeId, lattices: &[Lattice]) {
+        if lattices.is_empty() {
+            return;
+        }
+        let now = elsa_shard::unix_ms();
+        let mut lag = self.lag.lock().unwrap_or_else(|e| e.into_inner());
+        let mut newest = 0;
+        for l in lattices {
+            let ms = now.saturating_sub(l.commit_ts >> 16);
+            let _ = lag.record(ms.max(1));
+            newest = newest.max(l.commit_ts);
+        }
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let p = peers.entry(peer).or_default();
+        p.lag_ms = now.saturating_sub(newest >> 16);
+        p.received += lattices.len() as u64;
+    }
+
+    /// Merges lattices into the local shards that hold their buckets; with
+    /// `durable`, returns the shards' answers (durable merges) to await.
+    #[allow(clippy::type_complexity)]
+    fn merge_lattices(
+        &self,
+        lattices: Vec<Lattice>,
+        durable: Option<()>,
+    ) -> Vec<oneshot::Receiver<Result<usize, elsa_shard::Refusal>>> {
+        let ring = self.ring.load();
+        let mut per_shard: HashMap<u16, Vec<LogEntry>> = HashMap::new();
+        for l in lattices {
+            let hash = std::hash::BuildHasher::hash_one(&self.hasher, &l.key[..]);
+            per_shard
+                .entry(ring.own_shard(slot_of(hash)))
+                .or_default()
+                .push(LogEntry::from(l));
+        }
+        let mut waits = Vec::new();
+        for (shard, entries) in per_shard {
+            let (reply, rx) = oneshot::channel();
+            if let Some(inbox) = self.inboxes.get(usize::from(shard)) {
+                let _ = inbox.send(ShardMsg::Merge { entries, reply });
+                if durable.is_some() {
+                    waits.push(rx);
+                }
+            }
+        }
+        waits
+    }
+
+    fn shared_with(&self, peer: NodeId) -> Option<Arc<Vec<u16>>> {
+        self.shared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+            .cloned()
+    }
+
+    async fn node_digest(&self) -> Vec<u64> {
+        let mut per_shard = Vec::with_capacity(self.inboxes.len());
+        for inbox in &self.inboxes {
+            let (tx, rx) = oneshot::channel();
+            let _ = inbox.send(ShardMsg::Digests(tx));
+            per_shard.push(
+                rx.await.unwrap_or_else(|_| {
+                    vec![0; elsa_shard::table::DIGEST_BUCKETS].into_boxed_slice()
+                }),
+            );
+        }
+        ae::node_digest(&self.ring.load(), &per_shard)
+    }
+
+    async fn bucket_lattices(&self, buckets: &[u32]) -> Vec<Lattice> {
+        let wanted = ae::bitmap(buckets);
+        let mut out = Vec::new();
+        for inbox in &self.inboxes {
+            let (reply, rx) = oneshot::channel();
+            let _ = inbox.send(ShardMsg::BucketEntries {
+                wanted: wanted.clone(),
+                limit: AE_BATCH,
+                reply,
+            });
+            if let Ok(entries) = rx.await {
+                out.extend(entries.iter().map(Lattice::from));
+            }
+        }
+        out
+    }
+
+    async fn anti_entropy_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.settings.anti_entropy);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let peers: Vec<NodeId> = self
+                .ring
+                .load()
+                .members()
+                .iter()
+                .map(|m| m.node)
+                .filter(|n| *n != self.settings.node)
+                .collect();
+            if peers.is_empty() {
+                continue;
+            }
+            let started = self.hlc.now();
+            let digest = Arc::new(self.node_digest().await);
+            let mut rounds = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
+            rounds.clear(); // answers to older rounds are no longer wanted
+            for peer in peers {
+                let Some(shared) = self.shared_with(peer) else {
+                    continue;
+                };
+                let round = self.next_id.fetch_add(1, Ordering::Relaxed);
+                let (groups, digests) = ae::group_digests(&digest, &shared);
+                rounds.insert(round, (peer, started, digest.clone()));
+                self.send(
+                    peer,
+                    Frame::new(Body::AeGroups(wire::AeGroups {
+                        round,
+                        groups,
+                        digests,
+                    })),
+                    true,
+                );
+            }
+        }
+    }
+
+    /// Step 3 of a round this node started: find the buckets that differ,
+    /// ship ours and ask for theirs.
+    fn ae_compare(self: &Arc<Self>, peer: NodeId, b: wire::AeBuckets) {
+        let Some((_, started, digest)) = self
+            .rounds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&b.round)
+        else {
+            return;
+        };
+        let Some(shared) = self.shared_with(peer) else {
+            return;
+        };
+        let groups: Vec<u32> = {
+            let mut g: Vec<u32> = b.buckets.iter().map(|x| x / ae::GROUP as u32).collect();
+            g.dedup();
+            g
+        };
+        let differ = if b.buckets.is_empty() {
+            Vec::new()
+        } else {
+            // The responder listed every shared bucket of the groups that
+            // differed; compare those groups bucket by bucket.
+            let mut all_groups = groups;
+            all_groups.sort_unstable();
+            all_groups.dedup();
+            ae::differing_buckets(&digest, &shared, &all_groups, &b.buckets, &b.digests)
+        };
+        let now = elsa_shard::unix_ms();
+        {
+            let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+            let p = peers.entry(peer).or_default();
+            p.last_ae_buckets = differ.len();
+            p.last_ae_unix_ms = now;
+            if differ.is_empty() {
+                p.synced_ts = p.synced_ts.max(started);
+            }
+        }
+        if differ.is_empty() {
+            // In sync: everything committed here before the round started
+            // is there, whatever gossip frames were lost.
+            let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
+            for s in 0..self.settings.shards {
+                let e = acked.entry((s, peer)).or_insert((0, false));
+                e.0 = e.0.max(started);
+                e.1 = false;
+            }
+            return;
+        }
+        let this = self.clone();
+        self.handle.spawn(async move {
+            let lattices = this.bucket_lattices(&differ).await;
+            {
+                let mut peers = this.peers.lock().unwrap_or_else(|e| e.into_inner());
+                peers.entry(peer).or_default().ae_shipped += lattices.len() as u64;
+            }
+            this.send(
+                peer,
+                Frame::new(Body::AeEntries(wire::AeEntries {
+                    round: b.round,
+                    lattices,
+                    pull: differ,
+                })),
+                true,
+            );
+        });
+    }
+
+    /// End of a merge epoch on local shard `shard`: ships its lattices to
+    /// every other replica of their keys (one frame per peer node; an
+    /// empty frame still carries the flush time, for watermarks).
+    pub fn ship_gossip(self: &Arc<Self>, shard: usize, entries: Vec<LogEntry>) {
+        let flushed_ts = self.hlc.now();
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+        let ring = self.ring.load();
+        let me = self.settings.node;
+        let mut per_node: HashMap<NodeId, Vec<Lattice>> = ring
+            .members()
+            .iter()
+            .filter(|m| m.node != me)
+            .map(|m| (m.node, Vec::new()))
+            .collect();
+        for e in &entries {
+            let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
+            for id in ring.all_replicas(slot_of(hash)) {
+                if id.node != me {
+                    if let Some(v) = per_node.get_mut(&id.node) {
+                        v.push(Lattice::from(e));
+                    }
+                }
+            }
+        }
+        for (node, lattices) in per_node {
+            let gap = {
+                let acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
+                acked.get(&(shard as u16, node)).is_some_and(|a| a.1)
+            };
+            let frame = Frame::new(Body::Gossip(wire::Gossip {
+                to_shard: 0,
+                from_shard: shard as u32,
+                flushed_ts,
+                lattices,
+                after_gap: gap,
+            }));
+            if !self.send(node, frame, true) {
+                self.gossip_frames_dropped.fetch_add(1, Ordering::Relaxed);
+                let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
+                acked.entry((shard as u16, node)).or_insert((0, false)).1 = true;
+            }
+        }
+    }
+
+    /// Every commit of this node's shards below the answer has been merged
+    /// durably by every node of `region` that replicates its key.
+    pub fn watermark(&self, region: &str) -> u64 {
+        let ring = self.ring.load();
+        let peers: Vec<NodeId> = ring
+            .members()
+            .iter()
+            .filter(|m| m.region == region && m.node != self.settings.node)
+            .map(|m| m.node)
+            .collect();
+        if peers.is_empty() {
+            // Alone in that region (or it is ours): everything is there.
+            return if region == self.settings.region {
+                self.hlc.peek()
+            } else {
+                0
+            };
+        }
+        let acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut wm = u64::MAX;
+        for s in 0..self.settings.shards {
+            for p in &peers {
+                wm = wm.min(acked.get(&(s, *p)).map_or(0, |a| a.0));
+            }
+        }
+        wm
+    }
+
+    /// The watermark towards `region` of the whole own region: every
+    /// commit made anywhere in this region below it is in `region`.
+    pub async fn region_watermark(self: &Arc<Self>, region: &str) -> u64 {
+        let ring = self.ring.load_full();
+        let mut wm = self.watermark(region);
+        for m in ring.members() {
+            if m.region != self.settings.region || m.node == self.settings.node {
+                continue;
+            }
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (tx, rx) = oneshot::channel();
+            self.waits
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, tx);
+            let q = Frame::new(Body::WatermarkQuery(wire::WatermarkQuery {
+                id,
+                region: region.to_string(),
+            }));
+            if !self.send(m.node, q, false) {
+                return 0;
+            }
+            match tokio::time::timeout(Duration::from_secs(1), rx).await {
+                Ok(Ok(ts)) => wm = wm.min(ts),
+                _ => return 0,
+            }
+        }
+        wm
+    }
+
+    /// Sends lattices to one replica in every other region and waits until
+    /// each has them durably (`replication = 2pc`).
+    pub async fn replicate_sync(self: &Arc<Self>, entries: Vec<LogEntry>) -> Result<(), String> {
+        let ring = self.ring.load_full();
+        let own = ring.own_region();
+        let mut per_node: HashMap<NodeId, Vec<Lattice>> = HashMap::new();
+        for e in &entries {
+            let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
+            for r in 0..ring.regions().len() {
+                if r == own {
+                    continue;
+                }
+                match ring.replicas(slot_of(hash), r).first() {
+                    Some(id) => per_node.entry(id.node).or_default().push(Lattice::from(e)),
+                    None => return Err(format!("region {} has no replica", ring.regions()[r])),
+                }
+            }
+        }
+        let mut waits = Vec::new();
+        for (node, lattices) in per_node {
+            let call = Call {
+                kind: 9,
+                entries: lattices,
+                ..Default::default()
+            };
+            let (tx, rx) = oneshot::channel::<Answer>();
+            self.request(
+                ShardId { node, index: 0 },
+                call,
+                Some(Box::new(move |a| {
+                    let _ = tx.send(a);
+                })),
+            );
+            waits.push((node, rx));
+        }
+        for (node, rx) in waits {
+            if rx.await.is_err() {
+                return Err(format!("node {node} did not confirm the commit"));
+            }
+        }
+        Ok(())
+    }
+
+    fn request(self: &Arc<Self>, to: ShardId, call: Call, done: Option<Completer>) {
+        let Some(link) = self.link(to.node) else {
+            return; // dropping `done` answers "gone"
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(done) = done {
+            link.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, done);
+        }
+        let frame = Frame::new(Body::Request(wire::Request {
+            id,
+            shard: u32::from(to.index),
+            hlc: self.hlc.peek(),
+            call: call.encode_to_vec().into(),
+        }));
+        if !self.send(to.node, frame, false) {
+            link.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+        }
+    }
+
+    /// Every peer, for INFO replication.
+    pub fn peer_info(&self) -> Vec<PeerInfo> {
+        let ring = self.ring.load();
+        let links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        ring.members()
+            .iter()
+            .filter(|m| m.node != self.settings.node)
+            .map(|m| {
+                let link = links.get(&m.node);
+                PeerInfo {
+                    node: m.node,
+                    region: m.region.clone(),
+                    addr: m.peer,
+                    client: m.client,
+                    connected: link.is_some_and(|l| l.connected.load(Ordering::Relaxed)),
+                    queued: link.map_or(0, |l| LINK_QUEUE - l.tx.capacity()),
+                    dropped: link.map_or(0, |l| l.dropped.load(Ordering::Relaxed)),
+                    stats: peers.get(&m.node).cloned().unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+
+    /// Merge epochs flushed so far (all shards).
+    pub fn epochs(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// Convergence lag percentiles (ms) over lattices received: p50, p99, max.
+    pub fn lag_percentiles(&self) -> (u64, u64, u64) {
+        let h = self.lag.lock().unwrap_or_else(|e| e.into_inner());
+        if h.is_empty() {
+            return (0, 0, 0);
+        }
+        (h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.max())
+    }
+
+    /// Tombstones older than this may be collected: every peer that
+    /// replicates anything with this node has confirmed identical digests
+    /// since (the caller also applies its age limit).
+    pub fn tombstone_horizon(&self) -> u64 {
+        let ring = self.ring.load();
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut h = u64::MAX;
+        for m in ring.members() {
+            if m.node != self.settings.node {
+                h = h.min(peers.get(&m.node).map_or(0, |p| p.synced_ts));
+            }
+        }
+        h
+    }
+
+    /// The cluster's mode for cross-region commits.
+    pub fn replication(&self) -> Replication {
+        self.settings.replication
+    }
+
+    /// Gossip frames dropped (full queues, emulated loss, cut links).
+    pub fn gossip_frames_dropped(&self) -> usize {
+        self.gossip_frames_dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// Placement for a node alone: every key on its own shard for the key's
+/// slot — the same shard it would use in a cluster, so a node can join
+/// one later without moving data between its shards.
+pub struct Standalone {
+    node: NodeId,
+    ring: Ring,
+}
+
+impl Standalone {
+    /// The placement of node `node` with `shards` shards.
+    pub fn new(node: NodeId, shards: u16, vnodes: u32) -> Standalone {
+        Standalone {
+            node,
+            ring: Ring::alone(node, shards, vnodes),
+        }
+    }
+}
+
+impl Placement for Standalone {
+    fn route(&self, hash: u64) -> ShardId {
+        ShardId {
+            node: self.node,
+            index: self.ring.own_shard(slot_of(hash)),
+        }
+    }
+
+    fn send_remote(&self, _to: ShardId, _msg: ShardMsg) {
+        // No other node: dropping the message answers "gone".
+    }
+}
+
+/// The [`Placement`] coordinators use: routes by the ring, forwards
+/// through the service.
+pub struct Router(pub Arc<Cluster>);
+
+impl Placement for Router {
+    fn route(&self, hash: u64) -> ShardId {
+        self.0.route(hash)
+    }
+
+    fn send_remote(&self, to: ShardId, msg: ShardMsg) {
+        self.0.forward(to, msg);
+    }
+
+    fn sync_replicate(
+        &self,
+        keys: Vec<HashedKey>,
+    ) -> Option<oneshot::Receiver<Result<(), String>>> {
+        let c = &self.0;
+        if c.settings.replication != Replication::TwoPc || c.ring.load().regions().len() < 2 {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        let me = c.clone();
+        c.handle.spawn(async move {
+            let r = me.read_and_replicate(keys).await;
+            let _ = tx.send(r);
+        });
+        Some(rx)
+    }
+}
+
+impl Cluster {
+    /// The shard that serves `hash` for this node's clients.
+    pub fn route(&self, hash: u64) -> ShardId {
+        let ring = self.ring.load();
+        let slot = slot_of(hash);
+        let replicas = ring.replicas(slot, ring.own_region());
+        match (self.settings.routing, replicas) {
+            (_, []) => ShardId {
+                node: self.settings.node,
+                index: ring.own_shard(slot),
+            },
+            (Routing::Primary, [first, ..]) => *first,
+            (Routing::Random, all) => all[rand::random::<usize>() % all.len()],
+        }
+    }
+
+    /// Forwards a shard message to another node.
+    pub fn forward(self: &Arc<Self>, to: ShardId, msg: ShardMsg) {
+        if let Some((call, done)) = remote::encode(msg) {
+            self.request(to, call, done);
+        }
+    }
+}
+
+impl Cluster {
+    /// 2pc mode: reads the committed lattices of `keys` from their primary
+    /// replicas here, then pushes them to every other region and waits.
+    async fn read_and_replicate(self: &Arc<Self>, keys: Vec<HashedKey>) -> Result<(), String> {
+        let mut entries = Vec::with_capacity(keys.len());
+        for key in keys {
+            let to = self.route(key.hash);
+            let (reply, rx) = oneshot::channel();
+            let msg = ShardMsg::Read {
+                key: key.clone(),
+                reply,
+            };
+            if to.node == self.settings.node {
+                if let Some(inbox) = self.inboxes.get(usize::from(to.index)) {
+                    let _ = inbox.send(msg);
+                }
+            } else {
+                self.forward(to, msg);
+            }
+            match rx.await {
+                Ok(Ok(state)) if state.version == elsa_lattice::Version::ZERO => {}
+                Ok(Ok(state)) => entries.push(LogEntry {
+                    key: key.key,
+                    state: state.current,
+                    start_ts: state.version.commit_ts,
+                    version: state.version,
+                }),
+                // Held by a newer commit: that one will replicate itself.
+                Ok(Err(_)) => {}
+                Err(_) => return Err("the key's replica is gone".into()),
+            }
+        }
+        self.replicate_sync(entries).await
+    }
+}

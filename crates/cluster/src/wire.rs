@@ -1,0 +1,294 @@
+//! The peer protocol: protobuf messages (prost, derived in code, so no
+//! `protoc` is needed to build) in length-prefixed frames over long-lived
+//! TCP connections.
+//!
+//! One [`Frame`] carries one of: a hello, a shard's gossip for one peer
+//! shard, an anti-entropy step, or a forwarded shard request and its answer.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use prost::Message;
+
+/// Largest frame accepted (anti-entropy batches stay well below it); a
+/// bigger length prefix is a protocol error, never an allocation.
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// A key's lattice on the wire.
+#[derive(Clone, PartialEq, Message)]
+pub struct Lattice {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub key: Bytes,
+    /// Absent for a tombstone.
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    pub value: Option<Bytes>,
+    #[prost(uint64, optional, tag = "3")]
+    pub expire_ms: Option<u64>,
+    #[prost(uint64, tag = "4")]
+    pub start_ts: u64,
+    #[prost(uint64, tag = "5")]
+    pub commit_ts: u64,
+    #[prost(uint32, tag = "6")]
+    pub origin: u32,
+}
+
+/// First frame on a connection: who is calling.
+#[derive(Clone, PartialEq, Message)]
+pub struct Hello {
+    #[prost(uint32, tag = "1")]
+    pub node: u32,
+    #[prost(string, tag = "2")]
+    pub region: String,
+}
+
+/// One merge epoch's lattices from a shard, for one shard of the receiver.
+#[derive(Clone, PartialEq, Message)]
+pub struct Gossip {
+    #[prost(uint32, tag = "1")]
+    pub to_shard: u32,
+    #[prost(uint32, tag = "2")]
+    pub from_shard: u32,
+    /// The sender's HLC when it flushed: every commit of `from_shard`
+    /// before it is in this or an earlier frame (unless one was dropped).
+    #[prost(uint64, tag = "3")]
+    pub flushed_ts: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub lattices: Vec<Lattice>,
+    /// Set when an earlier frame of this stream was dropped (queue full):
+    /// the receiver must not advance its watermark on this one.
+    #[prost(bool, tag = "5")]
+    pub after_gap: bool,
+}
+
+/// The receiver merged a gossip frame durably.
+#[derive(Clone, PartialEq, Message)]
+pub struct GossipAck {
+    #[prost(uint32, tag = "1")]
+    pub from_shard: u32,
+    #[prost(uint64, tag = "2")]
+    pub flushed_ts: u64,
+    #[prost(bool, tag = "3")]
+    pub after_gap: bool,
+}
+
+/// Anti-entropy step 1: XOR digests of 256-bucket groups, over the buckets
+/// both nodes replicate.
+#[derive(Clone, PartialEq, Message)]
+pub struct AeGroups {
+    #[prost(uint64, tag = "1")]
+    pub round: u64,
+    #[prost(uint32, repeated, tag = "2")]
+    pub groups: Vec<u32>,
+    #[prost(uint64, repeated, tag = "3")]
+    pub digests: Vec<u64>,
+}
+
+/// Anti-entropy step 2: the responder's bucket digests inside the groups
+/// that differed (empty = in sync).
+#[derive(Clone, PartialEq, Message)]
+pub struct AeBuckets {
+    #[prost(uint64, tag = "1")]
+    pub round: u64,
+    #[prost(uint32, repeated, tag = "2")]
+    pub buckets: Vec<u32>,
+    #[prost(uint64, repeated, tag = "3")]
+    pub digests: Vec<u64>,
+}
+
+/// Anti-entropy step 3/4: lattices of differing buckets, and (from the
+/// initiator) which buckets it wants the responder's lattices of.
+#[derive(Clone, PartialEq, Message)]
+pub struct AeEntries {
+    #[prost(uint64, tag = "1")]
+    pub round: u64,
+    #[prost(message, repeated, tag = "2")]
+    pub lattices: Vec<Lattice>,
+    #[prost(uint32, repeated, tag = "3")]
+    pub pull: Vec<u32>,
+}
+
+/// A request forwarded to a shard of the receiver (see `remote`).
+#[derive(Clone, PartialEq, Message)]
+pub struct Request {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint32, tag = "2")]
+    pub shard: u32,
+    /// The caller's HLC, so the callee's clock passes it.
+    #[prost(uint64, tag = "3")]
+    pub hlc: u64,
+    /// The encoded call (see `remote::Call`).
+    #[prost(bytes = "bytes", tag = "4")]
+    pub call: Bytes,
+}
+
+/// The answer to a [`Request`].
+#[derive(Clone, PartialEq, Message)]
+pub struct Response {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub hlc: u64,
+    #[prost(bytes = "bytes", tag = "3")]
+    pub answer: Bytes,
+}
+
+/// Ask a node for its replication watermark towards a region.
+#[derive(Clone, PartialEq, Message)]
+pub struct WatermarkQuery {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(string, tag = "2")]
+    pub region: String,
+}
+
+/// Every commit of the answering node below `ts` has reached the region.
+#[derive(Clone, PartialEq, Message)]
+pub struct WatermarkReply {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub ts: u64,
+}
+
+/// Everything that travels between nodes.
+#[derive(Clone, PartialEq, Message)]
+pub struct Frame {
+    #[prost(oneof = "Body", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10")]
+    pub body: Option<Body>,
+}
+
+/// The kinds of frame.
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum Body {
+    #[prost(message, tag = "1")]
+    Hello(Hello),
+    #[prost(message, tag = "2")]
+    Gossip(Gossip),
+    #[prost(message, tag = "3")]
+    GossipAck(GossipAck),
+    #[prost(message, tag = "4")]
+    AeGroups(AeGroups),
+    #[prost(message, tag = "5")]
+    AeBuckets(AeBuckets),
+    #[prost(message, tag = "6")]
+    AeEntries(AeEntries),
+    #[prost(message, tag = "7")]
+    Request(Request),
+    #[prost(message, tag = "8")]
+    Response(Response),
+    #[prost(message, tag = "9")]
+    WatermarkQuery(WatermarkQuery),
+    #[prost(message, tag = "10")]
+    WatermarkReply(WatermarkReply),
+}
+
+impl Frame {
+    /// A frame around `body`.
+    pub fn new(body: Body) -> Frame {
+        Frame { body: Some(body) }
+    }
+
+    /// `[u32 length][protobuf]`, appended to `out`.
+    pub fn encode_to(&self, out: &mut BytesMut) {
+        out.put_u32(self.encoded_len() as u32);
+        // Cannot fail: `out` grows as needed.
+        let _ = self.encode(out);
+    }
+}
+
+/// Why a frame could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame of {0} bytes is over the {MAX_FRAME}-byte limit")]
+    TooBig(usize),
+    #[error("bad frame: {0}")]
+    Decode(#[from] prost::DecodeError),
+}
+
+/// Takes one whole frame off the front of `buf`, if one is there.
+pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooBig(len));
+    }
+    if buf.len() < 4 + len {
+        return Ok(None);
+    }
+    buf.advance(4);
+    let body = buf.split_to(len).freeze();
+    Ok(Some(Frame::decode(body)?))
+}
+
+impl From<&elsa_shard::wal::codec::LogEntry> for Lattice {
+    fn from(e: &elsa_shard::wal::codec::LogEntry) -> Lattice {
+        Lattice {
+            key: e.key.clone(),
+            value: e.state.as_ref().map(|c| c.value.clone()),
+            expire_ms: e.state.as_ref().and_then(|c| c.expire_ms),
+            start_ts: e.start_ts,
+            commit_ts: e.version.commit_ts,
+            origin: e.version.origin,
+        }
+    }
+}
+
+impl From<Lattice> for elsa_shard::wal::codec::LogEntry {
+    fn from(l: Lattice) -> Self {
+        elsa_shard::wal::codec::LogEntry {
+            key: l.key,
+            state: l.value.map(|value| elsa_shard::Current {
+                value,
+                expire_ms: l.expire_ms,
+            }),
+            start_ts: l.start_ts,
+            version: elsa_lattice::Version::new(l.commit_ts, l.origin),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_split_anywhere() {
+        let f = Frame::new(Body::Gossip(Gossip {
+            to_shard: 1,
+            from_shard: 0,
+            flushed_ts: 42,
+            lattices: vec![Lattice {
+                key: Bytes::from("k"),
+                value: None,
+                expire_ms: None,
+                start_ts: 1,
+                commit_ts: 2,
+                origin: 3,
+            }],
+            after_gap: false,
+        }));
+        let mut all = BytesMut::new();
+        f.encode_to(&mut all);
+        f.encode_to(&mut all);
+        let bytes = all.freeze();
+        for cut in 0..bytes.len() {
+            let mut buf = BytesMut::from(&bytes[..cut]);
+            let mut got = Vec::new();
+            while let Some(x) = decode_frame(&mut buf).unwrap() {
+                got.push(x);
+            }
+            buf.extend_from_slice(&bytes[cut..]);
+            while let Some(x) = decode_frame(&mut buf).unwrap() {
+                got.push(x);
+            }
+            assert_eq!(got, vec![f.clone(), f.clone()]);
+        }
+    }
+
+    #[test]
+    fn a_huge_length_is_refused_without_allocating() {
+        let mut buf = BytesMut::from(&[0xff, 0xff, 0xff, 0xff, 0][..]);
+        assert!(matches!(decode_frame(&mut buf), Err(FrameError::TooBig(_))));
+    }
+}
