@@ -1193,6 +1193,10 @@ impl Placement for Router {
         self.0.forward(to, msg);
     }
 
+    fn synchronous(&self) -> bool {
+        self.0.settings.replication == Replication::TwoPc
+    }
+
     fn sync_replicate(
         &self,
         keys: Vec<HashedKey>,

@@ -83,6 +83,10 @@ impl Conn {
                 });
                 self.w().simple("Background saving started");
             }
+            Control::WaitRegion if args.len() <= 4 => self.waitregion(args).await,
+            Control::WaitRegion => self.w().error(&cmd::wrong_arity("waitregion")),
+            Control::ElsaDigest => self.elsa_digest().await,
+            Control::ElsaFault => self.elsa_fault(args),
             Control::Lastsave => {
                 let t = self
                     .shared

@@ -168,11 +168,15 @@ impl Conn {
             );
         }
         if want("gossip") {
+            let peers = sh.cluster.as_ref().map_or(0, |cl| cl.peer_info().len());
             let _ = write!(
                 t,
-                "# Gossip\r\nmerge_epoch_ms:{}\r\nlattices_flushed:{}\r\npeers:0\r\n\r\n",
+                "# Gossip\r\nmerge_epoch_ms:{}\r\nlattices_flushed:{}\r\npeers:{peers}\r\n\r\n",
                 c.merge_epoch_ms, total.gossiped
             );
+        }
+        if want("replication") {
+            self.info_replication(&mut t);
         }
         if want("keyspace") {
             let keys = total.live;

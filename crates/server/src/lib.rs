@@ -7,6 +7,7 @@
 //! - [`cmd`]: the command table and the data commands' parsers.
 //! - `session`: transactions, MULTI/EXEC/WATCH, AUTH, HELLO.
 //! - `admin`, `info`: server and keyspace commands, INFO, CONFIG GET.
+//! - `replication`: INFO replication, WAITREGION, ELSA.DIGEST, ELSA.FAULT.
 //!
 //! Per-key semantics live in `elsa-shard` (`Op`), commit protocols in
 //! `elsa-txn`; this crate only parses, routes and encodes.
@@ -18,6 +19,7 @@ pub mod conn;
 mod info;
 pub mod node;
 pub mod persistence;
+mod replication;
 pub mod resp;
 mod session;
 

@@ -123,6 +123,17 @@ impl Coordinator {
         ops: Vec<KeyOp>,
         watches: Vec<Check>,
     ) -> Result<Vec<OpReply>, TxnError> {
+        let written = self.keys_to_replicate(ops.iter().filter(|k| k.op.is_write()));
+        let replies = self.run_atomic_here(ops, watches).await?;
+        self.replicate(written).await?;
+        Ok(replies)
+    }
+
+    async fn run_atomic_here(
+        &self,
+        ops: Vec<KeyOp>,
+        watches: Vec<Check>,
+    ) -> Result<Vec<OpReply>, TxnError> {
         // Which keys each shard must hold, and how.
         let mut holds: HashMap<ShardId, HashMap<HashedKey, HoldMode>> = HashMap::new();
         for kop in &ops {

@@ -9,8 +9,16 @@ use crate::router::{backoff, Coordinator, ShardId};
 use crate::TxnError;
 
 impl Coordinator {
-    /// Runs lone operations; answers in the order given.
+    /// Runs lone operations; answers in the order given. With synchronous
+    /// cross-region replication, answers once every region has the writes.
     pub async fn run_lone(&self, ops: Vec<KeyOp>) -> Result<Vec<OpReply>, TxnError> {
+        let written = self.keys_to_replicate(ops.iter().filter(|k| k.op.is_write()));
+        let replies = self.run_lone_here(ops).await?;
+        self.replicate(written).await?;
+        Ok(replies)
+    }
+
+    async fn run_lone_here(&self, ops: Vec<KeyOp>) -> Result<Vec<OpReply>, TxnError> {
         let total = ops.len();
         let Some(first) = ops.first().map(|k| self.shard_of(k.hash)) else {
             return Ok(Vec::new());

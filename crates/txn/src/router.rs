@@ -38,6 +38,10 @@ pub trait Placement: Send + Sync {
     /// answered when the answer comes back, or dropped if the node cannot
     /// be reached (the caller sees [`TxnError::ShardGone`]).
     fn send_remote(&self, to: ShardId, msg: ShardMsg);
+    /// True when commits wait for every region (`replication = 2pc`).
+    fn synchronous(&self) -> bool {
+        false
+    }
     /// With synchronous cross-region replication (`replication = 2pc`):
     /// pushes the committed state of `keys` to every other region and
     /// answers once all have it. `None` when commits do not wait.
@@ -172,6 +176,43 @@ impl Coordinator {
     /// The shard serving a key hash.
     pub fn shard_of(&self, hash: u64) -> ShardId {
         self.node.placement.route(hash)
+    }
+
+    /// The keys of `written` when commits must reach every region before
+    /// they are answered (`replication = 2pc`); `None` otherwise, at the
+    /// cost of one check.
+    pub fn keys_to_replicate<'a>(
+        &self,
+        written: impl Iterator<Item = &'a elsa_shard::KeyOp>,
+    ) -> Option<Vec<HashedKey>> {
+        if !self.node.placement.synchronous() {
+            return None;
+        }
+        Some(
+            written
+                .map(|k| HashedKey {
+                    key: k.key.clone(),
+                    hash: k.hash,
+                })
+                .collect(),
+        )
+    }
+
+    /// Waits until every other region has the committed state of `keys`.
+    pub async fn replicate(&self, keys: Option<Vec<HashedKey>>) -> Result<(), TxnError> {
+        let Some(keys) = keys.filter(|k| !k.is_empty()) else {
+            return Ok(());
+        };
+        match self.node.placement.sync_replicate(keys) {
+            None => Ok(()),
+            Some(rx) => match rx.await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(TxnError::Unavailable(format!(
+                    "ERR committed here but not confirmed by every region: {e}"
+                ))),
+                Err(_) => Err(TxnError::ShardGone),
+            },
+        }
     }
 
     /// Sends `make(reply)` to `shard` and awaits the answer. The thread's own

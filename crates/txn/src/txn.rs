@@ -176,6 +176,23 @@ impl Txn {
     /// Commits: validates per the isolation level and installs all writes
     /// atomically; answers the commit timestamp.
     pub async fn commit(self, coord: &Coordinator) -> Result<Ts, TxnError> {
+        let written = coord.keys_to_replicate(
+            self.writes
+                .iter()
+                .map(|(key, (hash, _))| KeyOp {
+                    key: key.clone(),
+                    hash: *hash,
+                    op: Op::Del,
+                })
+                .collect::<Vec<_>>()
+                .iter(),
+        );
+        let ts = self.commit_here(coord).await?;
+        coord.replicate(written).await?;
+        Ok(ts)
+    }
+
+    async fn commit_here(self, coord: &Coordinator) -> Result<Ts, TxnError> {
         let validate_reads = self.isolation != Isolation::ReadCommitted;
         if self.writes.is_empty() && (!validate_reads || self.reads.is_empty()) {
             return Ok(coord.node.hlc.now());

@@ -73,6 +73,9 @@ pub enum Control {
     Save,
     Bgsave,
     Lastsave,
+    WaitRegion,
+    ElsaDigest,
+    ElsaFault,
 }
 
 /// What kind of command a name is.
@@ -260,6 +263,10 @@ pub static COMMANDS: &[Spec] = &[
     spec!("save", 1, N, 0, 0, 0, Ctl(C::Save)),
     spec!("bgsave", -1, N, 0, 0, 0, Ctl(C::Bgsave)),
     spec!("lastsave", 1, A, 0, 0, 0, Ctl(C::Lastsave)),
+    // regions
+    spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
+    spec!("elsa.digest", 1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
+    spec!("elsa.fault", 2, N, 0, 0, 0, Ctl(C::ElsaFault)),
     // transactions
     spec!("begin", -1, A, 0, 0, 0, Ctl(C::Begin)),
     spec!("commit", 1, A, 0, 0, 0, Ctl(C::Commit)),

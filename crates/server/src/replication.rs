@@ -1,0 +1,168 @@
+//! Region commands: `INFO replication`, `WAITREGION` (is my commit visible
+//! in region R yet?), `ELSA.DIGEST` (this node's data, for comparing
+//! replicas) and `ELSA.FAULT` (test-only: cut this node off from the other
+//! regions, and heal it).
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use elsa_shard::ShardMsg;
+
+use crate::cmd::{int_arg, is};
+use crate::conn::Conn;
+
+impl Conn {
+    /// The `# Replication` section of INFO.
+    pub(crate) fn info_replication(&self, t: &mut String) {
+        let c = &self.shared.config;
+        let _ = write!(t, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
+        let Some(cl) = &self.shared.cluster else {
+            let _ = write!(
+                t,
+                "cluster_enabled:0\r\nregion:{}\r\n\r\n",
+                c.cluster.region
+            );
+            return;
+        };
+        let ring = cl.ring();
+        let (p50, p99, max) = cl.lag_percentiles();
+        let _ = write!(
+            t,
+            "cluster_enabled:1\r\nregion:{}\r\nregions:{}\r\nmembers:{}\r\nreplication:{:?}\r\nrouting:{:?}\r\nreplication_factor:{}\r\nvnodes:{}\r\nmerge_epoch_ms:{}\r\nepochs_flushed:{}\r\ngossip_frames_dropped:{}\r\nconvergence_lag_p50_ms:{p50}\r\nconvergence_lag_p99_ms:{p99}\r\nconvergence_lag_max_ms:{max}\r\nfault_isolated:{}\r\n",
+            c.cluster.region,
+            ring.regions().join(","),
+            ring.members().len(),
+            cl.replication(),
+            c.cluster.routing,
+            c.cluster.replication_factor,
+            c.cluster.vnodes,
+            c.merge_epoch_ms,
+            cl.epochs(),
+            cl.gossip_frames_dropped(),
+            cl.isolated() as u8,
+        );
+        let now = elsa_shard::unix_ms();
+        for (i, p) in cl.peer_info().iter().enumerate() {
+            let ae_ago = if p.stats.last_ae_unix_ms == 0 {
+                -1
+            } else {
+                now.saturating_sub(p.stats.last_ae_unix_ms) as i64
+            };
+            let _ = write!(
+                t,
+                "peer{i}:node={},region={},addr={},client={},state={},lag_ms={},received={},queued={},dropped={},ae_last_ms_ago={ae_ago},ae_last_differing_buckets={},ae_shipped={}\r\n",
+                p.node,
+                p.region,
+                p.addr,
+                p.client,
+                if p.connected { "up" } else { "down" },
+                p.stats.lag_ms,
+                p.stats.received,
+                p.queued,
+                p.dropped,
+                p.stats.last_ae_buckets,
+                p.stats.ae_shipped,
+            );
+        }
+        for r in ring.regions() {
+            let wm = cl.watermark(r);
+            let behind = if wm == u64::MAX || wm == 0 {
+                -1
+            } else {
+                now.saturating_sub(wm >> 16) as i64
+            };
+            let _ = write!(t, "watermark_ms_behind_{r}:{behind}\r\n");
+        }
+        t.push_str("\r\n");
+    }
+
+    /// `WAITREGION region timeout-ms [commit-ts]`: 1 once every commit this
+    /// client made (or the given one) is merged in every node of `region`
+    /// that replicates it, 0 if the timeout passed first.
+    pub(crate) async fn waitregion(&mut self, args: &[Bytes]) {
+        let Some(cl) = self.shared.cluster.clone() else {
+            // Alone: a commit is visible in this (the only) region at once.
+            return self.w().int(1);
+        };
+        let region = String::from_utf8_lossy(&args[1]).to_string();
+        if !cl.ring().regions().contains(&region) {
+            return self.w().error(&format!("ERR unknown region '{region}'"));
+        }
+        let timeout = match int_arg(&args[2]) {
+            Ok(ms) if ms >= 0 => Duration::from_millis(ms as u64),
+            Ok(_) => return self.w().error("ERR timeout is negative"),
+            Err(e) => return self.w().error(&e.0),
+        };
+        let ts = match args.get(3) {
+            Some(a) => match int_arg(a) {
+                Ok(ts) if ts >= 0 => ts as u64,
+                _ => {
+                    return self
+                        .w()
+                        .error("ERR commit timestamp must be a positive integer")
+                }
+            },
+            // Everything this connection saw acknowledged happened before
+            // now: the clock has passed every commit it was answered.
+            None => self.coord.node.hlc.peek(),
+        };
+        let deadline = Instant::now() + timeout;
+        let step = Duration::from_millis(self.shared.config.merge_epoch_ms.max(10) / 2);
+        loop {
+            if cl.region_watermark(&region).await >= ts {
+                return self.w().int(1);
+            }
+            if Instant::now() >= deadline {
+                return self.w().int(0);
+            }
+            tokio::time::sleep(step.min(deadline - Instant::now())).await;
+        }
+    }
+
+    /// `ELSA.DIGEST`: XOR of every lattice fingerprint this node holds
+    /// (tombstones included) and its record count — equal on two nodes
+    /// exactly when they hold the same keys at the same versions.
+    pub(crate) async fn elsa_digest(&mut self) {
+        let mut xor = 0u64;
+        for i in 0..self.coord.node.shards() {
+            match self
+                .coord
+                .ask(self.coord.node.local(i), ShardMsg::Digests)
+                .await
+            {
+                Ok(d) => xor ^= d.iter().fold(0, |a, b| a ^ b),
+                Err(e) => return self.w().error(&e.to_string()),
+            }
+        }
+        let stats = match self.shard_stats().await {
+            Ok(s) => s,
+            Err(e) => return self.w().error(&e.to_string()),
+        };
+        let records: usize = stats.iter().map(|s| s.records).sum();
+        let mut w = self.w();
+        w.array(2);
+        w.bulk(format!("{xor:016x}").as_bytes());
+        w.int(records as i64);
+    }
+
+    /// `ELSA.FAULT ISOLATE|HEAL` (needs `fault-injection = true`).
+    pub(crate) fn elsa_fault(&mut self, args: &[Bytes]) {
+        let Some(cl) = self.shared.cluster.clone() else {
+            return self.w().error("ERR this node has no peers");
+        };
+        if !self.shared.config.cluster.fault_injection {
+            return self
+                .w()
+                .error("ERR fault injection is off (start the node with --fault-injection true)");
+        }
+        if is(&args[1], "isolate") {
+            cl.set_isolated(true);
+        } else if is(&args[1], "heal") {
+            cl.set_isolated(false);
+        } else {
+            return self.w().error("ERR ELSA.FAULT takes ISOLATE or HEAL");
+        }
+        self.w().simple("OK");
+    }
+}
