@@ -1,4 +1,7 @@
-//! `elsa`: the one binary — `elsa server` runs a node, `elsa cli` talks to one.
+//! `elsa`: the one binary — `elsa server` runs a node, `elsa cli` talks to one,
+//! `elsa cluster` runs several on this machine.
+
+mod cluster;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +29,8 @@ enum Command {
     Cli(elsa_cli::CliArgs),
     /// Benchmark Elsa, Redis or PostgreSQL: YCSB A–F, YCSB-T, batch, commit.
     Bench(elsa_bench::BenchArgs),
+    /// Run a local multi-region cluster of servers: up, status, down.
+    Cluster(cluster::ClusterArgs),
 }
 
 fn main() {
@@ -49,6 +54,7 @@ fn main() {
         }
         Command::Cli(args) => elsa_cli::run(args),
         Command::Bench(args) => elsa_bench::run(args),
+        Command::Cluster(args) => cluster::run(args),
     };
     std::process::exit(code);
 }

@@ -1,0 +1,377 @@
+//! `elsa cluster` from the outside: argument errors, and a live two-region
+//! cluster brought up, checked with raw RESP PINGs and `status`, and brought
+//! down, with every node's PID gone afterwards. A guard runs `cluster down`
+//! (then SIGKILLs any recorded PID still alive) even when a test fails.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn elsa(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_elsa"))
+        .args(args)
+        .output()
+        .expect("run elsa")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A fresh directory under the system temp dir, unique to this test.
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("elsa-cluster-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn port_free(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok() && UdpSocket::bind(("127.0.0.1", port)).is_ok()
+}
+
+/// A base port whose first `nodes` client ports and peer ports (base+1000+i)
+/// are all free right now. Bases are drawn below the Linux ephemeral range
+/// (32768+), so other tests' outgoing connections don't take them.
+fn free_base_port(nodes: u16) -> u16 {
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    for _ in 0..200 {
+        let base: u16 = rng.gen_range(20_000..30_000);
+        if (0..nodes).all(|i| port_free(base + i) && port_free(base + 1000 + i)) {
+            return base;
+        }
+    }
+    panic!("no free port range found");
+}
+
+/// The `pid = N` entries of a cluster file.
+fn recorded_pids(dir: &Path) -> Vec<u32> {
+    let Ok(file) = std::fs::read_to_string(dir.join("cluster.toml")) else {
+        return Vec::new();
+    };
+    file.lines()
+        .filter_map(|l| l.strip_prefix("pid = "))
+        .map(|p| p.trim().parse().expect("pid"))
+        .collect()
+}
+
+/// Alive and not a zombie (stopped nodes are reparented to an init that
+/// may never reap them).
+fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z' | 'X'))
+        }
+        Err(_) => false,
+    }
+}
+
+/// Stops the cluster in `dir` when dropped: `cluster down`, then SIGKILL
+/// for any PID it learned of that still runs, then removes the directory.
+struct ClusterGuard {
+    dir: PathBuf,
+    pids: Vec<u32>,
+}
+
+impl ClusterGuard {
+    fn remember_pids(&mut self) {
+        for p in recorded_pids(&self.dir) {
+            if !self.pids.contains(&p) {
+                self.pids.push(p);
+            }
+        }
+    }
+}
+
+impl Drop for ClusterGuard {
+    fn drop(&mut self) {
+        self.remember_pids();
+        let _ = elsa(&["cluster", "down", "--dir", &self.dir.to_string_lossy()]);
+        for &p in &self.pids {
+            if p > 1 && pid_alive(p) {
+                let _ = Command::new("kill").args(["-9", &p.to_string()]).status();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A raw RESP `PING`; the first reply line.
+fn raw_ping(port: u16) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 64];
+    while !reply.ends_with(b"\r\n") {
+        let n = s.read(&mut buf).expect("read reply");
+        assert!(n > 0, "connection closed");
+        reply.extend_from_slice(&buf[..n]);
+    }
+    text(&reply).trim_end().to_string()
+}
+
+fn assert_fails(args: &[&str], needle: &str) {
+    let out = elsa(args);
+    assert!(!out.status.success(), "{args:?} should fail");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr {err:?} lacks {needle:?}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_refused_clearly() {
+    let dir = temp_dir("bad-args");
+    let d = dir.to_string_lossy().into_owned();
+    let run = |extra: &[&str], needle: &str| {
+        let mut args = vec!["cluster", "up", "--dir", &d];
+        args.extend_from_slice(extra);
+        assert_fails(&args, needle);
+    };
+    let one = ["--regions", "1", "--nodes-per-region", "1"];
+    run(
+        &["--regions", "0", "--nodes-per-region", "1"],
+        "--regions must be at least 1",
+    );
+    run(
+        &["--regions", "1", "--nodes-per-region", "0"],
+        "--nodes-per-region must be at least 1",
+    );
+    run(
+        &[
+            "--regions",
+            "2",
+            "--nodes-per-region",
+            "1",
+            "--base-port",
+            "65000",
+        ],
+        "too high",
+    );
+    run(&["--regions", "40", "--nodes-per-region", "40"], "too many");
+    run(&[&one[..], &["--base-port", "0"]].concat(), "--base-port");
+    run(&[&one[..], &["--rtt", "fast"]].concat(), "--rtt");
+    run(&[&one[..], &["--loss", "150%"]].concat(), "--loss");
+    run(
+        &[&one[..], &["--replication", "paxos"]].concat(),
+        "--replication",
+    );
+    assert_fails(&["cluster", "down", "--dir", &d], "no cluster in");
+    assert_fails(&["cluster", "status", "--dir", &d], "no cluster in");
+    // Nothing was started for any of these.
+    assert!(!dir.join("cluster.toml").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_node_that_fails_to_start_stops_the_rest() {
+    let dir = temp_dir("fail");
+    let _guard = ClusterGuard {
+        dir: dir.clone(),
+        pids: Vec::new(),
+    };
+    let base = free_base_port(2);
+    // The server refuses a merge epoch below 10 ms and exits at once.
+    let out = elsa(&[
+        "cluster",
+        "up",
+        "--regions",
+        "2",
+        "--nodes-per-region",
+        "1",
+        "--base-port",
+        &base.to_string(),
+        "--dir",
+        &dir.to_string_lossy(),
+        "--merge-epoch-ms",
+        "5",
+    ]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("exited during startup"), "{err}");
+    assert!(
+        err.contains("merge-epoch-ms"),
+        "the log tail is shown: {err}"
+    );
+    assert!(!dir.join("cluster.toml").exists());
+    // Neither node is left behind.
+    for port in [base, base + 1] {
+        assert!(
+            TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "port {port} still served"
+        );
+    }
+}
+
+#[test]
+fn up_status_down() {
+    let dir = temp_dir("live");
+    let d = dir.to_string_lossy().into_owned();
+    let mut guard = ClusterGuard {
+        dir: dir.clone(),
+        pids: Vec::new(),
+    };
+    let base = free_base_port(2);
+    let out = elsa(&[
+        "cluster",
+        "up",
+        "--regions",
+        "2",
+        "--nodes-per-region",
+        "1",
+        "--base-port",
+        &base.to_string(),
+        "--dir",
+        &d,
+        "--rtt",
+        "20ms",
+        "--loss",
+        "0.5",
+        "--workers",
+        "1",
+    ]);
+    guard.remember_pids();
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "up failed: {stdout}{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("region r1: 127.0.0.1:{base}\n")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("region r2: 127.0.0.1:{}\n", base + 1)),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("stop with: elsa cluster down --dir {d}")),
+        "{stdout}"
+    );
+
+    let pids = recorded_pids(&dir);
+    assert_eq!(pids.len(), 2, "two nodes recorded");
+    assert!(pids.iter().all(|&p| pid_alive(p)));
+    let file = std::fs::read_to_string(dir.join("cluster.toml")).unwrap();
+    for want in [
+        format!("client-port = {base}"),
+        format!("peer-port = {}", base + 1000),
+        format!("peer-port = {}", base + 1001),
+        "region = \"r2\"".to_string(),
+        "id = 2".to_string(),
+        "r2-1/data".to_string(),
+    ] {
+        assert!(file.contains(&want), "cluster file lacks {want:?}:\n{file}");
+    }
+
+    // Both client ports answer a raw RESP PING.
+    assert_eq!(raw_ping(base), "+PONG");
+    assert_eq!(raw_ping(base + 1), "+PONG");
+
+    // Each node was given the cluster flags.
+    let log = std::fs::read_to_string(dir.join("r2-1/elsa.log")).unwrap();
+    assert!(!log.contains('\u{1b}'), "no terminal colours in the log");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pids[1])).unwrap();
+    let cmdline = text(&cmdline).replace('\0', " ");
+    for want in [
+        "server --node-id 2 ".to_string(),
+        "--region r2".to_string(),
+        format!("--seeds 127.0.0.1:{}", base + 1000),
+        "--wan-delay-ms 10".to_string(),
+        "--wan-loss 0.5".to_string(),
+        "--fault-injection true".to_string(),
+        "--workers 1".to_string(),
+    ] {
+        assert!(cmdline.contains(&want), "{cmdline:?} lacks {want:?}");
+    }
+
+    let st = elsa(&["cluster", "status", "--dir", &d]);
+    let st_out = text(&st.stdout);
+    assert!(st.status.success(), "status: {st_out}{}", text(&st.stderr));
+    assert_eq!(st_out.matches(" alive ").count(), 2, "{st_out}");
+    assert_eq!(st_out.matches("PONG").count(), 2, "{st_out}");
+    assert!(st_out.contains("2/2 nodes up"), "{st_out}");
+
+    // A second `up` on a running cluster is refused and starts nothing.
+    assert_fails(
+        &[
+            "cluster",
+            "up",
+            "--regions",
+            "1",
+            "--nodes-per-region",
+            "1",
+            "--base-port",
+            &free_base_port(1).to_string(),
+            "--dir",
+            &d,
+        ],
+        "already running",
+    );
+    assert_eq!(recorded_pids(&dir), pids);
+
+    let down = elsa(&["cluster", "down", "--dir", &d]);
+    assert!(
+        down.status.success(),
+        "down: {}{}",
+        text(&down.stdout),
+        text(&down.stderr)
+    );
+    for &p in &pids {
+        assert!(!pid_alive(p), "pid {p} still running after down");
+    }
+    assert!(!dir.join("cluster.toml").exists());
+    assert!(dir.join("r1-1/data").is_dir(), "data kept without --purge");
+    assert!(TcpStream::connect(("127.0.0.1", base)).is_err());
+
+    // `status` now has nothing to report on.
+    assert!(!elsa(&["cluster", "status", "--dir", &d]).status.success());
+
+    // Up again on the kept data; one node dies behind our back: `status`
+    // says so and fails, `down --purge` stops the other and removes it all.
+    let again = elsa(&[
+        "cluster",
+        "up",
+        "--regions",
+        "2",
+        "--nodes-per-region",
+        "1",
+        "--base-port",
+        &base.to_string(),
+        "--dir",
+        &d,
+    ]);
+    guard.remember_pids();
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    let pids = recorded_pids(&dir);
+    assert_eq!(pids.len(), 2);
+    Command::new("kill")
+        .args(["-9", &pids[0].to_string()])
+        .status()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while pid_alive(pids[0]) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = elsa(&["cluster", "status", "--dir", &d]);
+    let st_out = text(&st.stdout);
+    assert!(!st.status.success(), "{st_out}");
+    assert!(
+        st_out.contains(" dead ") && st_out.contains("1/2 nodes up"),
+        "{st_out}"
+    );
+    let down = elsa(&["cluster", "down", "--dir", &d, "--purge"]);
+    let down_out = text(&down.stdout);
+    assert!(down.status.success(), "{down_out}{}", text(&down.stderr));
+    assert!(down_out.contains("1 were not running"), "{down_out}");
+    assert!(pids.iter().all(|&p| !pid_alive(p)));
+    assert!(!dir.exists(), "--purge removes the cluster dir");
+}
