@@ -38,6 +38,8 @@ use crate::wire::{self, Body, Frame, Lattice};
 
 /// Frames a link holds for a peer before it starts dropping gossip.
 const LINK_QUEUE: usize = 4096;
+/// How long a forwarded request may wait for its answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most lattices in one anti-entropy batch; the rest follow next round.
 const AE_BATCH: usize = 20_000;
 
@@ -52,11 +54,98 @@ struct Link {
     node: NodeId,
     addr: SocketAddr,
     region: String,
-    tx: mpsc::Sender<Out>,
-    pending: Mutex<HashMap<u64, Completer>>,
+    /// Unbounded so requests keep their order and are never dropped (a
+    /// client waits for each; their number is bounded by the clients).
+    /// Gossip and anti-entropy frames are dropped instead once `queued`
+    /// reaches [`LINK_QUEUE`].
+    tx: mpsc::UnboundedSender<Out>,
+    queued: AtomicUsize,
+    /// Answers awaited, with when they were asked.
+    pending: Mutex<HashMap<u64, (Instant, Completer)>>,
     connected: AtomicBool,
     dropped: AtomicU64,
     closed: AtomicBool,
+}
+
+/// One shard's gossip stream to one peer, for watermarks: every commit of
+/// the shard up to `through` is merged at the peer. Frames are cumulative
+/// by flush time, so `through` is the flush time of the last frame such
+/// that it and every earlier frame were acknowledged. A frame lost on the
+/// way is never acknowledged, so the watermark stops there until an
+/// anti-entropy round finds the pair in sync.
+#[derive(Default)]
+struct Stream {
+    through: u64,
+    /// Frames sent (flush time, acknowledged yet), oldest first.
+    outstanding: std::collections::VecDeque<(u64, bool)>,
+    /// Newest frame sent while `outstanding` was full (0 = none): until an
+    /// anti-entropy round after it, the watermark cannot move.
+    unrecorded: u64,
+}
+
+/// Unacknowledged frames remembered per stream; a dead peer's stream
+/// stops growing there (its watermark cannot move until anti-entropy).
+const MAX_OUTSTANDING: usize = 4096;
+
+impl Stream {
+    fn sent(&mut self, flushed_ts: u64) {
+        if self.outstanding.len() < MAX_OUTSTANDING {
+            self.outstanding.push_back((flushed_ts, false));
+        } else {
+            self.unrecorded = flushed_ts;
+        }
+    }
+
+    fn acked(&mut self, flushed_ts: u64) {
+        if let Some(f) = self.outstanding.iter_mut().find(|f| f.0 == flushed_ts) {
+            f.1 = true;
+        }
+        while let Some(&(ts, true)) = self.outstanding.front() {
+            if self.unrecorded == 0 {
+                self.through = self.through.max(ts);
+            }
+            self.outstanding.pop_front();
+        }
+    }
+
+    /// An anti-entropy round started at `ts` found the pair in sync.
+    fn synced(&mut self, ts: u64) {
+        self.through = self.through.max(ts);
+        if self.unrecorded <= ts {
+            self.unrecorded = 0;
+        }
+        while self.outstanding.front().is_some_and(|f| f.0 <= ts) {
+            self.outstanding.pop_front();
+        }
+        self.acked(0); // pops what is acknowledged behind them
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::Stream;
+
+    #[test]
+    fn the_watermark_stops_at_a_lost_frame_until_a_clean_round() {
+        let mut s = Stream::default();
+        for ts in [10, 20, 30] {
+            s.sent(ts);
+        }
+        s.acked(10);
+        s.acked(30); // 20 was lost
+        assert_eq!(s.through, 10);
+        s.sent(40);
+        s.acked(40);
+        assert_eq!(s.through, 10, "later acks do not jump the gap");
+        s.synced(35);
+        assert_eq!(
+            s.through, 40,
+            "a clean round covers 20; 30 and 40 were acked"
+        );
+        s.sent(50);
+        s.acked(50);
+        assert_eq!(s.through, 50);
+    }
 }
 
 /// What this node knows about one peer, for INFO replication.
@@ -113,8 +202,9 @@ pub struct Cluster {
     handle: tokio::runtime::Handle,
     next_id: AtomicU64,
     isolated: AtomicBool,
-    /// (local shard, peer) → (flushed_ts acked, a gap since the last clean round).
-    acked: Mutex<HashMap<(u16, NodeId), (u64, bool)>>,
+    /// (local shard, peer) → what that peer has confirmed of the shard's
+    /// gossip stream.
+    acked: Mutex<HashMap<(u16, NodeId), Stream>>,
     peers: Mutex<HashMap<NodeId, PeerStats>>,
     rounds: Mutex<HashMap<u64, Round>>,
     waits: Mutex<HashMap<u64, oneshot::Sender<u64>>>,
@@ -187,6 +277,7 @@ impl Cluster {
                     };
                     tokio::spawn(c.clone().accept_loop(listener));
                     tokio::spawn(c.clone().anti_entropy_loop());
+                    tokio::spawn(c.clone().expire_requests());
                     crate::membership::run(c).await;
                 })
             })?;
@@ -271,12 +362,13 @@ impl Cluster {
         }
         let ring = self.ring.load();
         let m = ring.member(node)?;
-        let (tx, rx) = mpsc::channel(LINK_QUEUE);
+        let (tx, rx) = mpsc::unbounded_channel();
         let link = Arc::new(Link {
             node,
             addr: m.peer,
             region: m.region.clone(),
             tx,
+            queued: AtomicUsize::new(0),
             pending: Mutex::new(HashMap::new()),
             connected: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
@@ -304,26 +396,21 @@ impl Cluster {
             link.dropped.fetch_add(1, Ordering::Relaxed);
             return false;
         }
+        if lossy && link.queued.load(Ordering::Relaxed) >= LINK_QUEUE {
+            // A slow or dead peer: drop, anti-entropy will repair.
+            link.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
         let out = Out {
             frame,
             at: Instant::now(),
         };
-        match link.tx.try_send(out) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(out)) if !lossy => {
-                // Requests are never dropped for a full queue: a client is
-                // waiting. They wait for room on the peer thread instead.
-                let link = link.clone();
-                self.handle.spawn(async move {
-                    let _ = link.tx.send(out).await;
-                });
-                true
-            }
-            Err(_) => {
-                link.dropped.fetch_add(1, Ordering::Relaxed);
-                false
-            }
+        link.queued.fetch_add(1, Ordering::Relaxed);
+        if link.tx.send(out).is_err() {
+            link.queued.fetch_sub(1, Ordering::Relaxed);
+            return false;
         }
+        true
     }
 
     fn delay_for(&self, region: &str) -> Duration {
@@ -334,7 +421,7 @@ impl Cluster {
         }
     }
 
-    async fn run_link(self: Arc<Self>, link: Arc<Link>, mut rx: mpsc::Receiver<Out>) {
+    async fn run_link(self: Arc<Self>, link: Arc<Link>, mut rx: mpsc::UnboundedReceiver<Out>) {
         let mut backoff = Duration::from_millis(50);
         while !link.closed.load(Ordering::Relaxed) {
             if !self.cut(&link.region) {
@@ -350,16 +437,20 @@ impl Cluster {
                 }
             }
             // Whatever was waiting fails now: callers see the shard as
-            // gone, gossip is left to anti-entropy.
+            // gone, gossip is left to anti-entropy. The queue first: a
+            // request queued after this drain keeps its answer slot and is
+            // sent on the next connection.
+            while rx.try_recv().is_ok() {
+                link.queued.fetch_sub(1, Ordering::Relaxed);
+            }
             let pending: Vec<Completer> = link
                 .pending
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .drain()
-                .map(|(_, c)| c)
+                .map(|(_, (_, c))| c)
                 .collect();
             drop(pending);
-            while rx.try_recv().is_ok() {}
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(1));
         }
@@ -369,7 +460,7 @@ impl Cluster {
         self: &Arc<Self>,
         link: &Link,
         stream: TcpStream,
-        rx: &mut mpsc::Receiver<Out>,
+        rx: &mut mpsc::UnboundedReceiver<Out>,
     ) {
         let (mut rd, mut wr) = stream.into_split();
         let hello = Frame::new(Body::Hello(wire::Hello {
@@ -385,6 +476,7 @@ impl Cluster {
         let writer = async {
             let mut buf = BytesMut::new();
             while let Some(out) = rx.recv().await {
+                link.queued.fetch_sub(1, Ordering::Relaxed);
                 if !delay.is_zero() {
                     tokio::time::sleep_until((out.at + delay).into()).await;
                 }
@@ -392,20 +484,16 @@ impl Cluster {
                 out.frame.encode_to(&mut buf);
                 // Batch whatever else is already due.
                 while buf.len() < 1 << 20 {
-                    match rx.try_recv() {
-                        Ok(o) if delay.is_zero() || o.at + delay <= Instant::now() => {
-                            o.frame.encode_to(&mut buf)
+                    let Ok(o) = rx.try_recv() else { break };
+                    link.queued.fetch_sub(1, Ordering::Relaxed);
+                    if !delay.is_zero() && o.at + delay > Instant::now() {
+                        if wr.write_all(&buf).await.is_err() {
+                            return;
                         }
-                        Ok(o) => {
-                            if wr.write_all(&buf).await.is_err() {
-                                return;
-                            }
-                            buf.clear();
-                            tokio::time::sleep_until((o.at + delay).into()).await;
-                            o.frame.encode_to(&mut buf);
-                        }
-                        Err(_) => break,
+                        buf.clear();
+                        tokio::time::sleep_until((o.at + delay).into()).await;
                     }
+                    o.frame.encode_to(&mut buf);
                 }
                 if self.cut(&link.region) || wr.write_all(&buf).await.is_err() {
                     return;
@@ -452,21 +540,16 @@ impl Cluster {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&r.id);
-                if let (Some(done), Ok(answer)) = (done, Answer::decode(r.answer)) {
+                if let (Some((_, done)), Ok(answer)) = (done, Answer::decode(r.answer)) {
                     done(answer);
                 }
             }
             Body::GossipAck(a) => {
                 let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
-                let e = acked
+                acked
                     .entry((a.from_shard as u16, link.node))
-                    .or_insert((0, false));
-                if a.after_gap {
-                    e.1 = true;
-                }
-                if !e.1 {
-                    e.0 = e.0.max(a.flushed_ts);
-                }
+                    .or_default()
+                    .acked(a.flushed_ts);
             }
             Body::AeBuckets(b) => self.ae_compare(link.node, b),
             Body::AeEntries(e) => {
@@ -806,6 +889,44 @@ impl Cluster {
         out
     }
 
+    /// A peer that stopped answering (paused, overloaded) must not hold a
+    /// client forever: requests older than [`REQUEST_TIMEOUT`] fail as if
+    /// the shard were gone.
+    async fn expire_requests(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let links: Vec<Arc<Link>> = self
+                .links
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .cloned()
+                .collect();
+            for link in links {
+                let expired: Vec<Completer> = {
+                    let mut pending = link.pending.lock().unwrap_or_else(|e| e.into_inner());
+                    let old: Vec<u64> = pending
+                        .iter()
+                        .filter(|(_, (at, _))| at.elapsed() > REQUEST_TIMEOUT)
+                        .map(|(id, _)| *id)
+                        .collect();
+                    old.iter()
+                        .filter_map(|id| pending.remove(id).map(|(_, c)| c))
+                        .collect()
+                };
+                if !expired.is_empty() {
+                    tracing::warn!(
+                        "peer {}: {} requests unanswered for {:?}; failed",
+                        link.node,
+                        expired.len(),
+                        REQUEST_TIMEOUT
+                    );
+                }
+            }
+        }
+    }
+
     async fn anti_entropy_loop(self: Arc<Self>) {
         let mut tick = tokio::time::interval(self.settings.anti_entropy);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -890,9 +1011,7 @@ impl Cluster {
             // is there, whatever gossip frames were lost.
             let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
             for s in 0..self.settings.shards {
-                let e = acked.entry((s, peer)).or_insert((0, false));
-                e.0 = e.0.max(started);
-                e.1 = false;
+                acked.entry((s, peer)).or_default().synced(started);
             }
             return;
         }
@@ -940,21 +1059,23 @@ impl Cluster {
             }
         }
         for (node, lattices) in per_node {
-            let gap = {
-                let acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
-                acked.get(&(shard as u16, node)).is_some_and(|a| a.1)
-            };
             let frame = Frame::new(Body::Gossip(wire::Gossip {
                 to_shard: 0,
                 from_shard: shard as u32,
                 flushed_ts,
                 lattices,
-                after_gap: gap,
+                after_gap: false,
             }));
+            // Recorded whether or not it leaves: a dropped frame is never
+            // acknowledged, which is what holds the watermark back.
+            self.acked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry((shard as u16, node))
+                .or_default()
+                .sent(flushed_ts);
             if !self.send(node, frame, true) {
                 self.gossip_frames_dropped.fetch_add(1, Ordering::Relaxed);
-                let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
-                acked.entry((shard as u16, node)).or_insert((0, false)).1 = true;
             }
         }
     }
@@ -981,7 +1102,7 @@ impl Cluster {
         let mut wm = u64::MAX;
         for s in 0..self.settings.shards {
             for p in &peers {
-                wm = wm.min(acked.get(&(s, *p)).map_or(0, |a| a.0));
+                wm = wm.min(acked.get(&(s, *p)).map_or(0, |a| a.through));
             }
         }
         wm
@@ -1069,7 +1190,7 @@ impl Cluster {
             link.pending
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(id, done);
+                .insert(id, (Instant::now(), done));
         }
         let frame = Frame::new(Body::Request(wire::Request {
             id,
@@ -1101,7 +1222,7 @@ impl Cluster {
                     addr: m.peer,
                     client: m.client,
                     connected: link.is_some_and(|l| l.connected.load(Ordering::Relaxed)),
-                    queued: link.map_or(0, |l| LINK_QUEUE - l.tx.capacity()),
+                    queued: link.map_or(0, |l| l.queued.load(Ordering::Relaxed)),
                     dropped: link.map_or(0, |l| l.dropped.load(Ordering::Relaxed)),
                     stats: peers.get(&m.node).cloned().unwrap_or_default(),
                 }

@@ -52,8 +52,8 @@ pub struct Gossip {
     pub flushed_ts: u64,
     #[prost(message, repeated, tag = "4")]
     pub lattices: Vec<Lattice>,
-    /// Set when an earlier frame of this stream was dropped (queue full):
-    /// the receiver must not advance its watermark on this one.
+    /// Unused (always false; the sender tracks lost frames itself, see
+    /// `service::Stream`).
     #[prost(bool, tag = "5")]
     pub after_gap: bool,
 }
