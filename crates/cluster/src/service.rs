@@ -186,9 +186,22 @@ pub struct PeerInfo {
     pub stats: PeerStats,
 }
 
-/// An anti-entropy round this node started: with whom, when (HLC), and
-/// the digest it sent.
-type Round = (NodeId, u64, Arc<Vec<u64>>);
+/// An anti-entropy round this node started.
+struct Round {
+    peer: NodeId,
+    /// HLC when the round started.
+    started: u64,
+    /// Only lattices committed before this are shipped (see [`Cluster::cutoff`]).
+    cutoff: u64,
+    digest: Arc<Vec<u64>>,
+    /// Lattices this node shipped in step 3, once it has.
+    shipped: Option<usize>,
+    /// When it started (rounds not answered in [`ROUND_TIMEOUT`] are dropped).
+    at: Instant,
+}
+
+/// How long an anti-entropy round may wait for the peer's answers.
+const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The node's replication service.
 pub struct Cluster {
@@ -553,7 +566,9 @@ impl Cluster {
             }
             Body::AeBuckets(b) => self.ae_compare(link.node, b),
             Body::AeEntries(e) => {
+                let received = e.lattices.len();
                 self.merge_lattices(e.lattices, None);
+                self.ae_finish(link.node, e.round, received);
             }
             Body::WatermarkReply(w) => {
                 if let Some(tx) = self
@@ -782,7 +797,7 @@ impl Cluster {
                     let me = self.clone();
                     let tx = tx.clone();
                     self.handle.spawn(async move {
-                        let lattices = me.bucket_lattices(&e.pull).await;
+                        let lattices = me.bucket_lattices(&e.pull, me.cutoff()).await;
                         let _ = tx.send(Out {
                             frame: Frame::new(Body::AeEntries(wire::AeEntries {
                                 round: e.round,
@@ -872,7 +887,7 @@ impl Cluster {
         ae::node_digest(&self.ring.load(), &per_shard)
     }
 
-    async fn bucket_lattices(&self, buckets: &[u32]) -> Vec<Lattice> {
+    async fn bucket_lattices(&self, buckets: &[u32], older_than: u64) -> Vec<Lattice> {
         let wanted = ae::bitmap(buckets);
         let mut out = Vec::new();
         for inbox in &self.inboxes {
@@ -880,6 +895,7 @@ impl Cluster {
             let _ = inbox.send(ShardMsg::BucketEntries {
                 wanted: wanted.clone(),
                 limit: AE_BATCH,
+                older_than,
                 reply,
             });
             if let Ok(entries) = rx.await {
@@ -927,12 +943,16 @@ impl Cluster {
         }
     }
 
+    /// One round per period, with the next peer in turn: a node that
+    /// missed updates is repaired by one peer at a time rather than by all
+    /// of them shipping the same lattices at once.
     async fn anti_entropy_loop(self: Arc<Self>) {
         let mut tick = tokio::time::interval(self.settings.anti_entropy);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut turn = 0usize;
         loop {
             tick.tick().await;
-            let peers: Vec<NodeId> = self
+            let mut peers: Vec<NodeId> = self
                 .ring
                 .load()
                 .members()
@@ -943,95 +963,148 @@ impl Cluster {
             if peers.is_empty() {
                 continue;
             }
+            // Start the rotation at a different peer on every node.
+            let first = self.settings.node as usize % peers.len();
+            peers.rotate_left(first);
+            let peer = peers[turn % peers.len()];
+            turn = turn.wrapping_add(1);
+            let Some(shared) = self.shared_with(peer) else {
+                continue;
+            };
             let started = self.hlc.now();
+            let cutoff = self.cutoff();
             let digest = Arc::new(self.node_digest().await);
-            let mut rounds = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
-            rounds.clear(); // answers to older rounds are no longer wanted
-            for peer in peers {
-                let Some(shared) = self.shared_with(peer) else {
-                    continue;
-                };
-                let round = self.next_id.fetch_add(1, Ordering::Relaxed);
-                let (groups, digests) = ae::group_digests(&digest, &shared);
-                rounds.insert(round, (peer, started, digest.clone()));
-                self.send(
-                    peer,
-                    Frame::new(Body::AeGroups(wire::AeGroups {
-                        round,
-                        groups,
-                        digests,
-                    })),
-                    true,
+            let round = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (groups, digests) = ae::group_digests(&digest, &shared);
+            {
+                let mut rounds = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
+                // Rounds whose answers never came (peer down, frame lost).
+                rounds.retain(|_, r| r.at.elapsed() < ROUND_TIMEOUT);
+                rounds.insert(
+                    round,
+                    Round {
+                        peer,
+                        started,
+                        cutoff,
+                        digest,
+                        shipped: None,
+                        at: Instant::now(),
+                    },
                 );
             }
+            self.send(
+                peer,
+                Frame::new(Body::AeGroups(wire::AeGroups {
+                    round,
+                    groups,
+                    digests,
+                })),
+                true,
+            );
         }
     }
 
     /// Step 3 of a round this node started: find the buckets that differ,
     /// ship ours and ask for theirs.
     fn ae_compare(self: &Arc<Self>, peer: NodeId, b: wire::AeBuckets) {
-        let Some((_, started, digest)) = self
+        let Some(mut round) = self
             .rounds
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&b.round)
+            .filter(|r| r.peer == peer)
         else {
             return;
         };
         let Some(shared) = self.shared_with(peer) else {
             return;
         };
-        let groups: Vec<u32> = {
-            let mut g: Vec<u32> = b.buckets.iter().map(|x| x / ae::GROUP as u32).collect();
-            g.dedup();
-            g
-        };
         let differ = if b.buckets.is_empty() {
             Vec::new()
         } else {
             // The responder listed every shared bucket of the groups that
             // differed; compare those groups bucket by bucket.
-            let mut all_groups = groups;
-            all_groups.sort_unstable();
-            all_groups.dedup();
-            ae::differing_buckets(&digest, &shared, &all_groups, &b.buckets, &b.digests)
+            let mut groups: Vec<u32> = b.buckets.iter().map(|x| x / ae::GROUP as u32).collect();
+            groups.sort_unstable();
+            groups.dedup();
+            ae::differing_buckets(&round.digest, &shared, &groups, &b.buckets, &b.digests)
         };
-        let now = elsa_shard::unix_ms();
         {
             let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
             let p = peers.entry(peer).or_default();
             p.last_ae_buckets = differ.len();
-            p.last_ae_unix_ms = now;
-            if differ.is_empty() {
-                p.synced_ts = p.synced_ts.max(started);
-            }
+            p.last_ae_unix_ms = elsa_shard::unix_ms();
         }
         if differ.is_empty() {
-            // In sync: everything committed here before the round started
-            // is there, whatever gossip frames were lost.
-            let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
-            for s in 0..self.settings.shards {
-                acked.entry((s, peer)).or_default().synced(started);
-            }
+            // Identical: everything either side committed before the round
+            // started is on both, whatever gossip frames were lost.
+            self.mark_synced(peer, round.started);
             return;
         }
         let this = self.clone();
+        let id = b.round;
         self.handle.spawn(async move {
-            let lattices = this.bucket_lattices(&differ).await;
+            let lattices = this.bucket_lattices(&differ, round.cutoff).await;
             {
                 let mut peers = this.peers.lock().unwrap_or_else(|e| e.into_inner());
                 peers.entry(peer).or_default().ae_shipped += lattices.len() as u64;
             }
+            round.shipped = Some(lattices.len());
+            this.rounds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, round);
             this.send(
                 peer,
                 Frame::new(Body::AeEntries(wire::AeEntries {
-                    round: b.round,
+                    round: id,
                     lattices,
                     pull: differ,
                 })),
                 true,
             );
         });
+    }
+
+    /// Step 4 answered: if neither side had anything older than the
+    /// round's cutoff to ship, the pair was in sync up to the cutoff (what
+    /// differed was still arriving by gossip).
+    fn ae_finish(&self, peer: NodeId, round_id: u64, received: usize) {
+        let round = self
+            .rounds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&round_id)
+            .filter(|r| r.peer == peer);
+        if let Some(r) = round {
+            if r.shipped == Some(0) && received == 0 {
+                self.mark_synced(peer, r.cutoff);
+            }
+        }
+    }
+
+    fn mark_synced(&self, peer: NodeId, ts: u64) {
+        {
+            let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+            let p = peers.entry(peer).or_default();
+            p.synced_ts = p.synced_ts.max(ts);
+        }
+        let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
+        for s in 0..self.settings.shards {
+            acked.entry((s, peer)).or_default().synced(ts);
+        }
+    }
+
+    /// Anti-entropy leaves alone lattices younger than two merge epochs
+    /// plus the WAN round trip plus 100 ms: gossip is still delivering
+    /// them, and shipping them too would only race it.
+    fn cutoff(&self) -> u64 {
+        let settle = 2 * self.settings.merge_epoch
+            + 2 * self.settings.wan_delay
+            + Duration::from_millis(100);
+        self.hlc
+            .now()
+            .saturating_sub((settle.as_millis() as u64) << 16)
     }
 
     /// End of a merge epoch on local shard `shard`: ships its lattices to

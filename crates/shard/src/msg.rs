@@ -217,6 +217,8 @@ pub enum ShardMsg {
         wanted: Vec<u64>,
         /// Most lattices to answer.
         limit: usize,
+        /// Only lattices committed before this.
+        older_than: Ts,
         /// The lattices.
         reply: oneshot::Sender<Vec<crate::wal::codec::LogEntry>>,
     },

@@ -199,9 +199,10 @@ impl Shard {
             ShardMsg::BucketEntries {
                 wanted,
                 limit,
+                older_than,
                 reply,
             } => {
-                let _ = reply.send(self.bucket_entries(&wanted, limit));
+                let _ = reply.send(self.bucket_entries_before(&wanted, limit, older_than));
             }
             ShardMsg::Admin(admin) => self.handle_admin(admin),
         }

@@ -134,12 +134,26 @@ impl Shard {
     /// marked in `wanted` (a bitmap of [`DIGEST_BUCKETS`] bits), at most
     /// `limit` of them; the caller asks again for the rest next round.
     pub fn bucket_entries(&self, wanted: &[u64], limit: usize) -> Vec<LogEntry> {
+        self.bucket_entries_before(wanted, limit, u64::MAX)
+    }
+
+    /// [`Shard::bucket_entries`], only lattices committed before
+    /// `older_than`: newer ones are still on their way by gossip, and
+    /// shipping them again would only race it.
+    pub fn bucket_entries_before(
+        &self,
+        wanted: &[u64],
+        limit: usize,
+        older_than: Ts,
+    ) -> Vec<LogEntry> {
         let hasher = self.table_hasher();
         let mut out = Vec::new();
         for rec in self.table.iter() {
             let hash = std::hash::BuildHasher::hash_one(&hasher, rec.key());
             let b = bucket_of(hash);
-            if wanted.get(b / 64).is_some_and(|w| w & (1 << (b % 64)) != 0) {
+            if rec.commit_ts < older_than
+                && wanted.get(b / 64).is_some_and(|w| w & (1 << (b % 64)) != 0)
+            {
                 out.push(entry_of(rec, Bytes::copy_from_slice(rec.key())));
                 if out.len() >= limit {
                     break;
