@@ -24,6 +24,26 @@ pub enum Replication {
     TwoPc,
 }
 
+impl Routing {
+    /// The config spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Routing::Primary => "primary",
+            Routing::Random => "random",
+        }
+    }
+}
+
+impl Replication {
+    /// The config spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Replication::Crdt => "crdt",
+            Replication::TwoPc => "2pc",
+        }
+    }
+}
+
 impl std::str::FromStr for Routing {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

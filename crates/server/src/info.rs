@@ -176,7 +176,8 @@ impl Conn {
             );
         }
         if want("replication") {
-            self.info_replication(&mut t);
+            let pending: usize = stats.iter().map(|s| s.gossip_pending).sum();
+            self.info_replication(&mut t, pending);
         }
         if want("keyspace") {
             let keys = total.live;

@@ -265,11 +265,11 @@ fn start_cluster(
     let cluster = elsa_cluster::Cluster::start(settings, inboxes.to_vec(), hlc.clone(), hasher)
         .map_err(|e| StartError::Peer(peer.to_string(), e))?;
     tracing::info!(
-        "region {}: peers on {peer}, seeds [{}], replication {:?}, routing {:?}, {} replicas per region",
+        "region {}: peers on {peer}, seeds [{}], replication {}, routing {}, {} replicas per region",
         c.region,
         c.seeds.join(", "),
-        c.replication,
-        c.routing,
+        c.replication.name(),
+        c.routing.name(),
         c.replication_factor
     );
     Ok(Some(cluster))

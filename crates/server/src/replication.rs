@@ -14,7 +14,8 @@ use crate::conn::Conn;
 
 impl Conn {
     /// The `# Replication` section of INFO.
-    pub(crate) fn info_replication(&self, t: &mut String) {
+    /// `pending` is the number of changed keys waiting for the epoch flush.
+    pub(crate) fn info_replication(&self, t: &mut String, pending: usize) {
         let c = &self.shared.config;
         let _ = write!(t, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
         let Some(cl) = &self.shared.cluster else {
@@ -29,12 +30,12 @@ impl Conn {
         let (p50, p99, max) = cl.lag_percentiles();
         let _ = write!(
             t,
-            "cluster_enabled:1\r\nregion:{}\r\nregions:{}\r\nmembers:{}\r\nreplication:{:?}\r\nrouting:{:?}\r\nreplication_factor:{}\r\nvnodes:{}\r\nmerge_epoch_ms:{}\r\nepochs_flushed:{}\r\ngossip_frames_dropped:{}\r\nconvergence_lag_p50_ms:{p50}\r\nconvergence_lag_p99_ms:{p99}\r\nconvergence_lag_max_ms:{max}\r\nfault_isolated:{}\r\n",
+            "cluster_enabled:1\r\nregion:{}\r\nregions:{}\r\nmembers:{}\r\nreplication:{}\r\nrouting:{}\r\nreplication_factor:{}\r\nvnodes:{}\r\nmerge_epoch_ms:{}\r\nepochs_flushed:{}\r\npending_deltas:{pending}\r\ngossip_frames_dropped:{}\r\nconvergence_lag_p50_ms:{p50}\r\nconvergence_lag_p99_ms:{p99}\r\nconvergence_lag_max_ms:{max}\r\nfault_isolated:{}\r\n",
             c.cluster.region,
             ring.regions().join(","),
             ring.members().len(),
-            cl.replication(),
-            c.cluster.routing,
+            cl.replication().name(),
+            c.cluster.routing.name(),
             c.cluster.replication_factor,
             c.cluster.vnodes,
             c.merge_epoch_ms,

@@ -42,6 +42,8 @@ pub struct ShardStats {
     pub expired: u64,
     /// Lattices flushed from the gossip buffer.
     pub gossiped: u64,
+    /// Keys changed this epoch, waiting in the gossip buffer.
+    pub gossip_pending: usize,
     /// The write-ahead log's counters, if the shard has one.
     pub wal: Option<crate::wal::WalStats>,
 }

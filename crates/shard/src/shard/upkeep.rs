@@ -73,6 +73,7 @@ impl Shard {
             .filter(|r| r.expire_ms().is_some())
             .count();
         s.memory = self.table.memory();
+        s.gossip_pending = self.gossip_pending();
         s.wal = self.durability.as_ref().map(|d| d.wal.stats());
         s
     }
