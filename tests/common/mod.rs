@@ -1,6 +1,7 @@
 //! Test support: start the real `elsa server` process on a free loopback
 //! port, and stop it by PID when the test ends.
 #![allow(dead_code)]
+pub mod cluster;
 
 use std::net::TcpListener;
 use std::path::PathBuf;

@@ -1,0 +1,114 @@
+//! Multi-node and multi-region Elsa, from the outside: real `elsa server`
+//! processes on loopback (client port + peer port each, chitchat
+//! membership, emulated WAN delay), driven by real Redis clients.
+//!
+//! What it proves (each test's module says how):
+//!
+//! - [`converge`]: two nodes per region, concurrent writers in every region
+//!   (own keys plus shared hot keys, every acknowledged write recorded), a
+//!   `kill -9` and restart of one node, and one region cut off with
+//!   `ELSA.FAULT ISOLATE` and healed: the cut holds (the other regions do
+//!   not see the cut region's writes), commits go on on both sides, and
+//!   afterwards every node has the same `ELSA.DIGEST`, every key written by
+//!   one region reads as that region's last acknowledged value on every
+//!   node, and every shared key reads the same acknowledged value
+//!   everywhere (last-commit-wins). Runs on 2 regions by default; the
+//!   4-region × 2-node run is `#[ignore]`d for a membership bug (see its
+//!   reason) — `cargo test --test cluster -- --ignored` on an idle host.
+//! - [`spread`]: the isolation checker (list-append and rw-register, at SI
+//!   and RR) with clients spread over both nodes of a region, so multi-key
+//!   commits run the cross-node two-phase commit, shows none of the
+//!   anomalies those levels forbid on one node.
+//! - [`ring`]: a node killed with `kill -9` leaves the ring (members drop),
+//!   nothing acknowledged and merged before is lost, writes go on; restarted,
+//!   it rejoins and every node answers every key's latest value. A second,
+//!   `#[ignore]`d test pins down a bug: right after rejoining, the node
+//!   serves stale data and `INCR` on it loses acknowledged increments.
+//! - [`regions`]: with `replication = 2pc` an acknowledged write is already
+//!   readable in the other region; with `crdt`, `WAITREGION` returns 1 and
+//!   the write is then readable there.
+//!
+//! Every process is killed by PID when its test ends (also on panic), data
+//! lives in temp dirs, and only 127.0.0.1 is used. The tests take a shared
+//! lock so that only one cluster runs at a time on a small machine: the
+//! failure detector would otherwise see CPU starvation as dead nodes.
+
+mod common;
+
+#[allow(dead_code)]
+#[path = "isolation/checker.rs"]
+mod checker;
+#[allow(dead_code)]
+#[path = "isolation/client.rs"]
+mod client;
+#[allow(dead_code)]
+#[path = "isolation/workload.rs"]
+mod workload;
+
+#[path = "cluster/converge.rs"]
+mod converge;
+#[path = "cluster/regions.rs"]
+mod regions;
+#[path = "cluster/ring.rs"]
+mod ring;
+#[path = "cluster/spread.rs"]
+mod spread;
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use redis::Value;
+
+/// One cluster at a time (see the module doc).
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A connection to a loopback port with short timeouts, or the error.
+pub fn connect(port: u16, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
+    let con = client.get_connection_with_timeout(timeout)?;
+    con.set_read_timeout(Some(timeout))?;
+    con.set_write_timeout(Some(timeout))?;
+    Ok(con)
+}
+
+/// A bulk or status reply as text; nil as `None`.
+pub fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::Nil => None,
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Okay => Some("OK".into()),
+        other => Some(format!("{other:?}")),
+    }
+}
+
+/// `GET` of every key in `keys`, pipelined, on one connection.
+pub fn get_all(con: &mut redis::Connection, keys: &[String]) -> Vec<Option<String>> {
+    let mut pipe = redis::pipe();
+    for k in keys {
+        pipe.cmd("GET").arg(k);
+    }
+    let answers: Vec<Value> = pipe.query(con).expect("pipelined GETs");
+    answers.iter().map(text).collect()
+}
+
+/// The lines of an `INFO replication` text worth printing in a report:
+/// members, lag percentiles, dropped frames, and per-peer state and
+/// anti-entropy.
+pub fn lag_lines(info: &str) -> String {
+    info.lines()
+        .filter(|l| {
+            l.starts_with("members:")
+                || l.starts_with("convergence_lag")
+                || l.starts_with("gossip_frames_dropped")
+                || l.starts_with("epochs_flushed")
+                || l.starts_with("peer")
+                || l.starts_with("watermark")
+        })
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,157 @@
+//! Cross-region visibility: `replication = 2pc` acknowledges a commit only
+//! once the other region has it; `crdt` acknowledges at once, and
+//! `WAITREGION` says when the other region has it.
+
+use std::time::Instant;
+
+use redis::Value;
+
+use crate::common::cluster::Cluster;
+use crate::{get_all, lag_lines, one_at_a_time, text};
+
+fn ok(v: &Value) -> bool {
+    matches!(v, Value::Okay) || matches!(v, Value::SimpleString(s) if s == "OK")
+}
+
+#[test]
+fn replication_2pc_commit_is_in_the_other_region_when_acknowledged() {
+    let _one = one_at_a_time();
+    let started = Instant::now();
+
+    // 2pc: every acknowledged commit is already in region b.
+    let c = Cluster::start(
+        &["a", "b"],
+        &["--replication", "2pc", "--wan-delay-ms", "20"],
+    );
+    let mode = c.replication_field(0, "replication").unwrap_or_default();
+    assert!(
+        ["2pc", "twopc"].contains(&mode.to_ascii_lowercase().as_str()),
+        "node a does not run 2pc replication: INFO says replication:{mode}"
+    );
+    let (mut a, mut b) = (c.conn(0), c.conn(1));
+    let mut stale = Vec::new();
+    let writes = Instant::now();
+    for i in 0..20 {
+        let key = format!("2pc:{i}");
+        let value = format!("v{i}");
+        let answer: Value = redis::cmd("SET")
+            .arg(&key)
+            .arg(&value)
+            .query(&mut a)
+            .expect("SET on a");
+        assert!(ok(&answer), "SET {key} on a answered {answer:?}");
+        let seen: Value = redis::cmd("GET").arg(&key).query(&mut b).expect("GET on b");
+        if text(&seen).as_deref() != Some(value.as_str()) {
+            stale.push(format!(
+                "{key}: b read {seen:?} right after a acknowledged {value}"
+            ));
+        }
+    }
+    let per_write = writes.elapsed() / 20;
+    // A transaction over several keys, and a delete.
+    let mut tx = redis::pipe();
+    tx.atomic()
+        .cmd("SET")
+        .arg("2pc:tx1")
+        .arg("t1")
+        .cmd("SET")
+        .arg("2pc:tx2")
+        .arg("t2")
+        .cmd("DEL")
+        .arg("2pc:0");
+    let _: Value = tx.query(&mut a).expect("MULTI/EXEC on a");
+    let seen = get_all(
+        &mut b,
+        &["2pc:tx1".into(), "2pc:tx2".into(), "2pc:0".into()],
+    );
+    if seen != [Some("t1".into()), Some("t2".into()), None] {
+        stale.push(format!(
+            "after MULTI SET 2pc:tx1 t1, SET 2pc:tx2 t2, DEL 2pc:0 EXEC on a, b read {seen:?}"
+        ));
+    }
+    let _: Value = redis::cmd("BEGIN").arg("SI").query(&mut a).expect("BEGIN");
+    let _: Value = redis::cmd("PUT")
+        .arg("2pc:si")
+        .arg("s1")
+        .query(&mut a)
+        .expect("PUT");
+    let ts: Value = redis::cmd("COMMIT").query(&mut a).expect("COMMIT");
+    assert!(matches!(ts, Value::Int(_)), "COMMIT answered {ts:?}");
+    let seen: Value = redis::cmd("GET").arg("2pc:si").query(&mut b).expect("GET");
+    if text(&seen).as_deref() != Some("s1") {
+        stale.push(format!(
+            "2pc:si: b read {seen:?} right after a committed s1"
+        ));
+    }
+    println!(
+        "[regions] 2pc: 20 SETs on a, each read back on b at once ({per_write:.1?} per SET with 20 ms one-way delay)"
+    );
+    assert!(
+        stale.is_empty(),
+        "with replication = 2pc, acknowledged writes were not yet in the other region: {stale:#?}"
+    );
+    drop(c);
+
+    // crdt: acknowledged at once; WAITREGION says when b has it.
+    let c = Cluster::start(&["a", "b"], &["--wan-delay-ms", "20"]);
+    let (mut a, mut b) = (c.conn(0), c.conn(1));
+    let mut keys = Vec::new();
+    let mut immediate = 0;
+    for i in 0..20 {
+        let key = format!("crdt:{i}");
+        let answer: Value = redis::cmd("SET")
+            .arg(&key)
+            .arg(format!("v{i}"))
+            .query(&mut a)
+            .expect("SET on a");
+        assert!(ok(&answer), "SET {key} on a answered {answer:?}");
+        // Not asserted: without waiting, b usually does not have it yet.
+        let now: Value = redis::cmd("GET").arg(&key).query(&mut b).expect("GET on b");
+        if text(&now) == Some(format!("v{i}")) {
+            immediate += 1;
+        }
+        keys.push(key);
+        if i % 5 == 4 {
+            let waited = Instant::now();
+            let w: i64 = redis::cmd("WAITREGION")
+                .arg("b")
+                .arg(10_000)
+                .query(&mut a)
+                .expect("WAITREGION");
+            assert_eq!(
+                w,
+                1,
+                "WAITREGION b 10000 answered 0; INFO replication of a:\n{}",
+                lag_lines(&c.info_replication(0))
+            );
+            let seen: Value = redis::cmd("GET").arg(&keys[i]).query(&mut b).expect("GET");
+            assert_eq!(
+                text(&seen),
+                Some(format!("v{i}")),
+                "WAITREGION b said 1, yet b reads {} as {seen:?}",
+                keys[i]
+            );
+            println!("[regions] crdt: WAITREGION b took {:.1?}", waited.elapsed());
+        }
+    }
+    let seen = get_all(&mut b, &keys);
+    let want: Vec<Option<String>> = (0..20).map(|i| Some(format!("v{i}"))).collect();
+    assert_eq!(
+        seen, want,
+        "after WAITREGION b answered 1, b does not hold every write a acknowledged"
+    );
+    println!(
+        "[regions] crdt: {immediate} of 20 GETs on b right after the SET on a already saw it \
+         (2pc: 20 of 20)"
+    );
+    // An unknown region is an error, not a silent 1.
+    let err = redis::cmd("WAITREGION")
+        .arg("nowhere")
+        .arg(10)
+        .query::<Value>(&mut a);
+    assert!(
+        err.is_err(),
+        "WAITREGION of an unknown region answered {err:?}"
+    );
+    println!("[regions] whole test {:.1?}", started.elapsed());
+}

@@ -1,0 +1,349 @@
+//! Clusters of real `elsa server` processes on loopback: each node on its
+//! own client port and peer port (TCP replication + UDP membership, same
+//! number), seeded with every other node's peer address, in a directory
+//! the test owns. A node can be `kill -9`ed and restarted on the same ports
+//! and data; dropping the cluster kills every process it started by PID.
+
+use std::collections::HashSet;
+use std::net::{TcpListener, UdpSocket};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use super::{Node, TestDir};
+
+/// Ports this process handed out already (tests run on parallel threads).
+static TAKEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
+/// A loopback port free for both TCP and UDP right now, below the Linux
+/// ephemeral range (so outgoing connections do not take it meanwhile), and
+/// never handed out before by this process.
+pub fn free_tcp_udp_port() -> u16 {
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    let taken = taken.get_or_insert_with(HashSet::new);
+    for _ in 0..1000 {
+        let port: u16 = rng.gen_range(20_000..32_000);
+        if taken.contains(&port) {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && UdpSocket::bind(("127.0.0.1", port)).is_ok()
+        {
+            taken.insert(port);
+            return port;
+        }
+    }
+    panic!("no free TCP+UDP port found");
+}
+
+/// How one node runs.
+pub struct Spec {
+    pub id: u32,
+    pub region: String,
+    pub port: u16,
+    pub peer: u16,
+    /// Its full `elsa server` argument list after `--port` and `--data-dir`.
+    pub args: Vec<String>,
+    pub dir: TestDir,
+}
+
+/// A running (or killed) cluster. Its `Drop` kills every node by PID
+/// before the fields (and with them the nodes' directories) go.
+pub struct Cluster {
+    nodes: Vec<Option<Node>>,
+    pub specs: Vec<Spec>,
+}
+
+impl Cluster {
+    /// Starts one node per entry of `regions` (its region name), node ids
+    /// 1.., every node seeded with all the others' peer addresses, with
+    /// `--bind 127.0.0.1 --workers 2 --merge-epoch-ms 50 --anti-entropy-ms
+    /// 300 --fault-injection true` and then `extra`. Waits until every node
+    /// answers PING and lists all of them as members.
+    pub fn start(regions: &[&str], extra: &[&str]) -> Cluster {
+        let ports: Vec<(u16, u16)> = regions
+            .iter()
+            .map(|_| (free_tcp_udp_port(), free_tcp_udp_port()))
+            .collect();
+        let specs: Vec<Spec> = regions
+            .iter()
+            .enumerate()
+            .map(|(i, region)| {
+                let seeds: Vec<String> = ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, (_, peer))| format!("127.0.0.1:{peer}"))
+                    .collect();
+                let id = (i + 1) as u32;
+                let mut args: Vec<String> = [
+                    "--bind",
+                    "127.0.0.1",
+                    "--node-id",
+                    &id.to_string(),
+                    "--region",
+                    region,
+                    "--peer-port",
+                    &ports[i].1.to_string(),
+                    "--workers",
+                    "2",
+                    "--merge-epoch-ms",
+                    "50",
+                    "--anti-entropy-ms",
+                    "300",
+                    "--fault-injection",
+                    "true",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+                if !seeds.is_empty() {
+                    args.push("--seeds".into());
+                    args.push(seeds.join(","));
+                }
+                args.extend(extra.iter().map(|s| s.to_string()));
+                Spec {
+                    id,
+                    region: region.to_string(),
+                    port: ports[i].0,
+                    peer: ports[i].1,
+                    args,
+                    dir: TestDir::new(&format!("cluster-n{id}")),
+                }
+            })
+            .collect();
+        let mut cluster = Cluster {
+            nodes: specs.iter().map(|_| None).collect(),
+            specs,
+        };
+        for i in 0..cluster.specs.len() {
+            cluster.spawn(i);
+        }
+        for i in 0..cluster.specs.len() {
+            cluster.nodes[i]
+                .as_mut()
+                .expect("spawned")
+                .wait_ready(Duration::from_secs(60));
+        }
+        let all: Vec<usize> = (0..cluster.len()).collect();
+        cluster.wait_members(&all, cluster.len(), Duration::from_secs(60));
+        cluster
+    }
+
+    pub fn len(&self) -> usize {
+        self.specs.len()
+    }
+
+    /// Nodes (indices) of `region`.
+    pub fn in_region(&self, region: &str) -> Vec<usize> {
+        (0..self.len())
+            .filter(|&i| self.specs[i].region == region)
+            .collect()
+    }
+
+    fn spawn(&mut self, i: usize) {
+        use std::io::Write;
+        let s = &self.specs[i];
+        let log = s.dir.log();
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("open server log");
+        let _ = writeln!(
+            out,
+            "=== elsa server --port {} {}",
+            s.port,
+            s.args.join(" ")
+        );
+        let err = out.try_clone().expect("clone log handle");
+        let args: Vec<&str> = s.args.iter().map(String::as_str).collect();
+        let mut cmd = Node::command(&s.dir.data(), s.port, &args);
+        // Should the test process itself be killed (no Drop runs), the
+        // kernel kills the node: nothing outlives the test.
+        // SAFETY: prctl is async-signal-safe and touches no memory.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .env("ELSA_LOG", "info")
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("spawn elsa server");
+        self.nodes[i] = Some(Node {
+            port: s.port,
+            child,
+            data_dir: s.dir.data(),
+            log,
+        });
+    }
+
+    /// The running node `i` (panics if it was killed and not restarted).
+    pub fn node(&self, i: usize) -> &Node {
+        self.nodes[i]
+            .as_ref()
+            .unwrap_or_else(|| panic!("node {i} is not running"))
+    }
+
+    pub fn port(&self, i: usize) -> u16 {
+        self.specs[i].port
+    }
+
+    /// A connection to node `i` with 10 s read/write timeouts.
+    pub fn conn(&self, i: usize) -> redis::Connection {
+        let c = self.node(i).conn();
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        c.set_write_timeout(Some(Duration::from_secs(10)))
+            .expect("write timeout");
+        c
+    }
+
+    /// `kill -9` node `i`.
+    pub fn kill9(&mut self, i: usize) {
+        if let Some(mut n) = self.nodes[i].take() {
+            n.kill9();
+        }
+    }
+
+    /// Starts node `i` again on the same ports and data; waits for PING.
+    pub fn restart(&mut self, i: usize) {
+        assert!(self.nodes[i].is_none(), "node {i} is still running");
+        self.spawn(i);
+        self.nodes[i]
+            .as_mut()
+            .expect("spawned")
+            .wait_ready(Duration::from_secs(60));
+    }
+
+    /// Raw `INFO replication` text of node `i`.
+    pub fn info_replication(&self, i: usize) -> String {
+        redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut self.conn(i))
+            .expect("INFO replication")
+    }
+
+    /// One `field:` value of `INFO replication` on node `i`.
+    pub fn replication_field(&self, i: usize, field: &str) -> Option<String> {
+        let text = self.info_replication(i);
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .map(|v| v.trim().to_string())
+    }
+
+    /// Waits until each node in `nodes` lists exactly `n` members.
+    pub fn wait_members(&self, nodes: &[usize], n: usize, timeout: Duration) -> Duration {
+        let started = Instant::now();
+        let want = n.to_string();
+        loop {
+            let seen: Vec<Option<String>> = nodes
+                .iter()
+                .map(|&i| self.replication_field(i, "members"))
+                .collect();
+            if seen.iter().all(|m| m.as_deref() == Some(want.as_str())) {
+                return started.elapsed();
+            }
+            if started.elapsed() > timeout {
+                panic!(
+                    "nodes {nodes:?} did not all see {n} members within {timeout:?}: members = {seen:?}\n\
+                     INFO replication of node {}:\n{}\nlog tail:\n{}",
+                    nodes[0],
+                    self.info_replication(nodes[0]),
+                    self.log_tail(nodes[0], 30)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `ELSA.DIGEST` of node `i`: (hex fingerprint, record count).
+    pub fn digest(&self, i: usize) -> (String, i64) {
+        redis::cmd("ELSA.DIGEST")
+            .query(&mut self.conn(i))
+            .expect("ELSA.DIGEST")
+    }
+
+    /// Polls until every node in `nodes` has the same `ELSA.DIGEST` (twice
+    /// in a row, 200 ms apart); returns how long that took. Panics with the
+    /// last digests after `timeout`.
+    pub fn wait_same_digest(&self, nodes: &[usize], timeout: Duration) -> Duration {
+        let started = Instant::now();
+        let mut previous: Option<Vec<(String, i64)>> = None;
+        loop {
+            let now: Vec<(String, i64)> = nodes.iter().map(|&i| self.digest(i)).collect();
+            let same = now.windows(2).all(|w| w[0] == w[1]);
+            if same && previous.as_ref() == Some(&now) {
+                return started.elapsed();
+            }
+            previous = same.then_some(now.clone());
+            if started.elapsed() > timeout {
+                let lines: Vec<String> = nodes
+                    .iter()
+                    .zip(&now)
+                    .map(|(&i, d)| {
+                        format!(
+                            "  node {} ({}): {} records {}",
+                            self.specs[i].id, self.specs[i].region, d.0, d.1
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "digests did not converge within {timeout:?}; last digests:\n{}\n\
+                     INFO replication of node {}:\n{}",
+                    lines.join("\n"),
+                    self.specs[nodes[0]].id,
+                    self.info_replication(nodes[0])
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// `ELSA.FAULT ISOLATE|HEAL` on node `i`.
+    pub fn fault(&self, i: usize, what: &str) {
+        let v: Value = redis::cmd("ELSA.FAULT")
+            .arg(what)
+            .query(&mut self.conn(i))
+            .unwrap_or_else(|e| panic!("ELSA.FAULT {what} on node {i}: {e}"));
+        assert!(
+            matches!(&v, Value::Okay) || matches!(&v, Value::SimpleString(s) if s == "OK"),
+            "ELSA.FAULT {what} answered {v:?}"
+        );
+    }
+
+    /// How many membership views node `i` installed so far (its log's
+    /// `membership:` lines, all its runs): a measure of ring churn.
+    pub fn membership_changes(&self, i: usize) -> usize {
+        std::fs::read_to_string(self.specs[i].dir.log())
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("membership:"))
+            .count()
+    }
+
+    /// The last `n` lines of node `i`'s log (all its runs).
+    pub fn log_tail(&self, i: usize, n: usize) -> String {
+        let text = std::fs::read_to_string(self.specs[i].dir.log()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for n in self.nodes.iter_mut() {
+            if let Some(mut n) = n.take() {
+                n.kill9();
+            }
+        }
+    }
+}
