@@ -160,9 +160,6 @@ fn replication_2pc_commit_is_in_the_other_region_when_acknowledged() {
 /// the isolated node has dropped the other region's node from its ring,
 /// that node must not come back before `HEAL`.
 #[test]
-#[ignore = "bug: ELSA.FAULT ISOLATE leaks membership: the fault transport drops only frames of \
-            peers still in the ring, so a peer dropped from the ring gossips its way back in, \
-            is cut again, and so on — the ring flaps for the whole partition"]
 fn an_isolated_node_keeps_the_other_region_out_until_healed() {
     let _one = one_at_a_time();
     let c = Cluster::start(&["a", "b"], &[]);

@@ -136,14 +136,7 @@ struct FaultSocket {
 
 impl FaultSocket {
     fn blocked(&self, addr: SocketAddr) -> bool {
-        if !self.cluster.isolated() {
-            return false;
-        }
-        let ring = self.cluster.ring();
-        ring.members()
-            .iter()
-            .find(|m| m.peer == addr)
-            .is_some_and(|m| self.cluster.cut(&m.region))
+        self.cluster.cut_addr(addr)
     }
 }
 

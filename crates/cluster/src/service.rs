@@ -88,6 +88,17 @@ struct Stream {
 const MAX_OUTSTANDING: usize = 4096;
 
 impl Stream {
+    /// A stream of a node that started at `boot` (HLC): lattices it
+    /// recovered from disk were never gossiped by this incarnation, so the
+    /// watermark may not pass `boot` until an anti-entropy round proves
+    /// the peer has them.
+    fn after_boot(boot: u64) -> Stream {
+        Stream {
+            unrecorded: boot,
+            ..Stream::default()
+        }
+    }
+
     fn sent(&mut self, flushed_ts: u64) {
         if self.outstanding.len() < MAX_OUTSTANDING {
             self.outstanding.push_back((flushed_ts, false));
@@ -215,6 +226,11 @@ pub struct Cluster {
     handle: tokio::runtime::Handle,
     next_id: AtomicU64,
     isolated: AtomicBool,
+    /// The HLC when the service started (see [`Stream::after_boot`]).
+    boot_ts: u64,
+    /// Every peer address ever in the ring, with its region: a node that
+    /// left the ring must stay cut off while isolated (fault injection).
+    seen: Mutex<HashMap<SocketAddr, String>>,
     /// (local shard, peer) → what that peer has confirmed of the shard's
     /// gossip stream.
     acked: Mutex<HashMap<(u16, NodeId), Stream>>,
@@ -254,6 +270,7 @@ impl Cluster {
             settings.vnodes,
             settings.replication_factor,
         );
+        let boot_ts = hlc.now();
         let cluster = Arc::new(Cluster {
             settings,
             ring: ArcSwap::from_pointee(ring),
@@ -265,6 +282,8 @@ impl Cluster {
             handle: rt.handle().clone(),
             next_id: AtomicU64::new(1),
             isolated: AtomicBool::new(false),
+            boot_ts,
+            seen: Mutex::new(HashMap::new()),
             acked: Mutex::new(HashMap::new()),
             peers: Mutex::new(HashMap::new()),
             rounds: Mutex::new(HashMap::new()),
@@ -309,6 +328,12 @@ impl Cluster {
 
     /// Installs a new membership view.
     pub(crate) fn set_members(&self, members: Vec<Member>) {
+        {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            for m in &members {
+                seen.insert(m.peer, m.region.clone());
+            }
+        }
         let ring = Ring::new(
             members,
             self.settings.node,
@@ -361,6 +386,17 @@ impl Cluster {
 
     fn other_region(&self, region: &str) -> bool {
         region != self.settings.region
+    }
+
+    /// Is peer address `addr` cut off by fault injection?
+    pub(crate) fn cut_addr(&self, addr: SocketAddr) -> bool {
+        self.isolated()
+            && self
+                .seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&addr)
+                .is_some_and(|r| self.other_region(r))
     }
 
     /// Blocked by fault injection?
@@ -561,7 +597,7 @@ impl Cluster {
                 let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
                 acked
                     .entry((a.from_shard as u16, link.node))
-                    .or_default()
+                    .or_insert_with(|| Stream::after_boot(self.boot_ts))
                     .acked(a.flushed_ts);
             }
             Body::AeBuckets(b) => self.ae_compare(link.node, b),
@@ -1091,7 +1127,10 @@ impl Cluster {
         }
         let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
         for s in 0..self.settings.shards {
-            acked.entry((s, peer)).or_default().synced(ts);
+            acked
+                .entry((s, peer))
+                .or_insert_with(|| Stream::after_boot(self.boot_ts))
+                .synced(ts);
         }
     }
 
@@ -1145,7 +1184,7 @@ impl Cluster {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .entry((shard as u16, node))
-                .or_default()
+                .or_insert_with(|| Stream::after_boot(self.boot_ts))
                 .sent(flushed_ts);
             if !self.send(node, frame, true) {
                 self.gossip_frames_dropped.fetch_add(1, Ordering::Relaxed);

@@ -38,8 +38,16 @@ pub fn bucket_of(hash: u64) -> usize {
 /// at the same version (one commit writes a key once, so the version fixes
 /// the value). XOR-combined, so adding and removing are the same step.
 pub fn fingerprint(hash: u64, version: Version) -> u64 {
-    let mut x = hash ^ version.commit_ts.rotate_left(17) ^ (u64::from(version.origin) << 40);
-    // splitmix64 finaliser: spreads every input bit over the output.
+    // Each input goes through the finaliser before the next is mixed in,
+    // so no linear relation between two versions can cancel out (a plain
+    // XOR of shifted fields let (ts1 ^ ts2) == (o1 ^ o2) << 23 collide).
+    let x = mix(hash ^ 0x9e37_79b9_7f4a_7c15);
+    let x = mix(x ^ version.commit_ts);
+    mix(x ^ u64::from(version.origin))
+}
+
+/// splitmix64's finaliser: spreads every input bit over the output.
+fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)

@@ -149,7 +149,15 @@ impl Shard {
     ) -> Vec<LogEntry> {
         let hasher = self.table_hasher();
         let mut out = Vec::new();
-        for rec in self.table.iter() {
+        // Start at a random segment: when more than `limit` lattices
+        // differ, each round ships a different part instead of the same
+        // prefix every time (which would stall repair).
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos() as usize);
+        let start = (nanos >> 10) % SEGMENTS;
+        let records = (0..SEGMENTS).flat_map(|i| self.table.segment((start + i) % SEGMENTS));
+        for rec in records {
             let hash = std::hash::BuildHasher::hash_one(&hasher, rec.key());
             let b = bucket_of(hash);
             if rec.commit_ts < older_than
