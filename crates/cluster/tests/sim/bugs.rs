@@ -19,8 +19,6 @@ use crate::node::{hash_of, WatermarkCheck};
 /// (all of seeds 0..2805 were run; the others pass).
 pub const KNOWN: &[(u64, &str)] = &[];
 
-const FINGERPRINT: &str = "fingerprint_collision_hides_a_differing_version_from_anti_entropy";
-
 fn run(s: Scenario) {
     if let Err(e) = harness::run(&s) {
         panic!("seed {} failed: {e}", s.seed);
