@@ -130,6 +130,7 @@ impl Cluster {
         }
         let all: Vec<usize> = (0..cluster.len()).collect();
         cluster.wait_members(&all, cluster.len(), Duration::from_secs(60));
+        cluster.wait_caught_up(&all, Duration::from_secs(60));
         cluster
     }
 
@@ -259,6 +260,35 @@ impl Cluster {
                     nodes[0],
                     self.info_replication(nodes[0]),
                     self.log_tail(nodes[0], 30)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until each node in `nodes` has caught up since it started and
+    /// sees every peer caught up too (so primaries are where they stay).
+    pub fn wait_caught_up(&self, nodes: &[usize], timeout: Duration) -> Duration {
+        let started = Instant::now();
+        loop {
+            let behind: Vec<usize> = nodes
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let info = self.info_replication(i);
+                    !info.contains("catching_up:0") || info.contains(",ready=0,")
+                })
+                .collect();
+            if behind.is_empty() {
+                return started.elapsed();
+            }
+            if started.elapsed() > timeout {
+                panic!(
+                    "nodes {behind:?} still catching up (or see a peer catching up) after {timeout:?}\n\
+                     INFO replication of node {}:\n{}\nlog tail:\n{}",
+                    behind[0],
+                    self.info_replication(behind[0]),
+                    self.log_tail(behind[0], 30)
                 );
             }
             std::thread::sleep(Duration::from_millis(100));

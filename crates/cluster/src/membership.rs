@@ -1,7 +1,8 @@
 //! Membership through chitchat (Quickwit's scuttlebutt gossip with a
 //! phi-accrual failure detector) — a maintained library, not a hand-rolled
 //! detector. Each node publishes its region, client address and shard
-//! count; the live set becomes the ring. A restarted node joins with a new
+//! count, and `ready` once it has caught up after starting (until then it
+//! is a replica but no slot's primary); the live set becomes the ring. A restarted node joins with a new
 //! generation; a node the detector declares dead leaves the ring, and the
 //! keys it replicated move to the next shards clockwise.
 
@@ -45,6 +46,7 @@ pub async fn run(cluster: Arc<Cluster>) {
         ("region".to_string(), s.region.clone()),
         ("client".to_string(), s.client.to_string()),
         ("shards".to_string(), s.shards.to_string()),
+        ("ready".to_string(), "0".to_string()),
     ];
     let transport = FaultTransport {
         cluster: cluster.clone(),
@@ -57,7 +59,19 @@ pub async fn run(cluster: Arc<Cluster>) {
         }
     };
     let mut watcher = handle.chitchat().lock().await.live_nodes_watcher();
+    // Readiness (catching up after a start) is checked on a tick too: it
+    // changes with anti-entropy rounds, not only with membership.
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut published_ready = false;
     loop {
+        let ready = cluster.catch_up_done();
+        if ready && !published_ready {
+            handle
+                .with_chitchat(|c| c.self_node_state().set("ready", "1"))
+                .await;
+            published_ready = true;
+        }
         let live = watcher.borrow_and_update().clone();
         let mut newest: HashMap<NodeId, (u64, Member)> = HashMap::new();
         newest.insert(
@@ -70,6 +84,7 @@ pub async fn run(cluster: Arc<Cluster>) {
                     shards: s.shards,
                     peer: s.peer,
                     client: s.client,
+                    ready,
                 },
             ),
         );
@@ -93,6 +108,7 @@ pub async fn run(cluster: Arc<Cluster>) {
                 shards,
                 peer: id.gossip_advertise_addr,
                 client,
+                ready: state.get("ready") == Some("1"),
             };
             match newest.get(&node) {
                 Some((g, _)) if *g >= id.generation_id => {}
@@ -101,12 +117,18 @@ pub async fn run(cluster: Arc<Cluster>) {
                 }
             }
         }
-        let members: Vec<Member> = newest.into_values().map(|(_, m)| m).collect();
+        let mut members: Vec<Member> = newest.into_values().map(|(_, m)| m).collect();
+        members.sort_by_key(|m| m.node);
         if members != cluster.ring().members() {
-            cluster.set_members(members);
+            cluster.set_members(members).await;
         }
-        if watcher.changed().await.is_err() {
-            return;
+        tokio::select! {
+            changed = watcher.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            _ = tick.tick() => {}
         }
     }
 }

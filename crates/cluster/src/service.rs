@@ -189,6 +189,8 @@ pub struct PeerInfo {
     pub client: SocketAddr,
     /// Link up.
     pub connected: bool,
+    /// Caught up since it started (may be primary).
+    pub ready: bool,
     /// Frames queued on the link.
     pub queued: usize,
     /// Gossip frames dropped for a full queue or emulated loss.
@@ -240,7 +242,19 @@ pub struct Cluster {
     epoch: AtomicU64,
     lag: Mutex<hdrhistogram::Histogram<u64>>,
     gossip_frames_dropped: AtomicUsize,
+    /// Whether this node has caught up since it started (see
+    /// [`Cluster::catch_up_done`]); until then it is no slot's primary.
+    ready: AtomicBool,
+    booted: Instant,
+    /// peer → `flushed_ts` of its first gossip frame since this node
+    /// started: every commit of that peer missing from its gossip stream
+    /// to this incarnation is older than it.
+    first_gossip: Mutex<HashMap<NodeId, u64>>,
 }
+
+/// How long a starting node looks for a ready peer in its region before
+/// concluding it is the first (a fresh cluster: nobody has data to miss).
+const JOIN_GRACE: Duration = Duration::from_secs(2);
 
 impl Cluster {
     /// Starts the service on its own thread: binds the peer listener
@@ -263,6 +277,7 @@ impl Cluster {
             shards: settings.shards,
             peer: settings.peer,
             client: settings.client,
+            ready: false,
         };
         let ring = Ring::new(
             vec![me],
@@ -294,6 +309,9 @@ impl Cluster {
                     .expect("static histogram bounds are valid"),
             ),
             gossip_frames_dropped: AtomicUsize::new(0),
+            ready: AtomicBool::new(false),
+            booted: Instant::now(),
+            first_gossip: Mutex::new(HashMap::new()),
         });
         let c = cluster.clone();
         std::thread::Builder::new()
@@ -326,34 +344,50 @@ impl Cluster {
         self.ring.load_full()
     }
 
-    /// Installs a new membership view.
-    pub(crate) fn set_members(&self, members: Vec<Member>) {
+    /// Installs a new membership view. The ring and the shared-bucket lists
+    /// are built on a blocking thread: on the peer thread they would delay
+    /// membership's own heartbeats (on a busy host, long enough for the
+    /// failure detector to declare live nodes dead).
+    pub(crate) async fn set_members(self: &Arc<Self>, members: Vec<Member>) {
         {
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
             for m in &members {
                 seen.insert(m.peer, m.region.clone());
             }
         }
-        let ring = Ring::new(
-            members,
-            self.settings.node,
-            self.settings.vnodes,
-            self.settings.replication_factor,
-        );
+        let s = &self.settings;
+        let (node, vnodes, rf) = (s.node, s.vnodes, s.replication_factor);
+        let built = tokio::task::spawn_blocking(move || {
+            let ring = Ring::new(members, node, vnodes, rf);
+            let shared: HashMap<NodeId, Arc<Vec<u16>>> = ring
+                .shared_lists()
+                .into_iter()
+                .map(|(n, list)| (n, Arc::new(list)))
+                .collect();
+            (ring, shared)
+        })
+        .await;
+        let Ok((ring, shared)) = built else {
+            tracing::error!("membership: building the ring failed; keeping the old view");
+            return;
+        };
         let live: HashSet<NodeId> = ring.members().iter().map(|m| m.node).collect();
-        let mut shared = HashMap::new();
-        for m in ring.members() {
-            if m.node != self.settings.node {
-                shared.insert(m.node, Arc::new(ring.shared_with(m.node)));
-            }
-        }
+        self.first_gossip
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|n, _| live.contains(n));
         tracing::info!(
             "membership: {} nodes in {} regions: {}",
             ring.members().len(),
             ring.regions().len(),
             ring.members()
                 .iter()
-                .map(|m| format!("{}@{}", m.node, m.region))
+                .map(|m| format!(
+                    "{}@{}{}",
+                    m.node,
+                    m.region,
+                    if m.ready { "" } else { "(catching up)" }
+                ))
                 .collect::<Vec<_>>()
                 .join(" ")
         );
@@ -368,6 +402,65 @@ impl Cluster {
             }
             keep
         });
+    }
+
+    /// True once this node has caught up since it started (it may then be
+    /// primary).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// The ready peers of this node's region it shares buckets with and
+    /// has not yet caught up from; `None` while it is still looking for
+    /// one (the first [`JOIN_GRACE`] after starting).
+    ///
+    /// Caught up from peer P means: a clean anti-entropy round with P
+    /// proved the pair in sync up to a time at or after the first gossip
+    /// frame P sent this incarnation. Commits P made before P put this node
+    /// back in its view never reach it by gossip; they are all older than
+    /// that frame, so the round covered them; later ones come by gossip.
+    pub fn catch_up_pending(&self) -> Option<Vec<NodeId>> {
+        let ring = self.ring.load();
+        let own = &self.settings.region;
+        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let teachers: Vec<NodeId> = ring
+            .members()
+            .iter()
+            .filter(|m| m.node != self.settings.node && m.ready && &m.region == own)
+            .filter(|m| shared.get(&m.node).is_some_and(|l| !l.is_empty()))
+            .map(|m| m.node)
+            .collect();
+        drop(shared);
+        if teachers.is_empty() {
+            return (self.booted.elapsed() >= JOIN_GRACE).then(Vec::new);
+        }
+        let first = self.first_gossip.lock().unwrap_or_else(|e| e.into_inner());
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        Some(
+            teachers
+                .into_iter()
+                .filter(|p| {
+                    let synced = peers.get(p).map_or(0, |s| s.synced_ts);
+                    first.get(p).is_none_or(|&f| synced < f)
+                })
+                .collect(),
+        )
+    }
+
+    /// Marks this node ready once nothing is pending; true if it is.
+    pub(crate) fn catch_up_done(&self) -> bool {
+        if self.is_ready() {
+            return true;
+        }
+        if self.catch_up_pending().is_some_and(|p| p.is_empty()) {
+            self.ready.store(true, Ordering::Relaxed);
+            tracing::info!(
+                "caught up after {:?}: may be primary now",
+                self.booted.elapsed()
+            );
+            return true;
+        }
+        false
     }
 
     /// Whether this node is cut off from other regions (fault injection).
@@ -785,6 +878,11 @@ impl Cluster {
             }
             Body::Gossip(g) => {
                 self.hlc.observe(g.flushed_ts);
+                self.first_gossip
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(hello.node)
+                    .or_insert(g.flushed_ts);
                 self.note_received(hello.node, &g.lattices);
                 let done = self.merge_lattices(g.lattices, Some(()));
                 let tx = tx.clone();
@@ -988,14 +1086,18 @@ impl Cluster {
         let mut turn = 0usize;
         loop {
             tick.tick().await;
-            let mut peers: Vec<NodeId> = self
-                .ring
-                .load()
-                .members()
-                .iter()
-                .map(|m| m.node)
-                .filter(|n| *n != self.settings.node)
-                .collect();
+            let mut peers: Vec<NodeId> = match self.catch_up_pending() {
+                // Catching up: only with the peers it still needs.
+                Some(pending) if !self.is_ready() && !pending.is_empty() => pending,
+                _ => self
+                    .ring
+                    .load()
+                    .members()
+                    .iter()
+                    .map(|m| m.node)
+                    .filter(|n| *n != self.settings.node)
+                    .collect(),
+            };
             if peers.is_empty() {
                 continue;
             }
@@ -1334,6 +1436,7 @@ impl Cluster {
                     addr: m.peer,
                     client: m.client,
                     connected: link.is_some_and(|l| l.connected.load(Ordering::Relaxed)),
+                    ready: m.ready,
                     queued: link.map_or(0, |l| l.queued.load(Ordering::Relaxed)),
                     dropped: link.map_or(0, |l| l.dropped.load(Ordering::Relaxed)),
                     stats: peers.get(&m.node).cloned().unwrap_or_default(),

@@ -30,7 +30,7 @@ impl Conn {
         let (p50, p99, max) = cl.lag_percentiles();
         let _ = write!(
             t,
-            "cluster_enabled:1\r\nregion:{}\r\nregions:{}\r\nmembers:{}\r\nreplication:{}\r\nrouting:{}\r\nreplication_factor:{}\r\nvnodes:{}\r\nmerge_epoch_ms:{}\r\nepochs_flushed:{}\r\npending_deltas:{pending}\r\ngossip_frames_dropped:{}\r\nconvergence_lag_p50_ms:{p50}\r\nconvergence_lag_p99_ms:{p99}\r\nconvergence_lag_max_ms:{max}\r\nfault_isolated:{}\r\n",
+            "cluster_enabled:1\r\nregion:{}\r\nregions:{}\r\nmembers:{}\r\nreplication:{}\r\nrouting:{}\r\nreplication_factor:{}\r\nvnodes:{}\r\nmerge_epoch_ms:{}\r\nepochs_flushed:{}\r\npending_deltas:{pending}\r\ngossip_frames_dropped:{}\r\nconvergence_lag_p50_ms:{p50}\r\nconvergence_lag_p99_ms:{p99}\r\nconvergence_lag_max_ms:{max}\r\nfault_isolated:{}\r\ncatching_up:{}\r\n",
             c.cluster.region,
             ring.regions().join(","),
             ring.members().len(),
@@ -42,6 +42,7 @@ impl Conn {
             cl.epochs(),
             cl.gossip_frames_dropped(),
             cl.isolated() as u8,
+            !cl.is_ready() as u8,
         );
         let now = elsa_shard::unix_ms();
         for (i, p) in cl.peer_info().iter().enumerate() {
@@ -52,12 +53,13 @@ impl Conn {
             };
             let _ = write!(
                 t,
-                "peer{i}:node={},region={},addr={},client={},state={},lag_ms={},received={},queued={},dropped={},ae_last_ms_ago={ae_ago},ae_last_differing_buckets={},ae_shipped={}\r\n",
+                "peer{i}:node={},region={},addr={},client={},state={},ready={},lag_ms={},received={},queued={},dropped={},ae_last_ms_ago={ae_ago},ae_last_differing_buckets={},ae_shipped={}\r\n",
                 p.node,
                 p.region,
                 p.addr,
                 p.client,
                 if p.connected { "up" } else { "down" },
+                p.ready as u8,
                 p.stats.lag_ms,
                 p.stats.received,
                 p.queued,

@@ -82,6 +82,7 @@ fn fingerprint_collision_hides_a_differing_version_from_anti_entropy() {
             shards: 1,
             peer: addr,
             client: addr,
+            ready: true,
         })
         .collect();
     let ring = Ring::new(members, 1, 16, 2);
@@ -163,6 +164,7 @@ fn ae_finish_cutoff_sync_covers_replaced_writes() {
             shards: 1,
             peer: addr,
             client: addr,
+            ready: true,
         })
         .collect();
     let ring = Ring::new(members, 1, 16, 2);

@@ -297,6 +297,7 @@ fn world_of(s: &Scenario) -> World {
             shards: n.shards,
             peer: addr,
             client: addr,
+            ready: true,
         })
         .collect();
     let topology = topology(&members);

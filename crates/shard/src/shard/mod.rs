@@ -71,6 +71,11 @@ pub struct Shard {
     /// Tombstones committed before this were collected here; one arriving
     /// again from a peer or the log is dropped rather than resurrected.
     tombstone_floor: Ts,
+    /// Where the last anti-entropy batch stopped: (segment, records into
+    /// it). The next batch resumes there, so when more lattices differ
+    /// than one batch holds, successive rounds cover the whole table
+    /// instead of re-shipping one part (which stalled repair).
+    ae_cursor: std::cell::Cell<(usize, usize)>,
 }
 
 /// The shard's log and the directory its files live in.
@@ -144,6 +149,7 @@ impl Shard {
             durability: None,
             frozen: false,
             tombstone_floor: 0,
+            ae_cursor: std::cell::Cell::new((0, 0)),
             freeze_waiters: Vec::new(),
         }
     }

@@ -149,23 +149,31 @@ impl Shard {
     ) -> Vec<LogEntry> {
         let hasher = self.table_hasher();
         let mut out = Vec::new();
-        // Start at a random segment: when more than `limit` lattices
-        // differ, each round ships a different part instead of the same
-        // prefix every time (which would stall repair).
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos() as usize);
-        let start = (nanos >> 10) % SEGMENTS;
-        let records = (0..SEGMENTS).flat_map(|i| self.table.segment((start + i) % SEGMENTS));
-        for rec in records {
-            let hash = std::hash::BuildHasher::hash_one(&hasher, rec.key());
-            let b = bucket_of(hash);
-            if rec.commit_ts < older_than
-                && wanted.get(b / 64).is_some_and(|w| w & (1 << (b % 64)) != 0)
-            {
-                out.push(entry_of(rec, Bytes::copy_from_slice(rec.key())));
-                if out.len() >= limit {
-                    break;
+        let (start, skip) = self.ae_cursor.get();
+        let start = start % SEGMENTS;
+        // From the cursor round the table, and back over the part of the
+        // start segment it skipped.
+        let visits = (0..SEGMENTS)
+            .map(|i| {
+                (
+                    (start + i) % SEGMENTS,
+                    skip * usize::from(i == 0),
+                    usize::MAX,
+                )
+            })
+            .chain((skip > 0).then_some((start, 0, skip)));
+        for (seg, from, to) in visits {
+            for (pos, rec) in self.table.segment(seg).enumerate().take(to).skip(from) {
+                let hash = std::hash::BuildHasher::hash_one(&hasher, rec.key());
+                let b = bucket_of(hash);
+                if rec.commit_ts < older_than
+                    && wanted.get(b / 64).is_some_and(|w| w & (1 << (b % 64)) != 0)
+                {
+                    out.push(entry_of(rec, Bytes::copy_from_slice(rec.key())));
+                    if out.len() >= limit {
+                        self.ae_cursor.set((seg, pos + 1));
+                        return out;
+                    }
                 }
             }
         }
