@@ -48,11 +48,13 @@ up() { # extra `cluster up` flags...
   BASE=$((BASE + 2000 > 30000 ? 10000 + RANDOM % 1000 : BASE + 2000))
   "$ELSA" cluster up --regions "$REGIONS" --nodes-per-region "$NODES" --base-port "$BASE" \
     --dir "$CL" --workers "$WORKERS" --fresh "$@" >"$TMP/up.txt"
-  # Wait until every node sees every member.
+  # Wait until every node sees every member and has caught up (so no
+  # primary moves during a run).
   local want=$((REGIONS * NODES))
   for i in $(seq 0 $((want - 1))); do
-    for _ in $(seq 100); do
-      redis-cli -p $((BASE + i)) info replication 2>/dev/null | grep -q "^members:$want" && break
+    for _ in $(seq 150); do
+      redis-cli -p $((BASE + i)) info replication 2>/dev/null | tr -d '\r' |
+        awk -v w="$want" '/^members:/ {m = ($0 == "members:" w)} /^catching_up:0/ {c = 1} END {exit !(m && c)}' && break
       sleep 0.1
     done
   done

@@ -9,6 +9,7 @@ pub mod membership;
 pub mod remote;
 pub mod ring;
 pub mod service;
+pub mod watermark;
 pub mod wire;
 
 pub use config::{Replication, Routing, Settings};

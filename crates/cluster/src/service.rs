@@ -34,6 +34,7 @@ use crate::antientropy as ae;
 use crate::config::{Replication, Routing, Settings};
 use crate::remote::{self, Answer, Call, Completer};
 use crate::ring::{slot_of, Member, Ring};
+use crate::watermark::Stream;
 use crate::wire::{self, Body, Frame, Lattice};
 
 /// Frames a link holds for a peer before it starts dropping gossip.
@@ -65,98 +66,6 @@ struct Link {
     connected: AtomicBool,
     dropped: AtomicU64,
     closed: AtomicBool,
-}
-
-/// One shard's gossip stream to one peer, for watermarks: every commit of
-/// the shard up to `through` is merged at the peer. Frames are cumulative
-/// by flush time, so `through` is the flush time of the last frame such
-/// that it and every earlier frame were acknowledged. A frame lost on the
-/// way is never acknowledged, so the watermark stops there until an
-/// anti-entropy round finds the pair in sync.
-#[derive(Default)]
-struct Stream {
-    through: u64,
-    /// Frames sent (flush time, acknowledged yet), oldest first.
-    outstanding: std::collections::VecDeque<(u64, bool)>,
-    /// Newest frame sent while `outstanding` was full (0 = none): until an
-    /// anti-entropy round after it, the watermark cannot move.
-    unrecorded: u64,
-}
-
-/// Unacknowledged frames remembered per stream; a dead peer's stream
-/// stops growing there (its watermark cannot move until anti-entropy).
-const MAX_OUTSTANDING: usize = 4096;
-
-impl Stream {
-    /// A stream of a node that started at `boot` (HLC): lattices it
-    /// recovered from disk were never gossiped by this incarnation, so the
-    /// watermark may not pass `boot` until an anti-entropy round proves
-    /// the peer has them.
-    fn after_boot(boot: u64) -> Stream {
-        Stream {
-            unrecorded: boot,
-            ..Stream::default()
-        }
-    }
-
-    fn sent(&mut self, flushed_ts: u64) {
-        if self.outstanding.len() < MAX_OUTSTANDING {
-            self.outstanding.push_back((flushed_ts, false));
-        } else {
-            self.unrecorded = flushed_ts;
-        }
-    }
-
-    fn acked(&mut self, flushed_ts: u64) {
-        if let Some(f) = self.outstanding.iter_mut().find(|f| f.0 == flushed_ts) {
-            f.1 = true;
-        }
-        while let Some(&(ts, true)) = self.outstanding.front() {
-            if self.unrecorded == 0 {
-                self.through = self.through.max(ts);
-            }
-            self.outstanding.pop_front();
-        }
-    }
-
-    /// An anti-entropy round started at `ts` found the pair in sync.
-    fn synced(&mut self, ts: u64) {
-        self.through = self.through.max(ts);
-        if self.unrecorded <= ts {
-            self.unrecorded = 0;
-        }
-        while self.outstanding.front().is_some_and(|f| f.0 <= ts) {
-            self.outstanding.pop_front();
-        }
-        self.acked(0); // pops what is acknowledged behind them
-    }
-}
-
-#[cfg(test)]
-mod stream_tests {
-    use super::Stream;
-
-    #[test]
-    fn the_watermark_stops_at_a_lost_frame_until_a_clean_round() {
-        let mut s = Stream::default();
-        for ts in [10, 20, 30] {
-            s.sent(ts);
-        }
-        s.acked(10);
-        s.acked(30); // 20 was lost
-        assert_eq!(s.through, 10);
-        s.sent(40);
-        s.acked(40);
-        assert_eq!(s.through, 10, "later acks do not jump the gap");
-        s.synced(35);
-        assert_eq!(
-            s.through, 40,
-            "a clean round covers 20; 30 and 40 were acked"
-        );
-        s.sent(50);
-        s.acked(50);
-        assert_eq!(s.through, 50);
-    }
 }
 
 /// What this node knows about one peer, for INFO replication.
@@ -209,6 +118,9 @@ struct Round {
     digest: Arc<Vec<u64>>,
     /// Lattices this node shipped in step 3, once it has.
     shipped: Option<usize>,
+    /// The differing buckets here also held lattices younger than the
+    /// cutoff (not shipped).
+    younger: bool,
     /// When it started (rounds not answered in [`ROUND_TIMEOUT`] are dropped).
     at: Instant,
 }
@@ -931,7 +843,7 @@ impl Cluster {
                     let me = self.clone();
                     let tx = tx.clone();
                     self.handle.spawn(async move {
-                        let lattices = me.bucket_lattices(&e.pull, me.cutoff()).await;
+                        let (lattices, _) = me.bucket_lattices(&e.pull, me.cutoff()).await;
                         let _ = tx.send(Out {
                             frame: Frame::new(Body::AeEntries(wire::AeEntries {
                                 round: e.round,
@@ -1021,9 +933,13 @@ impl Cluster {
         ae::node_digest(&self.ring.load(), &per_shard)
     }
 
-    async fn bucket_lattices(&self, buckets: &[u32], older_than: u64) -> Vec<Lattice> {
+    /// The lattices of `buckets` committed before `older_than` (at most
+    /// one batch per shard), and whether those buckets also hold younger
+    /// ones here.
+    async fn bucket_lattices(&self, buckets: &[u32], older_than: u64) -> (Vec<Lattice>, bool) {
         let wanted = ae::bitmap(buckets);
         let mut out = Vec::new();
+        let mut younger = false;
         for inbox in &self.inboxes {
             let (reply, rx) = oneshot::channel();
             let _ = inbox.send(ShardMsg::BucketEntries {
@@ -1032,11 +948,12 @@ impl Cluster {
                 older_than,
                 reply,
             });
-            if let Ok(entries) = rx.await {
-                out.extend(entries.iter().map(Lattice::from));
+            if let Ok(batch) = rx.await {
+                out.extend(batch.entries.iter().map(Lattice::from));
+                younger |= batch.younger;
             }
         }
-        out
+        (out, younger)
     }
 
     /// A peer that stopped answering (paused, overloaded) must not hold a
@@ -1126,6 +1043,7 @@ impl Cluster {
                         cutoff,
                         digest,
                         shipped: None,
+                        younger: false,
                         at: Instant::now(),
                     },
                 );
@@ -1176,18 +1094,19 @@ impl Cluster {
         if differ.is_empty() {
             // Identical: everything either side committed before the round
             // started is on both, whatever gossip frames were lost.
-            self.mark_synced(peer, round.started);
+            self.mark_synced(peer, round.started, true);
             return;
         }
         let this = self.clone();
         let id = b.round;
         self.handle.spawn(async move {
-            let lattices = this.bucket_lattices(&differ, round.cutoff).await;
+            let (lattices, younger) = this.bucket_lattices(&differ, round.cutoff).await;
             {
                 let mut peers = this.peers.lock().unwrap_or_else(|e| e.into_inner());
                 peers.entry(peer).or_default().ae_shipped += lattices.len() as u64;
             }
             round.shipped = Some(lattices.len());
+            round.younger = younger;
             this.rounds
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -1206,7 +1125,12 @@ impl Cluster {
 
     /// Step 4 answered: if neither side had anything older than the
     /// round's cutoff to ship, the pair was in sync up to the cutoff (what
-    /// differed was still arriving by gossip).
+    /// differed was still arriving by gossip) — for the peer's data, and
+    /// for this node's commits only if no younger lattice here sat in the
+    /// differing buckets: such a lattice may have replaced a commit of ours
+    /// older than the cutoff whose gossip was lost, which the peer then has
+    /// in no version (the watermark must not pass it; found by the
+    /// simulation, `ae_finish_cutoff_sync_covers_replaced_writes`).
     fn ae_finish(&self, peer: NodeId, round_id: u64, received: usize) {
         let round = self
             .rounds
@@ -1216,16 +1140,22 @@ impl Cluster {
             .filter(|r| r.peer == peer);
         if let Some(r) = round {
             if r.shipped == Some(0) && received == 0 {
-                self.mark_synced(peer, r.cutoff);
+                self.mark_synced(peer, r.cutoff, !r.younger);
             }
         }
     }
 
-    fn mark_synced(&self, peer: NodeId, ts: u64) {
+    /// A round found the pair in sync up to `ts`: for catching up and
+    /// tombstone collection, and, with `ours`, for this node's gossip
+    /// streams to the peer (watermarks).
+    fn mark_synced(&self, peer: NodeId, ts: u64, ours: bool) {
         {
             let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
             let p = peers.entry(peer).or_default();
             p.synced_ts = p.synced_ts.max(ts);
+        }
+        if !ours {
+            return;
         }
         let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
         for s in 0..self.settings.shards {
@@ -1316,7 +1246,7 @@ impl Cluster {
         let mut wm = u64::MAX;
         for s in 0..self.settings.shards {
             for p in &peers {
-                wm = wm.min(acked.get(&(s, *p)).map_or(0, |a| a.through));
+                wm = wm.min(acked.get(&(s, *p)).map_or(0, |a| a.through()));
             }
         }
         wm

@@ -26,6 +26,6 @@ pub mod table;
 
 pub use msg::*;
 pub use ops::{Current, Expiry, KeyView, Op, OpReply, SetCond, SetReply};
-pub use shard::{unix_ms, Shard, ShardStats};
+pub use shard::{unix_ms, AeBatch, Shard, ShardStats};
 pub use table::KeyHasher;
 pub mod wal;

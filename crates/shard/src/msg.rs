@@ -220,7 +220,7 @@ pub enum ShardMsg {
         /// Only lattices committed before this.
         older_than: Ts,
         /// The lattices.
-        reply: oneshot::Sender<Vec<crate::wal::codec::LogEntry>>,
+        reply: oneshot::Sender<crate::shard::AeBatch>,
     },
     /// Administration (DBSIZE, FLUSHALL, SCAN, KEYS, INFO).
     Admin(AdminMsg),

@@ -1,6 +1,7 @@
-//! Production bugs the simulation found, each kept as an ignored test
-//! named after it (un-ignore once fixed). The seeds are also skipped by
-//! the main seed sweep ([`KNOWN`]) so it stays green meanwhile.
+//! Production bugs the simulation found, each kept as a regression test
+//! named after it (ignored while open; all are fixed now). A seed of the
+//! main sweep that fails for an open bug is listed in [`KNOWN`] and skipped
+//! there meanwhile.
 
 use std::sync::Arc;
 
@@ -125,7 +126,6 @@ fn regression_seed_1894_fingerprint_collision() {
 /// anti-entropy round that finds the pair in sync moves the watermark past
 /// what was recovered.
 #[test]
-#[ignore = "fixed in service.rs (Stream::after_boot); the simulation's copy of Stream (sim/node.rs) does not have the fix yet"]
 fn regression_watermark_covers_writes_lost_in_a_crash() {
     let mut s = Scenario::random(1);
     s.knobs.watermarks = WatermarkCheck {
@@ -148,12 +148,10 @@ fn regression_watermark_covers_writes_lost_in_a_crash() {
 /// `…521982979`; the round at 1.488 s shipped nothing older than its
 /// cutoff `…509400069` either way, and n2's watermark towards r2 passed
 /// the write while n5 held nothing); with today's parameters it is rare,
-/// so this test shows the faulty inference on two real shards. Fix: only a
-/// round with identical digests proves a pair in sync; or have the
-/// responder report the versions it holds in the differing buckets, so
-/// "young on both sides" can be told from "young here, missing there".
+/// so this test shows the faulty inference on two real shards. Fixed: the
+/// cutoff sync moves this node's streams only when no lattice younger than
+/// the cutoff sat in the differing buckets here (`AeBatch::younger`).
 #[test]
-#[ignore = "bug: an anti-entropy round's cutoff sync covers commits hidden under younger versions"]
 fn ae_finish_cutoff_sync_covers_replaced_writes() {
     use elsa_shard::{Expiry, KeyOp, Op, SetCond, SetReply};
     let addr = "127.0.0.1:1".parse().expect("address");
@@ -215,10 +213,11 @@ fn ae_finish_cutoff_sync_covers_replaced_writes() {
     let differ = ae::differing_buckets(&dig_a, &shared, &groups, &bb, &bd);
     assert!(!differ.is_empty(), "the replicas differ");
     let wanted = ae::bitmap(&differ);
-    let shipped = a.bucket_entries_before(&wanted, crate::node::AE_BATCH, cutoff);
+    let shipped = a.bucket_batch(&wanted, crate::node::AE_BATCH, cutoff);
     let received = b.bucket_entries_before(&wanted, crate::node::AE_BATCH, cutoff);
-    // What `ae_finish` concludes from this round…
-    let synced_through = (shipped.is_empty() && received.is_empty()).then_some(cutoff);
+    // What `ae_finish` concludes from this round for A's own streams…
+    let synced_through =
+        (shipped.entries.is_empty() && !shipped.younger && received.is_empty()).then_some(cutoff);
     // …must hold: B has A's commit below it, or something newer.
     let on_b = b.bucket_entries(&wanted, usize::MAX);
     if let Some(through) = synced_through {

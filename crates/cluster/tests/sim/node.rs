@@ -4,7 +4,7 @@
 //! where the sim deviates, the comment says so and why.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use elsa_cluster::antientropy as ae;
 use elsa_cluster::ring::{slot_of, Member, Ring};
+use elsa_cluster::watermark::Stream;
 use elsa_cluster::wire::{self, Body, Frame, Lattice};
 use elsa_lattice::{Hlc, NodeId, PhysicalClock, Ts, Version};
 use elsa_shard::table::DIGEST_BUCKETS;
@@ -95,9 +96,9 @@ pub struct Knobs {
 }
 
 /// Which of a node's acknowledged writes its watermark must cover. The
-/// default leaves out the two cases where production watermarks are known
-/// to be wrong (each has an ignored regression test in `sim.rs`).
-#[derive(Clone, Copy, Debug, Default)]
+/// default is all of them; the two cases where production watermarks were
+/// wrong (each has a regression test in `sim/bugs.rs`) can be left out.
+#[derive(Clone, Copy, Debug)]
 pub struct WatermarkCheck {
     /// Writes an earlier incarnation made (lost with the gossip buffer in
     /// a crash, then passed by the new incarnation's first acked frames).
@@ -105,6 +106,15 @@ pub struct WatermarkCheck {
     /// Writes the node itself has since replaced by a younger version
     /// (hidden from `ae_finish`'s "nothing older than the cutoff" proof).
     pub replaced: bool,
+}
+
+impl Default for WatermarkCheck {
+    fn default() -> Self {
+        WatermarkCheck {
+            earlier_boots: true,
+            replaced: true,
+        }
+    }
 }
 
 /// What survives a crash: the shards' durable state (the sim has no WAL;
@@ -198,56 +208,12 @@ struct Round {
     cutoff: Ts,
     digest: Rc<Vec<u64>>,
     shipped: Option<usize>,
+    younger: bool,
     at: Duration,
 }
 
 /// `service::ROUND_TIMEOUT`.
 const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `service::MAX_OUTSTANDING`.
-const MAX_OUTSTANDING: usize = 4096;
-
-/// `service::Stream` (private there, so copied here verbatim): one shard's
-/// gossip stream to one peer, for watermarks.
-#[derive(Default)]
-struct Stream {
-    through: u64,
-    outstanding: VecDeque<(u64, bool)>,
-    unrecorded: u64,
-}
-
-impl Stream {
-    fn sent(&mut self, flushed_ts: u64) {
-        if self.outstanding.len() < MAX_OUTSTANDING {
-            self.outstanding.push_back((flushed_ts, false));
-        } else {
-            self.unrecorded = flushed_ts;
-        }
-    }
-
-    fn acked(&mut self, flushed_ts: u64) {
-        if let Some(f) = self.outstanding.iter_mut().find(|f| f.0 == flushed_ts) {
-            f.1 = true;
-        }
-        while let Some(&(ts, true)) = self.outstanding.front() {
-            if self.unrecorded == 0 {
-                self.through = self.through.max(ts);
-            }
-            self.outstanding.pop_front();
-        }
-    }
-
-    fn synced(&mut self, ts: u64) {
-        self.through = self.through.max(ts);
-        if self.unrecorded <= ts {
-            self.unrecorded = 0;
-        }
-        while self.outstanding.front().is_some_and(|f| f.0 <= ts) {
-            self.outstanding.pop_front();
-        }
-        self.acked(0);
-    }
-}
 
 /// One incarnation of a node (the `Cluster` plus the shard workers).
 pub struct Node {
@@ -259,8 +225,11 @@ pub struct Node {
     clock: SimClock,
     disk: Rc<RefCell<Disk>>,
     links: RefCell<BTreeMap<NodeId, Rc<Link>>>,
-    /// `Cluster::acked`: (local shard, peer) → its gossip stream.
+    /// `Cluster::acked`: (local shard, peer) → its gossip stream (the
+    /// production `Stream`).
     acked: RefCell<BTreeMap<(u16, NodeId), Stream>>,
+    /// `Cluster::boot_ts`: the HLC when this incarnation started.
+    boot_ts: Ts,
     /// `PeerStats::synced_ts` per peer.
     synced: RefCell<BTreeMap<NodeId, Ts>>,
     rounds: RefCell<BTreeMap<u64, Round>>,
@@ -376,6 +345,8 @@ impl Node {
             hlc.observe(max_ts);
             d.shards = fresh;
         }
+        hlc.observe(clock.now_ms() << 16);
+        let boot_ts = hlc.now();
         let seed = world
             .seed
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
@@ -390,6 +361,7 @@ impl Node {
             disk,
             links: RefCell::new(BTreeMap::new()),
             acked: RefCell::new(BTreeMap::new()),
+            boot_ts,
             synced: RefCell::new(BTreeMap::new()),
             rounds: RefCell::new(BTreeMap::new()),
             next_id: Cell::new(1),
@@ -585,7 +557,7 @@ impl Node {
             self.acked
                 .borrow_mut()
                 .entry((shard as u16, node))
-                .or_default()
+                .or_insert_with(|| Stream::after_boot(self.boot_ts))
                 .sent(flushed_ts);
             // Negative control: lose a frame that carries lattices.
             let forced = carried > 0 && self.world.drop_gossip.get() > 0;
@@ -635,7 +607,7 @@ impl Node {
         let mut wm = u64::MAX;
         for s in 0..self.disk.borrow().shards.len() as u16 {
             for p in &peers {
-                wm = wm.min(acked.get(&(s, *p)).map_or(0, |a| a.through));
+                wm = wm.min(acked.get(&(s, *p)).map_or(0, |a| a.through()));
             }
         }
         wm
@@ -650,9 +622,9 @@ impl Node {
             .map(|((s, _), st)| {
                 format!(
                     "shard {s}: through {} unrecorded {} outstanding {:?}",
-                    st.through,
-                    st.unrecorded,
-                    st.outstanding.iter().take(4).collect::<Vec<_>>()
+                    st.through(),
+                    st.unrecorded(),
+                    st.outstanding().take(4).collect::<Vec<_>>()
                 )
             })
             .chain(
@@ -814,7 +786,7 @@ impl Node {
                 self.acked
                     .borrow_mut()
                     .entry((a.from_shard as u16, peer))
-                    .or_default()
+                    .or_insert_with(|| Stream::after_boot(self.boot_ts))
                     .acked(a.flushed_ts);
             }
             Body::AeBuckets(b) => self.ae_compare(peer, b),
@@ -927,7 +899,7 @@ impl Node {
             Body::AeEntries(e) => {
                 self.merge_lattices(e.lattices);
                 if !e.pull.is_empty() {
-                    let lattices = self.bucket_lattices(&e.pull, self.cutoff());
+                    let (lattices, _) = self.bucket_lattices(&e.pull, self.cutoff());
                     self.world.stats.borrow_mut().ae_shipped += lattices.len() as u64;
                     let _ = tx.send(Frame::new(Body::AeEntries(wire::AeEntries {
                         round: e.round,
@@ -1024,14 +996,17 @@ impl Node {
 
     /// `Cluster::bucket_lattices`: `ShardMsg::BucketEntries` of every shard
     /// (`Shard::bucket_entries_before`).
-    fn bucket_lattices(&self, buckets: &[u32], older_than: Ts) -> Vec<Lattice> {
+    fn bucket_lattices(&self, buckets: &[u32], older_than: Ts) -> (Vec<Lattice>, bool) {
         let wanted = ae::bitmap(buckets);
         let disk = self.disk.borrow();
-        disk.shards
-            .iter()
-            .flat_map(|s| s.bucket_entries_before(&wanted, self.world.knobs.ae_batch, older_than))
-            .map(|e| Lattice::from(&e))
-            .collect()
+        let mut younger = false;
+        let mut out = Vec::new();
+        for s in &disk.shards {
+            let batch = s.bucket_batch(&wanted, self.world.knobs.ae_batch, older_than);
+            out.extend(batch.entries.iter().map(Lattice::from));
+            younger |= batch.younger;
+        }
+        (out, younger)
     }
 
     // ---- anti-entropy -------------------------------------------------
@@ -1071,6 +1046,7 @@ impl Node {
                         cutoff,
                         digest,
                         shipped: None,
+                        younger: false,
                         at: now(),
                     },
                 );
@@ -1118,12 +1094,13 @@ impl Node {
             self.sync_log
                 .borrow_mut()
                 .push((peer, round.started, "identical digests", now()));
-            self.mark_synced(peer, round.started);
+            self.mark_synced(peer, round.started, true);
             return;
         }
-        let lattices = self.bucket_lattices(&differ, round.cutoff);
+        let (lattices, younger) = self.bucket_lattices(&differ, round.cutoff);
         self.world.stats.borrow_mut().ae_shipped += lattices.len() as u64;
         round.shipped = Some(lattices.len());
+        round.younger = younger;
         self.rounds.borrow_mut().insert(b.round, round);
         self.send(
             peer,
@@ -1136,7 +1113,8 @@ impl Node {
     }
 
     /// `Cluster::ae_finish`: step 4 answered; nothing older than the
-    /// cutoff shipped either way proves the pair in sync up to the cutoff.
+    /// cutoff shipped either way proves the pair in sync up to the cutoff
+    /// (for this node's streams only if no younger lattice was held back).
     fn ae_finish(&self, peer: NodeId, round_id: u64, received: usize) {
         let round = self
             .rounds
@@ -1148,25 +1126,35 @@ impl Node {
                 self.sync_log.borrow_mut().push((
                     peer,
                     r.cutoff,
-                    "nothing older than the cutoff",
+                    if r.younger {
+                        "nothing older than the cutoff (the peer's data only)"
+                    } else {
+                        "nothing older than the cutoff"
+                    },
                     now(),
                 ));
-                self.mark_synced(peer, r.cutoff);
+                self.mark_synced(peer, r.cutoff, !r.younger);
             }
         }
     }
 
     /// `Cluster::mark_synced`.
-    fn mark_synced(&self, peer: NodeId, ts: Ts) {
+    fn mark_synced(&self, peer: NodeId, ts: Ts, ours: bool) {
         self.world.stats.borrow_mut().ae_in_sync += 1;
         {
             let mut synced = self.synced.borrow_mut();
             let s = synced.entry(peer).or_insert(0);
             *s = (*s).max(ts);
         }
+        if !ours {
+            return;
+        }
         let mut acked = self.acked.borrow_mut();
         for s in 0..self.disk.borrow().shards.len() as u16 {
-            acked.entry((s, peer)).or_default().synced(ts);
+            acked
+                .entry((s, peer))
+                .or_insert_with(|| Stream::after_boot(self.boot_ts))
+                .synced(ts);
         }
     }
 

@@ -210,7 +210,7 @@ impl Shard {
                 older_than,
                 reply,
             } => {
-                let _ = reply.send(self.bucket_entries_before(&wanted, limit, older_than));
+                let _ = reply.send(self.bucket_batch(&wanted, limit, older_than));
             }
             ShardMsg::Admin(admin) => self.handle_admin(admin),
         }
@@ -556,6 +556,7 @@ impl Shard {
 
 mod persist;
 mod upkeep;
+pub use upkeep::AeBatch;
 
 #[cfg(test)]
 mod tests;

@@ -147,8 +147,16 @@ impl Shard {
         limit: usize,
         older_than: Ts,
     ) -> Vec<LogEntry> {
+        self.bucket_batch(wanted, limit, older_than).entries
+    }
+
+    /// [`Shard::bucket_entries_before`], and whether the wanted buckets
+    /// also hold lattices committed at or after `older_than` (when the
+    /// batch is not full: a full one stops scanning early).
+    pub fn bucket_batch(&self, wanted: &[u64], limit: usize, older_than: Ts) -> AeBatch {
         let hasher = self.table_hasher();
         let mut out = Vec::new();
+        let mut younger = false;
         let (start, skip) = self.ae_cursor.get();
         let start = start % SEGMENTS;
         // From the cursor round the table, and back over the part of the
@@ -166,17 +174,36 @@ impl Shard {
             for (pos, rec) in self.table.segment(seg).enumerate().take(to).skip(from) {
                 let hash = std::hash::BuildHasher::hash_one(&hasher, rec.key());
                 let b = bucket_of(hash);
-                if rec.commit_ts < older_than
-                    && wanted.get(b / 64).is_some_and(|w| w & (1 << (b % 64)) != 0)
-                {
-                    out.push(entry_of(rec, Bytes::copy_from_slice(rec.key())));
-                    if out.len() >= limit {
-                        self.ae_cursor.set((seg, pos + 1));
-                        return out;
-                    }
+                if wanted.get(b / 64).is_none_or(|w| w & (1 << (b % 64)) == 0) {
+                    continue;
+                }
+                if rec.commit_ts >= older_than {
+                    younger = true;
+                    continue;
+                }
+                out.push(entry_of(rec, Bytes::copy_from_slice(rec.key())));
+                if out.len() >= limit {
+                    self.ae_cursor.set((seg, pos + 1));
+                    return AeBatch {
+                        entries: out,
+                        younger,
+                    };
                 }
             }
         }
-        out
+        AeBatch {
+            entries: out,
+            younger,
+        }
     }
+}
+
+/// One anti-entropy batch of a shard.
+#[derive(Debug, Default)]
+pub struct AeBatch {
+    /// Lattices of the wanted buckets committed before the cutoff.
+    pub entries: Vec<LogEntry>,
+    /// The wanted buckets also hold younger lattices (which may hide
+    /// older commits they replaced; see `Cluster::ae_finish`).
+    pub younger: bool,
 }
