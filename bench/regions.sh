@@ -15,7 +15,7 @@
 #
 # Usage: bench/regions.sh [OUT] [EXPERIMENT ...]   (default: all)
 # Knobs: REGIONS (4), NODES (2), DURATION per run in s (5), THREADS (8),
-# RECORDS (10000), WORKERS (1), RTT (50ms).
+# RECORDS (10000), ZIPF (1; lower = less contention), WORKERS (1), RTT (50ms).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -28,8 +28,10 @@ NODES=${NODES:-2}
 DURATION=${DURATION:-5}
 THREADS=${THREADS:-8}
 RECORDS=${RECORDS:-10000}
+ZIPF=${ZIPF:-1}
 WORKERS=${WORKERS:-1}
 RTT=${RTT:-50ms}
+command -v redis-cli >/dev/null || { echo "bench/regions.sh needs redis-cli (Debian: redis-tools)" >&2; exit 1; }
 TMP=$(mktemp -d /tmp/elsa-regions.XXXXXX)
 CL=$TMP/cluster
 # Below the kernel's ephemeral range (32768+), so client sockets of earlier
@@ -63,27 +65,42 @@ up() { # extra `cluster up` flags...
 region_port() { echo $((BASE + ($1 - 1) * NODES)); } # first node of region $1
 
 # Runs `elsa bench $*` against the first node of every region at once;
-# prints the summed throughput and the worst p99 (us) over the regions.
+# prints the summed throughput (committed transactions for ycsbt, ops
+# otherwise), the worst p99 (us) over the regions and the mean abort rate
+# (%). Each process writes its own result file (concurrent appends to one
+# file would lose records); they are merged into results.json afterwards.
 run_all() { # label workload args...
   local label=$1; shift
   local pids=()
   for r in $(seq 1 "$REGIONS"); do
+    rm -f "$TMP/r$r.json"
     "$ELSA" bench "$@" -u "redis://127.0.0.1:$(region_port "$r")" --label "$label r$r" \
-      --output "$OUT/results.json" >"$TMP/r$r.txt" 2>/dev/null &
+      --output "$TMP/r$r.json" >"$TMP/r$r.txt" 2>/dev/null &
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p"; done
-  local tput=0 p99=0
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  python3 - "$OUT/results.json" "$TMP"/r*.json <<'PY'
+import json, os, sys
+out, parts = sys.argv[1], sys.argv[2:]
+runs = json.load(open(out)) if os.path.exists(out) else []
+for p in (p for p in parts if os.path.exists(p)):
+    runs += json.load(open(p))
+json.dump(runs, open(out, "w"), indent=2)
+PY
+  local tput=0 p99=0 aborts=0
   for r in $(seq 1 "$REGIONS"); do
-    t=$(grep -m1 -E 'Transactions\(txn/sec\)|\[OVERALL\], Throughput' "$TMP/r$r.txt" | awk -F', ' '{print $3}')
+    t=$(grep -m1 -F 'Transactions(txn/sec)' "$TMP/r$r.txt" | awk -F', ' '{print $3}')
+    [ -n "$t" ] || t=$(grep -m1 -F 'Throughput(ops/sec)' "$TMP/r$r.txt" | awk -F', ' '{print $3}')
     p=$(grep -E '99thPercentileLatency' "$TMP/r$r.txt" | awk -F', ' '{print $3}' | sort -n | tail -1)
-    tput=$(python3 -c "print(${tput} + ${t:-0})")
+    a=$(grep -m1 -F 'AbortRate(%)' "$TMP/r$r.txt" | awk -F', ' '{print $3}')
+    tput=$(python3 -c "print(round(${tput} + ${t:-0}))")
     p99=$(python3 -c "print(max(${p99}, ${p:-0}))")
+    aborts=$(python3 -c "print(${aborts} + ${a:-0} / $REGIONS)")
   done
-  echo "$tput $p99"
+  echo "$tput $p99 $(python3 -c "print(round($aborts, 1))")"
 }
 
-ycsbt() { run_all "$1" ycsbt --records "$RECORDS" --zipf 1 --threads "$2" --txns 1000000 --duration "$DURATION"; }
+ycsbt() { run_all "$1" ycsbt --records "$RECORDS" --zipf "$ZIPF" --threads "$2" --txns 1000000 --duration "$DURATION"; }
 commit() { run_all "$1" commit --threads "$2" --num-ops 10000000 --duration "$DURATION"; }
 # Latency and lag are measured at a steady offered load (TARGET commits/s
 # per region, coordinated-omission corrected), not at saturation: on a
@@ -106,7 +123,7 @@ md=$OUT/regions.md
   echo
   echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(free -h | awk '/^Mem:/ {print $2}') RAM."
   echo "Cluster: $REGIONS regions × $NODES nodes on loopback, all on this machine; RTT between regions emulated in Elsa's peer transport."
-  echo "Each run: $DURATION s; one bench process per region against its first node; YCSB-T zipf 1, $RECORDS records, 5-op SI transactions; commit = autocommit upserts."
+  echo "Each run: $DURATION s; one bench process per region against its first node; YCSB-T zipf $ZIPF, $RECORDS records, 5-op SI transactions; commit = autocommit upserts."
   echo
 } >"$md"
 
@@ -114,28 +131,28 @@ for e in $EXPERIMENTS; do
   case $e in
   clients)
     echo "## Throughput vs client threads per region (figs. 9–10), RTT $RTT" >>"$md"
-    echo "| threads/region | committed txn/s (all regions) | worst region p99 (us) |" >>"$md"
-    echo "|---:|---:|---:|" >>"$md"
+    echo "| threads/region | committed txn/s (all regions) | worst region p99 (us) | abort rate % |" >>"$md"
+    echo "|---:|---:|---:|---:|" >>"$md"
     up --rtt "$RTT"; load
     for t in 1 2 4 8 16; do
-      read -r tp p99 < <(ycsbt "clients t=$t" "$t")
-      echo "| $t | $tp | $p99 |" >>"$md"; echo "clients $t: $tp txn/s" >&2
+      read -r tp p99 ab < <(ycsbt "clients t=$t" "$t")
+      echo "| $t | $tp | $p99 | $ab |" >>"$md"; echo "clients $t: $tp txn/s" >&2
     done ;;
   workers)
     echo "## Throughput vs shard workers per node (fig. 12)" >>"$md"
-    echo "| workers | committed txn/s |" >>"$md"; echo "|---:|---:|" >>"$md"
+    echo "| workers | committed txn/s | abort rate % |" >>"$md"; echo "|---:|---:|---:|" >>"$md"
     for w in 1 2; do
       WORKERS=$w up --rtt "$RTT"; load
-      read -r tp _ < <(ycsbt "workers=$w" "$THREADS")
-      echo "| $w | $tp |" >>"$md"; echo "workers $w: $tp" >&2
+      read -r tp _ ab < <(ycsbt "workers=$w" "$THREADS")
+      echo "| $w | $tp | $ab |" >>"$md"; echo "workers $w: $tp" >&2
     done ;;
   rf)
     echo "## Throughput vs replication factor per region (fig. 13)" >>"$md"
-    echo "| replication factor | committed txn/s |" >>"$md"; echo "|---:|---:|" >>"$md"
+    echo "| replication factor | committed txn/s | abort rate % |" >>"$md"; echo "|---:|---:|---:|" >>"$md"
     for k in 1 2; do
       up --rtt "$RTT" --replication-factor "$k"; load
-      read -r tp _ < <(ycsbt "rf=$k" "$THREADS")
-      echo "| $k | $tp |" >>"$md"; echo "rf $k: $tp" >&2
+      read -r tp _ ab < <(ycsbt "rf=$k" "$THREADS")
+      echo "| $k | $tp | $ab |" >>"$md"; echo "rf $k: $tp" >&2
     done ;;
   epoch)
     echo "## Merge epoch (fig. 14): convergence lag at ${TARGET:-500} commits/s per region (RTT $RTT)" >>"$md"
@@ -143,7 +160,7 @@ for e in $EXPERIMENTS; do
     echo "|---:|---:|---:|---:|---:|" >>"$md"
     for ep in 10 50 100 500 1000; do
       up --rtt "$RTT" --merge-epoch-ms "$ep"
-      read -r tp _ < <(paced "epoch=$ep")
+      read -r tp _ _ < <(paced "epoch=$ep")
       p50=$(info_field "$(region_port 2)" convergence_lag_p50_ms)
       p99=$(info_field "$(region_port 2)" convergence_lag_p99_ms)
       bound=$((ep + ${RTT%ms} / 2 + 10))
@@ -153,9 +170,9 @@ for e in $EXPERIMENTS; do
     echo "## CRDT vs replication = 2pc at RTT $RTT (fig. 15)" >>"$md"
     echo "| mode | commits/s | worst p99 (us) |" >>"$md"; echo "|---|---:|---:|" >>"$md"
     up --rtt "$RTT"
-    read -r crdt c99 < <(commit "crdt" "$THREADS")
+    read -r crdt c99 _ < <(commit "crdt" "$THREADS")
     up --rtt "$RTT" --replication 2pc
-    read -r tpc t99 < <(commit "2pc" "$THREADS")
+    read -r tpc t99 _ < <(commit "2pc" "$THREADS")
     echo "| crdt | $crdt | $c99 |" >>"$md"; echo "| 2pc | $tpc | $t99 |" >>"$md"
     echo "" >>"$md"; echo "CRDT / 2PC throughput ratio: $(python3 -c "print(round($crdt / max($tpc, 1e-9), 1))")×" >>"$md"
     echo "crdt $crdt 2pc $tpc" >&2 ;;
@@ -164,7 +181,7 @@ for e in $EXPERIMENTS; do
     echo "| RTT | commits/s | worst region p99 (us) |" >>"$md"; echo "|---|---:|---:|" >>"$md"
     for r in 0 50ms 100ms 200ms; do
       up --rtt "$r"
-      read -r tp p99 < <(paced "rtt=$r")
+      read -r tp p99 _ < <(paced "rtt=$r")
       echo "| $r | $tp | $p99 |" >>"$md"; echo "rtt $r: p99 $p99" >&2
     done ;;
   rejoin)
