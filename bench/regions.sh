@@ -14,6 +14,8 @@
 #   rejoin    a region cut off while others write: what anti-entropy ships
 #
 # Usage: bench/regions.sh [OUT] [EXPERIMENT ...]   (default: all)
+# Writes OUT/regions.md, OUT/results.json, and charts (OUT/sweep-*.svg) with
+# their tables in OUT/results.md.
 # Knobs: REGIONS (4), NODES (2), DURATION per run in s (5), THREADS (8),
 # RECORDS (10000), ZIPF (1; lower = less contention), WORKERS (1), RTT (50ms).
 set -euo pipefail
@@ -74,7 +76,7 @@ run_all() { # label workload args...
   local pids=()
   for r in $(seq 1 "$REGIONS"); do
     rm -f "$TMP/r$r.json"
-    "$ELSA" bench "$@" -u "redis://127.0.0.1:$(region_port "$r")" --label "$label r$r" \
+    "$ELSA" bench "$@" -u "redis://127.0.0.1:$(region_port "$r")" --label "$label" \
       --output "$TMP/r$r.json" >"$TMP/r$r.txt" 2>/dev/null &
     pids+=($!)
   done
@@ -136,7 +138,7 @@ for e in $EXPERIMENTS; do
     echo "|---:|---:|---:|---:|" >>"$md"
     up --rtt "$RTT"; load
     for t in 1 2 4 8 16; do
-      read -r tp p99 ab < <(ycsbt "clients t=$t" "$t")
+      read -r tp p99 ab < <(ycsbt "threads=$t" "$t")
       echo "| $t | $tp | $p99 | $ab |" >>"$md"; echo "clients $t: $tp txn/s" >&2
     done ;;
   workers)
@@ -163,10 +165,10 @@ for e in $EXPERIMENTS; do
     echo "|---:|---:|---:|---:|---:|" >>"$md"
     for ep in 10 50 100 500 1000; do
       up --rtt "$RTT" --merge-epoch-ms "$ep"
-      paced "epoch=$ep" >/dev/null
+      paced "epoch=$ep paced" >/dev/null
       p50=$(info_field "$(region_port 2)" convergence_lag_p50_ms)
       p99=$(info_field "$(region_port 2)" convergence_lag_p99_ms)
-      read -r tp _ _ < <(commit "epoch=$ep saturated" "$THREADS")
+      read -r tp _ _ < <(commit "epoch=$ep" "$THREADS")
       bound=$((ep + ${RTT%ms} / 2 + 10))
       echo "| $ep | $tp | $p50 | $p99 | $bound |" >>"$md"; echo "epoch $ep: $tp commits/s, lag p99 $p99" >&2
     done ;;
@@ -174,9 +176,9 @@ for e in $EXPERIMENTS; do
     echo "## CRDT vs replication = 2pc at RTT $RTT (fig. 15)" >>"$md"
     echo "| mode | commits/s | worst p99 (us) |" >>"$md"; echo "|---|---:|---:|" >>"$md"
     up --rtt "$RTT"
-    read -r crdt c99 _ < <(commit "crdt" "$THREADS")
+    read -r crdt c99 _ < <(commit "replication=crdt" "$THREADS")
     up --rtt "$RTT" --replication 2pc
-    read -r tpc t99 _ < <(commit "2pc" "$THREADS")
+    read -r tpc t99 _ < <(commit "replication=2pc" "$THREADS")
     echo "| crdt | $crdt | $c99 |" >>"$md"; echo "| 2pc | $tpc | $t99 |" >>"$md"
     echo "" >>"$md"; echo "CRDT / 2PC throughput ratio: $(python3 -c "print(round($crdt / max($tpc, 1e-9), 1))")×" >>"$md"
     echo "crdt $crdt 2pc $tpc" >&2 ;;
@@ -214,6 +216,8 @@ for e in $EXPERIMENTS; do
   esac
   echo >>"$md"
 done
-"$ELSA" bench plot "$OUT/results.json" --out-dir "$OUT" >/dev/null 2>&1 || true
+# Runs are labelled `param=value [series]`, so `elsa bench plot` draws each
+# experiment as a sweep chart (throughput and p99 vs the parameter).
+"$ELSA" bench plot "$OUT/results.json" --out-dir "$OUT" >/dev/null || echo "elsa bench plot failed" >&2
 echo "results: $md" >&2
 cat "$md"

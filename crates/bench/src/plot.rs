@@ -1,6 +1,9 @@
 //! `elsa bench plot`: SVG charts and a markdown table from result files —
 //! throughput against client threads per system (the paper's figures 7 and
-//! 8) and against isolation level (figure 11).
+//! 8), against isolation level (figure 11), and against any parameter a
+//! run's label names (`sweep`: the cross-region figures 9–15).
+
+mod sweep;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -258,6 +261,8 @@ pub fn run(a: &PlotArgs) -> Result<Vec<PathBuf>, BenchError> {
             md.push('\n');
         }
     }
+
+    written.extend(sweep::charts(&records, &a.out_dir, &mut md)?);
 
     md.push_str("\n## Every run\n\n| workload | system | label | threads | isolation | zipf | txn/s | ops/s | abort % | p50 µs | p99 µs | errors |\n|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in &records {
