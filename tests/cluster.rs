@@ -12,22 +12,23 @@
 //!   afterwards every node has the same `ELSA.DIGEST`, every key written by
 //!   one region reads as that region's last acknowledged value on every
 //!   node, and every shared key reads the same acknowledged value
-//!   everywhere (last-commit-wins). Runs on 2 regions by default; the
-//!   4-region × 2-node run is `#[ignore]`d for a membership bug (see its
-//!   reason) — `cargo test --test cluster -- --ignored` on an idle host.
+//!   everywhere (last-commit-wins). Runs on 2 regions and on 4 regions ×
+//!   2 nodes.
 //! - [`spread`]: the isolation checker (list-append and rw-register, at SI
 //!   and RR) with clients spread over both nodes of a region, so multi-key
 //!   commits run the cross-node two-phase commit, shows none of the
 //!   anomalies those levels forbid on one node.
 //! - [`ring`]: a node killed with `kill -9` leaves the ring (members drop),
 //!   nothing acknowledged and merged before is lost, writes go on; restarted,
-//!   it rejoins and every node answers every key's latest value. A second,
-//!   `#[ignore]`d test pins down a bug: right after rejoining, the node
-//!   serves stale data and `INCR` on it loses acknowledged increments.
+//!   it rejoins and every node answers every key's latest value. Right
+//!   after rejoining it serves no stale data (`INCR` on it loses nothing),
+//!   and while it takes its slots back from the node acting for it, with
+//!   clients on every node incrementing hot counters, no acknowledged
+//!   increment is lost (one primary per slot at any time).
 //! - [`regions`]: with `replication = 2pc` an acknowledged write is already
 //!   readable in the other region; with `crdt`, `WAITREGION` returns 1 and
-//!   the write is then readable there. A second, `#[ignore]`d test pins down
-//!   a bug: `ELSA.FAULT ISOLATE` lets a dropped peer back into the ring.
+//!   the write is then readable there. `ELSA.FAULT ISOLATE` keeps the other
+//!   region out until healed.
 //!
 //! Every process is killed by PID when its test ends (also on panic), data
 //! lives in temp dirs, and only 127.0.0.1 is used. The tests take a shared

@@ -66,6 +66,9 @@ pub async fn run(cluster: Arc<Cluster>) {
     let mut published_ready = false;
     loop {
         let ready = cluster.catch_up_done();
+        // Others route this node's slots to it once it is ready; it does
+        // so itself only once they have been handed back.
+        let serving = cluster.hand_back_done();
         if ready && !published_ready {
             handle
                 .with_chitchat(|c| c.self_node_state().set("ready", "1"))
@@ -84,7 +87,7 @@ pub async fn run(cluster: Arc<Cluster>) {
                     shards: s.shards,
                     peer: s.peer,
                     client: s.client,
-                    ready,
+                    ready: serving,
                 },
             ),
         );

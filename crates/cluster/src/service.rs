@@ -162,6 +162,42 @@ pub struct Cluster {
     /// started: every commit of that peer missing from its gossip stream
     /// to this incarnation is older than it.
     first_gossip: Mutex<HashMap<NodeId, u64>>,
+    /// When this node caught up (it then asks for its slots back).
+    ready_at: std::sync::OnceLock<Instant>,
+    /// Whether this node acts as the primary of its slots: caught up, and
+    /// every peer that could have been acting for it has handed them back
+    /// (see [`Cluster::hand_back_done`]).
+    serving: AtomicBool,
+    /// Peers that have handed this incarnation its slots back.
+    handed_back: Mutex<HashSet<NodeId>>,
+    /// Peers this node is handing slots back to right now.
+    handing_back: Mutex<HashSet<NodeId>>,
+    /// Per local shard: merge epochs shipped so far.
+    flushes: Vec<AtomicU64>,
+}
+
+/// How long a node that caught up waits for a peer to hand its slots back
+/// before it serves them anyway (a peer alive to membership but not
+/// answering: better a short window of two primaries than none).
+const HAND_BACK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The route of a key no known node serves yet: a node that has just
+/// started and knows no ready replica but itself. Requests to it are
+/// answered Busy at once, so callers retry until membership tells them
+/// where the key lives (never from this node's data before it caught up).
+const NO_PRIMARY: ShardId = ShardId {
+    node: NodeId::MAX,
+    index: 0,
+};
+
+/// What a shard answers when it must not serve a call (see
+/// [`Cluster::serves`]): Busy, so the caller routes again; for a batch,
+/// no op run (the caller resubmits the rest).
+fn busy_answer(kind: u32) -> Answer {
+    Answer {
+        refusal: if kind == 1 { 0 } else { 1 },
+        ..Answer::default()
+    }
 }
 
 /// How long a starting node looks for a ready peer in its region before
@@ -198,6 +234,7 @@ impl Cluster {
             settings.replication_factor,
         );
         let boot_ts = hlc.now();
+        let shards = inboxes.len();
         let cluster = Arc::new(Cluster {
             settings,
             ring: ArcSwap::from_pointee(ring),
@@ -224,6 +261,11 @@ impl Cluster {
             ready: AtomicBool::new(false),
             booted: Instant::now(),
             first_gossip: Mutex::new(HashMap::new()),
+            ready_at: std::sync::OnceLock::new(),
+            serving: AtomicBool::new(false),
+            handed_back: Mutex::new(HashSet::new()),
+            handing_back: Mutex::new(HashSet::new()),
+            flushes: (0..shards).map(|_| AtomicU64::new(0)).collect(),
         });
         let c = cluster.clone();
         std::thread::Builder::new()
@@ -365,6 +407,7 @@ impl Cluster {
             return true;
         }
         if self.catch_up_pending().is_some_and(|p| p.is_empty()) {
+            let _ = self.ready_at.set(Instant::now());
             self.ready.store(true, Ordering::Relaxed);
             tracing::info!(
                 "caught up after {:?}: may be primary now",
@@ -373,6 +416,136 @@ impl Cluster {
             return true;
         }
         false
+    }
+
+    /// True once this node acts as the primary of its slots.
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::Relaxed)
+    }
+
+    /// The hand-back after catching up (called on the membership tick):
+    /// true once this node may act as the primary of its slots.
+    ///
+    /// Caught up, a node publishes `ready`; peers then route its slots to
+    /// it and refuse requests for them (see [`Cluster::serves`]). It
+    /// routes them to itself only once every ready peer of its region it
+    /// shares slots with has answered [`wire::HandBack`] — sent after the
+    /// peer switched and shipped a full merge epoch of every shard, so what
+    /// the peer committed as the acting primary has reached this node. At
+    /// no moment do two nodes both serve a slot (without this, both did for
+    /// a membership gossip interval, and the new primary lacked the old
+    /// one's last epoch: lost increments).
+    pub(crate) fn hand_back_done(self: &Arc<Self>) -> bool {
+        if self.is_serving() {
+            return true;
+        }
+        let Some(since) = self.ready_at.get().filter(|_| self.is_ready()) else {
+            return false;
+        };
+        let ring = self.ring.load();
+        let own = &self.settings.region;
+        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let done = self.handed_back.lock().unwrap_or_else(|e| e.into_inner());
+        let pending: Vec<NodeId> = ring
+            .members()
+            .iter()
+            .filter(|m| m.node != self.settings.node && m.ready && &m.region == own)
+            .filter(|m| shared.get(&m.node).is_some_and(|l| !l.is_empty()))
+            .filter(|m| !done.contains(&m.node))
+            .map(|m| m.node)
+            .collect();
+        drop((shared, done));
+        if pending.is_empty() || since.elapsed() > HAND_BACK_TIMEOUT {
+            if !pending.is_empty() {
+                tracing::warn!(
+                    "hand-back: no answer from {pending:?} in {HAND_BACK_TIMEOUT:?}; serving anyway"
+                );
+            }
+            self.serving.store(true, Ordering::Relaxed);
+            tracing::info!(
+                "slots handed back {:?} after catching up: primary now",
+                since.elapsed()
+            );
+            return true;
+        }
+        for p in pending {
+            self.send(
+                p,
+                Frame::new(Body::HandBackAsk(wire::HandBackAsk {})),
+                false,
+            );
+        }
+        false
+    }
+
+    /// A peer that caught up asks for its slots back: once this node routes
+    /// them to it, every local shard ships a merge epoch begun after that,
+    /// then [`wire::HandBack`] follows that gossip on the same link.
+    fn hand_back(self: &Arc<Self>, peer: NodeId) {
+        if !self.ring.load().member(peer).is_some_and(|m| m.ready) {
+            return; // not switched yet: the peer asks again
+        }
+        if !self
+            .handing_back
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(peer)
+        {
+            return;
+        }
+        let me = self.clone();
+        self.handle.spawn(async move {
+            // Two flushes: the one under way may have taken its lattices
+            // before the switch; the next one holds everything after it.
+            let start: Vec<u64> = me
+                .flushes
+                .iter()
+                .map(|f| f.load(Ordering::Relaxed))
+                .collect();
+            let deadline =
+                Instant::now() + 20 * me.settings.merge_epoch.max(Duration::from_millis(50));
+            while Instant::now() < deadline
+                && me
+                    .flushes
+                    .iter()
+                    .zip(&start)
+                    .any(|(f, s)| f.load(Ordering::Relaxed) < s + 2)
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            me.send(peer, Frame::new(Body::HandBack(wire::HandBack {})), false);
+            me.handing_back
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&peer);
+        });
+    }
+
+    /// Whether a forwarded call may be served by local shard `shard`: with
+    /// `routing = primary`, only if this node's own view makes that shard
+    /// the primary of every key in it. A caller with an older or newer
+    /// view is answered Busy and routes again — so a slot is served by one
+    /// node even while views differ (a node leaving, a hand-back).
+    fn serves(&self, call: &Call, shard: u32) -> bool {
+        if self.settings.routing != Routing::Primary {
+            return true;
+        }
+        let here = ShardId {
+            node: self.settings.node,
+            index: shard as u16,
+        };
+        let hashes = call
+            .ops
+            .iter()
+            .map(|o| o.hash)
+            .chain(call.checks.iter().map(|c| c.hash))
+            .chain(call.holds.iter().map(|h| h.hash))
+            .chain(call.writes.iter().map(|w| w.hash));
+        let mut ok = true;
+        for h in hashes {
+            ok &= self.route(h) == here;
+        }
+        ok
     }
 
     /// Whether this node is cut off from other regions (fault injection).
@@ -761,6 +934,16 @@ impl Cluster {
                 let Some(inbox) = self.inboxes.get(req.shard as usize) else {
                     return;
                 };
+                // New work for a key (not the follow-ups of a prepare,
+                // which must reach the shard that holds its keys).
+                if matches!(call.kind, 1 | 2 | 3 | 4 | 8) && !self.serves(&call, req.shard) {
+                    reply(Body::Response(wire::Response {
+                        id: req.id,
+                        hlc: self.hlc.peek(),
+                        answer: busy_answer(call.kind).encode_to_vec().into(),
+                    }));
+                    return;
+                }
                 match call.kind {
                     4 => {
                         prepared.insert((req.shard, call.txn));
@@ -854,6 +1037,13 @@ impl Cluster {
                         });
                     });
                 }
+            }
+            Body::HandBackAsk(_) => self.hand_back(hello.node),
+            Body::HandBack(_) => {
+                self.handed_back
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(hello.node);
             }
             Body::WatermarkQuery(q) => {
                 let ts = self.watermark(&q.region);
@@ -1184,6 +1374,9 @@ impl Cluster {
     pub fn ship_gossip(self: &Arc<Self>, shard: usize, entries: Vec<LogEntry>) {
         let flushed_ts = self.hlc.now();
         self.epoch.fetch_add(1, Ordering::Relaxed);
+        if let Some(f) = self.flushes.get(shard) {
+            f.fetch_add(1, Ordering::Relaxed);
+        }
         let ring = self.ring.load();
         let me = self.settings.node;
         let mut per_node: HashMap<NodeId, Vec<Lattice>> = ring
@@ -1487,19 +1680,36 @@ impl Cluster {
         let ring = self.ring.load();
         let slot = slot_of(hash);
         let replicas = ring.replicas(slot, ring.own_region());
+        // Until it serves, this node is nobody's replica to ask: its data
+        // may predate what the region acknowledged while it was away.
+        let me = self.settings.node;
+        let usable = |id: &ShardId| id.node != me || self.is_serving();
         match (self.settings.routing, replicas) {
             (_, []) => ShardId {
-                node: self.settings.node,
+                node: me,
                 index: ring.own_shard(slot),
             },
-            (Routing::Primary, [first, ..]) => *first,
-            (Routing::Random, all) => all[rand::random::<usize>() % all.len()],
+            (Routing::Primary, [first, ..]) => Some(*first).filter(usable).unwrap_or(NO_PRIMARY),
+            (Routing::Random, all) => {
+                let pick = all[rand::random::<usize>() % all.len()];
+                if usable(&pick) {
+                    pick
+                } else {
+                    all.iter().copied().find(usable).unwrap_or(NO_PRIMARY)
+                }
+            }
         }
     }
 
     /// Forwards a shard message to another node.
     pub fn forward(self: &Arc<Self>, to: ShardId, msg: ShardMsg) {
         if let Some((call, done)) = remote::encode(msg) {
+            if to == NO_PRIMARY {
+                if let Some(done) = done {
+                    done(busy_answer(call.kind));
+                }
+                return;
+            }
             self.request(to, call, done);
         }
     }

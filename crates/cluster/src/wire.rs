@@ -149,10 +149,22 @@ pub struct WatermarkReply {
     pub ts: u64,
 }
 
+/// From a node that has caught up, to a peer of its region: "I am ready;
+/// hand my slots back" (sent again until answered).
+#[derive(Clone, PartialEq, Message)]
+pub struct HandBackAsk {}
+
+/// The answer, on the answering node's own link (behind its gossip): it
+/// routes the asker's slots to the asker, refuses requests for them, and
+/// every one of its shards has shipped its gossip since — so the asker has
+/// everything it committed for those slots.
+#[derive(Clone, PartialEq, Message)]
+pub struct HandBack {}
+
 /// Everything that travels between nodes.
 #[derive(Clone, PartialEq, Message)]
 pub struct Frame {
-    #[prost(oneof = "Body", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10")]
+    #[prost(oneof = "Body", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12")]
     pub body: Option<Body>,
 }
 
@@ -179,6 +191,10 @@ pub enum Body {
     WatermarkQuery(WatermarkQuery),
     #[prost(message, tag = "10")]
     WatermarkReply(WatermarkReply),
+    #[prost(message, tag = "11")]
+    HandBackAsk(HandBackAsk),
+    #[prost(message, tag = "12")]
+    HandBack(HandBack),
 }
 
 impl Frame {

@@ -42,7 +42,7 @@ impl Conn {
             cl.epochs(),
             cl.gossip_frames_dropped(),
             cl.isolated() as u8,
-            !cl.is_ready() as u8,
+            !cl.is_serving() as u8,
         );
         let now = elsa_shard::unix_ms();
         for (i, p) in cl.peer_info().iter().enumerate() {

@@ -134,9 +134,38 @@ impl Coordinator {
         ops: Vec<KeyOp>,
         watches: Vec<Check>,
     ) -> Result<Vec<OpReply>, TxnError> {
-        // Which keys each shard must hold, and how.
+        let mut attempt = 0;
+        loop {
+            // Planned again on every attempt: Busy may also mean a shard is
+            // no longer the primary of a key (the view changed).
+            let (holds, mut checks) = self.plan_atomic(&ops, &watches);
+            let outcome = if holds.len() <= 1 {
+                let shard = holds.keys().next().copied().unwrap_or(self.node.local(0));
+                let checks = checks.remove(&shard).unwrap_or_default();
+                self.exec_on_one(shard, &ops, checks).await?
+            } else {
+                self.exec_across(&ops, &holds, &checks).await?
+            };
+            if let Some(replies) = outcome {
+                return Ok(replies);
+            }
+            backoff(attempt).await;
+            attempt += 1;
+        }
+    }
+
+    /// Which keys each shard must hold, and how; which watches it checks.
+    #[allow(clippy::type_complexity)]
+    fn plan_atomic(
+        &self,
+        ops: &[KeyOp],
+        watches: &[Check],
+    ) -> (
+        HashMap<ShardId, HashMap<HashedKey, HoldMode>>,
+        HashMap<ShardId, Vec<Check>>,
+    ) {
         let mut holds: HashMap<ShardId, HashMap<HashedKey, HoldMode>> = HashMap::new();
-        for kop in &ops {
+        for kop in ops {
             let key = HashedKey {
                 key: kop.key.clone(),
                 hash: kop.hash,
@@ -159,49 +188,27 @@ impl Coordinator {
                 .or_default()
                 .entry(c.key.clone())
                 .or_insert(HoldMode::Read);
-            checks.entry(shard).or_default().push(c);
+            checks.entry(shard).or_default().push(c.clone());
         }
-        if holds.len() <= 1 {
-            let shard = holds.keys().next().copied().unwrap_or(self.node.local(0));
-            let checks = checks.remove(&shard).unwrap_or_default();
-            return self.exec_on_one(shard, ops, checks).await;
-        }
-        let mut attempt = 0;
-        loop {
-            match self.exec_across(&ops, &holds, &checks).await? {
-                Some(replies) => return Ok(replies),
-                None => {
-                    backoff(attempt).await;
-                    attempt += 1;
-                }
-            }
-        }
+        (holds, checks)
     }
 
+    /// One attempt on one shard; `Ok(None)` means "Busy, retry".
     async fn exec_on_one(
         &self,
         shard: ShardId,
-        ops: Vec<KeyOp>,
+        ops: &[KeyOp],
         checks: Vec<Check>,
-    ) -> Result<Vec<OpReply>, TxnError> {
-        let mut attempt = 0;
-        loop {
-            let answer = self
-                .ask(shard, |reply| ShardMsg::Exec {
-                    checks: checks.clone(),
-                    ops: ops.clone(),
-                    reply,
-                })
-                .await?;
-            match answer {
-                Ok(replies) => return Ok(replies),
-                Err(Refusal::Conflict(_)) => return Err(TxnError::WatchFailed),
-                Err(Refusal::Unavailable(why)) => return Err(TxnError::Unavailable(why)),
-                Err(Refusal::Busy) => {
-                    backoff(attempt).await;
-                    attempt += 1;
-                }
-            }
+    ) -> Result<Option<Vec<OpReply>>, TxnError> {
+        let ops = ops.to_vec();
+        match self
+            .ask(shard, |reply| ShardMsg::Exec { checks, ops, reply })
+            .await?
+        {
+            Ok(replies) => Ok(Some(replies)),
+            Err(Refusal::Conflict(_)) => Err(TxnError::WatchFailed),
+            Err(Refusal::Unavailable(why)) => Err(TxnError::Unavailable(why)),
+            Err(Refusal::Busy) => Ok(None),
         }
     }
 
@@ -258,10 +265,13 @@ impl Coordinator {
         let mut writes: HashMap<ShardId, Vec<Write>> = HashMap::new();
         for (_, (key, state, dirty)) in overlay.states {
             if dirty {
-                writes
-                    .entry(self.shard_of(key.hash))
-                    .or_default()
-                    .push(Write { key, state });
+                // To the shard that holds the key, even if the view has
+                // changed since the prepare.
+                let home = holds
+                    .iter()
+                    .find(|(_, keys)| keys.contains_key(&key))
+                    .map_or_else(|| self.shard_of(key.hash), |(s, _)| *s);
+                writes.entry(home).or_default().push(Write { key, state });
             }
         }
         // Every key is held, so no version can appear between this timestamp

@@ -23,71 +23,70 @@ impl Coordinator {
         let Some(first) = ops.first().map(|k| self.shard_of(k.hash)) else {
             return Ok(Vec::new());
         };
-        if ops.iter().all(|k| self.shard_of(k.hash) == first) {
-            return self.run_lone_on(first, ops).await;
+        if !ops.iter().all(|k| self.shard_of(k.hash) == first) {
+            let todo = ops.into_iter().enumerate().collect();
+            return self.run_lone_rest(vec![OpReply::Nil; total], todo, 0).await;
         }
-        // (shard, positions in the client's order, ops) still to run; few
-        // shards per batch, so a linear search beats a map.
-        let mut pending: Vec<(ShardId, Vec<usize>, Vec<KeyOp>)> = Vec::new();
-        for (i, kop) in ops.into_iter().enumerate() {
-            let s = self.shard_of(kop.hash);
-            match pending.iter_mut().find(|p| p.0 == s) {
-                Some(p) => {
-                    p.1.push(i);
-                    p.2.push(kop);
-                }
-                None => pending.push((s, vec![i], vec![kop])),
-            }
+        // All on one shard (always so with one worker, and for every lone
+        // command that is not pipelined): one message, no bookkeeping
+        // unless something is left over.
+        let (mut replies, rest) = self
+            .ask(first, |reply| ShardMsg::Batch { ops, reply })
+            .await?;
+        if rest.is_empty() {
+            return Ok(replies);
         }
-        let mut replies: Vec<OpReply> = vec![OpReply::Nil; total];
-        let mut attempt = 0;
+        let done = replies.len();
+        replies.resize(total, OpReply::Nil);
+        let todo = rest
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| (done + i, k))
+            .collect();
+        backoff(0).await;
+        self.run_lone_rest(replies, todo, 1).await
+    }
+
+    /// Runs the ops still to do, grouped by shard (order kept within each
+    /// shard, which is all that a key can observe), until none is left. A
+    /// shard stops at a held key — or runs nothing when it is no longer the
+    /// key's primary — and the rest is routed again and resubmitted.
+    async fn run_lone_rest(
+        &self,
+        mut replies: Vec<OpReply>,
+        mut todo: Vec<(usize, KeyOp)>,
+        mut attempt: u32,
+    ) -> Result<Vec<OpReply>, TxnError> {
         loop {
-            let mut waits = Vec::with_capacity(pending.len());
-            for (shard, idx, ops) in pending.drain(..) {
-                let rx = self.start(shard, |reply| ShardMsg::Batch { ops, reply })?;
-                waits.push((shard, idx, rx));
+            // Few shards per batch, so a linear search beats a map.
+            let mut groups: Vec<(ShardId, Vec<usize>, Vec<KeyOp>)> = Vec::new();
+            for (i, kop) in todo.drain(..) {
+                let s = self.shard_of(kop.hash);
+                match groups.iter_mut().find(|g| g.0 == s) {
+                    Some(g) => {
+                        g.1.push(i);
+                        g.2.push(kop);
+                    }
+                    None => groups.push((s, vec![i], vec![kop])),
+                }
             }
-            for (shard, idx, rx) in waits {
+            let mut waits = Vec::with_capacity(groups.len());
+            for (shard, idx, ops) in groups {
+                let rx = self.start(shard, |reply| ShardMsg::Batch { ops, reply })?;
+                waits.push((idx, rx));
+            }
+            for (idx, rx) in waits {
                 let (got, rest) = rx.await.map_err(|_| TxnError::ShardGone)?;
                 let done = got.len();
                 for (i, r) in idx.iter().zip(got) {
                     replies[*i] = r;
                 }
-                if !rest.is_empty() {
-                    // A held key stopped the shard there; resubmit the rest.
-                    pending.push((shard, idx[done..].to_vec(), rest));
-                }
+                todo.extend(idx[done..].iter().copied().zip(rest));
             }
-            if pending.is_empty() {
+            if todo.is_empty() {
                 return Ok(replies);
             }
-            backoff(attempt).await;
-            attempt += 1;
-        }
-    }
-
-    /// All ops on one shard (always so with one worker, and for every lone
-    /// command that is not pipelined): no regrouping, no index bookkeeping.
-    async fn run_lone_on(
-        &self,
-        shard: ShardId,
-        mut ops: Vec<KeyOp>,
-    ) -> Result<Vec<OpReply>, TxnError> {
-        let mut replies = Vec::new();
-        let mut attempt = 0;
-        loop {
-            let (mut got, rest) = self
-                .ask(shard, |reply| ShardMsg::Batch { ops, reply })
-                .await?;
-            if replies.is_empty() {
-                replies = got;
-            } else {
-                replies.append(&mut got);
-            }
-            if rest.is_empty() {
-                return Ok(replies);
-            }
-            ops = rest;
+            todo.sort_by_key(|(i, _)| *i);
             backoff(attempt).await;
             attempt += 1;
         }

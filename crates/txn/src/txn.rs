@@ -264,15 +264,44 @@ async fn commit_across(
     start_ts: Ts,
 ) -> Result<Ts, TxnError> {
     let mut attempt = 0;
+    let mut parts = parts;
     loop {
         match try_commit_across(coord, &parts, start_ts).await {
             Err(TxnError::Conflict(key)) if key.is_empty() && attempt < 1000 => {
                 backoff(attempt.min(40)).await;
                 attempt += 1;
+                // Busy may also mean "not the primary (any more)".
+                parts = regroup(coord, parts);
             }
             other => return other,
         }
     }
+}
+
+/// The same parts, each key sent to the shard the current view routes it to.
+fn regroup(coord: &Coordinator, parts: HashMap<ShardId, ShardPart>) -> HashMap<ShardId, ShardPart> {
+    let mut out: HashMap<ShardId, ShardPart> = HashMap::new();
+    for part in parts.into_values() {
+        for h in part.holds {
+            out.entry(coord.shard_of(h.0.hash))
+                .or_default()
+                .holds
+                .push(h);
+        }
+        for c in part.checks {
+            out.entry(coord.shard_of(c.key.hash))
+                .or_default()
+                .checks
+                .push(c);
+        }
+        for w in part.writes {
+            out.entry(coord.shard_of(w.key.hash))
+                .or_default()
+                .writes
+                .push(w);
+        }
+    }
+    out
 }
 
 async fn try_commit_across(
@@ -333,9 +362,11 @@ async fn try_commit_across(
 /// Reads a key's state, waiting out a commit that holds it for writing (a
 /// few microseconds), so a read never sees half of a multi-shard commit.
 pub async fn read(coord: &Coordinator, key: HashedKey) -> Result<ReadState, TxnError> {
-    let shard = coord.shard_of(key.hash);
     let mut attempt = 0;
     loop {
+        // Routed again on every attempt: a shard that is no longer the
+        // key's primary answers Busy too.
+        let shard = coord.shard_of(key.hash);
         let k = key.clone();
         match coord
             .ask(shard, |reply| ShardMsg::Read { key: k, reply })
