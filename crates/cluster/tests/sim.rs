@@ -33,7 +33,12 @@
 //! | `Node::merge_lattices`             | `Cluster::merge_lattices` → `ShardMsg::Merge` → `Shard::op_merge` |
 //! | `Node::node_digest`, `bucket_lattices` | `Cluster::node_digest`, `bucket_lattices` (`Shard::digests`, `Shard::bucket_entries_before`) |
 //! | `Node::anti_entropy_loop`, `ae_compare`, `ae_finish`, `mark_synced`, `cutoff` | the `Cluster` functions of those names (one peer per round, in turn) |
-//! | `Stream` (copied)                  | `service::Stream` (private there)       |
+//! | `Stream`                           | `elsa_cluster::watermark::Stream` (the same type) |
+//!
+//! Not modelled: catch-up and the hand-back of slots to a restarted node
+//! (the sim's writes are blind SETs, which converge whichever replica
+//! serves them; read-modify-write across a hand-back is proven on real
+//! processes, `tests/cluster/ring.rs`).
 //!
 //! Each node's HLC follows a skewed physical clock (simulated time ± up to
 //! 500 ms, [`node::SimClock`], a `PhysicalClock`) and observes peers'
