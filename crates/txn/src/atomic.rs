@@ -17,7 +17,7 @@ use elsa_shard::{
     ReadState, Refusal, ShardMsg, TxnId, Write,
 };
 
-use crate::router::{backoff, Coordinator, ShardId};
+use crate::router::{Coordinator, Retry, ShardId};
 use crate::TxnError;
 
 /// Releases a transaction's holds unless it was installed — also when the
@@ -134,7 +134,7 @@ impl Coordinator {
         ops: Vec<KeyOp>,
         watches: Vec<Check>,
     ) -> Result<Vec<OpReply>, TxnError> {
-        let mut attempt = 0;
+        let mut retry = Retry::new();
         loop {
             // Planned again on every attempt: Busy may also mean a shard is
             // no longer the primary of a key (the view changed).
@@ -149,8 +149,7 @@ impl Coordinator {
             if let Some(replies) = outcome {
                 return Ok(replies);
             }
-            backoff(attempt).await;
-            attempt += 1;
+            retry.wait().await?;
         }
     }
 

@@ -43,6 +43,11 @@ pub enum TxnError {
     /// The node cannot make writes durable now (disk full, read-only…).
     #[error("{0}")]
     Unavailable(String),
+    /// Busy for [`router::RETRY_FOR`]: a key held that long, or views of
+    /// who is its primary that disagree that long (Redis Cluster's
+    /// TRYAGAIN, which clients retry).
+    #[error("TRYAGAIN the key's shard stayed busy or its primary kept moving; try again")]
+    TryAgain,
     /// A shard thread is gone (the node is shutting down).
     #[error("ERR shard unavailable (node shutting down)")]
     ShardGone,

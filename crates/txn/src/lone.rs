@@ -5,7 +5,7 @@
 
 use elsa_shard::{KeyOp, OpReply, ShardMsg};
 
-use crate::router::{backoff, Coordinator, ShardId};
+use crate::router::{Coordinator, Retry, ShardId};
 use crate::TxnError;
 
 impl Coordinator {
@@ -25,7 +25,8 @@ impl Coordinator {
         };
         if !ops.iter().all(|k| self.shard_of(k.hash) == first) {
             let todo = ops.into_iter().enumerate().collect();
-            return self.run_lone_rest(vec![OpReply::Nil; total], todo, 0).await;
+            let replies = vec![OpReply::Nil; total];
+            return self.run_lone_rest(replies, todo, Retry::new()).await;
         }
         // All on one shard (always so with one worker, and for every lone
         // command that is not pipelined): one message, no bookkeeping
@@ -43,8 +44,9 @@ impl Coordinator {
             .enumerate()
             .map(|(i, k)| (done + i, k))
             .collect();
-        backoff(0).await;
-        self.run_lone_rest(replies, todo, 1).await
+        let mut retry = Retry::new();
+        retry.wait().await?;
+        self.run_lone_rest(replies, todo, retry).await
     }
 
     /// Runs the ops still to do, grouped by shard (order kept within each
@@ -55,7 +57,7 @@ impl Coordinator {
         &self,
         mut replies: Vec<OpReply>,
         mut todo: Vec<(usize, KeyOp)>,
-        mut attempt: u32,
+        mut retry: Retry,
     ) -> Result<Vec<OpReply>, TxnError> {
         loop {
             // Few shards per batch, so a linear search beats a map.
@@ -87,8 +89,7 @@ impl Coordinator {
                 return Ok(replies);
             }
             todo.sort_by_key(|(i, _)| *i);
-            backoff(attempt).await;
-            attempt += 1;
+            retry.wait().await?;
         }
     }
 }

@@ -299,6 +299,45 @@ pub fn shard_of(hash: u64, shards: usize) -> usize {
     (((hash & 0xFFFF_FFFF) * shards as u64) >> 32) as usize
 }
 
+/// How long a request keeps retrying Busy answers — keys held by commits
+/// in flight (microseconds), a primary moving between nodes (a membership
+/// gossip interval) — before it answers [`TxnError::TryAgain`] rather than
+/// keep its client waiting.
+pub const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The retries of one request after Busy answers: backs off, and gives up
+/// after [`RETRY_FOR`].
+pub struct Retry {
+    attempt: u32,
+    since: tokio::time::Instant,
+}
+
+impl Retry {
+    /// Before the first attempt.
+    pub fn new() -> Retry {
+        Retry {
+            attempt: 0,
+            since: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Waits before the next attempt; `TryAgain` once [`RETRY_FOR`] has passed.
+    pub async fn wait(&mut self) -> Result<(), TxnError> {
+        if self.since.elapsed() >= RETRY_FOR {
+            return Err(TxnError::TryAgain);
+        }
+        backoff(self.attempt).await;
+        self.attempt = self.attempt.saturating_add(1);
+        Ok(())
+    }
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry::new()
+    }
+}
+
 /// Backs off after a Busy answer: yields first (holds last microseconds),
 /// then sleeps, so a stuck holder does not make callers spin.
 pub async fn backoff(attempt: u32) {

@@ -22,7 +22,7 @@ use elsa_shard::{
 };
 
 use crate::atomic::HoldGuard;
-use crate::router::{backoff, Coordinator, ShardId};
+use crate::router::{backoff, Coordinator, Retry, ShardId};
 use crate::TxnError;
 
 /// A transaction's isolation level.
@@ -362,7 +362,7 @@ async fn try_commit_across(
 /// Reads a key's state, waiting out a commit that holds it for writing (a
 /// few microseconds), so a read never sees half of a multi-shard commit.
 pub async fn read(coord: &Coordinator, key: HashedKey) -> Result<ReadState, TxnError> {
-    let mut attempt = 0;
+    let mut retry = Retry::new();
     loop {
         // Routed again on every attempt: a shard that is no longer the
         // key's primary answers Busy too.
@@ -373,10 +373,7 @@ pub async fn read(coord: &Coordinator, key: HashedKey) -> Result<ReadState, TxnE
             .await?
         {
             Ok(rs) => return Ok(rs),
-            Err(_) => {
-                backoff(attempt).await;
-                attempt += 1;
-            }
+            Err(_) => retry.wait().await?,
         }
     }
 }
