@@ -1,0 +1,178 @@
+//! Catching up after a start, and the hand-back of a node's slots once
+//! it has: when a node may act as a primary (see `docs/regions.md`).
+
+use super::*;
+
+/// How long a node that caught up waits for a peer to hand its slots back
+/// before it serves them anyway (a peer alive to membership but not
+/// answering: better a short window of two primaries than none).
+pub(super) const HAND_BACK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a starting node looks for a ready peer in its region before
+/// concluding it is the first (a fresh cluster: nobody has data to miss).
+pub(super) const JOIN_GRACE: Duration = Duration::from_secs(2);
+
+impl Cluster {
+    /// True once this node has caught up since it started (it may then be
+    /// primary).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// The ready peers of this node's region it shares buckets with and
+    /// has not yet caught up from; `None` while it is still looking for
+    /// one (the first [`JOIN_GRACE`] after starting).
+    ///
+    /// Caught up from peer P means: a clean anti-entropy round with P
+    /// proved the pair in sync up to a time at or after the first gossip
+    /// frame P sent this incarnation. Commits P made before P put this node
+    /// back in its view never reach it by gossip; they are all older than
+    /// that frame, so the round covered them; later ones come by gossip.
+    pub fn catch_up_pending(&self) -> Option<Vec<NodeId>> {
+        let ring = self.ring.load();
+        let own = &self.settings.region;
+        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let teachers: Vec<NodeId> = ring
+            .members()
+            .iter()
+            .filter(|m| m.node != self.settings.node && m.ready && &m.region == own)
+            .filter(|m| shared.get(&m.node).is_some_and(|l| !l.is_empty()))
+            .map(|m| m.node)
+            .collect();
+        drop(shared);
+        if teachers.is_empty() {
+            return (self.booted.elapsed() >= JOIN_GRACE).then(Vec::new);
+        }
+        let first = self.first_gossip.lock().unwrap_or_else(|e| e.into_inner());
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        Some(
+            teachers
+                .into_iter()
+                .filter(|p| {
+                    let synced = peers.get(p).map_or(0, |s| s.synced_ts);
+                    first.get(p).is_none_or(|&f| synced < f)
+                })
+                .collect(),
+        )
+    }
+
+    /// Marks this node ready once nothing is pending; true if it is.
+    pub(crate) fn catch_up_done(&self) -> bool {
+        if self.is_ready() {
+            return true;
+        }
+        if self.catch_up_pending().is_some_and(|p| p.is_empty()) {
+            let _ = self.ready_at.set(Instant::now());
+            self.ready.store(true, Ordering::Relaxed);
+            tracing::info!(
+                "caught up after {:?}: may be primary now",
+                self.booted.elapsed()
+            );
+            return true;
+        }
+        false
+    }
+
+    /// True once this node acts as the primary of its slots.
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::Relaxed)
+    }
+
+    /// The hand-back after catching up (called on the membership tick):
+    /// true once this node may act as the primary of its slots.
+    ///
+    /// Caught up, a node publishes `ready`; peers then route its slots to
+    /// it and refuse requests for them (see [`Cluster::serves`]). It
+    /// routes them to itself only once every ready peer of its region it
+    /// shares slots with has answered [`wire::HandBack`] — sent after the
+    /// peer switched and shipped a full merge epoch of every shard, so what
+    /// the peer committed as the acting primary has reached this node. At
+    /// no moment do two nodes both serve a slot (without this, both did for
+    /// a membership gossip interval, and the new primary lacked the old
+    /// one's last epoch: lost increments).
+    pub(crate) fn hand_back_done(self: &Arc<Self>) -> bool {
+        if self.is_serving() {
+            return true;
+        }
+        let Some(since) = self.ready_at.get().filter(|_| self.is_ready()) else {
+            return false;
+        };
+        let ring = self.ring.load();
+        let own = &self.settings.region;
+        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let done = self.handed_back.lock().unwrap_or_else(|e| e.into_inner());
+        let pending: Vec<NodeId> = ring
+            .members()
+            .iter()
+            .filter(|m| m.node != self.settings.node && m.ready && &m.region == own)
+            .filter(|m| shared.get(&m.node).is_some_and(|l| !l.is_empty()))
+            .filter(|m| !done.contains(&m.node))
+            .map(|m| m.node)
+            .collect();
+        drop((shared, done));
+        if pending.is_empty() || since.elapsed() > HAND_BACK_TIMEOUT {
+            if !pending.is_empty() {
+                tracing::warn!(
+                    "hand-back: no answer from {pending:?} in {HAND_BACK_TIMEOUT:?}; serving anyway"
+                );
+            }
+            self.serving.store(true, Ordering::Relaxed);
+            tracing::info!(
+                "slots handed back {:?} after catching up: primary now",
+                since.elapsed()
+            );
+            return true;
+        }
+        for p in pending {
+            self.send(
+                p,
+                Frame::new(Body::HandBackAsk(wire::HandBackAsk {})),
+                false,
+            );
+        }
+        false
+    }
+
+    /// A peer that caught up asks for its slots back: once this node routes
+    /// them to it, every local shard ships a merge epoch begun after that,
+    /// then [`wire::HandBack`] follows that gossip on the same link.
+    pub(super) fn hand_back(self: &Arc<Self>, peer: NodeId) {
+        if !self.ring.load().member(peer).is_some_and(|m| m.ready) {
+            return; // not switched yet: the peer asks again
+        }
+        if !self
+            .handing_back
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(peer)
+        {
+            return;
+        }
+        let me = self.clone();
+        self.handle.spawn(async move {
+            // Two flushes: the one under way may have taken its lattices
+            // before the switch; the next one holds everything after it.
+            let start: Vec<u64> = me
+                .flushes
+                .iter()
+                .map(|f| f.load(Ordering::Relaxed))
+                .collect();
+            let deadline =
+                Instant::now() + 20 * me.settings.merge_epoch.max(Duration::from_millis(50));
+            while Instant::now() < deadline
+                && me
+                    .flushes
+                    .iter()
+                    .zip(&start)
+                    .any(|(f, s)| f.load(Ordering::Relaxed) < s + 2)
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            me.send(peer, Frame::new(Body::HandBack(wire::HandBack {})), false);
+            me.handing_back
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&peer);
+        });
+    }
+}

@@ -1,0 +1,483 @@
+//! Peer links: long-lived TCP connections to the other nodes (emulated
+//! WAN delay and loss, bounded queues), and every frame that arrives on
+//! them.
+
+use super::routing::busy_answer;
+use super::*;
+
+impl Cluster {
+    pub(super) fn link(self: &Arc<Self>, node: NodeId) -> Option<Arc<Link>> {
+        let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = links.get(&node) {
+            return Some(l.clone());
+        }
+        let ring = self.ring.load();
+        let m = ring.member(node)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let link = Arc::new(Link {
+            node,
+            addr: m.peer,
+            region: m.region.clone(),
+            tx,
+            queued: AtomicUsize::new(0),
+            pending: Mutex::new(HashMap::new()),
+            connected: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        });
+        links.insert(node, link.clone());
+        self.handle.spawn(self.clone().run_link(link.clone(), rx));
+        Some(link)
+    }
+
+    /// Queues a frame; false when it was dropped (queue full, emulated loss
+    /// or a cut link).
+    pub(super) fn send(self: &Arc<Self>, node: NodeId, frame: Frame, lossy: bool) -> bool {
+        let Some(link) = self.link(node) else {
+            return false;
+        };
+        if self.cut(&link.region) {
+            return false;
+        }
+        if lossy
+            && self.other_region(&link.region)
+            && self.settings.wan_loss_percent > 0.0
+            && rand::random::<f64>() * 100.0 < self.settings.wan_loss_percent
+        {
+            link.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        if lossy && link.queued.load(Ordering::Relaxed) >= LINK_QUEUE {
+            // A slow or dead peer: drop, anti-entropy will repair.
+            link.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let out = Out {
+            frame,
+            at: Instant::now(),
+        };
+        link.queued.fetch_add(1, Ordering::Relaxed);
+        if link.tx.send(out).is_err() {
+            link.queued.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn delay_for(&self, region: &str) -> Duration {
+        if self.other_region(region) {
+            self.settings.wan_delay
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    pub(super) async fn run_link(
+        self: Arc<Self>,
+        link: Arc<Link>,
+        mut rx: mpsc::UnboundedReceiver<Out>,
+    ) {
+        let mut backoff = Duration::from_millis(50);
+        while !link.closed.load(Ordering::Relaxed) {
+            if !self.cut(&link.region) {
+                let conn =
+                    tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(link.addr))
+                        .await;
+                if let Ok(Ok(stream)) = conn {
+                    backoff = Duration::from_millis(50);
+                    let _ = stream.set_nodelay(true);
+                    link.connected.store(true, Ordering::Relaxed);
+                    self.serve_link(&link, stream, &mut rx).await;
+                    link.connected.store(false, Ordering::Relaxed);
+                }
+            }
+            // Whatever was waiting fails now: callers see the shard as
+            // gone, gossip is left to anti-entropy. The queue first: a
+            // request queued after this drain keeps its answer slot and is
+            // sent on the next connection.
+            while rx.try_recv().is_ok() {
+                link.queued.fetch_sub(1, Ordering::Relaxed);
+            }
+            let pending: Vec<Completer> = link
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain()
+                .map(|(_, (_, c))| c)
+                .collect();
+            drop(pending);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    pub(super) async fn serve_link(
+        self: &Arc<Self>,
+        link: &Link,
+        stream: TcpStream,
+        rx: &mut mpsc::UnboundedReceiver<Out>,
+    ) {
+        let (mut rd, mut wr) = stream.into_split();
+        let hello = Frame::new(Body::Hello(wire::Hello {
+            node: self.settings.node,
+            region: self.settings.region.clone(),
+        }));
+        let mut buf = BytesMut::new();
+        hello.encode_to(&mut buf);
+        if wr.write_all(&buf).await.is_err() {
+            return;
+        }
+        let delay = self.delay_for(&link.region);
+        let writer = async {
+            let mut buf = BytesMut::new();
+            while let Some(out) = rx.recv().await {
+                link.queued.fetch_sub(1, Ordering::Relaxed);
+                if !delay.is_zero() {
+                    tokio::time::sleep_until((out.at + delay).into()).await;
+                }
+                buf.clear();
+                out.frame.encode_to(&mut buf);
+                // Batch whatever else is already due.
+                while buf.len() < 1 << 20 {
+                    let Ok(o) = rx.try_recv() else { break };
+                    link.queued.fetch_sub(1, Ordering::Relaxed);
+                    if !delay.is_zero() && o.at + delay > Instant::now() {
+                        if wr.write_all(&buf).await.is_err() {
+                            return;
+                        }
+                        buf.clear();
+                        tokio::time::sleep_until((o.at + delay).into()).await;
+                    }
+                    o.frame.encode_to(&mut buf);
+                }
+                if self.cut(&link.region) || wr.write_all(&buf).await.is_err() {
+                    return;
+                }
+            }
+        };
+        let reader = async {
+            let mut buf = BytesMut::with_capacity(64 * 1024);
+            loop {
+                match wire::decode_frame(&mut buf) {
+                    Ok(Some(frame)) => {
+                        if self.cut(&link.region) {
+                            return;
+                        }
+                        self.on_link_frame(link, frame);
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!("peer {}: {e}; reconnecting", link.node);
+                        return;
+                    }
+                }
+                match rd.read_buf(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        };
+        tokio::select! {
+            _ = writer => {}
+            _ = reader => {}
+        }
+    }
+
+    /// Answers coming back on a link we opened.
+    pub(super) fn on_link_frame(self: &Arc<Self>, link: &Link, frame: Frame) {
+        let Some(body) = frame.body else { return };
+        match body {
+            Body::Response(r) => {
+                self.hlc.observe(r.hlc);
+                let done = link
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&r.id);
+                if let (Some((_, done)), Ok(answer)) = (done, Answer::decode(r.answer)) {
+                    done(answer);
+                }
+            }
+            Body::GossipAck(a) => {
+                let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
+                acked
+                    .entry((a.from_shard as u16, link.node))
+                    .or_insert_with(|| Stream::after_boot(self.boot_ts))
+                    .acked(a.flushed_ts);
+            }
+            Body::AeBuckets(b) => self.ae_compare(link.node, b),
+            Body::AeEntries(e) => {
+                let received = e.lattices.len();
+                self.merge_lattices(e.lattices, None);
+                self.ae_finish(link.node, e.round, received);
+            }
+            Body::WatermarkReply(w) => {
+                if let Some(tx) = self
+                    .waits
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&w.id)
+                {
+                    let _ = tx.send(w.ts);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(self.clone().serve_peer(stream));
+                }
+                Err(e) => {
+                    tracing::warn!("peer accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// A connection a peer opened: its requests, gossip and anti-entropy.
+    pub(super) async fn serve_peer(self: Arc<Self>, stream: TcpStream) {
+        let (mut rd, mut wr) = stream.into_split();
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let hello = loop {
+            match wire::decode_frame(&mut buf) {
+                Ok(Some(Frame {
+                    body: Some(Body::Hello(h)),
+                })) => break h,
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) => {}
+            }
+            match rd.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        };
+        if self.cut(&hello.region) {
+            return;
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
+        let delay = self.delay_for(&hello.region);
+        let region = hello.region.clone();
+        let me = self.clone();
+        let writer = tokio::spawn(async move {
+            let mut out_buf = BytesMut::new();
+            while let Some(out) = rx.recv().await {
+                if !delay.is_zero() {
+                    tokio::time::sleep_until((out.at + delay).into()).await;
+                }
+                out_buf.clear();
+                out.frame.encode_to(&mut out_buf);
+                while let Ok(o) = rx.try_recv() {
+                    if !delay.is_zero() {
+                        tokio::time::sleep_until((o.at + delay).into()).await;
+                    }
+                    o.frame.encode_to(&mut out_buf);
+                    if out_buf.len() > 1 << 20 {
+                        break;
+                    }
+                }
+                if me.cut(&region) || wr.write_all(&out_buf).await.is_err() {
+                    return;
+                }
+            }
+        });
+        // Prepared transactions of coordinators on that node: released if
+        // the connection dies before their decision arrives.
+        let mut prepared: HashSet<(u32, u64)> = HashSet::new();
+        'conn: loop {
+            loop {
+                match wire::decode_frame(&mut buf) {
+                    Ok(Some(frame)) => {
+                        if self.cut(&hello.region) {
+                            break 'conn;
+                        }
+                        self.on_peer_frame(&hello, frame, &tx, &mut prepared);
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!("peer {}: {e}; closing", hello.node);
+                        break 'conn;
+                    }
+                }
+            }
+            match rd.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        for (shard, txn) in prepared {
+            if let Some(inbox) = self.inboxes.get(shard as usize) {
+                let _ = inbox.send(ShardMsg::Release { txn });
+            }
+        }
+        writer.abort();
+    }
+
+    pub(super) fn on_peer_frame(
+        self: &Arc<Self>,
+        hello: &wire::Hello,
+        frame: Frame,
+        tx: &mpsc::UnboundedSender<Out>,
+        prepared: &mut HashSet<(u32, u64)>,
+    ) {
+        let Some(body) = frame.body else { return };
+        let reply = |body: Body| {
+            let _ = tx.send(Out {
+                frame: Frame::new(body),
+                at: Instant::now(),
+            });
+        };
+        match body {
+            Body::Request(req) => {
+                self.hlc.observe(req.hlc);
+                let Ok(call) = Call::decode(req.call) else {
+                    return;
+                };
+                if call.kind == 9 {
+                    // A synchronous-replication push (2pc mode).
+                    let entries = call.entries;
+                    let me = self.clone();
+                    let tx = tx.clone();
+                    self.handle.spawn(async move {
+                        me.merge_lattices(entries, None);
+                        // Durable before the answer: merge_lattices' acks.
+                        let answer = Answer::default().encode_to_vec().into();
+                        let _ = tx.send(Out {
+                            frame: Frame::new(Body::Response(wire::Response {
+                                id: req.id,
+                                hlc: me.hlc.peek(),
+                                answer,
+                            })),
+                            at: Instant::now(),
+                        });
+                    });
+                    return;
+                }
+                let Some(inbox) = self.inboxes.get(req.shard as usize) else {
+                    return;
+                };
+                // New work for a key (not the follow-ups of a prepare,
+                // which must reach the shard that holds its keys).
+                if matches!(call.kind, 1 | 2 | 3 | 4 | 8) && !self.serves(&call, req.shard) {
+                    reply(Body::Response(wire::Response {
+                        id: req.id,
+                        hlc: self.hlc.peek(),
+                        answer: busy_answer(call.kind).encode_to_vec().into(),
+                    }));
+                    return;
+                }
+                match call.kind {
+                    4 => {
+                        prepared.insert((req.shard, call.txn));
+                    }
+                    6 | 7 => {
+                        prepared.remove(&(req.shard, call.txn));
+                    }
+                    _ => {}
+                }
+                let Ok(started) = remote::start(call, inbox) else {
+                    return; // malformed or gone: the caller's request fails
+                };
+                let tx = tx.clone();
+                let hlc = self.hlc.clone();
+                self.handle.spawn(async move {
+                    if let Ok(Some(answer)) = remote::finish(started).await {
+                        let _ = tx.send(Out {
+                            frame: Frame::new(Body::Response(wire::Response {
+                                id: req.id,
+                                hlc: hlc.peek(),
+                                answer: answer.encode_to_vec().into(),
+                            })),
+                            at: Instant::now(),
+                        });
+                    }
+                });
+            }
+            Body::Gossip(g) => {
+                self.hlc.observe(g.flushed_ts);
+                self.first_gossip
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(hello.node)
+                    .or_insert(g.flushed_ts);
+                self.note_received(hello.node, &g.lattices);
+                let done = self.merge_lattices(g.lattices, Some(()));
+                let tx = tx.clone();
+                let ack = wire::GossipAck {
+                    from_shard: g.from_shard,
+                    flushed_ts: g.flushed_ts,
+                    after_gap: g.after_gap,
+                };
+                self.handle.spawn(async move {
+                    for rx in done {
+                        if !matches!(rx.await, Ok(Ok(_))) {
+                            return; // not durable: no ack, the watermark waits
+                        }
+                    }
+                    let _ = tx.send(Out {
+                        frame: Frame::new(Body::GossipAck(ack)),
+                        at: Instant::now(),
+                    });
+                });
+            }
+            Body::AeGroups(g) => {
+                let me = self.clone();
+                let tx = tx.clone();
+                let peer = hello.node;
+                self.handle.spawn(async move {
+                    let Some(shared) = me.shared_with(peer) else {
+                        return;
+                    };
+                    let digest = me.node_digest().await;
+                    let mine = ae::group_digests(&digest, &shared);
+                    let groups = ae::differing_groups(&mine, &g.groups, &g.digests);
+                    let (buckets, digests) = ae::bucket_digests(&digest, &shared, &groups);
+                    let _ = tx.send(Out {
+                        frame: Frame::new(Body::AeBuckets(wire::AeBuckets {
+                            round: g.round,
+                            buckets,
+                            digests,
+                        })),
+                        at: Instant::now(),
+                    });
+                });
+            }
+            Body::AeEntries(e) => {
+                self.merge_lattices(e.lattices, None);
+                if !e.pull.is_empty() {
+                    let me = self.clone();
+                    let tx = tx.clone();
+                    self.handle.spawn(async move {
+                        let (lattices, _) = me.bucket_lattices(&e.pull, me.cutoff()).await;
+                        let _ = tx.send(Out {
+                            frame: Frame::new(Body::AeEntries(wire::AeEntries {
+                                round: e.round,
+                                lattices,
+                                pull: Vec::new(),
+                            })),
+                            at: Instant::now(),
+                        });
+                    });
+                }
+            }
+            Body::HandBackAsk(_) => self.hand_back(hello.node),
+            Body::HandBack(_) => {
+                self.handed_back
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(hello.node);
+            }
+            Body::WatermarkQuery(q) => {
+                let ts = self.watermark(&q.region);
+                reply(Body::WatermarkReply(wire::WatermarkReply { id: q.id, ts }));
+            }
+            _ => {}
+        }
+    }
+}

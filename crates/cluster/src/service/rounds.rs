@@ -1,0 +1,232 @@
+//! Anti-entropy rounds: digests compared with one peer at a time, only
+//! differing buckets shipped, and what a clean round proves (watermarks,
+//! catch-up).
+
+use super::*;
+
+impl Cluster {
+    pub(super) async fn node_digest(&self) -> Vec<u64> {
+        let mut per_shard = Vec::with_capacity(self.inboxes.len());
+        for inbox in &self.inboxes {
+            let (tx, rx) = oneshot::channel();
+            let _ = inbox.send(ShardMsg::Digests(tx));
+            per_shard.push(
+                rx.await.unwrap_or_else(|_| {
+                    vec![0; elsa_shard::table::DIGEST_BUCKETS].into_boxed_slice()
+                }),
+            );
+        }
+        ae::node_digest(&self.ring.load(), &per_shard)
+    }
+
+    /// The lattices of `buckets` committed before `older_than` (at most
+    /// one batch per shard), and whether those buckets also hold younger
+    /// ones here.
+    pub(super) async fn bucket_lattices(
+        &self,
+        buckets: &[u32],
+        older_than: u64,
+    ) -> (Vec<Lattice>, bool) {
+        let wanted = ae::bitmap(buckets);
+        let mut out = Vec::new();
+        let mut younger = false;
+        for inbox in &self.inboxes {
+            let (reply, rx) = oneshot::channel();
+            let _ = inbox.send(ShardMsg::BucketEntries {
+                wanted: wanted.clone(),
+                limit: AE_BATCH,
+                older_than,
+                reply,
+            });
+            if let Ok(batch) = rx.await {
+                out.extend(batch.entries.iter().map(Lattice::from));
+                younger |= batch.younger;
+            }
+        }
+        (out, younger)
+    }
+
+    /// One round per period, with the next peer in turn: a node that
+    /// missed updates is repaired by one peer at a time rather than by all
+    /// of them shipping the same lattices at once.
+    pub(super) async fn anti_entropy_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.settings.anti_entropy);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut turn = 0usize;
+        loop {
+            tick.tick().await;
+            let mut peers: Vec<NodeId> = match self.catch_up_pending() {
+                // Catching up: only with the peers it still needs.
+                Some(pending) if !self.is_ready() && !pending.is_empty() => pending,
+                _ => self
+                    .ring
+                    .load()
+                    .members()
+                    .iter()
+                    .map(|m| m.node)
+                    .filter(|n| *n != self.settings.node)
+                    .collect(),
+            };
+            if peers.is_empty() {
+                continue;
+            }
+            // Start the rotation at a different peer on every node.
+            let first = self.settings.node as usize % peers.len();
+            peers.rotate_left(first);
+            let peer = peers[turn % peers.len()];
+            turn = turn.wrapping_add(1);
+            let Some(shared) = self.shared_with(peer) else {
+                continue;
+            };
+            let started = self.hlc.now();
+            let cutoff = self.cutoff();
+            let digest = Arc::new(self.node_digest().await);
+            let round = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (groups, digests) = ae::group_digests(&digest, &shared);
+            {
+                let mut rounds = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
+                // Rounds whose answers never came (peer down, frame lost).
+                rounds.retain(|_, r| r.at.elapsed() < ROUND_TIMEOUT);
+                rounds.insert(
+                    round,
+                    Round {
+                        peer,
+                        started,
+                        cutoff,
+                        digest,
+                        shipped: None,
+                        younger: false,
+                        at: Instant::now(),
+                    },
+                );
+            }
+            self.send(
+                peer,
+                Frame::new(Body::AeGroups(wire::AeGroups {
+                    round,
+                    groups,
+                    digests,
+                })),
+                true,
+            );
+        }
+    }
+
+    /// Step 3 of a round this node started: find the buckets that differ,
+    /// ship ours and ask for theirs.
+    pub(super) fn ae_compare(self: &Arc<Self>, peer: NodeId, b: wire::AeBuckets) {
+        let Some(mut round) = self
+            .rounds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&b.round)
+            .filter(|r| r.peer == peer)
+        else {
+            return;
+        };
+        let Some(shared) = self.shared_with(peer) else {
+            return;
+        };
+        let differ = if b.buckets.is_empty() {
+            Vec::new()
+        } else {
+            // The responder listed every shared bucket of the groups that
+            // differed; compare those groups bucket by bucket.
+            let mut groups: Vec<u32> = b.buckets.iter().map(|x| x / ae::GROUP as u32).collect();
+            groups.sort_unstable();
+            groups.dedup();
+            ae::differing_buckets(&round.digest, &shared, &groups, &b.buckets, &b.digests)
+        };
+        {
+            let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+            let p = peers.entry(peer).or_default();
+            p.last_ae_buckets = differ.len();
+            p.last_ae_unix_ms = elsa_shard::unix_ms();
+        }
+        if differ.is_empty() {
+            // Identical: everything either side committed before the round
+            // started is on both, whatever gossip frames were lost.
+            self.mark_synced(peer, round.started, true);
+            return;
+        }
+        let this = self.clone();
+        let id = b.round;
+        self.handle.spawn(async move {
+            let (lattices, younger) = this.bucket_lattices(&differ, round.cutoff).await;
+            {
+                let mut peers = this.peers.lock().unwrap_or_else(|e| e.into_inner());
+                peers.entry(peer).or_default().ae_shipped += lattices.len() as u64;
+            }
+            round.shipped = Some(lattices.len());
+            round.younger = younger;
+            this.rounds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, round);
+            this.send(
+                peer,
+                Frame::new(Body::AeEntries(wire::AeEntries {
+                    round: id,
+                    lattices,
+                    pull: differ,
+                })),
+                true,
+            );
+        });
+    }
+
+    /// Step 4 answered: if neither side had anything older than the
+    /// round's cutoff to ship, the pair was in sync up to the cutoff (what
+    /// differed was still arriving by gossip) — for the peer's data, and
+    /// for this node's commits only if no younger lattice here sat in the
+    /// differing buckets: such a lattice may have replaced a commit of ours
+    /// older than the cutoff whose gossip was lost, which the peer then has
+    /// in no version (the watermark must not pass it; found by the
+    /// simulation, `ae_finish_cutoff_sync_covers_replaced_writes`).
+    pub(super) fn ae_finish(&self, peer: NodeId, round_id: u64, received: usize) {
+        let round = self
+            .rounds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&round_id)
+            .filter(|r| r.peer == peer);
+        if let Some(r) = round {
+            if r.shipped == Some(0) && received == 0 {
+                self.mark_synced(peer, r.cutoff, !r.younger);
+            }
+        }
+    }
+
+    /// A round found the pair in sync up to `ts`: for catching up and
+    /// tombstone collection, and, with `ours`, for this node's gossip
+    /// streams to the peer (watermarks).
+    pub(super) fn mark_synced(&self, peer: NodeId, ts: u64, ours: bool) {
+        {
+            let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+            let p = peers.entry(peer).or_default();
+            p.synced_ts = p.synced_ts.max(ts);
+        }
+        if !ours {
+            return;
+        }
+        let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
+        for s in 0..self.settings.shards {
+            acked
+                .entry((s, peer))
+                .or_insert_with(|| Stream::after_boot(self.boot_ts))
+                .synced(ts);
+        }
+    }
+
+    /// Anti-entropy leaves alone lattices younger than two merge epochs
+    /// plus the WAN round trip plus 100 ms: gossip is still delivering
+    /// them, and shipping them too would only race it.
+    pub(super) fn cutoff(&self) -> u64 {
+        let settle = 2 * self.settings.merge_epoch
+            + 2 * self.settings.wan_delay
+            + Duration::from_millis(100);
+        self.hlc
+            .now()
+            .saturating_sub((settle.as_millis() as u64) << 16)
+    }
+}

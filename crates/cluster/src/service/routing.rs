@@ -1,0 +1,263 @@
+//! Routing inside a region: which shard serves a key for this node's
+//! clients, the one-primary fence on forwarded requests, forwarding
+//! itself, and the synchronous push of `replication = 2pc`.
+
+use super::*;
+
+/// The route of a key no known node serves yet: a node that has just
+/// started and knows no ready replica but itself. Requests to it are
+/// answered Busy at once, so callers retry until membership tells them
+/// where the key lives (never from this node's data before it caught up).
+pub(super) const NO_PRIMARY: ShardId = ShardId {
+    node: NodeId::MAX,
+    index: 0,
+};
+
+/// What a shard answers when it must not serve a call (see
+/// [`Cluster::serves`]): Busy, so the caller routes again; for a batch,
+/// no op run (the caller resubmits the rest).
+pub(super) fn busy_answer(kind: u32) -> Answer {
+    Answer {
+        refusal: if kind == 1 { 0 } else { 1 },
+        ..Answer::default()
+    }
+}
+
+/// Placement for a node alone: every key on its own shard for the key's
+/// slot — the same shard it would use in a cluster, so a node can join
+/// one later without moving data between its shards.
+pub struct Standalone {
+    node: NodeId,
+    ring: Ring,
+}
+
+impl Standalone {
+    /// The placement of node `node` with `shards` shards.
+    pub fn new(node: NodeId, shards: u16, vnodes: u32) -> Standalone {
+        Standalone {
+            node,
+            ring: Ring::alone(node, shards, vnodes),
+        }
+    }
+}
+
+impl Placement for Standalone {
+    fn route(&self, hash: u64) -> ShardId {
+        ShardId {
+            node: self.node,
+            index: self.ring.own_shard(slot_of(hash)),
+        }
+    }
+
+    fn send_remote(&self, _to: ShardId, _msg: ShardMsg) {
+        // No other node: dropping the message answers "gone".
+    }
+}
+
+/// The [`Placement`] coordinators use: routes by the ring, forwards
+/// through the service.
+pub struct Router(pub Arc<Cluster>);
+
+impl Placement for Router {
+    fn route(&self, hash: u64) -> ShardId {
+        self.0.route(hash)
+    }
+
+    fn send_remote(&self, to: ShardId, msg: ShardMsg) {
+        self.0.forward(to, msg);
+    }
+
+    fn synchronous(&self) -> bool {
+        self.0.settings.replication == Replication::TwoPc
+    }
+
+    fn sync_replicate(
+        &self,
+        keys: Vec<HashedKey>,
+    ) -> Option<oneshot::Receiver<Result<(), String>>> {
+        let c = &self.0;
+        if c.settings.replication != Replication::TwoPc || c.ring.load().regions().len() < 2 {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        let me = c.clone();
+        c.handle.spawn(async move {
+            let r = me.read_and_replicate(keys).await;
+            let _ = tx.send(r);
+        });
+        Some(rx)
+    }
+}
+
+impl Cluster {
+    /// Whether a forwarded call may be served by local shard `shard`: with
+    /// `routing = primary`, only if this node's own view makes that shard
+    /// the primary of every key in it. A caller with an older or newer
+    /// view is answered Busy and routes again — so a slot is served by one
+    /// node even while views differ (a node leaving, a hand-back).
+    pub(super) fn serves(&self, call: &Call, shard: u32) -> bool {
+        if self.settings.routing != Routing::Primary {
+            return true;
+        }
+        let here = ShardId {
+            node: self.settings.node,
+            index: shard as u16,
+        };
+        let hashes = call
+            .ops
+            .iter()
+            .map(|o| o.hash)
+            .chain(call.checks.iter().map(|c| c.hash))
+            .chain(call.holds.iter().map(|h| h.hash))
+            .chain(call.writes.iter().map(|w| w.hash));
+        let mut ok = true;
+        for h in hashes {
+            ok &= self.route(h) == here;
+        }
+        ok
+    }
+
+    /// The shard that serves `hash` for this node's clients.
+    pub fn route(&self, hash: u64) -> ShardId {
+        let ring = self.ring.load();
+        let slot = slot_of(hash);
+        let replicas = ring.replicas(slot, ring.own_region());
+        // Until it serves, this node is nobody's replica to ask: its data
+        // may predate what the region acknowledged while it was away.
+        let me = self.settings.node;
+        let usable = |id: &ShardId| id.node != me || self.is_serving();
+        match (self.settings.routing, replicas) {
+            (_, []) => ShardId {
+                node: me,
+                index: ring.own_shard(slot),
+            },
+            (Routing::Primary, [first, ..]) => Some(*first).filter(usable).unwrap_or(NO_PRIMARY),
+            (Routing::Random, all) => {
+                let pick = all[rand::random::<usize>() % all.len()];
+                if usable(&pick) {
+                    pick
+                } else {
+                    all.iter().copied().find(usable).unwrap_or(NO_PRIMARY)
+                }
+            }
+        }
+    }
+
+    /// Forwards a shard message to another node.
+    pub fn forward(self: &Arc<Self>, to: ShardId, msg: ShardMsg) {
+        if let Some((call, done)) = remote::encode(msg) {
+            if to == NO_PRIMARY {
+                if let Some(done) = done {
+                    done(busy_answer(call.kind));
+                }
+                return;
+            }
+            self.request(to, call, done);
+        }
+    }
+
+    pub(super) fn request(self: &Arc<Self>, to: ShardId, call: Call, done: Option<Completer>) {
+        let Some(link) = self.link(to.node) else {
+            return; // dropping `done` answers "gone"
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(done) = done {
+            link.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id, (Instant::now(), done));
+        }
+        let frame = Frame::new(Body::Request(wire::Request {
+            id,
+            shard: u32::from(to.index),
+            hlc: self.hlc.peek(),
+            call: call.encode_to_vec().into(),
+        }));
+        if !self.send(to.node, frame, false) {
+            link.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+        }
+    }
+
+    /// Sends lattices to one replica in every other region and waits until
+    /// each has them durably (`replication = 2pc`).
+    pub async fn replicate_sync(self: &Arc<Self>, entries: Vec<LogEntry>) -> Result<(), String> {
+        let ring = self.ring.load_full();
+        let own = ring.own_region();
+        let mut per_node: HashMap<NodeId, Vec<Lattice>> = HashMap::new();
+        for e in &entries {
+            let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
+            for r in 0..ring.regions().len() {
+                if r == own {
+                    continue;
+                }
+                match ring.replicas(slot_of(hash), r).first() {
+                    Some(id) => per_node.entry(id.node).or_default().push(Lattice::from(e)),
+                    None => return Err(format!("region {} has no replica", ring.regions()[r])),
+                }
+            }
+        }
+        let mut waits = Vec::new();
+        for (node, lattices) in per_node {
+            let call = Call {
+                kind: 9,
+                entries: lattices,
+                ..Default::default()
+            };
+            let (tx, rx) = oneshot::channel::<Answer>();
+            self.request(
+                ShardId { node, index: 0 },
+                call,
+                Some(Box::new(move |a| {
+                    let _ = tx.send(a);
+                })),
+            );
+            waits.push((node, rx));
+        }
+        for (node, rx) in waits {
+            if rx.await.is_err() {
+                return Err(format!("node {node} did not confirm the commit"));
+            }
+        }
+        Ok(())
+    }
+
+    /// 2pc mode: reads the committed lattices of `keys` from their primary
+    /// replicas here, then pushes them to every other region and waits.
+    pub(super) async fn read_and_replicate(
+        self: &Arc<Self>,
+        keys: Vec<HashedKey>,
+    ) -> Result<(), String> {
+        let mut entries = Vec::with_capacity(keys.len());
+        for key in keys {
+            let to = self.route(key.hash);
+            let (reply, rx) = oneshot::channel();
+            let msg = ShardMsg::Read {
+                key: key.clone(),
+                reply,
+            };
+            if to.node == self.settings.node {
+                if let Some(inbox) = self.inboxes.get(usize::from(to.index)) {
+                    let _ = inbox.send(msg);
+                }
+            } else {
+                self.forward(to, msg);
+            }
+            match rx.await {
+                Ok(Ok(state)) if state.version == elsa_lattice::Version::ZERO => {}
+                Ok(Ok(state)) => entries.push(LogEntry {
+                    key: key.key,
+                    state: state.current,
+                    start_ts: state.version.commit_ts,
+                    version: state.version,
+                }),
+                // Held by a newer commit: that one will replicate itself.
+                Ok(Err(_)) => {}
+                Err(_) => return Err("the key's replica is gone".into()),
+            }
+        }
+        self.replicate_sync(entries).await
+    }
+}
