@@ -5,7 +5,8 @@ use super::*;
 
 /// How long a node that caught up waits for a peer to hand its slots back
 /// before it serves them anyway (a peer alive to membership but not
-/// answering: better a short window of two primaries than none).
+/// answering: better a short window of two primaries than no primary),
+/// on top of three merge epochs (a peer answers after two flushes).
 pub(super) const HAND_BACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a starting node looks for a ready peer in its region before
@@ -110,10 +111,11 @@ impl Cluster {
             .map(|m| m.node)
             .collect();
         drop((shared, done));
-        if pending.is_empty() || since.elapsed() > HAND_BACK_TIMEOUT {
+        let limit = HAND_BACK_TIMEOUT + 3 * self.settings.merge_epoch;
+        if pending.is_empty() || since.elapsed() > limit {
             if !pending.is_empty() {
                 tracing::warn!(
-                    "hand-back: no answer from {pending:?} in {HAND_BACK_TIMEOUT:?}; serving anyway"
+                    "hand-back: no answer from {pending:?} in {limit:?}; serving anyway"
                 );
             }
             self.serving.store(true, Ordering::Relaxed);
