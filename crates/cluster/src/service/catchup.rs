@@ -20,6 +20,21 @@ impl Cluster {
         self.ready.load(Ordering::Relaxed)
     }
 
+    /// The ready peers of this node's region that replicate some slot it
+    /// replicates: the ones it catches up from, and the ones that may have
+    /// acted as primary for its slots while it was away.
+    fn ready_region_peers_sharing_slots(&self) -> Vec<NodeId> {
+        let ring = self.ring.load();
+        let own = &self.settings.region;
+        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        ring.members()
+            .iter()
+            .filter(|m| m.node != self.settings.node && m.ready && &m.region == own)
+            .filter(|m| shared.get(&m.node).is_some_and(|l| !l.is_empty()))
+            .map(|m| m.node)
+            .collect()
+    }
+
     /// The ready peers of this node's region it shares buckets with and
     /// has not yet caught up from; `None` while it is still looking for
     /// one (the first [`JOIN_GRACE`] after starting).
@@ -30,17 +45,7 @@ impl Cluster {
     /// back in its view never reach it by gossip; they are all older than
     /// that frame, so the round covered them; later ones come by gossip.
     pub fn catch_up_pending(&self) -> Option<Vec<NodeId>> {
-        let ring = self.ring.load();
-        let own = &self.settings.region;
-        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        let teachers: Vec<NodeId> = ring
-            .members()
-            .iter()
-            .filter(|m| m.node != self.settings.node && m.ready && &m.region == own)
-            .filter(|m| shared.get(&m.node).is_some_and(|l| !l.is_empty()))
-            .map(|m| m.node)
-            .collect();
-        drop(shared);
+        let teachers = self.ready_region_peers_sharing_slots();
         if teachers.is_empty() {
             return (self.booted.elapsed() >= JOIN_GRACE).then(Vec::new);
         }
@@ -98,19 +103,11 @@ impl Cluster {
         let Some(since) = self.ready_at.get().filter(|_| self.is_ready()) else {
             return false;
         };
-        let ring = self.ring.load();
-        let own = &self.settings.region;
-        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        let done = self.handed_back.lock().unwrap_or_else(|e| e.into_inner());
-        let pending: Vec<NodeId> = ring
-            .members()
-            .iter()
-            .filter(|m| m.node != self.settings.node && m.ready && &m.region == own)
-            .filter(|m| shared.get(&m.node).is_some_and(|l| !l.is_empty()))
-            .filter(|m| !done.contains(&m.node))
-            .map(|m| m.node)
-            .collect();
-        drop((shared, done));
+        let mut pending = self.ready_region_peers_sharing_slots();
+        {
+            let done = self.handed_back.lock().unwrap_or_else(|e| e.into_inner());
+            pending.retain(|n| !done.contains(n));
+        }
         let limit = HAND_BACK_TIMEOUT + 3 * self.settings.merge_epoch;
         if pending.is_empty() || since.elapsed() > limit {
             if !pending.is_empty() {
