@@ -243,12 +243,42 @@ fn resp3_after_hello_3() {
 #[test]
 fn maxclients_refuses_with_an_error() {
     let elsa = Elsa::start(&["--maxclients", "2"]);
-    let _a = connect(&elsa);
-    let _b = connect(&elsa);
-    std::thread::sleep(Duration::from_millis(200));
+    // Two clients the server has taken (each answered PING). A refusal
+    // here only means the start-up probe's connection was not closed yet.
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        if held.len() == 2 {
+            break;
+        }
+        let mut s = connect(&elsa);
+        s.write_all(b"PING\r\n").unwrap();
+        if read_n(&mut s, 7) == b"+PONG\r\n" {
+            held.push(s);
+        } else {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_eq!(held.len(), 2, "two clients should be taken");
     let mut c = connect(&elsa);
     let got = read_n(&mut c, 10);
     assert_eq!(got, b"-ERR max number of clients reached\r\n");
+}
+
+/// Connections are counted when accepted, so a burst of connects cannot
+/// all slip past the limit before any is counted.
+#[test]
+fn a_burst_of_connects_never_passes_maxclients() {
+    let elsa = Elsa::start(&["--maxclients", "3"]);
+    let mut burst: Vec<TcpStream> = (0..30).map(|_| connect(&elsa)).collect();
+    let mut taken = 0;
+    for s in &mut burst {
+        s.write_all(b"PING\r\n").unwrap();
+        if read_n(s, 7) == b"+PONG\r\n" {
+            taken += 1;
+        }
+    }
+    assert!(taken <= 3, "{taken} of 30 clients taken with maxclients 3");
+    assert!(taken >= 1, "no client taken at all");
 }
 
 #[test]

@@ -341,8 +341,14 @@ async fn accept_loop(
                     continue;
                 }
                 let Ok(std_stream) = stream.into_std() else { continue };
+                // Counted here, not when the worker picks it up: a burst of
+                // connects must not all pass the check above before any is
+                // counted. The worker uncounts it when it ends.
+                shared.clients.fetch_add(1, Ordering::Relaxed);
                 // Round-robin; a worker that is gone has shut down.
-                let _ = conn_txs[next % conn_txs.len()].send(std_stream);
+                if conn_txs[next % conn_txs.len()].send(std_stream).is_err() {
+                    shared.clients.fetch_sub(1, Ordering::Relaxed);
+                }
                 next = next.wrapping_add(1);
             }
         }
@@ -445,11 +451,12 @@ fn worker(
         while let Some(std_stream) = conns.recv().await {
             let _ = std_stream.set_nonblocking(true);
             let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) else {
+                shared.clients.fetch_sub(1, Ordering::Relaxed);
                 continue;
             };
             let conn = Conn::new(stream, coord.clone(), shared.clone());
             let shared = shared.clone();
-            shared.clients.fetch_add(1, Ordering::Relaxed);
+            // (Counted by the acceptor.)
             tokio::task::spawn_local(async move {
                 conn.serve().await;
                 shared.clients.fetch_sub(1, Ordering::Relaxed);
