@@ -322,3 +322,69 @@ fn sigterm_shuts_down_cleanly() {
     let status = elsa.stop();
     assert!(status.success(), "exit status {status:?}");
 }
+
+#[test]
+fn a_pipeline_longer_than_one_batch_is_answered_in_full() {
+    // 1100 requests in one write: more than one batch (1024). Every one is
+    // answered without the client sending anything else.
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut s = connect(&elsa);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&b"PING\r\n".repeat(1100)).unwrap();
+    let got = read_n(&mut s, 1100 * 7);
+    assert_eq!(got, b"+PONG\r\n".repeat(1100));
+}
+
+#[test]
+fn a_client_that_writes_everything_before_reading_is_served() {
+    // 500 000 GETs (12.5 MB, 55 MB of replies) written before a single
+    // reply is read: the server must keep reading while its replies
+    // queue, as Redis does, or both sides block on full socket buffers.
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut c = elsa.conn();
+    let value = vec![b'c'; 100];
+    let _: () = redis::cmd("SET")
+        .arg("canary")
+        .arg(&value)
+        .query(&mut c)
+        .unwrap();
+    let n = 500_000;
+    let req = b"*2\r\n$3\r\nGET\r\n$6\r\ncanary\r\n".repeat(n);
+    let mut s = connect(&elsa);
+    s.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || w.write_all(&req).map(|_| ()));
+    // Only once everything is written does this client start reading.
+    writer
+        .join()
+        .unwrap()
+        .expect("the server stopped reading requests");
+    let reply = [&b"$100\r\n"[..], &value, b"\r\n"].concat();
+    let got = read_n(&mut s, n * reply.len());
+    assert_eq!(got.len(), n * reply.len());
+    assert!(got.chunks(reply.len()).all(|r| r == reply));
+}
+
+#[test]
+fn a_slow_reader_of_a_get_pipeline_is_cut_off_at_the_output_limit() {
+    let elsa = Elsa::start(&["--client-output-buffer-limit", "1000000"]);
+    let mut c = elsa.conn();
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(vec![b'v'; 100_000])
+        .query(&mut c)
+        .unwrap();
+    // 300 GETs of 100 KB = 30 MB of replies, never read while queued.
+    let mut s = connect(&elsa);
+    s.write_all(&b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n".repeat(300))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let got = read_n(&mut s, 40_000_000);
+    assert!(
+        got.len() < 30 * 100_000,
+        "the server should have cut the client off, sent {}",
+        got.len()
+    );
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+}

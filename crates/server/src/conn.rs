@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use elsa_lattice::{Ts, Version};
 use elsa_shard::{HashedKey, KeyOp, OpReply};
 use elsa_txn::{Coordinator, Txn, TxnError};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::cmd::{self, CmdError, Control, DataCmd, Kind, Shape};
@@ -25,8 +25,10 @@ const UNAUTHENTICATED: Limits = Limits {
     max_args: 10,
     max_bulk: 16 * 1024,
 };
-/// Flush replies early when a batch's output grows past this.
+/// Send replies early when a batch's output grows past this.
 const FLUSH_AT: usize = 64 * 1024;
+/// An idle output buffer larger than this is replaced by a small one.
+const OUT_KEEP: usize = 1024 * 1024;
 /// Most requests taken from the input buffer before running them.
 const MAX_BATCH: usize = 1024;
 /// Largest unparsed input kept for one connection (Redis's
@@ -129,20 +131,59 @@ impl Conn {
     }
 
     /// Serves the connection until the client leaves or breaks the protocol.
+    ///
+    /// Input and output move independently, as in Redis: every complete
+    /// request buffered is run (in batches of [`MAX_BATCH`], however many
+    /// are buffered), replies queue in `out` and leave as the socket takes
+    /// them, and input keeps being read while they wait. So a client that
+    /// writes a whole pipeline before it reads a reply never deadlocks
+    /// against us. What waits is bounded: `client-output-buffer-limit` for
+    /// replies, [`QUERY_BUFFER_LIMIT`] for requests; past either the
+    /// connection is closed with a log line, never left to stall.
     pub async fn serve(mut self) {
         loop {
-            let mut reqs = Vec::new();
-            let mut broken = None;
-            let limits = self.limits();
-            while reqs.len() < MAX_BATCH {
-                match parse_request(&mut self.inbuf, &limits) {
-                    Ok(Some(args)) => reqs.push(args),
-                    Ok(None) => break,
-                    Err(e) => {
-                        broken = Some(e);
-                        break;
+            if !self.run_buffered().await {
+                return;
+            }
+            if self.s.closing {
+                return self.finish().await;
+            }
+            let read = self.inbuf.len() <= QUERY_BUFFER_LIMIT;
+            if !read {
+                tracing::warn!(
+                    client = self.s.id,
+                    "closing connection: query buffer over {} bytes",
+                    QUERY_BUFFER_LIMIT
+                );
+                return;
+            }
+            let write = !self.out.is_empty();
+            tokio::select! {
+                r = self.stream.readable() => {
+                    if r.is_err() || !self.read_some() {
+                        // EOF or a dead socket: answer what was asked
+                        // (a half-closed client still reads), then go.
+                        let _ = self.run_buffered().await;
+                        return self.finish().await;
                     }
                 }
+                r = self.stream.writable(), if write => {
+                    if r.is_err() || !self.write_some() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs every complete request in the input buffer, batch by batch,
+    /// sending replies as the socket takes them. False when the connection
+    /// must close at once (client gone, output over its limit).
+    async fn run_buffered(&mut self) -> bool {
+        loop {
+            let (reqs, broken) = self.take_batch();
+            if reqs.is_empty() && broken.is_none() {
+                return true;
             }
             if !reqs.is_empty() {
                 self.execute(reqs).await;
@@ -152,35 +193,100 @@ impl Conn {
                 self.w().error(&format!("ERR {e}"));
                 self.s.closing = true;
             }
-            if !self.out.is_empty() && !self.flush().await {
-                return;
+            if !self.within_output_limit() || !self.write_some() {
+                return false;
             }
             if self.s.closing {
-                let _ = self.stream.shutdown().await;
-                return;
-            }
-            if self.inbuf.len() > QUERY_BUFFER_LIMIT {
-                tracing::warn!(
-                    client = self.s.id,
-                    "closing connection: query buffer over 1 GiB"
-                );
-                return;
-            }
-            if self.inbuf.capacity() - self.inbuf.len() < 4096 {
-                self.inbuf.reserve(16 * 1024);
-            }
-            match self.stream.read_buf(&mut self.inbuf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
+                return true;
             }
         }
     }
 
-    /// Writes pending replies; false when the client is gone.
-    async fn flush(&mut self) -> bool {
-        let ok = self.stream.write_all(&self.out).await.is_ok();
+    /// Up to [`MAX_BATCH`] complete requests from the input buffer, and the
+    /// protocol error that stopped parsing, if one did. Before AUTH a batch
+    /// ends after AUTH/HELLO, so what follows is parsed with the limits of
+    /// an authenticated client, as Redis parses one request at a time.
+    fn take_batch(&mut self) -> (Vec<Vec<Bytes>>, Option<crate::resp::ProtocolError>) {
+        let mut reqs = Vec::new();
+        let limits = self.limits();
+        while reqs.len() < MAX_BATCH {
+            match parse_request(&mut self.inbuf, &limits) {
+                Ok(Some(args)) => {
+                    let authenticates = !self.s.authed
+                        && args
+                            .first()
+                            .is_some_and(|a| cmd::is(a, "AUTH") || cmd::is(a, "HELLO"));
+                    reqs.push(args);
+                    if authenticates {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => return (reqs, Some(e)),
+            }
+        }
+        (reqs, None)
+    }
+
+    /// Reads what the socket has; false at EOF or on an error.
+    fn read_some(&mut self) -> bool {
+        if self.inbuf.capacity() - self.inbuf.len() < 4096 {
+            self.inbuf.reserve(16 * 1024);
+        }
+        match self.stream.try_read_buf(&mut self.inbuf) {
+            Ok(0) => false,
+            Ok(_) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+        }
+    }
+
+    /// Writes as much queued output as the socket takes without waiting;
+    /// false when the client is gone.
+    fn write_some(&mut self) -> bool {
+        while !self.out.is_empty() {
+            match self.stream.try_write(&self.out) {
+                Ok(0) => return false,
+                Ok(n) => bytes::Buf::advance(&mut self.out, n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                Err(_) => return false,
+            }
+        }
+        if self.out.capacity() > OUT_KEEP {
+            // A burst grew the buffer: give the memory back.
+            self.out = BytesMut::with_capacity(16 * 1024);
+        }
+        true
+    }
+
+    /// False (and a log line) when unsent replies passed
+    /// `client-output-buffer-limit`: the client is not reading them.
+    fn within_output_limit(&mut self) -> bool {
+        if self.out.len() <= self.shared.config.client_output_buffer_limit {
+            return true;
+        }
+        tracing::warn!(
+            client = self.s.id,
+            addr = %self.s.addr,
+            bytes = self.out.len(),
+            "closing connection: output buffer over client-output-buffer-limit"
+        );
+        self.s.closing = true;
         self.out.clear();
-        ok
+        false
+    }
+
+    /// Sends what is left (the client may still be reading a half-closed
+    /// connection), then closes.
+    async fn finish(&mut self) {
+        if !self.out.is_empty() {
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                self.stream.write_all(&self.out),
+            )
+            .await;
+            self.out.clear();
+        }
+        let _ = self.stream.shutdown().await;
     }
 
     async fn execute(&mut self, reqs: Vec<Vec<Bytes>>) {
@@ -199,7 +305,10 @@ impl Conn {
                         self.run_lone(std::mem::take(&mut lone)).await;
                     }
                     self.dispatch(step).await;
-                    if self.out.len() > FLUSH_AT && !self.flush_or_close().await {
+                    if self.out.len() > FLUSH_AT
+                        && (!self.within_output_limit() || !self.write_some())
+                    {
+                        self.s.closing = true;
                         return;
                     }
                     if self.s.closing {
@@ -211,24 +320,6 @@ impl Conn {
         if !lone.is_empty() {
             self.run_lone(lone).await;
         }
-    }
-
-    async fn flush_or_close(&mut self) -> bool {
-        if self.out.len() > self.shared.config.client_output_buffer_limit {
-            tracing::warn!(
-                client = self.s.id,
-                bytes = self.out.len(),
-                "closing connection: output buffer limit"
-            );
-            self.s.closing = true;
-            self.out.clear();
-            return false;
-        }
-        if !self.flush().await {
-            self.s.closing = true;
-            return false;
-        }
-        true
     }
 
     fn classify(&self, args: Vec<Bytes>) -> Step {
