@@ -225,6 +225,31 @@ impl Cluster {
             .wait_ready(Duration::from_secs(60));
     }
 
+    /// `SIGSTOP` node `i`: it runs nothing (no answers, no heartbeats)
+    /// while the kernel still accepts connections on its ports, as with a
+    /// stalled VM or a long pause. Undo with [`Cluster::resume`].
+    pub fn pause(&self, i: usize) {
+        self.signal(i, libc::SIGSTOP);
+    }
+
+    /// `SIGCONT` node `i` after [`Cluster::pause`].
+    pub fn resume(&self, i: usize) {
+        self.signal(i, libc::SIGCONT);
+    }
+
+    fn signal(&self, i: usize, sig: libc::c_int) {
+        let pid = self.node(i).child.id() as libc::pid_t;
+        // SAFETY: kill(2) on the PID of a child this cluster owns and has
+        // not reaped (so the PID cannot belong to another process).
+        let rc = unsafe { libc::kill(pid, sig) };
+        assert_eq!(
+            rc,
+            0,
+            "kill({pid}, {sig}) on node {i}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
     /// Raw `INFO replication` text of node `i`.
     pub fn info_replication(&self, i: usize) -> String {
         redis::cmd("INFO")

@@ -9,8 +9,8 @@ use elsa_shard::ops::{ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_TOO_BIG};
 use elsa_shard::shard::ERR_WAL;
 use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::{
-    Check, CommitRequest, Current, Expect, Expiry, HashedKey, HoldMode, KeyOp, Op, OpReply,
-    PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
+    BatchMode, Check, CommitRequest, Current, Expect, Expiry, HashedKey, HoldMode, KeyOp, Op,
+    OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
 };
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
@@ -127,6 +127,17 @@ pub struct Call {
     pub want_states: bool,
     #[prost(bool, tag = "11")]
     pub retry_on_busy: bool,
+    /// A batch's mode: 0 prefix, 1 all-or-none, 2 under the holds of `txn`.
+    #[prost(uint32, tag = "12")]
+    pub batch_mode: u32,
+}
+
+impl Call {
+    /// True for the follow-up of a prepare (it must reach the shard that
+    /// holds the keys, whatever the views say now); false for new work.
+    pub fn follows_holds(&self) -> bool {
+        (5..=7).contains(&self.kind) || (self.kind == 1 && self.batch_mode == 2)
+    }
 }
 
 /// The answer to a [`Call`].
@@ -370,9 +381,14 @@ fn result<T>(a: Answer, ok: impl FnOnce(Answer) -> T) -> Result<T, Refusal> {
 pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
     let mut call = Call::default();
     let done: Option<Completer> = match msg {
-        ShardMsg::Batch { ops, reply } => {
+        ShardMsg::Batch { ops, mode, reply } => {
             call.kind = 1;
             call.ops = ops.iter().map(op_msg).collect();
+            (call.batch_mode, call.txn) = match mode {
+                BatchMode::Prefix => (0, 0),
+                BatchMode::AllOrNone => (1, 0),
+                BatchMode::Held(txn) => (2, txn),
+            };
             Some(Box::new(move |a: Answer| {
                 let replies: Vec<OpReply> = a.replies.into_iter().map(reply_fn).collect();
                 let rest = ops[replies.len().min(ops.len())..].to_vec();
@@ -500,8 +516,14 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
             let ops: Option<Vec<KeyOp>> = call.ops.into_iter().map(key_op).collect();
             let ops = ops.ok_or(ServeError::Malformed)?;
             if call.kind == 1 {
+                let mode = match call.batch_mode {
+                    0 => BatchMode::Prefix,
+                    1 => BatchMode::AllOrNone,
+                    2 => BatchMode::Held(call.txn),
+                    _ => return Err(ServeError::Malformed),
+                };
                 let (reply, rx) = oneshot::channel();
-                send(ShardMsg::Batch { ops, reply })?;
+                send(ShardMsg::Batch { ops, mode, reply })?;
                 Started::Batch(rx)
             } else {
                 let (reply, rx) = oneshot::channel();

@@ -358,15 +358,16 @@ impl Conn {
         }
     }
 
+    /// Runs lone commands; exactly one reply per command, in order, each
+    /// its answer or the error saying whether it was applied.
     async fn run_lone(&mut self, ops: Vec<KeyOp>) {
-        match self.coord.run_lone(ops).await {
-            Ok(replies) => {
-                let mut w = self.w();
-                for r in &replies {
-                    write_op(&mut w, r);
-                }
+        let replies = self.coord.run_lone(ops).await;
+        let mut w = self.w();
+        for r in &replies {
+            match r {
+                Ok(r) => write_op(&mut w, r),
+                Err(e) => w.error(&e.to_string()),
             }
-            Err(e) => self.w().error(&e.to_string()),
         }
     }
 
@@ -437,7 +438,7 @@ impl Conn {
                 })
                 .collect();
             if single {
-                self.coord.run_lone(kops).await
+                self.coord.run_lone(kops).await.into_iter().collect()
             } else {
                 self.coord.run_atomic(kops, Vec::new()).await
             }

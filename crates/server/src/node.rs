@@ -430,6 +430,7 @@ fn worker(
                     c.ship_gossip(index, gossip);
                 }
                 shard.tick_wal();
+                shard.expire_parked(elsa_txn::router::RETRY_FOR);
                 if last_gc.elapsed() >= Duration::from_secs(1) {
                     last_gc = Instant::now();
                     let now_ms = elsa_shard::unix_ms();

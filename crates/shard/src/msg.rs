@@ -130,15 +130,30 @@ pub struct PrepareRequest {
     pub retry_on_busy: bool,
 }
 
+/// How a shard runs a batch of lone operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchMode {
+    /// In order, stopping at the first op whose key another commit holds;
+    /// the caller resubmits the rest (a pipeline on one shard).
+    Prefix,
+    /// All of them, or none when any key is held (the pivot of a pipeline
+    /// that spans shards: the others' keys are held by the caller already).
+    AllOrNone,
+    /// All of them under the holds this transaction took here, which are
+    /// then released (the other shards of a pipeline that spans shards).
+    Held(TxnId),
+}
+
 /// Work for a shard actor. Each variant carries the channel for its answer.
 #[derive(Debug)]
 pub enum ShardMsg {
-    /// Run lone operations in order; the answer stops short at the first op
-    /// that hit a held key and hands back the ops not run, for the caller to
-    /// resubmit.
+    /// Run lone operations in order, as `mode` says; the answer may stop
+    /// short and hands back the ops not run, for the caller to resubmit.
     Batch {
         /// The operations.
         ops: Vec<KeyOp>,
+        /// Prefix, all-or-none, or under the caller's holds.
+        mode: BatchMode,
         /// Answers in order (possibly fewer than `ops`), and the ops not run.
         reply: oneshot::Sender<(Vec<OpReply>, Vec<KeyOp>)>,
     },

@@ -293,7 +293,7 @@ impl Coordinator {
             })?);
         }
         for ack in acks {
-            ack.await.map_err(|_| TxnError::ShardGone)?;
+            ack.await.map_err(|_| TxnError::Lost)?;
         }
         Ok(Some(replies))
     }

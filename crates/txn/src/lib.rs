@@ -32,7 +32,7 @@ impl From<elsa_shard::Refusal> for TxnError {
 use bytes::Bytes;
 
 /// Why a transactional request did not complete.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TxnError {
     /// Validation failed on this key; nothing was written. Retry.
     #[error("CONFLICT {}", String::from_utf8_lossy(.0))]
@@ -48,7 +48,12 @@ pub enum TxnError {
     /// TRYAGAIN, which clients retry).
     #[error("TRYAGAIN the key's shard stayed busy or its primary kept moving; try again")]
     TryAgain,
-    /// A shard thread is gone (the node is shutting down).
-    #[error("ERR shard unavailable (node shutting down)")]
+    /// The request could not be sent: its shard's thread is gone (the
+    /// node is shutting down) or its node cannot be reached. Not applied.
+    #[error("ERR shard unavailable (node shutting down or unreachable); not applied")]
     ShardGone,
+    /// The request was sent but no answer came: the shard's node failed,
+    /// restarted or stopped answering. It may or may not have been applied.
+    #[error("ERR no answer from the shard serving the key (its node failed or restarted); it may or may not have been applied")]
+    Lost,
 }

@@ -215,6 +215,15 @@ impl Coordinator {
         }
     }
 
+    /// True when `shard` is this thread's own, served inline.
+    pub fn is_inline(&self, shard: ShardId) -> bool {
+        shard.node == self.node.node_id
+            && self
+                .local
+                .as_ref()
+                .is_some_and(|l| l.index == usize::from(shard.index))
+    }
+
     /// Sends `make(reply)` to `shard` and awaits the answer. The thread's own
     /// shard is served inline: no message, no thread hop.
     pub async fn ask<T>(
@@ -224,7 +233,7 @@ impl Coordinator {
     ) -> Result<T, TxnError> {
         let (tx, rx) = oneshot::channel();
         self.post(shard, make(tx))?;
-        rx.await.map_err(|_| TxnError::ShardGone)
+        rx.await.map_err(|_| TxnError::Lost)
     }
 
     /// Starts a request without waiting: returns the receiver to await later,

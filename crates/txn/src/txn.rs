@@ -354,7 +354,7 @@ async fn try_commit_across(
         })?);
     }
     for ack in acks {
-        ack.await.map_err(|_| TxnError::ShardGone)?;
+        ack.await.map_err(|_| TxnError::Lost)?;
     }
     Ok(commit_ts)
 }

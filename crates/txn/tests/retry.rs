@@ -26,7 +26,7 @@ impl Placement for AlwaysBusy {
 
     fn send_remote(&self, _to: ShardId, msg: ShardMsg) {
         match msg {
-            ShardMsg::Batch { ops, reply } => {
+            ShardMsg::Batch { ops, reply, .. } => {
                 let _ = reply.send((Vec::new(), ops));
             }
             ShardMsg::Read { reply, .. } => {
@@ -67,7 +67,11 @@ async fn lone_commands_give_up_with_tryagain() {
     let (c, placement) = coordinator();
     let started = tokio::time::Instant::now();
     let got = c.run_lone(vec![get(&c, "a"), get(&c, "b")]).await;
-    assert_eq!(got, Err(TxnError::TryAgain));
+    assert_eq!(
+        got,
+        vec![Err(TxnError::TryAgain); 2],
+        "one reply per command"
+    );
     assert!(started.elapsed() >= RETRY_FOR, "gave up too early");
     assert!(
         placement.routes.load(Ordering::Relaxed) > 10,

@@ -364,7 +364,7 @@ impl Cluster {
                 };
                 // New work for a key (not the follow-ups of a prepare,
                 // which must reach the shard that holds its keys).
-                if matches!(call.kind, 1 | 2 | 3 | 4 | 8) && !self.serves(&call, req.shard) {
+                if !call.follows_holds() && !self.serves(&call, req.shard) {
                     reply(Body::Response(wire::Response {
                         id: req.id,
                         hlc: self.hlc.peek(),
@@ -377,6 +377,9 @@ impl Cluster {
                         prepared.insert((req.shard, call.txn));
                     }
                     6 | 7 => {
+                        prepared.remove(&(req.shard, call.txn));
+                    }
+                    1 if call.batch_mode == 2 => {
                         prepared.remove(&(req.shard, call.txn));
                     }
                     _ => {}

@@ -10,8 +10,8 @@ use elsa_lattice::{Hlc, NodeId, Ts, Version};
 
 use crate::gossip::GossipBuffer;
 use crate::msg::{
-    AdminMsg, Check, CommitRequest, Expect, HashedKey, HoldMode, KeyOp, PrepareRequest, ReadState,
-    Refusal, ShardMsg, TxnId, Write,
+    AdminMsg, BatchMode, Check, CommitRequest, Expect, HashedKey, HoldMode, KeyOp, PrepareRequest,
+    ReadState, Refusal, ShardMsg, TxnId, Write,
 };
 use crate::ops::{Current, KeyView, OpReply};
 use crate::record::Record;
@@ -68,6 +68,11 @@ pub struct Shard {
     durability: Option<Durability>,
     frozen: bool,
     freeze_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Lone batches waiting for a key a commit holds, oldest first; run
+    /// on when it is released (see [`Shard::op_release`]).
+    parked: std::collections::VecDeque<Parked>,
+    /// Keys some parked batch waits for, and how many wait.
+    parked_on: HashMap<Bytes, usize>,
     /// Tombstones committed before this were collected here; one arriving
     /// again from a peer or the log is dropped rather than resurrected.
     tombstone_floor: Ts,
@@ -76,6 +81,18 @@ pub struct Shard {
     /// than one batch holds, successive rounds cover the whole table
     /// instead of re-shipping one part (which stalled repair).
     ae_cursor: std::cell::Cell<(usize, usize)>,
+}
+
+/// The answer channel of a lone batch.
+type BatchReply = tokio::sync::oneshot::Sender<(Vec<OpReply>, Vec<KeyOp>)>;
+
+/// A lone batch that met a held key: the ops still to run (the first one
+/// waits for its key), the replies of those that ran.
+struct Parked {
+    ops: Vec<KeyOp>,
+    done: Vec<OpReply>,
+    reply: BatchReply,
+    since: std::time::Instant,
 }
 
 /// The shard's log and the directory its files live in.
@@ -151,6 +168,8 @@ impl Shard {
             tombstone_floor: 0,
             ae_cursor: std::cell::Cell::new((0, 0)),
             freeze_waiters: Vec::new(),
+            parked: std::collections::VecDeque::new(),
+            parked_on: HashMap::new(),
         }
     }
 
@@ -163,13 +182,23 @@ impl Shard {
     pub fn handle(&mut self, msg: ShardMsg) {
         // A dropped receiver means the client went away; nothing to do.
         match msg {
-            ShardMsg::Batch { mut ops, reply } => {
-                let replies = self.op_batch(&ops);
+            ShardMsg::Batch {
+                ops,
+                mode: BatchMode::Prefix,
+                reply,
+            } => self.run_or_park(ops, Vec::new(), reply),
+            ShardMsg::Batch {
+                mut ops,
+                mode,
+                reply,
+            } => {
+                let replies = self.op_lone(&ops, mode);
                 let rest = ops.split_off(replies.len());
                 self.respond(reply, (replies, rest));
             }
             ShardMsg::Read { key, reply } => {
-                let _ = reply.send(self.op_read(&key));
+                let r = self.op_read(&key);
+                self.respond(reply, r);
             }
             ShardMsg::Commit { req, reply } => {
                 let r = self.op_commit(req);
@@ -184,7 +213,10 @@ impl Shard {
                 self.respond(reply, r);
             }
             ShardMsg::Prepare { req, reply } => {
-                let _ = reply.send(self.op_prepare(req));
+                // Through the log like a read: a commit must not be decided
+                // on versions whose writes could still be lost.
+                let r = self.op_prepare(req);
+                self.respond(reply, r);
             }
             ShardMsg::Install {
                 txn,
@@ -219,7 +251,8 @@ impl Shard {
     fn handle_admin(&mut self, msg: AdminMsg) {
         match msg {
             AdminMsg::Dbsize(reply) => {
-                let _ = reply.send(self.live_keys());
+                let n = self.live_keys();
+                self.respond(reply, n);
             }
             AdminMsg::Flush(reply) => {
                 self.op_flush();
@@ -231,7 +264,8 @@ impl Shard {
                 pattern,
                 reply,
             } => {
-                let _ = reply.send(self.op_scan(segment, count, pattern.as_deref()));
+                let r = self.op_scan(segment, count, pattern.as_deref());
+                self.respond(reply, r);
             }
             AdminMsg::Stats(reply) => {
                 let _ = reply.send(self.stats());
@@ -346,8 +380,102 @@ impl Shard {
         }
     }
 
+    /// Lone commands, run as `mode` says (see [`BatchMode`]); the replies
+    /// of those that ran, a prefix of `ops`.
+    pub fn op_lone(&mut self, ops: &[KeyOp], mode: BatchMode) -> Vec<OpReply> {
+        match mode {
+            BatchMode::Prefix => self.run_ops(ops, None),
+            BatchMode::AllOrNone => {
+                let held = ops
+                    .iter()
+                    .any(|k| self.blocked(&k.key, HoldMode::for_op(&k.op), None));
+                if held {
+                    self.stats.busy += 1;
+                    return Vec::new();
+                }
+                self.run_ops(ops, None)
+            }
+            BatchMode::Held(txn) => {
+                let replies = self.run_ops(ops, Some(txn));
+                self.op_release(txn);
+                replies
+            }
+        }
+    }
+
+    /// Runs a lone batch in order; if it meets a key a commit holds, the
+    /// rest waits here (parked) and runs on when the key is released, so a
+    /// lone command waits its turn instead of polling — polls kept losing
+    /// to clients that held keys all the time.
+    fn run_or_park(&mut self, mut ops: Vec<KeyOp>, mut done: Vec<OpReply>, reply: BatchReply) {
+        let ran = self.run_ops(&ops, None);
+        let n = ran.len();
+        done.extend(ran);
+        if n == ops.len() {
+            return self.respond(reply, (done, Vec::new()));
+        }
+        let rest = ops.split_off(n);
+        *self.parked_on.entry(rest[0].key.clone()).or_default() += 1;
+        self.parked.push_back(Parked {
+            ops: rest,
+            done,
+            reply,
+            since: std::time::Instant::now(),
+        });
+    }
+
+    /// Runs on the parked batches whose key is free now, oldest first.
+    fn resume_parked(&mut self) {
+        let mut i = 0;
+        while i < self.parked.len() {
+            let p = &self.parked[i];
+            let key = &p.ops[0];
+            if self.blocked(&key.key, HoldMode::for_op(&key.op), None) {
+                i += 1;
+                continue;
+            }
+            let Some(p) = self.parked.remove(i) else {
+                break;
+            };
+            self.unpark_key(&p.ops[0].key);
+            self.run_or_park(p.ops, p.done, p.reply);
+        }
+    }
+
+    fn unpark_key(&mut self, key: &Bytes) {
+        if let Some(n) = self.parked_on.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                self.parked_on.remove(key);
+            }
+        }
+    }
+
+    /// Answers the batches parked longer than `limit` with what ran and
+    /// the ops that did not (their callers give up with TRYAGAIN): a key
+    /// held that long belongs to a commit whose coordinator is stuck.
+    pub fn expire_parked(&mut self, limit: std::time::Duration) {
+        while self
+            .parked
+            .front()
+            .is_some_and(|p| p.since.elapsed() >= limit)
+        {
+            let Some(p) = self.parked.pop_front() else {
+                break;
+            };
+            self.unpark_key(&p.ops[0].key);
+            let _ = p.reply.send((p.done, p.ops));
+        }
+    }
+
     /// Lone commands, in order; stops at the first one whose key is held.
     pub fn op_batch(&mut self, ops: &[KeyOp]) -> Vec<OpReply> {
+        self.run_ops(ops, None)
+    }
+
+    /// Lone commands, in order; stops at the first one whose key is held
+    /// by a transaction other than `me`.
+    fn run_ops(&mut self, ops: &[KeyOp], me: Option<TxnId>) -> Vec<OpReply> {
         let now_ms = unix_ms();
         let refuse_writes = self.write_refusal().is_some();
         let mut out = Vec::with_capacity(ops.len());
@@ -357,7 +485,7 @@ impl Shard {
                 out.push(OpReply::Error(ERR_WAL));
                 continue;
             }
-            if self.blocked(&kop.key, mode, None) {
+            if self.blocked(&kop.key, mode, me) {
                 self.stats.busy += 1;
                 break;
             }
@@ -457,7 +585,9 @@ impl Shard {
             return Err(Refusal::Busy);
         }
         for (k, mode) in &req.holds {
-            if self.blocked(&k.key, *mode, Some(req.txn)) {
+            // A lone command waiting for the key goes first: holds taken
+            // over its head could starve it.
+            if self.blocked(&k.key, *mode, Some(req.txn)) || self.parked_on.contains_key(&k.key) {
                 self.stats.busy += 1;
                 return Err(if req.retry_on_busy {
                     Refusal::Busy
@@ -529,6 +659,9 @@ impl Shard {
                 let _ = w.send(());
             }
         }
+        if !self.parked.is_empty() {
+            self.resume_parked();
+        }
     }
 
     /// Validates WATCH-style checks and runs `ops` as one atomic step.
@@ -547,7 +680,7 @@ impl Shard {
             }
         }
         self.validate(checks, None, Refusal::Busy)?;
-        let replies = self.op_batch(ops);
+        let replies = self.run_ops(ops, None);
         debug_assert_eq!(replies.len(), ops.len(), "holds were checked above");
         self.stats.commits += 1;
         Ok(replies)

@@ -15,14 +15,21 @@ impl Shard {
     }
 
     /// Sends `value` now, or — if the message being handled wrote to the
-    /// log — once its record is durable.
+    /// log, or the log holds records not yet durable — once they are.
+    ///
+    /// So no reply reveals a state the log could still lose: a value read
+    /// before the write that made it is durable could otherwise vanish in a
+    /// crash after the reader acted on it (a commit validated on a read of
+    /// it, say, would recover without the write it read). Redis answers
+    /// after its AOF write the same way. Exception: while the log is
+    /// failing (disk full), reads are answered (see docs/durability.md).
     pub(super) fn respond<T: Send + 'static>(
         &mut self,
         tx: tokio::sync::oneshot::Sender<T>,
         value: T,
     ) {
         match &mut self.durability {
-            Some(d) if d.wal.has_staged() => {
+            Some(d) if d.wal.has_staged() || (!d.wal.settled() && d.wal.failure().is_none()) => {
                 d.wal.seal();
                 d.wal.defer(Box::new(move || {
                     let _ = tx.send(value);

@@ -463,3 +463,125 @@ fn a_collected_tombstone_is_not_resurrected_by_a_late_copy() {
     // A newer write is of course taken.
     assert_eq!(s.op_merge(&[entry("k", Some("new"), 200, 2)]).unwrap(), 1);
 }
+
+#[test]
+fn no_reply_reveals_a_write_before_its_record_is_durable() {
+    // Issue 12, item 8: a multi-shard commit validated a read of a lone
+    // write whose record was not written yet; the commit's own record was
+    // durable in another shard's log, so a crash recovered the commit
+    // without the write it had read. Every reply that can reveal state now
+    // waits for the records before it.
+    let dir = std::env::temp_dir().join(format!("elsa-shard-prefix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut s = durable_shard(&dir);
+    let (wtx, mut wrx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Batch {
+        ops: vec![kop(&s, "y", set("1"))],
+        mode: BatchMode::Prefix,
+        reply: wtx,
+    });
+    let version = s.version_of(key(&s, "y").hash, b"y");
+    let (rtx, mut rrx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Read {
+        key: key(&s, "y"),
+        reply: rtx,
+    });
+    let (ptx, mut prx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Prepare {
+        req: PrepareRequest {
+            txn: 1,
+            checks: vec![Check {
+                key: key(&s, "y"),
+                expect: Expect::Version(version),
+            }],
+            holds: vec![(key(&s, "y"), HoldMode::Read)],
+            want_states: false,
+            retry_on_busy: false,
+        },
+        reply: ptx,
+    });
+    let (gtx, mut grx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Batch {
+        ops: vec![kop(&s, "y", Op::Get)],
+        mode: BatchMode::Prefix,
+        reply: gtx,
+    });
+    assert!(wrx.try_recv().is_err(), "the write waits for its record");
+    assert!(rrx.try_recv().is_err(), "a read of it waits too");
+    assert!(prx.try_recv().is_err(), "so does a prepare validating it");
+    assert!(grx.try_recv().is_err(), "and a lone GET");
+    s.flush_wal();
+    // Under `always` the syncer answers once the record is synced.
+    assert_eq!(wrx.blocking_recv().unwrap().0, vec![OpReply::Ok]);
+    assert_eq!(
+        rrx.blocking_recv().unwrap().unwrap().current.unwrap().value,
+        Bytes::from("1")
+    );
+    assert!(prx.blocking_recv().unwrap().is_ok());
+    assert_eq!(
+        grx.blocking_recv().unwrap().0,
+        vec![OpReply::Bulk(Bytes::from("1"))]
+    );
+    // With nothing pending, a read is answered at once.
+    s.op_release(1);
+    let (gtx, mut grx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Batch {
+        ops: vec![kop(&s, "y", Op::Get)],
+        mode: BatchMode::Prefix,
+        reply: gtx,
+    });
+    assert!(grx.try_recv().is_ok());
+    s.close_wal();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_lone_batch_waits_for_a_held_key_and_goes_before_new_holds() {
+    let mut s = shard();
+    let hold = |s: &mut Shard, txn, k: &str, mode| {
+        s.op_prepare(PrepareRequest {
+            txn,
+            checks: Vec::new(),
+            holds: vec![(key(s, k), mode)],
+            want_states: false,
+            retry_on_busy: true,
+        })
+    };
+    assert!(hold(&mut s, 1, "k", HoldMode::Read).is_ok());
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Batch {
+        ops: vec![
+            kop(&s, "a", set("1")),
+            kop(&s, "k", set("2")),
+            kop(&s, "b", set("3")),
+        ],
+        mode: BatchMode::Prefix,
+        reply: tx,
+    });
+    assert!(rx.try_recv().is_err(), "parked at the held key");
+    assert_eq!(
+        value(&mut s, "a").as_deref(),
+        Some(&b"1"[..]),
+        "ops before it ran"
+    );
+    assert_eq!(value(&mut s, "b"), None, "ops after it wait in order");
+    // Another reader may not hold the key over the waiting write's head.
+    assert_eq!(hold(&mut s, 2, "k", HoldMode::Read), Err(Refusal::Busy));
+    s.op_release(1);
+    let (replies, rest) = rx.try_recv().expect("ran on at the release");
+    assert_eq!(replies, vec![OpReply::Ok; 3]);
+    assert!(rest.is_empty());
+    assert_eq!(value(&mut s, "b").as_deref(), Some(&b"3"[..]));
+    // A key held for good: the batch is answered with what did not run.
+    assert!(hold(&mut s, 3, "k", HoldMode::Write).is_ok());
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Batch {
+        ops: vec![kop(&s, "k", Op::Get)],
+        mode: BatchMode::Prefix,
+        reply: tx,
+    });
+    s.expire_parked(std::time::Duration::ZERO);
+    let (replies, rest) = rx.try_recv().expect("expired");
+    assert!(replies.is_empty());
+    assert_eq!(rest.len(), 1);
+}

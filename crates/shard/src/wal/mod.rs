@@ -136,6 +136,9 @@ pub struct Wal {
 enum SyncJob {
     /// Sync, then send these replies.
     Sync(Vec<Ack>),
+    /// Send these replies once the syncs queued before them are done (they
+    /// wrote nothing new: replies that read what those syncs cover).
+    After(Vec<Ack>),
     /// Sync the current sink, then use this one (log rotation).
     Use(SyncFn),
     /// Sync, then say so (clean shutdown).
@@ -149,6 +152,8 @@ struct Syncer {
     tx: std::sync::mpsc::Sender<SyncJob>,
     failure: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     fsyncs: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// `Sync`/`After` jobs sent and not yet settled.
+    in_flight: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Syncer {
@@ -157,42 +162,55 @@ impl Syncer {
         let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
         let failure = Arc::new(Mutex::new(None));
         let fsyncs = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (f, n) = (failure.clone(), fsyncs.clone());
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (f, n, pending) = (failure.clone(), fsyncs.clone(), in_flight.clone());
         std::thread::Builder::new()
             .name("elsa-wal-sync".into())
             .spawn(move || {
                 let mut acks: Vec<Ack> = Vec::new();
                 let mut dirty = false;
                 // Syncs until it succeeds (holding the replies meanwhile),
-                // then answers them.
-                let settle = |sync: &mut SyncFn, acks: &mut Vec<Ack>, dirty: &mut bool| {
-                    if !*dirty && acks.is_empty() {
-                        return;
-                    }
-                    loop {
-                        match sync() {
-                            Ok(()) => break,
-                            Err(e) => {
-                                let msg = format!("write-ahead log fsync failed: {e}");
-                                let mut slot = f.lock().unwrap_or_else(|p| p.into_inner());
-                                if slot.as_deref() != Some(msg.as_str()) {
-                                    tracing::error!("{msg}; writes are refused until it succeeds");
+                // then counts the jobs settled and answers their replies —
+                // in that order, so a reply's receiver never sees its own
+                // job still in flight.
+                let settle = |sync: &mut SyncFn,
+                              acks: &mut Vec<Ack>,
+                              dirty: &mut bool,
+                              taken: &mut usize| {
+                    if *dirty {
+                        loop {
+                            match sync() {
+                                Ok(()) => break,
+                                Err(e) => {
+                                    let msg = format!("write-ahead log fsync failed: {e}");
+                                    let mut slot = f.lock().unwrap_or_else(|p| p.into_inner());
+                                    if slot.as_deref() != Some(msg.as_str()) {
+                                        tracing::error!(
+                                            "{msg}; writes are refused until it succeeds"
+                                        );
+                                    }
+                                    *slot = Some(msg);
+                                    drop(slot);
+                                    std::thread::sleep(Duration::from_millis(100));
                                 }
-                                *slot = Some(msg);
-                                drop(slot);
-                                std::thread::sleep(Duration::from_millis(100));
                             }
                         }
+                        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if f.lock().unwrap_or_else(|p| p.into_inner()).take().is_some() {
+                            tracing::warn!(
+                                "write-ahead log fsync recovered; accepting writes again"
+                            );
+                        }
+                        *dirty = false;
                     }
-                    n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if f.lock().unwrap_or_else(|p| p.into_inner()).take().is_some() {
-                        tracing::warn!("write-ahead log fsync recovered; accepting writes again");
-                    }
-                    *dirty = false;
+                    // (Not dirty: nothing was written since the last sync,
+                    // so what these replies wait for is durable already.)
+                    pending.fetch_sub(std::mem::take(taken), std::sync::atomic::Ordering::Release);
                     for ack in acks.drain(..) {
                         ack();
                     }
                 };
+                let mut taken = 0;
                 while let Ok(first) = rx.recv() {
                     let mut next = Some(first);
                     while let Some(job) = next.take().or_else(|| rx.try_recv().ok()) {
@@ -200,18 +218,23 @@ impl Syncer {
                             SyncJob::Sync(more) => {
                                 acks.extend(more);
                                 dirty = true;
+                                taken += 1;
+                            }
+                            SyncJob::After(more) => {
+                                acks.extend(more);
+                                taken += 1;
                             }
                             SyncJob::Use(new) => {
-                                settle(&mut sync, &mut acks, &mut dirty);
+                                settle(&mut sync, &mut acks, &mut dirty, &mut taken);
                                 sync = new;
                             }
-                            SyncJob::Barrier(done) => {
-                                settle(&mut sync, &mut acks, &mut dirty);
-                                let _ = done.send(());
+                            SyncJob::Barrier(tx) => {
+                                settle(&mut sync, &mut acks, &mut dirty, &mut taken);
+                                let _ = tx.send(());
                             }
                         }
                     }
-                    settle(&mut sync, &mut acks, &mut dirty);
+                    settle(&mut sync, &mut acks, &mut dirty, &mut taken);
                 }
             })
             .ok()?;
@@ -219,6 +242,7 @@ impl Syncer {
             tx,
             failure,
             fsyncs,
+            in_flight,
         })
     }
 }
@@ -285,6 +309,19 @@ impl Wal {
         !self.buf.is_empty() || !self.acks.is_empty()
     }
 
+    /// True when everything logged so far is as durable as the policy
+    /// makes it (written; under `always`, synced too), so a reply may
+    /// reveal any state the shard holds without waiting for the log.
+    pub fn settled(&self) -> bool {
+        self.staged_count == 0
+            && self.buf.is_empty()
+            && self.acks.is_empty()
+            && self
+                .syncer
+                .as_ref()
+                .is_none_or(|s| s.in_flight.load(std::sync::atomic::Ordering::Acquire) == 0)
+    }
+
     /// The error refusing writes now, if the last write or sync failed.
     pub fn failure(&self) -> Option<String> {
         if let Some(f) = &self.stats.failure {
@@ -322,14 +359,29 @@ impl Wal {
         }
         if self.policy == Fsync::Always && (self.unsynced || !self.acks.is_empty()) {
             if let Some(s) = &self.syncer {
-                // The syncer answers these once their records are synced.
-                let acks = std::mem::take(&mut self.acks);
-                if s.tx.send(SyncJob::Sync(acks)).is_ok() {
-                    self.unsynced = false;
-                    self.last_sync = Instant::now();
-                    return;
+                // The syncer answers these once their records are synced;
+                // replies that wrote nothing wait for the syncs in flight.
+                let in_flight = s.in_flight.load(std::sync::atomic::Ordering::Acquire);
+                if self.unsynced || in_flight > 0 {
+                    let acks = std::mem::take(&mut self.acks);
+                    let job = if self.unsynced {
+                        SyncJob::Sync(acks)
+                    } else {
+                        SyncJob::After(acks)
+                    };
+                    s.in_flight
+                        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                    if s.tx.send(job).is_ok() {
+                        if self.unsynced {
+                            self.last_sync = Instant::now();
+                        }
+                        self.unsynced = false;
+                        return;
+                    }
+                    s.in_flight
+                        .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    return self.fail("fsync", io::Error::other("syncer thread is gone"));
                 }
-                return self.fail("fsync", io::Error::other("syncer thread is gone"));
             }
             if self.unsynced {
                 if let Err(e) = self.sync() {
