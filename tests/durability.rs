@@ -21,6 +21,8 @@ mod common;
 mod crash;
 #[path = "durability/diskfull.rs"]
 mod diskfull;
+#[path = "durability/edges.rs"]
+mod edges;
 
 use std::collections::HashMap;
 use std::io::Write;

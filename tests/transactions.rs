@@ -265,3 +265,100 @@ fn mset_is_atomic_to_concurrent_readers() {
     }
     writer.join().unwrap();
 }
+
+#[test]
+fn exec_runs_queued_commands_in_order_admin_ones_included() {
+    // Issue 12, item 5: FLUSHALL inside MULTI used to run after the data
+    // commands, deleting what they had just written.
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut c = elsa.conn();
+    ok(&mut c, "SET old 1");
+    ok(&mut c, "MULTI");
+    for line in [
+        "FLUSHALL", "SET a 1", "DBSIZE", "SET b 2", "GET old", "PING",
+    ] {
+        assert_eq!(
+            ok(&mut c, line),
+            Value::SimpleString("QUEUED".into()),
+            "{line}"
+        );
+    }
+    let replies = ok(&mut c, "EXEC");
+    assert_eq!(
+        replies,
+        Value::Array(vec![
+            Value::Okay,
+            Value::Okay,
+            Value::Int(1),
+            Value::Okay,
+            Value::Nil,
+            Value::SimpleString("PONG".into()),
+        ])
+    );
+    assert_eq!(get(&mut c, "a").as_deref(), Some("1"));
+    assert_eq!(get(&mut c, "b").as_deref(), Some("2"));
+    assert_eq!(get(&mut c, "old"), None);
+}
+
+#[test]
+fn a_key_that_expires_after_watch_counts_as_changed() {
+    // Issue 12, item 6 (Redis >= 6.0.9 behaves so).
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut c = elsa.conn();
+    ok(&mut c, "SET k v PX 100");
+    ok(&mut c, "WATCH k");
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    ok(&mut c, "MULTI");
+    ok(&mut c, "SET k 2");
+    assert_eq!(ok(&mut c, "EXEC"), Value::Nil, "k expired after WATCH");
+    // A missing key written with a TTL by another client, then expired and
+    // collected, still counts as changed.
+    let mut other = elsa.conn();
+    ok(&mut c, "WATCH w");
+    ok(&mut other, "SET w v PX 50");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(get(&mut c, "w"), None);
+    ok(&mut c, "MULTI");
+    ok(&mut c, "SET w 2");
+    assert_eq!(ok(&mut c, "EXEC"), Value::Nil, "w was written since WATCH");
+}
+
+#[test]
+fn a_key_read_live_that_expires_before_commit_is_a_conflict() {
+    // Issue 12, item 6: RR read 5, then nil, and committed.
+    let elsa = Elsa::start(&["--workers", "2"]);
+    for level in ["RR", "SI"] {
+        let mut c = elsa.conn();
+        ok(&mut c, "SET k 5 PX 200");
+        ok(&mut c, &format!("BEGIN {level}"));
+        assert_eq!(get(&mut c, "k").as_deref(), Some("5"));
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        ok(&mut c, "SET other 1");
+        assert!(
+            is_conflict(q(&mut c, "COMMIT")),
+            "{level}: k expired between the read and the commit"
+        );
+    }
+}
+
+#[test]
+fn msetnx_is_validated_at_every_level() {
+    // Issue 12, item 7: two MSETNX in BEGIN RC both answered 1 and both
+    // committed.
+    let elsa = Elsa::start(&["--workers", "2"]);
+    for level in ["RC", "RR", "SI"] {
+        let (mut a, mut b) = (elsa.conn(), elsa.conn());
+        let (x, y) = (format!("{level}:x"), format!("{level}:y"));
+        ok(&mut a, &format!("BEGIN {level}"));
+        ok(&mut b, &format!("BEGIN {level}"));
+        assert_eq!(ok(&mut a, &format!("MSETNX {x} a {y} a")), Value::Int(1));
+        assert_eq!(ok(&mut b, &format!("MSETNX {x} b {y} b")), Value::Int(1));
+        ok(&mut a, "COMMIT");
+        assert!(
+            is_conflict(q(&mut b, "COMMIT")),
+            "{level}: the second MSETNX saw the keys absent, which no longer held"
+        );
+        assert_eq!(get(&mut a, &x).as_deref(), Some("a"));
+        assert_eq!(get(&mut a, &y).as_deref(), Some("a"));
+    }
+}

@@ -45,13 +45,16 @@ pub struct CheckMsg {
     pub key: Bytes,
     #[prost(uint64, tag = "2")]
     pub hash: u64,
-    /// 0 = exact version, 1 = committed before `ts`.
+    /// 0 = exact version, 1 = committed before `ts`, 2 = exact version
+    /// and live until `until`.
     #[prost(uint32, tag = "3")]
     pub kind: u32,
     #[prost(uint64, tag = "4")]
     pub ts: u64,
     #[prost(uint32, tag = "5")]
     pub origin: u32,
+    #[prost(uint64, tag = "6")]
+    pub until: u64,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -245,6 +248,7 @@ fn key_op(m: OpMsg) -> Option<KeyOp> {
 fn check_msg(c: &Check) -> CheckMsg {
     let (kind, ts, origin) = match c.expect {
         Expect::Version(v) => (0, v.commit_ts, v.origin),
+        Expect::LiveVersion(v, _) => (2, v.commit_ts, v.origin),
         Expect::CommittedBefore(ts) => (1, ts, 0),
     };
     CheckMsg {
@@ -253,6 +257,10 @@ fn check_msg(c: &Check) -> CheckMsg {
         kind,
         ts,
         origin,
+        until: match c.expect {
+            Expect::LiveVersion(_, until) => until,
+            _ => 0,
+        },
     }
 }
 
@@ -262,10 +270,10 @@ fn check(m: CheckMsg) -> Check {
             key: m.key,
             hash: m.hash,
         },
-        expect: if m.kind == 0 {
-            Expect::Version(Version::new(m.ts, m.origin))
-        } else {
-            Expect::CommittedBefore(m.ts)
+        expect: match m.kind {
+            0 => Expect::Version(Version::new(m.ts, m.origin)),
+            2 => Expect::LiveVersion(Version::new(m.ts, m.origin), m.until),
+            _ => Expect::CommittedBefore(m.ts),
         },
     }
 }

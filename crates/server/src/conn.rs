@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use elsa_lattice::{Ts, Version};
+use elsa_lattice::Ts;
 use elsa_shard::{HashedKey, KeyOp, OpReply};
 use elsa_txn::{Coordinator, Txn, TxnError};
 use tokio::io::AsyncWriteExt;
@@ -43,6 +43,23 @@ pub(crate) enum Queued {
     Admin(Control, Vec<Bytes>),
 }
 
+/// The keys a connection WATCHes, with what each must still be at EXEC.
+#[derive(Default)]
+pub(crate) struct Watched {
+    pub keys: Vec<(HashedKey, elsa_shard::Expect)>,
+    /// Registered as an open reader from the first WATCH on, so the
+    /// tombstones the checks may need are not collected meanwhile.
+    pub open: Option<elsa_txn::router::OpenGuard>,
+}
+
+impl Watched {
+    /// Forgets every watch (UNWATCH, EXEC, DISCARD, RESET).
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.open = None;
+    }
+}
+
 /// What one connection remembers between requests.
 pub(crate) struct Session {
     pub id: u64,
@@ -55,7 +72,7 @@ pub(crate) struct Session {
     pub txn: Option<Txn>,
     pub multi: Option<Vec<Queued>>,
     pub multi_failed: bool,
-    pub watches: Vec<(HashedKey, Version)>,
+    pub watches: Watched,
     pub last_commit: Option<Ts>,
     pub closing: bool,
 }
@@ -105,7 +122,7 @@ impl Conn {
                 txn: None,
                 multi: None,
                 multi_failed: false,
-                watches: Vec::new(),
+                watches: Watched::default(),
                 last_commit: None,
                 closing: false,
             },

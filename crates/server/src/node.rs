@@ -103,7 +103,10 @@ fn recover(
             shards[shard].restore(hash, &e);
         }
     })?;
-    hlc.observe(max_ts);
+    hlc.observe(max_ts.max(recovery.flush_floor));
+    for shard in &mut shards {
+        shard.apply_flush_floor(recovery.flush_floor);
+    }
     let recovery_ms = started.elapsed().as_millis() as u64;
     for (path, len) in &recovery.torn {
         tracing::warn!(
@@ -417,6 +420,8 @@ fn worker(
         let s = shard.clone();
         let cluster = shared.cluster.clone();
         let ttl_ms = shared.config.cluster.tombstone_ttl_sec * 1000;
+        let open_reads = node.open_reads.clone();
+        let hlc = node.hlc.clone();
         tokio::task::spawn_local(async move {
             let mut tick = tokio::time::interval(epoch);
             let mut last_gc = Instant::now();
@@ -434,11 +439,16 @@ fn worker(
                 if last_gc.elapsed() >= Duration::from_secs(1) {
                     last_gc = Instant::now();
                     let now_ms = elsa_shard::unix_ms();
-                    let mut horizon = (now_ms.saturating_sub(ttl_ms)) << 16;
-                    if let Some(c) = &cluster {
-                        // Only tombstones every replica has confirmed.
-                        horizon = horizon.min(c.tombstone_horizon());
-                    }
+                    let horizon = match &cluster {
+                        // Only tombstones every replica has confirmed, and
+                        // old enough for any transaction on any node.
+                        Some(c) => {
+                            ((now_ms.saturating_sub(ttl_ms)) << 16).min(c.tombstone_horizon())
+                        }
+                        // Alone: those no open transaction or WATCH here
+                        // may still validate against.
+                        None => open_reads.oldest().unwrap_or_else(|| hlc.peek()),
+                    };
                     shard.collect_garbage(now_ms, horizon);
                 }
             }

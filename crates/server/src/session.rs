@@ -5,6 +5,7 @@ use bytes::Bytes;
 use elsa_shard::{Check, Expect, KeyOp, Op, OpReply, SetCond, SetReply};
 use elsa_txn::{router::backoff, Isolation, Txn, TxnError};
 
+use crate::cmd::DataCmd;
 use crate::cmd::{is, Control};
 use crate::conn::{run_in_txn, write_shaped, Conn, Queued};
 
@@ -120,10 +121,14 @@ impl Conn {
                 .w()
                 .error("ERR WATCH inside a BEGIN transaction is not allowed");
         }
+        if self.s.watches.open.is_none() {
+            let now = self.coord.node.hlc.now();
+            self.s.watches.open = Some(self.coord.node.open_reads.open(now));
+        }
         for key in &args[1..] {
             let key = self.coord.hashed(key.clone());
-            match elsa_txn::txn::version_of(&self.coord, key.clone()).await {
-                Ok(v) => self.s.watches.push((key, v)),
+            match elsa_txn::txn::read(&self.coord, key.clone()).await {
+                Ok(state) => self.s.watches.keys.push((key, Expect::unchanged(&state))),
                 Err(e) => return self.w().error(&e.to_string()),
             }
         }
@@ -140,50 +145,80 @@ impl Conn {
                 .w()
                 .error("EXECABORT Transaction discarded because of previous errors.");
         }
-        // All data commands run as one atomic step; control commands (PING,
-        // DBSIZE…) answer in their place.
-        let mut ops = Vec::new();
-        for q in &queued {
-            if let Queued::Data(Ok(dc)) = q {
-                ops.extend(dc.ops.iter().map(|(key, op)| KeyOp {
-                    hash: self.coord.hash(key),
-                    key: key.clone(),
-                    op: op.clone(),
-                }));
-            }
-        }
-        let checks = watches
+        let total = queued.len();
+        // Commands run in the order queued: each run of data commands as
+        // one atomic step, the control commands between them (FLUSHALL,
+        // DBSIZE, PING…) in their place. The WATCH checks go with the
+        // first step, so a changed key aborts the EXEC before anything ran.
+        let mut checks: Vec<Check> = watches
+            .keys
+            .clone()
             .into_iter()
-            .map(|(key, v)| Check {
-                key,
-                expect: Expect::Version(v),
-            })
+            .map(|(key, expect)| Check { key, expect })
             .collect();
-        let replies = if ops.is_empty() && queued.iter().all(|q| !matches!(q, Queued::Data(Ok(_))))
-        {
-            // Still validate WATCH: EXEC of an empty/control-only MULTI fails
-            // too when a watched key changed.
-            self.coord.run_atomic(Vec::new(), checks).await
-        } else {
-            self.coord.run_atomic(ops, checks).await
-        };
-        let replies = match replies {
-            Ok(r) => r,
-            Err(TxnError::WatchFailed) => return self.w().nil_array(),
-            Err(e) => return self.w().error(&e.to_string()),
-        };
-        self.w().array(queued.len());
-        let mut at = 0;
-        for q in queued {
-            match q {
-                Queued::Data(Ok(dc)) => {
-                    let n = dc.ops.len();
-                    write_shaped(&mut self.w(), dc.shape, &replies[at..at + n]);
-                    at += n;
+        let mut opened = false;
+        let mut i = 0;
+        loop {
+            // The next run of data commands (maybe empty: then only the
+            // WATCH checks, at the start).
+            let end = queued[i..]
+                .iter()
+                .position(|q| !matches!(q, Queued::Data(Ok(_))))
+                .map_or(queued.len(), |n| i + n);
+            let step: Vec<&DataCmd> = queued[i..end]
+                .iter()
+                .filter_map(|q| match q {
+                    Queued::Data(Ok(dc)) => Some(dc),
+                    _ => None,
+                })
+                .collect();
+            if !step.is_empty() || !opened {
+                let ops: Vec<KeyOp> = step
+                    .iter()
+                    .flat_map(|dc| dc.ops.iter())
+                    .map(|(key, op)| KeyOp {
+                        hash: self.coord.hash(key),
+                        key: key.clone(),
+                        op: op.clone(),
+                    })
+                    .collect();
+                let result = self
+                    .coord
+                    .run_atomic(ops, std::mem::take(&mut checks))
+                    .await;
+                match result {
+                    Err(TxnError::WatchFailed) if !opened => return self.w().nil_array(),
+                    Err(e) if !opened => return self.w().error(&e.to_string()),
+                    // A later step failed (the log cannot write…): its
+                    // commands answer the error in their place.
+                    Err(e) => {
+                        for _ in &step {
+                            self.w().error(&e.to_string());
+                        }
+                    }
+                    Ok(replies) => {
+                        if !opened {
+                            self.w().array(total);
+                            opened = true;
+                        }
+                        let mut at = 0;
+                        for dc in step {
+                            let n = dc.ops.len();
+                            write_shaped(&mut self.w(), dc.shape, &replies[at..at + n]);
+                            at += n;
+                        }
+                    }
                 }
-                Queued::Data(Err(e)) => self.w().error(&e.0),
-                Queued::Admin(c, args) => self.admin(c, &args).await,
             }
+            let Some(next) = queued.get(end) else {
+                return;
+            };
+            match next {
+                Queued::Data(Err(e)) => self.w().error(&e.0),
+                Queued::Admin(c, args) => self.admin(*c, args).await,
+                Queued::Data(Ok(_)) => {}
+            }
+            i = end + 1;
         }
     }
 
@@ -312,10 +347,17 @@ async fn msetnx_in(
     txn: &mut Txn,
     pairs: &[(Bytes, Bytes)],
 ) -> Result<i64, TxnError> {
-    let exists = pairs.iter().map(|(k, _)| (k.clone(), Op::Exists)).collect();
-    let found = run_in_txn(coord, txn, exists).await?;
-    if found.iter().any(|r| *r == OpReply::Int(1)) {
-        return Ok(0);
+    // The existence checks are validated at commit at every level (RC
+    // included): two MSETNX racing on the same keys must not both win.
+    for (k, _) in pairs {
+        let kop = KeyOp {
+            hash: coord.hash(k),
+            key: k.clone(),
+            op: Op::Exists,
+        };
+        if txn.apply_validated(coord, kop).await? == OpReply::Int(1) {
+            return Ok(0);
+        }
     }
     let sets = pairs
         .iter()

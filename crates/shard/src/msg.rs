@@ -38,9 +38,24 @@ pub struct HashedKey {
 pub enum Expect {
     /// The key still has exactly this version (read-set validation, WATCH).
     Version(Version),
+    /// The key still has exactly this version and has not expired: it was
+    /// read live with a TTL ending at this Unix millisecond. A key that
+    /// expires between a read (or WATCH) and the commit counted as changed,
+    /// as in Redis.
+    LiveVersion(Version, u64),
     /// The key was last committed before this start timestamp (the paper's
     /// preCommit check: first committer wins).
     CommittedBefore(Ts),
+}
+
+impl Expect {
+    /// The check that a key read as `state` is unchanged at commit.
+    pub fn unchanged(state: &ReadState) -> Expect {
+        match state.current.as_ref().and_then(|c| c.expire_ms) {
+            Some(at) => Expect::LiveVersion(state.version, at),
+            None => Expect::Version(state.version),
+        }
+    }
 }
 
 /// One validation: `key` must satisfy `expect`.

@@ -117,6 +117,13 @@ impl Record {
         }
     }
 
+    /// The same lattice as a tombstone: key, timestamps and version kept,
+    /// value and TTL dropped (an expired value, once collected, still has
+    /// to win merges against older copies the way a DELETE does).
+    pub fn to_tombstone(&self) -> Record {
+        Record::new(self.key(), None, None, self.start_ts, self.version())
+    }
+
     /// Heap bytes this record owns (for INFO memory accounting).
     pub fn heap_size(&self) -> usize {
         self.data.len()

@@ -204,6 +204,28 @@ impl Table {
         removed
     }
 
+    /// Keeps the records `keep` answers true for; it may also change a
+    /// record in place, keeping its key and version (the digests depend on
+    /// those only). Answers how many were removed.
+    pub fn retain_mut(&mut self, mut keep: impl FnMut(&mut Record) -> bool) -> usize {
+        let mut removed = 0;
+        let hasher = &self.hasher;
+        let digests = &mut self.digests;
+        for seg in &mut self.segments {
+            seg.retain(|r| {
+                let k = keep(r);
+                if !k {
+                    removed += 1;
+                    let hash = std::hash::BuildHasher::hash_one(hasher, r.key());
+                    digests[bucket_of(hash)] ^= fingerprint(hash, r.version());
+                }
+                k
+            });
+        }
+        self.len -= removed;
+        removed
+    }
+
     /// Empties the table, releasing its memory.
     pub fn clear(&mut self) {
         for seg in &mut self.segments {

@@ -79,6 +79,57 @@ impl Placement for Standalone {
     }
 }
 
+/// The start timestamps of the transactions and WATCHes open on this node.
+/// A tombstone (or expired value) younger than the oldest may still decide
+/// one of their validations — a key read while absent must not look
+/// unchanged after it was written and deleted again — so a node with no
+/// peers collects tombstones exactly up to it.
+#[derive(Default)]
+pub struct OpenReads {
+    open: std::sync::Mutex<std::collections::BTreeMap<elsa_lattice::Ts, usize>>,
+}
+
+impl OpenReads {
+    /// Registers a reader that started at `ts`; it stays open until the
+    /// guard is dropped.
+    pub fn open(self: &Arc<Self>, ts: elsa_lattice::Ts) -> OpenGuard {
+        *self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(ts)
+            .or_default() += 1;
+        OpenGuard {
+            reads: self.clone(),
+            ts,
+        }
+    }
+
+    /// The oldest open reader's start, if any is open.
+    pub fn oldest(&self) -> Option<elsa_lattice::Ts> {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.keys().next().copied()
+    }
+}
+
+/// Keeps a reader registered in [`OpenReads`] while it lives.
+pub struct OpenGuard {
+    reads: Arc<OpenReads>,
+    ts: elsa_lattice::Ts,
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        let mut open = self.reads.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.ts) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ts);
+            }
+        }
+    }
+}
+
 /// What every thread of a node shares: the shards' inboxes, the clock, ids.
 pub struct NodeContext {
     /// This node's id (the lattice tie-break).
@@ -91,6 +142,8 @@ pub struct NodeContext {
     pub inboxes: Vec<mpsc::UnboundedSender<ShardMsg>>,
     /// Key placement and the way to other nodes.
     pub placement: Arc<dyn Placement>,
+    /// Transactions and WATCHes open on the node.
+    pub open_reads: Arc<OpenReads>,
     next_txn: AtomicU64,
 }
 
@@ -109,6 +162,7 @@ impl NodeContext {
             hasher,
             inboxes,
             placement,
+            open_reads: Arc::new(OpenReads::default()),
             next_txn: AtomicU64::new(1),
         }
     }

@@ -71,7 +71,9 @@ pub struct Txn {
     /// RC only: versions of keys a single command read and then wrote
     /// (INCR, APPEND, SET NX…). Validated at commit so such commands never
     /// lose updates, even at RC, as Redis users expect of them.
-    rmw: HashMap<Bytes, (u64, elsa_lattice::Version)>,
+    rmw: HashMap<Bytes, (u64, Expect)>,
+    /// Keeps tombstones it may validate against from being collected.
+    _open: crate::router::OpenGuard,
 }
 
 /// The view one op gets inside a transaction: the key's base state (from the
@@ -118,9 +120,11 @@ fn is_blind(op: &Op) -> bool {
 impl Txn {
     /// Begins a transaction at `isolation`.
     pub fn begin(coord: &Coordinator, isolation: Isolation) -> Txn {
+        let start_ts = coord.node.hlc.now();
         Txn {
+            _open: coord.node.open_reads.open(start_ts),
             isolation,
-            start_ts: coord.node.hlc.now(),
+            start_ts,
             writes: HashMap::new(),
             reads: HashMap::new(),
             rmw: HashMap::new(),
@@ -135,6 +139,26 @@ impl Txn {
     /// Runs one op inside the transaction: reads see its own writes, then its
     /// read buffer (RR/SI), then the shard; writes go to the write buffer.
     pub async fn apply(&mut self, coord: &Coordinator, kop: KeyOp) -> Result<OpReply, TxnError> {
+        self.apply_inner(coord, kop, false).await
+    }
+
+    /// [`Txn::apply`] for a read a later write of the same command depends
+    /// on (MSETNX's existence checks): validated at commit even at RC, as
+    /// a command that reads and writes one key is.
+    pub async fn apply_validated(
+        &mut self,
+        coord: &Coordinator,
+        kop: KeyOp,
+    ) -> Result<OpReply, TxnError> {
+        self.apply_inner(coord, kop, true).await
+    }
+
+    async fn apply_inner(
+        &mut self,
+        coord: &Coordinator,
+        kop: KeyOp,
+        validate: bool,
+    ) -> Result<OpReply, TxnError> {
         let mut fetched = None;
         let base = if let Some((_, w)) = self.writes.get(&kop.key) {
             w.clone()
@@ -152,7 +176,7 @@ impl Txn {
             if self.isolation != Isolation::ReadCommitted {
                 self.reads.insert(kop.key.clone(), (kop.hash, rs));
             } else {
-                fetched = Some(rs.version);
+                fetched = Some(Expect::unchanged(&rs));
             }
             current
         };
@@ -162,12 +186,14 @@ impl Txn {
             now_ms: unix_ms(),
         };
         let reply = kop.op.apply(&kop.key, &mut view);
-        if let Some(state) = view.write {
-            if let Some(version) = fetched {
+        if view.write.is_some() || validate {
+            if let Some(expect) = fetched {
                 self.rmw
                     .entry(kop.key.clone())
-                    .or_insert((kop.hash, version));
+                    .or_insert((kop.hash, expect));
             }
+        }
+        if let Some(state) = view.write {
             self.writes.insert(kop.key, (kop.hash, state));
         }
         Ok(reply)
@@ -198,19 +224,16 @@ impl Txn {
             return Ok(coord.node.hlc.now());
         }
         let mut per_shard: HashMap<ShardId, ShardPart> = HashMap::new();
-        let versions = self
+        let expected = self
             .reads
             .into_iter()
-            .map(|(key, (hash, rs))| (key, (hash, rs.version)))
+            .map(|(key, (hash, rs))| (key, (hash, Expect::unchanged(&rs))))
             .chain(self.rmw);
-        for (key, (hash, version)) in versions {
+        for (key, (hash, expect)) in expected {
             let key = HashedKey { key, hash };
             let part = per_shard.entry(coord.shard_of(hash)).or_default();
             part.holds.push((key.clone(), HoldMode::Read));
-            part.checks.push(Check {
-                key,
-                expect: Expect::Version(version),
-            });
+            part.checks.push(Check { key, expect });
         }
         for (key, (hash, state)) in self.writes {
             let key = HashedKey { key, hash };

@@ -76,6 +76,8 @@ pub struct Shard {
     /// Tombstones committed before this were collected here; one arriving
     /// again from a peer or the log is dropped rather than resurrected.
     tombstone_floor: Ts,
+    /// The last FLUSHALL here: everything committed before it was deleted.
+    flush_floor: Ts,
     /// Where the last anti-entropy batch stopped: (segment, records into
     /// it). The next batch resumes there, so when more lattices differ
     /// than one batch holds, successive rounds cover the whole table
@@ -166,6 +168,7 @@ impl Shard {
             durability: None,
             frozen: false,
             tombstone_floor: 0,
+            flush_floor: 0,
             ae_cursor: std::cell::Cell::new((0, 0)),
             freeze_waiters: Vec::new(),
             parked: std::collections::VecDeque::new(),
@@ -256,7 +259,7 @@ impl Shard {
             }
             AdminMsg::Flush(reply) => {
                 self.op_flush();
-                let _ = reply.send(());
+                self.respond(reply, ());
             }
             AdminMsg::Scan {
                 segment,
@@ -334,12 +337,15 @@ impl Shard {
                 Some(old) if here && state.is_none() && old.is_tombstone() => return None,
                 // …nor does deleting a key that never existed.
                 None if here && state.is_none() => return None,
-                // From a peer or the log, a tombstone must be kept (it beats
-                // an older value that may still arrive), unless it is one
-                // this shard already collected: every replica had it then.
-                None if state.is_none() && version.commit_ts < floor => return None,
-                // Already expired and nothing here to override: nothing to keep.
-                None if state.is_some_and(|c| c.expire_ms.is_some_and(|at| at <= now_ms)) => {
+                // From a peer or the log, a tombstone — or an expired value,
+                // which acts as one — must be kept: it beats an older value
+                // that may still arrive (replay and merges happen in any
+                // order). Unless it is one this shard already collected:
+                // every replica had it then.
+                None if (state.is_none()
+                    || state.is_some_and(|c| c.expire_ms.is_some_and(|at| at <= now_ms)))
+                    && version.commit_ts < floor =>
+                {
                     return None
                 }
                 _ => {}
@@ -524,7 +530,7 @@ impl Shard {
     ) -> Result<(), Refusal> {
         for c in checks {
             let mode = match c.expect {
-                Expect::Version(_) => HoldMode::Read,
+                Expect::Version(_) | Expect::LiveVersion(..) => HoldMode::Read,
                 Expect::CommittedBefore(_) => HoldMode::Write,
             };
             if self.blocked(&c.key.key, mode, me) {
@@ -537,6 +543,7 @@ impl Shard {
             let version = self.version_of(c.key.hash, &c.key.key);
             let ok = match c.expect {
                 Expect::Version(v) => version == v,
+                Expect::LiveVersion(v, until) => version == v && until > unix_ms(),
                 Expect::CommittedBefore(start_ts) => version.commit_ts < start_ts,
             };
             if !ok {

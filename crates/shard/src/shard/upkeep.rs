@@ -34,8 +34,26 @@ impl Shard {
 
     /// Drops every key (FLUSHALL / FLUSHDB).
     pub fn op_flush(&mut self) {
+        // A range tombstone: everything committed before now is gone, and
+        // the log says so, so recovery (which replays in any order) drops
+        // what came before it too.
+        let floor = self.hlc.now();
         self.table.clear();
         self.gossip.clear();
+        self.flush_floor = floor;
+        if let Some(d) = &mut self.durability {
+            d.wal.stage_flush(floor);
+        }
+    }
+
+    /// After recovery: drops what a logged FLUSHALL deleted (lattices
+    /// committed before `floor`), whatever order the files replayed in.
+    pub fn apply_flush_floor(&mut self, floor: Ts) {
+        if floor == 0 {
+            return;
+        }
+        self.table.retain(|r| r.commit_ts >= floor);
+        self.flush_floor = self.flush_floor.max(floor);
     }
 
     /// Live keys from `segment` on, until at least `count` were seen.
@@ -105,20 +123,29 @@ impl Shard {
         self.gossip.len()
     }
 
-    /// Physically removes expired keys and tombstones older than
+    /// Collects expired keys and tombstones committed before
     /// `tombstone_before` (no transaction that could still need them for
-    /// validation is that old). Tombstones are kept while unflushed gossip
+    /// validation is that old, and every replica has them). An expired
+    /// value is a tombstone to merges — it must beat an older copy arriving
+    /// from a peer or replayed from the log, or that copy would come back —
+    /// so a younger one stays, as a tombstone (its value freed), until it
+    /// may go like any other. Tombstones are kept while unflushed gossip
     /// still has to carry them.
     pub fn collect_garbage(&mut self, now_ms: u64, tombstone_before: Ts) -> usize {
         let gossip = &self.gossip;
         let expired_before = self.stats.expired;
         let mut expired = 0;
-        let removed = self.table.retain(|r| {
+        let removed = self.table.retain_mut(|r| {
+            let old = r.commit_ts < tombstone_before && !gossip.contains(r.key());
             if r.expire_ms().is_some_and(|at| at <= now_ms) {
                 expired += 1;
-                return false;
+                if old {
+                    return false;
+                }
+                *r = r.to_tombstone();
+                return true;
             }
-            !(r.is_tombstone() && r.commit_ts < tombstone_before && !gossip.contains(r.key()))
+            !(r.is_tombstone() && old)
         });
         self.tombstone_floor = self.tombstone_floor.max(tombstone_before);
         self.stats.expired = expired_before + expired;

@@ -8,6 +8,8 @@
 //! ```text
 //! frame:  [magic u32][payload_len u32][crc32 of payload_len and payload u32][payload]
 //! payload: [count u32] count × entry
+//!        | [u32::MAX][floor u64]      (FLUSHALL: every lattice committed
+//!                                      before `floor` is gone)
 //! entry:  [key_len u32][key][flags u8][expire_ms u64 if TTL]
 //!         [value_len u32][value] (absent for a tombstone)
 //!         [start_ts u64][commit_ts u64][origin u32]
@@ -103,6 +105,24 @@ pub fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
     out.put_u32_le(version.origin);
 }
 
+/// What one frame of a file holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Logged {
+    /// Lattices installed together.
+    Lattices(Vec<LogEntry>),
+    /// FLUSHALL: every lattice committed before this timestamp is deleted
+    /// (a range tombstone, so replay in any order gives the same result).
+    Flush(Ts),
+}
+
+/// Marks a flush frame where a payload's entry count would be.
+const FLUSH_MARK: u32 = u32::MAX;
+
+/// Appends a flush frame (see [`Logged::Flush`]) to `out`.
+pub fn encode_flush(out: &mut Vec<u8>, floor: Ts) {
+    encode_frame(out, FLUSH_MARK, &floor.to_le_bytes());
+}
+
 /// Wraps `count` encoded entries into a frame appended to `out`.
 pub fn encode_frame(out: &mut Vec<u8>, count: u32, entries: &[u8]) {
     let len = (4 + entries.len()) as u32;
@@ -168,11 +188,11 @@ fn valid_frame_follows(rest: &[u8]) -> bool {
 }
 
 /// Decodes every frame of a file, calling `each` per record (a batch of
-/// entries applied together). A damaged end — no valid frame after the
+/// entries applied together, or a flush). A damaged end — no valid frame after the
 /// damage, as a write cut short by a crash leaves it — is reported as
 /// [`Tail::Torn`] and never passed to `each`; damage with valid frames
 /// after it is [`Corrupt`].
-pub fn decode_file(data: &[u8], mut each: impl FnMut(Vec<LogEntry>)) -> Result<Tail, Corrupt> {
+pub fn decode_file(data: &[u8], mut each: impl FnMut(Logged)) -> Result<Tail, Corrupt> {
     let mut pos = 0;
     while pos < data.len() {
         let rest = &data[pos..];
@@ -192,7 +212,7 @@ pub fn decode_file(data: &[u8], mut each: impl FnMut(Vec<LogEntry>)) -> Result<T
     Ok(Tail::Clean)
 }
 
-fn decode_payload(mut p: &[u8]) -> Result<Vec<LogEntry>, String> {
+fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
     let need = |p: &[u8], n: usize| {
         if p.remaining() < n {
             Err("record shorter than its contents".to_string())
@@ -201,7 +221,16 @@ fn decode_payload(mut p: &[u8]) -> Result<Vec<LogEntry>, String> {
         }
     };
     need(p, 4)?;
-    let count = p.get_u32_le() as usize;
+    let count = p.get_u32_le();
+    if count == FLUSH_MARK {
+        need(p, 8)?;
+        let floor = p.get_u64_le();
+        if p.has_remaining() {
+            return Err("trailing bytes in flush record".into());
+        }
+        return Ok(Logged::Flush(floor));
+    }
+    let count = count as usize;
     // Each entry takes at least 29 bytes: bounds the allocation by the data.
     let mut out = Vec::with_capacity(count.min(p.len() / 29 + 1));
     for _ in 0..count {
@@ -241,7 +270,7 @@ fn decode_payload(mut p: &[u8]) -> Result<Vec<LogEntry>, String> {
     if p.has_remaining() {
         return Err("trailing bytes in record".into());
     }
-    Ok(out)
+    Ok(Logged::Lattices(out))
 }
 
 #[cfg(test)]
@@ -276,8 +305,22 @@ mod tests {
 
     fn decode_all(data: &[u8]) -> (Vec<Vec<LogEntry>>, Result<Tail, Corrupt>) {
         let mut got = Vec::new();
-        let tail = decode_file(data, |r| got.push(r));
+        let tail = decode_file(data, |r| match r {
+            Logged::Lattices(r) => got.push(r),
+            Logged::Flush(ts) => got.push(vec![entry("FLUSH", None, None, ts)]),
+        });
         (got, tail)
+    }
+
+    #[test]
+    fn flush_records_roundtrip() {
+        let r1 = vec![entry("a", Some("1"), None, 1)];
+        let mut file = frame(&r1);
+        encode_flush(&mut file, 77);
+        let mut got = Vec::new();
+        let tail = decode_file(&file, |r| got.push(r));
+        assert_eq!(tail, Ok(Tail::Clean));
+        assert_eq!(got, vec![Logged::Lattices(r1), Logged::Flush(77)]);
     }
 
     #[test]

@@ -69,6 +69,9 @@ pub struct Recovery {
     pub torn: Vec<(PathBuf, usize)>,
     /// Largest sequence number seen in any file name.
     pub max_seq: u64,
+    /// The latest FLUSHALL logged: lattices committed before it are gone
+    /// (the caller drops them once everything is replayed).
+    pub flush_floor: u64,
 }
 
 /// Replays one file's records through `apply`, counting them in `r`.
@@ -81,8 +84,13 @@ fn replay(
     r.files += 1;
     codec::decode_file(data, |rec| {
         r.records += 1;
-        r.entries += rec.len() as u64;
-        apply(rec);
+        match rec {
+            codec::Logged::Lattices(rec) => {
+                r.entries += rec.len() as u64;
+                apply(rec);
+            }
+            codec::Logged::Flush(floor) => r.flush_floor = r.flush_floor.max(floor),
+        }
     })
 }
 

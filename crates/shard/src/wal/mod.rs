@@ -284,6 +284,13 @@ impl Wal {
         self.staged_count += 1;
     }
 
+    /// Logs a FLUSHALL: everything committed before `floor` is deleted.
+    pub fn stage_flush(&mut self, floor: Ts) {
+        self.seal();
+        codec::encode_flush(&mut self.buf, floor);
+        self.stats.records += 1;
+    }
+
     /// True when the message being handled staged something.
     pub fn has_staged(&self) -> bool {
         self.staged_count > 0

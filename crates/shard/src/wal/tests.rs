@@ -103,6 +103,9 @@ fn write_records(
 fn replayed_keys(file: &[u8]) -> (Vec<usize>, Tail) {
     let mut keys = Vec::new();
     let tail = decode_file(file, |rec| {
+        let super::codec::Logged::Lattices(rec) = rec else {
+            return;
+        };
         for e in rec {
             let k = String::from_utf8(e.key.to_vec()).unwrap();
             keys.push(k[1..].parse().unwrap());
