@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a node (no config needed: 127.0.0.1:6379, data in ./elsa-data).
-    Server(elsa_server::config::ServerArgs),
+    Server(Box<elsa_server::config::ServerArgs>),
     /// Interactive client: BEGIN/PUT/GET/DELETE/COMMIT/ABORT and any Redis command.
     Cli(elsa_cli::CliArgs),
     /// Benchmark Elsa, Redis or PostgreSQL: YCSB A–F, YCSB-T, batch, commit.
@@ -44,7 +44,7 @@ fn main() {
                 )
                 .with_target(false)
                 .init();
-            match elsa_server::run(args) {
+            match elsa_server::run(*args) {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("elsa server: {e}");

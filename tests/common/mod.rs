@@ -171,7 +171,10 @@ impl TestDir {
 
 impl Drop for TestDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
+        // ELSA_KEEP_TEST_DIRS=1 keeps data and server logs for a post-mortem.
+        if std::env::var_os("ELSA_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
     }
 }
 

@@ -13,4 +13,4 @@ pub mod watermark;
 pub mod wire;
 
 pub use config::{Replication, Routing, Settings};
-pub use service::{Cluster, Router, Standalone};
+pub use service::{Cluster, RegionReplicator, Router, Standalone};

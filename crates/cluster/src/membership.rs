@@ -46,6 +46,7 @@ pub async fn run(cluster: Arc<Cluster>) {
         ("region".to_string(), s.region.clone()),
         ("client".to_string(), s.client.to_string()),
         ("shards".to_string(), s.shards.to_string()),
+        // How many times it has caught up (0 while catching up).
         ("ready".to_string(), "0".to_string()),
     ];
     let transport = FaultTransport {
@@ -63,38 +64,29 @@ pub async fn run(cluster: Arc<Cluster>) {
     // changes with anti-entropy rounds, not only with membership.
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut published_ready = false;
+    let mut published: Option<u64> = None;
+    let mut seen = Seen::default();
     loop {
         let ready = cluster.catch_up_done();
         // Others route this node's slots to it once it is ready; it does
         // so itself only once they have been handed back.
         let serving = cluster.hand_back_done();
-        if ready && !published_ready {
+        let epoch = cluster.published_ready();
+        if published != Some(epoch) {
             handle
-                .with_chitchat(|c| c.self_node_state().set("ready", "1"))
+                .with_chitchat(|c| c.self_node_state().set("ready", epoch.to_string()))
                 .await;
-            published_ready = true;
+            published = Some(epoch);
         }
         let live = watcher.borrow_and_update().clone();
-        let mut newest: HashMap<NodeId, (u64, Member)> = HashMap::new();
-        newest.insert(
-            s.node,
-            (
-                generation,
-                Member {
-                    node: s.node,
-                    region: s.region.clone(),
-                    shards: s.shards,
-                    peer: s.peer,
-                    client: s.client,
-                    ready: serving,
-                },
-            ),
-        );
+        let mut newest: HashMap<NodeId, (u64, Member, u64)> = HashMap::new();
         for (id, state) in &live {
             let Ok(node) = id.node_id.parse::<NodeId>() else {
                 continue;
             };
+            if node == s.node {
+                continue;
+            }
             let (Some(region), Some(client), Some(shards)) = (
                 state.get("region"),
                 state.get("client"),
@@ -105,22 +97,35 @@ pub async fn run(cluster: Arc<Cluster>) {
             let (Ok(client), Ok(shards)) = (client.parse(), shards.parse()) else {
                 continue;
             };
+            let ready: u64 = state.get("ready").and_then(|r| r.parse().ok()).unwrap_or(0);
             let m = Member {
                 node,
                 region: region.to_string(),
                 shards,
                 peer: id.gossip_advertise_addr,
                 client,
-                ready: state.get("ready") == Some("1"),
+                ready: ready > 0,
             };
             match newest.get(&node) {
-                Some((g, _)) if *g >= id.generation_id => {}
+                Some((g, _, _)) if *g >= id.generation_id => {}
                 _ => {
-                    newest.insert(node, (id.generation_id, m));
+                    newest.insert(node, (id.generation_id, m, ready));
                 }
             }
         }
-        let mut members: Vec<Member> = newest.into_values().map(|(_, m)| m).collect();
+        if seen.update(&mut newest, ready, &s.region) {
+            cluster.rejoin("every other node of the region was unreachable and is back");
+        }
+        cluster.set_distrusted(seen.distrusted());
+        let mut members: Vec<Member> = newest.into_values().map(|(_, m, _)| m).collect();
+        members.push(Member {
+            node: s.node,
+            region: s.region.clone(),
+            shards: s.shards,
+            peer: s.peer,
+            client: s.client,
+            ready: serving,
+        });
         members.sort_by_key(|m| m.node);
         if members != cluster.ring().members() {
             cluster.set_members(members).await;
@@ -133,6 +138,79 @@ pub async fn run(cluster: Arc<Cluster>) {
             }
             _ = tick.tick() => {}
         }
+    }
+}
+
+/// Peers of this node's region it saw leave the live set (declared dead),
+/// with the generation and `ready` count they had then.
+///
+/// One that comes back alive in the same generation with the same count
+/// has not caught up since — a paused process resumed, a node cut off
+/// and reconnected — so it may hold stale data: it is no slot's primary
+/// here until its count grows (it caught up again), and its replication is
+/// refused (see `replicate`). A new generation is a restart, which catches
+/// up anyway. Only a ready node keeps this record: one catching up has no
+/// view to trust (after a pause of its own, everyone else looks dead to
+/// it for a moment). Other regions never serve this region's keys, so
+/// their comings and goings (a WAN partition healing) change nothing.
+///
+/// A node that saw *every* other node of its region go is the one more
+/// likely cut off: when they come back it catches up again itself (on the
+/// majority side each node saw only it go).
+#[derive(Default)]
+struct Seen {
+    live: HashMap<NodeId, (u64, u64)>,
+    gone: HashMap<NodeId, (u64, u64)>,
+    alone: bool,
+}
+
+impl Seen {
+    /// Applies the record to a new view (marking returning nodes not
+    /// ready); true when this node must catch up again itself.
+    fn update(
+        &mut self,
+        members: &mut HashMap<NodeId, (u64, Member, u64)>,
+        ready: bool,
+        own_region: &str,
+    ) -> bool {
+        if !ready {
+            *self = Seen::default();
+            return false;
+        }
+        let mut live = HashMap::with_capacity(members.len());
+        let mut returned = false;
+        for (node, (generation, m, count)) in members.iter_mut() {
+            if m.region != own_region {
+                continue;
+            }
+            live.insert(*node, (*generation, *count));
+            if let Some(&(g, c)) = self.gone.get(node) {
+                if g == *generation && *count <= c {
+                    m.ready = false;
+                    returned = true;
+                } else {
+                    self.gone.remove(node);
+                }
+            }
+        }
+        for (node, was) in &self.live {
+            if !live.contains_key(node) {
+                self.gone.insert(*node, *was);
+            }
+        }
+        if live.is_empty() && !self.live.is_empty() {
+            self.alone = true;
+        }
+        self.live = live;
+        if returned && self.alone {
+            *self = Seen::default();
+            return true;
+        }
+        false
+    }
+
+    fn distrusted(&self) -> std::collections::HashSet<NodeId> {
+        self.gone.keys().copied().collect()
     }
 }
 

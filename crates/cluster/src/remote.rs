@@ -6,11 +6,11 @@
 use bytes::Bytes;
 use elsa_lattice::Version;
 use elsa_shard::ops::{ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_TOO_BIG};
-use elsa_shard::shard::ERR_WAL;
+use elsa_shard::shard::{ERR_UNCONFIRMED, ERR_WAL};
 use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::{
-    BatchMode, Check, CommitRequest, Current, Expect, Expiry, HashedKey, HoldMode, KeyOp, Op,
-    OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
+    AckLevel, BatchMode, Check, CommitRequest, Current, Expect, Expiry, HashedKey, HoldMode, KeyOp,
+    Op, OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
 };
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
@@ -133,6 +133,26 @@ pub struct Call {
     /// A batch's mode: 0 prefix, 1 all-or-none, 2 under the holds of `txn`.
     #[prost(uint32, tag = "12")]
     pub batch_mode: u32,
+    /// Acknowledgement level: 0 local, 1 region, 2 all.
+    #[prost(uint32, tag = "13")]
+    pub ack: u32,
+}
+
+fn ack_code(a: AckLevel) -> u32 {
+    match a {
+        AckLevel::Local => 0,
+        AckLevel::Region => 1,
+        AckLevel::All => 2,
+    }
+}
+
+fn ack_level(code: u32) -> Result<AckLevel, ServeError> {
+    match code {
+        0 => Ok(AckLevel::Local),
+        1 => Ok(AckLevel::Region),
+        2 => Ok(AckLevel::All),
+        _ => Err(ServeError::Malformed),
+    }
 }
 
 impl Call {
@@ -326,6 +346,7 @@ fn intern(text: &str) -> &'static str {
         ERR_OVERFLOW,
         ERR_TOO_BIG,
         ERR_WAL,
+        ERR_UNCONFIRMED,
         "string",
         "none",
     ]
@@ -389,8 +410,14 @@ fn result<T>(a: Answer, ok: impl FnOnce(Answer) -> T) -> Result<T, Refusal> {
 pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
     let mut call = Call::default();
     let done: Option<Completer> = match msg {
-        ShardMsg::Batch { ops, mode, reply } => {
+        ShardMsg::Batch {
+            ops,
+            mode,
+            ack,
+            reply,
+        } => {
             call.kind = 1;
+            call.ack = ack_code(ack);
             call.ops = ops.iter().map(op_msg).collect();
             (call.batch_mode, call.txn) = match mode {
                 BatchMode::Prefix => (0, 0),
@@ -403,8 +430,9 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                 let _ = reply.send((replies, rest));
             }))
         }
-        ShardMsg::Read { key, reply } => {
+        ShardMsg::Read { key, ack, reply } => {
             call.kind = 2;
+            call.ack = ack_code(ack);
             call.ops = vec![OpMsg {
                 key: key.key,
                 hash: key.hash,
@@ -419,8 +447,9 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                 }));
             }))
         }
-        ShardMsg::Commit { req, reply } => {
+        ShardMsg::Commit { req, ack, reply } => {
             call.kind = 3;
+            call.ack = ack_code(ack);
             call.checks = req.checks.iter().map(check_msg).collect();
             call.writes = req.writes.iter().map(write_msg).collect();
             call.start_ts = req.start_ts;
@@ -428,8 +457,9 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                 let _ = reply.send(result(a, |a| a.ts));
             }))
         }
-        ShardMsg::Prepare { req, reply } => {
+        ShardMsg::Prepare { req, ack, reply } => {
             call.kind = 4;
+            call.ack = ack_code(ack);
             call.txn = req.txn;
             call.checks = req.checks.iter().map(check_msg).collect();
             call.holds = req
@@ -459,15 +489,17 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
             writes,
             start_ts,
             commit_ts,
+            ack,
             reply,
         } => {
             call.kind = 6;
+            call.ack = ack_code(ack);
             call.txn = txn;
             call.writes = writes.iter().map(write_msg).collect();
             call.start_ts = start_ts;
             call.commit_ts = commit_ts;
-            Some(Box::new(move |_| {
-                let _ = reply.send(());
+            Some(Box::new(move |a: Answer| {
+                let _ = reply.send(result(a, |_| ()));
             }))
         }
         ShardMsg::Release { txn } => {
@@ -475,8 +507,14 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
             call.txn = txn;
             None
         }
-        ShardMsg::Exec { checks, ops, reply } => {
+        ShardMsg::Exec {
+            checks,
+            ops,
+            ack,
+            reply,
+        } => {
             call.kind = 8;
+            call.ack = ack_code(ack);
             call.checks = checks.iter().map(check_msg).collect();
             call.ops = ops.iter().map(op_msg).collect();
             Some(Box::new(move |a: Answer| {
@@ -509,7 +547,7 @@ pub enum Started {
     Commit(oneshot::Receiver<Result<u64, Refusal>>),
     Prepare(oneshot::Receiver<Result<Vec<ReadState>, Refusal>>),
     Log(oneshot::Receiver<Result<(), Refusal>>),
-    Install(oneshot::Receiver<()>),
+    Install(oneshot::Receiver<Result<(), Refusal>>),
     /// Nothing to answer (release).
     Nothing,
 }
@@ -519,6 +557,7 @@ pub enum Started {
 /// a prepare must not overtake it).
 pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Started, ServeError> {
     let send = |m: ShardMsg| inbox.send(m).map_err(|_| ServeError::Gone);
+    let ack = ack_level(call.ack)?;
     Ok(match call.kind {
         1 | 8 => {
             let ops: Option<Vec<KeyOp>> = call.ops.into_iter().map(key_op).collect();
@@ -531,12 +570,22 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
                     _ => return Err(ServeError::Malformed),
                 };
                 let (reply, rx) = oneshot::channel();
-                send(ShardMsg::Batch { ops, mode, reply })?;
+                send(ShardMsg::Batch {
+                    ops,
+                    mode,
+                    ack,
+                    reply,
+                })?;
                 Started::Batch(rx)
             } else {
                 let (reply, rx) = oneshot::channel();
                 let checks = call.checks.into_iter().map(check).collect();
-                send(ShardMsg::Exec { checks, ops, reply })?;
+                send(ShardMsg::Exec {
+                    checks,
+                    ops,
+                    ack,
+                    reply,
+                })?;
                 Started::Exec(rx)
             }
         }
@@ -547,7 +596,7 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
                 key: m.key,
                 hash: m.hash,
             };
-            send(ShardMsg::Read { key, reply })?;
+            send(ShardMsg::Read { key, ack, reply })?;
             Started::Read(rx)
         }
         3 => {
@@ -557,7 +606,7 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
                 writes: call.writes.into_iter().map(write).collect(),
                 start_ts: call.start_ts,
             };
-            send(ShardMsg::Commit { req, reply })?;
+            send(ShardMsg::Commit { req, ack, reply })?;
             Started::Commit(rx)
         }
         4 => {
@@ -586,7 +635,7 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
                 want_states: call.want_states,
                 retry_on_busy: call.retry_on_busy,
             };
-            send(ShardMsg::Prepare { req, reply })?;
+            send(ShardMsg::Prepare { req, ack, reply })?;
             Started::Prepare(rx)
         }
         5 => {
@@ -602,6 +651,7 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
                 writes: call.writes.into_iter().map(write).collect(),
                 start_ts: call.start_ts,
                 commit_ts: call.commit_ts,
+                ack,
                 reply,
             })?;
             Started::Install(rx)
@@ -642,7 +692,11 @@ pub async fn finish(started: Started) -> Result<Option<Answer>, ServeError> {
                 refused(&mut a, r);
             }
         }
-        Started::Install(rx) => rx.await.map_err(gone)?,
+        Started::Install(rx) => {
+            if let Err(r) = rx.await.map_err(gone)? {
+                refused(&mut a, r);
+            }
+        }
         Started::Nothing => return Ok(None),
     }
     Ok(Some(a))

@@ -20,9 +20,11 @@
 
 mod catchup;
 mod links;
+mod replicate;
 mod rounds;
 mod routing;
 
+pub use replicate::RegionReplicator;
 pub use routing::{Router, Standalone};
 
 use std::collections::{HashMap, HashSet};
@@ -76,6 +78,10 @@ struct Link {
     /// Answers awaited, with when they were asked.
     pending: Mutex<HashMap<u64, (Instant, Completer)>>,
     connected: AtomicBool,
+    /// The last attempt to connect failed (refused, timed out): the peer
+    /// process is down. In-region replication does not wait for it (see
+    /// `replicate`); set again by the next successful connect.
+    unreachable: AtomicBool,
     dropped: AtomicU64,
     closed: AtomicBool,
 }
@@ -169,13 +175,14 @@ pub struct Cluster {
     /// Whether this node has caught up since it started (see
     /// [`Cluster::catch_up_done`]); until then it is no slot's primary.
     ready: AtomicBool,
-    booted: Instant,
+    /// When this node (re)joined: started, or began catching up again.
+    booted: Mutex<Instant>,
     /// peer → `flushed_ts` of its first gossip frame since this node
     /// started: every commit of that peer missing from its gossip stream
     /// to this incarnation is older than it.
     first_gossip: Mutex<HashMap<NodeId, u64>>,
     /// When this node caught up (it then asks for its slots back).
-    ready_at: std::sync::OnceLock<Instant>,
+    ready_at: Mutex<Option<Instant>>,
     /// Whether this node acts as the primary of its slots: caught up, and
     /// every peer that could have been acting for it has handed them back
     /// (see [`Cluster::hand_back_done`]).
@@ -186,6 +193,29 @@ pub struct Cluster {
     handing_back: Mutex<HashSet<NodeId>>,
     /// Per local shard: merge epochs shipped so far.
     flushes: Vec<AtomicU64>,
+    /// In-region replication batches awaiting their replicas' answers.
+    batches: Mutex<HashMap<u64, replicate::Batch>>,
+    /// A peer refused our replication: it no longer counts this node as a
+    /// live member (we were declared dead, paused or cut off). Until we
+    /// have caught up again we serve nothing.
+    fenced: AtomicBool,
+    /// How many times this incarnation has become ready (published as
+    /// `ready` through membership; 0 while catching up): a node that comes
+    /// back with the count it had when it was declared dead has not caught
+    /// up since, and its peers do not take it back (see `membership`).
+    ready_epoch: AtomicU64,
+    /// Peers this node saw leave the live set that have not caught up
+    /// since (dead, or back with a stale `ready`): their replication is
+    /// refused, so a zombie primary gets no write confirmed.
+    distrusted: Mutex<HashSet<NodeId>>,
+    /// Peers that answered "serving nothing" lately, and when (routed
+    /// around, see `routing`); how many, to skip the lock when none.
+    not_serving: Mutex<HashMap<NodeId, Instant>>,
+    not_serving_count: AtomicUsize,
+    /// Unix ms of the last pulse (see `catchup`): a node whose pulses
+    /// stopped (a paused process) may have been declared dead meanwhile,
+    /// and serves nothing until it has caught up again.
+    last_tick: AtomicU64,
 }
 
 impl Cluster {
@@ -243,13 +273,20 @@ impl Cluster {
             ),
             gossip_frames_dropped: AtomicUsize::new(0),
             ready: AtomicBool::new(false),
-            booted: Instant::now(),
+            booted: Mutex::new(Instant::now()),
             first_gossip: Mutex::new(HashMap::new()),
-            ready_at: std::sync::OnceLock::new(),
+            ready_at: Mutex::new(None),
             serving: AtomicBool::new(false),
             handed_back: Mutex::new(HashSet::new()),
             handing_back: Mutex::new(HashSet::new()),
             flushes: (0..shards).map(|_| AtomicU64::new(0)).collect(),
+            batches: Mutex::new(HashMap::new()),
+            fenced: AtomicBool::new(false),
+            ready_epoch: AtomicU64::new(0),
+            distrusted: Mutex::new(HashSet::new()),
+            last_tick: AtomicU64::new(elsa_shard::unix_ms()),
+            not_serving: Mutex::new(HashMap::new()),
+            not_serving_count: AtomicUsize::new(0),
         });
         let c = cluster.clone();
         std::thread::Builder::new()
@@ -266,6 +303,8 @@ impl Cluster {
                     tokio::spawn(c.clone().accept_loop(listener));
                     tokio::spawn(c.clone().anti_entropy_loop());
                     tokio::spawn(c.clone().expire_requests());
+                    tokio::spawn(c.clone().replication_loop());
+                    tokio::spawn(c.clone().pulse());
                     crate::membership::run(c).await;
                 })
             })?;

@@ -129,6 +129,11 @@ pub struct Response {
     pub hlc: u64,
     #[prost(bytes = "bytes", tag = "3")]
     pub answer: Bytes,
+    /// The request was refused because the answering node is catching up
+    /// (maybe restarted since the caller's view of it was made): the
+    /// caller routes around it for a while, as membership will soon say.
+    #[prost(bool, tag = "4")]
+    pub not_serving: bool,
 }
 
 /// Ask a node for its replication watermark towards a region.
@@ -161,10 +166,34 @@ pub struct HandBackAsk {}
 #[derive(Clone, PartialEq, Message)]
 pub struct HandBack {}
 
+/// In-region replication: a batch of lattices a shard's commits
+/// installed, for the receiver to merge durably before it answers.
+#[derive(Clone, PartialEq, Message)]
+pub struct Replicate {
+    /// The sender's batch id (echoed in the ack).
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(message, repeated, tag = "2")]
+    pub lattices: Vec<Lattice>,
+}
+
+/// The answer to [`Replicate`]: merged durably (`ok`); or not (the log
+/// cannot write: sent again later); or refused (`stranger`): the receiver
+/// does not count the sender among the region's live members.
+#[derive(Clone, PartialEq, Message)]
+pub struct ReplicateAck {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(bool, tag = "2")]
+    pub ok: bool,
+    #[prost(bool, tag = "3")]
+    pub stranger: bool,
+}
+
 /// Everything that travels between nodes.
 #[derive(Clone, PartialEq, Message)]
 pub struct Frame {
-    #[prost(oneof = "Body", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12")]
+    #[prost(oneof = "Body", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14")]
     pub body: Option<Body>,
 }
 
@@ -195,6 +224,10 @@ pub enum Body {
     HandBackAsk(HandBackAsk),
     #[prost(message, tag = "12")]
     HandBack(HandBack),
+    #[prost(message, tag = "13")]
+    Replicate(Replicate),
+    #[prost(message, tag = "14")]
+    ReplicateAck(ReplicateAck),
 }
 
 impl Frame {

@@ -59,6 +59,11 @@ pub struct Keys {
     /// Isolation for BEGIN without a level: RC, RR or SI.
     #[arg(long, env = "ELSA_DEFAULT_ISOLATION")]
     pub default_isolation: Option<String>,
+    /// When a commit is acknowledged: local (logged by the node that
+    /// committed it), region (logged by every replica of its keys in the
+    /// region) or all (merged by every region too). Per connection: ACK.
+    #[arg(long, env = "ELSA_ACK")]
+    pub ack: Option<String>,
     /// This node's id (breaks ties between equal commit timestamps).
     #[arg(long, env = "ELSA_NODE_ID")]
     pub node_id: Option<u32>,
@@ -127,6 +132,7 @@ impl Keys {
             max_args,
             client_output_buffer_limit,
             default_isolation,
+            ack,
             node_id,
             merge_epoch_ms,
             appendfsync,
@@ -168,6 +174,8 @@ pub struct Config {
     pub client_output_buffer_limit: usize,
     /// Default isolation level.
     pub default_isolation: Isolation,
+    /// Default acknowledgement level (`replication = 2pc` makes it `all`).
+    pub default_ack: elsa_shard::AckLevel,
     /// Node id.
     pub node_id: u32,
     /// Merge epoch.
@@ -257,6 +265,18 @@ impl Config {
         let default_isolation = iso
             .parse()
             .map_err(|e| ConfigError::Value("default-isolation", e))?;
+        let ack: elsa_shard::AckLevel = need(c.ack, "ack")?
+            .parse()
+            .map_err(|e| ConfigError::Value("ack", e))?;
+        let replication: elsa_cluster::Replication = need(c.replication, "replication")?
+            .parse()
+            .map_err(|e| ConfigError::Value("replication", e))?;
+        // 2pc mode: every commit waits for every region, as before levels.
+        let default_ack = if replication == elsa_cluster::Replication::TwoPc {
+            elsa_shard::AckLevel::All
+        } else {
+            ack
+        };
         let merge_epoch_ms = need(c.merge_epoch_ms, "merge-epoch-ms")?;
         if !(10..=10_000).contains(&merge_epoch_ms) {
             return Err(ConfigError::Value(
@@ -277,6 +297,7 @@ impl Config {
                 "client-output-buffer-limit",
             )?,
             default_isolation,
+            default_ack,
             node_id: need(c.node_id, "node-id")?,
             merge_epoch_ms,
             appendfsync: need(c.appendfsync, "appendfsync")?
@@ -308,9 +329,7 @@ impl Config {
                 routing: need(c.routing, "routing")?
                     .parse()
                     .map_err(|e| ConfigError::Value("routing", e))?,
-                replication: need(c.replication, "replication")?
-                    .parse()
-                    .map_err(|e| ConfigError::Value("replication", e))?,
+                replication,
                 anti_entropy_ms: match need(c.anti_entropy_ms, "anti-entropy-ms")? {
                     v @ 10..=600_000 => v,
                     v => {

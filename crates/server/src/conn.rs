@@ -69,6 +69,8 @@ pub(crate) struct Session {
     pub lib_ver: Option<Bytes>,
     pub resp3: bool,
     pub authed: bool,
+    /// When this connection's commits are acknowledged (ACK).
+    pub ack: elsa_shard::AckLevel,
     pub txn: Option<Txn>,
     pub multi: Option<Vec<Queued>>,
     pub multi_failed: bool,
@@ -104,6 +106,7 @@ impl Conn {
             .map(|a| a.to_string())
             .unwrap_or_default();
         let authed = shared.config.requirepass.is_none();
+        let ack = shared.config.default_ack;
         let _ = stream.set_nodelay(true);
         Conn {
             stream,
@@ -119,6 +122,7 @@ impl Conn {
                 lib_ver: None,
                 resp3: false,
                 authed,
+                ack,
                 txn: None,
                 multi: None,
                 multi_failed: false,
@@ -378,7 +382,7 @@ impl Conn {
     /// Runs lone commands; exactly one reply per command, in order, each
     /// its answer or the error saying whether it was applied.
     async fn run_lone(&mut self, ops: Vec<KeyOp>) {
-        let replies = self.coord.run_lone(ops).await;
+        let replies = self.coord.run_lone(ops, self.s.ack).await;
         let mut w = self.w();
         for r in &replies {
             match r {
@@ -455,9 +459,13 @@ impl Conn {
                 })
                 .collect();
             if single {
-                self.coord.run_lone(kops).await.into_iter().collect()
+                self.coord
+                    .run_lone(kops, self.s.ack)
+                    .await
+                    .into_iter()
+                    .collect()
             } else {
-                self.coord.run_atomic(kops, Vec::new()).await
+                self.coord.run_atomic(kops, Vec::new(), self.s.ack).await
             }
         };
         match result {

@@ -149,7 +149,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let workers = config.workers;
     let hlc = Arc::new(Hlc::default());
     let hasher = KeyHasher::default();
-    let (shards, persistence) = recover(&config, hasher, &hlc)?;
+    let (mut shards, persistence) = recover(&config, hasher, &hlc)?;
     let mut inboxes = Vec::with_capacity(workers);
     let mut inbox_rxs = Vec::with_capacity(workers);
     for _ in 0..workers {
@@ -158,6 +158,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
         inbox_rxs.push(rx);
     }
     let cluster = start_cluster(&config, &inboxes, &hlc, hasher)?;
+    if let Some(c) = &cluster {
+        // Commits are shipped to the keys' other replicas in the region.
+        let replicator = Arc::new(elsa_cluster::RegionReplicator(c.clone()));
+        for shard in &mut shards {
+            shard.attach_replicator(replicator.clone());
+        }
+    }
     let placement: Arc<dyn Placement> = match &cluster {
         Some(c) => Arc::new(elsa_cluster::Router(c.clone())),
         None => Arc::new(elsa_cluster::Standalone::new(

@@ -25,6 +25,7 @@ impl Conn {
     pub(crate) async fn control(&mut self, c: Control, args: Vec<Bytes>) {
         match c {
             Control::Begin => self.begin(&args),
+            Control::Ack => self.ack(&args),
             Control::Commit => self.commit().await,
             Control::Abort => match self.s.txn.take() {
                 Some(_) => self.w().simple("OK"),
@@ -59,6 +60,7 @@ impl Conn {
                 self.s.watches.clear();
                 self.s.resp3 = false;
                 self.s.name = None;
+                self.s.ack = self.shared.config.default_ack;
                 self.s.authed = self.shared.config.requirepass.is_none();
                 self.w().simple("RESET");
             }
@@ -72,16 +74,51 @@ impl Conn {
                 .w()
                 .error("ERR BEGIN inside a transaction: COMMIT or ABORT it first");
         }
-        let isolation = match args.get(1) {
-            None => self.shared.config.default_isolation,
-            Some(level) => match String::from_utf8_lossy(level).parse::<Isolation>() {
-                Ok(i) if args.len() == 2 => i,
-                Ok(_) => return self.w().error("ERR syntax error: BEGIN [RC|RR|SI]"),
+        // BEGIN [RC|RR|SI] [ACK local|region|all]
+        let mut isolation = self.shared.config.default_isolation;
+        let mut ack = self.s.ack;
+        let mut rest = &args[1..];
+        if let Some(level) = rest.first().filter(|a| !is(a, "ACK")) {
+            match String::from_utf8_lossy(level).parse::<Isolation>() {
+                Ok(i) => isolation = i,
+                Err(e) => return self.w().error(&format!("ERR {e}")),
+            }
+            rest = &rest[1..];
+        }
+        match rest {
+            [] => {}
+            [word, level] if is(word, "ACK") => match String::from_utf8_lossy(level).parse() {
+                Ok(a) => ack = a,
                 Err(e) => return self.w().error(&format!("ERR {e}")),
             },
-        };
-        self.s.txn = Some(Txn::begin(&self.coord, isolation));
+            _ => {
+                return self
+                    .w()
+                    .error("ERR syntax error: BEGIN [RC|RR|SI] [ACK local|region|all]")
+            }
+        }
+        self.s.txn = Some(Txn::begin(&self.coord, isolation, ack));
         self.w().simple("OK");
+    }
+
+    /// ACK [local|region|all]: when this connection's commits are
+    /// acknowledged (and what its reads may reveal); without an argument,
+    /// the current level.
+    fn ack(&mut self, args: &[Bytes]) {
+        match args {
+            [_] => {
+                let name = self.s.ack.name();
+                self.w().bulk(name.as_bytes());
+            }
+            [_, level] => match String::from_utf8_lossy(level).parse() {
+                Ok(a) => {
+                    self.s.ack = a;
+                    self.w().simple("OK");
+                }
+                Err(e) => self.w().error(&format!("ERR {e}")),
+            },
+            _ => self.w().error("ERR syntax error: ACK [local|region|all]"),
+        }
     }
 
     async fn commit(&mut self) {
@@ -127,7 +164,7 @@ impl Conn {
         }
         for key in &args[1..] {
             let key = self.coord.hashed(key.clone());
-            match elsa_txn::txn::read(&self.coord, key.clone()).await {
+            match elsa_txn::txn::read(&self.coord, key.clone(), self.s.ack).await {
                 Ok(state) => self.s.watches.keys.push((key, Expect::unchanged(&state))),
                 Err(e) => return self.w().error(&e.to_string()),
             }
@@ -184,7 +221,7 @@ impl Conn {
                     .collect();
                 let result = self
                     .coord
-                    .run_atomic(ops, std::mem::take(&mut checks))
+                    .run_atomic(ops, std::mem::take(&mut checks), self.s.ack)
                     .await;
                 match result {
                     Err(TxnError::WatchFailed) if !opened => return self.w().nil_array(),
@@ -242,7 +279,7 @@ impl Conn {
         }
         let mut attempt = 0;
         loop {
-            let mut txn = Txn::begin(&self.coord, Isolation::Snapshot);
+            let mut txn = Txn::begin(&self.coord, Isolation::Snapshot, self.s.ack);
             let r = match msetnx_in(&self.coord, &mut txn, &pairs).await {
                 Ok(0) => Ok(0),
                 Ok(n) => txn.commit(&self.coord).await.map(|_| n),

@@ -12,6 +12,8 @@
 //!   commit, snapshot files and recovery.
 //! - [`msg`] is the actor's typed inbox ([`ShardMsg`]).
 //! - [`gossip`] records what changed each merge epoch.
+//! - [`repl`] is in-region replication as the shard sees it: the batches
+//!   it ships and the replies that wait for other replicas (`AckLevel`).
 //!
 //! Nothing here knows about sockets, RESP or other shards: routing and the
 //! coordinator side of commits live in `elsa-txn`.
@@ -21,11 +23,13 @@ pub mod gossip;
 pub mod msg;
 pub mod ops;
 pub mod record;
+pub mod repl;
 pub mod shard;
 pub mod table;
 
 pub use msg::*;
 pub use ops::{Current, Expiry, KeyView, Op, OpReply, SetCond, SetReply};
+pub use repl::{AckLevel, Replicator};
 pub use shard::{unix_ms, AeBatch, Shard, ShardStats};
 pub use table::KeyHasher;
 pub mod wal;

@@ -9,6 +9,7 @@ use elsa_lattice::{Ts, Version};
 use tokio::sync::oneshot;
 
 use crate::ops::{Current, Op, OpReply};
+use crate::repl::AckLevel;
 
 /// A transaction's id, unique within a node.
 pub type TxnId = u64;
@@ -169,6 +170,8 @@ pub enum ShardMsg {
         ops: Vec<KeyOp>,
         /// Prefix, all-or-none, or under the caller's holds.
         mode: BatchMode,
+        /// What the replies wait for.
+        ack: AckLevel,
         /// Answers in order (possibly fewer than `ops`), and the ops not run.
         reply: oneshot::Sender<(Vec<OpReply>, Vec<KeyOp>)>,
     },
@@ -176,6 +179,8 @@ pub enum ShardMsg {
     Read {
         /// The key.
         key: HashedKey,
+        /// What the reply may reveal.
+        ack: AckLevel,
         /// Its state, or Busy while another commit holds it for writing.
         reply: oneshot::Sender<Result<ReadState, Refusal>>,
     },
@@ -183,6 +188,8 @@ pub enum ShardMsg {
     Commit {
         /// What to validate and install.
         req: CommitRequest,
+        /// What the reply waits for.
+        ack: AckLevel,
         /// The commit timestamp the shard gave it, or why it refused.
         reply: oneshot::Sender<Result<Ts, Refusal>>,
     },
@@ -190,6 +197,8 @@ pub enum ShardMsg {
     Prepare {
         /// What to hold and validate.
         req: PrepareRequest,
+        /// What the validated versions must have reached.
+        ack: AckLevel,
         /// The held keys' states (when asked for), or why not.
         reply: oneshot::Sender<Result<Vec<ReadState>, Refusal>>,
     },
@@ -221,8 +230,10 @@ pub enum ShardMsg {
         start_ts: Ts,
         /// When it commits.
         commit_ts: Ts,
-        /// Done.
-        reply: oneshot::Sender<()>,
+        /// What the reply waits for.
+        ack: AckLevel,
+        /// Done (or installed but not confirmed by the region's replicas).
+        reply: oneshot::Sender<Result<(), Refusal>>,
     },
     /// Multi-shard abort: release the transaction's holds.
     Release {
@@ -235,6 +246,8 @@ pub enum ShardMsg {
         checks: Vec<Check>,
         /// The operations.
         ops: Vec<KeyOp>,
+        /// What the reply waits for.
+        ack: AckLevel,
         /// Answers in order, or why nothing ran.
         reply: oneshot::Sender<Result<Vec<OpReply>, Refusal>>,
     },

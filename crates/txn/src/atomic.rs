@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::{
-    unix_ms, Check, Current, HashedKey, HoldMode, KeyOp, KeyView, OpReply, PrepareRequest,
-    ReadState, Refusal, ShardMsg, TxnId, Write,
+    unix_ms, AckLevel, Check, Current, HashedKey, HoldMode, KeyOp, KeyView, OpReply,
+    PrepareRequest, ReadState, Refusal, ShardMsg, TxnId, Write,
 };
 
 use crate::router::{Coordinator, Retry, ShardId};
@@ -83,6 +83,23 @@ impl KeyView for Overlay {
     }
 }
 
+/// Awaits every install of a decided commit; the first problem, if any,
+/// once all have answered (a commit is never reported before its parts).
+pub(crate) async fn installed(
+    acks: Vec<tokio::sync::oneshot::Receiver<Result<(), Refusal>>>,
+) -> Result<(), TxnError> {
+    let mut outcome = Ok(());
+    for ack in acks {
+        let r = match ack.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(refusal)) => Err(TxnError::from(refusal)),
+            Err(_) => Err(TxnError::Lost),
+        };
+        outcome = outcome.and(r);
+    }
+    outcome
+}
+
 impl Coordinator {
     /// Makes a multi-shard commit durable before any shard installs it: all
     /// its writes go as one record into the log of its lowest participant.
@@ -122,9 +139,10 @@ impl Coordinator {
         &self,
         ops: Vec<KeyOp>,
         watches: Vec<Check>,
+        ack: AckLevel,
     ) -> Result<Vec<OpReply>, TxnError> {
-        let written = self.keys_to_replicate(ops.iter().filter(|k| k.op.is_write()));
-        let replies = self.run_atomic_here(ops, watches).await?;
+        let written = self.keys_to_replicate(ops.iter().filter(|k| k.op.is_write()), ack);
+        let replies = self.run_atomic_here(ops, watches, ack).await?;
         self.replicate(written).await?;
         Ok(replies)
     }
@@ -133,6 +151,7 @@ impl Coordinator {
         &self,
         ops: Vec<KeyOp>,
         watches: Vec<Check>,
+        ack: AckLevel,
     ) -> Result<Vec<OpReply>, TxnError> {
         let mut retry = Retry::new();
         loop {
@@ -142,9 +161,9 @@ impl Coordinator {
             let outcome = if holds.len() <= 1 {
                 let shard = holds.keys().next().copied().unwrap_or(self.node.local(0));
                 let checks = checks.remove(&shard).unwrap_or_default();
-                self.exec_on_one(shard, &ops, checks).await?
+                self.exec_on_one(shard, &ops, checks, ack).await?
             } else {
-                self.exec_across(&ops, &holds, &checks).await?
+                self.exec_across(&ops, &holds, &checks, ack).await?
             };
             if let Some(replies) = outcome {
                 return Ok(replies);
@@ -198,10 +217,16 @@ impl Coordinator {
         shard: ShardId,
         ops: &[KeyOp],
         checks: Vec<Check>,
+        ack: AckLevel,
     ) -> Result<Option<Vec<OpReply>>, TxnError> {
         let ops = ops.to_vec();
         match self
-            .ask(shard, |reply| ShardMsg::Exec { checks, ops, reply })
+            .ask(shard, |reply| ShardMsg::Exec {
+                checks,
+                ops,
+                ack,
+                reply,
+            })
             .await?
         {
             Ok(replies) => Ok(Some(replies)),
@@ -217,6 +242,7 @@ impl Coordinator {
         ops: &[KeyOp],
         holds: &HashMap<ShardId, HashMap<HashedKey, HoldMode>>,
         checks: &HashMap<ShardId, Vec<Check>>,
+        ack: AckLevel,
     ) -> Result<Option<Vec<OpReply>>, TxnError> {
         let txn = self.node.next_txn();
         let mut guard = HoldGuard::new(self, txn);
@@ -232,7 +258,7 @@ impl Coordinator {
                 retry_on_busy: true,
             };
             guard.add(shard);
-            let rx = self.start(shard, |reply| ShardMsg::Prepare { req, reply })?;
+            let rx = self.start(shard, |reply| ShardMsg::Prepare { req, ack, reply })?;
             waits.push((shard, keys, rx));
         }
         let mut overlay = Overlay {
@@ -289,12 +315,11 @@ impl Coordinator {
                 writes,
                 start_ts: commit_ts,
                 commit_ts,
+                ack,
                 reply,
             })?);
         }
-        for ack in acks {
-            ack.await.map_err(|_| TxnError::Lost)?;
-        }
+        installed(acks).await?;
         Ok(Some(replies))
     }
 }

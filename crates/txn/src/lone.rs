@@ -28,7 +28,9 @@
 //! says so (`TRYAGAIN`, shard gone); one whose shard went away after it was
 //! sent answers that its outcome is unknown; the others keep their replies.
 
-use elsa_shard::{BatchMode, HashedKey, HoldMode, KeyOp, OpReply, PrepareRequest, ShardMsg};
+use elsa_shard::{
+    AckLevel, BatchMode, HashedKey, HoldMode, KeyOp, OpReply, PrepareRequest, ShardMsg,
+};
 
 use crate::atomic::HoldGuard;
 use crate::router::{Coordinator, Retry, ShardId};
@@ -51,13 +53,13 @@ impl Coordinator {
     /// Runs lone operations; one outcome per op, in the order given. With
     /// synchronous cross-region replication, a write is answered once
     /// every region has it (or with the error saying it has not).
-    pub async fn run_lone(&self, ops: Vec<KeyOp>) -> Vec<LoneReply> {
-        let written = self.keys_to_replicate(ops.iter().filter(|k| k.op.is_write()));
+    pub async fn run_lone(&self, ops: Vec<KeyOp>, ack: AckLevel) -> Vec<LoneReply> {
+        let written = self.keys_to_replicate(ops.iter().filter(|k| k.op.is_write()), ack);
         let is_write: Vec<bool> = match written {
             Some(_) => ops.iter().map(|k| k.op.is_write()).collect(),
             None => Vec::new(),
         };
-        let mut replies = self.run_lone_here(ops).await;
+        let mut replies = self.run_lone_here(ops, ack).await;
         if let Err(e) = self.replicate(written).await {
             for (r, w) in replies.iter_mut().zip(is_write) {
                 if w && matches!(r, Ok(reply) if !matches!(reply, OpReply::Error(_))) {
@@ -68,7 +70,7 @@ impl Coordinator {
         replies
     }
 
-    async fn run_lone_here(&self, mut ops: Vec<KeyOp>) -> Vec<LoneReply> {
+    async fn run_lone_here(&self, mut ops: Vec<KeyOp>, ack: AckLevel) -> Vec<LoneReply> {
         let mut out = Vec::with_capacity(ops.len());
         let mut retry = Retry::new();
         // Once the all-at-once run across shards has met a held key, the
@@ -80,14 +82,14 @@ impl Coordinator {
             // no longer the primary of a key (the view changed).
             let route: Vec<ShardId> = ops.iter().map(|k| self.shard_of(k.hash)).collect();
             let attempt = if route.iter().all(|s| *s == route[0]) {
-                self.lone_on_one(route[0], ops).await
+                self.lone_on_one(route[0], ops, ack).await
             } else if !contended {
-                self.lone_across(&route, ops).await
+                self.lone_across(&route, ops, ack).await
             } else {
                 // The first run of ops on one shard; what follows waits.
                 let run = route.iter().take_while(|s| **s == route[0]).count();
                 let rest = ops.split_off(run);
-                match self.lone_on_one(route[0], ops).await {
+                match self.lone_on_one(route[0], ops, ack).await {
                     Attempt::Done(replies) => Attempt::Progress(replies, rest),
                     Attempt::Busy(replies, mut left) | Attempt::Progress(replies, mut left) => {
                         left.extend(rest);
@@ -119,11 +121,12 @@ impl Coordinator {
     }
 
     /// Every op on one shard: one message, run in order up to a held key.
-    async fn lone_on_one(&self, shard: ShardId, ops: Vec<KeyOp>) -> Attempt {
+    async fn lone_on_one(&self, shard: ShardId, ops: Vec<KeyOp>, ack: AckLevel) -> Attempt {
         let n = ops.len();
         let rx = match self.start(shard, |reply| ShardMsg::Batch {
             ops,
             mode: BatchMode::Prefix,
+            ack,
             reply,
         }) {
             Ok(rx) => rx,
@@ -144,7 +147,7 @@ impl Coordinator {
 
     /// Ops on several shards, run as of one moment (see the module doc);
     /// all of them or, when a key is held, none (`Busy` with no reply).
-    async fn lone_across(&self, route: &[ShardId], ops: Vec<KeyOp>) -> Attempt {
+    async fn lone_across(&self, route: &[ShardId], ops: Vec<KeyOp>, ack: AckLevel) -> Attempt {
         // Each shard's part, in the client's order within it.
         let mut parts: Vec<(ShardId, Vec<usize>)> = Vec::new();
         for (i, s) in route.iter().enumerate() {
@@ -185,7 +188,7 @@ impl Coordinator {
                 retry_on_busy: true,
             };
             guard.add(*shard);
-            match self.start(*shard, |reply| ShardMsg::Prepare { req, reply }) {
+            match self.start(*shard, |reply| ShardMsg::Prepare { req, ack, reply }) {
                 Ok(rx) => waits.push(rx),
                 Err(e) => return not_run(e),
             }
@@ -214,6 +217,7 @@ impl Coordinator {
         let answer = match self.start(pivot, |reply| ShardMsg::Batch {
             ops: pivot_ops,
             mode: BatchMode::AllOrNone,
+            ack,
             reply,
         }) {
             Ok(rx) => rx.await.map_err(|_| TxnError::Lost),
@@ -243,6 +247,7 @@ impl Coordinator {
             let rx = self.start(*shard, |reply| ShardMsg::Batch {
                 ops: part,
                 mode: BatchMode::Held(txn),
+                ack,
                 reply,
             });
             runs.push((idx, rx));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use elsa_lattice::{Hlc, NodeId};
-use elsa_shard::{HashedKey, KeyHasher, Shard, ShardMsg, TxnId};
+use elsa_shard::{AckLevel, HashedKey, KeyHasher, Shard, ShardMsg, TxnId};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::TxnError;
@@ -38,10 +38,6 @@ pub trait Placement: Send + Sync {
     /// answered when the answer comes back, or dropped if the node cannot
     /// be reached (the caller sees [`TxnError::ShardGone`]).
     fn send_remote(&self, to: ShardId, msg: ShardMsg);
-    /// True when commits wait for every region (`replication = 2pc`).
-    fn synchronous(&self) -> bool {
-        false
-    }
     /// With synchronous cross-region replication (`replication = 2pc`):
     /// pushes the committed state of `keys` to every other region and
     /// answers once all have it. `None` when commits do not wait.
@@ -233,13 +229,14 @@ impl Coordinator {
     }
 
     /// The keys of `written` when commits must reach every region before
-    /// they are answered (`replication = 2pc`); `None` otherwise, at the
-    /// cost of one check.
+    /// they are answered (acknowledgement level `all`); `None` otherwise,
+    /// at the cost of one check.
     pub fn keys_to_replicate<'a>(
         &self,
         written: impl Iterator<Item = &'a elsa_shard::KeyOp>,
+        ack: AckLevel,
     ) -> Option<Vec<HashedKey>> {
-        if !self.node.placement.synchronous() {
+        if ack != AckLevel::All {
             return None;
         }
         Some(

@@ -17,8 +17,8 @@ use std::str::FromStr;
 use bytes::Bytes;
 use elsa_lattice::Ts;
 use elsa_shard::{
-    unix_ms, Check, CommitRequest, Current, Expect, HashedKey, HoldMode, KeyOp, KeyView, Op,
-    OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
+    unix_ms, AckLevel, Check, CommitRequest, Current, Expect, HashedKey, HoldMode, KeyOp, KeyView,
+    Op, OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
 };
 
 use crate::atomic::HoldGuard;
@@ -66,6 +66,9 @@ pub struct Txn {
     pub isolation: Isolation,
     /// When it began (HLC).
     pub start_ts: Ts,
+    /// How far its commit travels before COMMIT answers (and what its
+    /// reads may reveal).
+    pub ack: AckLevel,
     writes: HashMap<Bytes, (u64, Option<Current>)>,
     reads: HashMap<Bytes, (u64, ReadState)>,
     /// RC only: versions of keys a single command read and then wrote
@@ -119,12 +122,13 @@ fn is_blind(op: &Op) -> bool {
 
 impl Txn {
     /// Begins a transaction at `isolation`.
-    pub fn begin(coord: &Coordinator, isolation: Isolation) -> Txn {
+    pub fn begin(coord: &Coordinator, isolation: Isolation, ack: AckLevel) -> Txn {
         let start_ts = coord.node.hlc.now();
         Txn {
             _open: coord.node.open_reads.open(start_ts),
             isolation,
             start_ts,
+            ack,
             writes: HashMap::new(),
             reads: HashMap::new(),
             rmw: HashMap::new(),
@@ -171,7 +175,7 @@ impl Txn {
                 key: kop.key.clone(),
                 hash: kop.hash,
             };
-            let rs = read(coord, key).await?;
+            let rs = read(coord, key, self.ack).await?;
             let current = rs.current.clone();
             if self.isolation != Isolation::ReadCommitted {
                 self.reads.insert(kop.key.clone(), (kop.hash, rs));
@@ -212,6 +216,7 @@ impl Txn {
                 })
                 .collect::<Vec<_>>()
                 .iter(),
+            self.ack,
         );
         let ts = self.commit_here(coord).await?;
         coord.replicate(written).await?;
@@ -224,6 +229,10 @@ impl Txn {
             return Ok(coord.node.hlc.now());
         }
         let mut per_shard: HashMap<ShardId, ShardPart> = HashMap::new();
+        // Each key's hold, by position in its part (a key both read and
+        // written is held once, for writing) — a map, so commit work stays
+        // linear in the transaction's size.
+        let mut held: HashMap<Bytes, (ShardId, usize)> = HashMap::new();
         let expected = self
             .reads
             .into_iter()
@@ -231,23 +240,27 @@ impl Txn {
             .chain(self.rmw);
         for (key, (hash, expect)) in expected {
             let key = HashedKey { key, hash };
-            let part = per_shard.entry(coord.shard_of(hash)).or_default();
-            part.holds.push((key.clone(), HoldMode::Read));
+            let shard = coord.shard_of(hash);
+            let part = per_shard.entry(shard).or_default();
+            if !held.contains_key(&key.key) {
+                held.insert(key.key.clone(), (shard, part.holds.len()));
+                part.holds.push((key.clone(), HoldMode::Read));
+            }
             part.checks.push(Check { key, expect });
         }
         for (key, (hash, state)) in self.writes {
             let key = HashedKey { key, hash };
-            let part = per_shard.entry(coord.shard_of(hash)).or_default();
+            let shard = coord.shard_of(hash);
+            let part = per_shard.entry(shard).or_default();
             if self.isolation == Isolation::Snapshot {
                 part.checks.push(Check {
                     key: key.clone(),
                     expect: Expect::CommittedBefore(self.start_ts),
                 });
             }
-            // A key both read and written is held once, for writing.
-            match part.holds.iter_mut().find(|(k, _)| *k == key) {
-                Some(h) => h.1 = HoldMode::Write,
-                None => part.holds.push((key.clone(), HoldMode::Write)),
+            match held.get(&key.key) {
+                Some(&(s, i)) if s == shard => part.holds[i].1 = HoldMode::Write,
+                _ => part.holds.push((key.clone(), HoldMode::Write)),
             }
             part.writes.push(Write { key, state });
         }
@@ -260,12 +273,13 @@ impl Txn {
                 writes: part.writes,
                 start_ts: self.start_ts,
             };
+            let ack = self.ack;
             return coord
-                .ask(shard, |reply| ShardMsg::Commit { req, reply })
+                .ask(shard, |reply| ShardMsg::Commit { req, ack, reply })
                 .await?
                 .map_err(TxnError::from);
         }
-        commit_across(coord, per_shard, self.start_ts).await
+        commit_across(coord, per_shard, self.start_ts, self.ack).await
     }
 }
 
@@ -285,11 +299,12 @@ async fn commit_across(
     coord: &Coordinator,
     parts: HashMap<ShardId, ShardPart>,
     start_ts: Ts,
+    ack: AckLevel,
 ) -> Result<Ts, TxnError> {
     let mut attempt = 0;
     let mut parts = parts;
     loop {
-        match try_commit_across(coord, &parts, start_ts).await {
+        match try_commit_across(coord, &parts, start_ts, ack).await {
             Err(TxnError::Conflict(key)) if key.is_empty() && attempt < 1000 => {
                 backoff(attempt.min(40)).await;
                 attempt += 1;
@@ -331,6 +346,7 @@ async fn try_commit_across(
     coord: &Coordinator,
     parts: &HashMap<ShardId, ShardPart>,
     start_ts: Ts,
+    ack: AckLevel,
 ) -> Result<Ts, TxnError> {
     let txn = coord.node.next_txn();
     let mut guard = HoldGuard::new(coord, txn);
@@ -344,7 +360,7 @@ async fn try_commit_across(
             retry_on_busy: false,
         };
         guard.add(shard);
-        waits.push(coord.start(shard, |reply| ShardMsg::Prepare { req, reply })?);
+        waits.push(coord.start(shard, |reply| ShardMsg::Prepare { req, ack, reply })?);
     }
     let mut refused: Option<Refusal> = None;
     for rx in waits {
@@ -373,18 +389,21 @@ async fn try_commit_across(
             writes,
             start_ts,
             commit_ts,
+            ack,
             reply,
         })?);
     }
-    for ack in acks {
-        ack.await.map_err(|_| TxnError::Lost)?;
-    }
+    crate::atomic::installed(acks).await?;
     Ok(commit_ts)
 }
 
 /// Reads a key's state, waiting out a commit that holds it for writing (a
 /// few microseconds), so a read never sees half of a multi-shard commit.
-pub async fn read(coord: &Coordinator, key: HashedKey) -> Result<ReadState, TxnError> {
+pub async fn read(
+    coord: &Coordinator,
+    key: HashedKey,
+    ack: AckLevel,
+) -> Result<ReadState, TxnError> {
     let mut retry = Retry::new();
     loop {
         // Routed again on every attempt: a shard that is no longer the
@@ -392,19 +411,11 @@ pub async fn read(coord: &Coordinator, key: HashedKey) -> Result<ReadState, TxnE
         let shard = coord.shard_of(key.hash);
         let k = key.clone();
         match coord
-            .ask(shard, |reply| ShardMsg::Read { key: k, reply })
+            .ask(shard, |reply| ShardMsg::Read { key: k, ack, reply })
             .await?
         {
             Ok(rs) => return Ok(rs),
             Err(_) => retry.wait().await?,
         }
     }
-}
-
-/// The version of a key now (for WATCH).
-pub async fn version_of(
-    coord: &Coordinator,
-    key: HashedKey,
-) -> Result<elsa_lattice::Version, TxnError> {
-    Ok(read(coord, key).await?.version)
 }

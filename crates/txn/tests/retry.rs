@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use elsa_lattice::Hlc;
-use elsa_shard::{KeyHasher, KeyOp, Op, Refusal, ShardMsg};
+use elsa_shard::{AckLevel, KeyHasher, KeyOp, Op, Refusal, ShardMsg};
 use elsa_txn::router::{Coordinator, NodeContext, Placement, ShardId, RETRY_FOR};
 use elsa_txn::TxnError;
 
@@ -66,7 +66,9 @@ fn get(c: &Coordinator, key: &str) -> KeyOp {
 async fn lone_commands_give_up_with_tryagain() {
     let (c, placement) = coordinator();
     let started = tokio::time::Instant::now();
-    let got = c.run_lone(vec![get(&c, "a"), get(&c, "b")]).await;
+    let got = c
+        .run_lone(vec![get(&c, "a"), get(&c, "b")], AckLevel::Region)
+        .await;
     assert_eq!(
         got,
         vec![Err(TxnError::TryAgain); 2],
@@ -85,11 +87,14 @@ async fn reads_and_multi_exec_give_up_with_tryagain() {
     let (c, _) = coordinator();
     let key = c.hashed(Bytes::from_static(b"k"));
     assert_eq!(
-        elsa_txn::txn::read(&c, key).await.map(|_| ()),
+        elsa_txn::txn::read(&c, key, AckLevel::Region)
+            .await
+            .map(|_| ()),
         Err(TxnError::TryAgain)
     );
     assert_eq!(
-        c.run_atomic(vec![get(&c, "x")], Vec::new()).await,
+        c.run_atomic(vec![get(&c, "x")], Vec::new(), AckLevel::Region)
+            .await,
         Err(TxnError::TryAgain)
     );
 }

@@ -13,6 +13,14 @@ pub(super) const HAND_BACK_TIMEOUT: Duration = Duration::from_secs(10);
 /// concluding it is the first (a fresh cluster: nobody has data to miss).
 pub(super) const JOIN_GRACE: Duration = Duration::from_secs(2);
 
+/// A gap this long between pulses (every 100 ms) means the process was
+/// paused (or starved) long enough that it may have been declared dead
+/// (the failure detector takes some seconds of silence).
+pub(super) const PAUSE_GAP: Duration = Duration::from_millis(2500);
+
+/// How often the pulse runs.
+const PULSE: Duration = Duration::from_millis(100);
+
 impl Cluster {
     /// True once this node has caught up since it started (it may then be
     /// primary).
@@ -47,7 +55,8 @@ impl Cluster {
     pub fn catch_up_pending(&self) -> Option<Vec<NodeId>> {
         let teachers = self.ready_region_peers_sharing_slots();
         if teachers.is_empty() {
-            return (self.booted.elapsed() >= JOIN_GRACE).then(Vec::new);
+            let booted = *self.booted.lock().unwrap_or_else(|e| e.into_inner());
+            return (booted.elapsed() >= JOIN_GRACE).then(Vec::new);
         }
         let first = self.first_gossip.lock().unwrap_or_else(|e| e.into_inner());
         let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
@@ -68,20 +77,102 @@ impl Cluster {
             return true;
         }
         if self.catch_up_pending().is_some_and(|p| p.is_empty()) {
-            let _ = self.ready_at.set(Instant::now());
+            *self.ready_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            self.ready_epoch.fetch_add(1, Ordering::Relaxed);
             self.ready.store(true, Ordering::Relaxed);
-            tracing::info!(
-                "caught up after {:?}: may be primary now",
-                self.booted.elapsed()
-            );
+            let booted = *self.booted.lock().unwrap_or_else(|e| e.into_inner());
+            tracing::info!("caught up after {:?}: may be primary now", booted.elapsed());
             return true;
         }
         false
     }
 
-    /// True once this node acts as the primary of its slots.
+    /// What this node publishes as `ready`: how many times it has caught
+    /// up, or 0 while it is catching up.
+    pub(crate) fn published_ready(&self) -> u64 {
+        if self.is_ready() {
+            self.ready_epoch.load(Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+
+    /// True once this node acts as the primary of its slots — and not
+    /// while its membership ticks have stopped (a paused process that may
+    /// have been declared dead meanwhile: it must not serve before its
+    /// next tick decides).
     pub fn is_serving(&self) -> bool {
         self.serving.load(Ordering::Relaxed)
+            && !self.fenced.load(Ordering::Relaxed)
+            && elsa_shard::unix_ms().saturating_sub(self.last_tick.load(Ordering::Relaxed))
+                < PAUSE_GAP.as_millis() as u64
+    }
+
+    /// Peer `peer` refused this node's replication because it saw this
+    /// node declared dead: it stops serving at once, and catches up again
+    /// on the next membership tick.
+    pub(super) fn fenced_by(&self, peer: NodeId) {
+        if !self.fenced.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "peer {peer} counts this node as dead: not serving until caught up again"
+            );
+        }
+    }
+
+    /// The pulse: a task that only ticks, so a gap in it means the whole
+    /// process stopped (a busy membership loop, waiting for a ring to be
+    /// built, does not count). Rejoins when [`Cluster::tick`] says so.
+    pub(super) async fn pulse(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(PULSE);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Some(why) = self.tick() {
+                self.rejoin(&why);
+            }
+        }
+    }
+
+    /// One pulse: notes it, and says whether this node must catch up
+    /// again — its pulses stopped for longer than [`PAUSE_GAP`] (it was
+    /// paused, and may have been declared dead meanwhile), or a peer
+    /// refused it as dead.
+    fn tick(&self) -> Option<String> {
+        let now = elsa_shard::unix_ms();
+        let last = self.last_tick.swap(now, Ordering::Relaxed);
+        let gap = now.saturating_sub(last);
+        if gap >= PAUSE_GAP.as_millis() as u64 {
+            return Some(format!("no pulse for {gap} ms (paused?)"));
+        }
+        self.fenced
+            .load(Ordering::Relaxed)
+            .then(|| "a peer counts this node as dead".to_string())
+    }
+
+    /// Starts catching up again, as after a restart: no slot's primary
+    /// until caught up from the ready peers of its region and handed its
+    /// slots back (see `docs/regions.md`). What it holds may predate what
+    /// the region acknowledged while it was away.
+    pub(crate) fn rejoin(&self, why: &str) {
+        tracing::warn!("{why}: catching up again before serving any slot");
+        self.serving.store(false, Ordering::Relaxed);
+        self.ready.store(false, Ordering::Relaxed);
+        *self.ready_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.booted.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        self.handed_back
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.first_gossip
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.fenced.store(false, Ordering::Relaxed);
+    }
+
+    /// Peers this node saw leave the live set and not catch up since.
+    pub(crate) fn set_distrusted(&self, nodes: HashSet<NodeId>) {
+        *self.distrusted.lock().unwrap_or_else(|e| e.into_inner()) = nodes;
     }
 
     /// The hand-back after catching up (called on the membership tick):
@@ -100,7 +191,8 @@ impl Cluster {
         if self.is_serving() {
             return true;
         }
-        let Some(since) = self.ready_at.get().filter(|_| self.is_ready()) else {
+        let ready_at = *self.ready_at.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(since) = ready_at.filter(|_| self.is_ready()) else {
             return false;
         };
         let mut pending = self.ready_region_peers_sharing_slots();
@@ -136,6 +228,11 @@ impl Cluster {
     /// them to it, every local shard ships a merge epoch begun after that,
     /// then [`wire::HandBack`] follows that gossip on the same link.
     pub(super) fn hand_back(self: &Arc<Self>, peer: NodeId) {
+        // It caught up: stop routing around it (see `note_not_serving`).
+        self.not_serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&peer);
         if !self.ring.load().member(peer).is_some_and(|m| m.ready) {
             return; // not switched yet: the peer asks again
         }

@@ -22,6 +22,7 @@ impl Cluster {
             queued: AtomicUsize::new(0),
             pending: Mutex::new(HashMap::new()),
             connected: AtomicBool::new(false),
+            unreachable: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         });
@@ -86,9 +87,12 @@ impl Cluster {
                 if let Ok(Ok(stream)) = conn {
                     backoff = Duration::from_millis(50);
                     let _ = stream.set_nodelay(true);
+                    link.unreachable.store(false, Ordering::Relaxed);
                     link.connected.store(true, Ordering::Relaxed);
                     self.serve_link(&link, stream, &mut rx).await;
                     link.connected.store(false, Ordering::Relaxed);
+                } else {
+                    link.unreachable.store(true, Ordering::Relaxed);
                 }
             }
             // Whatever was waiting fails now: callers see the shard as
@@ -190,6 +194,9 @@ impl Cluster {
         match body {
             Body::Response(r) => {
                 self.hlc.observe(r.hlc);
+                if r.not_serving {
+                    self.note_not_serving(link.node);
+                }
                 let done = link
                     .pending
                     .lock()
@@ -207,6 +214,7 @@ impl Cluster {
                     .acked(a.flushed_ts);
             }
             Body::AeBuckets(b) => self.ae_compare(link.node, b),
+            Body::ReplicateAck(a) => self.on_replicate_ack(link.node, a),
             Body::AeEntries(e) => {
                 let received = e.lattices.len();
                 self.merge_lattices(e.lattices, None);
@@ -353,6 +361,7 @@ impl Cluster {
                                 id: req.id,
                                 hlc: me.hlc.peek(),
                                 answer,
+                                not_serving: false,
                             })),
                             at: Instant::now(),
                         });
@@ -369,6 +378,9 @@ impl Cluster {
                         id: req.id,
                         hlc: self.hlc.peek(),
                         answer: busy_answer(call.kind).encode_to_vec().into(),
+                        // Catching up (not merely waiting for a
+                        // hand-back, when callers must keep asking).
+                        not_serving: !self.is_ready(),
                     }));
                     return;
                 }
@@ -396,6 +408,7 @@ impl Cluster {
                                 id: req.id,
                                 hlc: hlc.peek(),
                                 answer: answer.encode_to_vec().into(),
+                                not_serving: false,
                             })),
                             at: Instant::now(),
                         });
@@ -470,6 +483,7 @@ impl Cluster {
                 }
             }
             Body::HandBackAsk(_) => self.hand_back(hello.node),
+            Body::Replicate(r) => self.on_replicate(hello.node, r, tx),
             Body::HandBack(_) => {
                 self.handed_back
                     .lock()

@@ -13,6 +13,9 @@ pub(super) const NO_PRIMARY: ShardId = ShardId {
     index: 0,
 };
 
+/// How long a peer that answered "serving nothing" is routed around.
+const NOT_SERVING_FOR: Duration = Duration::from_secs(2);
+
 /// What a shard answers when it must not serve a call (see
 /// [`Cluster::serves`]): Busy, so the caller routes again; for a batch,
 /// no op run (the caller resubmits the rest).
@@ -65,10 +68,6 @@ impl Placement for Router {
 
     fn send_remote(&self, to: ShardId, msg: ShardMsg) {
         self.0.forward(to, msg);
-    }
-
-    fn synchronous(&self) -> bool {
-        self.0.settings.replication == Replication::TwoPc
     }
 
     fn sync_replicate(
@@ -126,12 +125,18 @@ impl Cluster {
         // may predate what the region acknowledged while it was away.
         let me = self.settings.node;
         let usable = |id: &ShardId| id.node != me || self.is_serving();
+        let skipped = self.not_serving_peers();
         match (self.settings.routing, replicas) {
             (_, []) => ShardId {
                 node: me,
                 index: ring.own_shard(slot),
             },
-            (Routing::Primary, [first, ..]) => Some(*first).filter(usable).unwrap_or(NO_PRIMARY),
+            (Routing::Primary, all) => all
+                .iter()
+                .find(|id| !skipped.as_ref().is_some_and(|s| s.contains(&id.node)))
+                .copied()
+                .filter(usable)
+                .unwrap_or(NO_PRIMARY),
             (Routing::Random, all) => {
                 let pick = all[rand::random::<usize>() % all.len()];
                 if usable(&pick) {
@@ -141,6 +146,27 @@ impl Cluster {
                 }
             }
         }
+    }
+
+    /// A peer answered that it serves no slot (it is catching up, maybe
+    /// restarted before this node's view noticed): route around it for
+    /// [`NOT_SERVING_FOR`], as if membership already said so.
+    pub(super) fn note_not_serving(&self, node: NodeId) {
+        let mut m = self.not_serving.lock().unwrap_or_else(|e| e.into_inner());
+        m.insert(node, Instant::now());
+        self.not_serving_count.store(m.len(), Ordering::Relaxed);
+    }
+
+    /// The peers noted as serving nothing lately (None, without a lock, in
+    /// the common case of none).
+    fn not_serving_peers(&self) -> Option<Vec<NodeId>> {
+        if self.not_serving_count.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut m = self.not_serving.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|_, at| at.elapsed() < NOT_SERVING_FOR);
+        self.not_serving_count.store(m.len(), Ordering::Relaxed);
+        Some(m.keys().copied().collect())
     }
 
     /// Forwards a shard message to another node.
@@ -236,6 +262,7 @@ impl Cluster {
             let (reply, rx) = oneshot::channel();
             let msg = ShardMsg::Read {
                 key: key.clone(),
+                ack: elsa_shard::AckLevel::Local,
                 reply,
             };
             if to.node == self.settings.node {

@@ -61,6 +61,7 @@ pub enum Control {
     Time,
     Reset,
     Begin,
+    Ack,
     Commit,
     Abort,
     LastCommit,
@@ -269,6 +270,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!("elsa.fault", 2, N, 0, 0, 0, Ctl(C::ElsaFault)),
     // transactions
     spec!("begin", -1, A, 0, 0, 0, Ctl(C::Begin)),
+    spec!("ack", -1, A, 0, 0, 0, Ctl(C::Ack)),
     spec!("commit", 1, A, 0, 0, 0, Ctl(C::Commit)),
     spec!("abort", 1, A, 0, 0, 0, Ctl(C::Abort)),
     spec!("rollback", 1, A, 0, 0, 0, Ctl(C::Abort)),

@@ -73,6 +73,9 @@ pub struct Shard {
     parked: std::collections::VecDeque<Parked>,
     /// Keys some parked batch waits for, and how many wait.
     parked_on: HashMap<Bytes, usize>,
+    /// In-region replication, when the shard's keys have replicas on
+    /// other nodes (see [`crate::repl`]).
+    repl: Option<crate::repl::Repl>,
     /// Tombstones committed before this were collected here; one arriving
     /// again from a peer or the log is dropped rather than resurrected.
     tombstone_floor: Ts,
@@ -93,8 +96,18 @@ type BatchReply = tokio::sync::oneshot::Sender<(Vec<OpReply>, Vec<KeyOp>)>;
 struct Parked {
     ops: Vec<KeyOp>,
     done: Vec<OpReply>,
+    /// Which ops of the whole batch write.
+    writes: Vec<bool>,
+    ack: crate::repl::AckLevel,
     reply: BatchReply,
     since: std::time::Instant,
+}
+
+/// What a write answers when the region's other replicas did not confirm it.
+pub const ERR_UNCONFIRMED: &str = "ERR written on this node, but its replicas in the region did not confirm it in time: it may be lost if this node fails";
+
+fn unconfirmed<T>() -> Result<T, Refusal> {
+    Err(Refusal::Unavailable(ERR_UNCONFIRMED.to_string()))
 }
 
 /// The shard's log and the directory its files live in.
@@ -173,6 +186,7 @@ impl Shard {
             freeze_waiters: Vec::new(),
             parked: std::collections::VecDeque::new(),
             parked_on: HashMap::new(),
+            repl: None,
         }
     }
 
@@ -188,24 +202,32 @@ impl Shard {
             ShardMsg::Batch {
                 ops,
                 mode: BatchMode::Prefix,
+                ack,
                 reply,
-            } => self.run_or_park(ops, Vec::new(), reply),
+            } => {
+                let writes = ops.iter().map(|k| k.op.is_write()).collect();
+                self.run_or_park(ops, Vec::new(), writes, ack, reply)
+            }
             ShardMsg::Batch {
                 mut ops,
                 mode,
+                ack,
                 reply,
             } => {
                 let replies = self.op_lone(&ops, mode);
+                let writes: Vec<bool> = ops.iter().map(|k| k.op.is_write()).collect();
                 let rest = ops.split_off(replies.len());
-                self.respond(reply, (replies, rest));
+                self.respond_batch(ack, reply, replies, rest, &writes);
             }
-            ShardMsg::Read { key, reply } => {
+            ShardMsg::Read { key, ack, reply } => {
                 let r = self.op_read(&key);
-                self.respond(reply, r);
+                self.respond_at(ack, reply, r, None);
             }
-            ShardMsg::Commit { req, reply } => {
+            ShardMsg::Commit { req, ack, reply } => {
+                let writes = !req.writes.is_empty();
                 let r = self.op_commit(req);
-                self.respond(reply, r);
+                let unconfirmed = (writes && r.is_ok()).then(unconfirmed);
+                self.respond_at(ack, reply, r, unconfirmed);
             }
             ShardMsg::Log { entries, reply } => {
                 let r = self.op_log(&entries);
@@ -215,26 +237,33 @@ impl Shard {
                 let r = self.op_merge(&entries);
                 self.respond(reply, r);
             }
-            ShardMsg::Prepare { req, reply } => {
+            ShardMsg::Prepare { req, ack, reply } => {
                 // Through the log like a read: a commit must not be decided
                 // on versions whose writes could still be lost.
                 let r = self.op_prepare(req);
-                self.respond(reply, r);
+                self.respond_at(ack, reply, r, None);
             }
             ShardMsg::Install {
                 txn,
                 writes,
                 start_ts,
                 commit_ts,
+                ack,
                 reply,
             } => {
                 self.op_install(txn, &writes, start_ts, commit_ts);
-                let _ = reply.send(());
+                self.respond_at(ack, reply, Ok(()), Some(unconfirmed()));
             }
             ShardMsg::Release { txn } => self.op_release(txn),
-            ShardMsg::Exec { checks, ops, reply } => {
+            ShardMsg::Exec {
+                checks,
+                ops,
+                ack,
+                reply,
+            } => {
                 let r = self.op_exec(&checks, &ops);
-                self.respond(reply, r);
+                let writes = r.is_ok() && ops.iter().any(|k| k.op.is_write());
+                self.respond_at(ack, reply, r, writes.then(unconfirmed));
             }
             ShardMsg::Digests(reply) => {
                 let _ = reply.send(self.digests());
@@ -360,6 +389,14 @@ impl Shard {
         });
         if written && matches!(source, Source::Local | Source::Logged) {
             self.gossip.record(key);
+            if let Some(r) = &mut self.repl {
+                r.pending.push(crate::wal::codec::LogEntry {
+                    key: Bytes::copy_from_slice(key),
+                    state: state.cloned(),
+                    start_ts,
+                    version,
+                });
+            }
         }
         if written && matches!(source, Source::Local | Source::Peer) {
             if let Some(d) = &mut self.durability {
@@ -413,21 +450,57 @@ impl Shard {
     /// rest waits here (parked) and runs on when the key is released, so a
     /// lone command waits its turn instead of polling — polls kept losing
     /// to clients that held keys all the time.
-    fn run_or_park(&mut self, mut ops: Vec<KeyOp>, mut done: Vec<OpReply>, reply: BatchReply) {
+    fn run_or_park(
+        &mut self,
+        mut ops: Vec<KeyOp>,
+        mut done: Vec<OpReply>,
+        writes: Vec<bool>,
+        ack: crate::repl::AckLevel,
+        reply: BatchReply,
+    ) {
         let ran = self.run_ops(&ops, None);
         let n = ran.len();
         done.extend(ran);
         if n == ops.len() {
-            return self.respond(reply, (done, Vec::new()));
+            return self.respond_batch(ack, reply, done, Vec::new(), &writes);
         }
         let rest = ops.split_off(n);
         *self.parked_on.entry(rest[0].key.clone()).or_default() += 1;
         self.parked.push_back(Parked {
             ops: rest,
             done,
+            writes,
+            ack,
             reply,
             since: std::time::Instant::now(),
         });
+    }
+
+    /// Answers a lone batch at `ack`; writes the region's replicas could
+    /// not confirm say so (see [`ERR_UNCONFIRMED`]).
+    fn respond_batch(
+        &mut self,
+        ack: crate::repl::AckLevel,
+        reply: BatchReply,
+        replies: Vec<OpReply>,
+        rest: Vec<KeyOp>,
+        writes: &[bool],
+    ) {
+        let unconfirmed = if self.repl.is_some() && ack != crate::repl::AckLevel::Local {
+            let failed: Vec<OpReply> = replies
+                .iter()
+                .zip(writes)
+                .map(|(r, w)| match r {
+                    OpReply::Error(_) => r.clone(),
+                    _ if *w => OpReply::Error(ERR_UNCONFIRMED),
+                    _ => r.clone(),
+                })
+                .collect();
+            Some((failed, rest.clone()))
+        } else {
+            None
+        };
+        self.respond_at(ack, reply, (replies, rest), unconfirmed);
     }
 
     /// Runs on the parked batches whose key is free now, oldest first.
@@ -444,7 +517,7 @@ impl Shard {
                 break;
             };
             self.unpark_key(&p.ops[0].key);
-            self.run_or_park(p.ops, p.done, p.reply);
+            self.run_or_park(p.ops, p.done, p.writes, p.ack, p.reply);
         }
     }
 

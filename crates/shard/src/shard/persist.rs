@@ -28,29 +28,89 @@ impl Shard {
         tx: tokio::sync::oneshot::Sender<T>,
         value: T,
     ) {
+        self.after_log(Box::new(move || {
+            let _ = tx.send(value);
+        }));
+    }
+
+    /// Runs `f` now, or once the log records before it are durable (see
+    /// [`Shard::respond`]).
+    fn after_log(&mut self, f: crate::wal::Ack) {
         match &mut self.durability {
             Some(d) if d.wal.has_staged() || (!d.wal.settled() && d.wal.failure().is_none()) => {
                 d.wal.seal();
-                d.wal.defer(Box::new(move || {
-                    let _ = tx.send(value);
-                }));
+                d.wal.defer(f);
             }
-            _ => {
-                let _ = tx.send(value);
-            }
+            _ => f(),
         }
     }
 
-    /// True when replies wait for a log flush.
-    pub fn wal_pending(&self) -> bool {
-        self.durability.as_ref().is_some_and(|d| d.wal.pending())
+    /// [`Shard::respond`] at acknowledgement level `ack`: at `region` (and
+    /// `all`) the reply also waits until the other replicas of this
+    /// shard's keys in the region have every commit it acknowledges or may
+    /// reveal (see [`crate::repl`]). If they could not confirm it, the
+    /// reply is `unconfirmed` when given (a write's truthful error), else
+    /// `value` (a read: what this node holds is all there is to answer).
+    pub(super) fn respond_at<T: Send + 'static>(
+        &mut self,
+        ack: crate::repl::AckLevel,
+        tx: tokio::sync::oneshot::Sender<T>,
+        value: T,
+        unconfirmed: Option<T>,
+    ) {
+        let Some(r) = self
+            .repl
+            .as_ref()
+            .filter(|_| ack != crate::repl::AckLevel::Local)
+        else {
+            return self.respond(tx, value);
+        };
+        let seq = r.horizon();
+        if r.gate.settled_through() >= seq {
+            return self.respond(tx, value);
+        }
+        let gate = r.gate.clone();
+        self.after_log(Box::new(move || {
+            gate.wait(
+                seq,
+                Box::new(move |ok| {
+                    let v = match unconfirmed {
+                        Some(u) if !ok => u,
+                        _ => value,
+                    };
+                    let _ = tx.send(v);
+                }),
+            )
+        }));
     }
 
-    /// Writes (and syncs, per policy) what the log holds; sends the replies
-    /// that waited for it. The worker calls this when the inbox runs dry.
+    /// Gives the shard a replicator: from now on its commits are shipped
+    /// to the other replicas of their keys in the region.
+    pub fn attach_replicator(&mut self, replicator: std::sync::Arc<dyn crate::repl::Replicator>) {
+        self.repl = Some(crate::repl::Repl {
+            replicator,
+            pending: Vec::new(),
+            next: 1,
+            gate: std::sync::Arc::new(crate::repl::ReplGate::default()),
+        });
+    }
+
+    /// True when replies wait for a log flush (or commits for shipping).
+    pub fn wal_pending(&self) -> bool {
+        self.durability.as_ref().is_some_and(|d| d.wal.pending())
+            || self.repl.as_ref().is_some_and(|r| !r.pending.is_empty())
+    }
+
+    /// Writes (and syncs, per policy) what the log holds, and ships what
+    /// the region's other replicas need; sends the replies that waited for
+    /// it. The worker calls this when the inbox runs dry.
     pub fn flush_wal(&mut self) {
         if let Some(d) = &mut self.durability {
             d.wal.flush();
+        }
+        let index = self.index;
+        if let Some(r) = &mut self.repl {
+            r.ship(index);
         }
     }
 

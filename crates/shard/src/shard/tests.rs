@@ -432,7 +432,11 @@ fn refused_commits_leave_nothing_in_the_log() {
         start_ts: 1,
     };
     let (tx, _rx) = tokio::sync::oneshot::channel();
-    s.handle(ShardMsg::Commit { req, reply: tx });
+    s.handle(ShardMsg::Commit {
+        req,
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
     s.close_wal();
     let mut r = recovered(&dir);
     assert_eq!(value(&mut r, "x").as_deref(), Some(&b"1"[..]));
@@ -569,12 +573,14 @@ fn no_reply_reveals_a_write_before_its_record_is_durable() {
     s.handle(ShardMsg::Batch {
         ops: vec![kop(&s, "y", set("1"))],
         mode: BatchMode::Prefix,
+        ack: crate::repl::AckLevel::Local,
         reply: wtx,
     });
     let version = s.version_of(key(&s, "y").hash, b"y");
     let (rtx, mut rrx) = tokio::sync::oneshot::channel();
     s.handle(ShardMsg::Read {
         key: key(&s, "y"),
+        ack: crate::repl::AckLevel::Local,
         reply: rtx,
     });
     let (ptx, mut prx) = tokio::sync::oneshot::channel();
@@ -589,12 +595,14 @@ fn no_reply_reveals_a_write_before_its_record_is_durable() {
             want_states: false,
             retry_on_busy: false,
         },
+        ack: crate::repl::AckLevel::Local,
         reply: ptx,
     });
     let (gtx, mut grx) = tokio::sync::oneshot::channel();
     s.handle(ShardMsg::Batch {
         ops: vec![kop(&s, "y", Op::Get)],
         mode: BatchMode::Prefix,
+        ack: crate::repl::AckLevel::Local,
         reply: gtx,
     });
     assert!(wrx.try_recv().is_err(), "the write waits for its record");
@@ -619,6 +627,7 @@ fn no_reply_reveals_a_write_before_its_record_is_durable() {
     s.handle(ShardMsg::Batch {
         ops: vec![kop(&s, "y", Op::Get)],
         mode: BatchMode::Prefix,
+        ack: crate::repl::AckLevel::Local,
         reply: gtx,
     });
     assert!(grx.try_recv().is_ok());
@@ -647,6 +656,7 @@ fn a_lone_batch_waits_for_a_held_key_and_goes_before_new_holds() {
             kop(&s, "b", set("3")),
         ],
         mode: BatchMode::Prefix,
+        ack: crate::repl::AckLevel::Local,
         reply: tx,
     });
     assert!(rx.try_recv().is_err(), "parked at the held key");
@@ -669,6 +679,7 @@ fn a_lone_batch_waits_for_a_held_key_and_goes_before_new_holds() {
     s.handle(ShardMsg::Batch {
         ops: vec![kop(&s, "k", Op::Get)],
         mode: BatchMode::Prefix,
+        ack: crate::repl::AckLevel::Local,
         reply: tx,
     });
     s.expire_parked(std::time::Duration::ZERO);

@@ -1,0 +1,237 @@
+//! In-region replication, both sides: each local shard's batches of
+//! commits go to every other replica of their keys in the region
+//! ([`wire::Replicate`]); each receiver merges a batch durably (logged)
+//! before it answers ([`wire::ReplicateAck`]); the shard's replies at
+//! acknowledgement level `region` wait for those answers (see
+//! `elsa_shard::repl`). So with ack `region` (the default) an acknowledged
+//! write is on every replica of its key in the region, and losing any one
+//! node loses nothing acknowledged.
+//!
+//! A batch is held until every replica its keys have *in the current
+//! view* has confirmed it: a replica that left the ring (declared dead) is
+//! no longer waited for, one that took its place is sent the batch too,
+//! and a frame lost with a broken connection is sent again. A batch not
+//! confirmed within [`RETRY_FOR`] is given up: the writes in it answer
+//! that they were not confirmed (they are applied here, and may be lost if
+//! this node fails before anti-entropy spreads them).
+//!
+//! A receiver that saw the sender leave the live set (declared dead) and
+//! has not seen it catch up since refuses the batch: a node the region
+//! declared dead (paused, cut off) must not get writes acknowledged as
+//! replicated while another node serves its keys; the refusal also tells
+//! it to catch up again. A sender it has never seen (it just started) is
+//! accepted.
+
+use super::*;
+
+use elsa_shard::repl::{Replicator, Waiter};
+use elsa_txn::router::RETRY_FOR;
+
+/// How long a replica that has not answered waits before the batch is sent
+/// to it again (the connection may have broken and dropped the frame).
+const RESEND: Duration = Duration::from_millis(500);
+/// How often pending batches are checked against the current view.
+const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// One batch on its way to the region's other replicas.
+pub(super) struct Batch {
+    /// Each lattice with its slot (which replicas it needs).
+    items: Vec<(usize, Lattice)>,
+    /// Replicas that have merged it durably.
+    confirmed: HashSet<NodeId>,
+    /// When it was last sent to each replica still awaited.
+    sent: HashMap<NodeId, Instant>,
+    started: Instant,
+    done: Waiter,
+}
+
+/// The [`Replicator`] shards of a node in a cluster use.
+pub struct RegionReplicator(pub Arc<Cluster>);
+
+impl Replicator for RegionReplicator {
+    fn replicate(&self, _shard: usize, entries: Vec<LogEntry>, done: Waiter) {
+        self.0.replicate_batch(entries, done);
+    }
+}
+
+impl Cluster {
+    fn replicate_batch(self: &Arc<Self>, entries: Vec<LogEntry>, done: Waiter) {
+        let items = entries
+            .iter()
+            .map(|e| {
+                let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
+                (slot_of(hash), Lattice::from(e))
+            })
+            .collect();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut batch = Batch {
+            items,
+            confirmed: HashSet::new(),
+            sent: HashMap::new(),
+            started: Instant::now(),
+            done,
+        };
+        if self.push_batch(id, &mut batch) {
+            return (batch.done)(true);
+        }
+        self.batches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, batch);
+    }
+
+    /// Sends batch `id` to the replicas of its keys (in the current view)
+    /// that have neither confirmed it nor been sent it lately; true when
+    /// none is left to wait for.
+    fn push_batch(self: &Arc<Self>, id: u64, b: &mut Batch) -> bool {
+        let ring = self.ring.load();
+        let own = ring.own_region();
+        let me = self.settings.node;
+        let mut per_node: HashMap<NodeId, Vec<Lattice>> = HashMap::new();
+        for (slot, l) in &b.items {
+            for r in ring.replicas(*slot, own) {
+                if r.node != me && !b.confirmed.contains(&r.node) && !self.unreachable(r.node) {
+                    per_node.entry(r.node).or_default().push(l.clone());
+                }
+            }
+        }
+        // A replica that left the view is not waited for any more.
+        b.sent.retain(|n, _| per_node.contains_key(n));
+        if per_node.is_empty() {
+            return true;
+        }
+        let now = Instant::now();
+        for (node, lattices) in per_node {
+            if b.sent.get(&node).is_some_and(|t| now - *t < RESEND) {
+                continue;
+            }
+            b.sent.insert(node, now);
+            let frame = Frame::new(Body::Replicate(wire::Replicate { id, lattices }));
+            self.send(node, frame, false);
+        }
+        false
+    }
+
+    /// True when the last attempt to connect to `node` failed: its process
+    /// is down (killed, restarting). A batch does not wait for it — that
+    /// would stall every write for the failure detector's seconds — which
+    /// is within the promise: losing one node loses nothing acknowledged;
+    /// it catches up by anti-entropy when it is back. A paused process
+    /// still accepts connections, so it is waited for until the failure
+    /// detector declares it dead.
+    fn unreachable(&self, node: NodeId) -> bool {
+        self.links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&node)
+            .is_some_and(|l| l.unreachable.load(Ordering::Relaxed))
+    }
+
+    /// A replica's answer to batch `ack.id`.
+    pub(super) fn on_replicate_ack(self: &Arc<Self>, from: NodeId, ack: wire::ReplicateAck) {
+        let finished = {
+            let mut batches = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(b) = batches.get_mut(&ack.id) else {
+                return;
+            };
+            if ack.stranger {
+                batches.remove(&ack.id).map(|b| (b, false))
+            } else if !ack.ok {
+                return; // not durable there yet: sent again after RESEND
+            } else {
+                b.confirmed.insert(from);
+                if !self.push_batch(ack.id, b) {
+                    return;
+                }
+                batches.remove(&ack.id).map(|b| (b, true))
+            }
+        };
+        if let Some((b, ok)) = finished {
+            if !ok {
+                tracing::warn!(
+                    "replica {from} refused a batch: it does not count this node as a live member; catching up again"
+                );
+                self.fenced_by(from);
+            }
+            (b.done)(ok);
+        }
+    }
+
+    /// Every [`CHECK_EVERY`]: each pending batch against the current view
+    /// (replicas gone, replicas new, frames to send again); gives up on
+    /// those older than [`RETRY_FOR`].
+    pub(super) async fn replication_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(CHECK_EVERY);
+        loop {
+            tick.tick().await;
+            let mut settled = Vec::new();
+            {
+                let mut batches = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+                let ids: Vec<u64> = batches.keys().copied().collect();
+                for id in ids {
+                    let Some(b) = batches.get_mut(&id) else {
+                        continue;
+                    };
+                    let ok = self.push_batch(id, b);
+                    if ok || b.started.elapsed() >= RETRY_FOR {
+                        if let Some(b) = batches.remove(&id) {
+                            if !ok {
+                                tracing::warn!(
+                                    "a batch of {} writes was not confirmed by the region's replicas in {RETRY_FOR:?}",
+                                    b.items.len()
+                                );
+                            }
+                            settled.push((b, ok));
+                        }
+                    }
+                }
+            }
+            for (b, ok) in settled {
+                (b.done)(ok);
+            }
+        }
+    }
+
+    /// Receiving side: merges a batch durably and answers, unless the
+    /// sender is not a live member of this node's view.
+    pub(super) fn on_replicate(
+        self: &Arc<Self>,
+        from: NodeId,
+        r: wire::Replicate,
+        tx: &mpsc::UnboundedSender<Out>,
+    ) {
+        let distrusted = self
+            .distrusted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&from);
+        if distrusted {
+            let _ = tx.send(Out {
+                frame: Frame::new(Body::ReplicateAck(wire::ReplicateAck {
+                    id: r.id,
+                    ok: false,
+                    stranger: true,
+                })),
+                at: Instant::now(),
+            });
+            return;
+        }
+        let done = self.merge_lattices(r.lattices, Some(()));
+        let tx = tx.clone();
+        let id = r.id;
+        self.handle.spawn(async move {
+            let mut ok = true;
+            for rx in done {
+                ok &= matches!(rx.await, Ok(Ok(_)));
+            }
+            let _ = tx.send(Out {
+                frame: Frame::new(Body::ReplicateAck(wire::ReplicateAck {
+                    id,
+                    ok,
+                    stranger: false,
+                })),
+                at: Instant::now(),
+            });
+        });
+    }
+}
