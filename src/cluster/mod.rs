@@ -263,11 +263,19 @@ fn up(a: UpArgs) -> Result<i32, String> {
         return Err(e);
     }
 
-    if let Err(e) = wait_ready(
+    let ready = wait_ready(
         &mut started,
         &dir,
         Duration::from_secs(a.ready_timeout_secs),
-    ) {
+    )
+    .and_then(|_| {
+        wait_formed(
+            &mut started,
+            &dir,
+            Duration::from_secs(a.ready_timeout_secs),
+        )
+    });
+    if let Err(e) = ready {
         stop_children(&mut started);
         let _ = std::fs::remove_file(cluster_file_path(&dir));
         return Err(e);
@@ -295,6 +303,55 @@ fn up(a: UpArgs) -> Result<i32, String> {
         shell_quote(&given_dir.to_string_lossy())
     );
     Ok(0)
+}
+
+/// Waits until the cluster has formed: every node counts every node as a
+/// member and serves (`catching_up:0` in `INFO replication`), so a client
+/// that starts right after `up` returns never meets a region still
+/// deciding who is primary.
+fn wait_formed(
+    started: &mut [(NodeSpec, Child)],
+    dir: &Path,
+    timeout: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    let total = started.len();
+    loop {
+        let mut behind = None;
+        for (n, child) in started.iter_mut() {
+            if let Ok(Some(st)) = child.try_wait() {
+                return Err(format!(
+                    "node {} ({}) exited while the cluster formed ({st}); last lines of its log:\n{}",
+                    n.id,
+                    n.name(),
+                    process::tail(&n.log_file(dir), 30)
+                ));
+            }
+            let info =
+                process::info(HOST, n.client_port, "replication", PING_TIMEOUT).unwrap_or_default();
+            let formed = info
+                .lines()
+                .any(|l| l.trim_end() == format!("members:{total}"))
+                && info.lines().any(|l| l.trim_end() == "catching_up:0");
+            if !formed {
+                behind = Some(n.clone());
+                break;
+            }
+        }
+        let Some(n) = behind else {
+            return Ok(());
+        };
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "node {} ({}) had not joined a formed cluster after {} s; last lines of its log:\n{}",
+                n.id,
+                n.name(),
+                timeout.as_secs(),
+                process::tail(&n.log_file(dir), 30)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Waits until every started node answers PING, or one exits, or `timeout`

@@ -240,6 +240,9 @@ pub fn server_args(
     if !seeds.is_empty() {
         flag("seeds", seeds.join(",").into());
     }
+    // The region forms only once all its nodes see each other.
+    let in_region = all.iter().filter(|n| n.region == node.region).count();
+    flag("region-nodes", in_region.to_string().into());
     flag("wan-delay-ms", wan_delay_ms(opts.rtt).to_string().into());
     // `{:?}` keeps the decimal point: 1.0, 0.5.
     flag("wan-loss", format!("{:?}", opts.loss_percent).into());
@@ -474,6 +477,8 @@ mod tests {
                 "8001",
                 "--seeds",
                 "127.0.0.1:8000",
+                "--region-nodes",
+                "1",
                 "--wan-delay-ms",
                 "25",
                 "--wan-loss",
@@ -497,7 +502,8 @@ mod tests {
             appendfsync: Some(Appendfsync::Always),
         };
         let args = strs(&server_args(&nodes[0], &nodes, Path::new("/c"), &opts));
-        let tail: Vec<&str> = args.iter().map(String::as_str).skip(12).collect();
+        assert_eq!(args[12..14], ["--region-nodes", "2"], "both nodes of r1");
+        let tail: Vec<&str> = args.iter().map(String::as_str).skip(14).collect();
         assert_eq!(
             tail,
             [

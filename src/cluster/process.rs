@@ -97,6 +97,41 @@ pub fn ping(host: &str, port: u16, timeout: Duration) -> Result<String, String> 
     Ok(String::from_utf8_lossy(line).into_owned())
 }
 
+/// The text of `INFO <section>` from `host:port` (a bulk string reply).
+pub fn info(host: &str, port: u16, section: &str, timeout: Duration) -> Result<String, String> {
+    let addr = format!("{host}:{port}");
+    let sock: std::net::SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
+    let mut s = TcpStream::connect_timeout(&sock, timeout).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    let req = format!("*2\r\n$4\r\nINFO\r\n${}\r\n{section}\r\n", section.len());
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut reply = Vec::with_capacity(4096);
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("connection closed before a reply".into());
+        }
+        reply.extend_from_slice(&buf[..n]);
+        // `$<len>\r\n<body>\r\n`: done once the whole body is there.
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        if let Some(rest) = text.strip_prefix('$') {
+            if let Some((len, body)) = rest.split_once("\r\n") {
+                let len: usize = len.parse().map_err(|_| format!("bad reply {text:?}"))?;
+                if body.len() >= len + 2 {
+                    return Ok(body[..len].to_string());
+                }
+            }
+        } else if reply.ends_with(b"\r\n") {
+            return Err(format!("unexpected reply {text:?}"));
+        }
+        if reply.len() > 1 << 20 {
+            return Err("reply too long".into());
+        }
+    }
+}
+
 /// Whether `host:port` answers PING with PONG.
 pub fn pongs(host: &str, port: u16, timeout: Duration) -> bool {
     matches!(ping(host, port, timeout).as_deref(), Ok("+PONG"))

@@ -99,4 +99,10 @@ pub struct Settings {
     pub wan_loss_percent: f64,
     /// Whether ELSA.FAULT may cut this node off (testing).
     pub fault_injection: bool,
+    /// How many nodes its region has when it first forms (0 = not said:
+    /// then every seed must have been seen). See `Cluster::may_found_region`.
+    pub region_nodes: usize,
+    /// True when the node started with no data: it has never been part of
+    /// a formed region.
+    pub fresh: bool,
 }

@@ -208,6 +208,8 @@ pub struct Cluster {
     /// since (dead, or back with a stale `ready`): their replication is
     /// refused, so a zombie primary gets no write confirmed.
     distrusted: Mutex<HashSet<NodeId>>,
+    /// When this node last said it waits for its region to form.
+    forming_log: Mutex<Option<Instant>>,
     /// Peers that answered "serving nothing" lately, and when (routed
     /// around, see `routing`); how many, to skip the lock when none.
     not_serving: Mutex<HashMap<NodeId, Instant>>,
@@ -285,6 +287,7 @@ impl Cluster {
             ready_epoch: AtomicU64::new(0),
             distrusted: Mutex::new(HashSet::new()),
             last_tick: AtomicU64::new(elsa_shard::unix_ms()),
+            forming_log: Mutex::new(None),
             not_serving: Mutex::new(HashMap::new()),
             not_serving_count: AtomicUsize::new(0),
         });

@@ -92,6 +92,10 @@ pub struct Keys {
     /// Replicas of each key per region.
     #[arg(long, env = "ELSA_REPLICATION_FACTOR")]
     pub replication_factor: Option<usize>,
+    /// Nodes the region has when it first forms: a new node serves nothing
+    /// until it sees that many (0 = until it has seen every seed).
+    #[arg(long, env = "ELSA_REGION_NODES")]
+    pub region_nodes: Option<usize>,
     /// Which in-region replica serves a key: primary or random.
     #[arg(long, env = "ELSA_ROUTING")]
     pub routing: Option<String>,
@@ -142,6 +146,7 @@ impl Keys {
             seeds,
             vnodes,
             replication_factor,
+            region_nodes,
             routing,
             replication,
             anti_entropy_ms,
@@ -201,6 +206,8 @@ pub struct ClusterKeys {
     pub vnodes: u32,
     /// Replicas per region.
     pub replication_factor: usize,
+    /// Nodes of the region when it first forms (0 = every seed seen).
+    pub region_nodes: usize,
     /// Request routing.
     pub routing: elsa_cluster::Routing,
     /// Cross-region mode.
@@ -326,6 +333,7 @@ impl Config {
                     }
                     n => n,
                 },
+                region_nodes: need(c.region_nodes, "region-nodes")?,
                 routing: need(c.routing, "routing")?
                     .parse()
                     .map_err(|e| ConfigError::Value("routing", e))?,

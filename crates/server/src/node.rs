@@ -157,7 +157,8 @@ pub fn run(config: Config) -> Result<(), StartError> {
         inboxes.push(tx);
         inbox_rxs.push(rx);
     }
-    let cluster = start_cluster(&config, &inboxes, &hlc, hasher)?;
+    let fresh = persistence.recovery.files == 0;
+    let cluster = start_cluster(&config, &inboxes, &hlc, hasher, fresh)?;
     if let Some(c) = &cluster {
         // Commits are shipped to the keys' other replicas in the region.
         let replicator = Arc::new(elsa_cluster::RegionReplicator(c.clone()));
@@ -249,6 +250,7 @@ fn start_cluster(
     inboxes: &[mpsc::UnboundedSender<ShardMsg>],
     hlc: &Arc<Hlc>,
     hasher: KeyHasher,
+    fresh: bool,
 ) -> Result<Option<Arc<elsa_cluster::Cluster>>, StartError> {
     let c = &config.cluster;
     if c.peer_port == 0 {
@@ -271,6 +273,8 @@ fn start_cluster(
         wan_delay: Duration::from_millis(c.wan_delay_ms),
         wan_loss_percent: c.wan_loss,
         fault_injection: c.fault_injection,
+        region_nodes: c.region_nodes,
+        fresh,
     };
     let cluster = elsa_cluster::Cluster::start(settings, inboxes.to_vec(), hlc.clone(), hasher)
         .map_err(|e| StartError::Peer(peer.to_string(), e))?;

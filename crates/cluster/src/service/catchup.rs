@@ -55,8 +55,7 @@ impl Cluster {
     pub fn catch_up_pending(&self) -> Option<Vec<NodeId>> {
         let teachers = self.ready_region_peers_sharing_slots();
         if teachers.is_empty() {
-            let booted = *self.booted.lock().unwrap_or_else(|e| e.into_inner());
-            return (booted.elapsed() >= JOIN_GRACE).then(Vec::new);
+            return self.may_found_region().then(Vec::new);
         }
         let first = self.first_gossip.lock().unwrap_or_else(|e| e.into_inner());
         let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
@@ -69,6 +68,61 @@ impl Cluster {
                 })
                 .collect(),
         )
+    }
+
+    /// With no ready peer in its region to catch up from: whether this node
+    /// may be the first to serve — a region forming, or restarting whole.
+    /// Two nodes that each thought they were first would both act as the
+    /// primary of every slot (a split brain: both answered `INCR` with 1),
+    /// so the rule is explicit:
+    ///
+    /// - a node that started with no data waits until its region has
+    ///   formed — `region-nodes` of its nodes in view, or, when that is not
+    ///   set, every seed it was given — and then only the lowest node id
+    ///   goes first; the others catch up from it and have their slots
+    ///   handed back, as after a restart;
+    /// - a node with data (a restart) waits [`JOIN_GRACE`] for a ready
+    ///   peer; with none, the lowest node id in view goes first.
+    fn may_found_region(&self) -> bool {
+        let booted = *self.booted.lock().unwrap_or_else(|e| e.into_inner());
+        let ring = self.ring.load();
+        let own: Vec<NodeId> = ring
+            .members()
+            .iter()
+            .filter(|m| m.region == self.settings.region)
+            .map(|m| m.node)
+            .collect();
+        let lowest = own.iter().min() == Some(&self.settings.node);
+        if !self.settings.fresh || self.ready_epoch.load(Ordering::Relaxed) > 0 {
+            return booted.elapsed() >= JOIN_GRACE && lowest;
+        }
+        let expected = self.settings.region_nodes;
+        let (formed, missing) = if expected > 0 {
+            (
+                own.len() >= expected,
+                format!("{} of {expected} nodes of the region", own.len()),
+            )
+        } else {
+            let unseen: Vec<&String> = self
+                .settings
+                .seeds
+                .iter()
+                .filter(|s| {
+                    s.parse::<SocketAddr>()
+                        .is_ok_and(|a| !ring.members().iter().any(|m| m.peer == a))
+                })
+                .collect();
+            (unseen.is_empty(), format!("seeds not seen yet: {unseen:?}"))
+        };
+        if !formed {
+            let mut last = self.forming_log.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(5)) {
+                *last = Some(Instant::now());
+                tracing::info!("waiting for the region to form before serving ({missing})");
+            }
+            return false;
+        }
+        lowest
     }
 
     /// Marks this node ready once nothing is pending; true if it is.
