@@ -8,12 +8,25 @@
 //! ```text
 //! [flags u8][origin u32][key_len u32][expire_ms u64 if HAS_TTL][key][value]
 //! ```
+//!
+//! A value of [`SHARED_MIN`] bytes or more is not copied into the record:
+//! the record keeps a handle on the (reference-counted) buffer it arrived
+//! in — the client's request, or a peer's frame — in place of `[value]`,
+//! so a 512 MiB `SET` is stored without a copy and `GET` answers it without
+//! one either (Redis keeps big strings by reference the same way).
 
+use bytes::Bytes;
 use elsa_lattice::{NodeId, Ts, Version};
 
 const TOMBSTONE: u8 = 1;
 const HAS_TTL: u8 = 2;
+/// `[value]` is a pointer to a boxed [`Bytes`] owned by the record.
+const SHARED: u8 = 4;
 const HEADER: usize = 1 + 4 + 4;
+const PTR: usize = std::mem::size_of::<usize>();
+
+/// Values at least this long are kept by reference rather than copied.
+pub const SHARED_MIN: usize = 1 << 20;
 
 /// A key's current lattice state as stored in a shard table.
 pub struct Record {
@@ -25,6 +38,51 @@ pub struct Record {
 }
 
 impl Record {
+    /// Packs a state whose value arrived as `value`: a big one is kept by
+    /// reference (see [`SHARED_MIN`]), a small one copied in.
+    pub fn new_shared(
+        key: &[u8],
+        value: Option<&Bytes>,
+        expire_ms: Option<u64>,
+        start_ts: Ts,
+        version: Version,
+    ) -> Record {
+        match value {
+            Some(v) if v.len() >= SHARED_MIN => {
+                let mut r = Record::new(key, Some(&[0; PTR]), expire_ms, start_ts, version);
+                let ptr = Box::into_raw(Box::new(v.clone())) as usize;
+                let at = r.data.len() - PTR;
+                r.data[at..].copy_from_slice(&ptr.to_le_bytes());
+                r.data[0] |= SHARED;
+                r
+            }
+            _ => Record::new(key, value.map(|v| &v[..]), expire_ms, start_ts, version),
+        }
+    }
+
+    /// The handle of a shared value (see [`Record::new_shared`]).
+    fn shared(&self) -> Option<&Bytes> {
+        if self.flags() & SHARED == 0 {
+            return None;
+        }
+        let at = self.data.len() - PTR;
+        let mut raw = [0u8; PTR];
+        raw.copy_from_slice(&self.data[at..]);
+        // SAFETY: set by `new_shared` from `Box::into_raw` of a `Bytes`
+        // this record owns until it is dropped (see `Drop`); records are
+        // never cloned, and `data` is never changed after construction.
+        Some(unsafe { &*(usize::from_le_bytes(raw) as *const Bytes) })
+    }
+
+    /// The value as `Bytes`: the shared buffer itself for a big value (no
+    /// copy), a copy of a small one. `None` for a tombstone.
+    pub fn value_bytes(&self) -> Option<Bytes> {
+        if let Some(b) = self.shared() {
+            return Some(b.clone());
+        }
+        self.value().map(Bytes::copy_from_slice)
+    }
+
     /// Packs a state. `value == None` is a tombstone.
     pub fn new(
         key: &[u8],
@@ -91,6 +149,9 @@ impl Record {
         if self.is_tombstone() {
             return None;
         }
+        if let Some(b) = self.shared() {
+            return Some(b);
+        }
         Some(&self.data[self.body_start() + self.key_len()..])
     }
 
@@ -126,7 +187,19 @@ impl Record {
 
     /// Heap bytes this record owns (for INFO memory accounting).
     pub fn heap_size(&self) -> usize {
-        self.data.len()
+        self.data.len() + self.shared().map_or(0, Bytes::len)
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        if self.flags() & SHARED != 0 {
+            let at = self.data.len() - PTR;
+            let mut raw = [0u8; PTR];
+            raw.copy_from_slice(&self.data[at..]);
+            // SAFETY: the pointer `new_shared` leaked, reclaimed once.
+            drop(unsafe { Box::from_raw(usize::from_le_bytes(raw) as *mut Bytes) });
+        }
     }
 }
 
@@ -148,6 +221,25 @@ mod tests {
             prop_assert_eq!(r.version(), Version::new(commit, origin));
             prop_assert_eq!(r.start_ts, start);
         }
+    }
+
+    #[test]
+    fn big_values_are_kept_by_reference() {
+        let big = Bytes::from(vec![7u8; SHARED_MIN]);
+        let r = Record::new_shared(b"k", Some(&big), Some(5), 1, Version::new(2, 3));
+        assert_eq!(r.value(), Some(&big[..]));
+        let v = r.value_bytes().unwrap();
+        assert_eq!(v.as_ptr(), big.as_ptr(), "the same buffer, not a copy");
+        assert_eq!(r.key(), b"k");
+        assert_eq!(r.expire_ms(), Some(5));
+        assert_eq!(r.version(), Version::new(2, 3));
+        let t = r.to_tombstone();
+        assert_eq!(t.value(), None);
+        drop(r);
+        assert_eq!(v.len(), SHARED_MIN, "the handle outlives the record");
+        let small = Bytes::from_static(b"small");
+        let s = Record::new_shared(b"k", Some(&small), None, 1, Version::new(2, 3));
+        assert_ne!(s.value_bytes().unwrap().as_ptr(), small.as_ptr());
     }
 
     #[test]

@@ -319,8 +319,9 @@ impl Shard {
 
     fn current(&self, hash: u64, key: &[u8], now_ms: u64) -> Option<Current> {
         let rec = self.table.get(hash, key)?;
-        rec.live_value(now_ms).map(|v| Current {
-            value: Bytes::copy_from_slice(v),
+        rec.live_value(now_ms)?;
+        Some(Current {
+            value: rec.value_bytes()?,
             expire_ms: rec.expire_ms(),
         })
     }
@@ -379,9 +380,9 @@ impl Shard {
                 }
                 _ => {}
             }
-            Some(Record::new(
+            Some(Record::new_shared(
                 key,
-                state.map(|c| &c.value[..]),
+                state.map(|c| &c.value),
                 state.and_then(|c| c.expire_ms),
                 start_ts,
                 version,

@@ -14,8 +14,8 @@ use elsa_lattice::Ts;
 fn entry_of(rec: &Record, key: Bytes) -> LogEntry {
     LogEntry {
         key,
-        state: rec.value().map(|v| Current {
-            value: Bytes::copy_from_slice(v),
+        state: rec.value_bytes().map(|value| Current {
+            value,
             expire_ms: rec.expire_ms(),
         }),
         start_ts: rec.start_ts,

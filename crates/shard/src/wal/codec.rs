@@ -123,6 +123,31 @@ pub fn encode_flush(out: &mut Vec<u8>, floor: Ts) {
     encode_frame(out, FLUSH_MARK, &floor.to_le_bytes());
 }
 
+/// Bytes of a frame before its entries: magic, length, checksum, count.
+pub const FRAME_HEAD: usize = HEADER + 4;
+
+/// Opens a frame at the end of `out`: its head is written by
+/// [`close_frame`] once the entries encoded after it are known, so
+/// entries are encoded once, in place (a big value is not copied twice).
+pub fn open_frame(out: &mut Vec<u8>) -> usize {
+    let at = out.len();
+    out.extend_from_slice(&[0; FRAME_HEAD]);
+    at
+}
+
+/// Closes the frame opened at `at` in `out`, holding `count` entries.
+pub fn close_frame(out: &mut [u8], at: usize, count: u32) {
+    let len = (out.len() - at - HEADER) as u32;
+    out[at + HEADER..at + FRAME_HEAD].copy_from_slice(&count.to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&len.to_le_bytes());
+    crc.update(&out[at + HEADER..]);
+    let crc = crc.finalize();
+    out[at..at + 4].copy_from_slice(&MAGIC.to_le_bytes());
+    out[at + 4..at + 8].copy_from_slice(&len.to_le_bytes());
+    out[at + 8..at + 12].copy_from_slice(&crc.to_le_bytes());
+}
+
 /// Wraps `count` encoded entries into a frame appended to `out`.
 pub fn encode_frame(out: &mut Vec<u8>, count: u32, entries: &[u8]) {
     let len = (4 + entries.len()) as u32;

@@ -120,7 +120,9 @@ pub struct WalStats {
 pub struct Wal {
     sink: Box<dyn LogSink>,
     policy: Fsync,
-    staged: Vec<u8>,
+    /// Where the frame of the message being handled starts in `buf`, and
+    /// how many lattices it holds so far (see [`codec::open_frame`]).
+    open: Option<usize>,
     staged_count: u32,
     buf: Vec<u8>,
     acks: Vec<Ack>,
@@ -259,7 +261,7 @@ impl Wal {
             syncer,
             sink,
             policy,
-            staged: Vec::new(),
+            open: None,
             staged_count: 0,
             buf: Vec::new(),
             acks: Vec::new(),
@@ -277,8 +279,11 @@ impl Wal {
 
     /// Adds one lattice to the record of the message being handled.
     pub fn stage(&mut self, key: &[u8], state: Option<&Current>, start_ts: Ts, version: Version) {
+        if self.open.is_none() {
+            self.open = Some(codec::open_frame(&mut self.buf));
+        }
         codec::encode_entry(
-            &mut self.staged,
+            &mut self.buf,
             codec::EntryRef::of(key, state, start_ts, version),
         );
         self.staged_count += 1;
@@ -298,9 +303,8 @@ impl Wal {
 
     /// Ends the message being handled: its staged lattices become one record.
     pub fn seal(&mut self) {
-        if self.staged_count > 0 {
-            codec::encode_frame(&mut self.buf, self.staged_count, &self.staged);
-            self.staged.clear();
+        if let Some(at) = self.open.take() {
+            codec::close_frame(&mut self.buf, at, self.staged_count);
             self.staged_count = 0;
             self.stats.records += 1;
         }
@@ -341,6 +345,8 @@ impl Wal {
     /// Writes (and under `always` syncs) every sealed record, then sends the
     /// replies that waited for them. On failure keeps both for a retry.
     pub fn flush(&mut self) {
+        // An open frame is never written half-made.
+        self.seal();
         if self.torn {
             if let Err(e) = self.sink.truncate(self.stats.segment_bytes) {
                 return self.fail("truncate after a failed write", e);
