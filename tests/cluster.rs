@@ -47,6 +47,8 @@ mod client;
 #[path = "isolation/workload.rs"]
 mod workload;
 
+#[path = "cluster/commits.rs"]
+mod commits;
 #[path = "cluster/converge.rs"]
 mod converge;
 #[path = "cluster/regions.rs"]

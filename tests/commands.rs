@@ -2,12 +2,46 @@
 //! against the real server process.
 
 mod common;
+// The differential test's raw RESP client: replies exactly as sent, types
+// included (the `redis` crate folds simple and bulk strings, verbatim…).
+#[allow(dead_code)]
+#[path = "differential/resp.rs"]
+mod resp;
 
 use std::collections::HashSet;
 use std::process::Command;
 
 use common::Elsa;
 use redis::{Commands, Value};
+use resp::Reply;
+
+fn raw(elsa: &Elsa) -> resp::Conn {
+    resp::Conn::connect(elsa.port).expect("connect")
+}
+
+/// Sends `line` (arguments separated by single spaces) and renders the reply
+/// as the differential test reports it: `+OK`, `-ERR …`, `:1`, `"bulk"`,
+/// `(nil bulk $-1)`, `[…]`, `=txt:…`.
+fn call(c: &mut resp::Conn, line: &str) -> String {
+    let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+    match c.call(&args) {
+        // In full: the report form clips long texts.
+        resp::Reply::Error(e) => format!("-{}", String::from_utf8_lossy(&e)),
+        r => r.to_string(),
+    }
+}
+
+/// Runs each `(request, expected reply)` in order on one connection; the
+/// expected replies are redis-server 7.0's.
+fn expect(c: &mut resp::Conn, script: &[(&str, &str)]) {
+    for (req, want) in script {
+        assert_eq!(call(c, req), *want, "{req}");
+    }
+}
+
+fn error(text: &str) -> Reply {
+    Reply::Error(text.as_bytes().to_vec())
+}
 
 #[test]
 fn strings_behave_like_redis() {
@@ -237,4 +271,365 @@ fn redis_cli_works_unchanged() {
         "COMMIT answers the commit timestamp: {text}"
     );
     assert_eq!(lines[4], "1");
+}
+
+// Regression tests for the differential findings against Redis 7.0.15
+// (/work/notes/differential-findings.md); every expected reply below was
+// checked against a real redis-server 7.0.
+
+#[test]
+fn ttl_rounds_to_the_nearest_second() {
+    let elsa = Elsa::start(&[]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("SET k v PX 100400", "+OK"),
+            ("TTL k", ":100"),
+            ("PSETEX p 100600 v", "+OK"),
+            ("TTL p", ":101"),
+            ("MULTI", "+OK"),
+            ("TTL k", "+QUEUED"),
+            ("EXEC", "[:100]"),
+        ],
+    );
+}
+
+#[test]
+fn set_accepts_repeated_options_and_refuses_conflicting_ones() {
+    let elsa = Elsa::start(&[]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("SET k v NX NX", "+OK"),
+            ("SET k v NX NX", "(nil bulk $-1)"),
+            ("SET nokey v XX XX", "(nil bulk $-1)"),
+            ("SET k w XX xx", "+OK"),
+            ("SET k v KEEPTTL KEEPTTL", "+OK"),
+            ("SET k v GET GET", "\"v\""),
+            ("SET k v EX 100 EX 200", "+OK"),
+            ("TTL k", ":200"),
+            ("SET k v EX abc EX 100", "+OK"),
+            ("TTL k", ":100"),
+            (
+                "SET k v XX XX PXAT abc",
+                "-ERR value is not an integer or out of range",
+            ),
+            ("SET k v NX XX", "-ERR syntax error"),
+            ("SET k v EX 100 PX 100", "-ERR syntax error"),
+            ("SET k v EX 100 KEEPTTL", "-ERR syntax error"),
+            ("SET k v KEEPTTL EXAT 100", "-ERR syntax error"),
+            ("SET k v EX 100 EX", "-ERR syntax error"),
+        ],
+    );
+    assert_eq!(
+        c.call(&[b"SET", b"k", b"v", b"NX", b"NX", b"PXAT", b" 100"]),
+        error("ERR value is not an integer or out of range"),
+    );
+    // Option names are C strings in Redis: a NUL ends them.
+    assert_eq!(
+        c.call(&[b"SET", b"k", b"v", b"NX\0junk"]),
+        Reply::NilBulk,
+        "NX\\0junk reads as NX"
+    );
+}
+
+#[test]
+fn set_checks_the_syntax_before_the_expiry_value() {
+    let elsa = Elsa::start(&[]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("SET k v EX 0100 NX XX", "-ERR syntax error"),
+            ("SET k v NX EX 9223372036854775 XX", "-ERR syntax error"),
+            (
+                "SET k v NX EX 9223372036854775",
+                "-ERR invalid expire time in 'set' command",
+            ),
+            ("SET k v EX 0", "-ERR invalid expire time in 'set' command"),
+        ],
+    );
+}
+
+#[test]
+fn expire_takes_nx_xx_gt_lt() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("EXPIRE nokey 100 NX", ":0"),
+            ("SET k v", "+OK"),
+            ("EXPIRE k 100 XX", ":0"),
+            ("EXPIRE k 100 GT", ":0"),
+            ("EXPIRE k 100 NX", ":1"),
+            ("TTL k", ":100"),
+            ("EXPIRE k 200 NX", ":0"),
+            ("EXPIRE k 200 XX", ":1"),
+            ("TTL k", ":200"),
+            ("PEXPIRE k 100000 GT", ":0"),
+            ("EXPIRE k 300 gt", ":1"),
+            ("TTL k", ":300"),
+            ("EXPIRE k 400 LT", ":0"),
+            ("EXPIRE k 50 XX LT", ":1"),
+            ("TTL k", ":50"),
+            ("EXPIRE k 40 XX GT", ":0"),
+            ("EXPIRE k -1 GT", ":0"),
+            ("EXISTS k", ":1"),
+            ("EXPIRE k -1 LT", ":1"),
+            ("EXISTS k", ":0"),
+            ("SET p v", "+OK"),
+            ("EXPIRE p 100 LT", ":1"),
+            ("TTL p", ":100"),
+            ("EXPIRE k 100 FOO", "-ERR Unsupported option FOO"),
+            ("EXPIRE k abc NX FOO", "-ERR Unsupported option FOO"),
+            (
+                "EXPIRE k 100 NX XX",
+                "-ERR NX and XX, GT or LT options at the same time are not compatible",
+            ),
+            (
+                "PEXPIREAT k 100 LT NX",
+                "-ERR NX and XX, GT or LT options at the same time are not compatible",
+            ),
+            (
+                "EXPIRE k 100 GT LT",
+                "-ERR GT and LT options at the same time are not compatible",
+            ),
+            (
+                "EXPIREAT k abc LT",
+                "-ERR value is not an integer or out of range",
+            ),
+            ("MULTI", "+OK"),
+            ("EXPIRE p 500 GT", "+QUEUED"),
+            ("EXPIRE p 50 NX", "+QUEUED"),
+            ("TTL p", "+QUEUED"),
+            ("EXEC", "[:1, :0, :500]"),
+        ],
+    );
+}
+
+#[test]
+fn expire_time_overflow_names_the_command() {
+    let elsa = Elsa::start(&[]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("SET k v", "+OK"),
+            (
+                "PEXPIRE k 9223372036854775807",
+                "-ERR invalid expire time in 'pexpire' command",
+            ),
+            (
+                "EXPIREAT k 9223372036854775807",
+                "-ERR invalid expire time in 'expireat' command",
+            ),
+            (
+                "EXPIRE k 9223372036854775807",
+                "-ERR invalid expire time in 'expire' command",
+            ),
+            ("PEXPIREAT k 9223372036854775807", ":1"),
+        ],
+    );
+}
+
+#[test]
+fn auth_and_hello_auth_without_requirepass_answer_as_redis() {
+    let elsa = Elsa::start(&[]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            (
+                "AUTH secret",
+                "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+            ),
+            ("AUTH default secret", "+OK"),
+            (
+                "AUTH DEFAULT secret",
+                "-WRONGPASS invalid username-password pair or user is disabled.",
+            ),
+            (
+                "AUTH someone secret",
+                "-WRONGPASS invalid username-password pair or user is disabled.",
+            ),
+            ("AUTH a b c", "-ERR syntax error"),
+            (
+                "HELLO 2 AUTH someone secret",
+                "-WRONGPASS invalid username-password pair or user is disabled.",
+            ),
+        ],
+    );
+    let hello = c.call(&[b"HELLO", b"2", b"AUTH", b"default", b"secret"]);
+    assert!(
+        matches!(&hello, Reply::Array(items) if items.len() == 14),
+        "HELLO 2 AUTH default <anything> answers the HELLO map: {hello}"
+    );
+}
+
+#[test]
+fn auth_with_requirepass_matches_the_default_user_exactly() {
+    let elsa = Elsa::start_with_password("pw");
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            (
+                "HELLO 3",
+                "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+            ),
+            (
+                "AUTH DEFAULT pw",
+                "-WRONGPASS invalid username-password pair or user is disabled.",
+            ),
+            (
+                "AUTH x",
+                "-WRONGPASS invalid username-password pair or user is disabled.",
+            ),
+            ("AUTH default pw", "+OK"),
+            ("AUTH pw", "+OK"),
+        ],
+    );
+}
+
+#[test]
+fn hello_config_command_errors_name_the_option() {
+    let elsa = Elsa::start(&[]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("HELLO 3 FOO", "-ERR Syntax error in HELLO option 'FOO'"),
+            (
+                "HELLO 2 AUTH default",
+                "-ERR Syntax error in HELLO option 'AUTH'",
+            ),
+            (
+                "HELLO 3 SETNAME",
+                "-ERR Syntax error in HELLO option 'SETNAME'",
+            ),
+            (
+                "HELLO 2 SETNAME x FOO",
+                "-ERR Syntax error in HELLO option 'FOO'",
+            ),
+            ("CLIENT GETNAME", "\"x\""),
+            (
+                "CONFIG FOO",
+                "-ERR unknown subcommand 'FOO'. Try CONFIG HELP.",
+            ),
+            (
+                "config foo",
+                "-ERR unknown subcommand 'foo'. Try CONFIG HELP.",
+            ),
+            (
+                "CONFIG GET",
+                "-ERR wrong number of arguments for 'config|get' command",
+            ),
+            (
+                "COMMAND FOO",
+                "-ERR unknown subcommand 'FOO'. Try COMMAND HELP.",
+            ),
+            (
+                "COMMAND COUNT x",
+                "-ERR wrong number of arguments for 'command|count' command",
+            ),
+            (
+                "CLIENT FOO",
+                "-ERR unknown subcommand 'FOO'. Try CLIENT HELP.",
+            ),
+            (
+                "CLIENT ID x",
+                "-ERR wrong number of arguments for 'client|id' command",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn unknown_command_lists_arguments_as_redis_does() {
+    let elsa = Elsa::start(&[]);
+    let mut c = raw(&elsa);
+    assert_eq!(
+        c.call(&[b"FOOBAR", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9"]),
+        error(
+            "ERR unknown command 'FOOBAR', with args beginning with: \
+             '1' '2' '3' '4' '5' '6' '7' '8' '9' "
+        ),
+        "every argument while the list is under 128 bytes"
+    );
+    assert_eq!(
+        c.call(&[b"GETX", b"b\0\r\n\xff", b"\0x"]),
+        error("ERR unknown command 'GETX', with args beginning with: 'b' '' "),
+        "arguments end at a NUL byte"
+    );
+    let b60 = [b'b'; 60];
+    assert_eq!(
+        c.call(&[b"GETX", &b60, &b60, &b60]),
+        error(&format!(
+            "ERR unknown command 'GETX', with args beginning with: '{0}' '{0}' 'bb' ",
+            "b".repeat(60)
+        )),
+        "the last argument is cut to what is left of 128 bytes"
+    );
+    assert_eq!(
+        c.call(&[&[b'N'; 140], b"x"]),
+        error(&format!(
+            "ERR unknown command '{}', with args beginning with: 'x' ",
+            "N".repeat(128)
+        )),
+    );
+    assert_eq!(
+        c.call(&[b"GETX", b"1\r2\n3"]),
+        error("ERR unknown command 'GETX', with args beginning with: '1 2 3' "),
+    );
+}
+
+#[test]
+fn scan_parses_the_cursor_like_strtoul() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("SET k v", "+OK"),
+            ("SCAN ", "[\"0\", [\"k\"]]"),
+            ("SCAN +0", "[\"0\", [\"k\"]]"),
+            ("SCAN 00", "[\"0\", [\"k\"]]"),
+            ("SCAN 18446744073709551615", "[\"0\", []]"),
+            ("SCAN -1", "[\"0\", []]"),
+            ("SCAN 1abc", "-ERR invalid cursor"),
+            ("SCAN 18446744073709551616", "-ERR invalid cursor"),
+            ("SCAN -", "-ERR invalid cursor"),
+            ("SCAN 1.5", "-ERR invalid cursor"),
+            ("SCAN abc COUNT 0", "-ERR invalid cursor"),
+            ("SCAN  COUNT 0", "-ERR syntax error"),
+            ("MULTI", "+OK"),
+            ("SCAN ", "+QUEUED"),
+            ("EXEC", "[[\"0\", [\"k\"]]]"),
+        ],
+    );
+    assert_eq!(c.call(&[b"SCAN", b" 0"]), error("ERR invalid cursor"));
+    assert_eq!(
+        c.call(&[b"SCAN", b"0\0junk"]).to_string(),
+        "[\"0\", [\"k\"]]",
+        "the cursor ends at a NUL byte"
+    );
+}
+
+#[test]
+fn client_info_is_a_verbatim_string_under_resp3() {
+    let elsa = Elsa::start(&[]);
+    let mut c = raw(&elsa);
+    let r = c.call(&[b"CLIENT", b"INFO"]);
+    assert!(matches!(r, Reply::Bulk(_)), "RESP2: bulk, got {r}");
+    assert!(matches!(c.call(&[b"HELLO", b"3"]), Reply::Map(_)));
+    for sub in [&b"INFO"[..], b"LIST"] {
+        let r = c.call(&[b"CLIENT", sub]);
+        assert!(
+            matches!(&r, Reply::Verbatim(fmt, text) if fmt == b"txt" && text.starts_with(b"id=")),
+            "RESP3: verbatim txt, got {r}"
+        );
+    }
 }

@@ -2,6 +2,10 @@
 //! what each isolation level lets through and what it stops.
 
 mod common;
+// The differential test's raw RESP client: replies exactly as sent.
+#[allow(dead_code)]
+#[path = "differential/resp.rs"]
+mod resp;
 
 use common::Elsa;
 use redis::{Connection, RedisResult, Value};
@@ -361,4 +365,159 @@ fn msetnx_is_validated_at_every_level() {
         assert_eq!(get(&mut a, &x).as_deref(), Some("a"));
         assert_eq!(get(&mut a, &y).as_deref(), Some("a"));
     }
+}
+
+/// Sends `line` (arguments separated by single spaces) on a raw connection
+/// and renders the reply as the differential test reports it.
+fn raw_call(c: &mut resp::Conn, line: &str) -> String {
+    let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+    match c.call(&args) {
+        // In full: the report form clips long texts.
+        resp::Reply::Error(e) => format!("-{}", String::from_utf8_lossy(&e)),
+        r => r.to_string(),
+    }
+}
+
+/// Runs each `(request, expected reply)` in order on one raw connection;
+/// the expected replies are redis-server 7.0's.
+fn expect(c: &mut resp::Conn, script: &[(&str, &str)]) {
+    for (req, want) in script {
+        assert_eq!(raw_call(c, req), *want, "{req}");
+    }
+}
+
+fn raw(elsa: &Elsa) -> resp::Conn {
+    resp::Conn::connect(elsa.port).expect("connect")
+}
+
+#[test]
+fn multi_queues_the_commands_redis_queues() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("SET a 1", "+OK"),
+            ("MULTI", "+OK"),
+            ("MSETNX a 2 b 3", "+QUEUED"),
+            ("MSETNX c 1 d 2", "+QUEUED"),
+            ("GET c", "+QUEUED"),
+            ("MSETNX c 1 d", "+QUEUED"),
+            ("UNWATCH", "+QUEUED"),
+            ("AUTH x", "+QUEUED"),
+            ("AUTH default x", "+QUEUED"),
+            ("CLIENT SETNAME t", "+QUEUED"),
+            ("CLIENT GETNAME", "+QUEUED"),
+            ("CONFIG RESETSTAT", "+QUEUED"),
+            (
+                "EXEC",
+                "[:0, :1, \"1\", -ERR wrong number of arguments for 'msetnx' command, +OK, \
+                 -ERR AUTH <password> called without any password configured for the default user. \
+                 Are you sure your configuration is correct?, +OK, +OK, \"t\", +OK]",
+            ),
+        ],
+    );
+    // Replies that describe the server: compared by type.
+    expect(&mut c, &[("MULTI", "+OK")]);
+    for q in ["HELLO 2", "COMMAND COUNT", "LASTSAVE", "CLIENT ID"] {
+        assert_eq!(raw_call(&mut c, q), "+QUEUED", "{q}");
+    }
+    let r = c.call(&[b"EXEC"]);
+    let resp::Reply::Array(items) = &r else {
+        panic!("EXEC: {r}");
+    };
+    let kinds: Vec<&str> = items.iter().map(|i| i.kind()).collect();
+    assert_eq!(kinds, ["array", "int", "int", "int"], "{r}");
+}
+
+#[test]
+fn multi_refuses_what_redis_refuses_with_its_texts() {
+    let elsa = Elsa::start(&[]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("MULTI", "+OK"),
+            ("SAVE", "-ERR Command not allowed inside a transaction"),
+            (
+                "EXEC",
+                "-EXECABORT Transaction discarded because of previous errors.",
+            ),
+            ("MULTI", "+OK"),
+            (
+                "CONFIG FOO",
+                "-ERR unknown subcommand 'FOO'. Try CONFIG HELP.",
+            ),
+            (
+                "EXEC",
+                "-EXECABORT Transaction discarded because of previous errors.",
+            ),
+            ("MULTI", "+OK"),
+            (
+                "CLIENT ID x",
+                "-ERR wrong number of arguments for 'client|id' command",
+            ),
+            (
+                "EXEC",
+                "-EXECABORT Transaction discarded because of previous errors.",
+            ),
+            // Refused without failing the transaction.
+            ("MULTI", "+OK"),
+            ("WATCH k", "-ERR WATCH inside MULTI is not allowed"),
+            ("MULTI", "-ERR MULTI calls can not be nested"),
+            ("SET a 2", "+QUEUED"),
+            ("EXEC", "[+OK]"),
+        ],
+    );
+}
+
+#[test]
+fn a_refused_exec_discards_the_transaction() {
+    let elsa = Elsa::start(&[]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("MULTI", "+OK"),
+            ("SET a 1", "+QUEUED"),
+            (
+                "EXEC x",
+                "-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command",
+            ),
+            ("EXEC", "-ERR EXEC without MULTI"),
+            ("GET a", "(nil bulk $-1)"),
+            // Outside MULTI too, and it drops the watches.
+            ("WATCH k", "+OK"),
+            ("SET k 1", "+OK"),
+            (
+                "EXEC x",
+                "-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command",
+            ),
+            ("MULTI", "+OK"),
+            ("EXEC", "[]"),
+            // DISCARD or MULTI with arguments only fail the transaction.
+            ("MULTI", "+OK"),
+            (
+                "DISCARD x",
+                "-ERR wrong number of arguments for 'discard' command",
+            ),
+            (
+                "EXEC",
+                "-EXECABORT Transaction discarded because of previous errors.",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn exec_before_auth_is_aborted_as_in_redis() {
+    let elsa = Elsa::start_with_password("pw");
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[(
+            "EXEC",
+            "-EXECABORT Transaction discarded because of: NOAUTH Authentication required.",
+        )],
+    );
 }

@@ -6,8 +6,15 @@
 //! inconsistencies); each level's assertion then filters that list through
 //! [`forbidden`]. Anomalies a level permits (G2-item everywhere; G-single,
 //! lost update and non-repeatable reads at RC) are reported, not asserted.
+//!
+//! Histories with pipelined lone commands are checked with process order
+//! as well ([`check_run`] with `session`): a client's operations, in the
+//! order it issued them, against `strong-session-serializable`; then
+//! [`forbidden_in_session`] adds the process variants of what the level
+//! forbids, and [`lone_only_cycles`] flags any cycle made of lone commands
+//! alone, whatever its kind.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use adya::{check, History, Opts, Report, Valid};
@@ -70,7 +77,104 @@ pub fn forbidden(level: Level, orders_trusted: bool) -> BTreeSet<String> {
     out
 }
 
-/// What adya found in one history.
+/// [`forbidden`], plus its cycle anomalies with process order in them
+/// (`G0-process`, `G1c-process`, above RC `G-single-process`…): for
+/// histories checked with process order.
+pub fn forbidden_in_session(level: Level, orders_trusted: bool) -> BTreeSet<String> {
+    let mut out = forbidden(level, orders_trusted);
+    if orders_trusted {
+        let mut base = vec![
+            "G0-process",
+            "G1c-process",
+            "strong-session-PL-1-cycle-exists",
+            "strong-session-PL-2-cycle-exists",
+        ];
+        if level != Level::Rc {
+            base.push("G-single-process");
+        }
+        out.extend(adya::model::implying(&base));
+    }
+    out
+}
+
+/// Cycles adya reported whose every transaction is a lone command (by
+/// completion index): lone commands each take effect at one moment, in
+/// their client's order, so any such cycle — write skew shapes included —
+/// means a pipeline did not behave as its commands run one at a time.
+pub fn lone_only_cycles(report: &Report, lone: &HashSet<u64>) -> Vec<String> {
+    report
+        .anomalies
+        .iter()
+        .filter(|(kind, _)| kind.starts_with('G'))
+        .flat_map(|(kind, list)| list.iter().map(move |a| (kind, a)))
+        .filter(|(_, a)| !a.ops.is_empty() && a.ops.iter().all(|i| lone.contains(i)))
+        .map(|(kind, a)| {
+            format!(
+                "--- {kind} among lone commands only (ops {:?})\n{}",
+                a.ops,
+                a.explanation.trim_end()
+            )
+        })
+        .collect()
+}
+
+/// How [`check_run`] checks a history.
+#[derive(Clone, Debug, Default)]
+pub struct Checks {
+    /// Add process order: `strong-session-serializable` instead of
+    /// `serializable`.
+    pub session: bool,
+    /// Also check `strict-serializable` (real-time order), for the
+    /// write-up; off when the history's real-time order is not honest.
+    pub strict: bool,
+    /// rw-register: Elsa's commit timestamps as the version order (only
+    /// when every committed transaction has one).
+    pub commit_ts: Option<HashMap<u64, i64>>,
+}
+
+/// What adya found in one history, by [`check_run`].
+pub struct CheckedRun {
+    /// Every anomaly type adya can name (with process order if asked).
+    pub all: Report,
+    pub strict: Option<Report>,
+    pub by_commit_ts: Option<Report>,
+}
+
+/// Parses and checks `history` as `checks` says.
+pub fn check_run(history: &str, workload: Workload, checks: Checks) -> CheckedRun {
+    let h = History::from_json(history)
+        .unwrap_or_else(|e| panic!("adya cannot parse our history: {e}"));
+    let model = if checks.session {
+        "strong-session-serializable"
+    } else {
+        "serializable"
+    };
+    let all = check(&h, workload.adya(), &opts(model, workload));
+    let strict = checks
+        .strict
+        .then(|| check(&h, workload.adya(), &opts("strict-serializable", workload)));
+    let by_commit_ts = match (workload, checks.commit_ts) {
+        (Workload::RwRegister, Some(order)) => Some(check(
+            &h,
+            workload.adya(),
+            &Opts {
+                transaction_order: Some(order),
+                ..opts("serializable", workload)
+            },
+        )),
+        _ => None,
+    };
+    CheckedRun {
+        all,
+        strict,
+        by_commit_ts,
+    }
+}
+
+/// What adya found in one history, by [`check_history`] (the form
+/// `tests/cluster/spread.rs` reads; the fields it alone reads are allowed
+/// to go unread here).
+#[allow(dead_code)]
 pub struct Checked {
     /// Checked against `serializable`: every anomaly type adya can name.
     pub all: Report,
@@ -96,36 +200,36 @@ fn opts(model: &str, workload: Workload) -> Opts {
 
 /// Parses and checks `history`. `commit_ts` maps completion indices of
 /// committed transactions to their commit timestamps, when known for all.
+/// ([`check_run`] with real time and without process order.)
 pub fn check_history(
     history: &str,
     workload: Workload,
     commit_ts: Option<HashMap<u64, i64>>,
 ) -> Checked {
-    let h = History::from_json(history)
-        .unwrap_or_else(|e| panic!("adya cannot parse our history: {e}"));
-    let all = check(&h, workload.adya(), &opts("serializable", workload));
-    let strict = check(&h, workload.adya(), &opts("strict-serializable", workload));
-    let by_commit_ts = match (workload, commit_ts) {
-        (Workload::RwRegister, Some(order)) => Some(check(
-            &h,
-            workload.adya(),
-            &Opts {
-                transaction_order: Some(order),
-                ..opts("serializable", workload)
-            },
-        )),
-        _ => None,
-    };
+    let run = check_run(
+        history,
+        workload,
+        Checks {
+            session: false,
+            strict: true,
+            commit_ts,
+        },
+    );
     Checked {
-        all,
-        strict,
-        by_commit_ts,
+        all: run.all,
+        strict: run.strict.expect("asked for"),
+        by_commit_ts: run.by_commit_ts,
     }
 }
 
 /// The anomaly types in `report` that `level` forbids (see [`forbidden`]).
 pub fn violations(report: &Report, level: Level, orders_trusted: bool) -> Vec<String> {
-    let forbidden = forbidden(level, orders_trusted);
+    violations_of(report, &forbidden(level, orders_trusted))
+}
+
+/// The anomaly types in `report` that are in `forbidden`, or
+/// `unknown-verdict` if adya could not decide.
+pub fn violations_of(report: &Report, forbidden: &BTreeSet<String>) -> Vec<String> {
     let mut out: Vec<String> = report
         .anomaly_types
         .iter()

@@ -1,8 +1,16 @@
 //! Runs one generated transaction against a live Elsa: either Elsa's own
 //! interactive form (`BEGIN RC|RR|SI` … `COMMIT`) or Redis's optimistic form
-//! (`WATCH` + `GET`, then `MULTI` … `EXEC`), and says how it ended.
+//! (`WATCH` + `GET`, then `MULTI` … `EXEC`), and says how it ended — or a
+//! pipeline of lone commands, and how each of them ended.
+//!
+//! [`run_with`] adds what the edge-case runs need ([`Extras`]): read-only
+//! admin commands queued inside MULTI between the data commands, TTL riders
+//! (`SET … PX`, `PEXPIRE`), and a pause before the commit so TTLs run out
+//! meanwhile; it notes what a history cannot hold ([`Trace`]).
 
-use redis::{Connection, RedisError, Value};
+use std::time::{Duration, Instant};
+
+use redis::{Connection, ConnectionLike, RedisError, Value};
 
 use crate::workload::{redis_key, Mop, Seen, Workload};
 
@@ -64,6 +72,10 @@ impl From<RedisError> for StepError {
 }
 
 impl StepError {
+    fn is_io(&self) -> bool {
+        matches!(self, StepError::Io(_))
+    }
+
     fn message(self) -> String {
         match self {
             StepError::Conflict => "unexpected CONFLICT before COMMIT".into(),
@@ -156,33 +168,208 @@ fn check_write(m: &Mop, v: Value) -> Result<(), StepError> {
     }
 }
 
+/// A read-only admin command, queued inside MULTI or pipelined between
+/// lone commands; its answer must not depend on (or disturb) the data
+/// commands around it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admin {
+    Ping,
+    /// `ECHO <token>`: the answer must be the token.
+    Echo(u64),
+    Dbsize,
+    Time,
+}
+
+impl Admin {
+    /// One of the four, at random.
+    pub fn random(rng: &mut impl rand::Rng) -> Admin {
+        match rng.gen_range(0..4) {
+            0 => Admin::Ping,
+            1 => Admin::Echo(rng.gen()),
+            2 => Admin::Dbsize,
+            _ => Admin::Time,
+        }
+    }
+
+    fn cmd(&self) -> redis::Cmd {
+        match self {
+            Admin::Ping => redis::cmd("PING"),
+            Admin::Echo(token) => {
+                let mut c = redis::cmd("ECHO");
+                c.arg(format!("echo-{token}"));
+                c
+            }
+            Admin::Dbsize => redis::cmd("DBSIZE"),
+            Admin::Time => redis::cmd("TIME"),
+        }
+    }
+
+    /// Checks the answer's shape: `+PONG`, the echoed token, a count, and
+    /// `[seconds, microseconds]`.
+    fn check(&self, v: Value) -> Result<(), StepError> {
+        let ok = match (self, &v) {
+            (Admin::Ping, Value::SimpleString(s)) => s == "PONG",
+            (Admin::Echo(token), Value::BulkString(b)) => *b == format!("echo-{token}").as_bytes(),
+            (Admin::Dbsize, Value::Int(n)) => *n >= 0,
+            (Admin::Time, Value::Array(parts)) => {
+                parts.len() == 2
+                    && parts.iter().all(|p| {
+                        matches!(p, Value::BulkString(b)
+                            if std::str::from_utf8(b).is_ok_and(|t| t.parse::<u64>().is_ok()))
+                    })
+            }
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(StepError::Reply(format!("{self:?} answered {v:?}")))
+        }
+    }
+}
+
+/// Where in a queue an admin command goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// After every queued command.
+    Last,
+    /// Before the queued command at this position (modulo the queue's
+    /// length plus one, so any number is valid).
+    Anywhere(usize),
+}
+
+impl Slot {
+    /// The index to insert at in a queue of `len`.
+    fn index(self, len: usize) -> usize {
+        match self {
+            Slot::Last => len,
+            Slot::Anywhere(at) => at % (len + 1),
+        }
+    }
+}
+
+/// What [`run_with`] adds to a plain transaction.
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    /// WATCH only: admin commands to queue inside MULTI, where [`Slot`]
+    /// says.
+    pub admin: Vec<(Slot, Admin)>,
+    /// TTL riders, one per micro-op (or empty): `Some(ms)` on a write sends
+    /// `SET k v PX ms`, on a read `PEXPIRE k ms` right after the read (in
+    /// MULTI, first thing, for reads made before it).
+    pub ttl: Vec<Option<u64>>,
+    /// Pause after the reads before the commit (WATCH: before MULTI), so
+    /// TTLs of what was read can run out meanwhile.
+    pub linger: Duration,
+}
+
+/// What a run saw that a history cannot hold.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    /// When `COMMIT` or `EXEC` was sent: a committed transaction's reads
+    /// were all still current when it ran, which is after this.
+    pub commit_sent: Option<Instant>,
+    /// `PEXPIRE` answers: (micro-op index of the read it follows, whether
+    /// the key existed).
+    pub expired: Vec<(usize, bool)>,
+}
+
 /// Runs `txn` once at `level`, filling in what its reads saw. The caller
 /// should reconnect after `Rejected` or `Unknown`: the connection's state is
 /// then not known.
 pub fn run(con: &mut Connection, level: Level, workload: Workload, txn: &mut [Mop]) -> Outcome {
+    run_with(
+        con,
+        level,
+        workload,
+        txn,
+        &Extras::default(),
+        &mut Trace::default(),
+    )
+}
+
+/// [`run`] with `extras`, noting what happened in `trace`.
+pub fn run_with(
+    con: &mut Connection,
+    level: Level,
+    workload: Workload,
+    txn: &mut [Mop],
+    extras: &Extras,
+    trace: &mut Trace,
+) -> Outcome {
     match level {
-        Level::Watch => run_watch(con, workload, txn),
-        _ => run_begin(con, level, workload, txn),
+        Level::Watch => run_watch(con, workload, txn, extras, trace),
+        _ => run_begin(con, level, workload, txn, extras, trace),
     }
 }
 
-fn run_begin(con: &mut Connection, level: Level, workload: Workload, txn: &mut [Mop]) -> Outcome {
-    let body = |con: &mut Connection, txn: &mut [Mop]| -> Result<(), StepError> {
+fn ttl_of(extras: &Extras, i: usize) -> Option<u64> {
+    extras.ttl.get(i).copied().flatten()
+}
+
+/// `PEXPIRE k ms`.
+fn pexpire_cmd(key: u64, ms: u64) -> redis::Cmd {
+    let mut c = redis::cmd("PEXPIRE");
+    c.arg(redis_key(key)).arg(ms);
+    c
+}
+
+/// A PEXPIRE answer: whether the key existed.
+fn decode_pexpire(v: Value) -> Result<bool, StepError> {
+    match v {
+        Value::Int(1) => Ok(true),
+        Value::Int(0) => Ok(false),
+        other => Err(StepError::Reply(format!("PEXPIRE answered {other:?}"))),
+    }
+}
+
+/// The command for write micro-op `m`, with its TTL rider if any.
+fn write_cmd_ttl(m: &Mop, ttl: Option<u64>) -> redis::Cmd {
+    let mut c = write_cmd(m);
+    if let Some(ms) = ttl {
+        assert!(matches!(m, Mop::Write { .. }), "TTLs ride on SET only");
+        c.arg("PX").arg(ms);
+    }
+    c
+}
+
+fn run_begin(
+    con: &mut Connection,
+    level: Level,
+    workload: Workload,
+    txn: &mut [Mop],
+    extras: &Extras,
+    trace: &mut Trace,
+) -> Outcome {
+    let mut body = |con: &mut Connection, txn: &mut [Mop]| -> Result<(), StepError> {
         expect_status(query(con, redis::cmd("BEGIN").arg(level.name()))?, "OK")?;
-        for m in txn.iter_mut() {
+        for (i, m) in txn.iter_mut().enumerate() {
+            let ttl = ttl_of(extras, i);
             if let Mop::Read { key, seen } = m {
                 *seen = Some(decode(workload, *key, query(con, &get_cmd(*key))?)?);
+                if let Some(ms) = ttl {
+                    let existed = decode_pexpire(query(con, &pexpire_cmd(*key, ms))?)?;
+                    trace.expired.push((i, existed));
+                }
             } else {
-                let v = query(con, &write_cmd(m))?;
+                let v = query(con, &write_cmd_ttl(m, ttl))?;
                 check_write(m, v)?;
             }
         }
         Ok(())
     };
     if let Err(e) = body(con, txn) {
-        let _ = redis::cmd("ABORT").query::<Value>(con);
+        // On a broken connection ABORT would only wait out its timeout;
+        // the caller reconnects, which drops the transaction anyway.
+        if !e.is_io() {
+            let _ = redis::cmd("ABORT").query::<Value>(con);
+        }
         return Outcome::Rejected(e.message());
     }
+    if !extras.linger.is_zero() {
+        std::thread::sleep(extras.linger);
+    }
+    trace.commit_sent = Some(Instant::now());
     match redis::cmd("COMMIT")
         .query::<Value>(con)
         .map_err(StepError::from)
@@ -194,8 +381,39 @@ fn run_begin(con: &mut Connection, level: Level, workload: Workload, txn: &mut [
     }
 }
 
-fn run_watch(con: &mut Connection, workload: Workload, txn: &mut [Mop]) -> Outcome {
+/// One command queued inside MULTI.
+enum Queued {
+    /// Micro-op `i` of the transaction.
+    Mop(usize),
+    /// `PEXPIRE` rider of read `i`.
+    Expire(usize),
+    Admin(Admin),
+}
+
+fn run_watch(
+    con: &mut Connection,
+    workload: Workload,
+    txn: &mut [Mop],
+    extras: &Extras,
+    trace: &mut Trace,
+) -> Outcome {
     let split = txn.iter().position(Mop::is_write).unwrap_or(txn.len());
+    // What MULTI queues, in order: the riders of the reads made before it,
+    // then the rest of the transaction (each read's rider right after it),
+    // with the admin commands slotted in between.
+    let mut queue: Vec<Queued> = (0..split)
+        .filter(|&i| ttl_of(extras, i).is_some())
+        .map(Queued::Expire)
+        .collect();
+    for (i, m) in txn.iter().enumerate().skip(split) {
+        queue.push(Queued::Mop(i));
+        if !m.is_write() && ttl_of(extras, i).is_some() {
+            queue.push(Queued::Expire(i));
+        }
+    }
+    for (slot, admin) in &extras.admin {
+        queue.insert(slot.index(queue.len()), Queued::Admin(admin.clone()));
+    }
     let before = |con: &mut Connection, txn: &mut [Mop]| -> Result<(), StepError> {
         let mut watched: Vec<String> = txn[..split].iter().map(|m| redis_key(m.key())).collect();
         watched.sort();
@@ -208,22 +426,34 @@ fn run_watch(con: &mut Connection, workload: Workload, txn: &mut [Mop]) -> Outco
                 *seen = Some(decode(workload, *key, query(con, &get_cmd(*key))?)?);
             }
         }
+        if !extras.linger.is_zero() {
+            std::thread::sleep(extras.linger);
+        }
         expect_status(query(con, &redis::cmd("MULTI"))?, "OK")?;
-        for m in &txn[split..] {
-            let cmd = match m {
-                Mop::Read { key, .. } => get_cmd(*key),
-                _ => write_cmd(m),
+        for q in &queue {
+            let cmd = match q {
+                Queued::Mop(i) => match &txn[*i] {
+                    Mop::Read { key, .. } => get_cmd(*key),
+                    m => write_cmd_ttl(m, ttl_of(extras, *i)),
+                },
+                Queued::Expire(i) => {
+                    pexpire_cmd(txn[*i].key(), ttl_of(extras, *i).expect("a rider"))
+                }
+                Queued::Admin(a) => a.cmd(),
             };
             expect_status(query(con, &cmd)?, "QUEUED")?;
         }
         Ok(())
     };
     if let Err(e) = before(con, txn) {
-        // Ends MULTI if it began, and drops the watches either way.
-        let _ = redis::cmd("DISCARD").query::<Value>(con);
-        let _ = redis::cmd("UNWATCH").query::<Value>(con);
+        if !e.is_io() {
+            // Ends MULTI if it began, and drops the watches either way.
+            let _ = redis::cmd("DISCARD").query::<Value>(con);
+            let _ = redis::cmd("UNWATCH").query::<Value>(con);
+        }
         return Outcome::Rejected(e.message());
     }
+    trace.commit_sent = Some(Instant::now());
     let answers = match redis::cmd("EXEC")
         .query::<Value>(con)
         .map_err(StepError::from)
@@ -233,17 +463,23 @@ fn run_watch(con: &mut Connection, workload: Workload, txn: &mut [Mop]) -> Outco
         Ok(other) => return Outcome::Unknown(format!("EXEC answered {other:?}")),
         Err(e) => return Outcome::Unknown(format!("EXEC: {}", e.message())),
     };
-    if answers.len() != txn.len() - split {
+    // One reply per queued command, in the order queued (admin commands
+    // included): anything else and the replies cannot be matched up.
+    if answers.len() != queue.len() {
         return Outcome::Unknown(format!(
-            "EXEC answered {} replies for {} commands",
+            "EXEC answered {} replies for {} queued commands",
             answers.len(),
-            txn.len() - split
+            queue.len()
         ));
     }
-    for (m, v) in txn[split..].iter_mut().zip(answers) {
-        let step = match m {
-            Mop::Read { key, seen } => decode(workload, *key, v).map(|s| *seen = Some(s)),
-            _ => check_write(m, v),
+    for (q, v) in queue.iter().zip(answers) {
+        let step = match q {
+            Queued::Mop(i) => match &mut txn[*i] {
+                Mop::Read { key, seen } => decode(workload, *key, v).map(|s| *seen = Some(s)),
+                m => check_write(m, v),
+            },
+            Queued::Expire(i) => decode_pexpire(v).map(|existed| trace.expired.push((*i, existed))),
+            Queued::Admin(a) => a.check(v),
         };
         if let Err(e) = step {
             // EXEC ran: the transaction committed, but a reply is wrong.
@@ -251,4 +487,92 @@ fn run_watch(con: &mut Connection, workload: Workload, txn: &mut [Mop]) -> Outco
         }
     }
     Outcome::Committed(None)
+}
+
+/// How one lone command of a pipeline ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lone {
+    /// Answered as expected (a read's `seen` is filled in).
+    Done,
+    /// Certainly had no effect: a read that got no usable answer (a read
+    /// changes nothing, whatever happened to it).
+    Failed(String),
+    /// A write with an error or no answer: it may have run.
+    Unknown(String),
+}
+
+/// Sends `ops` as one pipeline of lone commands (no MULTI), with `admin`
+/// commands slotted in, and reads every reply. One outcome per op, in order;
+/// the second value lists wrong admin answers. The caller should reconnect
+/// if any op is not `Done`.
+pub fn run_pipeline(
+    con: &mut Connection,
+    workload: Workload,
+    ops: &mut [Mop],
+    admin: &[(Slot, Admin)],
+) -> (Vec<Lone>, Vec<String>) {
+    // None = the op at that index; Some = an admin command.
+    let mut order: Vec<(usize, Option<Admin>)> = (0..ops.len()).map(|i| (i, None)).collect();
+    for (slot, a) in admin {
+        order.insert(slot.index(order.len()), (usize::MAX, Some(a.clone())));
+    }
+    let mut pipe = redis::pipe();
+    for (i, a) in &order {
+        match a {
+            Some(a) => pipe.add_command(a.cmd()),
+            None => match &ops[*i] {
+                Mop::Read { key, .. } => pipe.add_command(get_cmd(*key)),
+                m => pipe.add_command(write_cmd(m)),
+            },
+        };
+    }
+    // `req_packed_commands` keeps each error reply in its place, where
+    // `Pipeline::query` would turn the first into an error for all.
+    let replies = match con.req_packed_commands(&pipe.get_packed_pipeline(), 0, order.len()) {
+        Ok(r) if r.len() == order.len() => r,
+        Ok(r) => {
+            let why = format!("{} replies for {} commands", r.len(), order.len());
+            return (no_answer(ops, &why), Vec::new());
+        }
+        Err(e) => return (no_answer(ops, &format!("connection: {e}")), Vec::new()),
+    };
+    let mut out = vec![Lone::Done; ops.len()];
+    let mut wrong = Vec::new();
+    for ((i, a), v) in order.into_iter().zip(replies) {
+        if let Some(a) = a {
+            if let Err(e) = a.check(v) {
+                wrong.push(format!("pipelined {}", e.message()));
+            }
+            continue;
+        }
+        out[i] = match &mut ops[i] {
+            Mop::Read { key, seen } => match decode(workload, *key, v) {
+                Ok(s) => {
+                    *seen = Some(s);
+                    Lone::Done
+                }
+                Err(e) => Lone::Failed(e.message()),
+            },
+            m => match check_write(m, v) {
+                Ok(()) => Lone::Done,
+                // An error reply may say it did not run (TRYAGAIN), or that
+                // its outcome is unknown; either way, maybe.
+                Err(e) => Lone::Unknown(e.message()),
+            },
+        };
+    }
+    (out, wrong)
+}
+
+/// Every op of a pipeline that got no answers at all.
+fn no_answer(ops: &[Mop], why: &str) -> Vec<Lone> {
+    ops.iter()
+        .map(|m| {
+            if m.is_write() {
+                Lone::Unknown(why.to_string())
+            } else {
+                Lone::Failed(why.to_string())
+            }
+        })
+        .collect()
 }

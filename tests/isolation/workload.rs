@@ -1,6 +1,11 @@
 //! What the isolation harness asks for and how it writes it down: random
 //! transactions over a small, rotating pool of hot keys, and the history in
 //! the JSON-lines format Elle and `adya` read.
+//!
+//! Besides whole transactions the pool hands out runs of lone micro-ops
+//! (for pipelines) and, for the TTL runs, transactions whose micro-ops may
+//! carry a TTL rider; see [`KeyPool::ttl_txn`] for the rule that keeps
+//! expiry checkable (one TTL per key, ever).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -79,6 +84,15 @@ impl Mop {
     }
 }
 
+/// rw-register value recorded for a read that found its key gone in a TTL
+/// run (where every key starts at 0, so only an expiry can make one vanish;
+/// see `tests/isolation/ttl.rs`). Far above any value [`KeyPool`] hands out.
+pub const EXPIRED: u64 = 999_999_999;
+
+/// TTL runs: range of the TTLs given, in milliseconds (`SET … PX`,
+/// `PEXPIRE`).
+pub const TTL_MS: std::ops::RangeInclusive<u64> = 50..=500;
+
 /// The Redis key holding history key `k`.
 pub fn redis_key(k: u64) -> String {
     format!("k{k}")
@@ -94,6 +108,10 @@ pub struct KeyPool {
     /// Writes handed out per key so far; the next value is this plus one.
     written: HashMap<u64, u64>,
     max_writes: u64,
+    /// TTL runs: keys that got their TTL and take no more writes, newest
+    /// last; still read (that is where expiry shows), at most as many as
+    /// there are hot keys.
+    dying: Vec<u64>,
 }
 
 impl KeyPool {
@@ -103,7 +121,15 @@ impl KeyPool {
             next_key: hot_keys as u64,
             written: HashMap::new(),
             max_writes,
+            dying: Vec::new(),
         }
+    }
+
+    /// The most keys a pool of `hot_keys` can hand out over `txns` calls of
+    /// [`KeyPool::txn`] or [`KeyPool::ttl_txn`] (at most four retirements
+    /// per transaction).
+    pub fn key_bound(hot_keys: usize, txns: usize) -> u64 {
+        (hot_keys + 4 * txns) as u64
     }
 
     /// Every key ever handed out.
@@ -114,6 +140,12 @@ impl KeyPool {
     /// A random transaction of 1–4 micro-ops, half reads, half writes.
     pub fn txn(&mut self, rng: &mut impl Rng, workload: Workload) -> Vec<Mop> {
         let n = rng.gen_range(1..=4);
+        self.mops(rng, workload, n)
+    }
+
+    /// `n` random micro-ops, half reads, half writes: the lone commands of
+    /// a pipeline, or a transaction's body.
+    pub fn mops(&mut self, rng: &mut impl Rng, workload: Workload, n: usize) -> Vec<Mop> {
         (0..n)
             .map(|_| {
                 let slot = rng.gen_range(0..self.active.len());
@@ -121,12 +153,9 @@ impl KeyPool {
                 if rng.gen_bool(0.5) {
                     return Mop::Read { key, seen: None };
                 }
-                let count = self.written.entry(key).or_insert(0);
-                *count += 1;
-                let value = *count;
-                if *count >= self.max_writes {
-                    self.active[slot] = self.next_key;
-                    self.next_key += 1;
+                let value = self.next_value(key);
+                if value >= self.max_writes {
+                    self.replace(slot);
                 }
                 match workload {
                     Workload::ListAppend => Mop::Append { key, value },
@@ -134,6 +163,96 @@ impl KeyPool {
                 }
             })
             .collect()
+    }
+
+    /// The next unique value of `key`.
+    fn next_value(&mut self, key: u64) -> u64 {
+        let count = self.written.entry(key).or_insert(0);
+        *count += 1;
+        *count
+    }
+
+    /// Retires the hot key in `slot`; a fresh key takes its place.
+    fn replace(&mut self, slot: usize) {
+        self.active[slot] = self.next_key;
+        self.next_key += 1;
+    }
+
+    /// TTL runs (rw-register): a random transaction of 1–4 micro-ops and
+    /// their TTL riders — `Some(ms)` on a write means `SET k v PX ms`, on a
+    /// read `PEXPIRE k ms` right after it. A quarter of the writes and a
+    /// sixth of the reads of hot keys carry one.
+    ///
+    /// The rule that keeps expiry checkable: a key gets a TTL at most once,
+    /// ever. The key then leaves the hot pool (no more writes are handed
+    /// out for it, so none clears the TTL) and joins the dying keys, which
+    /// reads keep visiting. So a key vanishes at most once, and every read
+    /// of a vanished key sees the same state, which the history records as
+    /// the value [`EXPIRED`]. A transaction never reads a key after giving
+    /// it a TTL itself (whether its own buffered write may expire before
+    /// its commit is not what these runs test).
+    pub fn ttl_txn(&mut self, rng: &mut impl Rng) -> (Vec<Mop>, Vec<Option<u64>>) {
+        let n = rng.gen_range(1..=4);
+        let mut mops = Vec::with_capacity(n);
+        let mut ttls = Vec::with_capacity(n);
+        let mut doomed_here: Vec<u64> = Vec::new();
+        for _ in 0..n {
+            if rng.gen_bool(0.5) {
+                let dying = !self.dying.is_empty() && rng.gen_bool(0.4);
+                let (key, slot) = if dying {
+                    (self.dying[rng.gen_range(0..self.dying.len())], None)
+                } else {
+                    let slot = rng.gen_range(0..self.active.len());
+                    (self.active[slot], Some(slot))
+                };
+                if doomed_here.contains(&key) {
+                    continue;
+                }
+                let ttl = match slot {
+                    Some(slot) if rng.gen_bool(1.0 / 6.0) => {
+                        self.doom(slot);
+                        doomed_here.push(key);
+                        Some(rng.gen_range(TTL_MS))
+                    }
+                    _ => None,
+                };
+                mops.push(Mop::Read { key, seen: None });
+                ttls.push(ttl);
+            } else {
+                let slot = rng.gen_range(0..self.active.len());
+                let key = self.active[slot];
+                let value = self.next_value(key);
+                let ttl = if rng.gen_bool(0.25) {
+                    self.doom(slot);
+                    doomed_here.push(key);
+                    Some(rng.gen_range(TTL_MS))
+                } else {
+                    if value >= self.max_writes {
+                        self.replace(slot);
+                    }
+                    None
+                };
+                mops.push(Mop::Write { key, value });
+                ttls.push(ttl);
+            }
+        }
+        if mops.is_empty() {
+            // Every pick was a key this transaction had doomed: read a hot one.
+            let key = self.active[rng.gen_range(0..self.active.len())];
+            mops.push(Mop::Read { key, seen: None });
+            ttls.push(None);
+        }
+        (mops, ttls)
+    }
+
+    /// The hot key in `slot` gets its TTL: it moves to the dying keys.
+    fn doom(&mut self, slot: usize) {
+        let key = self.active[slot];
+        self.replace(slot);
+        self.dying.push(key);
+        if self.dying.len() > self.active.len() {
+            self.dying.remove(0);
+        }
     }
 }
 
@@ -184,7 +303,7 @@ impl Default for Recorder {
 }
 
 impl Recorder {
-    fn push(&self, process: u64, kind: &str, txn: &[Mop], ts: Option<i64>) {
+    fn push(&self, process: u64, kind: &str, txn: &[Mop], ts: Option<i64>) -> u64 {
         let time = self.start.elapsed().as_nanos() as u64;
         let value: Vec<Json> = txn.iter().map(Mop::to_json).collect();
         let mut inner = self.inner.lock().expect("recorder lock");
@@ -197,6 +316,7 @@ impl Recorder {
         if let Some(ts) = ts {
             inner.commit_ts.insert(index, ts);
         }
+        index
     }
 
     /// Records that `process` is about to run `txn` (reads not yet known).
@@ -205,9 +325,10 @@ impl Recorder {
     }
 
     /// Records how `process`'s transaction ended, with what its reads saw
-    /// and, when known, its commit timestamp.
-    pub fn complete(&self, process: u64, kind: Kind, txn: &[Mop], commit_ts: Option<i64>) {
-        self.push(process, kind.name(), txn, commit_ts);
+    /// and, when known, its commit timestamp; returns the completion's
+    /// index in the history (what adya's reports name it by).
+    pub fn complete(&self, process: u64, kind: Kind, txn: &[Mop], commit_ts: Option<i64>) -> u64 {
+        self.push(process, kind.name(), txn, commit_ts)
     }
 
     /// The history as JSON lines, and the commit timestamps seen.

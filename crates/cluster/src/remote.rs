@@ -5,9 +5,8 @@
 
 use bytes::Bytes;
 use elsa_lattice::Version;
-use elsa_shard::ops::{ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_TOO_BIG};
+use elsa_shard::ops::{ExpireCond, ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_TOO_BIG};
 use elsa_shard::shard::{ERR_UNCONFIRMED, ERR_WAL};
-use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::{
     AckLevel, BatchMode, Check, CommitRequest, Current, Expect, Expiry, HashedKey, HoldMode, KeyOp,
     Op, OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
@@ -105,7 +104,7 @@ pub struct ReplyMsg {
 }
 
 /// A forwarded request. `kind`: 1 batch, 2 read, 3 commit, 4 prepare,
-/// 5 log, 6 install, 7 release, 8 exec.
+/// 5 shadow holds, 6 install, 7 release, 8 exec.
 #[derive(Clone, PartialEq, Message)]
 pub struct Call {
     #[prost(uint32, tag = "1")]
@@ -136,6 +135,29 @@ pub struct Call {
     /// Acknowledgement level: 0 local, 1 region, 2 all.
     #[prost(uint32, tag = "13")]
     pub ack: u32,
+    /// An install's version origin (the coordinator's node).
+    #[prost(uint32, tag = "14")]
+    pub origin: u32,
+}
+
+fn holds_of(holds: Vec<HoldMsg>) -> Vec<(HashedKey, HoldMode)> {
+    holds
+        .into_iter()
+        .map(|h| {
+            let mode = if h.write {
+                HoldMode::Write
+            } else {
+                HoldMode::Read
+            };
+            (
+                HashedKey {
+                    key: h.key,
+                    hash: h.hash,
+                },
+                mode,
+            )
+        })
+        .collect()
 }
 
 fn ack_code(a: AckLevel) -> u32 {
@@ -218,8 +240,23 @@ fn op_msg(k: &KeyOp) -> OpMsg {
         Op::Ttl { millis } => (m.kind, m.int) = (9, *millis as i64),
         Op::ExpireAt(at) => (m.kind, m.at) = (10, *at),
         Op::Persist => m.kind = 11,
+        Op::ExpireAtIf { at, cond } => (m.kind, m.at, m.cond) = (12, *at, expire_cond_bits(*cond)),
     }
     m
+}
+
+/// EXPIRE's options in `OpMsg::cond`: bit 0 NX, 1 XX, 2 GT, 3 LT.
+fn expire_cond_bits(c: ExpireCond) -> u32 {
+    c.nx as u32 | (c.xx as u32) << 1 | (c.gt as u32) << 2 | (c.lt as u32) << 3
+}
+
+fn expire_cond(bits: u32) -> Option<ExpireCond> {
+    (bits < 16).then_some(ExpireCond {
+        nx: bits & 1 != 0,
+        xx: bits & 2 != 0,
+        gt: bits & 4 != 0,
+        lt: bits & 8 != 0,
+    })
 }
 
 fn key_op(m: OpMsg) -> Option<KeyOp> {
@@ -256,6 +293,10 @@ fn key_op(m: OpMsg) -> Option<KeyOp> {
         9 => Op::Ttl { millis: m.int != 0 },
         10 => Op::ExpireAt(m.at),
         11 => Op::Persist,
+        12 => Op::ExpireAtIf {
+            at: m.at,
+            cond: expire_cond(m.cond)?,
+        },
         _ => return None,
     };
     Some(KeyOp {
@@ -477,11 +518,19 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                 let _ = reply.send(result(a, |a| a.states.into_iter().map(state).collect()));
             }))
         }
-        ShardMsg::Log { entries, reply } => {
+        ShardMsg::Shadow { txn, holds, reply } => {
             call.kind = 5;
-            call.entries = entries.iter().map(Lattice::from).collect();
-            Some(Box::new(move |a: Answer| {
-                let _ = reply.send(result(a, |_| ()));
+            call.txn = txn;
+            call.holds = holds
+                .iter()
+                .map(|(k, mode)| HoldMsg {
+                    key: k.key.clone(),
+                    hash: k.hash,
+                    write: *mode == HoldMode::Write,
+                })
+                .collect();
+            Some(Box::new(move |_| {
+                let _ = reply.send(());
             }))
         }
         ShardMsg::Install {
@@ -489,6 +538,7 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
             writes,
             start_ts,
             commit_ts,
+            origin,
             ack,
             reply,
         } => {
@@ -498,6 +548,7 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
             call.writes = writes.iter().map(write_msg).collect();
             call.start_ts = start_ts;
             call.commit_ts = commit_ts;
+            call.origin = origin;
             Some(Box::new(move |a: Answer| {
                 let _ = reply.send(result(a, |_| ()));
             }))
@@ -546,7 +597,7 @@ pub enum Started {
     Read(oneshot::Receiver<Result<ReadState, Refusal>>),
     Commit(oneshot::Receiver<Result<u64, Refusal>>),
     Prepare(oneshot::Receiver<Result<Vec<ReadState>, Refusal>>),
-    Log(oneshot::Receiver<Result<(), Refusal>>),
+    Shadow(oneshot::Receiver<()>),
     Install(oneshot::Receiver<Result<(), Refusal>>),
     /// Nothing to answer (release).
     Nothing,
@@ -614,24 +665,7 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
             let req = PrepareRequest {
                 txn: call.txn,
                 checks: call.checks.into_iter().map(check).collect(),
-                holds: call
-                    .holds
-                    .into_iter()
-                    .map(|h| {
-                        let mode = if h.write {
-                            HoldMode::Write
-                        } else {
-                            HoldMode::Read
-                        };
-                        (
-                            HashedKey {
-                                key: h.key,
-                                hash: h.hash,
-                            },
-                            mode,
-                        )
-                    })
-                    .collect(),
+                holds: holds_of(call.holds),
                 want_states: call.want_states,
                 retry_on_busy: call.retry_on_busy,
             };
@@ -640,9 +674,12 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
         }
         5 => {
             let (reply, rx) = oneshot::channel();
-            let entries: Vec<LogEntry> = call.entries.into_iter().map(LogEntry::from).collect();
-            send(ShardMsg::Log { entries, reply })?;
-            Started::Log(rx)
+            send(ShardMsg::Shadow {
+                txn: call.txn,
+                holds: holds_of(call.holds),
+                reply,
+            })?;
+            Started::Shadow(rx)
         }
         6 => {
             let (reply, rx) = oneshot::channel();
@@ -651,6 +688,7 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
                 writes: call.writes.into_iter().map(write).collect(),
                 start_ts: call.start_ts,
                 commit_ts: call.commit_ts,
+                origin: call.origin,
                 ack,
                 reply,
             })?;
@@ -687,11 +725,7 @@ pub async fn finish(started: Started) -> Result<Option<Answer>, ServeError> {
             Ok(states) => a.states = states.iter().map(state_msg).collect(),
             Err(r) => refused(&mut a, r),
         },
-        Started::Log(rx) => {
-            if let Err(r) = rx.await.map_err(gone)? {
-                refused(&mut a, r);
-            }
-        }
+        Started::Shadow(rx) => rx.await.map_err(gone)?,
         Started::Install(rx) => {
             if let Err(r) = rx.await.map_err(gone)? {
                 refused(&mut a, r);
@@ -700,4 +734,30 @@ pub async fn finish(started: Started) -> Result<Option<Answer>, ServeError> {
         Started::Nothing => return Ok(None),
     }
     Ok(Some(a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expire_options_survive_the_wire() {
+        for bits in 0..16 {
+            let cond = expire_cond(bits).expect("valid bits");
+            let k = KeyOp {
+                key: Bytes::from_static(b"k"),
+                hash: 7,
+                op: Op::ExpireAtIf { at: 1_234, cond },
+            };
+            let back = key_op(op_msg(&k)).expect("decodes");
+            assert_eq!(back.op, k.op);
+        }
+        let plain = op_msg(&KeyOp {
+            key: Bytes::from_static(b"k"),
+            hash: 7,
+            op: Op::ExpireAt(5),
+        });
+        assert_eq!(plain.kind, 10, "plain EXPIRE keeps its kind");
+        assert!(expire_cond(16).is_none());
+    }
 }

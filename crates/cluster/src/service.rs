@@ -208,6 +208,8 @@ pub struct Cluster {
     /// since (dead, or back with a stale `ready`): their replication is
     /// refused, so a zombie primary gets no write confirmed.
     distrusted: Mutex<HashSet<NodeId>>,
+    /// Testing: installs forwarded by other nodes are ignored.
+    drop_installs: AtomicBool,
     /// When this node last said it waits for its region to form.
     forming_log: Mutex<Option<Instant>>,
     /// Peers that answered "serving nothing" lately, and when (routed
@@ -288,6 +290,7 @@ impl Cluster {
             distrusted: Mutex::new(HashSet::new()),
             last_tick: AtomicU64::new(elsa_shard::unix_ms()),
             forming_log: Mutex::new(None),
+            drop_installs: AtomicBool::new(false),
             not_serving: Mutex::new(HashMap::new()),
             not_serving_count: AtomicUsize::new(0),
         });
@@ -387,6 +390,17 @@ impl Cluster {
     /// Whether this node is cut off from other regions (fault injection).
     pub fn isolated(&self) -> bool {
         self.isolated.load(Ordering::Relaxed)
+    }
+
+    /// Testing: ignore (or not) the installs of multi-shard commits that
+    /// other nodes coordinate — as a node that dies right after a commit's
+    /// decision would.
+    pub fn set_drop_installs(&self, on: bool) {
+        self.drop_installs.store(on, Ordering::Relaxed);
+        tracing::warn!(
+            "fault injection: {} installs coordinated elsewhere",
+            if on { "dropping" } else { "serving" }
+        );
     }
 
     /// Cuts this node off from every other region, or heals it.

@@ -36,6 +36,11 @@ impl PhysicalClock for SystemClock {
 /// [`observed`]: Hlc::observe
 pub struct Hlc<C: PhysicalClock = SystemClock> {
     last: AtomicU64,
+    /// Physical time (ms) this clock may not read past: see
+    /// [`Hlc::hold_physical_below`]. `u64::MAX` when nothing renews it.
+    horizon: AtomicU64,
+    /// How many pauses this process noticed (see [`Hlc::lapse`]).
+    lapses: AtomicU64,
     clock: C,
 }
 
@@ -50,12 +55,44 @@ impl<C: PhysicalClock> Hlc<C> {
     pub fn new(clock: C) -> Self {
         Hlc {
             last: AtomicU64::new(0),
+            horizon: AtomicU64::new(u64::MAX),
+            lapses: AtomicU64::new(0),
             clock,
         }
     }
 
     fn physical(&self) -> Ts {
-        self.clock.now_ms() << LOGICAL_BITS
+        let horizon = self.horizon.load(Ordering::SeqCst);
+        self.clock.now_ms().min(horizon) << LOGICAL_BITS
+    }
+
+    /// Until renewed, timestamps take their physical part from no later
+    /// than `ms` (they still grow, in the logical bits). A node in a region
+    /// renews this a little ahead of now on every pulse; a process that was
+    /// paused (SIGSTOP, a VM freeze) for longer wakes up with the horizon in
+    /// its past, so whatever it commits before it notices — a commit whose
+    /// holds and reads predate the pause — is stamped before the pause
+    /// ended, hence before anything the region committed on its keys after
+    /// declaring it dead, and loses every merge against that instead of
+    /// overwriting it (issue 12: acknowledged appends were overwritten so).
+    pub fn hold_physical_below(&self, ms: u64) {
+        self.horizon.store(ms, Ordering::SeqCst);
+    }
+
+    /// Counts pauses noticed so far. Work that validated something before
+    /// reading it and takes a timestamp after (a commit) checks it did not
+    /// change in between: if it did, the process was paused meanwhile, what
+    /// it validated may be stale and its timestamp may be past the pause,
+    /// so it must not install. [`Hlc::lapsed`] is called before the horizon
+    /// is renewed, so a timestamp past the old horizon always comes with a
+    /// changed count.
+    pub fn lapse(&self) -> u64 {
+        self.lapses.load(Ordering::SeqCst)
+    }
+
+    /// This process noticed it was paused (call before renewing the horizon).
+    pub fn lapsed(&self) {
+        self.lapses.fetch_add(1, Ordering::SeqCst);
     }
 
     /// A fresh timestamp, strictly greater than any handed out or observed.
@@ -102,6 +139,21 @@ mod tests {
         fn now_ms(&self) -> u64 {
             self.0.load(Ordering::Relaxed)
         }
+    }
+
+    #[test]
+    fn a_stale_horizon_keeps_timestamps_before_it_yet_increasing() {
+        let phys = Arc::new(Manual(AtomicU64::new(1_000)));
+        let hlc = Hlc::new(phys.clone());
+        hlc.hold_physical_below(1_500);
+        let a = hlc.now();
+        phys.0.store(9_000, Ordering::Relaxed); // woke up after a pause
+        let b = hlc.now();
+        let c = hlc.now();
+        assert!(a < b && b < c);
+        assert_eq!(Hlc::<Arc<Manual>>::millis(c), 1_500);
+        hlc.hold_physical_below(9_500); // renewed
+        assert_eq!(Hlc::<Arc<Manual>>::millis(hlc.now()), 9_000);
     }
 
     #[test]

@@ -9,21 +9,74 @@ use crate::cmd::{self, int_arg, is, Control, COMMANDS};
 use crate::conn::Conn;
 use elsa_shard::table::SEGMENTS;
 
-/// Control commands that may be queued inside MULTI and run at EXEC.
+/// Control commands that may be queued inside MULTI and run at EXEC in
+/// their place. Redis queues every command but a few (EXEC, DISCARD,
+/// MULTI, WATCH, QUIT and RESET act at once; SAVE is refused): so does
+/// Elsa, except its own transaction and region commands.
 pub fn allowed_in_multi(c: Control) -> bool {
     matches!(
         c,
         Control::Ping
             | Control::Echo
+            | Control::Hello
+            | Control::Auth
             | Control::Time
             | Control::Select
+            | Control::Client
+            | Control::Command
+            | Control::Config
+            | Control::Info
             | Control::Dbsize
             | Control::Flushall
             | Control::Keys
             | Control::Scan
-            | Control::Info
+            | Control::Unwatch
+            | Control::Msetnx
+            | Control::Bgsave
+            | Control::Lastsave
             | Control::LastCommit
     )
+}
+
+/// True for a command that reads or changes the whole key space (or the
+/// connection's commit history): queued in MULTI, it runs in its place
+/// between two atomic steps of the EXEC. Every other command allowed in
+/// MULTI touches no key, so it is answered in its place without splitting
+/// the EXEC (see `Session::exec`).
+pub fn splits_exec(c: Control) -> bool {
+    matches!(
+        c,
+        Control::Dbsize
+            | Control::Flushall
+            | Control::Keys
+            | Control::Scan
+            | Control::Msetnx
+            | Control::LastCommit
+    )
+}
+
+/// Parses a SCAN cursor as Redis does (C's `strtoul`, base 10): an optional
+/// sign then digits, where no digits at all is 0 and a minus sign wraps
+/// around; refused when it starts with a space, has anything after the
+/// digits (the text ends at a NUL byte) or overflows.
+fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    let s = cmd::c_str(arg);
+    if s.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for d in digits {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if neg { n.wrapping_neg() } else { n })
 }
 
 impl Conn {
@@ -144,10 +197,7 @@ impl Conn {
     /// a table segment; a key never changes segment, so every key present
     /// for the whole scan is returned exactly once, as Redis promises.
     async fn scan(&mut self, args: &[Bytes]) {
-        let Some(cursor) = std::str::from_utf8(&args[1])
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-        else {
+        let Some(cursor) = parse_cursor(&args[1]) else {
             return self.w().error("ERR invalid cursor");
         };
         let mut pattern = None;
@@ -179,7 +229,13 @@ impl Conn {
             (cursor % SEGMENTS as u64) as usize,
         );
         if shard as u64 >= shards {
-            return self.w().error("ERR invalid cursor");
+            // Not a cursor Elsa hands out. Redis accepts any number as a
+            // cursor and never refuses one; past the end, the scan is over.
+            let mut w = self.w();
+            w.array(2);
+            w.bulk(b"0");
+            w.array(0);
+            return;
         }
         let mut keys = Vec::new();
         let next = loop {
@@ -244,8 +300,25 @@ impl Conn {
         }
     }
 
+    /// Redis's refusal of a container command's subcommand (unknown, or
+    /// the wrong number of arguments): answered, true when there was one.
+    fn refuse_subcommand(&mut self, name: &str, args: &[Bytes]) -> bool {
+        let refusal =
+            cmd::lookup(name.as_bytes()).and_then(|spec| cmd::subcommand_error(spec, args));
+        match refusal {
+            Some(e) => {
+                self.w().error(&e);
+                true
+            }
+            None => false,
+        }
+    }
+
     fn config(&mut self, args: &[Bytes]) {
-        if is(&args[1], "GET") && args.len() >= 3 {
+        if self.refuse_subcommand("config", args) {
+            return;
+        }
+        if is(&args[1], "GET") {
             let pairs = crate::info::config_pairs(&self.shared.config);
             let hits: Vec<&(String, String)> = pairs
                 .iter()
@@ -261,20 +334,20 @@ impl Conn {
                 w.bulk(k.as_bytes());
                 w.bulk(v.as_bytes());
             }
-        } else if is(&args[1], "RESETSTAT") && args.len() == 2 {
+        } else if is(&args[1], "RESETSTAT") {
             self.w().simple("OK");
         } else if is(&args[1], "SET") {
             self.w()
                 .error("ERR CONFIG SET is not supported yet: restart with the new value in elsa.toml, ELSA_* or a flag");
         } else {
-            self.w().error(&format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-                String::from_utf8_lossy(&args[1])
-            ));
+            self.w().error(&not_supported("CONFIG", &args[1]));
         }
     }
 
     fn command(&mut self, args: &[Bytes]) {
+        if self.refuse_subcommand("command", args) {
+            return;
+        }
         let sub = args.get(1);
         if sub.is_none() {
             let mut w = self.w();
@@ -311,30 +384,29 @@ impl Conn {
             for spec in COMMANDS {
                 w.bulk(spec.name.as_bytes());
             }
-        } else {
-            self.w().error("ERR unknown subcommand. Try COMMAND HELP.");
+        } else if let Some(sub) = sub {
+            self.w().error(&not_supported("COMMAND", sub));
         }
     }
 
     fn client(&mut self, args: &[Bytes]) {
+        if self.refuse_subcommand("client", args) {
+            return;
+        }
         let sub = &args[1];
-        if is(sub, "ID") && args.len() == 2 {
+        if is(sub, "ID") {
             let id = self.s.id as i64;
             self.w().int(id);
-        } else if is(sub, "SETNAME") && args.len() == 3 {
-            if args[2].iter().any(|b| *b <= b' ' || *b > b'~') {
-                return self.w().error(
-                    "ERR Client names cannot contain spaces, newlines or special characters.",
-                );
+        } else if is(sub, "SETNAME") {
+            if self.set_name(&args[2]) {
+                self.w().simple("OK");
             }
-            self.s.name = (!args[2].is_empty()).then(|| args[2].clone());
-            self.w().simple("OK");
-        } else if is(sub, "GETNAME") && args.len() == 2 {
+        } else if is(sub, "GETNAME") {
             match self.s.name.clone() {
                 Some(n) => self.w().bulk(&n),
                 None => self.w().nil(),
             }
-        } else if is(sub, "SETINFO") && args.len() == 4 {
+        } else if is(sub, "SETINFO") {
             if is(&args[2], "LIB-NAME") {
                 self.s.lib_name = Some(args[3].clone());
             } else if is(&args[2], "LIB-VER") {
@@ -346,17 +418,28 @@ impl Conn {
                 ));
             }
             self.w().simple("OK");
-        } else if (is(sub, "INFO") && args.len() == 2) || (is(sub, "LIST") && args.len() == 2) {
+        } else if is(sub, "INFO") || (is(sub, "LIST") && args.len() == 2) {
+            // A verbatim string under RESP3, as in Redis.
             let line = self.client_line();
-            self.w().bulk(line.as_bytes());
+            self.w().verbatim(&line);
         } else if is(sub, "NO-EVICT") || is(sub, "NO-TOUCH") {
             self.w().simple("OK");
         } else {
-            self.w().error(&format!(
-                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                String::from_utf8_lossy(sub)
-            ));
+            self.w().error(&not_supported("CLIENT", sub));
         }
+    }
+
+    /// Sets the connection's name (CLIENT SETNAME, HELLO … SETNAME) as
+    /// Redis does: empty clears it, spaces and special characters are
+    /// refused. False (and the error answered) when refused.
+    pub(crate) fn set_name(&mut self, name: &Bytes) -> bool {
+        if name.iter().any(|b| *b <= b' ' || *b > b'~') {
+            self.w()
+                .error("ERR Client names cannot contain spaces, newlines or special characters.");
+            return false;
+        }
+        self.s.name = (!name.is_empty()).then(|| name.clone());
+        true
     }
 
     fn client_line(&self) -> String {
@@ -378,6 +461,14 @@ impl Conn {
             s.txn.as_ref().map_or("none", |t| t.isolation.name()),
         )
     }
+}
+
+/// The error for a subcommand Redis has and Elsa does not implement.
+fn not_supported(container: &str, sub: &[u8]) -> String {
+    format!(
+        "ERR {container} {} is not supported",
+        String::from_utf8_lossy(cmd::c_str(sub)).to_uppercase()
+    )
 }
 
 fn snapshot_error(e: String) -> String {

@@ -95,6 +95,8 @@ enum Step {
     Data(Result<DataCmd, CmdError>),
     Control(Control, Vec<Bytes>),
     Refuse(String),
+    /// A refused EXEC: Redis discards the transaction.
+    ExecAbort(String),
 }
 
 impl Conn {
@@ -347,11 +349,15 @@ impl Conn {
         let Some(spec) = cmd::lookup(&args[0]) else {
             return Step::Refuse(cmd::unknown_command(&args));
         };
+        let refuse = |msg: String| match spec.kind {
+            Kind::Control(Control::Exec) => Step::ExecAbort(msg),
+            _ => Step::Refuse(msg),
+        };
         if !self.s.authed && !spec.allowed_unauthenticated() {
-            return Step::Refuse("NOAUTH Authentication required.".into());
+            return refuse("NOAUTH Authentication required.".into());
         }
         if !spec.arity_ok(args.len()) {
-            return Step::Refuse(cmd::wrong_arity(spec.name));
+            return refuse(cmd::wrong_arity(spec.name));
         }
         match spec.kind {
             Kind::Control(c) => Step::Control(c, args),
@@ -399,6 +405,7 @@ impl Conn {
         match step {
             Step::Lone(kop) => self.run_lone(vec![kop]).await,
             Step::Refuse(msg) => self.w().error(&msg),
+            Step::ExecAbort(msg) => self.exec_abort(&msg),
             Step::Data(Err(e)) => self.w().error(&e.0),
             Step::Data(Ok(dc)) => self.run_data(dc).await,
             Step::Control(c, args) => self.control(c, args).await,
@@ -412,6 +419,7 @@ impl Conn {
                 self.s.multi_failed = true;
                 return self.w().error(&msg);
             }
+            Step::ExecAbort(msg) => return self.exec_abort(&msg),
             Step::Lone(kop) => Queued::Data(Ok(DataCmd {
                 ops: vec![(kop.key, kop.op)],
                 shape: Shape::One,
@@ -424,13 +432,21 @@ impl Conn {
                 | Control::Watch
                 | Control::Quit
                 | Control::Reset => return self.control(c, args).await,
-                c if crate::admin::allowed_in_multi(c) => Queued::Admin(c, args),
+                c if crate::admin::allowed_in_multi(c) => {
+                    // Redis refuses a bad subcommand before queueing it.
+                    let refusal =
+                        cmd::lookup(&args[0]).and_then(|spec| cmd::subcommand_error(spec, &args));
+                    if let Some(e) = refusal {
+                        self.s.multi_failed = true;
+                        return self.w().error(&e);
+                    }
+                    Queued::Admin(c, args)
+                }
                 _ => {
                     self.s.multi_failed = true;
-                    let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-                    return self.w().error(&format!(
-                        "ERR Command not allowed inside a transaction: '{name}'"
-                    ));
+                    return self
+                        .w()
+                        .error("ERR Command not allowed inside a transaction");
                 }
             },
         };

@@ -97,10 +97,17 @@ fn recover(
         elsa_cluster::ring::Ring::alone(config.node_id, workers as u16, config.cluster.vnodes);
     let recovery = dir.recover(|record| {
         for e in record {
-            let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
-            max_ts = max_ts.max(e.version.commit_ts);
-            let shard = usize::from(ring.own_shard(elsa_cluster::ring::slot_of(hash)));
-            shards[shard].restore(hash, &e);
+            // A committed transaction record puts back every write of its
+            // transaction, whichever shards' logs had their own parts: a
+            // multi-shard commit recovers all-or-nothing.
+            let more =
+                elsa_txn::record::restore_writes(&e.key, e.state.as_ref().map(|c| &c.value[..]));
+            for e in std::iter::once(e).chain(more) {
+                let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
+                max_ts = max_ts.max(e.version.commit_ts);
+                let shard = usize::from(ring.own_shard(elsa_cluster::ring::slot_of(hash)));
+                shards[shard].restore(hash, &e);
+            }
         }
     })?;
     hlc.observe(max_ts.max(recovery.flush_floor));
@@ -228,8 +235,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
         let snapshots = tokio::task::spawn_local(periodic_snapshots(coord.clone(), shared.clone()));
+        let resolver = tokio::task::spawn_local(resolve_orphans(coord.clone()));
         let served = accept_loop(listener, &conn_txs, shared.clone()).await;
         snapshots.abort();
+        resolver.abort();
         // A clean shutdown leaves a snapshot, so the next start replays
         // little or nothing.
         let _ = shared.persistence.snapshot(&coord).await;
@@ -287,6 +296,45 @@ fn start_cluster(
         c.replication_factor
     );
     Ok(Some(cluster))
+}
+
+/// How long a transaction may hold keys before its coordinator is presumed
+/// gone and the transaction is finished from its record.
+const ORPHAN_AFTER: Duration = Duration::from_secs(3);
+
+/// Every second, finds transactions holding keys on this node's shards
+/// longer than [`ORPHAN_AFTER`] — their coordinator died or went silent,
+/// or this node took over a dead participant's keys, which it held too —
+/// and finishes each as its record says (`elsa_txn::record`).
+async fn resolve_orphans(coord: Coordinator) {
+    let in_flight: Rc<RefCell<std::collections::HashSet<(usize, u64)>>> = Rc::default();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        for s in 0..coord.node.shards() {
+            let asked = coord
+                .ask(coord.node.local(s), |reply| {
+                    ShardMsg::Admin(AdminMsg::StaleHolds {
+                        older_than: ORPHAN_AFTER,
+                        reply,
+                    })
+                })
+                .await;
+            let Ok(stale) = asked else { continue };
+            for (txn, keys) in stale {
+                if !in_flight.borrow_mut().insert((s, txn)) {
+                    continue;
+                }
+                let (coord, in_flight) = (coord.clone(), in_flight.clone());
+                tokio::task::spawn_local(async move {
+                    if let Err(e) = coord.resolve_orphan(coord.node.local(s), txn, keys).await {
+                        tracing::warn!("transaction {txn:#x}: not resolved yet: {e}");
+                    }
+                    in_flight.borrow_mut().remove(&(s, txn));
+                });
+            }
+        }
+    }
 }
 
 /// Takes a snapshot every `snapshot-interval-sec` if anything was logged.

@@ -149,7 +149,11 @@ impl Conn {
         w.int(records as i64);
     }
 
-    /// `ELSA.FAULT ISOLATE|HEAL` (needs `fault-injection = true`).
+    /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|HEAL` (needs `fault-injection =
+    /// true`): cut this node off from other regions; or have it ignore the
+    /// installs of multi-shard commits coordinated elsewhere (a node that
+    /// dies between a commit's decision and its install, for tests); HEAL
+    /// undoes both.
     pub(crate) fn elsa_fault(&mut self, args: &[Bytes]) {
         let Some(cl) = self.shared.cluster.clone() else {
             return self.w().error("ERR this node has no peers");
@@ -161,10 +165,15 @@ impl Conn {
         }
         if is(&args[1], "isolate") {
             cl.set_isolated(true);
+        } else if is(&args[1], "drop-installs") {
+            cl.set_drop_installs(true);
         } else if is(&args[1], "heal") {
             cl.set_isolated(false);
+            cl.set_drop_installs(false);
         } else {
-            return self.w().error("ERR ELSA.FAULT takes ISOLATE or HEAL");
+            return self
+                .w()
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS or HEAL");
         }
         self.w().simple("OK");
     }

@@ -5,6 +5,7 @@ use bytes::Bytes;
 use elsa_shard::{Check, Expect, KeyOp, Op, OpReply, SetCond, SetReply};
 use elsa_txn::{router::backoff, Isolation, Txn, TxnError};
 
+use crate::admin;
 use crate::cmd::DataCmd;
 use crate::cmd::{is, Control};
 use crate::conn::{run_in_txn, write_shaped, Conn, Queued};
@@ -183,10 +184,15 @@ impl Conn {
                 .error("EXECABORT Transaction discarded because of previous errors.");
         }
         let total = queued.len();
-        // Commands run in the order queued: each run of data commands as
-        // one atomic step, the control commands between them (FLUSHALL,
-        // DBSIZE, PING…) in their place. The WATCH checks go with the
-        // first step, so a changed key aborts the EXEC before anything ran.
+        // Commands run in the order queued, and EXEC is one atomic step
+        // from the first to the last — except around a command that reads
+        // or changes the whole key space (FLUSHALL, DBSIZE, KEYS, SCAN,
+        // MSETNX, LASTCOMMIT: see `admin::splits_exec`), which runs in its
+        // place between two atomic steps. Commands that touch no key
+        // (PING, ECHO, TIME, CLIENT…) are answered in their place without
+        // splitting anything: their replies do not depend on when they run.
+        // The WATCH checks go with the first step, so a changed key aborts
+        // the EXEC before anything ran.
         let mut checks: Vec<Check> = watches
             .keys
             .clone()
@@ -196,21 +202,21 @@ impl Conn {
         let mut opened = false;
         let mut i = 0;
         loop {
-            // The next run of data commands (maybe empty: then only the
-            // WATCH checks, at the start).
+            // The next step: everything up to the next command that splits.
             let end = queued[i..]
                 .iter()
-                .position(|q| !matches!(q, Queued::Data(Ok(_))))
+                .position(|q| matches!(q, Queued::Admin(c, _) if admin::splits_exec(*c)))
                 .map_or(queued.len(), |n| i + n);
-            let step: Vec<&DataCmd> = queued[i..end]
+            let step = &queued[i..end];
+            let data: Vec<&DataCmd> = step
                 .iter()
                 .filter_map(|q| match q {
                     Queued::Data(Ok(dc)) => Some(dc),
                     _ => None,
                 })
                 .collect();
-            if !step.is_empty() || !opened {
-                let ops: Vec<KeyOp> = step
+            if !data.is_empty() || !opened {
+                let ops: Vec<KeyOp> = data
                     .iter()
                     .flat_map(|dc| dc.ops.iter())
                     .map(|(key, op)| KeyOp {
@@ -229,8 +235,12 @@ impl Conn {
                     // A later step failed (the log cannot write…): its
                     // commands answer the error in their place.
                     Err(e) => {
-                        for _ in &step {
-                            self.w().error(&e.to_string());
+                        for q in step {
+                            match q {
+                                Queued::Data(Ok(_)) => self.w().error(&e.to_string()),
+                                Queued::Data(Err(e)) => self.w().error(&e.0),
+                                Queued::Admin(c, args) => self.run_queued(*c, args).await,
+                            }
                         }
                     }
                     Ok(replies) => {
@@ -239,24 +249,63 @@ impl Conn {
                             opened = true;
                         }
                         let mut at = 0;
-                        for dc in step {
-                            let n = dc.ops.len();
-                            write_shaped(&mut self.w(), dc.shape, &replies[at..at + n]);
-                            at += n;
+                        for q in step {
+                            match q {
+                                Queued::Data(Ok(dc)) => {
+                                    let n = dc.ops.len();
+                                    write_shaped(&mut self.w(), dc.shape, &replies[at..at + n]);
+                                    at += n;
+                                }
+                                Queued::Data(Err(e)) => self.w().error(&e.0),
+                                Queued::Admin(c, args) => self.run_queued(*c, args).await,
+                            }
                         }
                     }
                 }
+            } else {
+                // Nothing to run atomically: only errors and keyless
+                // commands, answered in their place.
+                for q in step {
+                    match q {
+                        Queued::Data(Err(e)) => self.w().error(&e.0),
+                        Queued::Admin(c, args) => self.run_queued(*c, args).await,
+                        Queued::Data(Ok(_)) => {}
+                    }
+                }
             }
-            let Some(next) = queued.get(end) else {
+            let Some(Queued::Admin(c, args)) = queued.get(end) else {
                 return;
             };
-            match next {
-                Queued::Data(Err(e)) => self.w().error(&e.0),
-                Queued::Admin(c, args) => self.admin(*c, args).await,
-                Queued::Data(Ok(_)) => {}
-            }
+            self.run_queued(*c, args).await;
             i = end + 1;
         }
+    }
+
+    /// A control command queued in MULTI, run at EXEC in its place.
+    async fn run_queued(&mut self, c: Control, args: &[Bytes]) {
+        match c {
+            // MSETNX is atomic on its own: it runs as one step of the EXEC,
+            // between the steps of the data commands around it.
+            Control::Msetnx => self.msetnx(args).await,
+            // EXEC has already dropped the watches.
+            Control::Unwatch => self.w().simple("OK"),
+            Control::Auth => self.auth(args),
+            Control::Hello => self.hello(args),
+            other => self.admin(other, args).await,
+        }
+    }
+
+    /// Answers a refused EXEC (wrong arity, not authenticated) as Redis
+    /// does: the transaction, if any, is discarded and the watches dropped.
+    pub(crate) fn exec_abort(&mut self, why: &str) {
+        self.s.multi = None;
+        self.s.multi_failed = false;
+        self.s.watches.clear();
+        // Redis quotes its internal error text, which has no `ERR ` prefix.
+        let why = why.strip_prefix("ERR ").unwrap_or(why);
+        self.w().error(&format!(
+            "EXECABORT Transaction discarded because of: {why}"
+        ));
     }
 
     /// MSETNX: all keys set, or none if any exists — as one SI transaction,
@@ -296,26 +345,49 @@ impl Conn {
         }
     }
 
+    /// AUTH [user] password, as Redis 7.0 with its one `default` user:
+    /// without `requirepass` that user takes any password, but the
+    /// one-argument form is still refused, as Redis refuses it.
     fn auth(&mut self, args: &[Bytes]) {
-        let Some(pass) = self.shared.config.requirepass.clone() else {
-            return self.w().error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
-        };
-        let (user, given) = match args.len() {
-            2 => (None, &args[1]),
-            3 => (Some(&args[1]), &args[2]),
+        let (user, given) = match args {
+            [_, pass] => {
+                if self.shared.config.requirepass.is_none() {
+                    return self.w().error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+                }
+                (&b"default"[..], pass)
+            }
+            [_, user, pass] => (&user[..], pass),
             _ => return self.w().error("ERR syntax error"),
         };
-        if user.is_some_and(|u| !is(u, "default")) || given.as_ref() != pass.as_bytes() {
+        if !self.authenticate(user, given) {
             return self
                 .w()
                 .error("WRONGPASS invalid username-password pair or user is disabled.");
         }
-        self.s.authed = true;
         self.w().simple("OK");
     }
 
+    /// Checks a user and password like Redis's ACL with only the `default`
+    /// user (its name is case-sensitive; it has no password unless
+    /// `requirepass` gives it one); marks the connection authenticated.
+    fn authenticate(&mut self, user: &[u8], pass: &[u8]) -> bool {
+        let ok = user == b"default"
+            && self
+                .shared
+                .config
+                .requirepass
+                .as_ref()
+                .is_none_or(|p| p.as_bytes() == pass);
+        if ok {
+            self.s.authed = true;
+        }
+        ok
+    }
+
+    /// HELLO [protover [AUTH user pass] [SETNAME name]], as Redis 7.0: each
+    /// option takes effect as it is read (an error after SETNAME keeps the
+    /// name), and the protocol switches only once all of them passed.
     fn hello(&mut self, args: &[Bytes]) {
-        let mut i = 1;
         let mut proto = if self.s.resp3 { 3 } else { 2 };
         if let Some(v) = args.get(1) {
             match crate::cmd::int_arg(v) {
@@ -328,35 +400,33 @@ impl Conn {
                         .error("ERR Protocol version is not an integer or out of range")
                 }
             }
-            i = 2;
         }
-        let mut name = None;
+        let mut i = 2;
         while i < args.len() {
-            if is(&args[i], "AUTH") && i + 2 < args.len() {
-                let pass = self.shared.config.requirepass.clone();
-                let ok = match pass {
-                    None => false,
-                    Some(p) => is(&args[i + 1], "default") && args[i + 2].as_ref() == p.as_bytes(),
-                };
-                if !ok {
+            let more = args.len() - 1 - i;
+            // Redis reads option names as C strings: a NUL ends them.
+            let opt = crate::cmd::c_str(&args[i]);
+            if is(opt, "AUTH") && more >= 2 {
+                if !self.authenticate(&args[i + 1], &args[i + 2]) {
                     return self
                         .w()
                         .error("WRONGPASS invalid username-password pair or user is disabled.");
                 }
-                self.s.authed = true;
                 i += 3;
-            } else if is(&args[i], "SETNAME") && i + 1 < args.len() {
-                name = Some(args[i + 1].clone());
+            } else if is(opt, "SETNAME") && more >= 1 {
+                if !self.set_name(&args[i + 1]) {
+                    return;
+                }
                 i += 2;
             } else {
-                return self.w().error("ERR Syntax error in HELLO option");
+                return self.w().error(&format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(opt)
+                ));
             }
         }
         if !self.s.authed {
-            return self.w().error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
-        }
-        if name.is_some() {
-            self.s.name = name;
+            return self.w().error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         }
         self.s.resp3 = proto == 3;
         let id = self.s.id as i64;

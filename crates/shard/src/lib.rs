@@ -32,4 +32,8 @@ pub use ops::{Current, Expiry, KeyView, Op, OpReply, SetCond, SetReply};
 pub use repl::{AckLevel, Replicator};
 pub use shard::{unix_ms, AeBatch, Shard, ShardStats};
 pub use table::KeyHasher;
+
+/// Keys Elsa keeps for itself (transaction records) start with this;
+/// KEYS, SCAN, DBSIZE and RANDOMKEY do not show them.
+pub const INTERNAL_PREFIX: &[u8] = b"\xffELSA:";
 pub mod wal;

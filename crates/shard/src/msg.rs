@@ -14,6 +14,12 @@ use crate::repl::AckLevel;
 /// A transaction's id, unique within a node.
 pub type TxnId = u64;
 
+/// The holds a backup takes for transaction `t` (see [`ShardMsg::Shadow`])
+/// are held as `t | SHADOW`: a shard can be a participant of `t` for its
+/// own keys and hold another participant's keys for it at once, and
+/// installing its own part must not release the others'.
+pub const SHADOW: TxnId = 1 << 63;
+
 /// An operation on one key, with the key's hash computed once by the router.
 #[derive(Clone, Debug)]
 pub struct KeyOp {
@@ -202,15 +208,6 @@ pub enum ShardMsg {
         /// The held keys' states (when asked for), or why not.
         reply: oneshot::Sender<Result<Vec<ReadState>, Refusal>>,
     },
-    /// Multi-shard commit, the decision: log every write of the transaction
-    /// (all shards' parts) as one record here; answers once durable. The
-    /// installs that follow are not logged again.
-    Log {
-        /// Every write of the transaction.
-        entries: Vec<crate::wal::codec::LogEntry>,
-        /// Ok once durable, or why not.
-        reply: oneshot::Sender<Result<(), Refusal>>,
-    },
     /// Lattices from a peer replica: merged (last commit wins), logged like
     /// local commits, and answered once durable — so a restarted replica
     /// already has what it acknowledged receiving.
@@ -230,10 +227,26 @@ pub enum ShardMsg {
         start_ts: Ts,
         /// When it commits.
         commit_ts: Ts,
+        /// The coordinator's node: the writes' version is (commit_ts,
+        /// origin) on every shard, as in the transaction's record.
+        origin: elsa_lattice::NodeId,
         /// What the reply waits for.
         ack: AckLevel,
-        /// Done (or installed but not confirmed by the region's replicas).
+        /// Done (or installed but not confirmed by the region's replicas,
+        /// or refused: this shard does not hold the transaction's keys).
         reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// A backup of a participant's keys holds them too (no validation,
+    /// never refused), so that if the participant's node dies, the replica
+    /// that takes its keys over holds them until the transaction is
+    /// finished — never letting anyone in between (see `elsa-txn::record`).
+    Shadow {
+        /// The transaction.
+        txn: TxnId,
+        /// Keys to hold, and how.
+        holds: Vec<(HashedKey, HoldMode)>,
+        /// Held.
+        reply: oneshot::Sender<()>,
     },
     /// Multi-shard abort: release the transaction's holds.
     Release {
@@ -290,6 +303,14 @@ pub enum AdminMsg {
     },
     /// Counters for INFO.
     Stats(oneshot::Sender<crate::ShardStats>),
+    /// Transactions holding keys here for longer than `older_than` (their
+    /// coordinator may be gone), with the keys they hold.
+    StaleHolds {
+        /// Age.
+        older_than: std::time::Duration,
+        /// The transactions and their keys.
+        reply: oneshot::Sender<Vec<(TxnId, Vec<HashedKey>)>>,
+    },
     /// Snapshot, step 1: refuse new multi-shard prepares; answer once no
     /// multi-shard commit holds keys here.
     Freeze(oneshot::Sender<()>),

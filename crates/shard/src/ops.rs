@@ -51,6 +51,42 @@ pub enum Expiry {
     At(u64),
 }
 
+/// EXPIRE's NX / XX / GT / LT options (Redis 7), as given. The command
+/// parser refuses the combinations Redis refuses (NX with any other, GT with
+/// LT); XX may come with GT or LT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireCond {
+    /// Only if the key has no TTL.
+    pub nx: bool,
+    /// Only if the key has a TTL.
+    pub xx: bool,
+    /// Only if the new expiry is later than the current one.
+    pub gt: bool,
+    /// Only if the new expiry is earlier than the current one.
+    pub lt: bool,
+}
+
+impl ExpireCond {
+    /// True when a key whose expiry is `current` may be given `at`.
+    pub fn allows(self, at: u64, current: Option<u64>) -> bool {
+        if self.nx && current.is_some() {
+            return false;
+        }
+        if self.xx && current.is_none() {
+            return false;
+        }
+        // No TTL counts as an infinite one, as in Redis: GT never beats
+        // it, LT always does.
+        if self.gt && current.is_none_or(|cur| at <= cur) {
+            return false;
+        }
+        if self.lt && current.is_some_and(|cur| at >= cur) {
+            return false;
+        }
+        true
+    }
+}
+
 /// How SET answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SetReply {
@@ -99,6 +135,13 @@ pub enum Op {
     },
     /// EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT; a time in the past deletes.
     ExpireAt(u64),
+    /// The same with NX / XX / GT / LT: only when `cond` allows it.
+    ExpireAtIf {
+        /// Absolute Unix ms.
+        at: u64,
+        /// The options given.
+        cond: ExpireCond,
+    },
     /// PERSIST
     Persist,
 }
@@ -200,26 +243,12 @@ impl Op {
                     ..
                 }) => {
                     let left = at.saturating_sub(view.now_ms());
-                    OpReply::Int(if *millis { left } else { left.div_ceil(1000) } as i64)
+                    // TTL rounds to the nearest second, as Redis does.
+                    OpReply::Int(if *millis { left } else { (left + 500) / 1000 } as i64)
                 }
             },
-            Op::ExpireAt(at) => match view.read(key) {
-                None => OpReply::Int(0),
-                Some(c) => {
-                    if *at <= view.now_ms() {
-                        view.write(key, None);
-                    } else {
-                        view.write(
-                            key,
-                            Some(Current {
-                                value: c.value,
-                                expire_ms: Some(*at),
-                            }),
-                        );
-                    }
-                    OpReply::Int(1)
-                }
-            },
+            Op::ExpireAt(at) => apply_expire(key, view, *at, ExpireCond::default()),
+            Op::ExpireAtIf { at, cond } => apply_expire(key, view, *at, *cond),
             Op::Persist => match view.read(key) {
                 Some(Current {
                     value,
@@ -285,6 +314,27 @@ fn apply_set(
         }
     }
     answer
+}
+
+fn apply_expire(key: &[u8], view: &mut impl KeyView, at: u64, cond: ExpireCond) -> OpReply {
+    let Some(c) = view.read(key) else {
+        return OpReply::Int(0);
+    };
+    if !cond.allows(at, c.expire_ms) {
+        return OpReply::Int(0);
+    }
+    if at <= view.now_ms() {
+        view.write(key, None);
+    } else {
+        view.write(
+            key,
+            Some(Current {
+                value: c.value,
+                expire_ms: Some(at),
+            }),
+        );
+    }
+    OpReply::Int(1)
 }
 
 fn apply_incr(key: &[u8], view: &mut impl KeyView, delta: i64) -> OpReply {
@@ -424,5 +474,77 @@ mod tests {
         );
         v.1 = 3_500;
         assert_eq!(Op::Get.apply(b"k", &mut v), OpReply::Nil);
+    }
+
+    #[test]
+    fn ttl_rounds_to_the_nearest_second() {
+        let mut v = MapView(HashMap::new(), 0);
+        let ttl = |v: &mut MapView| Op::Ttl { millis: false }.apply(b"k", v);
+        set("x", SetCond::Always, SetReply::Ok).apply(b"k", &mut v);
+        for (left, want) in [
+            (100_400, 100),
+            (100_500, 101),
+            (100_499, 100),
+            (499, 0),
+            (1, 0),
+        ] {
+            Op::ExpireAt(left).apply(b"k", &mut v);
+            assert_eq!(ttl(&mut v), OpReply::Int(want), "{left} ms left");
+        }
+    }
+
+    #[test]
+    fn expire_options_follow_redis() {
+        let mut v = MapView(HashMap::new(), 1_000);
+        let nx = ExpireCond {
+            nx: true,
+            ..Default::default()
+        };
+        let xx = ExpireCond {
+            xx: true,
+            ..Default::default()
+        };
+        let gt = ExpireCond {
+            gt: true,
+            ..Default::default()
+        };
+        let lt = ExpireCond {
+            lt: true,
+            ..Default::default()
+        };
+        let xx_lt = ExpireCond { xx: true, ..lt };
+        let exp = |at, cond| Op::ExpireAtIf { at, cond };
+        let pttl = |v: &mut MapView| Op::Ttl { millis: true }.apply(b"k", v);
+        assert_eq!(
+            exp(5_000, nx).apply(b"k", &mut v),
+            OpReply::Int(0),
+            "no key"
+        );
+        set("x", SetCond::Always, SetReply::Ok).apply(b"k", &mut v);
+        assert_eq!(exp(5_000, xx).apply(b"k", &mut v), OpReply::Int(0));
+        assert_eq!(exp(5_000, xx_lt).apply(b"k", &mut v), OpReply::Int(0));
+        assert_eq!(
+            exp(5_000, gt).apply(b"k", &mut v),
+            OpReply::Int(0),
+            "no TTL is infinite: GT fails"
+        );
+        assert_eq!(
+            exp(9_000, lt).apply(b"k", &mut v),
+            OpReply::Int(1),
+            "no TTL is infinite: LT passes"
+        );
+        assert_eq!(pttl(&mut v), OpReply::Int(8_000));
+        assert_eq!(exp(5_000, nx).apply(b"k", &mut v), OpReply::Int(0));
+        assert_eq!(exp(9_000, gt).apply(b"k", &mut v), OpReply::Int(0), "equal");
+        assert_eq!(exp(9_500, gt).apply(b"k", &mut v), OpReply::Int(1));
+        assert_eq!(exp(9_500, lt).apply(b"k", &mut v), OpReply::Int(0), "equal");
+        assert_eq!(exp(7_000, xx_lt).apply(b"k", &mut v), OpReply::Int(1));
+        assert_eq!(pttl(&mut v), OpReply::Int(6_000));
+        assert_eq!(
+            exp(0, lt).apply(b"k", &mut v),
+            OpReply::Int(1),
+            "a past time allowed by LT deletes"
+        );
+        assert_eq!(Op::Exists.apply(b"k", &mut v), OpReply::Int(0));
     }
 }

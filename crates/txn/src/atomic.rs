@@ -11,12 +11,12 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::{
     unix_ms, AckLevel, Check, Current, HashedKey, HoldMode, KeyOp, KeyView, OpReply,
     PrepareRequest, ReadState, Refusal, ShardMsg, TxnId, Write,
 };
 
+use crate::commit::Prepared;
 use crate::router::{Coordinator, Retry, ShardId};
 use crate::TxnError;
 
@@ -25,7 +25,10 @@ use crate::TxnError;
 pub(crate) struct HoldGuard<'a> {
     coord: &'a Coordinator,
     txn: TxnId,
-    shards: Vec<ShardId>,
+    shards: Vec<(ShardId, TxnId)>,
+    /// The clock's pause count before any hold was asked for (see
+    /// `Hlc::lapse`).
+    pub(crate) lapse: u64,
 }
 
 impl<'a> HoldGuard<'a> {
@@ -34,24 +37,30 @@ impl<'a> HoldGuard<'a> {
             coord,
             txn,
             shards: Vec::new(),
+            lapse: coord.node.hlc.lapse(),
         }
     }
 
     pub(crate) fn add(&mut self, shard: ShardId) {
-        self.shards.push(shard);
+        self.shards.push((shard, self.txn));
+    }
+
+    /// `shard` holds the transaction's keys as a backup (its shadow).
+    pub(crate) fn add_shadow(&mut self, shard: ShardId) {
+        self.shards
+            .push((shard, self.txn | elsa_shard::msg::SHADOW));
     }
 
     /// The holds are being installed: nothing to release.
-    pub(crate) fn disarm(mut self) {
+    pub(crate) fn disarm(&mut self) {
         self.shards.clear();
     }
 }
 
 impl Drop for HoldGuard<'_> {
     fn drop(&mut self) {
-        for &s in &self.shards {
-            self.coord
-                .post_from_drop(s, ShardMsg::Release { txn: self.txn });
+        for &(s, txn) in &self.shards {
+            self.coord.post_from_drop(s, ShardMsg::Release { txn });
         }
     }
 }
@@ -83,56 +92,7 @@ impl KeyView for Overlay {
     }
 }
 
-/// Awaits every install of a decided commit; the first problem, if any,
-/// once all have answered (a commit is never reported before its parts).
-pub(crate) async fn installed(
-    acks: Vec<tokio::sync::oneshot::Receiver<Result<(), Refusal>>>,
-) -> Result<(), TxnError> {
-    let mut outcome = Ok(());
-    for ack in acks {
-        let r = match ack.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(refusal)) => Err(TxnError::from(refusal)),
-            Err(_) => Err(TxnError::Lost),
-        };
-        outcome = outcome.and(r);
-    }
-    outcome
-}
-
 impl Coordinator {
-    /// Makes a multi-shard commit durable before any shard installs it: all
-    /// its writes go as one record into the log of its lowest participant.
-    /// Replay merges lattices, so one record in one log is enough for the
-    /// commit to recover all-or-nothing.
-    pub(crate) async fn log_decision(
-        &self,
-        participants: &[ShardId],
-        writes: &[&Write],
-        start_ts: elsa_lattice::Ts,
-        commit_ts: elsa_lattice::Ts,
-    ) -> Result<(), TxnError> {
-        let Some(&home) = participants.iter().min() else {
-            return Ok(());
-        };
-        if writes.is_empty() {
-            return Ok(());
-        }
-        let version = elsa_lattice::Version::new(commit_ts, self.node.node_id);
-        let entries = writes
-            .iter()
-            .map(|w| LogEntry {
-                key: w.key.key.clone(),
-                state: w.state.clone(),
-                start_ts,
-                version,
-            })
-            .collect();
-        self.ask(home, |reply| ShardMsg::Log { entries, reply })
-            .await?
-            .map_err(TxnError::from)
-    }
-
     /// Runs `ops` atomically after checking `watches`; answers per op, or
     /// [`TxnError::WatchFailed`] when a watched key changed.
     pub async fn run_atomic(
@@ -299,27 +259,23 @@ impl Coordinator {
                 writes.entry(home).or_default().push(Write { key, state });
             }
         }
-        // Every key is held, so no version can appear between this timestamp
-        // and the installs: the commit orders after everything it read.
-        let commit_ts = self.node.hlc.now();
-        let participants: Vec<ShardId> = holds.keys().copied().collect();
-        let all: Vec<&Write> = writes.values().flatten().collect();
-        self.log_decision(&participants, &all, commit_ts, commit_ts)
-            .await?;
-        guard.disarm();
-        let mut acks = Vec::with_capacity(holds.len());
-        for &shard in holds.keys() {
-            let writes = writes.remove(&shard).unwrap_or_default();
-            acks.push(self.start(shard, |reply| ShardMsg::Install {
-                txn,
-                writes,
-                start_ts: commit_ts,
-                commit_ts,
-                ack,
-                reply,
-            })?);
+        let prepared = Prepared {
+            txn,
+            // EXEC reads and writes in one step: it starts as it commits.
+            start_ts: self.node.hlc.now(),
+            holds: holds
+                .iter()
+                .map(|(s, keys)| (*s, keys.iter().map(|(k, m)| (k.clone(), *m)).collect()))
+                .collect(),
+            writes,
+            ack,
+            guard,
+        };
+        match self.finish_commit(prepared).await {
+            Ok(_) => Ok(Some(replies)),
+            // Aborted by a resolver that found the holds orphaned: retry.
+            Err(TxnError::Conflict(_)) => Ok(None),
+            Err(e) => Err(e),
         }
-        installed(acks).await?;
-        Ok(Some(replies))
     }
 }

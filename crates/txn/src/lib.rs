@@ -5,6 +5,10 @@
 //! - [`lone`]: lone commands — pipelined batches split per shard, in order.
 //! - [`atomic`]: commands that must act on many keys at once (MULTI/EXEC,
 //!   MSET, multi-key DEL…): hold, run, install.
+//! - [`commit`]: the second half of every multi-shard commit — shadow
+//!   holds on the other replicas, the decision, installs, release.
+//! - [`record`]: transaction records — a multi-shard commit's decision,
+//!   kept as a key of its own, and how half-finished ones are resolved.
 //! - [`txn`]: interactive transactions (`BEGIN [RC|RR|SI]` … `COMMIT`): the
 //!   write buffer, read buffer and commit protocol of the paper's §2.
 //!
@@ -12,7 +16,9 @@
 //! which shard is asked what, and in which order.
 
 pub mod atomic;
+pub mod commit;
 pub mod lone;
+pub mod record;
 pub mod router;
 pub mod txn;
 

@@ -34,6 +34,12 @@ impl std::fmt::Display for ShardId {
 pub trait Placement: Send + Sync {
     /// The shard that serves `hash` for clients of this node.
     fn route(&self, hash: u64) -> ShardId;
+    /// The other replicas in this region of the key with hash `hash` (not
+    /// the one [`Placement::route`] gives): they hold a multi-shard
+    /// commit's keys too, in case they take them over (`crate::commit`).
+    fn backups(&self, _hash: u64) -> Vec<ShardId> {
+        Vec::new()
+    }
     /// Sends `msg` to a shard of another node; its reply channel is
     /// answered when the answer comes back, or dropped if the node cannot
     /// be reached (the caller sees [`TxnError::ShardGone`]).
@@ -143,6 +149,22 @@ pub struct NodeContext {
     next_txn: AtomicU64,
 }
 
+/// Low bits of a transaction id that count this node's transactions.
+const TXN_COUNTER_BITS: u32 = 40;
+const TXN_COUNTER_MASK: u64 = (1 << TXN_COUNTER_BITS) - 1;
+
+/// Where this process starts counting transactions: the wall clock in
+/// microseconds (2^40 µs is 12.7 days). A process runs fewer than one
+/// transaction per microsecond, so its counter stays behind the clock and
+/// the next process, started later, counts from past every id it used;
+/// records live minutes, far less than the wrap-around.
+fn first_txn_counter() -> u64 {
+    let micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_micros() as u64);
+    micros & TXN_COUNTER_MASK
+}
+
 impl NodeContext {
     /// A context for `inboxes.len()` shards placed by `placement`.
     pub fn new(
@@ -159,14 +181,19 @@ impl NodeContext {
             inboxes,
             placement,
             open_reads: Arc::new(OpenReads::default()),
-            next_txn: AtomicU64::new(1),
+            next_txn: AtomicU64::new(first_txn_counter()),
         }
     }
 
     /// A region-unique transaction id: shards of this node may hold keys
     /// for coordinators on other nodes too, so the node id is part of it.
+    /// Unique across restarts too: a transaction's record (`crate::record`)
+    /// outlives the process, and a new transaction reusing an old id found
+    /// the old record "committed" and never wrote its own — a crash then
+    /// recovered it half-applied.
     pub fn next_txn(&self) -> TxnId {
-        (u64::from(self.node_id) << 40) | self.next_txn.fetch_add(1, Ordering::Relaxed)
+        (u64::from(self.node_id) << TXN_COUNTER_BITS)
+            | (self.next_txn.fetch_add(1, Ordering::Relaxed) & TXN_COUNTER_MASK)
     }
 
     /// Number of shards on this node.

@@ -374,27 +374,16 @@ async fn try_commit_across(
     if let Some(refusal) = refused {
         return Err(TxnError::from(refusal)); // guard releases every hold
     }
-    let commit_ts = coord.node.hlc.now();
-    let participants: Vec<ShardId> = parts.keys().copied().collect();
-    let all: Vec<&Write> = parts.values().flat_map(|p| &p.writes).collect();
     coord
-        .log_decision(&participants, &all, start_ts, commit_ts)
-        .await?;
-    guard.disarm();
-    let mut acks = Vec::with_capacity(parts.len());
-    for (&shard, part) in parts {
-        let writes = part.writes.clone();
-        acks.push(coord.start(shard, |reply| ShardMsg::Install {
+        .finish_commit(crate::commit::Prepared {
             txn,
-            writes,
             start_ts,
-            commit_ts,
+            holds: parts.iter().map(|(s, p)| (*s, p.holds.clone())).collect(),
+            writes: parts.iter().map(|(s, p)| (*s, p.writes.clone())).collect(),
             ack,
-            reply,
-        })?);
-    }
-    crate::atomic::installed(acks).await?;
-    Ok(commit_ts)
+            guard,
+        })
+        .await
 }
 
 /// Reads a key's state, waiting out a commit that holds it for writing (a

@@ -21,6 +21,12 @@ pub(super) const PAUSE_GAP: Duration = Duration::from_millis(2500);
 /// How often the pulse runs.
 const PULSE: Duration = Duration::from_millis(100);
 
+/// How far ahead of each pulse the clock may read physical time (see
+/// [`Hlc::hold_physical_below`]): several pulses, so a loaded runtime does
+/// not stall timestamps, and well under the second or more of silence the
+/// failure detector needs before peers take this node's slots over.
+const CLOCK_LEASE: Duration = Duration::from_millis(600);
+
 impl Cluster {
     /// True once this node has caught up since it started (it may then be
     /// primary).
@@ -195,7 +201,15 @@ impl Cluster {
         let now = elsa_shard::unix_ms();
         let last = self.last_tick.swap(now, Ordering::Relaxed);
         let gap = now.saturating_sub(last);
-        if gap >= PAUSE_GAP.as_millis() as u64 {
+        let paused = gap >= PAUSE_GAP.as_millis() as u64;
+        if paused {
+            // Before the horizon moves: a commit in flight across the pause
+            // sees the count change and does not install (see `Hlc::lapse`).
+            self.hlc.lapsed();
+        }
+        self.hlc
+            .hold_physical_below(now + CLOCK_LEASE.as_millis() as u64);
+        if paused {
             return Some(format!("no pulse for {gap} ms (paused?)"));
         }
         self.fenced

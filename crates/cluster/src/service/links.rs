@@ -295,9 +295,10 @@ impl Cluster {
                 }
             }
         });
-        // Prepared transactions of coordinators on that node: released if
-        // the connection dies before their decision arrives.
-        let mut prepared: HashSet<(u32, u64)> = HashSet::new();
+        // Holds taken for coordinators on that node stay if the connection
+        // dies: their transaction may be decided already. Holds whose
+        // coordinator stays silent are resolved from the transaction's
+        // record (`elsa_txn::record`).
         'conn: loop {
             loop {
                 match wire::decode_frame(&mut buf) {
@@ -305,7 +306,7 @@ impl Cluster {
                         if self.cut(&hello.region) {
                             break 'conn;
                         }
-                        self.on_peer_frame(&hello, frame, &tx, &mut prepared);
+                        self.on_peer_frame(&hello, frame, &tx);
                     }
                     Ok(None) => break,
                     Err(e) => {
@@ -319,11 +320,6 @@ impl Cluster {
                 Ok(_) => {}
             }
         }
-        for (shard, txn) in prepared {
-            if let Some(inbox) = self.inboxes.get(shard as usize) {
-                let _ = inbox.send(ShardMsg::Release { txn });
-            }
-        }
         writer.abort();
     }
 
@@ -332,7 +328,6 @@ impl Cluster {
         hello: &wire::Hello,
         frame: Frame,
         tx: &mpsc::UnboundedSender<Out>,
-        prepared: &mut HashSet<(u32, u64)>,
     ) {
         let Some(body) = frame.body else { return };
         let reply = |body: Body| {
@@ -373,6 +368,9 @@ impl Cluster {
                 };
                 // New work for a key (not the follow-ups of a prepare,
                 // which must reach the shard that holds its keys).
+                if call.kind == 6 && self.drop_installs.load(Ordering::Relaxed) {
+                    return; // fault injection: as if this node died here
+                }
                 if !call.follows_holds() && !self.serves(&call, req.shard) {
                     reply(Body::Response(wire::Response {
                         id: req.id,
@@ -383,18 +381,6 @@ impl Cluster {
                         not_serving: !self.is_ready(),
                     }));
                     return;
-                }
-                match call.kind {
-                    4 => {
-                        prepared.insert((req.shard, call.txn));
-                    }
-                    6 | 7 => {
-                        prepared.remove(&(req.shard, call.txn));
-                    }
-                    1 if call.batch_mode == 2 => {
-                        prepared.remove(&(req.shard, call.txn));
-                    }
-                    _ => {}
                 }
                 let Ok(started) = remote::start(call, inbox) else {
                     return; // malformed or gone: the caller's request fails

@@ -70,6 +70,16 @@ impl Placement for Router {
         self.0.forward(to, msg);
     }
 
+    fn backups(&self, hash: u64) -> Vec<ShardId> {
+        let primary = self.0.route(hash);
+        let ring = self.0.ring.load();
+        ring.replicas(slot_of(hash), ring.own_region())
+            .iter()
+            .copied()
+            .filter(|r| *r != primary && r.node != NO_PRIMARY.node)
+            .collect()
+    }
+
     fn sync_replicate(
         &self,
         keys: Vec<HashedKey>,

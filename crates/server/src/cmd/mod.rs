@@ -307,20 +307,29 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
     BY_NAME.get(&buf[..name.len()]).copied()
 }
 
-/// The Redis error for an unknown command.
+/// The Redis error for an unknown command: the name, then the arguments,
+/// each quoted and followed by a space, while the list is under 128 bytes
+/// (the last one cut to what is left). Redis prints them as C strings, so
+/// each stops at a NUL byte.
 pub fn unknown_command(args: &Args) -> String {
-    let name = args
-        .first()
-        .map(|a| String::from_utf8_lossy(a))
-        .unwrap_or_default();
-    let mut msg = format!(
-        "ERR unknown command '{}', with args beginning with: ",
-        truncate(&name)
-    );
-    for a in args.iter().skip(1).take(8) {
-        msg.push_str(&format!("'{}' ", truncate(&String::from_utf8_lossy(a))));
+    const LIST_MAX: usize = 128;
+    let name = args.first().map_or(&[][..], |a| c_str(a));
+    let mut list: Vec<u8> = Vec::new();
+    for a in args.iter().skip(1) {
+        if list.len() >= LIST_MAX {
+            break;
+        }
+        let a = c_str(a);
+        let room = LIST_MAX - list.len();
+        list.push(b'\'');
+        list.extend_from_slice(&a[..a.len().min(room)]);
+        list.extend_from_slice(b"' ");
     }
-    msg
+    format!(
+        "ERR unknown command '{}', with args beginning with: {}",
+        String::from_utf8_lossy(&name[..name.len().min(128)]),
+        String::from_utf8_lossy(&list)
+    )
 }
 
 /// The Redis error for a wrong argument count.
@@ -328,8 +337,84 @@ pub fn wrong_arity(name: &str) -> String {
     format!("ERR wrong number of arguments for '{name}' command")
 }
 
-fn truncate(s: &str) -> String {
-    s.chars().take(128).collect()
+/// Subcommands of the container commands, with their Redis 7.0 arities
+/// (the container's name counted, as in `Spec::arity`). Redis looks them up
+/// before it runs anything, so an unknown one or a wrong count is refused
+/// at once — inside MULTI too, where it fails the transaction. The last
+/// entries of CLIENT are Redis 7.2's, which Elsa answers as well.
+const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
+    (
+        "client",
+        &[
+            ("caching", 3),
+            ("getname", 2),
+            ("getredir", 2),
+            ("help", 2),
+            ("id", 2),
+            ("info", 2),
+            ("kill", -3),
+            ("list", -2),
+            ("no-evict", 3),
+            ("pause", -3),
+            ("reply", 3),
+            ("setname", 3),
+            ("tracking", -3),
+            ("trackinginfo", 2),
+            ("unblock", -3),
+            ("unpause", 2),
+            ("no-touch", 3),
+            ("setinfo", 4),
+        ],
+    ),
+    (
+        "command",
+        &[
+            ("count", 2),
+            ("docs", -2),
+            ("getkeys", -4),
+            ("getkeysandflags", -4),
+            ("help", 2),
+            ("info", -2),
+            ("list", -2),
+        ],
+    ),
+    (
+        "config",
+        &[
+            ("get", -3),
+            ("help", 2),
+            ("resetstat", 2),
+            ("rewrite", 2),
+            ("set", -4),
+        ],
+    ),
+];
+
+/// Redis's refusal of a container command's subcommand (unknown, or the
+/// wrong number of arguments), if any.
+pub fn subcommand_error(spec: &Spec, args: &Args) -> Option<String> {
+    let (_, subs) = SUBCOMMANDS.iter().find(|(name, _)| *name == spec.name)?;
+    // With no subcommand Redis checks only the container's own arity.
+    let sub = c_str(args.get(1)?);
+    let Some((sub_name, arity)) = subs.iter().find(|(name, _)| is(sub, name)) else {
+        return Some(format!(
+            "ERR unknown subcommand '{}'. Try {} HELP.",
+            String::from_utf8_lossy(&sub[..sub.len().min(128)]),
+            spec.name.to_uppercase()
+        ));
+    };
+    let ok = if *arity >= 0 {
+        args.len() == *arity as usize
+    } else {
+        args.len() >= (-arity) as usize
+    };
+    (!ok).then(|| wrong_arity(&format!("{}|{sub_name}", spec.name)))
+}
+
+/// An argument as C code sees it: up to its first NUL byte. Redis reads
+/// option names and error-message arguments that way.
+pub fn c_str(b: &[u8]) -> &[u8] {
+    b.iter().position(|&c| c == 0).map_or(b, |n| &b[..n])
 }
 
 /// Parses a whole-number argument.

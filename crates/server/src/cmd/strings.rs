@@ -58,51 +58,76 @@ fn expire_at(arg: &[u8], unit_ms: i64, absolute: bool, cmd: &str) -> Result<u64,
     Ok(at as u64)
 }
 
+/// SET's expiry options.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExpiryOpt {
+    Ex,
+    Px,
+    ExAt,
+    PxAt,
+}
+
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+///
+/// Parsed as Redis's `parseExtendedStringArgumentsOrReply` does: options
+/// may repeat (the last expiry value wins) but not conflict (NX with XX,
+/// two kinds of expiry, an expiry with KEEPTTL); all of them are parsed
+/// before the expiry value is read, so a syntax error wins over a bad
+/// number.
 pub fn set(args: &Args) -> Result<DataCmd, CmdError> {
     let mut cond = SetCond::Always;
-    let mut expiry = Expiry::Clear;
     let mut reply = SetReply::Ok;
-    let mut expiry_given = false;
+    let mut keep_ttl = false;
+    let mut expiry: Option<(ExpiryOpt, &[u8])> = None;
     let mut i = 3;
     while i < args.len() {
-        let a = &args[i];
+        // Redis compares option names as C strings: a NUL ends them.
+        let a = super::c_str(&args[i]);
         let next = args.get(i + 1);
-        if is(a, "NX") && cond == SetCond::Always {
+        // An expiry option is refused next to KEEPTTL or another kind of
+        // expiry, not next to itself.
+        let expiry_ok =
+            |kind: ExpiryOpt| !keep_ttl && expiry.is_none_or(|(k, _)| k == kind) && next.is_some();
+        let kind = if is(a, "EX") {
+            Some(ExpiryOpt::Ex)
+        } else if is(a, "PX") {
+            Some(ExpiryOpt::Px)
+        } else if is(a, "EXAT") {
+            Some(ExpiryOpt::ExAt)
+        } else if is(a, "PXAT") {
+            Some(ExpiryOpt::PxAt)
+        } else {
+            None
+        };
+        if is(a, "NX") && cond != SetCond::IfPresent {
             cond = SetCond::IfAbsent;
-        } else if is(a, "XX") && cond == SetCond::Always {
+        } else if is(a, "XX") && cond != SetCond::IfAbsent {
             cond = SetCond::IfPresent;
         } else if is(a, "GET") {
             reply = SetReply::Old;
-        } else if is(a, "KEEPTTL") && !expiry_given {
-            expiry = Expiry::Keep;
-            expiry_given = true;
-        } else if !expiry_given
-            && next.is_some()
-            && ["EX", "PX", "EXAT", "PXAT"].iter().any(|w| is(a, w))
-        {
-            let (unit, absolute) = if is(a, "EX") {
-                (1000, false)
-            } else if is(a, "PX") {
-                (1, false)
-            } else if is(a, "EXAT") {
-                (1000, true)
-            } else {
-                (1, true)
-            };
-            expiry = Expiry::At(expire_at(
-                next.map_or(&[][..], |b| &b[..]),
-                unit,
-                absolute,
-                "set",
-            )?);
-            expiry_given = true;
+        } else if is(a, "KEEPTTL") && expiry.is_none() {
+            keep_ttl = true;
+        } else if let (Some(kind), Some(value)) = (kind.filter(|k| expiry_ok(*k)), next) {
+            expiry = Some((kind, &value[..]));
             i += 1;
         } else {
             return Err(CmdError::syntax());
         }
         i += 1;
     }
+    let expiry = match expiry {
+        Some((kind, value)) => {
+            let (unit, absolute) = match kind {
+                ExpiryOpt::Ex => (1000, false),
+                ExpiryOpt::Px => (1, false),
+                ExpiryOpt::ExAt => (1000, true),
+                ExpiryOpt::PxAt => (1, true),
+            };
+            Expiry::At(expire_at(value, unit, absolute, "set")?)
+        }
+        None if keep_ttl => Expiry::Keep,
+        None => Expiry::Clear,
+    };
     plain_set(args, cond, expiry, reply)
 }
 
@@ -220,6 +245,80 @@ mod tests {
         s.split(' ')
             .map(|a| Bytes::copy_from_slice(a.as_bytes()))
             .collect()
+    }
+
+    fn set_err(line: &str) -> String {
+        match set(&args(line)) {
+            Err(e) => e.0,
+            Ok(c) => panic!("{line}: accepted as {:?}", c.ops),
+        }
+    }
+
+    fn set_op(line: &str) -> Op {
+        match set(&args(line)) {
+            Ok(mut c) => c.ops.remove(0).1,
+            Err(e) => panic!("{line}: {}", e.0),
+        }
+    }
+
+    #[test]
+    fn set_options_repeat_and_conflict_like_redis() {
+        for line in [
+            "SET k v NX NX",
+            "SET k v GET GET",
+            "SET k v KEEPTTL KEEPTTL",
+        ] {
+            assert!(set(&args(line)).is_ok(), "{line}");
+        }
+        assert!(matches!(
+            set_op("SET k v xx XX"),
+            Op::Set {
+                cond: SetCond::IfPresent,
+                ..
+            }
+        ));
+        assert!(matches!(
+            set_op("SET k v EXAT 100 EXAT 200"),
+            Op::Set {
+                expiry: Expiry::At(200_000),
+                ..
+            }
+        ));
+        assert!(matches!(
+            set_op("SET k v PXAT abc PXAT 5"),
+            Op::Set {
+                expiry: Expiry::At(5),
+                ..
+            }
+        ));
+        for line in [
+            "SET k v NX XX",
+            "SET k v EX 100 PX 100",
+            "SET k v EX 100 KEEPTTL",
+            "SET k v KEEPTTL EX 100",
+            "SET k v EX 0100 NX XX",
+            "SET k v NX EX 9223372036854775 XX",
+            "SET k v EX 100 EX",
+        ] {
+            assert_eq!(set_err(line), "ERR syntax error", "{line}");
+        }
+        assert_eq!(
+            set_err("SET k v NX NX PXAT abc"),
+            elsa_shard::ops::ERR_NOT_INTEGER
+        );
+        assert!(matches!(
+            set(&[
+                Bytes::from("SET"),
+                Bytes::from("k"),
+                Bytes::from("v"),
+                Bytes::from(&b"NX\0junk"[..])
+            ])
+            .map(|mut c| c.ops.remove(0).1),
+            Ok(Op::Set {
+                cond: SetCond::IfAbsent,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -63,6 +63,11 @@ pub struct Shard {
     hlc: Arc<Hlc>,
     holds: HashMap<Bytes, Hold>,
     held_by: HashMap<TxnId, Vec<Bytes>>,
+    /// When each transaction took its first hold here.
+    held_since: HashMap<TxnId, std::time::Instant>,
+    /// Transactions installed here lately: an install arriving again (the
+    /// coordinator retrying, or a resolver that got there first) is done.
+    installed: HashMap<TxnId, std::time::Instant>,
     gossip: GossipBuffer,
     stats: ShardStats,
     durability: Option<Durability>,
@@ -103,6 +108,10 @@ struct Parked {
     since: std::time::Instant,
 }
 
+/// What an install answers when this shard does not hold the transaction's
+/// keys (it was resolved, and found aborted, meanwhile).
+pub const ERR_HOLDS_LOST: &str = "ERR the transaction no longer holds its keys here (it was resolved as aborted while its coordinator was unreachable); not applied";
+
 /// What a write answers when the region's other replicas did not confirm it.
 pub const ERR_UNCONFIRMED: &str = "ERR written on this node, but its replicas in the region did not confirm it in time: it may be lost if this node fails";
 
@@ -119,10 +128,9 @@ struct Durability {
 /// Where an installed lattice comes from, which decides what else happens.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Source {
-    /// A commit here: log it and gossip it.
+    /// A commit here (lone, single- or multi-shard): log it, gossip it,
+    /// ship it to the region's other replicas.
     Local,
-    /// A multi-shard commit whose decision record is already logged.
-    Logged,
     /// Replayed from disk at startup: neither.
     Recovery,
     /// Received from a peer replica: logged, not gossiped back.
@@ -176,6 +184,8 @@ impl Shard {
             hlc,
             holds: HashMap::new(),
             held_by: HashMap::new(),
+            held_since: HashMap::new(),
+            installed: HashMap::new(),
             gossip: GossipBuffer::default(),
             stats: ShardStats::default(),
             durability: None,
@@ -229,10 +239,6 @@ impl Shard {
                 let unconfirmed = (writes && r.is_ok()).then(unconfirmed);
                 self.respond_at(ack, reply, r, unconfirmed);
             }
-            ShardMsg::Log { entries, reply } => {
-                let r = self.op_log(&entries);
-                self.respond(reply, r);
-            }
             ShardMsg::Merge { entries, reply } => {
                 let r = self.op_merge(&entries);
                 self.respond(reply, r);
@@ -248,11 +254,17 @@ impl Shard {
                 writes,
                 start_ts,
                 commit_ts,
+                origin,
                 ack,
                 reply,
             } => {
-                self.op_install(txn, &writes, start_ts, commit_ts);
-                self.respond_at(ack, reply, Ok(()), Some(unconfirmed()));
+                let r = self.op_install(txn, &writes, start_ts, Version::new(commit_ts, origin));
+                let unconfirmed = r.is_ok().then(unconfirmed);
+                self.respond_at(ack, reply, r, unconfirmed);
+            }
+            ShardMsg::Shadow { txn, holds, reply } => {
+                self.op_shadow(txn | crate::msg::SHADOW, holds);
+                let _ = reply.send(());
             }
             ShardMsg::Release { txn } => self.op_release(txn),
             ShardMsg::Exec {
@@ -301,6 +313,9 @@ impl Shard {
             }
             AdminMsg::Stats(reply) => {
                 let _ = reply.send(self.stats());
+            }
+            AdminMsg::StaleHolds { older_than, reply } => {
+                let _ = reply.send(self.stale_holds(older_than));
             }
             AdminMsg::Freeze(reply) => {
                 self.frozen = true;
@@ -355,7 +370,7 @@ impl Shard {
         version: Version,
         source: Source,
     ) -> bool {
-        let here = matches!(source, Source::Local | Source::Logged);
+        let here = source == Source::Local;
         let floor = self.tombstone_floor;
         let now_ms = if here { 0 } else { unix_ms() };
         let written = self.table.upsert(hash, key, |old| {
@@ -388,7 +403,7 @@ impl Shard {
                 version,
             ))
         });
-        if written && matches!(source, Source::Local | Source::Logged) {
+        if written && source == Source::Local {
             self.gossip.record(key);
             if let Some(r) = &mut self.repl {
                 r.pending.push(crate::wal::codec::LogEntry {
@@ -634,6 +649,7 @@ impl Shard {
         if let Some(r) = self.write_refusal().filter(|_| !req.writes.is_empty()) {
             return Err(r);
         }
+        let lapse = self.hlc.lapse();
         self.validate(&req.checks, None, Refusal::Conflict(Bytes::new()))?;
         for w in &req.writes {
             if self.blocked(&w.key.key, HoldMode::Write, None) {
@@ -642,6 +658,12 @@ impl Shard {
             }
         }
         let commit_ts = self.hlc.now();
+        if self.hlc.lapse() != lapse {
+            // Paused between validating and stamping (see `Hlc::lapse`).
+            return Err(Refusal::Unavailable(
+                "this node was paused during the commit; not applied".into(),
+            ));
+        }
         let version = Version::new(commit_ts, self.node);
         for w in &req.writes {
             self.install(
@@ -697,13 +719,39 @@ impl Shard {
             }
             keys.push(k.key);
         }
+        self.held_since
+            .entry(req.txn)
+            .or_insert_with(std::time::Instant::now);
         self.held_by.entry(req.txn).or_default().extend(keys);
         Ok(states)
     }
 
-    /// Phase two: install the writes at `commit_ts`, then release.
-    pub fn op_install(&mut self, txn: TxnId, writes: &[Write], start_ts: Ts, commit_ts: Ts) {
-        let version = Version::new(commit_ts, self.node);
+    /// Phase two: install the writes as `version` (the same on every
+    /// shard, and in the transaction's record), log them, then release.
+    /// Never without the transaction's holds: if they are gone (a resolver
+    /// released them after finding the transaction aborted, or this shard
+    /// never held them), nothing is installed — unless it installed this
+    /// transaction already (the install arriving again is done).
+    pub fn op_install(
+        &mut self,
+        txn: TxnId,
+        writes: &[Write],
+        start_ts: Ts,
+        version: Version,
+    ) -> Result<(), Refusal> {
+        // A replica that took a dead participant's keys over holds them
+        // as the transaction's shadow: it installs under the shadow and
+        // keeps it — more of the dead participant's keys may still come,
+        // and the coordinator releases its shadows once every part is in.
+        let release = if self.held_by.contains_key(&txn) {
+            true
+        } else if self.held_by.contains_key(&(txn | crate::msg::SHADOW)) {
+            false
+        } else if self.installed.contains_key(&txn) {
+            return Ok(());
+        } else {
+            return Err(Refusal::Unavailable(ERR_HOLDS_LOST.to_string()));
+        };
         for w in writes {
             let state = w.state.as_ref();
             self.install_from(
@@ -712,15 +760,61 @@ impl Shard {
                 state,
                 start_ts,
                 version,
-                Source::Logged,
+                Source::Local,
             );
         }
+        self.installed.insert(txn, std::time::Instant::now());
         self.stats.commits += 1;
-        self.op_release(txn);
+        if release {
+            self.op_release(txn);
+        }
+        Ok(())
+    }
+
+    /// A backup takes a participant's holds (see [`ShardMsg::Shadow`]):
+    /// no checks, and it never refuses — the participant validated.
+    pub fn op_shadow(&mut self, txn: TxnId, holds: Vec<(HashedKey, HoldMode)>) {
+        let mut keys = Vec::with_capacity(holds.len());
+        for (k, mode) in holds {
+            let hold = self.holds.entry(k.key.clone()).or_default();
+            match mode {
+                HoldMode::Write => hold.writer = Some(txn),
+                HoldMode::Read => hold.readers.push(txn),
+            }
+            keys.push(k.key);
+        }
+        self.held_since
+            .entry(txn)
+            .or_insert_with(std::time::Instant::now);
+        self.held_by.entry(txn).or_default().extend(keys);
+    }
+
+    /// Transactions that have held keys here longer than `older_than`.
+    pub fn stale_holds(&mut self, older_than: std::time::Duration) -> Vec<(TxnId, Vec<HashedKey>)> {
+        self.installed
+            .retain(|_, at| at.elapsed() < std::time::Duration::from_secs(600));
+        let hasher = *self.table.hasher();
+        self.held_since
+            .iter()
+            .filter(|(_, at)| at.elapsed() >= older_than)
+            .filter_map(|(txn, _)| {
+                let keys = self.held_by.get(txn)?;
+                Some((
+                    *txn,
+                    keys.iter()
+                        .map(|k| HashedKey {
+                            hash: std::hash::BuildHasher::hash_one(&hasher, &k[..]),
+                            key: k.clone(),
+                        })
+                        .collect(),
+                ))
+            })
+            .collect()
     }
 
     /// Drops every hold of `txn` (abort, or the end of install).
     pub fn op_release(&mut self, txn: TxnId) {
+        self.held_since.remove(&txn);
         let Some(keys) = self.held_by.remove(&txn) else {
             return;
         };

@@ -170,19 +170,6 @@ impl Shard {
         Ok(changed)
     }
 
-    /// Logs a multi-shard commit's decision record (all its writes).
-    pub fn op_log(&mut self, entries: &[LogEntry]) -> Result<(), Refusal> {
-        if let Some(r) = self.write_refusal() {
-            return Err(r);
-        }
-        if let Some(d) = &mut self.durability {
-            for e in entries {
-                d.wal.stage(&e.key, e.state.as_ref(), e.start_ts, e.version);
-            }
-        }
-        Ok(())
-    }
-
     /// Switches the log to segment `seq` and writes this shard's snapshot.
     pub fn op_dump(&mut self, seq: u64) -> Result<(String, u64), String> {
         let index = self.index;

@@ -168,9 +168,24 @@ fn holds_block_conflicting_work_until_released() {
             }),
         }],
         ts,
-        ts,
-    );
+        Version::new(ts, 9),
+    )
+    .unwrap();
     assert_eq!(value(&mut s, "x").as_deref(), Some(&b"new"[..]));
+    assert_eq!(
+        s.table.get(key(&s, "x").hash, b"x").map(Record::version),
+        Some(Version::new(ts, 9)),
+        "the coordinator's version, as in the transaction's record"
+    );
+    assert_eq!(
+        s.op_install(1, &[], ts, Version::new(ts, 9)),
+        Ok(()),
+        "installed already: a second install is done"
+    );
+    assert!(
+        s.op_install(2, &[], ts, Version::new(ts, 9)).is_err(),
+        "never without the transaction's holds"
+    );
     assert_eq!(s.op_batch(&[kop(&s, "r", set("2"))]).len(), 1, "released");
     assert!(s.holds.is_empty() && s.held_by.is_empty());
 }

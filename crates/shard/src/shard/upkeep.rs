@@ -10,6 +10,11 @@ use crate::table::{bucket_of, KeyHasher, DIGEST_BUCKETS, SEGMENTS};
 use crate::wal::codec::LogEntry;
 use elsa_lattice::Ts;
 
+/// A key Elsa keeps for itself (see [`crate::INTERNAL_PREFIX`]).
+fn is_internal(key: &[u8]) -> bool {
+    key.starts_with(crate::INTERNAL_PREFIX)
+}
+
 /// A record as a lattice to ship or log.
 fn entry_of(rec: &Record, key: Bytes) -> LogEntry {
     LogEntry {
@@ -28,7 +33,7 @@ impl Shard {
         let now = unix_ms();
         self.table
             .iter()
-            .filter(|r| r.live_value(now).is_some())
+            .filter(|r| r.live_value(now).is_some() && !is_internal(r.key()))
             .count()
     }
 
@@ -69,7 +74,7 @@ impl Shard {
             keys.extend(
                 self.table
                     .segment(segment)
-                    .filter(|r| r.live_value(now).is_some())
+                    .filter(|r| r.live_value(now).is_some() && !is_internal(r.key()))
                     .filter(|r| pattern.is_none_or(|p| crate::glob::matches(p, r.key())))
                     .map(|r| Bytes::copy_from_slice(r.key())),
             );

@@ -237,6 +237,26 @@ pub fn decode_file(data: &[u8], mut each: impl FnMut(Logged)) -> Result<Tail, Co
     Ok(Tail::Clean)
 }
 
+/// Encodes `entries` as a record's payload (count, then entries) — the
+/// form a transaction record keeps its writes in.
+pub fn encode_lattices(out: &mut Vec<u8>, entries: &[LogEntry]) {
+    out.put_u32_le(entries.len() as u32);
+    for e in entries {
+        encode_entry(
+            out,
+            EntryRef::of(&e.key, e.state.as_ref(), e.start_ts, e.version),
+        );
+    }
+}
+
+/// Decodes what [`encode_lattices`] wrote.
+pub fn decode_lattices(p: &[u8]) -> Result<Vec<LogEntry>, String> {
+    match decode_payload(p)? {
+        Logged::Lattices(l) => Ok(l),
+        Logged::Flush(_) => Err("a flush where lattices were expected".into()),
+    }
+}
+
 fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
     let need = |p: &[u8], n: usize| {
         if p.remaining() < n {

@@ -86,7 +86,11 @@ fn replay(
         r.records += 1;
         match rec {
             codec::Logged::Lattices(rec) => {
-                r.entries += rec.len() as u64;
+                // Elsa's own keys (transaction records) are not counted.
+                r.entries += rec
+                    .iter()
+                    .filter(|e| !e.key.starts_with(crate::INTERNAL_PREFIX))
+                    .count() as u64;
                 apply(rec);
             }
             codec::Logged::Flush(floor) => r.flush_floor = r.flush_floor.max(floor),

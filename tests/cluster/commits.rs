@@ -1,0 +1,128 @@
+//! Multi-node commits under a node's death (issue 12, item 4): a commit
+//! whose participants live on several nodes is installed everywhere or
+//! nowhere, whichever node dies between its decision and its installs —
+//! a participant (the replica taking its keys over holds them, and the
+//! coordinator installs there) or the coordinator (the participants'
+//! resolvers finish it from the transaction's record).
+
+use std::time::Duration;
+
+use super::common::cluster::Cluster;
+use super::one_at_a_time;
+
+/// Keys enough that a 3-node region's nodes are all primaries of some.
+fn keys() -> Vec<String> {
+    (0..24).map(|i| format!("tx:{i}")).collect()
+}
+
+fn mset(c: &mut redis::Connection, keys: &[String], v: &str) -> redis::RedisResult<()> {
+    let mut cmd = redis::cmd("MSET");
+    for k in keys {
+        cmd.arg(k).arg(v);
+    }
+    cmd.query(c)
+}
+
+/// Reads every key through node `i`, retrying while its view settles.
+fn read_all(c: &Cluster, i: usize, keys: &[String]) -> Vec<Option<String>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got: redis::RedisResult<Vec<Option<String>>> =
+            redis::cmd("MGET").arg(keys).query(&mut c.conn(i));
+        match got {
+            Ok(v) => return v,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("MGET through node {i}: {e}; again");
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            Err(e) => panic!("MGET through node {i}: {e}"),
+        }
+    }
+}
+
+fn three_nodes() -> Cluster {
+    Cluster::start(
+        &["r0", "r0", "r0"],
+        &["--replication-factor", "3", "--appendfsync", "always"],
+    )
+}
+
+#[test]
+fn a_participant_dying_after_the_decision_loses_no_part_of_the_commit() {
+    let _one = one_at_a_time();
+    let mut c = three_nodes();
+    let ks = keys();
+    mset(&mut c.conn(0), &ks, "0").expect("setup");
+    // Node 1 will take part in the commit but never install its part, as
+    // if it died right after the decision; then it does die.
+    c.fault(1, "DROP-INSTALLS");
+    let port = c.port(0);
+    let ks2 = ks.clone();
+    let commit = std::thread::spawn(move || {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut con = client.get_connection().unwrap();
+        con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        mset(&mut con, &ks2, "1")
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    c.kill9(1);
+    let answer = commit.join().unwrap();
+    // The coordinator asks the replica that took node 1's keys over (it
+    // held them too) and the commit completes.
+    assert!(answer.is_ok(), "MSET answered {answer:?}");
+    for i in [0, 2] {
+        let got = read_all(&c, i, &ks);
+        assert!(
+            got.iter().all(|v| v.as_deref() == Some("1")),
+            "through node {i}: {got:?}"
+        );
+    }
+    c.restart(1);
+    c.wait_caught_up(&[0, 1, 2], Duration::from_secs(60));
+    let got = read_all(&c, 1, &ks);
+    assert!(got.iter().all(|v| v.as_deref() == Some("1")), "{got:?}");
+}
+
+#[test]
+fn a_coordinator_dying_after_the_decision_leaves_the_commit_finished() {
+    let _one = one_at_a_time();
+    let mut c = three_nodes();
+    let ks = keys();
+    mset(&mut c.conn(0), &ks, "0").expect("setup");
+    // Node 1 holds its part without installing it; the coordinator (node
+    // 0) dies after deciding. Node 1's resolver finds the holds orphaned,
+    // reads the transaction's record — committed — and installs.
+    c.fault(1, "DROP-INSTALLS");
+    let port = c.port(0);
+    let ks2 = ks.clone();
+    let commit = std::thread::spawn(move || {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut con = client.get_connection().unwrap();
+        con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        mset(&mut con, &ks2, "1")
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    c.kill9(0);
+    let answer = commit.join().unwrap();
+    assert!(
+        answer.is_err(),
+        "the coordinator died: no answer ({answer:?})"
+    );
+    c.fault(1, "HEAL");
+    // The outcome was unknown to the client; it must be all or nothing.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        let got = read_all(&c, 2, &ks);
+        let ones = got.iter().filter(|v| v.as_deref() == Some("1")).count();
+        if ones == ks.len() || std::time::Instant::now() > deadline {
+            break got;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let ones = got.iter().filter(|v| v.as_deref() == Some("1")).count();
+    assert!(
+        ones == ks.len(),
+        "the commit was decided, so every part must be installed: {got:?}"
+    );
+    assert_eq!(read_all(&c, 1, &ks), got, "nodes 1 and 2 agree");
+}
