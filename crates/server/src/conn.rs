@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 
 use crate::cmd::{self, CmdError, Control, DataCmd, Kind, Shape};
 use crate::node::Shared;
-use crate::resp::{parse_request, Limits, ReplyWriter};
+use crate::resp::{parse_request_resuming, Limits, Partial, ReplyWriter};
 
 /// Before AUTH, a client may send only tiny requests (CVE-2021-32675).
 const UNAUTHENTICATED: Limits = Limits {
@@ -83,6 +83,8 @@ pub(crate) struct Session {
 pub struct Conn {
     stream: TcpStream,
     inbuf: BytesMut,
+    /// How far parsing got into a request not yet complete in `inbuf`.
+    partial: Option<Partial>,
     pub(crate) out: BytesMut,
     pub(crate) coord: Coordinator,
     pub(crate) shared: Arc<Shared>,
@@ -113,6 +115,7 @@ impl Conn {
         Conn {
             stream,
             inbuf: BytesMut::with_capacity(16 * 1024),
+            partial: None,
             out: BytesMut::with_capacity(16 * 1024),
             coord,
             shared,
@@ -233,7 +236,7 @@ impl Conn {
         let mut reqs = Vec::new();
         let limits = self.limits();
         while reqs.len() < MAX_BATCH {
-            match parse_request(&mut self.inbuf, &limits) {
+            match parse_request_resuming(&mut self.inbuf, &limits, &mut self.partial) {
                 Ok(Some(args)) => {
                     let authenticates = !self.s.authed
                         && args
@@ -253,6 +256,13 @@ impl Conn {
 
     /// Reads what the socket has; false at EOF or on an error.
     fn read_some(&mut self) -> bool {
+        // A request known to need more: room for all of it at once (its
+        // length was checked against the limits), so a big value is not
+        // copied at every doubling of the buffer.
+        let need = self.partial.as_ref().map_or(0, Partial::need);
+        if need > self.inbuf.capacity() {
+            self.inbuf.reserve(need - self.inbuf.len());
+        }
         if self.inbuf.capacity() - self.inbuf.len() < 4096 {
             self.inbuf.reserve(16 * 1024);
         }

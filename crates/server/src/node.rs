@@ -483,7 +483,8 @@ fn worker(
         let hlc = node.hlc.clone();
         tokio::task::spawn_local(async move {
             let mut tick = tokio::time::interval(epoch);
-            let mut last_gc = Instant::now();
+            let per_second = (1000 / epoch.as_millis().max(1)).max(1) as usize;
+            let gc_slice = elsa_shard::table::SEGMENTS.div_ceil(per_second);
             loop {
                 tick.tick().await;
                 let mut shard = s.borrow_mut();
@@ -495,21 +496,18 @@ fn worker(
                 }
                 shard.tick_wal();
                 shard.expire_parked(elsa_txn::router::RETRY_FOR);
-                if last_gc.elapsed() >= Duration::from_secs(1) {
-                    last_gc = Instant::now();
-                    let now_ms = elsa_shard::unix_ms();
-                    let horizon = match &cluster {
-                        // Only tombstones every replica has confirmed, and
-                        // old enough for any transaction on any node.
-                        Some(c) => {
-                            ((now_ms.saturating_sub(ttl_ms)) << 16).min(c.tombstone_horizon())
-                        }
-                        // Alone: those no open transaction or WATCH here
-                        // may still validate against.
-                        None => open_reads.oldest().unwrap_or_else(|| hlc.peek()),
-                    };
-                    shard.collect_garbage(now_ms, horizon);
-                }
+                // A sweep of the whole table each second, a slice per
+                // epoch (see `Shard::collect_garbage_step`).
+                let now_ms = elsa_shard::unix_ms();
+                let horizon = match &cluster {
+                    // Only tombstones every replica has confirmed, and
+                    // old enough for any transaction on any node.
+                    Some(c) => ((now_ms.saturating_sub(ttl_ms)) << 16).min(c.tombstone_horizon()),
+                    // Alone: those no open transaction or WATCH here may
+                    // still validate against.
+                    None => open_reads.oldest().unwrap_or_else(|| hlc.peek()),
+                };
+                shard.collect_garbage_step(now_ms, horizon, gc_slice);
             }
         });
         let local_shard = LocalShard {

@@ -207,11 +207,22 @@ impl Table {
     /// Keeps the records `keep` answers true for; it may also change a
     /// record in place, keeping its key and version (the digests depend on
     /// those only). Answers how many were removed.
-    pub fn retain_mut(&mut self, mut keep: impl FnMut(&mut Record) -> bool) -> usize {
+    pub fn retain_mut(&mut self, keep: impl FnMut(&mut Record) -> bool) -> usize {
+        self.retain_mut_segments(0..SEGMENTS, keep)
+    }
+
+    /// [`Table::retain_mut`] over segments `segments` only (a slice of the
+    /// table, so a sweep can be spread over several turns).
+    pub fn retain_mut_segments(
+        &mut self,
+        segments: std::ops::Range<usize>,
+        mut keep: impl FnMut(&mut Record) -> bool,
+    ) -> usize {
         let mut removed = 0;
         let hasher = &self.hasher;
         let digests = &mut self.digests;
-        for seg in &mut self.segments {
+        let end = segments.end.min(SEGMENTS);
+        for seg in &mut self.segments[segments.start.min(end)..end] {
             seg.retain(|r| {
                 let k = keep(r);
                 if !k {

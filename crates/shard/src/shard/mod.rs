@@ -84,6 +84,8 @@ pub struct Shard {
     /// Tombstones committed before this were collected here; one arriving
     /// again from a peer or the log is dropped rather than resurrected.
     tombstone_floor: Ts,
+    /// The garbage sweep under way.
+    gc: upkeep::GcSweep,
     /// The last FLUSHALL here: everything committed before it was deleted.
     flush_floor: Ts,
     /// Where the last anti-entropy batch stopped: (segment, records into
@@ -191,6 +193,7 @@ impl Shard {
             durability: None,
             frozen: false,
             tombstone_floor: 0,
+            gc: upkeep::GcSweep::default(),
             flush_floor: 0,
             ae_cursor: std::cell::Cell::new((0, 0)),
             freeze_waiters: Vec::new(),

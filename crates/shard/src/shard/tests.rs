@@ -702,3 +702,31 @@ fn a_lone_batch_waits_for_a_held_key_and_goes_before_new_holds() {
     assert!(replies.is_empty());
     assert_eq!(rest.len(), 1);
 }
+
+#[test]
+fn a_garbage_sweep_in_slices_collects_what_one_sweep_does() {
+    let mut s = shard();
+    let keys: Vec<String> = (0..2000).map(|i| format!("k{i}")).collect();
+    let ops: Vec<KeyOp> = keys.iter().map(|k| kop(&s, k, set("1"))).collect();
+    s.op_batch(&ops);
+    let dels: Vec<KeyOp> = keys
+        .iter()
+        .step_by(2)
+        .map(|k| kop(&s, k, Op::Del))
+        .collect();
+    s.op_batch(&dels);
+    s.flush_gossip();
+    assert_eq!(s.table.len(), 2000);
+    let slices = crate::table::SEGMENTS.div_ceil(10);
+    for step in 0..9 {
+        s.collect_garbage_step(unix_ms(), u64::MAX, slices);
+        assert_eq!(
+            s.tombstone_floor, 0,
+            "step {step}: floor moves only at the end"
+        );
+    }
+    s.collect_garbage_step(unix_ms(), u64::MAX, slices);
+    assert_eq!(s.table.len(), 1000, "every tombstone went, nothing else");
+    assert_eq!(s.live_keys(), 1000);
+    assert_eq!(s.tombstone_floor, u64::MAX);
+}

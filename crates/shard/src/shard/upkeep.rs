@@ -10,6 +10,16 @@ use crate::table::{bucket_of, KeyHasher, DIGEST_BUCKETS, SEGMENTS};
 use crate::wal::codec::LogEntry;
 use elsa_lattice::Ts;
 
+/// Where an incremental garbage sweep is (see
+/// [`Shard::collect_garbage_step`]).
+#[derive(Debug, Default)]
+pub(super) struct GcSweep {
+    /// The next segment to sweep.
+    cursor: usize,
+    /// The tombstone horizon of the sweep under way.
+    horizon: Option<Ts>,
+}
+
 /// A key Elsa keeps for itself (see [`crate::INTERNAL_PREFIX`]).
 fn is_internal(key: &[u8]) -> bool {
     key.starts_with(crate::INTERNAL_PREFIX)
@@ -137,10 +147,39 @@ impl Shard {
     /// may go like any other. Tombstones are kept while unflushed gossip
     /// still has to carry them.
     pub fn collect_garbage(&mut self, now_ms: u64, tombstone_before: Ts) -> usize {
+        self.gc = GcSweep::default();
+        let removed = self.collect_segments(0..crate::table::SEGMENTS, now_ms, tombstone_before);
+        self.tombstone_floor = self.tombstone_floor.max(tombstone_before);
+        removed
+    }
+
+    /// [`Shard::collect_garbage`] spread over turns: the next `segments` of
+    /// the table's segments, with the horizon the sweep started with; the
+    /// tombstone floor moves once a sweep has covered the whole table. One
+    /// sweep over millions of keys in one turn stalled every client of the
+    /// shard for its length; a slice of it stalls them for a slice.
+    pub fn collect_garbage_step(&mut self, now_ms: u64, tombstone_before: Ts, segments: usize) {
+        let horizon = *self.gc.horizon.get_or_insert(tombstone_before);
+        let start = self.gc.cursor;
+        let end = (start + segments.max(1)).min(crate::table::SEGMENTS);
+        self.collect_segments(start..end, now_ms, horizon);
+        if end == crate::table::SEGMENTS {
+            self.tombstone_floor = self.tombstone_floor.max(horizon);
+            self.gc = GcSweep::default();
+        } else {
+            self.gc.cursor = end;
+        }
+    }
+
+    fn collect_segments(
+        &mut self,
+        segments: std::ops::Range<usize>,
+        now_ms: u64,
+        tombstone_before: Ts,
+    ) -> usize {
         let gossip = &self.gossip;
-        let expired_before = self.stats.expired;
         let mut expired = 0;
-        let removed = self.table.retain_mut(|r| {
+        let removed = self.table.retain_mut_segments(segments, |r| {
             let old = r.commit_ts < tombstone_before && !gossip.contains(r.key());
             if r.expire_ms().is_some_and(|at| at <= now_ms) {
                 expired += 1;
@@ -152,8 +191,7 @@ impl Shard {
             }
             !(r.is_tombstone() && old)
         });
-        self.tombstone_floor = self.tombstone_floor.max(tombstone_before);
-        self.stats.expired = expired_before + expired;
+        self.stats.expired += expired;
         removed
     }
 
