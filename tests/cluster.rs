@@ -29,6 +29,9 @@
 //!   readable in the other region; with `crdt`, `WAITREGION` returns 1 and
 //!   the write is then readable there. `ELSA.FAULT ISOLATE` keeps the other
 //!   region out until healed.
+//! - [`pipeline_replies`]: a pipeline whose writes fail (2pc, node cut off
+//!   from the other region) answers exactly one reply per command, in
+//!   order, and the connection stays in step (`PING` answers `PONG`).
 //!
 //! Every process is killed by PID when its test ends (also on panic), data
 //! lives in temp dirs, and only 127.0.0.1 is used. The tests take a shared
@@ -51,6 +54,8 @@ mod workload;
 mod commits;
 #[path = "cluster/converge.rs"]
 mod converge;
+#[path = "cluster/pipeline_replies.rs"]
+mod pipeline_replies;
 #[path = "cluster/regions.rs"]
 mod regions;
 #[path = "cluster/ring.rs"]

@@ -187,3 +187,38 @@ fn an_isolated_node_keeps_the_other_region_out_until_healed() {
         "the other region came back into the isolated node's ring before HEAL: {seen:?}"
     );
 }
+
+/// `ACK all` on a connection, in the default (crdt) replication mode: every
+/// acknowledged write is already in the other region. Before the fix the
+/// level waited for nothing outside `replication = 2pc`, and region b read
+/// the old value right after region a acknowledged.
+#[test]
+fn ack_all_waits_for_every_region_in_crdt_mode() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["a", "b"], &["--wan-delay-ms", "20"]);
+    let (mut a, mut b) = (c.conn(0), c.conn(1));
+    let answer: Value = redis::cmd("ACK").arg("all").query(&mut a).expect("ACK all");
+    assert!(ok(&answer), "ACK all answered {answer:?}");
+    let mut stale = Vec::new();
+    for i in 0..20 {
+        let key = format!("all:{i}");
+        let value = format!("v{i}");
+        let answer: Value = redis::cmd("SET")
+            .arg(&key)
+            .arg(&value)
+            .query(&mut a)
+            .expect("SET on a");
+        assert!(ok(&answer), "SET {key} on a answered {answer:?}");
+        let seen: Value = redis::cmd("GET").arg(&key).query(&mut b).expect("GET on b");
+        if text(&seen).as_deref() != Some(value.as_str()) {
+            stale.push(format!(
+                "{key}: b read {seen:?} right after a acknowledged {value}"
+            ));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "ACK all acknowledged before region b had it:\n{}",
+        stale.join("\n")
+    );
+}

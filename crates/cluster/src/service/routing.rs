@@ -85,7 +85,10 @@ impl Placement for Router {
         keys: Vec<HashedKey>,
     ) -> Option<oneshot::Receiver<Result<(), String>>> {
         let c = &self.0;
-        if c.settings.replication != Replication::TwoPc || c.ring.load().regions().len() < 2 {
+        // Asked for whenever a write's acknowledgement level is `all` — the
+        // default in 2pc mode, chosen per connection or transaction in crdt
+        // mode (where it waited for nothing before: docs/regions.md).
+        if c.ring.load().regions().len() < 2 {
             return None;
         }
         let (tx, rx) = oneshot::channel();
