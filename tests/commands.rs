@@ -19,24 +19,8 @@ fn raw(elsa: &Elsa) -> resp::Conn {
     resp::Conn::connect(elsa.port).expect("connect")
 }
 
-/// Sends `line` (arguments separated by single spaces) and renders the reply
-/// as the differential test reports it: `+OK`, `-ERR …`, `:1`, `"bulk"`,
-/// `(nil bulk $-1)`, `[…]`, `=txt:…`.
-fn call(c: &mut resp::Conn, line: &str) -> String {
-    let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-    match c.call(&args) {
-        // In full: the report form clips long texts.
-        resp::Reply::Error(e) => format!("-{}", String::from_utf8_lossy(&e)),
-        r => r.to_string(),
-    }
-}
-
-/// Runs each `(request, expected reply)` in order on one connection; the
-/// expected replies are redis-server 7.0's.
 fn expect(c: &mut resp::Conn, script: &[(&str, &str)]) {
-    for (req, want) in script {
-        assert_eq!(call(c, req), *want, "{req}");
-    }
+    c.expect(script)
 }
 
 fn error(text: &str) -> Reply {

@@ -41,18 +41,9 @@ mod runner;
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use common::Elsa;
+use common::{env_or, Elsa};
 use gen::{Sequence, Step};
 use runner::{Mismatch, Mode, Ports, RedisServer, Shrunk};
-
-fn env_or(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
-        Err(_) => default,
-    }
-}
 
 /// The commands of `steps` that were sent (up to `m.sent_upto`), numbered,
 /// as redis-cli lines, the mismatching one marked; sleeps shown where they
@@ -138,10 +129,10 @@ fn shrunk_text(s: &Shrunk) -> String {
 
 #[test]
 fn replies_match_redis() {
-    let sequences = env_or("ELSA_DIFF_SEQUENCES", 200);
-    let len = env_or("ELSA_DIFF_LEN", 40) as usize;
-    let base = env_or("ELSA_DIFF_SEED", 1);
-    let shrink_per_kind = env_or("ELSA_DIFF_SHRINK", 1) as usize;
+    let sequences = env_or::<u64>("ELSA_DIFF_SEQUENCES", 200);
+    let len = env_or::<u64>("ELSA_DIFF_LEN", 40) as usize;
+    let base = env_or::<u64>("ELSA_DIFF_SEED", 1);
+    let shrink_per_kind = env_or::<u64>("ELSA_DIFF_SHRINK", 1) as usize;
 
     let redis = RedisServer::start();
     // The self-test puts a second Redis where Elsa goes: every divergence

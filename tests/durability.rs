@@ -30,16 +30,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Node, TestDir};
+use common::{env_or, Node, TestDir};
 use redis::{Connection, Value};
-
-/// An environment knob, or its default.
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The values of `keys` that exist, read with MGET in chunks.
 fn mget_all(c: &mut Connection, keys: &[&str]) -> HashMap<String, String> {

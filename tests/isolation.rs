@@ -72,18 +72,9 @@ use rand::SeedableRng;
 use checker::Checks;
 use client::Level;
 use common::cluster::Cluster;
-use common::Elsa;
+use common::{env_or, Elsa};
 use driver::{AdminIn, Done, Mix, Plan, Run, Until};
 use workload::{Kind, Mop, Seen, Workload};
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?} is not a valid value")),
-        Err(_) => default,
-    }
-}
 
 struct Config {
     txns: usize,

@@ -55,18 +55,9 @@ use rand::SeedableRng;
 
 use checker::Verdict;
 use common::cluster::Cluster;
-use common::Elsa;
+use common::{env_or, Elsa};
 use history::{Annotation, Clock, History, Model, Op, F};
 use workload::{Clients, Shared};
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?} is not a valid value")),
-        Err(_) => default,
-    }
-}
 
 /// One live run at a time: two at once on a small machine would starve
 /// the failure detector, and faults are about the nodes, not the host.

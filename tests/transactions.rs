@@ -367,23 +367,8 @@ fn msetnx_is_validated_at_every_level() {
     }
 }
 
-/// Sends `line` (arguments separated by single spaces) on a raw connection
-/// and renders the reply as the differential test reports it.
-fn raw_call(c: &mut resp::Conn, line: &str) -> String {
-    let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-    match c.call(&args) {
-        // In full: the report form clips long texts.
-        resp::Reply::Error(e) => format!("-{}", String::from_utf8_lossy(&e)),
-        r => r.to_string(),
-    }
-}
-
-/// Runs each `(request, expected reply)` in order on one raw connection;
-/// the expected replies are redis-server 7.0's.
 fn expect(c: &mut resp::Conn, script: &[(&str, &str)]) {
-    for (req, want) in script {
-        assert_eq!(raw_call(c, req), *want, "{req}");
-    }
+    c.expect(script)
 }
 
 fn raw(elsa: &Elsa) -> resp::Conn {
@@ -420,7 +405,7 @@ fn multi_queues_the_commands_redis_queues() {
     // Replies that describe the server: compared by type.
     expect(&mut c, &[("MULTI", "+OK")]);
     for q in ["HELLO 2", "COMMAND COUNT", "LASTSAVE", "CLIENT ID"] {
-        assert_eq!(raw_call(&mut c, q), "+QUEUED", "{q}");
+        assert_eq!(c.call_line(q), "+QUEUED", "{q}");
     }
     let r = c.call(&[b"EXEC"]);
     let resp::Reply::Array(items) = &r else {

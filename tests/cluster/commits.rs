@@ -40,6 +40,22 @@ fn read_all(c: &Cluster, i: usize, keys: &[String]) -> Vec<Option<String>> {
     }
 }
 
+/// `MSET` of every key of `ks` to `value` through the node on `port`, on a
+/// thread of its own (the test kills nodes meanwhile); its answer at join.
+fn mset_from_thread(
+    port: u16,
+    ks: &[String],
+    value: &'static str,
+) -> std::thread::JoinHandle<redis::RedisResult<()>> {
+    let ks = ks.to_vec();
+    std::thread::spawn(move || {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut con = client.get_connection().unwrap();
+        con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        mset(&mut con, &ks, value)
+    })
+}
+
 fn three_nodes() -> Cluster {
     Cluster::start(
         &["r0", "r0", "r0"],
@@ -56,14 +72,7 @@ fn a_participant_dying_after_the_decision_loses_no_part_of_the_commit() {
     // Node 1 will take part in the commit but never install its part, as
     // if it died right after the decision; then it does die.
     c.fault(1, "DROP-INSTALLS");
-    let port = c.port(0);
-    let ks2 = ks.clone();
-    let commit = std::thread::spawn(move || {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-        let mut con = client.get_connection().unwrap();
-        con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        mset(&mut con, &ks2, "1")
-    });
+    let commit = mset_from_thread(c.port(0), &ks, "1");
     std::thread::sleep(Duration::from_millis(800));
     c.kill9(1);
     let answer = commit.join().unwrap();
@@ -93,14 +102,7 @@ fn a_coordinator_dying_after_the_decision_leaves_the_commit_finished() {
     // 0) dies after deciding. Node 1's resolver finds the holds orphaned,
     // reads the transaction's record — committed — and installs.
     c.fault(1, "DROP-INSTALLS");
-    let port = c.port(0);
-    let ks2 = ks.clone();
-    let commit = std::thread::spawn(move || {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-        let mut con = client.get_connection().unwrap();
-        con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        mset(&mut con, &ks2, "1")
-    });
+    let commit = mset_from_thread(c.port(0), &ks, "1");
     std::thread::sleep(Duration::from_millis(800));
     c.kill9(0);
     let answer = commit.join().unwrap();

@@ -15,6 +15,18 @@ pub struct Elsa {
     pub data_dir: PathBuf,
 }
 
+/// An environment knob (`ELSA_…` sizes and seeds of the checkers), or its
+/// default; a value that does not parse stops the test rather than being
+/// silently replaced.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a valid value")),
+        Err(_) => default,
+    }
+}
+
 /// A free loopback port (bound then released; good enough for tests).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
