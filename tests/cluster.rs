@@ -29,6 +29,9 @@
 //!   readable in the other region; with `crdt`, `WAITREGION` returns 1 and
 //!   the write is then readable there. `ELSA.FAULT ISOLATE` keeps the other
 //!   region out until healed.
+//! - [`atomic_visibility`]: transactions committed in one region (`BEGIN
+//!   SI`, `MULTI/EXEC`, `MSET`) are seen whole by readers on every node of
+//!   the other region (`BEGIN SI` reads and `MGET`), never in part.
 //! - [`pipeline_replies`]: a pipeline whose writes fail (2pc, node cut off
 //!   from the other region) answers exactly one reply per command, in
 //!   order, and the connection stays in step (`PING` answers `PONG`).
@@ -50,6 +53,8 @@ mod client;
 #[path = "isolation/workload.rs"]
 mod workload;
 
+#[path = "cluster/atomic_visibility.rs"]
+mod atomic_visibility;
 #[path = "cluster/commits.rs"]
 mod commits;
 #[path = "cluster/converge.rs"]

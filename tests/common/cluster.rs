@@ -252,10 +252,15 @@ impl Cluster {
 
     /// Raw `INFO replication` text of node `i`.
     pub fn info_replication(&self, i: usize) -> String {
+        self.info(i, "replication")
+    }
+
+    /// `INFO section` on node `i`.
+    pub fn info(&self, i: usize, section: &str) -> String {
         redis::cmd("INFO")
-            .arg("replication")
+            .arg(section)
             .query(&mut self.conn(i))
-            .expect("INFO replication")
+            .expect("INFO")
     }
 
     /// One `field:` value of `INFO replication` on node `i`.

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use elsa_lattice::Version;
 use elsa_shard::ops::{ExpireCond, ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_TOO_BIG};
 use elsa_shard::shard::{ERR_UNCONFIRMED, ERR_WAL};
+use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::{
     AckLevel, BatchMode, Check, CommitRequest, Current, Expect, Expiry, HashedKey, HoldMode, KeyOp,
     Op, OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
@@ -104,7 +105,9 @@ pub struct ReplyMsg {
 }
 
 /// A forwarded request. `kind`: 1 batch, 2 read, 3 commit, 4 prepare,
-/// 5 shadow holds, 6 install, 7 release, 8 exec.
+/// 5 shadow holds, 6 install, 7 release, 8 exec, 9 synchronous
+/// replication push (`entries`), 10 install of other regions' transactions
+/// under holds (`entries`).
 #[derive(Clone, PartialEq, Message)]
 pub struct Call {
     #[prost(uint32, tag = "1")]
@@ -181,7 +184,7 @@ impl Call {
     /// True for the follow-up of a prepare (it must reach the shard that
     /// holds the keys, whatever the views say now); false for new work.
     pub fn follows_holds(&self) -> bool {
-        (5..=7).contains(&self.kind) || (self.kind == 1 && self.batch_mode == 2)
+        (5..=7).contains(&self.kind) || self.kind == 10 || (self.kind == 1 && self.batch_mode == 2)
     }
 }
 
@@ -553,6 +556,18 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                 let _ = reply.send(result(a, |_| ()));
             }))
         }
+        ShardMsg::InstallRemote {
+            txn,
+            entries,
+            reply,
+        } => {
+            call.kind = 10;
+            call.txn = txn;
+            call.entries = entries.iter().map(Lattice::from).collect();
+            Some(Box::new(move |a: Answer| {
+                let _ = reply.send(result(a, |_| ()));
+            }))
+        }
         ShardMsg::Release { txn } => {
             call.kind = 7;
             call.txn = txn;
@@ -697,6 +712,15 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
         7 => {
             send(ShardMsg::Release { txn: call.txn })?;
             Started::Nothing
+        }
+        10 => {
+            let (reply, rx) = oneshot::channel();
+            send(ShardMsg::InstallRemote {
+                txn: call.txn,
+                entries: call.entries.into_iter().map(LogEntry::from).collect(),
+                reply,
+            })?;
+            Started::Install(rx)
         }
         _ => return Err(ServeError::Malformed),
     })

@@ -23,9 +23,11 @@ mod links;
 mod replicate;
 mod rounds;
 mod routing;
+mod units;
 
 pub use replicate::RegionReplicator;
 pub use routing::{Router, Standalone};
+pub(crate) use units::Arrival;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -220,6 +222,9 @@ pub struct Cluster {
     /// stopped (a paused process) may have been declared dead meanwhile,
     /// and serves nothing until it has caught up again.
     last_tick: AtomicU64,
+    /// Where whole transactions of other regions go to be installed here
+    /// as one (see [`units`]); set once the installer runs.
+    units_tx: Mutex<Option<mpsc::UnboundedSender<Vec<LogEntry>>>>,
 }
 
 impl Cluster {
@@ -293,6 +298,7 @@ impl Cluster {
             drop_installs: AtomicBool::new(false),
             not_serving: Mutex::new(HashMap::new()),
             not_serving_count: AtomicUsize::new(0),
+            units_tx: Mutex::new(None),
         });
         let c = cluster.clone();
         std::thread::Builder::new()
@@ -452,15 +458,23 @@ impl Cluster {
 
     /// Merges lattices into the local shards that hold their buckets; with
     /// `durable`, returns the shards' answers (durable merges) to await.
+    /// From another region, parts of transactions of several keys wait
+    /// for the rest (see [`units`]).
     #[allow(clippy::type_complexity)]
     fn merge_lattices(
         &self,
         lattices: Vec<Lattice>,
         durable: Option<()>,
+        arrival: Arrival,
     ) -> Vec<oneshot::Receiver<Result<usize, elsa_shard::Refusal>>> {
+        self.find_units(&lattices, arrival);
+        let park = arrival != Arrival::Direct;
         let ring = self.ring.load();
         let mut per_shard: HashMap<u16, Vec<LogEntry>> = HashMap::new();
         for l in lattices {
+            if park && !self.replicates_key(&ring, &l.key) {
+                continue; // the rest of a one-shard commit, for `find_units`
+            }
             let hash = std::hash::BuildHasher::hash_one(&self.hasher, &l.key[..]);
             per_shard
                 .entry(ring.own_shard(slot_of(hash)))
@@ -471,7 +485,11 @@ impl Cluster {
         for (shard, entries) in per_shard {
             let (reply, rx) = oneshot::channel();
             if let Some(inbox) = self.inboxes.get(usize::from(shard)) {
-                let _ = inbox.send(ShardMsg::Merge { entries, reply });
+                let _ = inbox.send(ShardMsg::Merge {
+                    entries,
+                    park,
+                    reply,
+                });
                 if durable.is_some() {
                     waits.push(rx);
                 }
@@ -537,23 +555,28 @@ impl Cluster {
         }
         let ring = self.ring.load();
         let me = self.settings.node;
-        let mut per_node: HashMap<NodeId, Vec<Lattice>> = ring
+        let mut per_node: HashMap<NodeId, Vec<usize>> = ring
             .members()
             .iter()
             .filter(|m| m.node != me)
             .map(|m| (m.node, Vec::new()))
             .collect();
-        for e in &entries {
+        for (i, e) in entries.iter().enumerate() {
             let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
             for id in ring.all_replicas(slot_of(hash)) {
                 if id.node != me {
                     if let Some(v) = per_node.get_mut(&id.node) {
-                        v.push(Lattice::from(e));
+                        if v.last() != Some(&i) {
+                            v.push(i);
+                        }
                     }
                 }
             }
         }
-        for (node, lattices) in per_node {
+        self.complete_units(&entries, &mut per_node);
+        for (node, picked) in per_node {
+            let lattices: Vec<Lattice> =
+                picked.iter().map(|&i| Lattice::from(&entries[i])).collect();
             let frame = Frame::new(Body::Gossip(wire::Gossip {
                 to_shard: 0,
                 from_shard: shard as u32,

@@ -28,6 +28,11 @@ pub struct Lattice {
     pub commit_ts: u64,
     #[prost(uint32, tag = "6")]
     pub origin: u32,
+    /// Which kind of commit wrote it (`elsa_shard::Unit::code`): another
+    /// region shows a part of a transaction of several keys only with the
+    /// rest.
+    #[prost(uint32, tag = "7")]
+    pub unit: u32,
 }
 
 /// First frame on a connection: who is calling.
@@ -279,6 +284,7 @@ impl From<&elsa_shard::wal::codec::LogEntry> for Lattice {
             start_ts: e.start_ts,
             commit_ts: e.version.commit_ts,
             origin: e.version.origin,
+            unit: e.unit.code(),
         }
     }
 }
@@ -293,6 +299,7 @@ impl From<Lattice> for elsa_shard::wal::codec::LogEntry {
             }),
             start_ts: l.start_ts,
             version: elsa_lattice::Version::new(l.commit_ts, l.origin),
+            unit: elsa_shard::Unit::from_code(l.unit),
         }
     }
 }
@@ -314,6 +321,7 @@ mod tests {
                 start_ts: 1,
                 commit_ts: 2,
                 origin: 3,
+                unit: 1,
             }],
             after_gap: false,
         }));

@@ -291,6 +291,15 @@ impl Config {
                 format!("{merge_epoch_ms} (must be 10..=10000)"),
             ));
         }
+        let node_id = need(c.node_id, "node-id")?;
+        // Transaction ids put the node id above 40 counter bits, below the
+        // flag bit `elsa_shard::msg::SHADOW`.
+        if node_id >= 1 << 23 {
+            return Err(ConfigError::Value(
+                "node-id",
+                format!("{node_id} (must be below 8388608)"),
+            ));
+        }
         Ok(Config {
             addr: SocketAddr::new(ip, port),
             data_dir: need(c.data_dir, "data-dir")?,
@@ -305,7 +314,7 @@ impl Config {
             )?,
             default_isolation,
             default_ack,
-            node_id: need(c.node_id, "node-id")?,
+            node_id,
             merge_epoch_ms,
             appendfsync: need(c.appendfsync, "appendfsync")?
                 .parse()

@@ -171,8 +171,8 @@ impl Conn {
             let peers = sh.cluster.as_ref().map_or(0, |cl| cl.peer_info().len());
             let _ = write!(
                 t,
-                "# Gossip\r\nmerge_epoch_ms:{}\r\nlattices_flushed:{}\r\npeers:{peers}\r\n\r\n",
-                c.merge_epoch_ms, total.gossiped
+                "# Gossip\r\nmerge_epoch_ms:{}\r\nlattices_flushed:{}\r\npeers:{peers}\r\nremote_parts_waiting:{}\r\nremote_parts_shown_alone:{}\r\n\r\n",
+                c.merge_epoch_ms, total.gossiped, total.parts_waiting, total.parts_alone
             );
         }
         if want("replication") {
@@ -207,6 +207,8 @@ fn sum(stats: &[ShardStats]) -> ShardStats {
         t.busy += s.busy;
         t.expired += s.expired;
         t.gossiped += s.gossiped;
+        t.parts_waiting += s.parts_waiting;
+        t.parts_alone += s.parts_alone;
     }
     t
 }

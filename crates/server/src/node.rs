@@ -236,9 +236,17 @@ pub fn run(config: Config) -> Result<(), StartError> {
     local.block_on(&rt, async {
         let snapshots = tokio::task::spawn_local(periodic_snapshots(coord.clone(), shared.clone()));
         let resolver = tokio::task::spawn_local(resolve_orphans(coord.clone()));
+        let units = shared
+            .cluster
+            .as_ref()
+            .and_then(|c| c.take_remote_units())
+            .map(|rx| tokio::task::spawn_local(install_remote_units(coord.clone(), rx)));
         let served = accept_loop(listener, &conn_txs, shared.clone()).await;
         snapshots.abort();
         resolver.abort();
+        if let Some(u) = units {
+            u.abort();
+        }
         // A clean shutdown leaves a snapshot, so the next start replays
         // little or nothing.
         let _ = shared.persistence.snapshot(&coord).await;
@@ -333,6 +341,31 @@ async fn resolve_orphans(coord: Coordinator) {
                     in_flight.borrow_mut().remove(&(s, txn));
                 });
             }
+        }
+    }
+}
+
+/// Installs, each as one, the transactions of other regions the
+/// replication service hands this node (`elsa_txn::unit`): one batch at a
+/// time, each batch all that waited meanwhile.
+async fn install_remote_units(
+    coord: Coordinator,
+    mut units: mpsc::UnboundedReceiver<Vec<elsa_shard::wal::codec::LogEntry>>,
+) {
+    while let Some(first) = units.recv().await {
+        let mut batch = vec![first];
+        while let Ok(more) = units.try_recv() {
+            batch.push(more);
+        }
+        let n = batch.len();
+        if let Err(e) = coord
+            .install_unit(elsa_txn::unit::newest_per_key(batch))
+            .await
+        {
+            tracing::warn!(
+                "{n} transactions of other regions not installed as one: {e}; their parts show once they have waited {:?}",
+                elsa_shard::PART_WAIT
+            );
         }
     }
 }
@@ -496,6 +529,7 @@ fn worker(
                 }
                 shard.tick_wal();
                 shard.expire_parked(elsa_txn::router::RETRY_FOR);
+                shard.settle_parts(elsa_shard::PART_WAIT);
                 // A sweep of the whole table each second, a slice per
                 // epoch (see `Shard::collect_garbage_step`).
                 let now_ms = elsa_shard::unix_ms();

@@ -29,8 +29,9 @@ pub mod table;
 
 pub use msg::*;
 pub use ops::{Current, Expiry, KeyView, Op, OpReply, SetCond, SetReply};
+pub use record::Unit;
 pub use repl::{AckLevel, Replicator};
-pub use shard::{unix_ms, AeBatch, Shard, ShardStats};
+pub use shard::{unix_ms, AeBatch, Shard, ShardStats, PART_WAIT};
 pub use table::KeyHasher;
 
 /// Keys Elsa keeps for itself (transaction records) start with this;

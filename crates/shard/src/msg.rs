@@ -214,6 +214,9 @@ pub enum ShardMsg {
     Merge {
         /// The peer's lattices for keys of this shard.
         entries: Vec<crate::wal::codec::LogEntry>,
+        /// From another region: a lattice that is part of a transaction of
+        /// several keys waits for the rest (see `Shard::op_merge`).
+        park: bool,
         /// How many changed the local state, once durable.
         reply: oneshot::Sender<Result<usize, Refusal>>,
     },
@@ -234,6 +237,18 @@ pub enum ShardMsg {
         ack: AckLevel,
         /// Done (or installed but not confirmed by the region's replicas,
         /// or refused: this shard does not hold the transaction's keys).
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// Other regions' transactions, installed here as one under the holds
+    /// `txn` took (`elsa_txn::unit`): each lattice with its own version,
+    /// merged (a newer state here stays), logged, shipped to the region's
+    /// other replicas, not gossiped on; then the holds are released.
+    InstallRemote {
+        /// The holds' transaction here.
+        txn: TxnId,
+        /// The lattices.
+        entries: Vec<crate::wal::codec::LogEntry>,
+        /// Done once durable, or refused (the holds were lost).
         reply: oneshot::Sender<Result<(), Refusal>>,
     },
     /// A backup of a participant's keys holds them too (no validation,

@@ -22,11 +22,52 @@ const TOMBSTONE: u8 = 1;
 const HAS_TTL: u8 = 2;
 /// `[value]` is a pointer to a boxed [`Bytes`] owned by the record.
 const SHARED: u8 = 4;
+/// Written by a commit of several keys, all on this shard (see [`Unit`]).
+const UNIT_HERE: u8 = 8;
+/// Written by a commit whose keys span shards (see [`Unit`]).
+const UNIT_SHARDS: u8 = 16;
 const HEADER: usize = 1 + 4 + 4;
 const PTR: usize = std::mem::size_of::<usize>();
 
 /// Values at least this long are kept by reference rather than copied.
 pub const SHARED_MIN: usize = 1 << 20;
+
+/// Which kind of commit wrote a state: what another region must wait for
+/// before it shows it (issue 12, item 13: atomic visibility across
+/// regions; `docs/regions.md`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// A commit of one key: shown as soon as it arrives.
+    #[default]
+    None,
+    /// A commit of several keys, all on one shard of the writing node: its
+    /// other writes travel in the same gossip frame (the sender puts them
+    /// all in every frame that carries one).
+    Here,
+    /// A commit across shards: its transaction record (`elsa_txn::record`)
+    /// holds every write, and travels like any key.
+    Shards,
+}
+
+impl Unit {
+    /// Its number on the wire (`wire::Lattice::unit`).
+    pub fn code(self) -> u32 {
+        match self {
+            Unit::None => 0,
+            Unit::Here => 1,
+            Unit::Shards => 2,
+        }
+    }
+
+    /// From its number on the wire; an unknown one is treated as none.
+    pub fn from_code(code: u32) -> Unit {
+        match code {
+            1 => Unit::Here,
+            2 => Unit::Shards,
+            _ => Unit::None,
+        }
+    }
+}
 
 /// A key's current lattice state as stored in a shard table.
 pub struct Record {
@@ -118,6 +159,26 @@ impl Record {
 
     fn flags(&self) -> u8 {
         self.data[0]
+    }
+
+    /// Marks which kind of commit wrote this state.
+    pub fn with_unit(mut self, unit: Unit) -> Record {
+        self.data[0] &= !(UNIT_HERE | UNIT_SHARDS);
+        self.data[0] |= match unit {
+            Unit::None => 0,
+            Unit::Here => UNIT_HERE,
+            Unit::Shards => UNIT_SHARDS,
+        };
+        self
+    }
+
+    /// Which kind of commit wrote this state.
+    pub fn unit(&self) -> Unit {
+        match self.flags() & (UNIT_HERE | UNIT_SHARDS) {
+            UNIT_HERE => Unit::Here,
+            UNIT_SHARDS => Unit::Shards,
+            _ => Unit::None,
+        }
     }
 
     fn body_start(&self) -> usize {
@@ -247,6 +308,22 @@ mod tests {
         let r = Record::new(b"k", Some(b"v"), Some(100), 1, Version::new(1, 1));
         assert_eq!(r.live_value(99), Some(&b"v"[..]));
         assert_eq!(r.live_value(100), None);
+    }
+
+    #[test]
+    fn the_unit_mark_is_kept_apart_from_the_other_flags() {
+        let r = Record::new(b"k", Some(b"v"), Some(100), 1, Version::new(1, 1));
+        assert_eq!(r.unit(), Unit::None);
+        let r = r.with_unit(Unit::Shards);
+        assert_eq!(r.unit(), Unit::Shards);
+        let r = r.with_unit(Unit::Here);
+        assert_eq!(
+            (r.unit(), r.expire_ms(), r.value()),
+            (Unit::Here, Some(100), Some(&b"v"[..]))
+        );
+        for u in [Unit::None, Unit::Here, Unit::Shards] {
+            assert_eq!(Unit::from_code(u.code()), u);
+        }
     }
 
     #[test]

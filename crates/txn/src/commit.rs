@@ -131,6 +131,7 @@ impl Coordinator {
                 state: w.state.clone(),
                 start_ts: p.start_ts,
                 version,
+                unit: elsa_shard::Unit::Shards,
             })
             .collect();
         let key = record_key(p.txn);

@@ -21,6 +21,7 @@ pub mod lone;
 pub mod record;
 pub mod router;
 pub mod txn;
+pub mod unit;
 
 pub use router::{Coordinator, NodeContext};
 pub use txn::{Isolation, Txn};

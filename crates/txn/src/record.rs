@@ -109,6 +109,7 @@ mod tests {
             }),
             start_ts: 3,
             version: Version::new(4, 5),
+            unit: Default::default(),
         };
         let c = Outcome::Committed(vec![w.clone()]);
         assert_eq!(Outcome::decode(&c.encode()), Ok(c.clone()));

@@ -217,7 +217,8 @@ impl Cluster {
             Body::ReplicateAck(a) => self.on_replicate_ack(link.node, a),
             Body::AeEntries(e) => {
                 let received = e.lattices.len();
-                self.merge_lattices(e.lattices, None);
+                let arrival = self.arrival(&link.region, Arrival::Repair);
+                self.merge_lattices(e.lattices, None, arrival);
                 self.ae_finish(link.node, e.round, received);
             }
             Body::WatermarkReply(w) => {
@@ -348,7 +349,7 @@ impl Cluster {
                     let me = self.clone();
                     let tx = tx.clone();
                     self.handle.spawn(async move {
-                        me.merge_lattices(entries, None);
+                        me.merge_lattices(entries, None, Arrival::Direct);
                         // Durable before the answer: merge_lattices' acks.
                         let answer = Answer::default().encode_to_vec().into();
                         let _ = tx.send(Out {
@@ -409,7 +410,8 @@ impl Cluster {
                     .entry(hello.node)
                     .or_insert(g.flushed_ts);
                 self.note_received(hello.node, &g.lattices);
-                let done = self.merge_lattices(g.lattices, Some(()));
+                let arrival = self.arrival(&hello.region, Arrival::Gossip);
+                let done = self.merge_lattices(g.lattices, Some(()), arrival);
                 let tx = tx.clone();
                 let ack = wire::GossipAck {
                     from_shard: g.from_shard,
@@ -451,7 +453,8 @@ impl Cluster {
                 });
             }
             Body::AeEntries(e) => {
-                self.merge_lattices(e.lattices, None);
+                let arrival = self.arrival(&hello.region, Arrival::Repair);
+                self.merge_lattices(e.lattices, None, arrival);
                 if !e.pull.is_empty() {
                     let me = self.clone();
                     let tx = tx.clone();

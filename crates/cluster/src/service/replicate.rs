@@ -216,7 +216,7 @@ impl Cluster {
             });
             return;
         }
-        let done = self.merge_lattices(r.lattices, Some(()));
+        let done = self.merge_lattices(r.lattices, Some(()), super::Arrival::Direct);
         let tx = tx.clone();
         let id = r.id;
         self.handle.spawn(async move {

@@ -292,6 +292,7 @@ impl Cluster {
                     state: state.current,
                     start_ts: state.version.commit_ts,
                     version: state.version,
+                    unit: elsa_shard::Unit::None,
                 }),
                 // Held by a newer commit: that one will replicate itself.
                 Ok(Err(_)) => {}

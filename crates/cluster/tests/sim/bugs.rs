@@ -57,22 +57,30 @@ fn fingerprint_collision_hides_a_differing_version_from_anti_entropy() {
     let hlc = Arc::new(Hlc::default());
     let mut a = Shard::new(0, 1, KeyHasher::default(), hlc.clone());
     let mut b = Shard::new(0, 2, KeyHasher::default(), hlc);
-    a.op_merge(&[LogEntry {
-        key: key.clone(),
-        state: Some(Current {
-            value: Bytes::from("resurrected"),
-            expire_ms: None,
-        }),
-        start_ts: older.commit_ts,
-        version: older,
-    }])
+    a.op_merge(
+        &[LogEntry {
+            key: key.clone(),
+            state: Some(Current {
+                value: Bytes::from("resurrected"),
+                expire_ms: None,
+            }),
+            start_ts: older.commit_ts,
+            version: older,
+            unit: Default::default(),
+        }],
+        false,
+    )
     .expect("merge");
-    b.op_merge(&[LogEntry {
-        key,
-        state: None,
-        start_ts: newer.commit_ts,
-        version: newer,
-    }])
+    b.op_merge(
+        &[LogEntry {
+            key,
+            state: None,
+            start_ts: newer.commit_ts,
+            version: newer,
+            unit: Default::default(),
+        }],
+        false,
+    )
     .expect("merge");
     // The service's first step finds nothing to repair.
     let addr = "127.0.0.1:1".parse().expect("address");
@@ -192,15 +200,19 @@ fn ae_finish_cutoff_sync_covers_replaced_writes() {
         .version;
     // A third node's later write of the key reaches A (not B yet).
     let later = Version::new(mine.commit_ts + (1_000 << 16), 3);
-    a.op_merge(&[LogEntry {
-        key: key.clone(),
-        state: Some(Current {
-            value: Bytes::from("later"),
-            expire_ms: None,
-        }),
-        start_ts: later.commit_ts,
-        version: later,
-    }])
+    a.op_merge(
+        &[LogEntry {
+            key: key.clone(),
+            state: Some(Current {
+                value: Bytes::from("later"),
+                expire_ms: None,
+            }),
+            start_ts: later.commit_ts,
+            version: later,
+            unit: Default::default(),
+        }],
+        false,
+    )
     .expect("merge");
     // A round whose cutoff lies between the two: A's own commit is older
     // than the cutoff, the version replacing it is younger.

@@ -41,6 +41,7 @@ fn lattice_of(world: &World, a: &Ack) -> LogEntry {
         }),
         start_ts: a.version.commit_ts,
         version: a.version,
+        unit: Default::default(),
     }
 }
 

@@ -925,7 +925,7 @@ impl Node {
         let mut disk = self.disk.borrow_mut();
         for (shard, entries) in per_shard {
             if let Some(s) = disk.shards.get_mut(usize::from(shard)) {
-                if s.op_merge(&entries).expect("no log, no refusal") > 0 {
+                if s.op_merge(&entries, false).expect("no log, no refusal") > 0 {
                     self.changed(usize::from(shard));
                 }
             }

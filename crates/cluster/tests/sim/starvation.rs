@@ -84,7 +84,7 @@ fn ae_batch_limit_starves_anti_entropy_of_large_shards() {
     // Both replicas agree on every key…
     set_all(&mut a, 0..KEYS, "old");
     let all = vec![u64::MAX; DIGEST_BUCKETS / 64];
-    b.op_merge(&a.bucket_entries(&all, usize::MAX))
+    b.op_merge(&a.bucket_entries(&all, usize::MAX), false)
         .expect("merge");
     // …then B misses two thirds of the keys' next writes.
     set_all(&mut a, (0..KEYS).filter(|i| i % 3 != 0), "new");
@@ -104,10 +104,10 @@ fn ae_batch_limit_starves_anti_entropy_of_large_shards() {
         let differ = ae::differing_buckets(&dig_a, &shared, &groups, &bb, &bd);
         let wanted = ae::bitmap(&differ);
         let changed_b = b
-            .op_merge(&a.bucket_entries(&wanted, AE_BATCH))
+            .op_merge(&a.bucket_entries(&wanted, AE_BATCH), false)
             .expect("merge");
         let changed_a = a
-            .op_merge(&b.bucket_entries(&wanted, AE_BATCH))
+            .op_merge(&b.bucket_entries(&wanted, AE_BATCH), false)
             .expect("merge");
         progress.push((differ.len(), changed_b + changed_a));
     }

@@ -14,8 +14,9 @@ use crate::msg::{
     ReadState, Refusal, ShardMsg, TxnId, Write,
 };
 use crate::ops::{Current, KeyView, OpReply};
-use crate::record::Record;
+use crate::record::{Record, Unit};
 use crate::table::{KeyHasher, Table};
+use crate::wal::codec::LogEntry;
 use crate::wal::files::DataDir;
 use crate::wal::Wal;
 
@@ -44,6 +45,11 @@ pub struct ShardStats {
     pub gossiped: u64,
     /// Keys changed this epoch, waiting in the gossip buffer.
     pub gossip_pending: usize,
+    /// Parts of other regions' transactions waiting for the rest (see
+    /// [`Shard::op_merge`]).
+    pub parts_waiting: usize,
+    /// Parts shown alone because the rest did not come in time.
+    pub parts_alone: u64,
     /// The write-ahead log's counters, if the shard has one.
     pub wal: Option<crate::wal::WalStats>,
 }
@@ -69,6 +75,14 @@ pub struct Shard {
     /// coordinator retrying, or a resolver that got there first) is done.
     installed: HashMap<TxnId, std::time::Instant>,
     gossip: GossipBuffer,
+    /// Which kind of commit the installs under way belong to (marked on
+    /// the records they write, so gossip and anti-entropy can tell another
+    /// region what to wait for).
+    unit: Unit,
+    /// Lattices from other regions that belong to a transaction of several
+    /// keys, kept out of sight until the whole transaction is installed
+    /// here (by `elsa_txn`'s unit install), or [`PART_WAIT`] passes.
+    parts: HashMap<Bytes, (LogEntry, std::time::Instant)>,
     stats: ShardStats,
     durability: Option<Durability>,
     frozen: bool,
@@ -137,7 +151,16 @@ enum Source {
     Recovery,
     /// Received from a peer replica: logged, not gossiped back.
     Peer,
+    /// Another region's transaction, installed here as a whole: logged
+    /// and shipped to the region's other replicas, not gossiped (every
+    /// region gets it from the committing one).
+    Remote,
 }
+
+/// How long a part of another region's transaction waits for the rest
+/// before it is shown alone (the rest lost on the way, or its unit install
+/// failed): a bound on staleness, never reached while the link is healthy.
+pub const PART_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The error a client sees while the log cannot write.
 pub const ERR_WAL: &str =
@@ -189,6 +212,8 @@ impl Shard {
             held_since: HashMap::new(),
             installed: HashMap::new(),
             gossip: GossipBuffer::default(),
+            unit: Unit::None,
+            parts: HashMap::new(),
             stats: ShardStats::default(),
             durability: None,
             frozen: false,
@@ -242,8 +267,12 @@ impl Shard {
                 let unconfirmed = (writes && r.is_ok()).then(unconfirmed);
                 self.respond_at(ack, reply, r, unconfirmed);
             }
-            ShardMsg::Merge { entries, reply } => {
-                let r = self.op_merge(&entries);
+            ShardMsg::Merge {
+                entries,
+                park,
+                reply,
+            } => {
+                let r = self.op_merge(&entries, park);
                 self.respond(reply, r);
             }
             ShardMsg::Prepare { req, ack, reply } => {
@@ -264,6 +293,14 @@ impl Shard {
                 let r = self.op_install(txn, &writes, start_ts, Version::new(commit_ts, origin));
                 let unconfirmed = r.is_ok().then(unconfirmed);
                 self.respond_at(ack, reply, r, unconfirmed);
+            }
+            ShardMsg::InstallRemote {
+                txn,
+                entries,
+                reply,
+            } => {
+                let r = self.op_install_remote(txn, &entries);
+                self.respond(reply, r);
             }
             ShardMsg::Shadow { txn, holds, reply } => {
                 self.op_shadow(txn | crate::msg::SHADOW, holds);
@@ -398,26 +435,39 @@ impl Shard {
                 }
                 _ => {}
             }
-            Some(Record::new_shared(
-                key,
-                state.map(|c| &c.value),
-                state.and_then(|c| c.expire_ms),
-                start_ts,
-                version,
-            ))
+            Some(
+                Record::new_shared(
+                    key,
+                    state.map(|c| &c.value),
+                    state.and_then(|c| c.expire_ms),
+                    start_ts,
+                    version,
+                )
+                .with_unit(self.unit),
+            )
         });
+        if written && !self.parts.is_empty() {
+            if let Some((part, _)) = self.parts.get(key) {
+                if part.version <= version {
+                    self.parts.remove(key);
+                }
+            }
+        }
         if written && source == Source::Local {
             self.gossip.record(key);
+        }
+        if written && matches!(source, Source::Local | Source::Remote) {
             if let Some(r) = &mut self.repl {
                 r.pending.push(crate::wal::codec::LogEntry {
                     key: Bytes::copy_from_slice(key),
                     state: state.cloned(),
                     start_ts,
                     version,
+                    unit: self.unit,
                 });
             }
         }
-        if written && matches!(source, Source::Local | Source::Peer) {
+        if written && source != Source::Recovery {
             if let Some(d) = &mut self.durability {
                 d.wal.stage(key, state, start_ts, version);
             }
@@ -668,6 +718,9 @@ impl Shard {
             ));
         }
         let version = Version::new(commit_ts, self.node);
+        if req.writes.len() > 1 {
+            self.unit = Unit::Here;
+        }
         for w in &req.writes {
             self.install(
                 w.key.hash,
@@ -677,6 +730,7 @@ impl Shard {
                 version,
             );
         }
+        self.unit = Unit::None;
         self.stats.commits += 1;
         Ok(commit_ts)
     }
@@ -755,6 +809,7 @@ impl Shard {
         } else {
             return Err(Refusal::Unavailable(ERR_HOLDS_LOST.to_string()));
         };
+        self.unit = Unit::Shards;
         for w in writes {
             let state = w.state.as_ref();
             self.install_from(
@@ -766,11 +821,34 @@ impl Shard {
                 Source::Local,
             );
         }
+        self.unit = Unit::None;
         self.installed.insert(txn, std::time::Instant::now());
         self.stats.commits += 1;
         if release {
             self.op_release(txn);
         }
+        Ok(())
+    }
+
+    /// Other regions' transactions under this shard's holds (see
+    /// [`ShardMsg::InstallRemote`]).
+    pub fn op_install_remote(&mut self, txn: TxnId, entries: &[LogEntry]) -> Result<(), Refusal> {
+        if !self.held_by.contains_key(&txn) {
+            return Err(Refusal::Unavailable(ERR_HOLDS_LOST.to_string()));
+        }
+        if let Some(r) = self.write_refusal() {
+            self.op_release(txn);
+            return Err(r);
+        }
+        self.unit = Unit::Shards;
+        for e in entries {
+            let hash = std::hash::BuildHasher::hash_one(self.table.hasher(), &e.key[..]);
+            self.hlc.observe(e.version.commit_ts);
+            let state = e.state.as_ref();
+            self.install_from(hash, &e.key, state, e.start_ts, e.version, Source::Remote);
+        }
+        self.unit = Unit::None;
+        self.op_release(txn);
         Ok(())
     }
 
@@ -858,7 +936,11 @@ impl Shard {
             }
         }
         self.validate(checks, None, Refusal::Busy)?;
+        if ops.iter().filter(|k| k.op.is_write()).nth(1).is_some() {
+            self.unit = Unit::Here;
+        }
         let replies = self.run_ops(ops, None);
+        self.unit = Unit::None;
         debug_assert_eq!(replies.len(), ops.len(), "holds were checked above");
         self.stats.commits += 1;
         Ok(replies)

@@ -3,10 +3,12 @@
 //! decision record, peer merges, snapshot dumps, and replay at startup.
 
 use super::{Durability, Refusal, Shard, Source, ERR_WAL};
+use crate::record::{Record, Unit};
 use crate::shard::unix_ms;
 use crate::wal::codec::LogEntry;
 use crate::wal::files::DataDir;
 use crate::wal::Wal;
+use elsa_lattice::Version;
 
 impl Shard {
     /// Gives the shard a write-ahead log in `dir`.
@@ -150,7 +152,15 @@ impl Shard {
 
     /// Merges lattices received from a peer. Each is installed only if it
     /// wins the merge; those that do are logged (not gossiped back).
-    pub fn op_merge(&mut self, entries: &[LogEntry]) -> Result<usize, Refusal> {
+    ///
+    /// With `park` (the lattices come from another region), one that is
+    /// part of a transaction of several keys ([`Unit`]) and would win is
+    /// not shown yet: it waits in `parts` until the whole transaction is
+    /// installed here as one (`elsa_txn::unit`, which makes it redundant)
+    /// or [`PART_WAIT`] passes (see [`Shard::settle_parts`]). A reader in
+    /// this region thus sees all of another region's transaction or none
+    /// of it (issue 12, item 13).
+    pub fn op_merge(&mut self, entries: &[LogEntry], park: bool) -> Result<usize, Refusal> {
         if let Some(r) = self.write_refusal() {
             return Err(r);
         }
@@ -158,6 +168,20 @@ impl Shard {
         for e in entries {
             let hash = std::hash::BuildHasher::hash_one(self.table.hasher(), &e.key[..]);
             self.hlc.observe(e.version.commit_ts);
+            if park && e.unit != Unit::None {
+                if self.version_of(hash, &e.key) < e.version {
+                    let newer = self
+                        .parts
+                        .get(&e.key)
+                        .is_none_or(|(p, _)| p.version < e.version);
+                    if newer {
+                        let at = std::time::Instant::now();
+                        self.parts.insert(e.key.clone(), (e.clone(), at));
+                    }
+                }
+                continue;
+            }
+            self.unit = e.unit;
             changed += self.install_from(
                 hash,
                 &e.key,
@@ -167,7 +191,52 @@ impl Shard {
                 Source::Peer,
             ) as usize;
         }
+        self.unit = Unit::None;
         Ok(changed)
+    }
+
+    /// Parts of other regions' transactions (see [`Shard::op_merge`]):
+    /// forgets those installed since (the whole transaction was), and
+    /// shows alone those that waited longer than `wait` — the rest was
+    /// lost on the way or its install failed, and staleness must stay
+    /// bounded. Called every merge epoch.
+    pub fn settle_parts(&mut self, wait: std::time::Duration) {
+        if self.parts.is_empty() || self.write_refusal().is_some() {
+            return;
+        }
+        let hasher = *self.table.hasher();
+        let mut late = Vec::new();
+        self.parts.retain(|key, (part, at)| {
+            let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
+            let stored = self
+                .table
+                .get(hash, key)
+                .map_or(Version::ZERO, Record::version);
+            if stored >= part.version {
+                return false;
+            }
+            if at.elapsed() >= wait {
+                late.push((hash, part.clone()));
+                return false;
+            }
+            true
+        });
+        for (hash, e) in late {
+            tracing::warn!(
+                "a part of another region's transaction waited {wait:?} for the rest; shown alone"
+            );
+            self.stats.parts_alone += 1;
+            self.unit = e.unit;
+            self.install_from(
+                hash,
+                &e.key,
+                e.state.as_ref(),
+                e.start_ts,
+                e.version,
+                Source::Peer,
+            );
+        }
+        self.unit = Unit::None;
     }
 
     /// Switches the log to segment `seq` and writes this shard's snapshot.

@@ -297,6 +297,7 @@ fn lattice_records() -> impl proptest::strategy::Strategy<Value = Vec<Vec<LogEnt
             }),
             start_ts: ts,
             version: Version::new(ts, origin),
+            unit: Default::default(),
         }
     });
     proptest::collection::vec(proptest::collection::vec(lattice, 1..4), 1..8)
@@ -344,7 +345,11 @@ proptest::proptest! {
             } else {
                 // Half of them arrive as a peer's merge instead.
                 let (tx, _rx) = tokio::sync::oneshot::channel();
-                shuffled.handle(ShardMsg::Merge { entries: r.clone(), reply: tx });
+                shuffled.handle(ShardMsg::Merge {
+                    entries: r.clone(),
+                    park: false,
+                    reply: tx,
+                });
             }
             // Collection may run at any point in between.
             if i == shuffled_records.len() / 2 {
@@ -390,6 +395,7 @@ fn peer_lattices_are_merged_logged_and_acked_once_durable() {
         }),
         start_ts: 1,
         version: Version::new(u64::MAX / 2, 9),
+        unit: Default::default(),
     };
     let older = LogEntry {
         key: Bytes::from("mine"),
@@ -399,10 +405,12 @@ fn peer_lattices_are_merged_logged_and_acked_once_durable() {
         }),
         start_ts: 1,
         version: Version::new(1, 9),
+        unit: Default::default(),
     };
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     s.handle(ShardMsg::Merge {
         entries: vec![newer, older],
+        park: false,
         reply: tx,
     });
     assert!(rx.try_recv().is_err(), "the ack waits for the log");
@@ -492,6 +500,7 @@ fn entry(key: &str, value: Option<&str>, commit_ts: u64, origin: u32) -> LogEntr
         }),
         start_ts: 1,
         version: Version::new(commit_ts, origin),
+        unit: Default::default(),
     }
 }
 
@@ -506,13 +515,13 @@ fn digests_equal_exactly_when_replicas_hold_the_same_lattices() {
         entry("z", Some("3"), 9, 1),
     ];
     // Same lattices in opposite orders: same digests (merge is order-free).
-    a.op_merge(&writes).unwrap();
+    a.op_merge(&writes, false).unwrap();
     let mut rev = writes.clone();
     rev.reverse();
-    b.op_merge(&rev).unwrap();
+    b.op_merge(&rev, false).unwrap();
     assert_eq!(a.digests(), b.digests());
     // One newer write on one side: exactly one bucket differs.
-    a.op_merge(&[entry("z", Some("4"), 20, 3)]).unwrap();
+    a.op_merge(&[entry("z", Some("4"), 20, 3)], false).unwrap();
     let (da, db) = (a.digests(), b.digests());
     let differ: Vec<usize> = (0..da.len()).filter(|&i| da[i] != db[i]).collect();
     assert_eq!(differ.len(), 1);
@@ -521,7 +530,7 @@ fn digests_equal_exactly_when_replicas_hold_the_same_lattices() {
     wanted[differ[0] / 64] |= 1 << (differ[0] % 64);
     let shipped = a.bucket_entries(&wanted, usize::MAX);
     assert!(shipped.iter().any(|e| &e.key[..] == b"z"));
-    b.op_merge(&shipped).unwrap();
+    b.op_merge(&shipped, false).unwrap();
     assert_eq!(a.digests(), b.digests());
 }
 
@@ -532,7 +541,7 @@ fn successive_anti_entropy_batches_cover_every_lattice_once_per_cycle() {
     let writes: Vec<LogEntry> = (0..n)
         .map(|i| entry(&format!("k{i}"), Some("v"), 10 + i as u64, 1))
         .collect();
-    s.op_merge(&writes).unwrap();
+    s.op_merge(&writes, false).unwrap();
     let all = vec![u64::MAX; crate::table::DIGEST_BUCKETS / 64];
     // Batches of 300 resume where the last stopped: 7 batches hold every
     // key (the 7th wraps round into the first again).
@@ -552,26 +561,34 @@ fn successive_anti_entropy_batches_cover_every_lattice_once_per_cycle() {
 fn a_peer_tombstone_is_kept_even_without_the_value_and_beats_it_later() {
     let mut s = shard();
     // The delete arrives before the value it deletes (gossip reordering).
-    assert_eq!(s.op_merge(&[entry("k", None, 20, 2)]).unwrap(), 1);
-    assert_eq!(s.op_merge(&[entry("k", Some("old"), 10, 1)]).unwrap(), 0);
+    assert_eq!(s.op_merge(&[entry("k", None, 20, 2)], false).unwrap(), 1);
+    assert_eq!(
+        s.op_merge(&[entry("k", Some("old"), 10, 1)], false)
+            .unwrap(),
+        0
+    );
     s.op_batch(&[kop(&s, "k", Op::Get)]);
     let got = s.op_batch(&[kop(&s, "k", Op::Get)]);
     assert_eq!(got, vec![OpReply::Nil]);
     // A tombstone of equal version is the same state: not installed again.
-    assert_eq!(s.op_merge(&[entry("k", None, 20, 2)]).unwrap(), 0);
+    assert_eq!(s.op_merge(&[entry("k", None, 20, 2)], false).unwrap(), 0);
     // Two different tombstones converge on the larger version.
-    assert_eq!(s.op_merge(&[entry("k", None, 30, 1)]).unwrap(), 1);
+    assert_eq!(s.op_merge(&[entry("k", None, 30, 1)], false).unwrap(), 1);
 }
 
 #[test]
 fn a_collected_tombstone_is_not_resurrected_by_a_late_copy() {
     let mut s = shard();
-    s.op_merge(&[entry("k", None, 20, 2)]).unwrap();
+    s.op_merge(&[entry("k", None, 20, 2)], false).unwrap();
     assert_eq!(s.collect_garbage(unix_ms(), 100), 1);
-    assert_eq!(s.op_merge(&[entry("k", None, 20, 2)]).unwrap(), 0);
+    assert_eq!(s.op_merge(&[entry("k", None, 20, 2)], false).unwrap(), 0);
     assert_eq!(s.digests().iter().filter(|&&d| d != 0).count(), 0);
     // A newer write is of course taken.
-    assert_eq!(s.op_merge(&[entry("k", Some("new"), 200, 2)]).unwrap(), 1);
+    assert_eq!(
+        s.op_merge(&[entry("k", Some("new"), 200, 2)], false)
+            .unwrap(),
+        1
+    );
 }
 
 #[test]
@@ -729,4 +746,90 @@ fn a_garbage_sweep_in_slices_collects_what_one_sweep_does() {
     assert_eq!(s.table.len(), 1000, "every tombstone went, nothing else");
     assert_eq!(s.live_keys(), 1000);
     assert_eq!(s.tombstone_floor, u64::MAX);
+}
+
+fn part(key: &str, value: &str, commit_ts: u64, unit: Unit) -> LogEntry {
+    LogEntry {
+        unit,
+        ..entry(key, Some(value), commit_ts, 2)
+    }
+}
+
+#[test]
+fn another_regions_transaction_parts_wait_for_the_whole() {
+    let mut s = shard();
+    let x = part("x", "t1", 10, Unit::Shards);
+    let y = part("y", "t1", 10, Unit::Here);
+    let lone = part("z", "lone", 10, Unit::None);
+    s.op_merge(&[x.clone(), y.clone(), lone], true).unwrap();
+    assert_eq!(
+        value(&mut s, "z").as_deref(),
+        Some(&b"lone"[..]),
+        "a one-key commit shows at once"
+    );
+    assert_eq!(value(&mut s, "x"), None, "a part waits for the rest");
+    assert_eq!(value(&mut s, "y"), None);
+    assert_eq!(s.stats().parts_waiting, 2);
+    // From the own region (or a 2pc push) nothing waits.
+    let mut direct = shard();
+    direct.op_merge(std::slice::from_ref(&x), false).unwrap();
+    assert_eq!(value(&mut direct, "x").as_deref(), Some(&b"t1"[..]));
+
+    // The whole installs under holds, one step for the reader; the parked
+    // parts are then redundant.
+    let txn = 77;
+    s.op_prepare(PrepareRequest {
+        txn,
+        checks: Vec::new(),
+        holds: vec![
+            (key(&s, "x"), HoldMode::Write),
+            (key(&s, "y"), HoldMode::Write),
+        ],
+        want_states: false,
+        retry_on_busy: true,
+    })
+    .unwrap();
+    s.op_install_remote(txn, &[x.clone(), y.clone()]).unwrap();
+    assert_eq!(value(&mut s, "x").as_deref(), Some(&b"t1"[..]));
+    assert_eq!(value(&mut s, "y").as_deref(), Some(&b"t1"[..]));
+    assert_eq!(s.stats().parts_waiting, 0, "installed parts are forgotten");
+    assert!(s.holds.is_empty(), "the install released its holds");
+    // Installed with the original version, and marked for gossip and
+    // anti-entropy as a part of a transaction.
+    let rec = s.table.get(key(&s, "x").hash, b"x").unwrap();
+    assert_eq!((rec.version(), rec.unit()), (x.version, Unit::Shards));
+    // Without holds an install is refused.
+    assert!(s.op_install_remote(78, &[x]).is_err());
+
+    // A newer state here stays; an older part arriving late is dropped.
+    s.op_merge(&[part("y", "old", 5, Unit::Here)], true)
+        .unwrap();
+    assert_eq!(s.stats().parts_waiting, 0);
+    assert_eq!(value(&mut s, "y").as_deref(), Some(&b"t1"[..]));
+}
+
+#[test]
+fn a_part_whose_whole_never_comes_is_shown_after_the_wait() {
+    let mut s = shard();
+    s.op_merge(&[part("x", "t1", 10, Unit::Shards)], true)
+        .unwrap();
+    s.settle_parts(std::time::Duration::from_secs(60));
+    assert_eq!(value(&mut s, "x"), None, "still waiting");
+    s.settle_parts(std::time::Duration::ZERO);
+    assert_eq!(value(&mut s, "x").as_deref(), Some(&b"t1"[..]));
+    assert_eq!(s.stats().parts_alone, 1);
+    assert_eq!(s.stats().parts_waiting, 0);
+}
+
+#[test]
+fn commits_of_several_keys_mark_their_records_for_other_regions() {
+    let mut s = shard();
+    s.op_exec(&[], &[kop(&s, "a", set("1")), kop(&s, "b", set("1"))])
+        .unwrap();
+    s.op_batch(&[kop(&s, "c", set("1"))]);
+    let flushed = s.flush_gossip();
+    let unit_of = |k: &[u8]| flushed.iter().find(|e| &e.key[..] == k).unwrap().unit;
+    assert_eq!(unit_of(b"a"), Unit::Here);
+    assert_eq!(unit_of(b"b"), Unit::Here);
+    assert_eq!(unit_of(b"c"), Unit::None);
 }

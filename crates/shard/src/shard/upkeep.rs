@@ -35,6 +35,7 @@ fn entry_of(rec: &Record, key: Bytes) -> LogEntry {
         }),
         start_ts: rec.start_ts,
         version: rec.version(),
+        unit: rec.unit(),
     }
 }
 
@@ -107,6 +108,7 @@ impl Shard {
             .count();
         s.memory = self.table.memory();
         s.gossip_pending = self.gossip_pending();
+        s.parts_waiting = self.parts.len();
         s.wal = self.durability.as_ref().map(|d| d.wal.stats());
         s
     }

@@ -44,6 +44,9 @@ pub struct LogEntry {
     pub start_ts: Ts,
     /// Who committed it, when.
     pub version: Version,
+    /// Which kind of commit wrote it (not logged: it only steers what
+    /// another region waits for before showing it).
+    pub unit: crate::record::Unit,
 }
 
 /// A lattice to encode, borrowed (from a table record or a write).
@@ -310,6 +313,7 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
             state,
             start_ts,
             version: Version::new(commit_ts, origin),
+            unit: crate::record::Unit::None,
         });
     }
     if p.has_remaining() {
@@ -332,6 +336,7 @@ mod tests {
             }),
             start_ts: ts,
             version: Version::new(ts + 1, 3),
+            unit: Default::default(),
         }
     }
 

@@ -1,0 +1,173 @@
+//! Another region's transactions of several keys, as their lattices
+//! arrive here (issue 12, item 13: atomic visibility across regions).
+//!
+//! A commit of several keys reaches this region in pieces: each of the
+//! writer's shards gossips its own keys, each to the nodes that replicate
+//! them, in its own epoch. Shown as they come, a reader here would see
+//! part of a transaction. So the shards keep such parts out of sight
+//! (`Shard::op_merge` with `park`), and one node of this region installs
+//! the whole transaction at once, under holds at every key's primary, with
+//! its original version (`elsa_txn::unit`):
+//!
+//! - a commit across the writer's shards has a transaction record
+//!   (`elsa_txn::record`) holding every write; the record is a key like
+//!   any other, gossiped to its replicas here, and the record key's
+//!   primary here installs the writes;
+//! - a commit of several keys on one of the writer's shards arrives whole
+//!   in that shard's gossip frame (the sender puts all of it in every
+//!   frame that carries a part, see [`Cluster::complete_units`]); the
+//!   primary here of its smallest key installs it.
+//!
+//! Every other node of this region just parks the parts it received; the
+//! install reaches its keys' backups through in-region replication. Parts
+//! whose install never comes are shown alone after `elsa_shard::PART_WAIT`.
+
+use std::collections::HashMap;
+
+use elsa_lattice::Version;
+use elsa_shard::wal::codec::LogEntry;
+use elsa_shard::Unit;
+use elsa_txn::record::{is_record_key, Outcome};
+use tokio::sync::mpsc;
+
+use super::Cluster;
+use crate::ring::slot_of;
+use crate::wire::Lattice;
+
+/// How lattices being merged arrived, which decides whether parts of
+/// transactions wait for the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// From this region (in-region replication, gossip, anti-entropy) or
+    /// a synchronous push of a whole commit (`replication = 2pc`): merged
+    /// at once.
+    Direct,
+    /// Another region's epoch flush.
+    Gossip,
+    /// Another region's anti-entropy batch: parts of transactions, and
+    /// records, but never a whole one-shard commit.
+    Repair,
+}
+
+impl Cluster {
+    /// Hands this node's installer the transactions among `lattices` this
+    /// node installs for its region (see the module doc).
+    pub(super) fn find_units(&self, lattices: &[Lattice], arrival: Arrival) {
+        if arrival == Arrival::Direct {
+            return;
+        }
+        let me = self.settings.node;
+        let mine = |key: &[u8]| {
+            let hash = std::hash::BuildHasher::hash_one(&self.hasher, key);
+            self.route(hash).node == me
+        };
+        let mut here: HashMap<Version, Vec<&Lattice>> = HashMap::new();
+        for l in lattices {
+            if is_record_key(&l.key) {
+                let Some(value) = &l.value else { continue };
+                if let Ok(Outcome::Committed(writes)) = Outcome::decode(value) {
+                    if !writes.is_empty() && mine(&l.key) {
+                        self.hand_unit(writes);
+                    }
+                }
+            } else if arrival == Arrival::Gossip && Unit::from_code(l.unit) == Unit::Here {
+                here.entry(Version::new(l.commit_ts, l.origin))
+                    .or_default()
+                    .push(l);
+            }
+        }
+        for parts in here.into_values() {
+            let leader = parts
+                .iter()
+                .map(|l| &l.key)
+                .min()
+                .expect("a group has parts");
+            if mine(leader) {
+                self.hand_unit(
+                    parts
+                        .into_iter()
+                        .map(|l| LogEntry::from(l.clone()))
+                        .collect(),
+                );
+            }
+        }
+    }
+
+    /// `remote` for lattices from a node of `region`, else direct.
+    pub(super) fn arrival(&self, region: &str, remote: Arrival) -> Arrival {
+        if region == self.settings.region {
+            Arrival::Direct
+        } else {
+            remote
+        }
+    }
+
+    fn hand_unit(&self, writes: Vec<LogEntry>) {
+        if let Some(tx) = &*self.units_tx.lock().unwrap_or_else(|e| e.into_inner()) {
+            let _ = tx.send(writes);
+        }
+    }
+
+    /// The installer's end of the channel of whole transactions to install
+    /// (taken once, by the node's coordinator task); until it is taken,
+    /// none are handed out and parts wait for `PART_WAIT`.
+    pub fn take_remote_units(&self) -> Option<mpsc::UnboundedReceiver<Vec<LogEntry>>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut slot = self.units_tx.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(tx);
+        Some(rx)
+    }
+
+    /// The sending side: a commit of several keys on one shard goes whole
+    /// into every frame to another region that carries a part of it, so
+    /// that whichever node there installs it has all of it. `frames` are
+    /// indexes into `entries`, per receiving node.
+    pub(super) fn complete_units(
+        &self,
+        entries: &[LogEntry],
+        frames: &mut HashMap<elsa_lattice::NodeId, Vec<usize>>,
+    ) {
+        let mut here: HashMap<Version, Vec<usize>> = HashMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            if e.unit == Unit::Here {
+                here.entry(e.version).or_default().push(i);
+            }
+        }
+        if here.is_empty() {
+            return;
+        }
+        let ring = self.ring.load();
+        for (node, picked) in frames.iter_mut() {
+            let remote = ring
+                .member(*node)
+                .is_some_and(|m| m.region != self.settings.region);
+            if !remote {
+                continue;
+            }
+            let mut versions: Vec<Version> = picked
+                .iter()
+                .filter(|&&i| entries[i].unit == Unit::Here)
+                .map(|&i| entries[i].version)
+                .collect();
+            versions.sort_unstable();
+            versions.dedup();
+            for v in versions {
+                for &i in &here[&v] {
+                    if !picked.contains(&i) {
+                        picked.push(i);
+                    }
+                }
+            }
+        }
+    }
+
+    /// True when this node replicates `key` (a frame to another region
+    /// may carry keys it does not: the rest of a one-shard commit).
+    pub(super) fn replicates_key(&self, ring: &crate::ring::Ring, key: &[u8]) -> bool {
+        let hash = std::hash::BuildHasher::hash_one(&self.hasher, key);
+        ring.replicates(slot_of(hash), self.settings.node)
+    }
+}
