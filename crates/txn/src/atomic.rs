@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use elsa_shard::{
-    unix_ms, AckLevel, Check, Current, HashedKey, HoldMode, KeyOp, KeyView, OpReply,
+    unix_ms, AckLevel, Check, Current, FastMap, HashedKey, HoldMode, KeyOp, KeyView, OpReply,
     PrepareRequest, ReadState, Refusal, ShardMsg, TxnId, Write,
 };
 
@@ -67,7 +67,7 @@ impl Drop for HoldGuard<'_> {
 
 /// Keys' states captured under holds, with the commands' changes on top.
 struct Overlay {
-    states: HashMap<Bytes, (HashedKey, Option<Current>, bool)>,
+    states: FastMap<Bytes, (HashedKey, Option<Current>, bool)>,
     now_ms: u64,
 }
 
@@ -139,10 +139,13 @@ impl Coordinator {
         ops: &[KeyOp],
         watches: &[Check],
     ) -> (
-        HashMap<ShardId, HashMap<HashedKey, HoldMode>>,
+        HashMap<ShardId, FastMap<HashedKey, HoldMode>>,
         HashMap<ShardId, Vec<Check>>,
     ) {
-        let mut holds: HashMap<ShardId, HashMap<HashedKey, HoldMode>> = HashMap::new();
+        let mut holds: HashMap<ShardId, FastMap<HashedKey, HoldMode>> = HashMap::new();
+        // Sized for an even spread: growing a million-key map rehashes it
+        // (and faults its pages in) again and again.
+        let per_shard = ops.len() / self.node.shards().max(1) + 1;
         for kop in ops {
             let key = HashedKey {
                 key: kop.key.clone(),
@@ -151,7 +154,7 @@ impl Coordinator {
             let mode = HoldMode::for_op(&kop.op);
             let slot = holds
                 .entry(self.shard_of(kop.hash))
-                .or_default()
+                .or_insert_with(|| FastMap::with_capacity_and_hasher(per_shard, Default::default()))
                 .entry(key)
                 .or_insert(mode);
             if mode == HoldMode::Write {
@@ -200,7 +203,7 @@ impl Coordinator {
     async fn exec_across(
         &self,
         ops: &[KeyOp],
-        holds: &HashMap<ShardId, HashMap<HashedKey, HoldMode>>,
+        holds: &HashMap<ShardId, FastMap<HashedKey, HoldMode>>,
         checks: &HashMap<ShardId, Vec<Check>>,
         ack: AckLevel,
     ) -> Result<Option<Vec<OpReply>>, TxnError> {
@@ -222,7 +225,7 @@ impl Coordinator {
             waits.push((shard, keys, rx));
         }
         let mut overlay = Overlay {
-            states: HashMap::new(),
+            states: FastMap::with_capacity_and_hasher(ops.len(), Default::default()),
             now_ms: unix_ms(),
         };
         let mut outcome = Ok(());

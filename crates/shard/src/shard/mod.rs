@@ -10,8 +10,8 @@ use elsa_lattice::{Hlc, NodeId, Ts, Version};
 
 use crate::gossip::GossipBuffer;
 use crate::msg::{
-    AdminMsg, BatchMode, Check, CommitRequest, Expect, HashedKey, HoldMode, KeyOp, PrepareRequest,
-    ReadState, Refusal, ShardMsg, TxnId, Write,
+    AdminMsg, BatchMode, Check, CommitRequest, Expect, FastMap, HashedKey, HoldMode, KeyOp,
+    PrepareRequest, ReadState, Refusal, ShardMsg, TxnId, Write,
 };
 use crate::ops::{Current, KeyView, OpReply};
 use crate::record::{Record, Unit};
@@ -67,7 +67,7 @@ pub struct Shard {
     node: NodeId,
     table: Table,
     hlc: Arc<Hlc>,
-    holds: HashMap<Bytes, Hold>,
+    holds: FastMap<Bytes, Hold>,
     held_by: HashMap<TxnId, Vec<Bytes>>,
     /// When each transaction took its first hold here.
     held_since: HashMap<TxnId, std::time::Instant>,
@@ -91,7 +91,7 @@ pub struct Shard {
     /// on when it is released (see [`Shard::op_release`]).
     parked: std::collections::VecDeque<Parked>,
     /// Keys some parked batch waits for, and how many wait.
-    parked_on: HashMap<Bytes, usize>,
+    parked_on: FastMap<Bytes, usize>,
     /// In-region replication, when the shard's keys have replicas on
     /// other nodes (see [`crate::repl`]).
     repl: Option<crate::repl::Repl>,
@@ -207,7 +207,7 @@ impl Shard {
             node,
             table: Table::new(hasher),
             hlc,
-            holds: HashMap::new(),
+            holds: FastMap::default(),
             held_by: HashMap::new(),
             held_since: HashMap::new(),
             installed: HashMap::new(),
@@ -223,7 +223,7 @@ impl Shard {
             ae_cursor: std::cell::Cell::new((0, 0)),
             freeze_waiters: Vec::new(),
             parked: std::collections::VecDeque::new(),
-            parked_on: HashMap::new(),
+            parked_on: FastMap::default(),
             repl: None,
         }
     }
@@ -763,8 +763,9 @@ impl Shard {
         };
         self.validate(&req.checks, Some(req.txn), busy)?;
         let now_ms = unix_ms();
-        let mut states = Vec::new();
+        let mut states = Vec::with_capacity(if req.want_states { req.holds.len() } else { 0 });
         let mut keys = Vec::with_capacity(req.holds.len());
+        self.holds.reserve(req.holds.len());
         for (k, mode) in req.holds {
             if req.want_states {
                 states.push(self.read_state(&k, now_ms));
@@ -911,6 +912,10 @@ impl Shard {
             }
         }
         if self.holds.is_empty() {
+            if self.holds.capacity() > 4096 {
+                // A million-key command's table goes with it.
+                self.holds = FastMap::default();
+            }
             for w in self.freeze_waiters.drain(..) {
                 let _ = w.send(());
             }
