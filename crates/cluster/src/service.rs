@@ -472,10 +472,12 @@ impl Cluster {
         let ring = self.ring.load();
         let mut per_shard: HashMap<u16, Vec<LogEntry>> = HashMap::new();
         for l in lattices {
-            if park && !self.replicates_key(&ring, &l.key) {
-                continue; // the rest of a one-shard commit, for `find_units`
-            }
             let hash = std::hash::BuildHasher::hash_one(&self.hasher, &l.key[..]);
+            if park && !ring.replicates(slot_of(hash), self.settings.node) {
+                // Not a key of ours: the rest of a one-shard commit,
+                // carried for `find_units`.
+                continue;
+            }
             per_shard
                 .entry(ring.own_shard(slot_of(hash)))
                 .or_default()

@@ -31,7 +31,6 @@ use elsa_txn::record::{is_record_key, Outcome};
 use tokio::sync::mpsc;
 
 use super::Cluster;
-use crate::ring::slot_of;
 use crate::wire::Lattice;
 
 /// How lattices being merged arrived, which decides whether parts of
@@ -77,11 +76,9 @@ impl Cluster {
             }
         }
         for parts in here.into_values() {
-            let leader = parts
-                .iter()
-                .map(|l| &l.key)
-                .min()
-                .expect("a group has parts");
+            let Some(leader) = parts.iter().map(|l| &l.key).min() else {
+                continue;
+            };
             if mine(leader) {
                 self.hand_unit(
                     parts
@@ -147,6 +144,10 @@ impl Cluster {
             if !remote {
                 continue;
             }
+            let mut have = vec![false; entries.len()];
+            for &i in picked.iter() {
+                have[i] = true;
+            }
             let mut versions: Vec<Version> = picked
                 .iter()
                 .filter(|&&i| entries[i].unit == Unit::Here)
@@ -156,18 +157,12 @@ impl Cluster {
             versions.dedup();
             for v in versions {
                 for &i in &here[&v] {
-                    if !picked.contains(&i) {
+                    if !have[i] {
+                        have[i] = true;
                         picked.push(i);
                     }
                 }
             }
         }
-    }
-
-    /// True when this node replicates `key` (a frame to another region
-    /// may carry keys it does not: the rest of a one-shard commit).
-    pub(super) fn replicates_key(&self, ring: &crate::ring::Ring, key: &[u8]) -> bool {
-        let hash = std::hash::BuildHasher::hash_one(&self.hasher, key);
-        ring.replicates(slot_of(hash), self.settings.node)
     }
 }

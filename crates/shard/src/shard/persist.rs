@@ -221,10 +221,13 @@ impl Shard {
             }
             true
         });
-        for (hash, e) in late {
+        if !late.is_empty() {
             tracing::warn!(
-                "a part of another region's transaction waited {wait:?} for the rest; shown alone"
+                "{} parts of other regions' transactions waited {wait:?} for the rest; shown alone",
+                late.len()
             );
+        }
+        for (hash, e) in late {
             self.stats.parts_alone += 1;
             self.unit = e.unit;
             self.install_from(
