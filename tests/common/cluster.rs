@@ -368,10 +368,10 @@ impl Cluster {
         }
     }
 
-    /// `ELSA.FAULT ISOLATE|HEAL` on node `i`.
+    /// `ELSA.FAULT <what>` on node `i` (`what` split at spaces).
     pub fn fault(&self, i: usize, what: &str) {
         let v: Value = redis::cmd("ELSA.FAULT")
-            .arg(what)
+            .arg(what.split_whitespace().collect::<Vec<_>>())
             .query(&mut self.conn(i))
             .unwrap_or_else(|e| panic!("ELSA.FAULT {what} on node {i}: {e}"));
         assert!(

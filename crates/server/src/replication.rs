@@ -149,11 +149,12 @@ impl Conn {
         w.int(records as i64);
     }
 
-    /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|HEAL` (needs `fault-injection =
-    /// true`): cut this node off from other regions; or have it ignore the
-    /// installs of multi-shard commits coordinated elsewhere (a node that
-    /// dies between a commit's decision and its install, for tests); HEAL
-    /// undoes both.
+    /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|DELAY-INSTALLS ms|HEAL` (needs
+    /// `fault-injection = true`): cut this node off from other regions;
+    /// have it ignore the installs of multi-shard commits coordinated
+    /// elsewhere (a node that dies between a commit's decision and its
+    /// install, for tests); or have the commits it coordinates wait `ms`
+    /// between decision and install (a slow coordinator); HEAL undoes all.
     pub(crate) fn elsa_fault(&mut self, args: &[Bytes]) {
         let Some(cl) = self.shared.cluster.clone() else {
             return self.w().error("ERR this node has no peers");
@@ -167,13 +168,24 @@ impl Conn {
             cl.set_isolated(true);
         } else if is(&args[1], "drop-installs") {
             cl.set_drop_installs(true);
+        } else if is(&args[1], "delay-installs") {
+            let Some(ms) = args
+                .get(2)
+                .and_then(|a| std::str::from_utf8(a).ok()?.parse().ok())
+            else {
+                return self
+                    .w()
+                    .error("ERR ELSA.FAULT DELAY-INSTALLS takes milliseconds");
+            };
+            self.coord.node.set_install_delay(ms);
         } else if is(&args[1], "heal") {
             cl.set_isolated(false);
             cl.set_drop_installs(false);
+            self.coord.node.set_install_delay(0);
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms or HEAL");
         }
         self.w().simple("OK");
     }

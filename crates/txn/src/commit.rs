@@ -79,6 +79,9 @@ impl Coordinator {
             return Err(TxnError::Conflict(bytes::Bytes::new()));
         }
         p.guard.disarm();
+        if let Some(delay) = self.node.install_delay() {
+            tokio::time::sleep(delay).await;
+        }
         let outcome = self.install_all(&mut p, commit_ts).await;
         if outcome.is_ok() {
             let txn = p.txn | elsa_shard::msg::SHADOW;

@@ -147,6 +147,10 @@ pub struct NodeContext {
     /// Transactions and WATCHes open on the node.
     pub open_reads: Arc<OpenReads>,
     next_txn: AtomicU64,
+    /// Fault injection (`ELSA.FAULT DELAY-INSTALLS ms`, tests only): how
+    /// long a multi-shard commit waits between its decision and its
+    /// installs, widening the window in which slots can move under it.
+    install_delay_ms: AtomicU64,
 }
 
 /// Low bits of a transaction id that count this node's transactions.
@@ -182,6 +186,21 @@ impl NodeContext {
             placement,
             open_reads: Arc::new(OpenReads::default()),
             next_txn: AtomicU64::new(first_txn_counter()),
+            install_delay_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Testing: delay every multi-shard install this node coordinates by
+    /// `ms` after the decision (0: none).
+    pub fn set_install_delay(&self, ms: u64) {
+        self.install_delay_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// The injected delay before installs, if any.
+    pub(crate) fn install_delay(&self) -> Option<std::time::Duration> {
+        match self.install_delay_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(std::time::Duration::from_millis(ms)),
         }
     }
 

@@ -2,12 +2,19 @@
 //! it has: when a node may act as a primary (see `docs/regions.md`).
 
 use super::*;
+use elsa_shard::{AdminMsg, TxnId};
 
 /// How long a node that caught up waits for a peer to hand its slots back
 /// before it serves them anyway (a peer alive to membership but not
 /// answering: better a short window of two primaries than no primary),
 /// on top of three merge epochs (a peer answers after two flushes).
 pub(super) const HAND_BACK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a hand-back waits for the transactions holding keys of the
+/// slots handed back to finish here: past the orphan resolver's 3 s (it
+/// finishes any whose coordinator is gone), well under the peer's
+/// [`HAND_BACK_TIMEOUT`].
+const HOLD_DRAIN_LIMIT: Duration = Duration::from_secs(6);
 
 /// How long a starting node looks for a ready peer in its region before
 /// concluding it is the first (a fresh cluster: nobody has data to miss).
@@ -292,6 +299,60 @@ impl Cluster {
         false
     }
 
+    /// Waits until no transaction holds a key on this node's shards that
+    /// this node no longer routes to itself (the slots just handed to
+    /// `peer`), at most [`HOLD_DRAIN_LIMIT`]: each such transaction has
+    /// then installed or aborted here. Shadow holds are the backups' and
+    /// do not count. New holds on those keys cannot appear: requests for
+    /// them are refused since the switch.
+    async fn drain_moved_holds(&self, peer: NodeId) {
+        let deadline = Instant::now() + HOLD_DRAIN_LIMIT;
+        loop {
+            let held = self.holds_routed_elsewhere().await;
+            if held.is_empty() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    "hand-back to {peer}: transactions {held:x?} still hold keys here after {HOLD_DRAIN_LIMIT:?}; handing back anyway"
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// The transactions (not shadows) holding a key on a local shard that
+    /// the current view routes to another shard.
+    async fn holds_routed_elsewhere(&self) -> Vec<TxnId> {
+        let mut asks = Vec::with_capacity(self.inboxes.len());
+        for inbox in &self.inboxes {
+            let (reply, rx) = oneshot::channel();
+            let msg = ShardMsg::Admin(AdminMsg::StaleHolds {
+                older_than: Duration::ZERO,
+                reply,
+            });
+            if inbox.send(msg).is_ok() {
+                asks.push(rx);
+            }
+        }
+        let mut out = Vec::new();
+        for (index, rx) in asks.into_iter().enumerate() {
+            let here = ShardId {
+                node: self.settings.node,
+                index: index as u16,
+            };
+            for (txn, keys) in rx.await.unwrap_or_default() {
+                if txn & elsa_shard::msg::SHADOW == 0
+                    && keys.iter().any(|k| self.route(k.hash) != here)
+                {
+                    out.push(txn);
+                }
+            }
+        }
+        out
+    }
+
     /// A peer that caught up asks for its slots back: once this node routes
     /// them to it, every local shard ships a merge epoch begun after that,
     /// then [`wire::HandBack`] follows that gossip on the same link.
@@ -314,6 +375,13 @@ impl Cluster {
         }
         let me = self.clone();
         self.handle.spawn(async move {
+            // Commits that took holds here while this node was the acting
+            // primary install here, under those holds, possibly long after
+            // the switch (a slow record write, a retry): the peer must not
+            // serve before they did and their installs were shipped, or it
+            // reads around them and overwrites them (a lost append, a
+            // transaction half applied: the long isolation run found both).
+            me.drain_moved_holds(peer).await;
             // Two flushes: the one under way may have taken its lattices
             // before the switch; the next one holds everything after it.
             let start: Vec<u64> = me

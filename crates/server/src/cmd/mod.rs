@@ -267,7 +267,7 @@ pub static COMMANDS: &[Spec] = &[
     // regions
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
     spec!("elsa.digest", 1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
-    spec!("elsa.fault", 2, N, 0, 0, 0, Ctl(C::ElsaFault)),
+    spec!("elsa.fault", -2, N, 0, 0, 0, Ctl(C::ElsaFault)),
     // transactions
     spec!("begin", -1, A, 0, 0, 0, Ctl(C::Begin)),
     spec!("ack", -1, A, 0, 0, 0, Ctl(C::Ack)),
