@@ -8,15 +8,32 @@
 //! - [`Lww`]: the paper's last-commit-wins register `{value | tombstone,
 //!   start_ts, commit_ts}` with the committing node as tie-break.
 //! - [`Hlc`]: the hybrid logical clock that hands out `start_ts`/`commit_ts`.
+//! - The data types (`docs/datatypes.md`): [`Counter`] (a string that
+//!   merges increments per origin), [`OrSet`] (add-wins set), [`OrMap`]
+//!   (add-wins map of counters: hashes), built on [`Dots`]/[`Presence`],
+//!   and [`KeyState`], one key's state whatever type it holds. Each
+//!   mutation answers a *delta*: a small state whose merge into any
+//!   replica has the mutation's effect, so one element's change ships,
+//!   not the whole value.
 //!
 //! Storage layout, transactions and gossip live in higher crates; they call
 //! into this one to decide which of two versions wins.
 
+pub mod counter;
+mod dots;
 mod hlc;
+pub mod key;
 mod lww;
+pub mod ormap;
+pub mod orset;
 
+pub use counter::Counter;
+pub use dots::{Dots, Presence};
 pub use hlc::{Hlc, PhysicalClock, SystemClock};
+pub use key::{Collection, KeyState, Kind};
 pub use lww::{Lww, Version};
+pub use ormap::OrMap;
+pub use orset::OrSet;
 
 /// A timestamp from the [`Hlc`]: physical milliseconds in the high 48 bits,
 /// a logical counter in the low 16.

@@ -1,0 +1,357 @@
+//! A string value that is also a counter: what a Redis string key, and a
+//! hash field, hold.
+//!
+//! A write of the whole value (`SET`, `APPEND`, `EXPIRE`, `DEL`, a float
+//! increment…) sets the *base*: a last-writer-wins register that also
+//! records the per-origin increment totals it had seen (*observed*), since
+//! its value already includes them. An integer increment (`INCR`,
+//! `INCRBY`, `DECR`, `HINCRBY`…) only raises its origin's running total
+//! (*tally*), merged per origin by version. The value shown is the base
+//! plus, per origin, what that origin added since the base saw it:
+//!
+//! ```text
+//! value = base + Σ_origin (tally[origin] − observed[origin])
+//! ```
+//!
+//! So concurrent increments in every region all count, and a `SET`
+//! resets exactly the increments it had seen: one concurrent with it (not
+//! yet seen where the `SET` ran) is added on top of the new value
+//! (`docs/datatypes.md`). A base that is not a number shows as itself:
+//! increments concurrent with a `SET` of a non-number are dropped, as the
+//! client that wrote it would expect to read what it wrote.
+//!
+//! Totals wrap (two's complement) — only differences of one origin's
+//! totals are ever used, and those are exact whenever the increments in
+//! between fit in 64 bits, which the per-command overflow check ensures.
+
+use bytes::Bytes;
+
+use crate::{Crdt, NodeId, Ts, Version};
+
+/// One origin's running total of integer increments, and the version of
+/// its last change (the newer version wins a merge).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Tally {
+    /// Sum of the origin's increments, wrapping.
+    pub total: i64,
+    /// The write that last changed it.
+    pub version: Version,
+}
+
+/// Per origin, its [`Tally`], sorted by origin.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Tallies(Vec<(NodeId, Tally)>);
+
+impl Tallies {
+    /// Origin `o`'s tally (zero when it never incremented).
+    pub fn get(&self, o: NodeId) -> Tally {
+        match self.0.binary_search_by_key(&o, |&(k, _)| k) {
+            Ok(i) => self.0[i].1,
+            Err(_) => Tally::default(),
+        }
+    }
+
+    /// Takes `t` as origin `o`'s tally if it is newer; true if it was.
+    pub fn offer(&mut self, o: NodeId, t: Tally) -> bool {
+        match self.0.binary_search_by_key(&o, |&(k, _)| k) {
+            Ok(i) => {
+                let cur = &mut self.0[i].1;
+                if (t.version, t.total) > (cur.version, cur.total) {
+                    *cur = t;
+                    true
+                } else {
+                    false
+                }
+            }
+            Err(i) => {
+                self.0.insert(i, (o, t));
+                true
+            }
+        }
+    }
+
+    /// Every origin's tally, by origin.
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, Tally)> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// True when no origin ever incremented.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The newest change.
+    fn newest(&self) -> Version {
+        self.0
+            .iter()
+            .map(|(_, t)| t.version)
+            .max()
+            .unwrap_or(Version::ZERO)
+    }
+}
+
+impl Crdt for Tallies {
+    fn merge(&mut self, other: Tallies) -> bool {
+        let mut changed = false;
+        for (o, t) in other.0 {
+            changed |= self.offer(o, t);
+        }
+        changed
+    }
+}
+
+/// The last whole-value write.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Base {
+    /// The value, or `None` when deleted (or never written).
+    pub value: Option<Bytes>,
+    /// Absolute expiry, Unix ms.
+    pub expire_ms: Option<u64>,
+    /// When the writing transaction started.
+    pub start_ts: Ts,
+    /// Who wrote it, and when.
+    pub version: Version,
+    /// The tallies its value already includes.
+    pub observed: Tallies,
+}
+
+impl Base {
+    /// The merge order: version first; the rest only makes it total.
+    fn order(&self) -> (Version, Ts, &Option<Bytes>, Option<u64>) {
+        (self.version, self.start_ts, &self.value, self.expire_ms)
+    }
+
+    fn expired(&self, now_ms: u64) -> bool {
+        self.expire_ms.is_some_and(|at| at <= now_ms)
+    }
+}
+
+/// A string value with counter merges (see the module doc).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Counter {
+    base: Base,
+    tallies: Tallies,
+}
+
+/// Error text Redis uses for non-integer values and overflow.
+pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+/// Error text for an increment that would overflow.
+pub const ERR_OVERFLOW: &str = "ERR increment or decrement would overflow";
+
+impl Counter {
+    /// The last whole-value write.
+    pub fn base(&self) -> &Base {
+        &self.base
+    }
+
+    /// Every origin's running total.
+    pub fn tallies(&self) -> &Tallies {
+        &self.tallies
+    }
+
+    /// What the value gained from increments its base had not seen.
+    fn unseen(&self) -> i128 {
+        self.tallies
+            .iter()
+            .map(|(o, t)| i128::from(t.total.wrapping_sub(self.base.observed.get(o).total)))
+            .sum()
+    }
+
+    /// The value at `now_ms`, or `None` when the key holds nothing (deleted
+    /// or expired, and no increment since).
+    pub fn value(&self, now_ms: u64) -> Option<Bytes> {
+        if self.base.expired(now_ms) {
+            return None;
+        }
+        let unseen = self.unseen();
+        let increments_since = self
+            .tallies
+            .iter()
+            .any(|(o, t)| t.version != self.base.observed.get(o).version);
+        match &self.base.value {
+            None if !increments_since => None,
+            None => Some(Bytes::from(unseen.to_string())),
+            Some(v) if unseen == 0 => Some(v.clone()),
+            Some(v) => match parse_i64(v) {
+                Some(n) => Some(Bytes::from((i128::from(n) + unseen).to_string())),
+                None => Some(v.clone()),
+            },
+        }
+    }
+
+    /// Absolute expiry of the value, if it has one.
+    pub fn expire_ms(&self) -> Option<u64> {
+        self.base.expire_ms
+    }
+
+    /// The newest write this value holds.
+    pub fn newest(&self) -> Version {
+        self.base.version.max(self.tallies.newest())
+    }
+
+    /// The delta of writing the whole value (`None` deletes): a new base
+    /// that has seen every tally.
+    pub fn set(
+        &self,
+        value: Option<Bytes>,
+        expire_ms: Option<u64>,
+        start_ts: Ts,
+        version: Version,
+    ) -> Counter {
+        Counter {
+            base: Base {
+                value,
+                expire_ms,
+                start_ts,
+                version,
+                observed: self.tallies.clone(),
+            },
+            tallies: self.tallies.clone(),
+        }
+    }
+
+    /// The delta of `INCRBY by` at `now_ms` and the new value, or Redis's
+    /// error: the value must be an integer and stay within 64 bits.
+    pub fn incr_by(
+        &self,
+        by: i64,
+        start_ts: Ts,
+        version: Version,
+        now_ms: u64,
+    ) -> Result<(i64, Counter), &'static str> {
+        let current = self.value(now_ms);
+        let n = match &current {
+            None => 0,
+            Some(v) => parse_i64(v).ok_or(ERR_NOT_INTEGER)?,
+        };
+        let new = n.checked_add(by).ok_or(ERR_OVERFLOW)?;
+        // Expired: the increment starts from zero, so the base is reset
+        // to "nothing, having seen every tally" first (as a DEL at expiry
+        // would have). Deleted or never written: the base already says
+        // nothing, and a reset would only compete with a concurrent SET.
+        let mut delta = if current.is_none() && self.base.expired(now_ms) {
+            self.set(None, None, start_ts, version)
+        } else {
+            Counter::default()
+        };
+        let mine = self.tallies.get(version.origin);
+        delta.tallies.offer(
+            version.origin,
+            Tally {
+                total: mine.total.wrapping_add(by),
+                version,
+            },
+        );
+        Ok((new, delta))
+    }
+}
+
+impl Counter {
+    /// Drops everything written at or below `floor` (a write of another
+    /// type replaced the key then): the base if it is that old, the
+    /// tallies last changed then, and what the base observed of them —
+    /// each a filter on its own version, so pruning and merging commute.
+    /// An origin that keeps incrementing without having seen `floor` adds
+    /// its whole running total once it is newer (a concurrent change of
+    /// type: `docs/datatypes.md`).
+    pub fn drop_through(&mut self, floor: Version) -> bool {
+        let before = self.clone();
+        if self.base.version <= floor {
+            self.base = Base::default();
+        }
+        self.tallies.0.retain(|(_, t)| t.version > floor);
+        self.base.observed.0.retain(|(_, t)| t.version > floor);
+        *self != before
+    }
+}
+
+impl Crdt for Counter {
+    fn merge(&mut self, other: Counter) -> bool {
+        let mut changed = self.tallies.merge(other.tallies);
+        if other.base.order() > self.base.order() {
+            self.base = other.base;
+            changed = true;
+        }
+        changed
+    }
+}
+
+/// Redis's strict integer syntax (`string2ll`): optional `-`, no `+`, no
+/// leading zeros, no spaces, at most 20 characters, within 64 bits.
+pub fn parse_i64(v: &[u8]) -> Option<i64> {
+    if v.is_empty() || v.len() > 20 {
+        return None;
+    }
+    let digits = v.strip_prefix(b"-").unwrap_or(v);
+    if digits.is_empty()
+        || !digits.iter().all(u8::is_ascii_digit)
+        || (digits[0] == b'0' && (digits.len() > 1 || v[0] == b'-'))
+    {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(ts: Ts, o: NodeId) -> Version {
+        Version::new(ts, o)
+    }
+
+    fn apply(mut c: Counter, d: Counter) -> Counter {
+        c.merge(d);
+        c
+    }
+
+    #[test]
+    fn increments_in_every_region_all_count() {
+        let start = Counter::default().set(Some("10".into()), None, 0, v(1, 1));
+        let (_, a) = start.incr_by(5, 0, v(2, 1), 0).unwrap();
+        let (_, b) = start.incr_by(-3, 0, v(2, 2), 0).unwrap();
+        let (_, c) = start.incr_by(1, 0, v(3, 3), 0).unwrap();
+        let all = apply(apply(apply(start.clone(), a), b), c);
+        assert_eq!(all.value(0).as_deref(), Some(&b"13"[..]));
+    }
+
+    #[test]
+    fn a_set_resets_what_it_saw_and_keeps_what_it_did_not() {
+        let start = Counter::default();
+        let (_, seen) = start.incr_by(5, 0, v(1, 1), 0).unwrap();
+        let here = apply(start.clone(), seen);
+        let set = here.set(Some("100".into()), None, 0, v(2, 1));
+        // Concurrently, origin 2 increments (it never saw the SET).
+        let (_, unseen) = start.incr_by(7, 0, v(3, 2), 0).unwrap();
+        let merged = apply(apply(here, set), unseen);
+        assert_eq!(merged.value(0).as_deref(), Some(&b"107"[..]));
+    }
+
+    #[test]
+    fn an_increment_of_a_deleted_or_expired_value_starts_from_zero() {
+        let start = Counter::default().set(Some("10".into()), Some(50), 0, v(1, 1));
+        assert_eq!(start.value(49).as_deref(), Some(&b"10"[..]));
+        assert_eq!(start.value(50), None);
+        let (n, d) = start.incr_by(2, 0, v(2, 1), 60).unwrap();
+        assert_eq!(n, 2);
+        let after = apply(start, d);
+        assert_eq!(after.value(60).as_deref(), Some(&b"2"[..]));
+        let gone = after.set(None, None, 0, v(3, 1));
+        let after = apply(after, gone);
+        assert_eq!(after.value(60), None);
+    }
+
+    #[test]
+    fn redis_errors_for_non_integers_and_overflow() {
+        let s = Counter::default().set(Some("abc".into()), None, 0, v(1, 1));
+        assert_eq!(s.incr_by(1, 0, v(2, 1), 0).unwrap_err(), ERR_NOT_INTEGER);
+        let big = Counter::default().set(Some(i64::MAX.to_string().into()), None, 0, v(1, 1));
+        assert_eq!(big.incr_by(1, 0, v(2, 1), 0).unwrap_err(), ERR_OVERFLOW);
+        for bad in ["", "+1", "01", "-0", " 1", "1 ", "99999999999999999999"] {
+            assert_eq!(parse_i64(bad.as_bytes()), None, "{bad:?}");
+        }
+        for good in ["0", "-1", "9223372036854775807", "-9223372036854775808"] {
+            assert!(parse_i64(good.as_bytes()).is_some(), "{good:?}");
+        }
+    }
+}

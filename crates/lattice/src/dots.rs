@@ -1,0 +1,241 @@
+//! Per-origin timestamps, and the add-wins presence of one element built
+//! on them: the metadata every collection type (hash field, set member,
+//! later sorted-set member and list element) carries.
+//!
+//! A *dot* is the [`Version`] of the write that added an element: unique
+//! (one node never hands out a commit timestamp twice) and, per origin,
+//! increasing. An element needs only the newest dot of each origin that
+//! added it — an origin's later add supersedes its earlier ones — so its
+//! adds and its removes are each a small version vector ([`Dots`]): almost
+//! always one entry, kept inline.
+
+use smallvec::SmallVec;
+
+use crate::{Crdt, NodeId, Ts, Version};
+
+/// Per origin, the newest timestamp seen: a version vector, sorted by
+/// origin. Merge is the pointwise maximum.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Dots(SmallVec<[(NodeId, Ts); 1]>);
+
+impl Dots {
+    /// The vector holding only `dot`.
+    pub fn one(dot: Version) -> Dots {
+        let mut d = Dots::default();
+        d.raise(dot);
+        d
+    }
+
+    /// The newest timestamp of `origin` (0 when none).
+    pub fn get(&self, origin: NodeId) -> Ts {
+        match self.0.binary_search_by_key(&origin, |&(o, _)| o) {
+            Ok(i) => self.0[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    /// Takes `dot` in; true if it raised its origin's entry.
+    pub fn raise(&mut self, dot: Version) -> bool {
+        match self.0.binary_search_by_key(&dot.origin, |&(o, _)| o) {
+            Ok(i) if self.0[i].1 >= dot.commit_ts => false,
+            Ok(i) => {
+                self.0[i].1 = dot.commit_ts;
+                true
+            }
+            Err(i) => {
+                self.0.insert(i, (dot.origin, dot.commit_ts));
+                true
+            }
+        }
+    }
+
+    /// Every entry, as versions, by origin.
+    pub fn iter(&self) -> impl Iterator<Item = Version> + '_ {
+        self.0.iter().map(|&(o, ts)| Version::new(ts, o))
+    }
+
+    /// True when no origin has an entry.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The newest entry, by version order.
+    pub fn newest(&self) -> Version {
+        self.iter().max().unwrap_or(Version::ZERO)
+    }
+
+    /// Drops the entries at or below `floor` (version order); true if any
+    /// went.
+    pub fn drop_through(&mut self, floor: Version) -> bool {
+        let before = self.0.len();
+        self.0.retain(|&mut (o, ts)| Version::new(ts, o) > floor);
+        self.0.len() != before
+    }
+
+    /// Drops the entries below `horizon`; true if any went.
+    pub fn drop_below(&mut self, horizon: Version) -> bool {
+        let before = self.0.len();
+        self.0.retain(|&mut (o, ts)| Version::new(ts, o) >= horizon);
+        self.0.len() != before
+    }
+
+    /// Keeps only the entries `keep` accepts; true if any went.
+    fn retain(&mut self, mut keep: impl FnMut(NodeId, Ts) -> bool) -> bool {
+        let before = self.0.len();
+        self.0.retain(|&mut (o, ts)| keep(o, ts));
+        self.0.len() != before
+    }
+}
+
+impl Crdt for Dots {
+    fn merge(&mut self, other: Dots) -> bool {
+        let mut changed = false;
+        for v in other.iter() {
+            changed |= self.raise(v);
+        }
+        changed
+    }
+}
+
+/// Whether one element is in its collection, add-wins: the newest add of
+/// each origin, and per origin the newest add a remove had observed. The
+/// element is present while some origin's add is newer than what any
+/// remove observed of that origin — so a remove takes away exactly the
+/// adds it saw, and an add concurrent with it survives.
+///
+/// Kept normalized: an origin's add at or below that origin's observed
+/// remove is dropped (it can never count again), so two presences that
+/// mean the same are equal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Presence {
+    adds: Dots,
+    removes: Dots,
+}
+
+impl Presence {
+    /// The presence of an element added by `dot`.
+    pub fn added(dot: Version) -> Presence {
+        Presence {
+            adds: Dots::one(dot),
+            removes: Dots::default(),
+        }
+    }
+
+    /// True while some add is not removed.
+    pub fn is_live(&self) -> bool {
+        !self.adds.is_empty()
+    }
+
+    /// The delta of removing the element as this replica sees it: every
+    /// add it has observed.
+    pub fn removal(&self) -> Presence {
+        Presence {
+            adds: Dots::default(),
+            removes: self.adds.clone(),
+        }
+    }
+
+    /// The newest add or observed remove: what the element last saw.
+    pub fn newest(&self) -> Version {
+        self.adds.newest().max(self.removes.newest())
+    }
+
+    /// True when nothing is left: no add, no remove to remember.
+    pub fn is_empty(&self) -> bool {
+        self.adds.is_empty() && self.removes.is_empty()
+    }
+
+    /// True when only removes are left (a tombstone to collect later).
+    pub fn is_tombstone(&self) -> bool {
+        self.adds.is_empty() && !self.removes.is_empty()
+    }
+
+    /// Drops everything written at or below `floor` (a write of another
+    /// type replaced the key then); true if anything went.
+    pub fn drop_through(&mut self, floor: Version) -> bool {
+        self.adds.drop_through(floor) | self.removes.drop_through(floor)
+    }
+
+    /// Forgets the removes older than `horizon` (every replica has them;
+    /// see `docs/datatypes.md` for why no older add can arrive after).
+    pub fn collect_removes(&mut self, horizon: Version) -> bool {
+        self.removes.drop_below(horizon)
+    }
+
+    fn normalize(&mut self) {
+        let removes = &self.removes;
+        self.adds.retain(|o, ts| ts > removes.get(o));
+    }
+}
+
+impl Crdt for Presence {
+    fn merge(&mut self, other: Presence) -> bool {
+        let before = self.clone();
+        self.adds.merge(other.adds);
+        self.removes.merge(other.removes);
+        self.normalize();
+        *self != before
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn dots() -> impl Strategy<Value = Dots> {
+        proptest::collection::vec((0u32..3, 1u64..6), 0..4).prop_map(|v| {
+            let mut d = Dots::default();
+            for (o, ts) in v {
+                d.raise(Version::new(ts, o));
+            }
+            d
+        })
+    }
+
+    fn presence() -> impl Strategy<Value = Presence> {
+        (dots(), dots()).prop_map(|(adds, removes)| {
+            let mut p = Presence { adds, removes };
+            p.normalize();
+            p
+        })
+    }
+
+    fn m<T: Crdt + Clone>(mut a: T, b: T) -> T {
+        a.merge(b);
+        a
+    }
+
+    proptest! {
+        #[test]
+        fn dots_form_a_lattice(a in dots(), b in dots(), c in dots()) {
+            prop_assert_eq!(m(a.clone(), b.clone()), m(b.clone(), a.clone()));
+            prop_assert_eq!(m(m(a.clone(), b.clone()), c.clone()), m(a.clone(), m(b, c)));
+            prop_assert_eq!(m(a.clone(), a.clone()), a);
+        }
+
+        #[test]
+        fn presence_forms_a_lattice(a in presence(), b in presence(), c in presence()) {
+            prop_assert_eq!(m(a.clone(), b.clone()), m(b.clone(), a.clone()));
+            prop_assert_eq!(m(m(a.clone(), b.clone()), c.clone()), m(a.clone(), m(b.clone(), c)));
+            prop_assert_eq!(m(a.clone(), a.clone()), a.clone());
+            let mut x = a.clone();
+            let changed = x.merge(b);
+            prop_assert_eq!(changed, x != a);
+        }
+    }
+
+    #[test]
+    fn a_remove_takes_only_the_adds_it_saw() {
+        let seen = Presence::added(Version::new(1, 1));
+        let removal = seen.removal();
+        // Concurrently, origin 2 adds the element too.
+        let concurrent = Presence::added(Version::new(1, 2));
+        let merged = m(m(seen.clone(), removal.clone()), concurrent.clone());
+        assert!(merged.is_live(), "the add the remove never saw survives");
+        assert!(!m(seen.clone(), removal.clone()).is_live());
+        // A later add by the origin whose add was removed counts again.
+        let again = m(m(seen, removal), Presence::added(Version::new(2, 1)));
+        assert!(again.is_live());
+    }
+}

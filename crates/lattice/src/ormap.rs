@@ -1,0 +1,260 @@
+//! The add-wins map of counters-or-registers: what a Redis hash holds.
+//!
+//! Each field has a [`Presence`] (add-wins, as a set member) and a
+//! [`Counter`] value: `HSET` writes the field's base and adds a dot,
+//! `HINCRBY` raises the field's tally (and adds a dot), `HDEL` removes the
+//! adds it has seen. So `HSET`s of different fields in different regions
+//! all stay, an `HSET` or `HINCRBY` concurrent with an `HDEL` (or `DEL`)
+//! of the field wins, and concurrent `HINCRBY`s all count. A field that
+//! is removed keeps its counter (a concurrent `HINCRBY` still merges into
+//! it); whoever adds the field again sets its base over what it had seen
+//! (see [`crate::counter`]).
+
+use bytes::Bytes;
+
+use crate::counter::Counter;
+use crate::orset::Map;
+use crate::{Crdt, Presence, Ts, Version};
+
+/// One field: whether it is in the hash, and its value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Field {
+    presence: Presence,
+    value: Counter,
+}
+
+impl Field {
+    /// True while the field is in the hash.
+    pub fn is_live(&self) -> bool {
+        self.presence.is_live()
+    }
+
+    /// Its value, when live.
+    pub fn value(&self) -> Option<Bytes> {
+        if self.is_live() {
+            self.value.value(0)
+        } else {
+            None
+        }
+    }
+}
+
+impl Crdt for Field {
+    fn merge(&mut self, other: Field) -> bool {
+        self.presence.merge(other.presence) | self.value.merge(other.value)
+    }
+}
+
+/// An add-wins map of fields (see the module doc).
+#[derive(Clone, Debug, Default)]
+pub struct OrMap {
+    fields: Map<Bytes, Field>,
+    live: usize,
+    newest: Version,
+}
+
+impl PartialEq for OrMap {
+    fn eq(&self, other: &Self) -> bool {
+        self.newest == other.newest && self.fields == other.fields
+    }
+}
+
+impl Eq for OrMap {}
+
+impl OrMap {
+    /// The value of `field`, when it is in the hash.
+    pub fn get(&self, field: &[u8]) -> Option<Bytes> {
+        self.fields.get(field).and_then(Field::value)
+    }
+
+    /// True when `field` is in the hash.
+    pub fn contains(&self, field: &[u8]) -> bool {
+        self.fields.get(field).is_some_and(Field::is_live)
+    }
+
+    /// Fields in the hash.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True when no field is in the hash.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The live fields and their values, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, Bytes)> + '_ {
+        self.fields
+            .iter()
+            .filter_map(|(f, x)| x.value().map(|v| (f, v)))
+    }
+
+    /// Entries kept, removed fields included (for memory accounting).
+    pub fn entries(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// The newest write this state holds.
+    pub fn newest(&self) -> Version {
+        self.newest
+    }
+
+    /// The delta of `HSET field value` as write `dot`.
+    pub fn set(&self, field: Bytes, value: Bytes, start_ts: Ts, dot: Version) -> OrMap {
+        let current = self.fields.get(&field);
+        let value = current
+            .map(|f| &f.value)
+            .unwrap_or(&Counter::default())
+            .set(Some(value), None, start_ts, dot);
+        self.single(
+            field,
+            Field {
+                presence: Presence::added(dot),
+                value,
+            },
+            dot,
+        )
+    }
+
+    /// The delta of `HINCRBY field by` as write `dot`, and the new value;
+    /// Redis's error when the value is not an integer or would overflow.
+    pub fn incr_by(
+        &self,
+        field: Bytes,
+        by: i64,
+        start_ts: Ts,
+        dot: Version,
+    ) -> Result<(i64, OrMap), &'static str> {
+        let empty = Field::default();
+        let current = self.fields.get(&field).unwrap_or(&empty);
+        let mut value = Counter::default();
+        let base = if current.is_live() {
+            current.value.clone()
+        } else {
+            // Not in the hash: it counts from zero, whatever it held.
+            let reset = current.value.set(None, None, start_ts, dot);
+            value.merge(reset.clone());
+            let mut v = current.value.clone();
+            v.merge(reset);
+            v
+        };
+        let (n, delta) = base.incr_by(by, start_ts, dot, 0)?;
+        value.merge(delta);
+        Ok((
+            n,
+            self.single(
+                field,
+                Field {
+                    presence: Presence::added(dot),
+                    value,
+                },
+                dot,
+            ),
+        ))
+    }
+
+    /// The delta of `HDEL field` as write `dot`, or `None` when it is not
+    /// in the hash.
+    pub fn remove(&self, field: &[u8], dot: Version) -> Option<OrMap> {
+        let f = self.fields.get(field).filter(|f| f.is_live())?;
+        let (name, _) = self.fields.get_key_value(field)?;
+        Some(self.single(
+            name.clone(),
+            Field {
+                presence: f.presence.removal(),
+                value: Counter::default(),
+            },
+            dot,
+        ))
+    }
+
+    /// The delta of removing every field as write `dot` (`DEL`).
+    pub fn clear(&self, dot: Version) -> OrMap {
+        let mut delta = OrMap {
+            newest: dot,
+            ..OrMap::default()
+        };
+        for (name, f) in self.fields.iter().filter(|(_, f)| f.is_live()) {
+            delta.fields.insert(
+                name.clone(),
+                Field {
+                    presence: f.presence.removal(),
+                    value: Counter::default(),
+                },
+            );
+        }
+        delta
+    }
+
+    fn single(&self, name: Bytes, f: Field, dot: Version) -> OrMap {
+        let mut m = OrMap {
+            newest: dot,
+            ..OrMap::default()
+        };
+        m.live = usize::from(f.is_live());
+        m.fields.insert(name, f);
+        m
+    }
+
+    /// Drops everything written at or below `floor` (a write of another
+    /// type replaced the key then), values included; true if anything
+    /// changed.
+    pub fn drop_through(&mut self, floor: Version) -> bool {
+        let mut changed = false;
+        self.fields.retain(|_, f| {
+            changed |= f.presence.drop_through(floor) | f.value.drop_through(floor);
+            !(f.presence.is_empty() && f.value == Counter::default())
+        });
+        if changed {
+            self.live = self.fields.values().filter(|f| f.is_live()).count();
+        }
+        changed
+    }
+
+    /// True when it holds no field, not even a removed one.
+    pub fn has_no_entries(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// Forgets removes older than `horizon` and fields with nothing newer
+    /// left; answers how many fields went.
+    pub fn collect(&mut self, horizon: Version) -> usize {
+        let before = self.fields.len();
+        self.fields.retain(|_, f| {
+            f.presence.collect_removes(horizon);
+            !(f.presence.is_empty() && f.value.newest() < horizon)
+        });
+        before - self.fields.len()
+    }
+}
+
+impl Crdt for OrMap {
+    fn merge(&mut self, other: OrMap) -> bool {
+        let mut changed = false;
+        if other.newest > self.newest {
+            self.newest = other.newest;
+            changed = true;
+        }
+        for (name, f) in other.fields {
+            match self.fields.get_mut(&name) {
+                Some(mine) => {
+                    let was = mine.is_live();
+                    if mine.merge(f) {
+                        changed = true;
+                        match (was, mine.is_live()) {
+                            (false, true) => self.live += 1,
+                            (true, false) => self.live -= 1,
+                            _ => {}
+                        }
+                    }
+                }
+                None => {
+                    self.live += usize::from(f.is_live());
+                    self.fields.insert(name, f);
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+}

@@ -1,0 +1,182 @@
+//! The add-wins observed-remove set: what a Redis set key holds.
+//!
+//! Each member carries its [`Presence`] (newest add per origin, newest add
+//! a remove observed per origin). `SADD` of a member that is absent adds
+//! a dot; `SREM` removes the adds it has seen; an add concurrent with a
+//! remove survives. Removed members stay as tombstones (their observed
+//! removes) until every replica has them; then [`OrSet::collect`] drops
+//! them (`docs/datatypes.md`).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use crate::{Crdt, Presence, Version};
+
+/// Map type of the collections: foldhash, as the shard tables use.
+pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// An add-wins set of `E` (see the module doc).
+#[derive(Clone, Debug)]
+pub struct OrSet<E: Eq + Hash> {
+    members: Map<E, Presence>,
+    /// How many members are live (not only tombstones).
+    live: usize,
+    /// The newest write (add or remove) this state holds.
+    newest: Version,
+}
+
+impl<E: Eq + Hash> Default for OrSet<E> {
+    fn default() -> Self {
+        OrSet {
+            members: Map::default(),
+            live: 0,
+            newest: Version::ZERO,
+        }
+    }
+}
+
+impl<E: Eq + Hash> PartialEq for OrSet<E> {
+    fn eq(&self, other: &Self) -> bool {
+        self.newest == other.newest && self.members == other.members
+    }
+}
+
+impl<E: Eq + Hash> Eq for OrSet<E> {}
+
+impl<E: Eq + Hash + Clone> OrSet<E> {
+    /// True when `e` is a live member.
+    pub fn contains(&self, e: &E) -> bool {
+        self.members.get(e).is_some_and(Presence::is_live)
+    }
+
+    /// Live members.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True when no member is live.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The live members, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &E> + '_ {
+        self.members
+            .iter()
+            .filter(|(_, p)| p.is_live())
+            .map(|(e, _)| e)
+    }
+
+    /// Entries kept, tombstones included (for memory accounting).
+    pub fn entries(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The newest write this state holds.
+    pub fn newest(&self) -> Version {
+        self.newest
+    }
+
+    /// The delta of adding `e` as write `dot`, or `None` when it is
+    /// already a member (Redis: nothing changes, the reply counts 0).
+    pub fn add(&self, e: E, dot: Version) -> Option<OrSet<E>> {
+        if self.contains(&e) {
+            return None;
+        }
+        Some(Self::single(e, Presence::added(dot), dot))
+    }
+
+    /// The delta of removing `e` as write `dot`, or `None` when it is not
+    /// a member.
+    pub fn remove(&self, e: &E, dot: Version) -> Option<OrSet<E>> {
+        let p = self.members.get(e).filter(|p| p.is_live())?;
+        Some(Self::single(e.clone(), p.removal(), dot))
+    }
+
+    /// The delta of removing every live member as write `dot` (`DEL`).
+    pub fn clear(&self, dot: Version) -> OrSet<E> {
+        let mut delta = OrSet {
+            newest: dot,
+            ..OrSet::default()
+        };
+        for (e, p) in self.members.iter().filter(|(_, p)| p.is_live()) {
+            delta.members.insert(e.clone(), p.removal());
+        }
+        delta
+    }
+
+    fn single(e: E, p: Presence, dot: Version) -> OrSet<E> {
+        let mut s = OrSet {
+            newest: dot,
+            ..OrSet::default()
+        };
+        s.live = usize::from(p.is_live());
+        s.members.insert(e, p);
+        s
+    }
+
+    /// Drops everything written at or below `floor` (a write of another
+    /// type replaced the key then); true if anything changed.
+    pub fn drop_through(&mut self, floor: Version) -> bool {
+        let mut changed = false;
+        self.members.retain(|_, p| {
+            changed |= p.drop_through(floor);
+            !p.is_empty()
+        });
+        if changed {
+            self.recount();
+        }
+        changed
+    }
+
+    /// Forgets removes older than `horizon` (every replica has them), and
+    /// members left with nothing; answers how many members went.
+    pub fn collect(&mut self, horizon: Version) -> usize {
+        let before = self.members.len();
+        self.members.retain(|_, p| {
+            p.collect_removes(horizon);
+            !p.is_empty()
+        });
+        before - self.members.len()
+    }
+
+    /// True when it holds no member, not even a tombstone.
+    pub fn has_no_entries(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    fn recount(&mut self) {
+        self.live = self.members.values().filter(|p| p.is_live()).count();
+    }
+}
+
+impl<E: Eq + Hash + Clone> Crdt for OrSet<E> {
+    fn merge(&mut self, other: OrSet<E>) -> bool {
+        let mut changed = false;
+        if other.newest > self.newest {
+            self.newest = other.newest;
+            changed = true;
+        }
+        for (e, p) in other.members {
+            match self.members.get_mut(&e) {
+                Some(mine) => {
+                    let was = mine.is_live();
+                    if mine.merge(p) {
+                        changed = true;
+                        match (was, mine.is_live()) {
+                            (false, true) => self.live += 1,
+                            (true, false) => self.live -= 1,
+                            _ => {}
+                        }
+                    }
+                }
+                None => {
+                    self.live += usize::from(p.is_live());
+                    self.members.insert(e, p);
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+}

@@ -1,0 +1,387 @@
+//! The data types' merge laws, over states real operations produce:
+//! random operations of every type at three replicas (three origins),
+//! with deltas and whole states exchanged in random orders.
+//!
+//! - merge is commutative, associative and idempotent on [`KeyState`];
+//! - every replica that received the same deltas, in any order and any
+//!   number of times, holds the same state — and the same as every delta
+//!   merged into an empty state;
+//! - one replica alone behaves as Redis: the sequential specification
+//!   (a plain map model) gives the same values;
+//! - across replicas: every increment counts once, an add concurrent with
+//!   a remove survives.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use elsa_lattice::{Collection, Crdt, KeyState, Kind, OrMap, OrSet, Version};
+use proptest::prelude::*;
+
+/// One command on the key.
+#[derive(Clone, Debug)]
+enum Cmd {
+    Set(u8),
+    Incr(i8),
+    Del,
+    HSet(u8, u8),
+    HIncr(u8, i8),
+    HDel(u8),
+    SAdd(u8),
+    SRem(u8),
+}
+
+fn cmd() -> impl Strategy<Value = Cmd> {
+    prop_oneof![
+        (0u8..4).prop_map(Cmd::Set),
+        (-3i8..4).prop_map(Cmd::Incr),
+        Just(Cmd::Del),
+        (0u8..3, 0u8..4).prop_map(|(f, v)| Cmd::HSet(f, v)),
+        (0u8..3, -3i8..4).prop_map(|(f, n)| Cmd::HIncr(f, n)),
+        (0u8..3).prop_map(Cmd::HDel),
+        (0u8..4).prop_map(Cmd::SAdd),
+        (0u8..4).prop_map(Cmd::SRem),
+    ]
+}
+
+fn b(x: impl ToString) -> Bytes {
+    Bytes::from(x.to_string())
+}
+
+/// Runs `cmd` on `state` as write `dot`: the delta, or `None` when Redis
+/// would refuse it (WRONGTYPE, not an integer) or change nothing.
+fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
+    let kind = state.kind(0);
+    // The stored collection, even when it shows nothing (all removed):
+    // its fields' counters and members' removes still count.
+    let hash = || match &state.collection {
+        Some(Collection::Hash(m)) => m.clone(),
+        _ => OrMap::default(),
+    };
+    let set = || match &state.collection {
+        Some(Collection::Set(s)) => s.clone(),
+        _ => OrSet::default(),
+    };
+    match cmd {
+        Cmd::Set(v) => Some(KeyState::of_string(state.string.set(
+            Some(b(v)),
+            None,
+            0,
+            dot,
+        ))),
+        Cmd::Incr(n) => {
+            if !matches!(kind, Kind::String | Kind::None) {
+                return None;
+            }
+            // A string hidden behind a newer (now empty) collection is not
+            // the key's value: the increment starts from zero.
+            let mut base = state.string.clone();
+            let mut delta = elsa_lattice::Counter::default();
+            if kind == Kind::None && state.string.value(0).is_some() {
+                let reset = state.string.set(None, None, 0, dot);
+                base.merge(reset.clone());
+                delta.merge(reset);
+            }
+            let (_, d) = base.incr_by(i64::from(*n), 0, dot, 0).ok()?;
+            delta.merge(d);
+            Some(KeyState::of_string(delta))
+        }
+        Cmd::Del => match kind {
+            Kind::None => None,
+            Kind::String => Some(KeyState::of_string(state.string.set(None, None, 0, dot))),
+            Kind::Hash => Some(KeyState::of(Collection::Hash(hash().clear(dot)))),
+            Kind::Set => Some(KeyState::of(Collection::Set(set().clear(dot)))),
+        },
+        Cmd::HSet(f, v) if matches!(kind, Kind::Hash | Kind::None) => Some(KeyState::of(
+            Collection::Hash(hash().set(b(f), b(v), 0, dot)),
+        )),
+        Cmd::HIncr(f, n) if matches!(kind, Kind::Hash | Kind::None) => {
+            let (_, d) = hash().incr_by(b(f), i64::from(*n), 0, dot).ok()?;
+            Some(KeyState::of(Collection::Hash(d)))
+        }
+        Cmd::HDel(f) if kind == Kind::Hash => {
+            Some(KeyState::of(Collection::Hash(hash().remove(&b(f), dot)?)))
+        }
+        Cmd::SAdd(m) if matches!(kind, Kind::Set | Kind::None) => {
+            Some(KeyState::of(Collection::Set(set().add(b(m), dot)?)))
+        }
+        Cmd::SRem(m) if kind == Kind::Set => {
+            Some(KeyState::of(Collection::Set(set().remove(&b(m), dot)?)))
+        }
+        _ => None,
+    }
+}
+
+/// What a client reads: the type and the value, as plain data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Seen {
+    None,
+    String(Bytes),
+    Hash(BTreeMap<Bytes, Bytes>),
+    Set(BTreeSet<Bytes>),
+}
+
+fn seen(s: &KeyState) -> Seen {
+    match (s.kind(0), s.visible_collection(0)) {
+        (Kind::String, _) => Seen::String(s.visible_string(0).expect("a string shows")),
+        (Kind::Hash, Some(Collection::Hash(m))) => {
+            Seen::Hash(m.iter().map(|(f, v)| (f.clone(), v)).collect())
+        }
+        (Kind::Set, Some(Collection::Set(x))) => Seen::Set(x.iter().cloned().collect()),
+        _ => Seen::None,
+    }
+}
+
+/// The sequential specification: Redis on one node.
+fn model(seen: &Seen, cmd: &Cmd) -> Seen {
+    let int = |v: &Bytes| std::str::from_utf8(v).ok()?.parse::<i64>().ok();
+    match (seen, cmd) {
+        (_, Cmd::Set(v)) => Seen::String(b(v)),
+        (Seen::None, Cmd::Incr(n)) => Seen::String(b(n)),
+        (Seen::String(v), Cmd::Incr(n)) => match int(v) {
+            Some(x) => Seen::String(b(x + i64::from(*n))),
+            None => seen.clone(),
+        },
+        (_, Cmd::Del) => Seen::None,
+        (Seen::None, Cmd::HSet(f, v)) => Seen::Hash([(b(f), b(v))].into()),
+        (Seen::Hash(h), Cmd::HSet(f, v)) => {
+            let mut h = h.clone();
+            h.insert(b(f), b(v));
+            Seen::Hash(h)
+        }
+        (Seen::None, Cmd::HIncr(f, n)) => Seen::Hash([(b(f), b(n))].into()),
+        (Seen::Hash(h), Cmd::HIncr(f, n)) => {
+            let mut h = h.clone();
+            match h.get(&b(f)).map(int) {
+                Some(None) => {}
+                Some(Some(x)) => {
+                    h.insert(b(f), b(x + i64::from(*n)));
+                }
+                None => {
+                    h.insert(b(f), b(n));
+                }
+            }
+            Seen::Hash(h)
+        }
+        (Seen::Hash(h), Cmd::HDel(f)) => {
+            let mut h = h.clone();
+            h.remove(&b(f));
+            if h.is_empty() {
+                Seen::None
+            } else {
+                Seen::Hash(h)
+            }
+        }
+        (Seen::None, Cmd::SAdd(m)) => Seen::Set([b(m)].into()),
+        (Seen::Set(s), Cmd::SAdd(m)) => {
+            let mut s = s.clone();
+            s.insert(b(m));
+            Seen::Set(s)
+        }
+        (Seen::Set(s), Cmd::SRem(m)) => {
+            let mut s = s.clone();
+            s.remove(&b(m));
+            if s.is_empty() {
+                Seen::None
+            } else {
+                Seen::Set(s)
+            }
+        }
+        _ => seen.clone(),
+    }
+}
+
+/// A step of a replicated run: a command at a replica, or a whole-state
+/// sync from one replica to another.
+#[derive(Clone, Debug)]
+enum Step {
+    At(usize, Cmd),
+    Sync(usize, usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0usize..3, cmd()).prop_map(|(r, c)| Step::At(r, c)),
+        1 => (0usize..3, 0usize..3).prop_map(|(a, b)| Step::Sync(a, b)),
+    ]
+}
+
+/// Replays `steps` on three replicas (origins 1..=3, one clock for all so
+/// a write after a sync is newer than what the sync brought); answers the
+/// replicas and every delta in order.
+fn replay(steps: &[Step]) -> (Vec<KeyState>, Vec<KeyState>) {
+    replay_run(steps, 0)
+}
+
+/// [`replay`] as run number `run` of three (0..3) sharing one history of
+/// versions: each run's timestamps are its own (`3 * step + run`), so
+/// two runs never share a version, as no two real writes do.
+fn replay_run(steps: &[Step], run: u64) -> (Vec<KeyState>, Vec<KeyState>) {
+    let mut replicas = vec![KeyState::default(); 3];
+    let mut deltas = Vec::new();
+    for (ts, s) in steps.iter().enumerate() {
+        match s {
+            Step::At(r, c) => {
+                let dot = Version::new(3 * (ts as u64 + 1) + run, *r as u32 + 1);
+                if let Some(d) = apply(&replicas[*r], c, dot) {
+                    replicas[*r].merge(d.clone());
+                    deltas.push(d);
+                }
+            }
+            Step::Sync(a, b) => {
+                let from = replicas[*a].clone();
+                replicas[*b].merge(from);
+            }
+        }
+    }
+    (replicas, deltas)
+}
+
+fn merged(mut a: KeyState, b: KeyState) -> KeyState {
+    a.merge(b);
+    a
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn key_state_merge_is_a_lattice(
+        a in proptest::collection::vec(step(), 0..24),
+        b in proptest::collection::vec(step(), 0..24),
+        c in proptest::collection::vec(step(), 0..24),
+    ) {
+        // States real commands produce, from three unrelated runs.
+        let x = replay_run(&a, 0).0.remove(0);
+        let y = replay_run(&b, 1).0.remove(1);
+        let z = replay_run(&c, 2).0.remove(2);
+        prop_assert_eq!(merged(x.clone(), y.clone()), merged(y.clone(), x.clone()));
+        prop_assert_eq!(
+            merged(merged(x.clone(), y.clone()), z.clone()),
+            merged(x.clone(), merged(y.clone(), z))
+        );
+        prop_assert_eq!(merged(x.clone(), x.clone()), x.clone());
+        let mut m = x.clone();
+        let changed = m.merge(y);
+        prop_assert_eq!(changed, m != x);
+    }
+
+    #[test]
+    fn replicas_that_got_the_same_deltas_agree(
+        steps in proptest::collection::vec(step(), 0..40),
+        order in proptest::collection::vec(any::<u64>(), 3),
+    ) {
+        let (_, deltas) = replay(&steps);
+        let all = deltas.iter().cloned().fold(KeyState::default(), merged);
+        for seed in order {
+            // A shuffled delivery with every delta twice.
+            let mut shuffled: Vec<KeyState> = deltas.iter().chain(&deltas).cloned().collect();
+            let mut x = seed | 1;
+            for i in (1..shuffled.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                shuffled.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            let got = shuffled.into_iter().fold(KeyState::default(), merged);
+            prop_assert_eq!(seen(&got), seen(&all));
+            prop_assert_eq!(got, all.clone());
+        }
+        // Whole-state syncs carry nothing the deltas do not.
+        let (replicas, _) = replay(&steps);
+        let everything = replicas.into_iter().fold(KeyState::default(), merged);
+        prop_assert_eq!(everything, all);
+    }
+
+    #[test]
+    fn one_replica_alone_behaves_as_redis(
+        cmds in proptest::collection::vec(cmd(), 0..40),
+    ) {
+        let steps: Vec<Step> = cmds.iter().cloned().map(|c| Step::At(0, c)).collect();
+        let mut want = Seen::None;
+        let mut state = KeyState::default();
+        for (ts, c) in cmds.iter().enumerate() {
+            want = model(&want, c);
+            if let Some(d) = apply(&state, c, Version::new(3 * (ts as u64 + 1), 1)) {
+                state.merge(d);
+            }
+            prop_assert_eq!(seen(&state), want.clone(), "after {:?}", c);
+        }
+        prop_assert_eq!(replay(&steps).0.remove(0), state);
+    }
+}
+
+#[test]
+fn concurrent_increments_in_three_regions_all_count() {
+    let steps = vec![
+        Step::At(0, Cmd::Set(5)),
+        Step::Sync(0, 1),
+        Step::Sync(0, 2),
+        Step::At(0, Cmd::Incr(3)),
+        Step::At(1, Cmd::Incr(2)),
+        Step::At(2, Cmd::Incr(-1)),
+        Step::At(1, Cmd::Incr(1)),
+    ];
+    let (replicas, _) = replay(&steps);
+    let all = replicas.into_iter().fold(KeyState::default(), merged);
+    assert_eq!(seen(&all), Seen::String(b(10)));
+}
+
+#[test]
+fn a_set_keeps_the_increments_it_did_not_see() {
+    let steps = vec![
+        Step::At(0, Cmd::Incr(3)),
+        Step::Sync(0, 1),
+        Step::At(1, Cmd::Set(1)),  // saw the 3: resets it
+        Step::At(0, Cmd::Incr(2)), // concurrent with the SET
+    ];
+    let (replicas, _) = replay(&steps);
+    let all = replicas.into_iter().fold(KeyState::default(), merged);
+    assert_eq!(seen(&all), Seen::String(b(3)));
+}
+
+#[test]
+fn concurrent_fields_and_members_all_stay_and_adds_beat_removes() {
+    let steps = vec![
+        Step::At(0, Cmd::HSet(0, 1)),
+        Step::Sync(0, 1),
+        Step::At(0, Cmd::HSet(1, 1)),
+        Step::At(1, Cmd::HSet(2, 2)),
+        Step::At(1, Cmd::HDel(0)),     // removes the field it saw
+        Step::At(2, Cmd::HIncr(0, 3)), // never saw it: its own field 0
+    ];
+    let (replicas, _) = replay(&steps);
+    let all = replicas.into_iter().fold(KeyState::default(), merged);
+    let Seen::Hash(h) = seen(&all) else {
+        panic!("a hash: {:?}", seen(&all))
+    };
+    assert_eq!(h.get(&b(1)), Some(&b(1)));
+    assert_eq!(h.get(&b(2)), Some(&b(2)));
+    // HINCRBY at replica 3 was concurrent with the HDEL: add-wins, and it
+    // counts on top of the value it merged with.
+    assert!(h.contains_key(&b(0)), "{h:?}");
+
+    let steps = vec![
+        Step::At(0, Cmd::SAdd(1)),
+        Step::Sync(0, 1),
+        Step::At(1, Cmd::SRem(1)),
+        Step::At(2, Cmd::SAdd(1)), // concurrent add
+        Step::At(0, Cmd::SAdd(2)),
+    ];
+    let (replicas, _) = replay(&steps);
+    let all = replicas.into_iter().fold(KeyState::default(), merged);
+    assert_eq!(seen(&all), Seen::Set([b(1), b(2)].into()));
+}
+
+#[test]
+fn a_newer_write_of_another_type_replaces_older_elements() {
+    let steps = vec![
+        Step::At(0, Cmd::SAdd(1)),
+        Step::Sync(0, 1),
+        Step::At(1, Cmd::Del),
+        Step::At(1, Cmd::Set(7)),  // replaces the set
+        Step::At(2, Cmd::SAdd(3)), // concurrent, newer: the set wins again
+    ];
+    let (replicas, _) = replay(&steps);
+    let all = replicas.into_iter().fold(KeyState::default(), merged);
+    assert_eq!(seen(&all), Seen::Set([b(3)].into()));
+}
