@@ -310,6 +310,42 @@ pub enum ShardMsg {
     Admin(AdminMsg),
 }
 
+impl ShardMsg {
+    /// Answers this message "not here, try again" without running it when
+    /// it starts work for a client's keys — a lone batch, a read, a
+    /// commit, a prepare, a single-shard EXEC, or the held part of a
+    /// pipeline — and hands it back otherwise (installs, releases and
+    /// shadows follow holds taken earlier; merges and scans serve peers).
+    ///
+    /// For a node that is not serving: such work was routed to it before
+    /// it stopped (a SIGSTOP with messages queued, resumed before the
+    /// pulse noticed), and since then another node may have served those
+    /// keys. Run now, it would answer from stale data, or tell a
+    /// coordinator its record write succeeded on a node no longer primary.
+    pub fn refuse_as_stale(self) -> Option<ShardMsg> {
+        match self {
+            ShardMsg::Batch { ops, reply, .. } => {
+                // Nothing run: the caller resubmits every op elsewhere.
+                let _ = reply.send((Vec::new(), ops));
+            }
+            ShardMsg::Read { reply, .. } => {
+                let _ = reply.send(Err(Refusal::Busy));
+            }
+            ShardMsg::Commit { reply, .. } => {
+                let _ = reply.send(Err(Refusal::Busy));
+            }
+            ShardMsg::Prepare { reply, .. } => {
+                let _ = reply.send(Err(Refusal::Busy));
+            }
+            ShardMsg::Exec { reply, .. } => {
+                let _ = reply.send(Err(Refusal::Busy));
+            }
+            other => return Some(other),
+        }
+        None
+    }
+}
+
 /// Administrative requests.
 #[derive(Debug)]
 pub enum AdminMsg {

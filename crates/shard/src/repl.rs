@@ -72,6 +72,15 @@ pub trait Replicator: Send + Sync {
     /// exactly once: `true` when each has merged them durably, `false`
     /// when it gave up (replicas unreachable for too long).
     fn replicate(&self, shard: usize, entries: Vec<LogEntry>, done: Waiter);
+
+    /// Whether this node acts as a primary right now. False while it
+    /// catches up, and from the moment a pause is noticed — or could have
+    /// happened: its pulse is overdue — so work that was queued for the
+    /// shard before a pause is refused, not run on what may by now be
+    /// another node's keys (see [`crate::ShardMsg::refuse_as_stale`]).
+    fn serving(&self) -> bool {
+        true
+    }
 }
 
 /// Which batches are settled, and the replies waiting for them.

@@ -169,10 +169,12 @@ impl Cluster {
     /// have been declared dead meanwhile: it must not serve before its
     /// next tick decides).
     pub fn is_serving(&self) -> bool {
-        self.serving.load(Ordering::Relaxed)
+        // The pulse first: a fresh pulse after a pause was stored after
+        // `serving` was cleared (see `tick`), so it is seen cleared here.
+        let tick = self.last_tick.load(Ordering::SeqCst);
+        elsa_shard::unix_ms().saturating_sub(tick) < PAUSE_GAP.as_millis() as u64
+            && self.serving.load(Ordering::SeqCst)
             && !self.fenced.load(Ordering::Relaxed)
-            && elsa_shard::unix_ms().saturating_sub(self.last_tick.load(Ordering::Relaxed))
-                < PAUSE_GAP.as_millis() as u64
     }
 
     /// Peer `peer` refused this node's replication because it saw this
@@ -206,14 +208,19 @@ impl Cluster {
     /// refused it as dead.
     fn tick(&self) -> Option<String> {
         let now = elsa_shard::unix_ms();
-        let last = self.last_tick.swap(now, Ordering::Relaxed);
+        let last = self.last_tick.load(Ordering::SeqCst);
         let gap = now.saturating_sub(last);
         let paused = gap >= PAUSE_GAP.as_millis() as u64;
         if paused {
             // Before the horizon moves: a commit in flight across the pause
             // sees the count change and does not install (see `Hlc::lapse`).
             self.hlc.lapsed();
+            // And before the pulse looks fresh again: a shard running work
+            // queued before the pause must already see "not serving" (it
+            // checks on every request; see `ShardMsg::refuse_as_stale`).
+            self.serving.store(false, Ordering::SeqCst);
         }
+        self.last_tick.store(now, Ordering::SeqCst);
         self.hlc
             .hold_physical_below(now + CLOCK_LEASE.as_millis() as u64);
         if paused {

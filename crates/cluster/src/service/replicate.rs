@@ -52,6 +52,10 @@ impl Replicator for RegionReplicator {
     fn replicate(&self, _shard: usize, entries: Vec<LogEntry>, done: Waiter) {
         self.0.replicate_batch(entries, done);
     }
+
+    fn serving(&self) -> bool {
+        self.0.is_serving()
+    }
 }
 
 impl Cluster {

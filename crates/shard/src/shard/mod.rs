@@ -50,6 +50,9 @@ pub struct ShardStats {
     pub parts_waiting: usize,
     /// Parts shown alone because the rest did not come in time.
     pub parts_alone: u64,
+    /// Requests refused because they reached the shard while its node was
+    /// not serving (queued before a pause; see `ShardMsg::refuse_as_stale`).
+    pub refused_stale: u64,
     /// The write-ahead log's counters, if the shard has one.
     pub wal: Option<crate::wal::WalStats>,
 }
@@ -235,6 +238,18 @@ impl Shard {
 
     /// Serves one message from the inbox.
     pub fn handle(&mut self, msg: ShardMsg) {
+        // Work routed here before this node stopped serving (see
+        // `ShardMsg::refuse_as_stale`) is refused, whatever queue it sat in.
+        let msg = match &self.repl {
+            Some(r) if !r.replicator.serving() => match msg.refuse_as_stale() {
+                Some(msg) => msg,
+                None => {
+                    self.stats.refused_stale += 1;
+                    return;
+                }
+            },
+            _ => msg,
+        };
         // A dropped receiver means the client went away; nothing to do.
         match msg {
             ShardMsg::Batch {

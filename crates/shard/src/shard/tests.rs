@@ -833,3 +833,102 @@ fn commits_of_several_keys_mark_their_records_for_other_regions() {
     assert_eq!(unit_of(b"b"), Unit::Here);
     assert_eq!(unit_of(b"c"), Unit::None);
 }
+
+/// A replicator whose node serves or not, as the test says; it confirms
+/// every batch at once.
+struct Switch(std::sync::atomic::AtomicBool);
+
+impl crate::repl::Replicator for Switch {
+    fn replicate(&self, _shard: usize, _entries: Vec<LogEntry>, done: crate::repl::Waiter) {
+        done(true);
+    }
+
+    fn serving(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn work_queued_before_the_node_stopped_serving_is_refused_not_run() {
+    // A SIGSTOPped node resumed with requests in its shards' inboxes; its
+    // keys had been served by another node meanwhile. Run, a GET answered
+    // stale data (the long isolation run's real-time stale read) and a
+    // record write answered "written" on a node no longer primary.
+    let switch = Arc::new(Switch(std::sync::atomic::AtomicBool::new(true)));
+    let mut s = shard();
+    s.attach_replicator(switch.clone());
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Batch {
+        ops: vec![kop(&s, "k", set("old"))],
+        mode: BatchMode::Prefix,
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    assert_eq!(rx.try_recv().unwrap().0, vec![OpReply::Ok]);
+
+    switch.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Batch {
+        ops: vec![kop(&s, "k", set("new")), kop(&s, "k", Op::Get)],
+        mode: BatchMode::Prefix,
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    let (replies, rest) = rx.try_recv().unwrap();
+    assert!(replies.is_empty(), "nothing runs: {replies:?}");
+    assert_eq!(rest.len(), 2, "every op goes back to be routed again");
+    assert_eq!(value(&mut s, "k"), Some(Bytes::from_static(b"old")));
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Read {
+        key: key(&s, "k"),
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    assert!(matches!(rx.try_recv().unwrap(), Err(Refusal::Busy)));
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Exec {
+        checks: Vec::new(),
+        ops: vec![kop(&s, "k", set("exec"))],
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    assert!(matches!(rx.try_recv().unwrap(), Err(Refusal::Busy)));
+    assert_eq!(s.stats().refused_stale, 3);
+
+    // What follows holds taken earlier still runs: a decided commit's
+    // install is the same version wherever it lands.
+    switch.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Prepare {
+        req: PrepareRequest {
+            txn: 9,
+            checks: Vec::new(),
+            holds: vec![(key(&s, "k"), HoldMode::Write)],
+            want_states: false,
+            retry_on_busy: false,
+        },
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    assert!(rx.try_recv().unwrap().is_ok());
+    switch.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    let commit_ts = s.hlc.now();
+    s.handle(ShardMsg::Install {
+        txn: 9,
+        writes: vec![Write {
+            key: key(&s, "k"),
+            state: Some(Current {
+                value: Bytes::from_static(b"installed"),
+                expire_ms: None,
+            }),
+        }],
+        start_ts: 1,
+        commit_ts,
+        origin: 7,
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    assert!(rx.try_recv().unwrap().is_ok());
+    assert_eq!(value(&mut s, "k"), Some(Bytes::from_static(b"installed")));
+}
