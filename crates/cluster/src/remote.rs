@@ -186,6 +186,17 @@ impl Call {
     pub fn follows_holds(&self) -> bool {
         (5..=7).contains(&self.kind) || self.kind == 10 || (self.kind == 1 && self.batch_mode == 2)
     }
+
+    /// True for a transactional read or a prepare: its answer reports what
+    /// the keys held when the shard ran it and changes nothing a retry
+    /// would repeat (a refused prepare's holds are released by its
+    /// coordinator), so it can be refused after the fact when the node
+    /// stopped being their primary before answering. (Lone batches,
+    /// commits and EXECs change data: an answer withheld after they ran
+    /// would have the caller run them twice.)
+    pub fn answers_from_state(&self) -> bool {
+        matches!(self.kind, 2 | 4)
+    }
 }
 
 /// The answer to a [`Call`].

@@ -212,6 +212,8 @@ pub struct Cluster {
     distrusted: Mutex<HashSet<NodeId>>,
     /// Testing: installs forwarded by other nodes are ignored.
     drop_installs: AtomicBool,
+    /// Fault injection: answers to forwarded calls wait this long (ms).
+    answer_delay_ms: AtomicU64,
     /// When this node last said it waits for its region to form.
     forming_log: Mutex<Option<Instant>>,
     /// Peers that answered "serving nothing" lately, and when (routed
@@ -296,6 +298,7 @@ impl Cluster {
             last_tick: AtomicU64::new(elsa_shard::unix_ms()),
             forming_log: Mutex::new(None),
             drop_installs: AtomicBool::new(false),
+            answer_delay_ms: AtomicU64::new(0),
             not_serving: Mutex::new(HashMap::new()),
             not_serving_count: AtomicUsize::new(0),
             units_tx: Mutex::new(None),
@@ -407,6 +410,30 @@ impl Cluster {
             "fault injection: {} installs coordinated elsewhere",
             if on { "dropping" } else { "serving" }
         );
+    }
+
+    /// Testing: hold every answer to a forwarded call for `ms` before
+    /// sending it (0: none) — a node slow to answer, e.g. one paused
+    /// between running a request and answering it.
+    pub fn set_answer_delay(&self, ms: u64) {
+        self.answer_delay_ms.store(ms, Ordering::Relaxed);
+        tracing::warn!("fault injection: answers to peers wait {ms} ms");
+    }
+
+    /// The injected answer delay, if any.
+    pub(crate) fn answer_delay(&self) -> Option<Duration> {
+        match self.answer_delay_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// Testing: behave as if this process had just been paused long enough
+    /// to be declared dead — what its pulse does on noticing a gap.
+    pub fn simulate_pause(&self) {
+        self.hlc.lapsed();
+        self.serving.store(false, Ordering::SeqCst);
+        self.rejoin("fault injection: as if paused");
     }
 
     /// Cuts this node off from every other region, or heals it.

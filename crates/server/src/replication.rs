@@ -149,12 +149,15 @@ impl Conn {
         w.int(records as i64);
     }
 
-    /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|DELAY-INSTALLS ms|HEAL` (needs
-    /// `fault-injection = true`): cut this node off from other regions;
-    /// have it ignore the installs of multi-shard commits coordinated
-    /// elsewhere (a node that dies between a commit's decision and its
-    /// install, for tests); or have the commits it coordinates wait `ms`
-    /// between decision and install (a slow coordinator); HEAL undoes all.
+    /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|DELAY-INSTALLS ms|DELAY-ANSWERS
+    /// ms|LAPSE|HEAL` (needs `fault-injection = true`): cut this node off
+    /// from other regions; have it ignore the installs of multi-shard
+    /// commits coordinated elsewhere (a node that dies between a commit's
+    /// decision and its install, for tests); have the commits it
+    /// coordinates wait `ms` between decision and install (a slow
+    /// coordinator); hold its answers to peers `ms`; act as if it had just
+    /// noticed a pause (it stops serving and catches up again); HEAL
+    /// undoes the delays and cuts.
     pub(crate) fn elsa_fault(&mut self, args: &[Bytes]) {
         let Some(cl) = self.shared.cluster.clone() else {
             return self.w().error("ERR this node has no peers");
@@ -178,14 +181,27 @@ impl Conn {
                     .error("ERR ELSA.FAULT DELAY-INSTALLS takes milliseconds");
             };
             self.coord.node.set_install_delay(ms);
+        } else if is(&args[1], "delay-answers") {
+            let Some(ms) = args
+                .get(2)
+                .and_then(|a| std::str::from_utf8(a).ok()?.parse().ok())
+            else {
+                return self
+                    .w()
+                    .error("ERR ELSA.FAULT DELAY-ANSWERS takes milliseconds");
+            };
+            cl.set_answer_delay(ms);
+        } else if is(&args[1], "lapse") {
+            cl.simulate_pause();
         } else if is(&args[1], "heal") {
             cl.set_isolated(false);
             cl.set_drop_installs(false);
+            cl.set_answer_delay(0);
             self.coord.node.set_install_delay(0);
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms, LAPSE or HEAL");
         }
         self.w().simple("OK");
     }

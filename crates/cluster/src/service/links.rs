@@ -383,13 +383,33 @@ impl Cluster {
                     }));
                     return;
                 }
+                // Run before a pause and answered after it, a prepare's
+                // validation or a read is stale: the keys may have been
+                // served elsewhere meanwhile. (A coordinator stamped its
+                // commit after the pause on a validation made before it;
+                // installed on the paused node, that newer version later
+                // overwrote six appends the node that took over had
+                // acknowledged: the long isolation run.) Such an answer
+                // becomes Busy, and the caller routes again.
+                let lapse = self.hlc.lapse();
+                let kind = call.kind;
+                let judged = call.answers_from_state();
                 let Ok(started) = remote::start(call, inbox) else {
                     return; // malformed or gone: the caller's request fails
                 };
                 let tx = tx.clone();
                 let hlc = self.hlc.clone();
+                let me = self.clone();
                 self.handle.spawn(async move {
                     if let Ok(Some(answer)) = remote::finish(started).await {
+                        if let Some(d) = me.answer_delay() {
+                            tokio::time::sleep(d).await;
+                        }
+                        let answer = if judged && (hlc.lapse() != lapse || !me.is_serving()) {
+                            busy_answer(kind)
+                        } else {
+                            answer
+                        };
                         let _ = tx.send(Out {
                             frame: Frame::new(Body::Response(wire::Response {
                                 id: req.id,
