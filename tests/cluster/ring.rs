@@ -626,3 +626,73 @@ fn a_prepare_answered_after_a_pause_is_not_trusted() {
         "increments lost to a prepare answered after a pause: {wrong:?}"
     );
 }
+
+/// Once a multi-shard commit is decided (its record says committed), a
+/// participant that answers its install Busy — it is not the keys'
+/// primary any more — is asked again through the current view; the
+/// commit is not retried as if it had conflicted. (Before: the Busy
+/// install became a CONFLICT, the coordinator ran the whole transaction
+/// again, and the resolvers installed the first, decided attempt too: an
+/// "aborted" transaction applied — G1a in the long isolation run — or
+/// applied twice.) Node 2 answers installs Busy for a second while
+/// `MULTI; INCR a; INCR b; EXEC`s from node 1 commit across the nodes:
+/// each must be answered as applied and count exactly once.
+#[test]
+fn a_busy_install_after_the_decision_is_asked_again_not_retried_as_a_conflict() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["r0", "r0", "r0"], &["--replication-factor", "3"]);
+    let pairs: Vec<(String, String)> = (0..16)
+        .map(|i| (format!("busy:{i}:a"), format!("busy:{i}:b")))
+        .collect();
+    let keys: Vec<String> = pairs
+        .iter()
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
+    let zero: BTreeMap<String, String> = keys.iter().map(|k| (k.clone(), "0".into())).collect();
+    set_all(&mut c.conn(0), &zero, "setup");
+    c.fault(1, "BUSY-INSTALLS");
+    let commits: Vec<_> = pairs
+        .iter()
+        .map(|(a, b)| {
+            let mut con = c.conn(0);
+            let (a, b) = (a.clone(), b.clone());
+            std::thread::spawn(move || {
+                redis::pipe()
+                    .atomic()
+                    .cmd("INCR")
+                    .arg(&a)
+                    .cmd("INCR")
+                    .arg(&b)
+                    .query::<(i64, i64)>(&mut con)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    c.fault(1, "HEAL");
+    let answers: Vec<_> = commits
+        .into_iter()
+        .map(|t| t.join().expect("MULTI client"))
+        .collect();
+    let got = settled_counters(&c, &keys);
+    let wrong: Vec<String> = keys
+        .iter()
+        .zip(&got)
+        .filter(|(_, v)| v.as_deref() != Some("1"))
+        .map(|(k, v)| format!("{k} = {v:?}"))
+        .collect();
+    let errors: Vec<String> = answers
+        .iter()
+        .filter_map(|a| a.as_ref().err().map(|e| e.to_string()))
+        .collect();
+    println!(
+        "[busy-install] {} of {} MULTIs answered OK (errors {errors:?}); {} keys not at 1",
+        answers.iter().filter(|a| a.is_ok()).count(),
+        answers.len(),
+        wrong.len()
+    );
+    assert!(errors.is_empty(), "every MULTI commits: {errors:?}");
+    assert!(
+        wrong.is_empty(),
+        "each MULTI counts exactly once: {wrong:?}"
+    );
+}

@@ -214,6 +214,8 @@ pub struct Cluster {
     drop_installs: AtomicBool,
     /// Fault injection: answers to forwarded calls wait this long (ms).
     answer_delay_ms: AtomicU64,
+    /// Fault injection: installs are answered Busy, not run.
+    busy_installs: AtomicBool,
     /// When this node last said it waits for its region to form.
     forming_log: Mutex<Option<Instant>>,
     /// Peers that answered "serving nothing" lately, and when (routed
@@ -299,6 +301,7 @@ impl Cluster {
             forming_log: Mutex::new(None),
             drop_installs: AtomicBool::new(false),
             answer_delay_ms: AtomicU64::new(0),
+            busy_installs: AtomicBool::new(false),
             not_serving: Mutex::new(HashMap::new()),
             not_serving_count: AtomicUsize::new(0),
             units_tx: Mutex::new(None),
@@ -418,6 +421,17 @@ impl Cluster {
     pub fn set_answer_delay(&self, ms: u64) {
         self.answer_delay_ms.store(ms, Ordering::Relaxed);
         tracing::warn!("fault injection: answers to peers wait {ms} ms");
+    }
+
+    /// Testing: answer the installs of multi-shard commits coordinated
+    /// elsewhere Busy without running them (or not) — as a node that is
+    /// not the keys' primary any more would.
+    pub fn set_busy_installs(&self, on: bool) {
+        self.busy_installs.store(on, Ordering::Relaxed);
+        tracing::warn!(
+            "fault injection: installs {}",
+            if on { "answered Busy" } else { "run" }
+        );
     }
 
     /// The injected answer delay, if any.

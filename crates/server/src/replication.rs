@@ -149,11 +149,12 @@ impl Conn {
         w.int(records as i64);
     }
 
-    /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|DELAY-INSTALLS ms|DELAY-ANSWERS
-    /// ms|LAPSE|HEAL` (needs `fault-injection = true`): cut this node off
-    /// from other regions; have it ignore the installs of multi-shard
-    /// commits coordinated elsewhere (a node that dies between a commit's
-    /// decision and its install, for tests); have the commits it
+    /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|DELAY-INSTALLS
+    /// ms|DELAY-ANSWERS ms|LAPSE|HEAL` (needs `fault-injection = true`):
+    /// cut this node off from other regions; have it ignore the installs
+    /// of multi-shard commits coordinated elsewhere (a node that dies
+    /// between a commit's decision and its install, for tests), or answer
+    /// them Busy (a node no longer their primary); have the commits it
     /// coordinates wait `ms` between decision and install (a slow
     /// coordinator); hold its answers to peers `ms`; act as if it had just
     /// noticed a pause (it stops serving and catches up again); HEAL
@@ -191,17 +192,20 @@ impl Conn {
                     .error("ERR ELSA.FAULT DELAY-ANSWERS takes milliseconds");
             };
             cl.set_answer_delay(ms);
+        } else if is(&args[1], "busy-installs") {
+            cl.set_busy_installs(true);
         } else if is(&args[1], "lapse") {
             cl.simulate_pause();
         } else if is(&args[1], "heal") {
             cl.set_isolated(false);
             cl.set_drop_installs(false);
             cl.set_answer_delay(0);
+            cl.set_busy_installs(false);
             self.coord.node.set_install_delay(0);
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms, LAPSE or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms, BUSY-INSTALLS, LAPSE or HEAL");
         }
         self.w().simple("OK");
     }

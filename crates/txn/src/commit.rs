@@ -209,8 +209,16 @@ impl Coordinator {
                 };
                 match answer {
                     Ok(Ok(())) => {}
-                    Ok(Err(r @ Refusal::Unavailable(_))) => outcome = outcome.and(Err(r.into())),
-                    Ok(Err(r)) => outcome = outcome.and(Err(r.into())),
+                    // Not the shard to ask any more (it stopped serving, or
+                    // no primary is known yet): ask again through the
+                    // current view, as for an unanswered part. (Before, a
+                    // Busy install became a CONFLICT, and the coordinator
+                    // retried the whole commit while its record said
+                    // committed: resolvers installed it afterwards — an
+                    // "aborted" transaction applied, G1a in the long run.)
+                    Ok(Err(Refusal::Busy)) if writes.is_empty() => {}
+                    Ok(Err(Refusal::Busy)) => again.extend(writes),
+                    Ok(Err(r)) => outcome = outcome.and(Err(decided(r.into()))),
                     // Its node is gone (or unreachable): the replica that
                     // takes its keys over holds them (shadow); ask again.
                     Err(_) if writes.is_empty() => {}
@@ -226,7 +234,9 @@ impl Coordinator {
             // One install per shard: the keys of every unanswered part,
             // by the shard the current view routes each to.
             todo = self.regroup_writes(again);
-            retry.wait().await?;
+            if let Err(e) = retry.wait().await {
+                return Err(decided(e));
+            }
         }
     }
 
@@ -325,6 +335,16 @@ impl Coordinator {
             }
         }
     }
+}
+
+/// What a client hears when a decided transaction's install failed
+/// somewhere: never a conflict or "not applied" (its record says
+/// committed, and the resolvers of the parts still held finish it), but
+/// an error whose outcome the client must treat as unknown.
+fn decided(e: TxnError) -> TxnError {
+    TxnError::Unavailable(format!(
+        "ERR the transaction is committed but not installed everywhere yet ({e}); its record finishes it"
+    ))
 }
 
 /// Reads transaction `key`'s record (acknowledgement level `region`).

@@ -372,6 +372,15 @@ impl Cluster {
                 if call.kind == 6 && self.drop_installs.load(Ordering::Relaxed) {
                     return; // fault injection: as if this node died here
                 }
+                if call.kind == 6 && self.busy_installs.load(Ordering::Relaxed) {
+                    reply(Body::Response(wire::Response {
+                        id: req.id,
+                        hlc: self.hlc.peek(),
+                        answer: busy_answer(call.kind).encode_to_vec().into(),
+                        not_serving: false,
+                    }));
+                    return;
+                }
                 if !call.follows_holds() && !self.serves(&call, req.shard) {
                     reply(Body::Response(wire::Response {
                         id: req.id,
