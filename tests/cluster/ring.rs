@@ -264,6 +264,7 @@ fn incr_loop(
     keys: Vec<String>,
     seed: u64,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    acked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) -> Vec<Tally> {
     use std::sync::atomic::Ordering;
     let mut tally = vec![Tally::default(); keys.len()];
@@ -283,7 +284,10 @@ fn incr_loop(
         x ^= x << 17;
         let i = (x % keys.len() as u64) as usize;
         match redis::cmd("INCR").arg(&keys[i]).query::<i64>(c) {
-            Ok(_) => tally[i].acked += 1,
+            Ok(_) => {
+                tally[i].acked += 1;
+                acked.fetch_add(1, Ordering::Relaxed);
+            }
             Err(e) => {
                 tally[i].unknown += 1;
                 if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
@@ -323,6 +327,47 @@ fn miscounted(keys: &[String], total: &[Tally], finals: &[Option<String>]) -> Ve
         }
     }
     wrong
+}
+
+/// Sixteen pairs of counters, `{prefix}:{i}:a` and `{prefix}:{i}:b`, and
+/// all their keys.
+fn counter_pairs(prefix: &str) -> (Vec<(String, String)>, Vec<String>) {
+    let pairs: Vec<(String, String)> = (0..16)
+        .map(|i| (format!("{prefix}:{i}:a"), format!("{prefix}:{i}:b")))
+        .collect();
+    let keys = pairs
+        .iter()
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
+    (pairs, keys)
+}
+
+type PairAnswer = redis::RedisResult<(i64, i64)>;
+
+/// One `MULTI; INCR a; INCR b; EXEC` per pair, all at once, each over its
+/// own connection to node `node_of(pair index)`.
+fn spawn_pair_multis(
+    c: &Cluster,
+    pairs: &[(String, String)],
+    node_of: impl Fn(usize) -> usize,
+) -> Vec<std::thread::JoinHandle<PairAnswer>> {
+    pairs
+        .iter()
+        .enumerate()
+        .map(|(i, (a, b))| {
+            let mut con = c.conn(node_of(i));
+            let (a, b) = (a.clone(), b.clone());
+            std::thread::spawn(move || {
+                redis::pipe()
+                    .atomic()
+                    .cmd("INCR")
+                    .arg(&a)
+                    .cmd("INCR")
+                    .arg(&b)
+                    .query::<(i64, i64)>(&mut con)
+            })
+        })
+        .collect()
 }
 
 /// Joins the workers and sums their tallies per counter.
@@ -365,18 +410,19 @@ fn hand_back_to_a_restarted_node_loses_no_increment() {
     set_all(&mut c.conn(0), &zero, "reset after the kill");
 
     let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut workers = Vec::new();
     for (n, node) in [0usize, 2, 0, 2].into_iter().enumerate() {
-        let (port, keys, stop) = (c.port(node), keys.clone(), stop.clone());
+        let (port, keys, stop, count) = (c.port(node), keys.clone(), stop.clone(), count.clone());
         workers.push(std::thread::spawn(move || {
-            incr_loop(port, keys, n as u64 + 7, stop)
+            incr_loop(port, keys, n as u64 + 7, stop, count)
         }));
     }
     c.restart(victim);
     for n in 0..2u64 {
-        let (port, keys, stop) = (c.port(victim), keys.clone(), stop.clone());
+        let (port, keys, stop, count) = (c.port(victim), keys.clone(), stop.clone(), count.clone());
         workers.push(std::thread::spawn(move || {
-            incr_loop(port, keys, n + 101, stop)
+            incr_loop(port, keys, n + 101, stop, count)
         }));
     }
     c.wait_members(&[0, 1, 2], 3, Duration::from_secs(30));
@@ -384,6 +430,12 @@ fn hand_back_to_a_restarted_node_loses_no_increment() {
     // Past the hand-back on every node (membership gossip spreads `ready`
     // within a few hundred ms).
     std::thread::sleep(Duration::from_secs(2));
+    // A loaded machine increments slower: go on until there are enough to
+    // mean something (or a minute passed; the assert below then says so).
+    let enough = Instant::now() + Duration::from_secs(60);
+    while count.load(Ordering::Relaxed) <= 1000 && Instant::now() < enough {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     stop.store(true, Ordering::Relaxed);
     let total = join_tallies(workers, keys.len());
     let finals = settled_counters(&c, &keys);
@@ -426,35 +478,13 @@ fn hand_back_waits_for_commits_holding_its_keys() {
     let _one = one_at_a_time();
     let mut c = Cluster::start(&["r0", "r0", "r0"], &["--replication-factor", "3"]);
     let victim = 1;
-    let pairs: Vec<(String, String)> = (0..16)
-        .map(|i| (format!("pair:{i}:a"), format!("pair:{i}:b")))
-        .collect();
-    let keys: Vec<String> = pairs
-        .iter()
-        .flat_map(|(a, b)| [a.clone(), b.clone()])
-        .collect();
+    let (pairs, keys) = counter_pairs("pair");
     c.kill9(victim);
     c.wait_members(&[0, 2], 2, Duration::from_secs(30));
     for node in [0, 2] {
         c.fault(node, "DELAY-INSTALLS 2800");
     }
-    let commits: Vec<_> = pairs
-        .iter()
-        .enumerate()
-        .map(|(i, (a, b))| {
-            let mut con = c.conn(if i % 2 == 0 { 0 } else { 2 });
-            let (a, b) = (a.clone(), b.clone());
-            std::thread::spawn(move || {
-                redis::pipe()
-                    .atomic()
-                    .cmd("INCR")
-                    .arg(&a)
-                    .cmd("INCR")
-                    .arg(&b)
-                    .query::<(i64, i64)>(&mut con)
-            })
-        })
-        .collect();
+    let commits = spawn_pair_multis(&c, &pairs, |i| if i % 2 == 0 { 0 } else { 2 });
     std::thread::sleep(Duration::from_millis(200));
     let handed_back = |c: &Cluster| c.log_tail(victim, 200).matches("slots handed back").count();
     let before = handed_back(&c);
@@ -536,32 +566,11 @@ fn hand_back_waits_for_commits_holding_its_keys() {
 fn a_prepare_answered_after_a_pause_is_not_trusted() {
     let _one = one_at_a_time();
     let c = Cluster::start(&["r0", "r0", "r0"], &["--replication-factor", "3"]);
-    let pairs: Vec<(String, String)> = (0..16)
-        .map(|i| (format!("lapse:{i}:a"), format!("lapse:{i}:b")))
-        .collect();
-    let keys: Vec<String> = pairs
-        .iter()
-        .flat_map(|(a, b)| [a.clone(), b.clone()])
-        .collect();
+    let (pairs, keys) = counter_pairs("lapse");
     let zero: BTreeMap<String, String> = keys.iter().map(|k| (k.clone(), "0".into())).collect();
     set_all(&mut c.conn(0), &zero, "setup");
     c.fault(1, "DELAY-ANSWERS 1500");
-    let commits: Vec<_> = pairs
-        .iter()
-        .map(|(a, b)| {
-            let mut con = c.conn(0);
-            let (a, b) = (a.clone(), b.clone());
-            std::thread::spawn(move || {
-                redis::pipe()
-                    .atomic()
-                    .cmd("INCR")
-                    .arg(&a)
-                    .cmd("INCR")
-                    .arg(&b)
-                    .query::<(i64, i64)>(&mut con)
-            })
-        })
-        .collect();
+    let commits = spawn_pair_multis(&c, &pairs, |_| 0);
     // The prepares have run on node 2; their answers are on their way.
     std::thread::sleep(Duration::from_millis(400));
     c.fault(1, "LAPSE");
@@ -641,32 +650,11 @@ fn a_prepare_answered_after_a_pause_is_not_trusted() {
 fn a_busy_install_after_the_decision_is_asked_again_not_retried_as_a_conflict() {
     let _one = one_at_a_time();
     let c = Cluster::start(&["r0", "r0", "r0"], &["--replication-factor", "3"]);
-    let pairs: Vec<(String, String)> = (0..16)
-        .map(|i| (format!("busy:{i}:a"), format!("busy:{i}:b")))
-        .collect();
-    let keys: Vec<String> = pairs
-        .iter()
-        .flat_map(|(a, b)| [a.clone(), b.clone()])
-        .collect();
+    let (pairs, keys) = counter_pairs("busy");
     let zero: BTreeMap<String, String> = keys.iter().map(|k| (k.clone(), "0".into())).collect();
     set_all(&mut c.conn(0), &zero, "setup");
     c.fault(1, "BUSY-INSTALLS");
-    let commits: Vec<_> = pairs
-        .iter()
-        .map(|(a, b)| {
-            let mut con = c.conn(0);
-            let (a, b) = (a.clone(), b.clone());
-            std::thread::spawn(move || {
-                redis::pipe()
-                    .atomic()
-                    .cmd("INCR")
-                    .arg(&a)
-                    .cmd("INCR")
-                    .arg(&b)
-                    .query::<(i64, i64)>(&mut con)
-            })
-        })
-        .collect();
+    let commits = spawn_pair_multis(&c, &pairs, |_| 0);
     std::thread::sleep(Duration::from_secs(1));
     c.fault(1, "HEAL");
     let answers: Vec<_> = commits

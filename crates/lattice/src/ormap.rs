@@ -13,7 +13,7 @@
 use bytes::Bytes;
 
 use crate::counter::Counter;
-use crate::orset::Map;
+use crate::orset::{merge_entries, Map};
 use crate::{Crdt, Presence, Ts, Version};
 
 /// One field: whether it is in the hash, and its value.
@@ -235,26 +235,12 @@ impl Crdt for OrMap {
             self.newest = other.newest;
             changed = true;
         }
-        for (name, f) in other.fields {
-            match self.fields.get_mut(&name) {
-                Some(mine) => {
-                    let was = mine.is_live();
-                    if mine.merge(f) {
-                        changed = true;
-                        match (was, mine.is_live()) {
-                            (false, true) => self.live += 1,
-                            (true, false) => self.live -= 1,
-                            _ => {}
-                        }
-                    }
-                }
-                None => {
-                    self.live += usize::from(f.is_live());
-                    self.fields.insert(name, f);
-                    changed = true;
-                }
-            }
-        }
         changed
+            | merge_entries(
+                &mut self.fields,
+                &mut self.live,
+                other.fields,
+                Field::is_live,
+            )
     }
 }

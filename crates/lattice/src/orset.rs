@@ -157,26 +157,45 @@ impl<E: Eq + Hash + Clone> Crdt for OrSet<E> {
             self.newest = other.newest;
             changed = true;
         }
-        for (e, p) in other.members {
-            match self.members.get_mut(&e) {
-                Some(mine) => {
-                    let was = mine.is_live();
-                    if mine.merge(p) {
-                        changed = true;
-                        match (was, mine.is_live()) {
-                            (false, true) => self.live += 1,
-                            (true, false) => self.live -= 1,
-                            _ => {}
-                        }
+        changed
+            | merge_entries(
+                &mut self.members,
+                &mut self.live,
+                other.members,
+                Presence::is_live,
+            )
+    }
+}
+
+/// Merges `theirs` into `mine` entry by entry, keeping `live` — how many
+/// entries `is_live` — current; true if anything changed. (The members of
+/// a set and the fields of a hash merge alike.)
+pub(crate) fn merge_entries<K: Eq + Hash, V: Crdt>(
+    mine: &mut Map<K, V>,
+    live: &mut usize,
+    theirs: Map<K, V>,
+    is_live: impl Fn(&V) -> bool,
+) -> bool {
+    let mut changed = false;
+    for (k, v) in theirs {
+        match mine.get_mut(&k) {
+            Some(m) => {
+                let was = is_live(m);
+                if m.merge(v) {
+                    changed = true;
+                    match (was, is_live(m)) {
+                        (false, true) => *live += 1,
+                        (true, false) => *live -= 1,
+                        _ => {}
                     }
                 }
-                None => {
-                    self.live += usize::from(p.is_live());
-                    self.members.insert(e, p);
-                    changed = true;
-                }
+            }
+            None => {
+                *live += usize::from(is_live(&v));
+                mine.insert(k, v);
+                changed = true;
             }
         }
-        changed
     }
+    changed
 }

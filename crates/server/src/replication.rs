@@ -173,20 +173,14 @@ impl Conn {
         } else if is(&args[1], "drop-installs") {
             cl.set_drop_installs(true);
         } else if is(&args[1], "delay-installs") {
-            let Some(ms) = args
-                .get(2)
-                .and_then(|a| std::str::from_utf8(a).ok()?.parse().ok())
-            else {
+            let Some(ms) = millis(args.get(2)) else {
                 return self
                     .w()
                     .error("ERR ELSA.FAULT DELAY-INSTALLS takes milliseconds");
             };
             self.coord.node.set_install_delay(ms);
         } else if is(&args[1], "delay-answers") {
-            let Some(ms) = args
-                .get(2)
-                .and_then(|a| std::str::from_utf8(a).ok()?.parse().ok())
-            else {
+            let Some(ms) = millis(args.get(2)) else {
                 return self
                     .w()
                     .error("ERR ELSA.FAULT DELAY-ANSWERS takes milliseconds");
@@ -209,4 +203,9 @@ impl Conn {
         }
         self.w().simple("OK");
     }
+}
+
+/// A fault's millisecond argument, if it is one.
+fn millis(arg: Option<&Bytes>) -> Option<u64> {
+    std::str::from_utf8(arg?).ok()?.parse().ok()
 }
