@@ -713,7 +713,7 @@ impl Shard {
             }
             let version = self.version_of(c.key.hash, &c.key.key);
             let ok = match c.expect {
-                Expect::Version(v) => version == v,
+                Expect::Version(v) => version == v || self.collected_since(v, version),
                 Expect::LiveVersion(v, until) => version == v && until > unix_ms(),
                 Expect::CommittedBefore(start_ts) => version.commit_ts < start_ts,
             };
@@ -723,6 +723,17 @@ impl Shard {
             }
         }
         Ok(())
+    }
+
+    /// True when a key read (or watched) absent at version `read` has no
+    /// record now because the garbage sweep collected its tombstone (or
+    /// its expired value): a write since would have left a record too new
+    /// to collect while the reader is open, so nothing changed. Without
+    /// this a WATCH on a deleted key failed once the sweep went by. A
+    /// FLUSHALL since `read` leaves no record either, and then nobody can
+    /// tell whether the key was written meanwhile: not unchanged.
+    fn collected_since(&self, read: Version, now: Version) -> bool {
+        now == Version::ZERO && read != Version::ZERO && self.flush_floor <= read.commit_ts
     }
 
     /// Single-shard commit: validate, then install, in one actor step. A key
