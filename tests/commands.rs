@@ -11,7 +11,7 @@ mod resp;
 use std::collections::HashSet;
 use std::process::Command;
 
-use common::Elsa;
+use common::{keys_on_two_shards, Elsa};
 use redis::{Commands, Value};
 use resp::Reply;
 
@@ -847,29 +847,6 @@ fn key_commands_answer_as_redis() {
         matches!(c.call(&[b"MEMORY", b"USAGE", b"only"]), Reply::Int(n) if n > 0),
         "MEMORY USAGE answers a size"
     );
-}
-
-/// Two keys the node keeps on different shards (`--workers 2`): SCAN's
-/// cursor names the shard (shard × 256 + segment), so SCAN from cursor 256
-/// lists exactly the second shard's keys.
-fn keys_on_two_shards(c: &mut redis::Connection) -> (String, String) {
-    let keys: Vec<String> = (0..32).map(|i| format!("probe{i}")).collect();
-    for k in &keys {
-        let _: () = c.set(k, 1).unwrap();
-    }
-    let (_, second): (u64, Vec<String>) = redis::cmd("SCAN")
-        .arg(256)
-        .arg("COUNT")
-        .arg(1000)
-        .query(c)
-        .unwrap();
-    let a = keys
-        .iter()
-        .find(|k| !second.contains(k))
-        .expect("a key on shard 0");
-    let b = second.first().expect("a key on shard 1").clone();
-    let _: i64 = c.del(&keys).unwrap();
-    (a.clone(), b)
 }
 
 /// Both keys as of one moment: MGET (one atomic read across shards) on
