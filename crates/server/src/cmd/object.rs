@@ -49,7 +49,13 @@ fn help(lines: &'static [&'static str]) -> Result<DataCmd, CmdError> {
     })
 }
 
-fn on_key(key: &bytes::Bytes, op: Op) -> Result<DataCmd, CmdError> {
+/// `op` on the subcommand's key. The subcommand table has checked the
+/// count; a missing key is still refused rather than indexed.
+fn on_key(args: &Args, container: &str, op: Op) -> Result<DataCmd, CmdError> {
+    let Some(key) = args.get(2) else {
+        let sub = String::from_utf8_lossy(c_str(&args[1])).to_lowercase();
+        return Err(CmdError(super::wrong_arity(&format!("{container}|{sub}"))));
+    };
     Ok(DataCmd {
         ops: vec![(key.clone(), op)],
         shape: Shape::One,
@@ -70,7 +76,7 @@ pub fn object(args: &Args) -> Result<DataCmd, CmdError> {
     } else {
         return help(OBJECT_HELP);
     };
-    on_key(&args[2], Op::Object(field))
+    on_key(args, "object", Op::Object(field))
 }
 
 /// MEMORY USAGE key [SAMPLES count], MEMORY HELP. DOCTOR, STATS,
@@ -99,7 +105,7 @@ pub fn memory(args: &Args) -> Result<DataCmd, CmdError> {
             return Err(CmdError::syntax());
         }
     }
-    on_key(&args[2], Op::MemoryUsage)
+    on_key(args, "memory", Op::MemoryUsage)
 }
 
 #[cfg(test)]
@@ -138,5 +144,9 @@ mod tests {
             "ERR value is not an integer or out of range"
         );
         assert!(memory(&args("MEMORY DOCTOR")).is_err());
+        assert!(
+            object(&args("OBJECT ENCODING")).is_err(),
+            "no panic without a key"
+        );
     }
 }

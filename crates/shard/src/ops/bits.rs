@@ -190,6 +190,31 @@ mod tests {
     use super::super::{Op, ERR_SYNTAX};
     use super::*;
 
+    proptest::proptest! {
+        /// Any indexes on any string: an answer, never a panic, and a
+        /// count within the string's bits.
+        #[test]
+        fn any_range_is_answered(
+            value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12),
+            start in proptest::prelude::any::<i64>(),
+            end in proptest::option::of(proptest::prelude::any::<i64>()),
+            bits in proptest::prelude::any::<bool>(),
+            bit in proptest::prelude::any::<bool>(),
+        ) {
+            let mut v = MapView::default();
+            v.put("k", &value);
+            let range = span(start, end, bits);
+            let count = v.run("k", Op::BitCount(span(start, Some(end.unwrap_or(-1)), bits)));
+            proptest::prop_assert!(
+                matches!(count, OpReply::Int(n) if (0..=8 * value.len() as i64).contains(&n))
+            );
+            let pos = v.run("k", Op::BitPos { bit, range });
+            proptest::prop_assert!(
+                matches!(pos, OpReply::Int(n) if (-1..=8 * value.len() as i64).contains(&n))
+            );
+        }
+    }
+
     fn span(start: i64, end: Option<i64>, bits: bool) -> BitRange {
         BitRange::Span { start, end, bits }
     }

@@ -46,19 +46,18 @@ pub(super) fn set(
             Expiry::Keep => old.and_then(|c| c.expire_ms),
             Expiry::At(at) => Some(at),
         };
-        write_expiring(key, view, value.clone(), expire_ms);
+        // An expiry already past stores the value expired, as Redis sets
+        // the key and then expires it: it reads as absent, and the key
+        // counts as written (a WATCH on it fails) even if it was absent.
+        view.write(
+            key,
+            Some(Current {
+                value: value.clone(),
+                expire_ms,
+            }),
+        );
     }
     answer
-}
-
-/// Writes a value with an expiry; one already past deletes the key, as
-/// Redis's set-then-expire does.
-fn write_expiring(key: &[u8], view: &mut impl KeyView, value: Bytes, expire_ms: Option<u64>) {
-    if matches!(expire_ms, Some(at) if at <= view.now_ms()) {
-        view.write(key, None);
-    } else {
-        view.write(key, Some(Current { value, expire_ms }));
-    }
 }
 
 /// GETEX: the value, then the TTL change. Redis checks the time only once
@@ -79,7 +78,15 @@ pub(super) fn getex(key: &[u8], view: &mut impl KeyView, ttl: GetExTtl) -> OpRep
             }),
         ),
         GetExTtl::Persist => {}
-        GetExTtl::At(at) => write_expiring(key, view, c.value.clone(), Some(at)),
+        // A time already past deletes the key (Redis's GETEX deletes it).
+        GetExTtl::At(at) if at <= view.now_ms() => view.write(key, None),
+        GetExTtl::At(at) => view.write(
+            key,
+            Some(Current {
+                value: c.value.clone(),
+                expire_ms: Some(at),
+            }),
+        ),
     }
     OpReply::Bulk(c.value)
 }
@@ -322,6 +329,38 @@ mod tests {
             bulk(b""),
             "a missing key is an empty string, not nil"
         );
+    }
+
+    proptest::proptest! {
+        /// Any indexes: a slice of the value (possibly empty), never a panic.
+        #[test]
+        fn any_getrange_is_a_slice(
+            value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12),
+            start in proptest::prelude::any::<i64>(),
+            end in proptest::prelude::any::<i64>(),
+        ) {
+            let mut v = MapView::default();
+            v.put("k", &value);
+            let OpReply::Bulk(got) = v.run("k", Op::GetRange { start, end }) else {
+                panic!("not a bulk");
+            };
+            proptest::prop_assert!(got.is_empty() || value.windows(got.len()).any(|w| w == &got[..]));
+        }
+
+        /// Any float text either way: an answer or Redis's error, never a panic.
+        #[test]
+        fn any_incrbyfloat_answers(
+            value in "[-+0-9.eExXpPinfINFa ]{0,12}",
+            by in "[-+0-9.eExXpPinfINFa ]{0,12}",
+        ) {
+            let mut v = MapView::default();
+            v.put("k", value.as_bytes());
+            let r = v.run("k", Op::IncrByFloat(Bytes::from(by)));
+            proptest::prop_assert!(matches!(
+                r,
+                OpReply::Bulk(_) | OpReply::Error(ERR_NOT_FLOAT) | OpReply::Error(ERR_NAN)
+            ));
+        }
     }
 
     #[test]
