@@ -32,6 +32,10 @@
 //! - [`atomic_visibility`]: transactions committed in one region (`BEGIN
 //!   SI`, `MULTI/EXEC`, `MSET`) are seen whole by readers on every node of
 //!   the other region (`BEGIN SI` reads and `MGET`), never in part.
+//! - [`commits`]: a multi-node commit survives the death of a participant
+//!   or of its coordinator after the decision; RENAME between keys whose
+//!   primaries are on different nodes is seen whole by MGET readers on the
+//!   other node.
 //! - [`pipeline_replies`]: a pipeline whose writes fail (2pc, node cut off
 //!   from the other region) answers exactly one reply per command, in
 //!   order, and the connection stays in step (`PING` answers `PONG`).

@@ -506,3 +506,150 @@ fn exec_before_auth_is_aborted_as_in_redis() {
         )],
     );
 }
+
+#[test]
+fn string_and_key_commands_run_in_multi_exec() {
+    // Every reply below is redis-server 7.0's for the same script.
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut c = raw(&elsa);
+    expect(
+        &mut c,
+        &[
+            ("SET s hello", "+OK"),
+            ("WATCH s", "+OK"),
+            ("MULTI", "+OK"),
+            ("GETEX s EX 100", "+QUEUED"),
+            ("TTL s", "+QUEUED"),
+            ("GETRANGE s 1 3", "+QUEUED"),
+            ("SETRANGE s 5 !!", "+QUEUED"),
+            ("GET s", "+QUEUED"),
+            ("INCRBYFLOAT f 1.5", "+QUEUED"),
+            ("SETBIT b 1 1", "+QUEUED"),
+            ("GETBIT b 1", "+QUEUED"),
+            ("BITCOUNT b", "+QUEUED"),
+            ("BITPOS b 1", "+QUEUED"),
+            ("TOUCH s f nokey", "+QUEUED"),
+            ("EXPIRETIME nokey", "+QUEUED"),
+            ("RENAME s s2", "+QUEUED"),
+            ("GET s", "+QUEUED"),
+            ("GET s2", "+QUEUED"),
+            ("TTL s2", "+QUEUED"),
+            ("COPY s2 s3", "+QUEUED"),
+            ("OBJECT ENCODING f", "+QUEUED"),
+            ("RENAMENX f s3", "+QUEUED"),
+            ("RENAME nokey x", "+QUEUED"),
+            ("GETEX s3 PERSIST", "+QUEUED"),
+            ("TTL s3", "+QUEUED"),
+            (
+                "EXEC",
+                "[\"hello\", :100, \"ell\", :7, \"hello!!\", \"1.5\", :0, :1, :1, :1, :2, :-2, \
+                 +OK, (nil bulk $-1), \"hello!!\", :100, :1, \"embstr\", :0, \
+                 -ERR no such key, \"hello!!\", :-1]",
+            ),
+        ],
+    );
+    // A RENAME by someone else changes both keys for a WATCH.
+    let mut other = raw(&elsa);
+    for watched in ["s2", "moved"] {
+        expect(&mut c, &[(&format!("WATCH {watched}"), "+OK")]);
+        let (from, to) = if watched == "s2" {
+            ("s2", "moved")
+        } else {
+            ("moved", "s2")
+        };
+        expect(&mut other, &[(&format!("RENAME {from} {to}"), "+OK")]);
+        expect(
+            &mut c,
+            &[
+                ("MULTI", "+OK"),
+                ("GET s2", "+QUEUED"),
+                ("EXEC", "(nil array *-1)"),
+            ],
+        );
+    }
+}
+
+#[test]
+fn a_transaction_reads_its_own_renames_copies_and_edits() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut setup = elsa.conn();
+    let (src, dst) = common::keys_on_two_shards(&mut setup);
+    let mut a = raw(&elsa);
+    let mut b = raw(&elsa);
+    let line = |s: &str| s.replace("SRC", &src).replace("DST", &dst);
+    let script = [
+        ("BEGIN SI", "+OK"),
+        ("SET SRC v", "+OK"),
+        ("GETEX SRC EX 100", "\"v\""),
+        ("TTL SRC", ":100"),
+        ("RENAME SRC DST", "+OK"),
+        ("GET SRC", "(nil bulk $-1)"),
+        ("GET DST", "\"v\""),
+        ("TTL DST", ":100"),
+        ("COPY DST cp", ":1"),
+        ("PERSIST cp", ":1"),
+        ("SETRANGE cp 1 xy", ":3"),
+        ("GETRANGE cp 1 -1", "\"xy\""),
+        ("INCRBYFLOAT f 0.5", "\"0.5\""),
+        ("INCRBYFLOAT f 0.25", "\"0.75\""),
+        ("SETBIT bits 3 1", ":0"),
+        ("GETBIT bits 3", ":1"),
+        ("BITCOUNT bits", ":1"),
+        ("BITPOS bits 1", ":3"),
+        ("TOUCH DST cp SRC", ":2"),
+        ("RENAMENX cp DST", ":0"),
+        ("OBJECT ENCODING f", "\"embstr\""),
+        ("OBJECT ENCODING bits", "\"embstr\""),
+    ];
+    for (req, want) in script {
+        assert_eq!(a.call_line(&line(req)), want, "{}", line(req));
+    }
+    assert!(matches!(
+        a.call_line(&line("EXPIRETIME DST")).strip_prefix(':').map(str::parse::<i64>),
+        Some(Ok(t)) if t > 1_700_000_000
+    ));
+    assert!(matches!(
+        a.call_line("MEMORY USAGE cp").strip_prefix(':').map(str::parse::<i64>),
+        Some(Ok(n)) if n > 0
+    ));
+    // Nobody else sees any of it before COMMIT.
+    assert_eq!(b.call_line(&line("GET DST")), "(nil bulk $-1)");
+    assert_eq!(b.call_line("EXISTS cp f bits"), ":0");
+    assert!(a.call_line("COMMIT").starts_with(':'));
+    for (req, want) in [
+        ("GET SRC", "(nil bulk $-1)"),
+        ("GET DST", "\"v\""),
+        ("TTL DST", ":100"),
+        ("GET cp", "\"vxy\""),
+        ("TTL cp", ":-1"),
+        ("GET f", "\"0.75\""),
+        ("GETBIT bits 3", ":1"),
+    ] {
+        assert_eq!(b.call_line(&line(req)), want, "{}", line(req));
+    }
+}
+
+#[test]
+fn rename_and_copy_validate_what_they_read_at_every_level() {
+    // RENAME reads its source and writes it elsewhere: a change to the
+    // source after the read must fail the commit, even at RC, or the
+    // rename would delete a value it never moved (a lost update).
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let (mut a, mut b) = (elsa.conn(), elsa.conn());
+    let (x, y) = common::keys_on_two_shards(&mut a);
+    for level in ["RC", "RR", "SI"] {
+        for cmd in ["RENAME", "COPY"] {
+            ok(&mut a, &format!("SET {x} old"));
+            ok(&mut a, &format!("DEL {y}"));
+            ok(&mut a, &format!("BEGIN {level}"));
+            ok(&mut a, &format!("{cmd} {x} {y}"));
+            ok(&mut b, &format!("SET {x} new"));
+            assert!(
+                is_conflict(q(&mut a, "COMMIT")),
+                "{level} {cmd}: the source changed after it was read"
+            );
+            assert_eq!(get(&mut b, &x).as_deref(), Some("new"));
+            assert_eq!(get(&mut b, &y), None, "{level} {cmd}: nothing written");
+        }
+    }
+}

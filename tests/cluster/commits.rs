@@ -3,7 +3,8 @@
 //! nowhere, whichever node dies between its decision and its installs —
 //! a participant (the replica taking its keys over holds them, and the
 //! coordinator installs there) or the coordinator (the participants'
-//! resolvers finish it from the transaction's record).
+//! resolvers finish it from the transaction's record). And RENAME, a
+//! commit of two keys on two nodes, is never seen half done.
 
 use std::time::Duration;
 
@@ -127,4 +128,60 @@ fn a_coordinator_dying_after_the_decision_leaves_the_commit_finished() {
         "the commit was decided, so every part must be installed: {got:?}"
     );
     assert_eq!(read_all(&c, 1, &ks), got, "nodes 1 and 2 agree");
+}
+
+#[test]
+fn rename_between_nodes_is_atomic() {
+    // Two nodes, each the primary of some keys: RENAME between keys whose
+    // primaries differ runs the multi-node commit MSET runs. One client
+    // moves eight values back and forth through node 0; another reads all
+    // sixteen keys at once through node 1 (MGET holds them on both nodes).
+    // Each value is always in exactly one key of its pair.
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["r0", "r0"], &[]);
+    let pairs: Vec<(String, String)> = (0..8)
+        .map(|i| (format!("mv:{i}:a"), format!("mv:{i}:b")))
+        .collect();
+    let all: Vec<String> = pairs
+        .iter()
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
+    let mut w = c.conn(0);
+    for (a, _) in &pairs {
+        let _: () = redis::cmd("SET").arg(a).arg("v").query(&mut w).unwrap();
+    }
+    let writer = {
+        let pairs = pairs.clone();
+        std::thread::spawn(move || {
+            for _ in 0..60 {
+                for (a, b) in &pairs {
+                    let _: () = redis::cmd("RENAME").arg(a).arg(b).query(&mut w).unwrap();
+                    let _: () = redis::cmd("RENAME").arg(b).arg(a).query(&mut w).unwrap();
+                }
+            }
+        })
+    };
+    let mut r = c.conn(1);
+    let (mut reads, mut torn) = (0, 0);
+    while !writer.is_finished() || reads < 10 {
+        let got = read_all(&c, 1, &all);
+        reads += 1;
+        for pair in got.chunks(2) {
+            if pair.iter().filter(|v| v.is_some()).count() != 1 {
+                torn += 1;
+                eprintln!("torn pair: {pair:?}");
+            }
+        }
+    }
+    writer.join().unwrap();
+    eprintln!("{reads} reads of {} keys, {torn} torn pairs", all.len());
+    assert_eq!(
+        torn, 0,
+        "a value was seen in neither key of its pair, or in both"
+    );
+    let got: Vec<Option<String>> = redis::cmd("MGET").arg(&all).query(&mut r).unwrap();
+    let home: Vec<Option<String>> = (0..16)
+        .map(|i| (i % 2 == 0).then(|| "v".to_string()))
+        .collect();
+    assert_eq!(got, home, "960 renames later every value is back home");
 }

@@ -344,3 +344,26 @@ impl Drop for Node {
         let _ = self.child.wait();
     }
 }
+
+/// Two keys the node keeps on different shards (`--workers 2`): SCAN's
+/// cursor names the shard (shard × 256 + segment), so SCAN from cursor 256
+/// lists exactly the second shard's keys.
+pub fn keys_on_two_shards(c: &mut redis::Connection) -> (String, String) {
+    let keys: Vec<String> = (0..32).map(|i| format!("probe{i}")).collect();
+    for k in &keys {
+        let _: () = redis::cmd("SET").arg(k).arg(1).query(c).unwrap();
+    }
+    let (_, second): (u64, Vec<String>) = redis::cmd("SCAN")
+        .arg(256)
+        .arg("COUNT")
+        .arg(1000)
+        .query(c)
+        .unwrap();
+    let a = keys
+        .iter()
+        .find(|k| !second.contains(k))
+        .expect("a key on shard 0");
+    let b = second.first().expect("a key on shard 1").clone();
+    let _: i64 = redis::cmd("DEL").arg(&keys).query(c).unwrap();
+    (a.clone(), b)
+}

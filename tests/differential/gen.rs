@@ -7,15 +7,26 @@
 //!   choice). `SELECT 0`, and indexes out of Redis's range, are generated.
 //! - Elsa's own commands (PUT, DELETE, BEGIN, COMMIT, ABORT, ROLLBACK,
 //!   LASTCOMMIT, WAITREGION, ELSA.*): Redis has no counterpart to compare
-//!   with. Redis commands Elsa lacks (hashes, lists, GETEX, …) are not
+//!   with. Redis commands Elsa lacks (hashes, lists, sets, LCS, …) are not
 //!   generated either, except a few truly unknown names for the
 //!   unknown-command error.
+//! - `COPY … DB 1`..`DB 15` and `MEMORY DOCTOR|STATS|MALLOC-STATS|PURGE`
+//!   (see `gen_keys.rs`); SETRANGE and SETBIT that would really write at
+//!   the 512 MB limit (both servers would allocate it; refusals past the
+//!   limit are generated, see `gen_strings.rs`).
 //! - BGSAVE: whether it answers "started" or "already in progress" races
 //!   with the previous background save, in both servers.
 //! - CONFIG SET: it would change the servers' configuration under the rest
 //!   of the run.
 //! - SCAN with a non-zero cursor or a COUNT below the key space: cursors
 //!   are implementation-defined (Redis accepts any number as a cursor).
+//! - FLUSHALL / FLUSHDB while keys are WATCHed: a known divergence. Redis
+//!   marks a watched key changed if it existed at the flush; Elsa's flush
+//!   drops every record, so it cannot tell whether a key absent at WATCH
+//!   was written and flushed since (Redis fails that EXEC, Elsa runs it)
+//!   and counts a key deleted before the WATCH as changed (Redis runs that
+//!   EXEC, Elsa fails it). Repro: `WATCH k`, another client `SET k 1` and
+//!   `FLUSHALL`, then `MULTI`, `GET k`, `EXEC`.
 //!
 //! Time. Keys whose TTL is compared live at least 100 s. Expiry itself is
 //! exercised by "expiry steps": a command giving a key a TTL of at most
@@ -32,6 +43,13 @@ use rand::{Rng, SeedableRng};
 
 use super::norm::Norm;
 use super::resp::quote;
+
+// String and bit commands (GETEX, GETRANGE, SETRANGE, INCRBYFLOAT, the
+// bit commands) and key commands (RENAME, COPY, OBJECT…), one file each.
+#[path = "gen_keys.rs"]
+mod keys;
+#[path = "gen_strings.rs"]
+mod strings;
 
 /// One argument: literal bytes, or a time resolved when the command is sent
 /// (so a replayed or shrunk sequence still means "in 200 s", not a moment
@@ -156,14 +174,47 @@ impl MultiState {
     }
 }
 
-/// True when no expiry step (a step with a sleep) sits inside MULTI.
+/// Tracks whether a connection may have WATCHed keys, from the commands
+/// alone: a WATCH outside MULTI starts it; EXEC or DISCARD inside MULTI,
+/// UNWATCH, RESET and QUIT end it (EXEC and DISCARD without MULTI are
+/// errors that keep the watches).
+#[derive(Default)]
+struct WatchState(bool);
+
+impl WatchState {
+    fn after(&mut self, c: &Cmd, in_multi: bool) {
+        let name = c.name();
+        if name == "WATCH" && !in_multi && c.args.len() > 1 {
+            self.0 = true;
+        } else if (in_multi && (c.is("EXEC", 1) || c.is("DISCARD", 1)))
+            || c.is("UNWATCH", 1)
+            || c.is("RESET", 1)
+            || name == "QUIT"
+        {
+            self.0 = false;
+        }
+    }
+}
+
+fn is_flush(c: &Cmd) -> bool {
+    matches!(c.name().as_str(), "FLUSHALL" | "FLUSHDB")
+}
+
+/// True when no expiry step (a step with a sleep) sits inside MULTI, and
+/// no FLUSHALL/FLUSHDB comes while keys may be watched (see the module
+/// doc for why).
 pub fn well_formed(steps: &[Step]) -> bool {
     let mut multi = MultiState::default();
+    let mut watch = WatchState::default();
     for s in steps {
         if s.sleep_ms > 0 && multi.0 {
             return false;
         }
         for c in &s.cmds {
+            if watch.0 && is_flush(c) {
+                return false;
+            }
+            watch.after(c, multi.0);
             multi.after(c);
         }
     }
@@ -321,12 +372,34 @@ const WRONG_ARITY: &[&[&str]] = &[
     &["AUTH"],
     &["CLIENT"],
     &["CONFIG"],
+    &["GETEX"],
+    &["GETRANGE", "K", "0"],
+    &["SUBSTR", "K"],
+    &["SETRANGE", "K", "0"],
+    &["INCRBYFLOAT", "K"],
+    &["INCRBYFLOAT", "K", "1", "2"],
+    &["SETBIT", "K", "0"],
+    &["GETBIT", "K"],
+    &["GETBIT", "K", "0", "0"],
+    &["BITCOUNT"],
+    &["BITPOS", "K"],
+    &["TOUCH"],
+    &["EXPIRETIME"],
+    &["PEXPIRETIME", "K", "K"],
+    &["RENAME", "K"],
+    &["RENAMENX", "K", "K", "K"],
+    &["COPY", "K"],
+    &["OBJECT"],
+    &["MEMORY"],
+    &["MEMORY", "USAGE"],
+    &["RANDOMKEY", "V"],
 ];
 
 /// The generator's state for one sequence.
 struct Gen {
     rng: StdRng,
     multi: MultiState,
+    watch: WatchState,
     /// Expiry steps still allowed: each costs a sleep of 200–300 ms, so
     /// only about a quarter of the sequences get one (the CI budget).
     expiry_budget: usize,
@@ -399,6 +472,7 @@ impl Gen {
             self.step_outside()
         };
         for c in &step.cmds {
+            self.watch.after(c, self.multi.0);
             self.multi.after(c);
         }
         step
@@ -435,7 +509,8 @@ impl Gen {
                 self.expiry_budget -= 1;
                 return self.expiry_step();
             }
-            18..=20 => return self.ttl_probe(),
+            18..=19 => return self.ttl_probe(),
+            20 => return self.object_probe(),
             _ => self.command(),
         };
         Step::one(cmd)
@@ -447,7 +522,7 @@ impl Gen {
         let v = self.value();
         let short = self.rng.gen_range(1..=50i64);
         let ms = |n: i64| Arg::Lit(n.to_string().into_bytes());
-        let (cmds, sleep_ms) = match self.rng.gen_range(0..9) {
+        let (cmds, sleep_ms) = match self.rng.gen_range(0..11) {
             0 => {
                 let mut c = self.cmd("SET", vec![k, v, lit(b"PX"), ms(short)]);
                 if self.rng.gen_bool(0.3) {
@@ -479,6 +554,11 @@ impl Gen {
                     200,
                 )
             }
+            8 => (vec![self.cmd("GETEX", vec![k, lit(b"PX"), ms(short)])], 200),
+            9 => (
+                vec![self.cmd("GETEX", vec![k, lit(b"PXAT"), Arg::NowMsPlus(short)])],
+                200,
+            ),
             6 | 7 => {
                 // WATCH a key that will expire before EXEC: Redis 7 fails
                 // the EXEC. The TTL leaves WATCH ample time to arrive
@@ -493,12 +573,22 @@ impl Gen {
                 // sleep the key is gone, or not.
                 let n = self.rng.gen_range(100..=150i64);
                 let set = self.cmd("SET", vec![k.clone(), lit(b"5"), lit(b"PX"), ms(n)]);
-                let then = match self.rng.gen_range(0..6) {
+                let other = self.key();
+                let then = match self.rng.gen_range(0..13) {
                     0 => self.cmd("SET", vec![k, lit(b"6"), lit(b"KEEPTTL")]),
                     1 => self.cmd("APPEND", vec![k, lit(b"0")]),
                     2 => self.cmd("INCR", vec![k]),
                     3 => self.cmd("GETSET", vec![k, lit(b"8")]),
                     4 => self.cmd("SET", vec![k, lit(b"9")]),
+                    5 => self.cmd("SETRANGE", vec![k, lit(b"1"), lit(b"x")]),
+                    6 => self.cmd("SETBIT", vec![k, lit(b"3"), lit(b"1")]),
+                    7 => self.cmd("INCRBYFLOAT", vec![k, lit(b"1.5")]),
+                    8 => self.cmd("GETEX", vec![k, lit(b"PERSIST")]),
+                    // The TTL moves (RENAME) or is copied (COPY) with the
+                    // value: after the sleep the destination is gone too.
+                    9 => self.cmd("RENAME", vec![k, other]),
+                    10 => self.cmd("COPY", vec![k, other, lit(b"REPLACE")]),
+                    11 => self.cmd("GETEX", vec![k, lit(b"EX"), lit(b"100")]),
                     _ => self.cmd("PERSIST", vec![k]),
                 };
                 (vec![set, then], 300)
@@ -528,6 +618,11 @@ impl Gen {
 
     /// One ordinary command (data or control), valid or not.
     fn command(&mut self) -> Cmd {
+        match self.rng.gen_range(0..10) {
+            0..=1 => return self.string_command(),
+            2 => return self.key_command(),
+            _ => {}
+        }
         match self.rng.gen_range(0..100) {
             0..=7 => {
                 let k = self.key();
@@ -605,6 +700,8 @@ impl Gen {
                 self.cmd("KEYS", vec![p]).with(Norm::Unordered)
             }
             70..=71 => self.scan(),
+            // Not while keys may be watched (see the module doc).
+            72 if self.watch.0 => self.cmd("DBSIZE", vec![]),
             72 => self.flush(),
             73 => self.cmd("TIME", vec![]).with(Norm::Time),
             74 => {
@@ -970,6 +1067,7 @@ pub fn sequence(seed: u64, len: usize) -> Sequence {
     let mut g = Gen {
         rng: StdRng::seed_from_u64(seed),
         multi: MultiState::default(),
+        watch: WatchState::default(),
         expiry_budget: 0,
     };
     let chunk = g.rng.gen_range(2..=16);
@@ -1009,6 +1107,20 @@ mod tests {
             assert_eq!(lines(&a), lines(&b));
             assert!(a.len() >= 40);
         }
+    }
+
+    #[test]
+    fn a_flush_while_watching_is_not_well_formed() {
+        let watch = Step::one(Cmd::new(vec![lit(b"WATCH"), lit(b"k1")]));
+        let flush = Step::one(Cmd::new(vec![lit(b"FLUSHALL")]));
+        let unwatch = Step::one(Cmd::new(vec![lit(b"UNWATCH")]));
+        let exec = Step::one(Cmd::new(vec![lit(b"EXEC")]));
+        assert!(!well_formed(&[watch.clone(), flush.clone()]));
+        assert!(
+            !well_formed(&[watch.clone(), exec.clone(), flush.clone()]),
+            "EXEC without MULTI keeps the watches"
+        );
+        assert!(well_formed(&[watch, unwatch, flush]));
     }
 
     #[test]

@@ -119,6 +119,12 @@ pub const REDIS: &[Spec] = &[
     spec("INCRBYFLOAT", 3, "INCRBYFLOAT key increment"),
     spec("GETRANGE", 4, "GETRANGE key start end"),
     spec("SETRANGE", 4, "SETRANGE key offset value"),
+    spec("SUBSTR", 4, "SUBSTR key start end"),
+    // bits
+    spec("SETBIT", 4, "SETBIT key offset 0|1"),
+    spec("GETBIT", 3, "GETBIT key offset"),
+    spec("BITCOUNT", -2, "BITCOUNT key [start end [BYTE|BIT]]"),
+    spec("BITPOS", -3, "BITPOS key 0|1 [start [end [BYTE|BIT]]]"),
     // keys
     spec("DEL", -2, "DEL key [key ...]"),
     spec("UNLINK", -2, "UNLINK key [key ...]"),
@@ -134,6 +140,11 @@ pub const REDIS: &[Spec] = &[
     spec("TYPE", 2, "TYPE key"),
     spec("RENAME", 3, "RENAME key newkey"),
     spec("RENAMENX", 3, "RENAMENX key newkey"),
+    spec("COPY", -3, "COPY source destination [DB 0] [REPLACE]"),
+    spec("EXPIRETIME", 2, "EXPIRETIME key"),
+    spec("PEXPIRETIME", 2, "PEXPIRETIME key"),
+    spec("OBJECT", -2, "OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key"),
+    spec("MEMORY", -2, "MEMORY USAGE key [SAMPLES n]"),
     spec("KEYS", 2, "KEYS pattern"),
     spec(
         "SCAN",

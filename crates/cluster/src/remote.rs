@@ -5,39 +5,19 @@
 
 use bytes::Bytes;
 use elsa_lattice::Version;
-use elsa_shard::ops::{ExpireCond, ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_TOO_BIG};
-use elsa_shard::shard::{ERR_UNCONFIRMED, ERR_WAL};
 use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::{
-    AckLevel, BatchMode, Check, CommitRequest, Current, Expect, Expiry, HashedKey, HoldMode, KeyOp,
-    Op, OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
+    AckLevel, BatchMode, Check, CommitRequest, Current, Expect, HashedKey, HoldMode, KeyOp,
+    OpReply, PrepareRequest, ReadState, Refusal, ShardMsg, Write,
 };
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::wire::Lattice;
 
-#[derive(Clone, PartialEq, Message)]
-pub struct OpMsg {
-    #[prost(bytes = "bytes", tag = "1")]
-    pub key: Bytes,
-    #[prost(uint64, tag = "2")]
-    pub hash: u64,
-    #[prost(uint32, tag = "3")]
-    pub kind: u32,
-    #[prost(bytes = "bytes", tag = "4")]
-    pub value: Bytes,
-    #[prost(int64, tag = "5")]
-    pub int: i64,
-    #[prost(uint64, tag = "6")]
-    pub at: u64,
-    #[prost(uint32, tag = "7")]
-    pub cond: u32,
-    #[prost(uint32, tag = "8")]
-    pub expiry: u32,
-    #[prost(uint32, tag = "9")]
-    pub shape: u32,
-}
+mod ops;
+use ops::{key_op, op_msg, reply, reply_msg};
+pub use ops::{OpMsg, ReplyMsg};
 
 #[derive(Clone, PartialEq, Message)]
 pub struct CheckMsg {
@@ -89,19 +69,6 @@ pub struct StateMsg {
     pub commit_ts: u64,
     #[prost(uint32, tag = "4")]
     pub origin: u32,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct ReplyMsg {
-    /// 0 nil, 1 ok, 2 int, 3 bulk, 4 status, 5 error.
-    #[prost(uint32, tag = "1")]
-    pub kind: u32,
-    #[prost(int64, tag = "2")]
-    pub int: i64,
-    #[prost(bytes = "bytes", tag = "3")]
-    pub bulk: Bytes,
-    #[prost(string, tag = "4")]
-    pub text: String,
 }
 
 /// A forwarded request. `kind`: 1 batch, 2 read, 3 commit, 4 prepare,
@@ -220,106 +187,6 @@ pub struct Answer {
 /// Fulfils a caller's reply channel from an answer (or drops it).
 pub type Completer = Box<dyn FnOnce(Answer) + Send>;
 
-fn op_msg(k: &KeyOp) -> OpMsg {
-    let mut m = OpMsg {
-        key: k.key.clone(),
-        hash: k.hash,
-        ..Default::default()
-    };
-    match &k.op {
-        Op::Get => m.kind = 0,
-        Op::Set {
-            value,
-            cond,
-            expiry,
-            reply,
-        } => {
-            m.kind = 1;
-            m.value = value.clone();
-            m.cond = *cond as u32;
-            (m.expiry, m.at) = match expiry {
-                Expiry::Clear => (0, 0),
-                Expiry::Keep => (1, 0),
-                Expiry::At(at) => (2, *at),
-            };
-            m.shape = *reply as u32;
-        }
-        Op::GetDel => m.kind = 2,
-        Op::Del => m.kind = 3,
-        Op::Exists => m.kind = 4,
-        Op::IncrBy(n) => (m.kind, m.int) = (5, *n),
-        Op::Append(v) => (m.kind, m.value) = (6, v.clone()),
-        Op::Strlen => m.kind = 7,
-        Op::Type => m.kind = 8,
-        Op::Ttl { millis } => (m.kind, m.int) = (9, *millis as i64),
-        Op::ExpireAt(at) => (m.kind, m.at) = (10, *at),
-        Op::Persist => m.kind = 11,
-        Op::ExpireAtIf { at, cond } => (m.kind, m.at, m.cond) = (12, *at, expire_cond_bits(*cond)),
-    }
-    m
-}
-
-/// EXPIRE's options in `OpMsg::cond`: bit 0 NX, 1 XX, 2 GT, 3 LT.
-fn expire_cond_bits(c: ExpireCond) -> u32 {
-    c.nx as u32 | (c.xx as u32) << 1 | (c.gt as u32) << 2 | (c.lt as u32) << 3
-}
-
-fn expire_cond(bits: u32) -> Option<ExpireCond> {
-    (bits < 16).then_some(ExpireCond {
-        nx: bits & 1 != 0,
-        xx: bits & 2 != 0,
-        gt: bits & 4 != 0,
-        lt: bits & 8 != 0,
-    })
-}
-
-fn key_op(m: OpMsg) -> Option<KeyOp> {
-    let op = match m.kind {
-        0 => Op::Get,
-        1 => Op::Set {
-            value: m.value,
-            cond: match m.cond {
-                0 => SetCond::Always,
-                1 => SetCond::IfAbsent,
-                2 => SetCond::IfPresent,
-                _ => return None,
-            },
-            expiry: match m.expiry {
-                0 => Expiry::Clear,
-                1 => Expiry::Keep,
-                2 => Expiry::At(m.at),
-                _ => return None,
-            },
-            reply: match m.shape {
-                0 => SetReply::Ok,
-                1 => SetReply::Old,
-                2 => SetReply::Flag,
-                _ => return None,
-            },
-        },
-        2 => Op::GetDel,
-        3 => Op::Del,
-        4 => Op::Exists,
-        5 => Op::IncrBy(m.int),
-        6 => Op::Append(m.value),
-        7 => Op::Strlen,
-        8 => Op::Type,
-        9 => Op::Ttl { millis: m.int != 0 },
-        10 => Op::ExpireAt(m.at),
-        11 => Op::Persist,
-        12 => Op::ExpireAtIf {
-            at: m.at,
-            cond: expire_cond(m.cond)?,
-        },
-        _ => return None,
-    };
-    Some(KeyOp {
-        key: m.key,
-        hash: m.hash,
-        op,
-    })
-}
-
 fn check_msg(c: &Check) -> CheckMsg {
     let (kind, ts, origin) = match c.expect {
         Expect::Version(v) => (0, v.commit_ts, v.origin),
@@ -395,45 +262,6 @@ fn state(m: StateMsg) -> ReadState {
 }
 
 /// The shard's error and status texts are `&'static`: map known ones back.
-fn intern(text: &str) -> &'static str {
-    [
-        ERR_NOT_INTEGER,
-        ERR_OVERFLOW,
-        ERR_TOO_BIG,
-        ERR_WAL,
-        ERR_UNCONFIRMED,
-        "string",
-        "none",
-    ]
-    .into_iter()
-    .find(|k| *k == text)
-    .unwrap_or("ERR the remote shard answered an error this node does not know")
-}
-
-fn reply_msg(r: &OpReply) -> ReplyMsg {
-    let mut m = ReplyMsg::default();
-    match r {
-        OpReply::Nil => m.kind = 0,
-        OpReply::Ok => m.kind = 1,
-        OpReply::Int(n) => (m.kind, m.int) = (2, *n),
-        OpReply::Bulk(b) => (m.kind, m.bulk) = (3, b.clone()),
-        OpReply::Status(s) => (m.kind, m.text) = (4, s.to_string()),
-        OpReply::Error(s) => (m.kind, m.text) = (5, s.to_string()),
-    }
-    m
-}
-
-fn reply(m: ReplyMsg) -> OpReply {
-    match m.kind {
-        0 => OpReply::Nil,
-        1 => OpReply::Ok,
-        2 => OpReply::Int(m.int),
-        3 => OpReply::Bulk(m.bulk),
-        4 => OpReply::Status(intern(&m.text)),
-        _ => OpReply::Error(intern(&m.text)),
-    }
-}
-
 fn refusal_into(a: &mut Answer, r: &Refusal) {
     match r {
         Refusal::Busy => a.refusal = 1,
@@ -769,30 +597,4 @@ pub async fn finish(started: Started) -> Result<Option<Answer>, ServeError> {
         Started::Nothing => return Ok(None),
     }
     Ok(Some(a))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn expire_options_survive_the_wire() {
-        for bits in 0..16 {
-            let cond = expire_cond(bits).expect("valid bits");
-            let k = KeyOp {
-                key: Bytes::from_static(b"k"),
-                hash: 7,
-                op: Op::ExpireAtIf { at: 1_234, cond },
-            };
-            let back = key_op(op_msg(&k)).expect("decodes");
-            assert_eq!(back.op, k.op);
-        }
-        let plain = op_msg(&KeyOp {
-            key: Bytes::from_static(b"k"),
-            hash: 7,
-            op: Op::ExpireAt(5),
-        });
-        assert_eq!(plain.kind, 10, "plain EXPIRE keeps its kind");
-        assert!(expire_cond(16).is_none());
-    }
 }

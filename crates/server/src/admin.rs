@@ -1,5 +1,6 @@
 //! Server and keyspace commands that are not per-key: PING, ECHO, TIME,
-//! SELECT, CLIENT, COMMAND, CONFIG, INFO, DBSIZE, FLUSHALL, SCAN, KEYS.
+//! SELECT, CLIENT, COMMAND, CONFIG, INFO, DBSIZE, RANDOMKEY, FLUSHALL, SCAN,
+//! KEYS.
 
 use bytes::Bytes;
 use elsa_shard::{AdminMsg, ShardMsg, ShardStats};
@@ -27,6 +28,7 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Config
             | Control::Info
             | Control::Dbsize
+            | Control::Randomkey
             | Control::Flushall
             | Control::Keys
             | Control::Scan
@@ -47,6 +49,7 @@ pub fn splits_exec(c: Control) -> bool {
     matches!(
         c,
         Control::Dbsize
+            | Control::Randomkey
             | Control::Flushall
             | Control::Keys
             | Control::Scan
@@ -111,6 +114,11 @@ impl Conn {
                 Ok(n) => self.w().int(n as i64),
                 Err(e) => self.w().error(&e.to_string()),
             },
+            Control::Randomkey => match self.random_key().await {
+                Ok(Some(k)) => self.w().bulk(&k),
+                Ok(None) => self.w().nil(),
+                Err(e) => self.w().error(&e.to_string()),
+            },
             Control::Flushall => self.flushall(args).await,
             Control::Scan => self.scan(args).await,
             Control::Keys => self.keys(&args[1]).await,
@@ -173,6 +181,28 @@ impl Conn {
 
     async fn dbsize(&self) -> Result<usize, TxnError> {
         Ok(self.each_shard(AdminMsg::Dbsize).await?.into_iter().sum())
+    }
+
+    /// RANDOMKEY: a live key of a shard picked at random (the next one if
+    /// it has none), picked at random there. Every key can come out, though
+    /// not with equal odds when shards hold different numbers of keys.
+    async fn random_key(&self) -> Result<Option<Bytes>, TxnError> {
+        let shards = self.coord.node.shards();
+        let seed: u64 = rand::random();
+        for i in 0..shards {
+            let shard = self.coord.node.local((seed as usize + i) % shards);
+            let seed = seed.rotate_left(17);
+            let got = self
+                .coord
+                .ask(shard, |reply| {
+                    ShardMsg::Admin(AdminMsg::RandomKey { seed, reply })
+                })
+                .await?;
+            if got.is_some() {
+                return Ok(got);
+            }
+        }
+        Ok(None)
     }
 
     pub(crate) async fn shard_stats(&self) -> Result<Vec<ShardStats>, TxnError> {

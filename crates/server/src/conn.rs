@@ -369,26 +369,27 @@ impl Conn {
         if !spec.arity_ok(args.len()) {
             return refuse(cmd::wrong_arity(spec.name));
         }
+        // A container's unknown subcommand or wrong count is refused before
+        // anything runs (inside MULTI it fails the transaction), as in Redis.
+        if let Some(e) = cmd::subcommand_error(spec, &args) {
+            return refuse(e);
+        }
         match spec.kind {
             Kind::Control(c) => Step::Control(c, args),
             Kind::Data(parse) => {
                 let parsed = parse(&args);
                 let plain = self.s.txn.is_none() && self.s.multi.is_none();
                 match parsed {
-                    Ok(DataCmd {
-                        mut ops,
-                        shape: Shape::One,
-                    }) if plain && ops.len() == 1 => match ops.pop() {
-                        Some((key, op)) => Step::Lone(KeyOp {
-                            hash: self.coord.hash(&key),
-                            key,
-                            op,
-                        }),
-                        None => Step::Data(Ok(DataCmd {
-                            ops,
-                            shape: Shape::One,
-                        })),
-                    },
+                    Ok(mut dc) if plain && dc.shape == Shape::One && dc.is_single_key() => {
+                        match dc.ops.pop() {
+                            Some((key, op)) => Step::Lone(KeyOp {
+                                hash: self.coord.hash(&key),
+                                key,
+                                op,
+                            }),
+                            None => Step::Data(Ok(dc)),
+                        }
+                    }
                     other => Step::Data(other),
                 }
             }
@@ -473,8 +474,10 @@ impl Conn {
             let r = run_in_txn(&self.coord, &mut txn, dc.ops).await;
             self.s.txn = Some(txn);
             r
+        } else if dc.ops.is_empty() {
+            Ok(Vec::new()) // OBJECT HELP and the like: nothing to run
         } else {
-            let single = dc.ops.len() == 1;
+            let single = dc.is_single_key();
             let kops: Vec<KeyOp> = dc
                 .ops
                 .into_iter()
@@ -551,5 +554,11 @@ pub(crate) fn write_shaped(w: &mut ReplyWriter<'_>, shape: Shape, replies: &[OpR
                 .sum(),
         ),
         Shape::Ok => w.simple("OK"),
+        Shape::Help(lines) => {
+            w.array(lines.len());
+            for l in lines {
+                w.simple(l);
+            }
+        }
     }
 }

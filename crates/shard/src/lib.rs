@@ -28,7 +28,9 @@ pub mod shard;
 pub mod table;
 
 pub use msg::*;
-pub use ops::{Current, Expiry, KeyView, Op, OpReply, SetCond, SetReply};
+pub use ops::{
+    BitRange, Current, Expiry, GetExTtl, KeyView, ObjectField, Op, OpReply, SetCond, SetReply,
+};
 pub use record::Unit;
 pub use repl::{AckLevel, Replicator};
 pub use shard::{unix_ms, AeBatch, Shard, ShardStats, PART_WAIT};

@@ -365,6 +365,13 @@ pub enum AdminMsg {
         /// Keys and next segment.
         reply: oneshot::Sender<(Vec<Bytes>, Option<usize>)>,
     },
+    /// A live key picked with `seed` (RANDOMKEY), if the shard has one.
+    RandomKey {
+        /// Where to look: a random segment, then a random key in it.
+        seed: u64,
+        /// The key.
+        reply: oneshot::Sender<Option<Bytes>>,
+    },
     /// Counters for INFO.
     Stats(oneshot::Sender<crate::ShardStats>),
     /// Transactions holding keys here for longer than `older_than` (their

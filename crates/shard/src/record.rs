@@ -69,6 +69,21 @@ impl Unit {
     }
 }
 
+/// What a key of this shape costs in a shard: its table slot, its
+/// record's allocation and, for a big value kept by reference, that
+/// buffer and its handle. MEMORY USAGE answers this; a record's
+/// [`Record::heap_size`] is the allocation part of it.
+pub fn footprint(key_len: usize, value_len: usize, has_ttl: bool) -> usize {
+    let ttl = if has_ttl { 8 } else { 0 };
+    let value = if value_len >= SHARED_MIN {
+        PTR + std::mem::size_of::<Bytes>() + value_len
+    } else {
+        value_len
+    };
+    // The slot: the record itself plus hashbrown's control byte.
+    std::mem::size_of::<Record>() + 1 + HEADER + ttl + key_len + value
+}
+
 /// A key's current lattice state as stored in a shard table.
 pub struct Record {
     data: Box<[u8]>,
@@ -281,6 +296,31 @@ mod tests {
             prop_assert_eq!(r.expire_ms(), ttl);
             prop_assert_eq!(r.version(), Version::new(commit, origin));
             prop_assert_eq!(r.start_ts, start);
+        }
+    }
+
+    #[test]
+    fn footprint_is_the_slot_plus_what_the_record_owns() {
+        let slot = std::mem::size_of::<Record>() + 1;
+        for (key_len, value_len, ttl) in [(3, 10, false), (5, 100, true), (2, SHARED_MIN, true)] {
+            let value = Bytes::from(vec![b'v'; value_len]);
+            let r = Record::new_shared(
+                &vec![b'k'; key_len],
+                Some(&value),
+                ttl.then_some(7),
+                1,
+                Version::new(2, 3),
+            );
+            // A shared value's handle is one more small allocation.
+            let handle = if value_len >= SHARED_MIN {
+                std::mem::size_of::<Bytes>()
+            } else {
+                0
+            };
+            assert_eq!(
+                footprint(key_len, value_len, ttl),
+                slot + r.heap_size() + handle
+            );
         }
     }
 

@@ -147,18 +147,26 @@ impl Coordinator {
         // (and faults its pages in) again and again.
         let per_shard = ops.len() / self.node.shards().max(1) + 1;
         for kop in ops {
-            let key = HashedKey {
+            let mode = HoldMode::for_op(&kop.op);
+            // The op's own key, and those it reaches (RENAME's
+            // destination): the op runs on the states these holds return.
+            let others = kop.op.other_keys().iter().map(|k| self.hashed(k.clone()));
+            let keys = std::iter::once(HashedKey {
                 key: kop.key.clone(),
                 hash: kop.hash,
-            };
-            let mode = HoldMode::for_op(&kop.op);
-            let slot = holds
-                .entry(self.shard_of(kop.hash))
-                .or_insert_with(|| FastMap::with_capacity_and_hasher(per_shard, Default::default()))
-                .entry(key)
-                .or_insert(mode);
-            if mode == HoldMode::Write {
-                *slot = HoldMode::Write;
+            })
+            .chain(others);
+            for key in keys {
+                let slot = holds
+                    .entry(self.shard_of(key.hash))
+                    .or_insert_with(|| {
+                        FastMap::with_capacity_and_hasher(per_shard, Default::default())
+                    })
+                    .entry(key)
+                    .or_insert(mode);
+                if mode == HoldMode::Write {
+                    *slot = HoldMode::Write;
+                }
             }
         }
         let mut checks: HashMap<ShardId, Vec<Check>> = HashMap::new();

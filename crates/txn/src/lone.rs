@@ -53,7 +53,14 @@ impl Coordinator {
     /// Runs lone operations; one outcome per op, in the order given. With
     /// synchronous cross-region replication, a write is answered once
     /// every region has it (or with the error saying it has not).
+    /// An op that reaches other keys (RENAME) must go through
+    /// [`Coordinator::run_atomic`] instead: a lone batch runs on the op's
+    /// own shard only.
     pub async fn run_lone(&self, ops: Vec<KeyOp>, ack: AckLevel) -> Vec<LoneReply> {
+        debug_assert!(
+            ops.iter().all(|k| k.op.other_keys().is_empty()),
+            "ops that reach other keys run atomically"
+        );
         let written = self.keys_to_replicate(ops.iter().filter(|k| k.op.is_write()), ack);
         let is_write: Vec<bool> = match written {
             Some(_) => ops.iter().map(|k| k.op.is_write()).collect(),

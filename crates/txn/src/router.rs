@@ -285,14 +285,16 @@ impl Coordinator {
         if ack != AckLevel::All {
             return None;
         }
-        Some(
-            written
-                .map(|k| HashedKey {
-                    key: k.key.clone(),
-                    hash: k.hash,
-                })
-                .collect(),
-        )
+        let mut keys = Vec::new();
+        for k in written {
+            keys.push(HashedKey {
+                key: k.key.clone(),
+                hash: k.hash,
+            });
+            // RENAME and COPY write their destination too.
+            keys.extend(k.op.other_keys().iter().map(|o| self.hashed(o.clone())));
+        }
+        Some(keys)
     }
 
     /// Waits until every other region has the committed state of `keys`.

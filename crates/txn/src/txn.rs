@@ -79,26 +79,37 @@ pub struct Txn {
     _open: crate::router::OpenGuard,
 }
 
-/// The view one op gets inside a transaction: the key's base state (from the
-/// write buffer, read buffer or the shard) and a slot for its new state.
+/// The view one op gets inside a transaction: each key it touches (its own,
+/// and RENAME's or COPY's destination) with its base state (from the write
+/// buffer, read buffer or the shard) and a slot for its new state.
 struct TxnView {
-    base: Option<Current>,
-    write: Option<Option<Current>>,
+    keys: Vec<ViewKey>,
     now_ms: u64,
 }
 
+struct ViewKey {
+    key: Bytes,
+    hash: u64,
+    base: Option<Current>,
+    write: Option<Option<Current>>,
+}
+
 impl KeyView for TxnView {
-    fn read(&mut self, _key: &[u8]) -> Option<Current> {
+    fn read(&mut self, key: &[u8]) -> Option<Current> {
         let now = self.now_ms;
-        match &self.write {
+        let k = self.keys.iter().find(|k| k.key == key)?;
+        match &k.write {
             Some(w) => w.clone(),
-            None => self.base.clone(),
+            None => k.base.clone(),
         }
         .filter(|c| c.expire_ms.is_none_or(|at| at > now))
     }
 
-    fn write(&mut self, _key: &[u8], state: Option<Current>) {
-        self.write = Some(state);
+    fn write(&mut self, key: &[u8], state: Option<Current>) {
+        // An op writes only keys it declared (its own, `other_keys`).
+        if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
+            k.write = Some(state);
+        }
     }
 
     fn now_ms(&self) -> u64 {
@@ -163,42 +174,62 @@ impl Txn {
         kop: KeyOp,
         validate: bool,
     ) -> Result<OpReply, TxnError> {
-        let mut fetched = None;
-        let base = if let Some((_, w)) = self.writes.get(&kop.key) {
-            w.clone()
-        } else if is_blind(&kop.op) {
-            None
-        } else if let Some((_, rs)) = self.reads.get(&kop.key) {
-            rs.current.clone()
-        } else {
-            let key = HashedKey {
-                key: kop.key.clone(),
-                hash: kop.hash,
-            };
-            let rs = read(coord, key, self.ack).await?;
-            let current = rs.current.clone();
-            if self.isolation != Isolation::ReadCommitted {
-                self.reads.insert(kop.key.clone(), (kop.hash, rs));
-            } else {
-                fetched = Some(Expect::unchanged(&rs));
-            }
-            current
-        };
+        let blind = is_blind(&kop.op);
+        let others = kop
+            .op
+            .other_keys()
+            .iter()
+            .map(|k| (k.clone(), coord.hash(k)));
+        let keys = std::iter::once((kop.key.clone(), kop.hash)).chain(others);
         let mut view = TxnView {
-            base,
-            write: None,
-            now_ms: unix_ms(),
+            keys: Vec::with_capacity(1 + kop.op.other_keys().len()),
+            now_ms: 0,
         };
+        // RC: the versions this op fetched, validated at commit if it
+        // writes (its writes depend on them).
+        let mut fetched = Vec::new();
+        for (key, hash) in keys {
+            if view.keys.iter().any(|k| k.key == key) {
+                continue; // RENAME k k
+            }
+            let base = if let Some((_, w)) = self.writes.get(&key) {
+                w.clone()
+            } else if blind {
+                None
+            } else if let Some((_, rs)) = self.reads.get(&key) {
+                rs.current.clone()
+            } else {
+                let hk = HashedKey {
+                    key: key.clone(),
+                    hash,
+                };
+                let rs = read(coord, hk, self.ack).await?;
+                let current = rs.current.clone();
+                if self.isolation != Isolation::ReadCommitted {
+                    self.reads.insert(key.clone(), (hash, rs));
+                } else {
+                    fetched.push((key.clone(), hash, Expect::unchanged(&rs)));
+                }
+                current
+            };
+            view.keys.push(ViewKey {
+                key,
+                hash,
+                base,
+                write: None,
+            });
+        }
+        view.now_ms = unix_ms();
         let reply = kop.op.apply(&kop.key, &mut view);
-        if view.write.is_some() || validate {
-            if let Some(expect) = fetched {
-                self.rmw
-                    .entry(kop.key.clone())
-                    .or_insert((kop.hash, expect));
+        if validate || view.keys.iter().any(|k| k.write.is_some()) {
+            for (key, hash, expect) in fetched {
+                self.rmw.entry(key).or_insert((hash, expect));
             }
         }
-        if let Some(state) = view.write {
-            self.writes.insert(kop.key, (kop.hash, state));
+        for k in view.keys {
+            if let Some(state) = k.write {
+                self.writes.insert(k.key, (k.hash, state));
+            }
         }
         Ok(reply)
     }

@@ -1,16 +1,10 @@
-//! Generic key commands: DEL/UNLINK, EXISTS, TYPE, TTL family, EXPIRE family.
+//! Generic key commands: DEL/UNLINK, EXISTS/TOUCH, TYPE, the TTL and
+//! EXPIRETIME families, the EXPIRE family, PERSIST, RENAME, COPY.
 
 use elsa_shard::ops::ExpireCond;
 use elsa_shard::{unix_ms, Op};
 
-use super::{c_str, int_arg, is, Args, CmdError, DataCmd, Shape};
-
-fn one(args: &Args, op: Op) -> Result<DataCmd, CmdError> {
-    Ok(DataCmd {
-        ops: vec![(args[1].clone(), op)],
-        shape: Shape::One,
-    })
-}
+use super::{c_str, int_arg, is, one, Args, CmdError, DataCmd, Shape};
 
 fn each(args: &Args, op: Op) -> Result<DataCmd, CmdError> {
     Ok(DataCmd {
@@ -28,7 +22,8 @@ pub fn del(args: &Args) -> Result<DataCmd, CmdError> {
     each(args, Op::Del)
 }
 
-/// EXISTS key [key …] (a key named twice counts twice, as in Redis)
+/// EXISTS / TOUCH key [key …] (a key named twice counts twice, as in
+/// Redis; TOUCH only counts too, since Elsa keeps no access times)
 pub fn exists(args: &Args) -> Result<DataCmd, CmdError> {
     each(args, Op::Exists)
 }
@@ -46,6 +41,78 @@ pub fn ttl(args: &Args) -> Result<DataCmd, CmdError> {
 /// PTTL key
 pub fn pttl(args: &Args) -> Result<DataCmd, CmdError> {
     one(args, Op::Ttl { millis: true })
+}
+
+/// EXPIRETIME key
+pub fn expiretime(args: &Args) -> Result<DataCmd, CmdError> {
+    one(args, Op::ExpireTime { millis: false })
+}
+
+/// PEXPIRETIME key
+pub fn pexpiretime(args: &Args) -> Result<DataCmd, CmdError> {
+    one(args, Op::ExpireTime { millis: true })
+}
+
+/// RENAME key newkey
+pub fn rename(args: &Args) -> Result<DataCmd, CmdError> {
+    one(
+        args,
+        Op::Rename {
+            to: args[2].clone(),
+            nx: false,
+        },
+    )
+}
+
+/// RENAMENX key newkey
+pub fn renamenx(args: &Args) -> Result<DataCmd, CmdError> {
+    one(
+        args,
+        Op::Rename {
+            to: args[2].clone(),
+            nx: true,
+        },
+    )
+}
+
+/// COPY source destination [DB index] [REPLACE]
+///
+/// Options are read in order, as Redis reads them. Elsa has one database:
+/// `DB 0` is accepted, any other index is refused as SELECT refuses it.
+pub fn copy(args: &Args) -> Result<DataCmd, CmdError> {
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        let opt = c_str(&args[i]);
+        if is(opt, "REPLACE") {
+            replace = true;
+        } else if is(opt, "DB") && i + 1 < args.len() {
+            let db = int_arg(&args[i + 1])?;
+            if i32::try_from(db).is_err() {
+                return Err(
+                    "ERR value is out of range, value must between -2147483648 and 2147483647"
+                        .into(),
+                );
+            }
+            if db != 0 {
+                return Err("ERR DB index is out of range".into());
+            }
+            i += 1;
+        } else {
+            return Err(CmdError::syntax());
+        }
+        i += 1;
+    }
+    if args[1] == args[2] {
+        return Err("ERR source and destination objects are the same".into());
+    }
+    one(
+        args,
+        Op::Copy {
+            to: args[2].clone(),
+            replace,
+        },
+    )
 }
 
 /// Parses EXPIRE's NX / XX / GT / LT options the way Redis 7 does: every
@@ -128,4 +195,50 @@ pub fn pexpireat(args: &Args) -> Result<DataCmd, CmdError> {
 /// PERSIST key
 pub fn persist(args: &Args) -> Result<DataCmd, CmdError> {
     one(args, Op::Persist)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn args(s: &str) -> Vec<Bytes> {
+        s.split(' ')
+            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+            .collect()
+    }
+
+    fn copy_err(line: &str) -> String {
+        match copy(&args(line)) {
+            Err(e) => e.0,
+            Ok(c) => panic!("{line}: accepted as {:?}", c.ops),
+        }
+    }
+
+    #[test]
+    fn copy_reads_its_options_in_order() {
+        assert!(copy(&args("COPY a b")).is_ok());
+        assert!(copy(&args("COPY a b REPLACE DB 0 replace")).is_ok());
+        assert_eq!(copy_err("COPY a b DB"), "ERR syntax error");
+        assert_eq!(copy_err("COPY a b FOO DB x"), "ERR syntax error");
+        assert_eq!(
+            copy_err("COPY a b DB x FOO"),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(
+            copy_err("COPY a b DB 2147483648"),
+            "ERR value is out of range, value must between -2147483648 and 2147483647"
+        );
+        assert_eq!(copy_err("COPY a b DB -1"), "ERR DB index is out of range");
+        assert_eq!(copy_err("COPY a b DB 1"), "ERR DB index is out of range");
+        assert_eq!(
+            copy_err("COPY a a"),
+            "ERR source and destination objects are the same"
+        );
+        assert_eq!(
+            copy_err("COPY a a FOO"),
+            "ERR syntax error",
+            "options first"
+        );
+    }
 }

@@ -7,7 +7,9 @@
 //! decides how to run those ops (lone, in a transaction, or atomically).
 //! Everything else is a [`Control`] command the connection serves itself.
 
+mod bits;
 mod keys;
+mod object;
 mod strings;
 
 use std::collections::HashMap;
@@ -30,6 +32,9 @@ pub enum Shape {
     Sum,
     /// MSET: `+OK`.
     Ok,
+    /// OBJECT HELP, MEMORY HELP: these lines, whatever the ops answered
+    /// (they have none).
+    Help(&'static [&'static str]),
 }
 
 /// A data command, parsed: what to do to which keys.
@@ -39,6 +44,15 @@ pub struct DataCmd {
     pub ops: Vec<(Bytes, Op)>,
     /// How their answers combine.
     pub shape: Shape,
+}
+
+impl DataCmd {
+    /// True when the command is one op on one key: it may run as a lone
+    /// command (batched per shard). An op that reaches other keys (RENAME)
+    /// needs them held with its own, so it runs atomically instead.
+    pub fn is_single_key(&self) -> bool {
+        matches!(&self.ops[..], [(_, op)] if op.other_keys().is_empty())
+    }
 }
 
 /// Commands the connection serves itself.
@@ -54,6 +68,7 @@ pub enum Control {
     Config,
     Info,
     Dbsize,
+    Randomkey,
     Flushall,
     Scan,
     Keys,
@@ -147,6 +162,12 @@ impl CmdError {
     }
 }
 
+impl From<&str> for CmdError {
+    fn from(text: &str) -> CmdError {
+        CmdError(text.into())
+    }
+}
+
 const R: &[&str] = &["readonly", "fast"];
 const W: &[&str] = &["write", "denyoom", "fast"];
 const WS: &[&str] = &["write", "denyoom"];
@@ -190,11 +211,54 @@ pub static COMMANDS: &[Spec] = &[
     spec!("decrby", 3, W, 1, 1, 1, Data(strings::decrby)),
     spec!("append", 3, W, 1, 1, 1, Data(strings::append)),
     spec!("strlen", 2, R, 1, 1, 1, Data(strings::strlen)),
+    spec!(
+        "getex",
+        -2,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(strings::getex)
+    ),
+    spec!(
+        "getrange",
+        4,
+        &["readonly"],
+        1,
+        1,
+        1,
+        Data(strings::getrange)
+    ),
+    spec!("substr", 4, &["readonly"], 1, 1, 1, Data(strings::getrange)),
+    spec!("setrange", 4, WS, 1, 1, 1, Data(strings::setrange)),
+    spec!("incrbyfloat", 3, W, 1, 1, 1, Data(strings::incrbyfloat)),
+    // bits
+    spec!("getbit", 3, R, 1, 1, 1, Data(bits::getbit)),
+    spec!("setbit", 4, WS, 1, 1, 1, Data(bits::setbit)),
+    spec!("bitcount", -2, &["readonly"], 1, 1, 1, Data(bits::bitcount)),
+    spec!("bitpos", -3, &["readonly"], 1, 1, 1, Data(bits::bitpos)),
     // keys
     spec!("del", -2, &["write"], 1, -1, 1, Data(keys::del)),
     spec!("delete", -2, &["write"], 1, -1, 1, Data(keys::del)),
     spec!("unlink", -2, &["write", "fast"], 1, -1, 1, Data(keys::del)),
     spec!("exists", -2, R, 1, -1, 1, Data(keys::exists)),
+    spec!("touch", -2, R, 1, -1, 1, Data(keys::exists)),
+    spec!("expiretime", 2, R, 1, 1, 1, Data(keys::expiretime)),
+    spec!("pexpiretime", 2, R, 1, 1, 1, Data(keys::pexpiretime)),
+    spec!("rename", 3, &["write"], 1, 2, 1, Data(keys::rename)),
+    spec!(
+        "renamenx",
+        3,
+        &["write", "fast"],
+        1,
+        2,
+        1,
+        Data(keys::renamenx)
+    ),
+    spec!("copy", -3, WS, 1, 2, 1, Data(keys::copy)),
+    spec!("object", -2, &[], 0, 0, 0, Data(object::object)),
+    spec!("memory", -2, &[], 0, 0, 0, Data(object::memory)),
+    spec!("randomkey", 1, &["readonly"], 0, 0, 0, Ctl(C::Randomkey)),
     spec!("type", 2, R, 1, 1, 1, Data(keys::type_)),
     spec!("ttl", 2, R, 1, 1, 1, Data(keys::ttl)),
     spec!("pttl", 2, R, 1, 1, 1, Data(keys::pttl)),
@@ -388,6 +452,27 @@ const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
             ("set", -4),
         ],
     ),
+    (
+        "object",
+        &[
+            ("encoding", 3),
+            ("freq", 3),
+            ("help", 2),
+            ("idletime", 3),
+            ("refcount", 3),
+        ],
+    ),
+    (
+        "memory",
+        &[
+            ("doctor", 2),
+            ("help", 2),
+            ("malloc-stats", 2),
+            ("purge", 2),
+            ("stats", 2),
+            ("usage", -3),
+        ],
+    ),
 ];
 
 /// Redis's refusal of a container command's subcommand (unknown, or the
@@ -415,6 +500,14 @@ pub fn subcommand_error(spec: &Spec, args: &Args) -> Option<String> {
 /// option names and error-message arguments that way.
 pub fn c_str(b: &[u8]) -> &[u8] {
     b.iter().position(|&c| c == 0).map_or(b, |n| &b[..n])
+}
+
+/// A command of one op on the key its first argument names.
+fn one(args: &Args, op: Op) -> Result<DataCmd, CmdError> {
+    Ok(DataCmd {
+        ops: vec![(args[1].clone(), op)],
+        shape: Shape::One,
+    })
 }
 
 /// Parses a whole-number argument.

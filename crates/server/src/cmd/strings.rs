@@ -1,15 +1,10 @@
-//! String commands: GET, SET and friends, MGET/MSET, INCR family, APPEND.
+//! String commands: GET, SET and friends, GETEX, MGET/MSET, the INCR
+//! family, INCRBYFLOAT, APPEND, GETRANGE/SUBSTR, SETRANGE.
 
-use elsa_shard::{unix_ms, Expiry, Op, SetCond, SetReply};
+use elsa_shard::ops::{longdouble, ERR_GETEX_EXPIRE, ERR_NOT_FLOAT, ERR_NOT_INTEGER};
+use elsa_shard::{unix_ms, Expiry, GetExTtl, Op, SetCond, SetReply};
 
-use super::{int_arg, is, Args, CmdError, DataCmd, Shape};
-
-fn one(args: &Args, op: Op) -> Result<DataCmd, CmdError> {
-    Ok(DataCmd {
-        ops: vec![(args[1].clone(), op)],
-        shape: Shape::One,
-    })
-}
+use super::{int_arg, is, one, Args, CmdError, DataCmd, Shape};
 
 fn plain_set(
     args: &Args,
@@ -42,29 +37,72 @@ fn invalid_expire(cmd: &str) -> CmdError {
     CmdError(format!("ERR invalid expire time in '{cmd}' command"))
 }
 
-/// Turns a relative or absolute TTL argument into absolute Unix ms.
-fn expire_at(arg: &[u8], unit_ms: i64, absolute: bool, cmd: &str) -> Result<u64, CmdError> {
-    let n = int_arg(arg)?;
+/// Why an expiry argument is refused.
+enum BadExpiry {
+    /// Not a whole number.
+    NotInteger,
+    /// Zero, negative, or past the range once in milliseconds.
+    Invalid,
+}
+
+/// Turns a relative or absolute TTL argument into absolute Unix ms, as
+/// Redis's `getExpireMillisecondsOrReply` does.
+fn expire_ms(arg: &[u8], unit_ms: i64, absolute: bool) -> Result<u64, BadExpiry> {
+    let n = elsa_shard::ops::parse_i64(arg).ok_or(BadExpiry::NotInteger)?;
     if n <= 0 {
-        return Err(invalid_expire(cmd));
+        return Err(BadExpiry::Invalid);
     }
-    let ms = n.checked_mul(unit_ms).ok_or_else(|| invalid_expire(cmd))?;
+    let ms = n.checked_mul(unit_ms).ok_or(BadExpiry::Invalid)?;
     let at = if absolute {
         ms
     } else {
-        ms.checked_add(unix_ms() as i64)
-            .ok_or_else(|| invalid_expire(cmd))?
+        ms.checked_add(unix_ms() as i64).ok_or(BadExpiry::Invalid)?
     };
     Ok(at as u64)
 }
 
-/// SET's expiry options.
+/// [`expire_ms`] with Redis's error for command `cmd`.
+fn expire_at(arg: &[u8], unit_ms: i64, absolute: bool, cmd: &str) -> Result<u64, CmdError> {
+    expire_ms(arg, unit_ms, absolute).map_err(|e| match e {
+        BadExpiry::NotInteger => CmdError::not_integer(),
+        BadExpiry::Invalid => invalid_expire(cmd),
+    })
+}
+
+/// SET's and GETEX's expiry options.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ExpiryOpt {
     Ex,
     Px,
     ExAt,
     PxAt,
+}
+
+impl ExpiryOpt {
+    /// Milliseconds per unit, and whether the time is absolute.
+    fn unit(self) -> (i64, bool) {
+        match self {
+            ExpiryOpt::Ex => (1000, false),
+            ExpiryOpt::Px => (1, false),
+            ExpiryOpt::ExAt => (1000, true),
+            ExpiryOpt::PxAt => (1, true),
+        }
+    }
+}
+
+/// The expiry option `a` names, if any.
+fn expiry_kind(a: &[u8]) -> Option<ExpiryOpt> {
+    if is(a, "EX") {
+        Some(ExpiryOpt::Ex)
+    } else if is(a, "PX") {
+        Some(ExpiryOpt::Px)
+    } else if is(a, "EXAT") {
+        Some(ExpiryOpt::ExAt)
+    } else if is(a, "PXAT") {
+        Some(ExpiryOpt::PxAt)
+    } else {
+        None
+    }
 }
 
 /// SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
@@ -88,17 +126,7 @@ pub fn set(args: &Args) -> Result<DataCmd, CmdError> {
         // expiry, not next to itself.
         let expiry_ok =
             |kind: ExpiryOpt| !keep_ttl && expiry.is_none_or(|(k, _)| k == kind) && next.is_some();
-        let kind = if is(a, "EX") {
-            Some(ExpiryOpt::Ex)
-        } else if is(a, "PX") {
-            Some(ExpiryOpt::Px)
-        } else if is(a, "EXAT") {
-            Some(ExpiryOpt::ExAt)
-        } else if is(a, "PXAT") {
-            Some(ExpiryOpt::PxAt)
-        } else {
-            None
-        };
+        let kind = expiry_kind(a);
         if is(a, "NX") && cond != SetCond::IfPresent {
             cond = SetCond::IfAbsent;
         } else if is(a, "XX") && cond != SetCond::IfAbsent {
@@ -117,18 +145,54 @@ pub fn set(args: &Args) -> Result<DataCmd, CmdError> {
     }
     let expiry = match expiry {
         Some((kind, value)) => {
-            let (unit, absolute) = match kind {
-                ExpiryOpt::Ex => (1000, false),
-                ExpiryOpt::Px => (1, false),
-                ExpiryOpt::ExAt => (1000, true),
-                ExpiryOpt::PxAt => (1, true),
-            };
+            let (unit, absolute) = kind.unit();
             Expiry::At(expire_at(value, unit, absolute, "set")?)
         }
         None if keep_ttl => Expiry::Keep,
         None => Expiry::Clear,
     };
     plain_set(args, cond, expiry, reply)
+}
+
+/// GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST]
+///
+/// The options are checked first (Redis's parser, in its GET mode: NX,
+/// XX, GET and KEEPTTL are syntax errors there); the time only once the
+/// key is found, so `GETEX missing EX abc` answers nil.
+pub fn getex(args: &Args) -> Result<DataCmd, CmdError> {
+    let mut persist = false;
+    let mut expiry: Option<(ExpiryOpt, &[u8])> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let a = super::c_str(&args[i]);
+        let next = args.get(i + 1);
+        let kind = expiry_kind(a);
+        if is(a, "PERSIST") && expiry.is_none() {
+            persist = true;
+        } else if let (Some(kind), Some(value)) = (kind, next) {
+            if persist || expiry.is_some_and(|(k, _)| k != kind) {
+                return Err(CmdError::syntax());
+            }
+            expiry = Some((kind, &value[..]));
+            i += 1;
+        } else {
+            return Err(CmdError::syntax());
+        }
+        i += 1;
+    }
+    let ttl = match expiry {
+        None if persist => GetExTtl::Persist,
+        None => GetExTtl::Keep,
+        Some((kind, value)) => {
+            let (unit, absolute) = kind.unit();
+            match expire_ms(value, unit, absolute) {
+                Ok(at) => GetExTtl::At(at),
+                Err(BadExpiry::NotInteger) => GetExTtl::Refused(ERR_NOT_INTEGER),
+                Err(BadExpiry::Invalid) => GetExTtl::Refused(ERR_GETEX_EXPIRE),
+            }
+        }
+    };
+    one(args, Op::GetEx(ttl))
 }
 
 /// SETNX key value
@@ -236,6 +300,38 @@ pub fn strlen(args: &Args) -> Result<DataCmd, CmdError> {
     one(args, Op::Strlen)
 }
 
+/// INCRBYFLOAT key increment. A bad increment is refused here; the stored
+/// value is checked when the op runs (the same error either way).
+pub fn incrbyfloat(args: &Args) -> Result<DataCmd, CmdError> {
+    if longdouble::parse(&args[2]).is_none() {
+        return Err(ERR_NOT_FLOAT.into());
+    }
+    one(args, Op::IncrByFloat(args[2].clone()))
+}
+
+/// GETRANGE / SUBSTR key start end
+pub fn getrange(args: &Args) -> Result<DataCmd, CmdError> {
+    let start = int_arg(&args[2])?;
+    let end = int_arg(&args[3])?;
+    one(args, Op::GetRange { start, end })
+}
+
+/// SETRANGE key offset value (the size limit is checked when the op runs:
+/// Redis lets an empty value through at any offset).
+pub fn setrange(args: &Args) -> Result<DataCmd, CmdError> {
+    let offset = int_arg(&args[2])?;
+    if offset < 0 {
+        return Err("ERR offset is out of range".into());
+    }
+    one(
+        args,
+        Op::SetRange {
+            offset: offset as u64,
+            value: args[3].clone(),
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,6 +415,71 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    fn getex_op(line: &str) -> Result<GetExTtl, String> {
+        match getex(&args(line)) {
+            Ok(mut c) => match c.ops.remove(0).1 {
+                Op::GetEx(t) => Ok(t),
+                other => panic!("{line}: {other:?}"),
+            },
+            Err(e) => Err(e.0),
+        }
+    }
+
+    #[test]
+    fn getex_options_follow_redis() {
+        assert_eq!(getex_op("GETEX k"), Ok(GetExTtl::Keep));
+        assert_eq!(getex_op("GETEX k PERSIST PERSIST"), Ok(GetExTtl::Persist));
+        assert!(matches!(
+            getex_op("GETEX k EX 10 EX 20"),
+            Ok(GetExTtl::At(_))
+        ));
+        assert_eq!(getex_op("GETEX k PXAT 5"), Ok(GetExTtl::At(5)));
+        for line in [
+            "GETEX k EX 10 PX 10",
+            "GETEX k PERSIST EX 10",
+            "GETEX k EX 10 PERSIST",
+            "GETEX k KEEPTTL",
+            "GETEX k NX",
+            "GETEX k GET",
+            "GETEX k EX",
+            "GETEX k FOO",
+        ] {
+            assert_eq!(getex_op(line), Err("ERR syntax error".into()), "{line}");
+        }
+        // Bad times wait for the key to exist (Redis looks it up first).
+        assert_eq!(
+            getex_op("GETEX k EX abc"),
+            Ok(GetExTtl::Refused(ERR_NOT_INTEGER))
+        );
+        for line in [
+            "GETEX k EX 0",
+            "GETEX k PX -1",
+            "GETEX k EX 9223372036854775",
+        ] {
+            assert_eq!(
+                getex_op(line),
+                Ok(GetExTtl::Refused(ERR_GETEX_EXPIRE)),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn range_commands_check_their_numbers_first() {
+        assert!(setrange(&args("SETRANGE k -1 x")).is_err());
+        assert!(setrange(&args("SETRANGE k abc x")).is_err());
+        assert!(
+            setrange(&args("SETRANGE k 536870912 x")).is_ok(),
+            "the op refuses it"
+        );
+        assert!(getrange(&args("GETRANGE k 0 x")).is_err());
+        assert!(incrbyfloat(&args("INCRBYFLOAT k 1e")).is_err());
+        assert!(
+            incrbyfloat(&args("INCRBYFLOAT k inf")).is_ok(),
+            "the op refuses it"
+        );
     }
 
     #[test]

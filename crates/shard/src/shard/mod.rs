@@ -177,24 +177,37 @@ pub fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// A [`KeyView`] over one key of the shard's table: reads the stored state,
-/// installs writes as new lattices committed now.
+/// A [`KeyView`] over the shard's table for one op: reads the stored
+/// state, installs writes as new lattices committed now. The op's own key
+/// comes with its hash; the others it touches (RENAME's destination) are
+/// hashed here.
 struct LoneView<'a> {
     shard: &'a mut Shard,
+    key: &'a [u8],
     hash: u64,
     now_ms: u64,
 }
 
+impl LoneView<'_> {
+    fn hash_of(&self, key: &[u8]) -> u64 {
+        if key == self.key {
+            self.hash
+        } else {
+            std::hash::BuildHasher::hash_one(self.shard.table.hasher(), key)
+        }
+    }
+}
+
 impl KeyView for LoneView<'_> {
     fn read(&mut self, key: &[u8]) -> Option<Current> {
-        self.shard.current(self.hash, key, self.now_ms)
+        self.shard.current(self.hash_of(key), key, self.now_ms)
     }
 
     fn write(&mut self, key: &[u8], state: Option<Current>) {
         let ts = self.shard.hlc.now();
         let version = Version::new(ts, self.shard.node);
-        self.shard
-            .install(self.hash, key, state.as_ref(), ts, version);
+        let hash = self.hash_of(key);
+        self.shard.install(hash, key, state.as_ref(), ts, version);
     }
 
     fn now_ms(&self) -> u64 {
@@ -366,6 +379,10 @@ impl Shard {
                 let r = self.op_scan(segment, count, pattern.as_deref());
                 self.respond(reply, r);
             }
+            AdminMsg::RandomKey { seed, reply } => {
+                let k = self.op_random_key(seed);
+                self.respond(reply, k);
+            }
             AdminMsg::Stats(reply) => {
                 let _ = reply.send(self.stats());
             }
@@ -507,15 +524,26 @@ impl Shard {
         }
     }
 
+    /// True when another transaction holds a key `kop` touches (its own,
+    /// or one it reaches, as RENAME reaches its destination) in a way
+    /// that excludes it.
+    fn op_blocked(&self, kop: &KeyOp, me: Option<TxnId>) -> bool {
+        let mode = HoldMode::for_op(&kop.op);
+        self.blocked(&kop.key, mode, me)
+            || kop
+                .op
+                .other_keys()
+                .iter()
+                .any(|k| self.blocked(k, mode, me))
+    }
+
     /// Lone commands, run as `mode` says (see [`BatchMode`]); the replies
     /// of those that ran, a prefix of `ops`.
     pub fn op_lone(&mut self, ops: &[KeyOp], mode: BatchMode) -> Vec<OpReply> {
         match mode {
             BatchMode::Prefix => self.run_ops(ops, None),
             BatchMode::AllOrNone => {
-                let held = ops
-                    .iter()
-                    .any(|k| self.blocked(&k.key, HoldMode::for_op(&k.op), None));
+                let held = ops.iter().any(|k| self.op_blocked(k, None));
                 if held {
                     self.stats.busy += 1;
                     return Vec::new();
@@ -593,7 +621,7 @@ impl Shard {
         while i < self.parked.len() {
             let p = &self.parked[i];
             let key = &p.ops[0];
-            if self.blocked(&key.key, HoldMode::for_op(&key.op), None) {
+            if self.op_blocked(key, None) {
                 i += 1;
                 continue;
             }
@@ -648,12 +676,13 @@ impl Shard {
                 out.push(OpReply::Error(ERR_WAL));
                 continue;
             }
-            if self.blocked(&kop.key, mode, me) {
+            if self.op_blocked(kop, me) {
                 self.stats.busy += 1;
                 break;
             }
             let mut view = LoneView {
                 shard: self,
+                key: &kop.key,
                 hash: kop.hash,
                 now_ms,
             };
@@ -699,7 +728,7 @@ impl Shard {
             }
             let version = self.version_of(c.key.hash, &c.key.key);
             let ok = match c.expect {
-                Expect::Version(v) => version == v,
+                Expect::Version(v) => version == v || self.collected_since(v, version),
                 Expect::LiveVersion(v, until) => version == v && until > unix_ms(),
                 Expect::CommittedBefore(start_ts) => version.commit_ts < start_ts,
             };
@@ -709,6 +738,17 @@ impl Shard {
             }
         }
         Ok(())
+    }
+
+    /// True when a key read (or watched) absent at version `read` has no
+    /// record now because the garbage sweep collected its tombstone (or
+    /// its expired value): a write since would have left a record too new
+    /// to collect while the reader is open, so nothing changed. Without
+    /// this a WATCH on a deleted key failed once the sweep went by. A
+    /// FLUSHALL since `read` leaves no record either, and then nobody can
+    /// tell whether the key was written meanwhile: not unchanged.
+    fn collected_since(&self, read: Version, now: Version) -> bool {
+        now == Version::ZERO && read != Version::ZERO && self.flush_floor <= read.commit_ts
     }
 
     /// Single-shard commit: validate, then install, in one actor step. A key
@@ -948,15 +988,17 @@ impl Shard {
         {
             return Err(r);
         }
-        for kop in ops {
-            let mode = HoldMode::for_op(&kop.op);
-            if self.blocked(&kop.key, mode, None) {
-                self.stats.busy += 1;
-                return Err(Refusal::Busy);
-            }
+        if ops.iter().any(|kop| self.op_blocked(kop, None)) {
+            self.stats.busy += 1;
+            return Err(Refusal::Busy);
         }
         self.validate(checks, None, Refusal::Busy)?;
-        if ops.iter().filter(|k| k.op.is_write()).nth(1).is_some() {
+        let keys_written: usize = ops
+            .iter()
+            .filter(|k| k.op.is_write())
+            .map(|k| 1 + k.op.other_keys().len())
+            .sum();
+        if keys_written > 1 {
             self.unit = Unit::Here;
         }
         let replies = self.run_ops(ops, None);

@@ -277,6 +277,35 @@ fn garbage_collection_keeps_fresh_tombstones_and_unflushed_changes() {
     assert_eq!(s.live_keys(), 1);
 }
 
+#[test]
+fn a_tombstone_collected_after_a_read_still_validates() {
+    let mut s = shard();
+    s.op_batch(&[kop(&s, "k", set("1")), kop(&s, "k", Op::Del)]);
+    let read = s.op_read(&key(&s, "k")).unwrap();
+    assert!(read.current.is_none(), "read (or watched) as deleted");
+    let check = |s: &Shard| Check {
+        key: key(s, "k"),
+        expect: Expect::unchanged(&read),
+    };
+    s.flush_gossip();
+    assert_eq!(
+        s.collect_garbage(unix_ms(), u64::MAX),
+        1,
+        "the tombstone goes"
+    );
+    assert!(
+        s.validate(&[check(&s)], None, Refusal::Busy).is_ok(),
+        "collected is not changed"
+    );
+    s.op_batch(&[kop(&s, "k", set("2"))]);
+    assert!(s.validate(&[check(&s)], None, Refusal::Busy).is_err());
+    s.op_flush();
+    assert!(
+        s.validate(&[check(&s)], None, Refusal::Busy).is_err(),
+        "after a FLUSHALL nothing tells whether the key was written meanwhile"
+    );
+}
+
 /// Lattices (values, tombstones, values already expired) grouped into
 /// records, as logs and peers deliver them. One commit writes one state:
 /// a key's contents follow from its version.

@@ -97,6 +97,23 @@ impl Shard {
         (keys, (segment < SEGMENTS).then_some(segment))
     }
 
+    /// A live key for RANDOMKEY: the first segment from a random one that
+    /// has live keys, and a random key of it (never an internal one).
+    pub fn op_random_key(&self, seed: u64) -> Option<Bytes> {
+        let now = unix_ms();
+        let first = (seed as usize) % SEGMENTS;
+        (0..SEGMENTS).find_map(|i| {
+            let live: Vec<&[u8]> = self
+                .table
+                .segment((first + i) % SEGMENTS)
+                .filter(|r| r.live_value(now).is_some() && !is_internal(r.key()))
+                .map(|r| r.key())
+                .collect();
+            let pick = (seed >> 8) as usize % live.len().max(1);
+            live.get(pick).map(|k| Bytes::copy_from_slice(k))
+        })
+    }
+
     /// Counters for INFO.
     pub fn stats(&self) -> ShardStats {
         let mut s = self.stats.clone();

@@ -1,0 +1,329 @@
+//! Bit commands (Redis's `bitops.c`): GETBIT, SETBIT, BITCOUNT, BITPOS.
+//! Bit 0 is the most significant bit of the first byte; a string reads as
+//! zero bits past its end.
+
+use bytes::Bytes;
+
+use super::{keeping_ttl, BitRange, KeyView, OpReply};
+
+fn mask(offset: u64) -> u8 {
+    1 << (7 - (offset & 7))
+}
+
+pub(super) fn getbit(key: &[u8], view: &mut impl KeyView, offset: u64) -> OpReply {
+    let set = view.read(key).is_some_and(|c| {
+        usize::try_from(offset >> 3)
+            .ok()
+            .and_then(|byte| c.value.get(byte))
+            .is_some_and(|b| b & mask(offset) != 0)
+    });
+    OpReply::Int(set as i64)
+}
+
+/// SETBIT: answers the bit's old value. The string grows (zero-padded) to
+/// hold the bit; a key left exactly as it was is not written, so a WATCH
+/// on it stays valid, as in Redis. The parser keeps `offset` under 2^32.
+pub(super) fn setbit(key: &[u8], view: &mut impl KeyView, offset: u64, on: bool) -> OpReply {
+    let old = view.read(key);
+    let byte = (offset >> 3) as usize;
+    let mut v = old.as_ref().map_or_else(Vec::new, |c| c.value.to_vec());
+    let grew = old.is_none() || v.len() <= byte;
+    if v.len() <= byte {
+        v.resize(byte + 1, 0);
+    }
+    let was = v[byte] & mask(offset) != 0;
+    if grew || was != on {
+        if on {
+            v[byte] |= mask(offset);
+        } else {
+            v[byte] &= !mask(offset);
+        }
+        view.write(key, keeping_ttl(old.as_ref(), Bytes::from(v)));
+    }
+    OpReply::Int(was as i64)
+}
+
+/// Where a range's first and last bytes start and end, once resolved: a
+/// byte span plus the masks of bits outside the range in its first and
+/// last byte (BIT ranges only).
+struct Resolved {
+    start: usize,
+    end: usize,
+    first_out: u8,
+    last_out: u8,
+}
+
+/// Redis's resolution of `start..=end` over a string of `len` bytes (in
+/// bits when `bits`): negative indexes from the end, clamped; `None` when
+/// nothing is left.
+fn resolve(len: usize, start: i64, end: i64, bits: bool) -> Option<Resolved> {
+    let total = if bits { (len as i64) << 3 } else { len as i64 };
+    let mut start = if start < 0 { total + start } else { start }.max(0);
+    let mut end = if end < 0 { total + end } else { end }.max(0);
+    if end >= total {
+        end = total - 1;
+    }
+    let (mut first_out, mut last_out) = (0u8, 0u8);
+    if bits && start <= end {
+        first_out = !((1u16 << (8 - (start & 7))) - 1) as u8;
+        last_out = ((1u16 << (7 - (end & 7))) - 1) as u8;
+        start >>= 3;
+        end >>= 3;
+    }
+    (start <= end).then_some(Resolved {
+        start: start as usize,
+        end: end as usize,
+        first_out,
+        last_out,
+    })
+}
+
+fn popcount(bytes: &[u8]) -> i64 {
+    bytes.iter().map(|b| i64::from(b.count_ones())).sum()
+}
+
+pub(super) fn bitcount(key: &[u8], view: &mut impl KeyView, range: BitRange) -> OpReply {
+    let Some(c) = view.read(key) else {
+        return OpReply::Int(0);
+    };
+    let v = &c.value[..];
+    let (start, end, bits) = match range {
+        BitRange::Refused(e) => return OpReply::Error(e),
+        BitRange::All => return OpReply::Int(popcount(v)),
+        BitRange::Span { start, end, bits } => (start, end.unwrap_or(-1), bits),
+    };
+    // Checked before anything is clamped, as Redis does.
+    if start < 0 && end < 0 && start > end {
+        return OpReply::Int(0);
+    }
+    let Some(r) = resolve(v.len(), start, end, bits) else {
+        return OpReply::Int(0);
+    };
+    let mut count = popcount(&v[r.start..=r.end]);
+    count -= i64::from((v[r.start] & r.first_out).count_ones());
+    count -= i64::from((v[r.end] & r.last_out).count_ones());
+    OpReply::Int(count)
+}
+
+/// The first `bit` in `bytes`; not found: -1 for a 1, and for a 0 the
+/// position just past the end (the string continues with zeros).
+fn first_bit(bytes: &[u8], bit: bool) -> i64 {
+    for (i, &b) in bytes.iter().enumerate() {
+        let b = if bit { b } else { !b };
+        if b != 0 {
+            return (i as i64) * 8 + i64::from(b.leading_zeros());
+        }
+    }
+    if bit {
+        -1
+    } else {
+        (bytes.len() as i64) * 8
+    }
+}
+
+/// BITPOS: Redis's search, edge bytes of a BIT range masked off.
+pub(super) fn bitpos(key: &[u8], view: &mut impl KeyView, bit: bool, range: BitRange) -> OpReply {
+    let Some(c) = view.read(key) else {
+        // A missing key is an endless run of zeros.
+        return OpReply::Int(if bit { -1 } else { 0 });
+    };
+    let v = &c.value[..];
+    let len = v.len() as i64;
+    let (start, end, end_given, bits) = match range {
+        BitRange::Refused(e) => return OpReply::Error(e),
+        BitRange::All => (0, len - 1, false, false),
+        BitRange::Span { start, end, bits } => (start, end.unwrap_or(len - 1), end.is_some(), bits),
+    };
+    let Some(r) = resolve(v.len(), start, end, bits) else {
+        // An empty range holds neither a 0 nor a 1.
+        return OpReply::Int(-1);
+    };
+    let mut start = r.start;
+    let mut bytes = r.end - r.start + 1;
+    let pos = 'found: {
+        if r.first_out != 0 {
+            let mut b = if bit {
+                v[start] & !r.first_out
+            } else {
+                v[start] | r.first_out
+            };
+            if r.last_out != 0 && bytes == 1 {
+                b = if bit { b & !r.last_out } else { b | r.last_out };
+            }
+            let pos = first_bit(&[b], bit);
+            if bytes == 1 || (pos != -1 && pos != 8) {
+                break 'found pos;
+            }
+            start += 1;
+            bytes -= 1;
+        }
+        let whole = bytes - usize::from(r.last_out != 0);
+        if whole > 0 {
+            let pos = first_bit(&v[start..start + whole], bit);
+            if bytes == whole || (pos != -1 && pos != (whole as i64) << 3) {
+                break 'found pos;
+            }
+            start += whole;
+            bytes -= whole;
+        }
+        let b = if bit {
+            v[r.end] & !r.last_out
+        } else {
+            v[r.end] | r.last_out
+        };
+        first_bit(&[b], bit)
+    };
+    // With an explicit end the zeros past it are not part of the range.
+    if end_given && !bit && pos == (bytes as i64) << 3 {
+        return OpReply::Int(-1);
+    }
+    OpReply::Int(if pos == -1 {
+        -1
+    } else {
+        pos + ((start as i64) << 3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{bulk, MapView};
+    use super::super::{Op, ERR_SYNTAX};
+    use super::*;
+
+    proptest::proptest! {
+        /// Any indexes on any string: an answer, never a panic, and a
+        /// count within the string's bits.
+        #[test]
+        fn any_range_is_answered(
+            value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12),
+            start in proptest::prelude::any::<i64>(),
+            end in proptest::option::of(proptest::prelude::any::<i64>()),
+            bits in proptest::prelude::any::<bool>(),
+            bit in proptest::prelude::any::<bool>(),
+        ) {
+            let mut v = MapView::default();
+            v.put("k", &value);
+            let range = span(start, end, bits);
+            let count = v.run("k", Op::BitCount(span(start, Some(end.unwrap_or(-1)), bits)));
+            proptest::prop_assert!(
+                matches!(count, OpReply::Int(n) if (0..=8 * value.len() as i64).contains(&n))
+            );
+            let pos = v.run("k", Op::BitPos { bit, range });
+            proptest::prop_assert!(
+                matches!(pos, OpReply::Int(n) if (-1..=8 * value.len() as i64).contains(&n))
+            );
+        }
+    }
+
+    fn span(start: i64, end: Option<i64>, bits: bool) -> BitRange {
+        BitRange::Span { start, end, bits }
+    }
+
+    #[test]
+    fn setbit_grows_with_zeros_and_answers_the_old_bit() {
+        let mut v = MapView::default();
+        let set = |offset, on| Op::SetBit { offset, on };
+        assert_eq!(v.run("b", set(7, true)), OpReply::Int(0));
+        assert_eq!(v.run("b", Op::Get), bulk(b"\x01"));
+        assert_eq!(v.run("b", set(7, true)), OpReply::Int(1));
+        assert_eq!(v.run("b", set(17, false)), OpReply::Int(0));
+        assert_eq!(v.run("b", Op::Get), bulk(b"\x01\0\0"), "grew to 3 bytes");
+        assert_eq!(v.run("b", Op::GetBit(7)), OpReply::Int(1));
+        assert_eq!(v.run("b", Op::GetBit(6)), OpReply::Int(0));
+        assert_eq!(v.run("b", Op::GetBit(1 << 31)), OpReply::Int(0));
+        assert_eq!(v.run("none", Op::GetBit(0)), OpReply::Int(0));
+        assert_eq!(v.run("z", set(0, false)), OpReply::Int(0));
+        assert_eq!(v.run("z", Op::Get), bulk(b"\0"), "clearing creates the key");
+    }
+
+    /// Expected answers checked against redis-server 7.0 with
+    /// `SET k "foobar"` (popcounts 4 6 6 3 4 4 → 26).
+    #[test]
+    fn bitcount_ranges_match_redis() {
+        let mut v = MapView::default();
+        v.put("k", b"foobar");
+        for (range, want) in [
+            (BitRange::All, 26),
+            (span(0, Some(0), false), 4),
+            (span(1, Some(1), false), 6),
+            (span(1, Some(1), true), 1),
+            (span(5, Some(30), true), 17),
+            (span(-1, Some(-1), false), 4),
+            (span(-2, Some(-1), true), 1),
+            (span(-1, Some(-2), false), 0),
+            (span(2, Some(1), false), 0),
+            (span(0, Some(i64::MAX), true), 26),
+            (span(i64::MIN, Some(i64::MAX), false), 26),
+            (span(i64::MIN, Some(-1), true), 26),
+            (span(100, Some(200), false), 0),
+        ] {
+            assert_eq!(
+                v.run("k", Op::BitCount(range)),
+                OpReply::Int(want),
+                "{range:?}"
+            );
+        }
+        assert_eq!(
+            v.run("k", Op::BitCount(BitRange::Refused(ERR_SYNTAX))),
+            OpReply::Error(ERR_SYNTAX)
+        );
+        assert_eq!(
+            v.run("missing", Op::BitCount(BitRange::Refused(ERR_SYNTAX))),
+            OpReply::Int(0),
+            "a missing key answers 0 before its arguments are read"
+        );
+        v.put("e", b"");
+        assert_eq!(
+            v.run("e", Op::BitCount(span(0, Some(-1), true))),
+            OpReply::Int(0)
+        );
+    }
+
+    /// Expected answers checked against redis-server 7.0.
+    #[test]
+    fn bitpos_matches_redis() {
+        let mut v = MapView::default();
+        v.put("a", b"\xff\xf0\x00");
+        v.put("z", b"\x00\x00\x00");
+        v.put("o", b"\xff\xff\xff");
+        let pos = |v: &mut MapView, k: &str, bit, range| v.run(k, Op::BitPos { bit, range });
+        for (k, bit, range, want) in [
+            ("a", false, BitRange::All, 12),
+            ("a", true, BitRange::All, 0),
+            ("a", true, span(2, None, false), -1),
+            ("a", false, span(1, None, false), 12),
+            ("a", false, span(0, Some(0), false), -1),
+            ("a", true, span(7, Some(15), true), 7),
+            ("a", false, span(7, Some(15), true), 12),
+            ("a", false, span(-2, Some(-1), true), 22),
+            ("z", true, BitRange::All, -1),
+            ("z", false, BitRange::All, 0),
+            ("o", false, BitRange::All, 24),
+            ("o", false, span(0, None, false), 24),
+            ("o", false, span(0, Some(-1), false), -1),
+            ("o", false, span(0, Some(-1), true), -1),
+            ("o", true, span(9, Some(9), true), 9),
+            ("o", true, span(5, Some(2), false), -1),
+        ] {
+            assert_eq!(
+                pos(&mut v, k, bit, range),
+                OpReply::Int(want),
+                "{k} {bit} {range:?}"
+            );
+        }
+        assert_eq!(
+            pos(&mut v, "missing", true, BitRange::All),
+            OpReply::Int(-1)
+        );
+        assert_eq!(
+            pos(&mut v, "missing", false, BitRange::All),
+            OpReply::Int(0)
+        );
+        v.put("e", b"");
+        assert_eq!(
+            pos(&mut v, "e", false, BitRange::All),
+            OpReply::Int(-1),
+            "an empty string has no range to search"
+        );
+    }
+}
