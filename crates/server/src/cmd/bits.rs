@@ -110,13 +110,8 @@ fn bitpos_span(args: &Args) -> Result<BitRange, BitRange> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
 
-    fn args(s: &str) -> Vec<Bytes> {
-        s.split(' ')
-            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::test_args as args;
 
     fn op(r: Result<DataCmd, CmdError>) -> Result<Op, String> {
         r.map(|mut c| c.ops.remove(0).1).map_err(|e| e.0)

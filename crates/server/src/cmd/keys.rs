@@ -200,13 +200,8 @@ pub fn persist(args: &Args) -> Result<DataCmd, CmdError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
 
-    fn args(s: &str) -> Vec<Bytes> {
-        s.split(' ')
-            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::test_args as args;
 
     fn copy_err(line: &str) -> String {
         match copy(&args(line)) {

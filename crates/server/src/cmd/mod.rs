@@ -520,6 +520,15 @@ pub fn is(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())
 }
 
+/// A command line split at spaces into arguments (unit tests of the
+/// parsers).
+#[cfg(test)]
+pub(crate) fn test_args(s: &str) -> Vec<bytes::Bytes> {
+    s.split(' ')
+        .map(|a| bytes::Bytes::copy_from_slice(a.as_bytes()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -111,13 +111,8 @@ pub fn memory(args: &Args) -> Result<DataCmd, CmdError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
 
-    fn args(s: &str) -> Vec<Bytes> {
-        s.split(' ')
-            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::test_args as args;
 
     #[test]
     fn subcommands_pick_the_op() {

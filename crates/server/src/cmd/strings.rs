@@ -337,11 +337,7 @@ mod tests {
     use super::*;
     use bytes::Bytes;
 
-    fn args(s: &str) -> Vec<Bytes> {
-        s.split(' ')
-            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
-            .collect()
-    }
+    use crate::cmd::test_args as args;
 
     fn set_err(line: &str) -> String {
         match set(&args(line)) {
