@@ -163,8 +163,8 @@ impl Conn {
         if want("transactions") {
             let _ = write!(
                 t,
-                "# Transactions\r\nlone_ops:{}\r\ncommits:{}\r\nconflicts:{}\r\nbusy_retries:{}\r\nrefused_while_not_serving:{}\r\n\r\n",
-                total.ops, total.commits, total.conflicts, total.busy, total.refused_stale
+                "# Transactions\r\nlone_ops:{}\r\ncommits:{}\r\nconflicts:{}\r\nbusy_retries:{}\r\nrefused_while_not_serving:{}\r\ninstalls_superseded:{}\r\n\r\n",
+                total.ops, total.commits, total.conflicts, total.busy, total.refused_stale, total.installs_superseded
             );
         }
         if want("gossip") {
@@ -210,6 +210,7 @@ fn sum(stats: &[ShardStats]) -> ShardStats {
         t.parts_waiting += s.parts_waiting;
         t.parts_alone += s.parts_alone;
         t.refused_stale += s.refused_stale;
+        t.installs_superseded += s.installs_superseded;
     }
     t
 }
