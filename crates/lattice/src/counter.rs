@@ -40,7 +40,7 @@ pub struct Tally {
 
 /// Per origin, its [`Tally`], sorted by origin.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Tallies(Vec<(NodeId, Tally)>);
+pub struct Tallies(pub(crate) Vec<(NodeId, Tally)>);
 
 impl Tallies {
     /// Origin `o`'s tally (zero when it never incremented).
@@ -129,8 +129,8 @@ impl Base {
 /// A string value with counter merges (see the module doc).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Counter {
-    base: Base,
-    tallies: Tallies,
+    pub(crate) base: Base,
+    pub(crate) tallies: Tallies,
 }
 
 /// Error text Redis uses for non-integer values and overflow.

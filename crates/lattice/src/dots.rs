@@ -16,7 +16,7 @@ use crate::{Crdt, NodeId, Ts, Version};
 /// Per origin, the newest timestamp seen: a version vector, sorted by
 /// origin. Merge is the pointwise maximum.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Dots(SmallVec<[(NodeId, Ts); 1]>);
+pub struct Dots(pub(crate) SmallVec<[(NodeId, Ts); 1]>);
 
 impl Dots {
     /// The vector holding only `dot`.
@@ -108,8 +108,8 @@ impl Crdt for Dots {
 /// mean the same are equal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Presence {
-    adds: Dots,
-    removes: Dots,
+    pub(crate) adds: Dots,
+    pub(crate) removes: Dots,
 }
 
 impl Presence {

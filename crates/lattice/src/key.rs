@@ -107,6 +107,22 @@ impl Kind {
     }
 }
 
+/// A collection's expiry (`EXPIRE` of a hash or set): the last write
+/// wins. A string keeps its own, in its base.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Ttl {
+    /// Absolute expiry, Unix ms; `None` persists.
+    pub expire_ms: Option<u64>,
+    /// The write that set it.
+    pub version: Version,
+}
+
+impl Ttl {
+    fn expired(&self, now_ms: u64) -> bool {
+        self.expire_ms.is_some_and(|at| at <= now_ms)
+    }
+}
+
 /// One key's state (see the module doc).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyState {
@@ -114,9 +130,11 @@ pub struct KeyState {
     pub string: Counter,
     /// The collection part.
     pub collection: Option<Collection>,
+    /// The collection's expiry.
+    pub ttl: Ttl,
     /// The newest write of any part that lost to another type: every part
     /// forgets what is at or below it.
-    floor: Version,
+    pub(crate) floor: Version,
 }
 
 impl KeyState {
@@ -136,14 +154,30 @@ impl KeyState {
         }
     }
 
+    /// A state holding only a collection expiry (an `EXPIRE` delta).
+    pub fn of_ttl(ttl: Ttl) -> KeyState {
+        KeyState {
+            ttl,
+            ..KeyState::default()
+        }
+    }
+
+    /// The newest write of the collection part, its expiry included.
+    fn collection_newest(&self) -> Option<Version> {
+        self.collection
+            .as_ref()
+            .map(|c| c.newest().max(self.ttl.version))
+    }
+
     /// What the key shows at `now_ms`.
     pub fn kind(&self, now_ms: u64) -> Kind {
-        match &self.collection {
-            Some(c) if c.newest() > self.string.newest() => {
-                if c.is_empty() {
+        match self.collection_newest() {
+            Some(c) if c > self.string.newest() => {
+                let coll = self.collection.as_ref().expect("collection_newest is Some");
+                if coll.is_empty() || self.ttl.expired(now_ms) {
                     Kind::None
                 } else {
-                    c.kind()
+                    coll.kind()
                 }
             }
             _ if self.string.value(now_ms).is_some() => Kind::String,
@@ -167,13 +201,55 @@ impl KeyState {
         }
     }
 
+    /// Absolute expiry of what the key shows (Unix ms), if it has one.
+    pub fn expire_ms(&self, now_ms: u64) -> Option<u64> {
+        match self.kind(now_ms) {
+            Kind::String => self.string.expire_ms(),
+            Kind::None => None,
+            _ => self.ttl.expire_ms,
+        }
+    }
+
     /// The newest write of the key.
     pub fn newest(&self) -> Version {
         let c = self
             .collection
             .as_ref()
             .map_or(Version::ZERO, |c| c.newest());
-        self.string.newest().max(c).max(self.floor)
+        self.string
+            .newest()
+            .max(c)
+            .max(self.floor)
+            .max(self.ttl.version)
+    }
+
+    /// The delta that empties the key as write `dot` — what `DEL` (or a
+    /// write after expiry) does: the string is deleted having seen every
+    /// increment, the collection loses every element it shows, and its
+    /// expiry is dropped. Concurrent writes elsewhere survive it (add
+    /// wins; unseen increments count).
+    pub fn clear(&self, start_ts: crate::Ts, dot: Version) -> KeyState {
+        let mut delta = KeyState::default();
+        if self.string.base().value.is_some() || !self.string.tallies().is_empty() {
+            delta.string = self.string.set(None, None, start_ts, dot);
+        }
+        if let Some(c) = &self.collection {
+            delta.collection = Some(match c {
+                Collection::Hash(m) => Collection::Hash(m.clear(dot)),
+                Collection::Set(s) => Collection::Set(s.clear(dot)),
+            });
+            delta.ttl = Ttl {
+                expire_ms: None,
+                version: dot,
+            };
+        }
+        delta
+    }
+
+    /// True when the collection part has expired at `now_ms` (it still
+    /// holds its elements until a write or the collector clears them).
+    pub fn collection_expired(&self, now_ms: u64) -> bool {
+        self.collection.is_some() && self.ttl.expired(now_ms)
     }
 }
 
@@ -182,6 +258,9 @@ impl Crdt for KeyState {
         let before = self.clone();
         self.string.merge(other.string);
         self.floor = self.floor.max(other.floor);
+        if (other.ttl.version, other.ttl.expire_ms) > (self.ttl.version, self.ttl.expire_ms) {
+            self.ttl = other.ttl;
+        }
         match (self.collection.take(), other.collection) {
             (None, theirs) => self.collection = theirs,
             (mine, None) => self.collection = mine,
@@ -204,15 +283,15 @@ impl Crdt for KeyState {
             },
         }
         // String against collection: the older part loses everything.
-        let (s, c) = (
-            self.string.newest(),
-            self.collection.as_ref().map(Collection::newest),
-        );
+        let (s, c) = (self.string.newest(), self.collection_newest());
         if let Some(c) = c {
             self.floor = self.floor.max(s.min(c));
         }
         let floor = self.floor;
         self.string.drop_through(floor);
+        if self.ttl.version <= floor {
+            self.ttl = Ttl::default();
+        }
         if let Some(c) = self.collection.as_mut() {
             c.drop_through(floor);
             if c.has_no_entries() && c.newest() <= floor {

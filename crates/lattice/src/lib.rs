@@ -19,6 +19,7 @@
 //! Storage layout, transactions and gossip live in higher crates; they call
 //! into this one to decide which of two versions wins.
 
+mod codec;
 pub mod counter;
 mod dots;
 mod hlc;
@@ -30,7 +31,7 @@ pub mod orset;
 pub use counter::Counter;
 pub use dots::{Dots, Presence};
 pub use hlc::{Hlc, PhysicalClock, SystemClock};
-pub use key::{Collection, KeyState, Kind};
+pub use key::{Collection, KeyState, Kind, Ttl};
 pub use lww::{Lww, Version};
 pub use ormap::OrMap;
 pub use orset::OrSet;

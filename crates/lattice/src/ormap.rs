@@ -13,14 +13,14 @@
 use bytes::Bytes;
 
 use crate::counter::Counter;
-use crate::orset::{merge_entries, Map};
+use crate::orset::{digest_of, entry_digest, merge_entries, Map};
 use crate::{Crdt, Presence, Ts, Version};
 
 /// One field: whether it is in the hash, and its value.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Field {
-    presence: Presence,
-    value: Counter,
+    pub(crate) presence: Presence,
+    pub(crate) value: Counter,
 }
 
 impl Field {
@@ -48,9 +48,11 @@ impl Crdt for Field {
 /// An add-wins map of fields (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub struct OrMap {
-    fields: Map<Bytes, Field>,
-    live: usize,
-    newest: Version,
+    pub(crate) fields: Map<Bytes, Field>,
+    pub(crate) live: usize,
+    pub(crate) newest: Version,
+    /// XOR of every field's digest (see `OrSet`'s).
+    pub(crate) digest: u64,
 }
 
 impl PartialEq for OrMap {
@@ -183,6 +185,7 @@ impl OrMap {
                 },
             );
         }
+        delta.digest = digest_of(&delta.fields);
         delta
     }
 
@@ -192,6 +195,7 @@ impl OrMap {
             ..OrMap::default()
         };
         m.live = usize::from(f.is_live());
+        m.digest = entry_digest(&name, &f);
         m.fields.insert(name, f);
         m
     }
@@ -207,8 +211,14 @@ impl OrMap {
         });
         if changed {
             self.live = self.fields.values().filter(|f| f.is_live()).count();
+            self.digest = digest_of(&self.fields);
         }
         changed
+    }
+
+    /// A digest of the whole state, kept current (see `OrSet::digest`).
+    pub fn digest(&self) -> u64 {
+        self.digest ^ crate::codec::version_digest(self.newest)
     }
 
     /// True when it holds no field, not even a removed one.
@@ -224,6 +234,7 @@ impl OrMap {
             f.presence.collect_removes(horizon);
             !(f.presence.is_empty() && f.value.newest() < horizon)
         });
+        self.digest = digest_of(&self.fields);
         before - self.fields.len()
     }
 }
@@ -239,6 +250,7 @@ impl Crdt for OrMap {
             | merge_entries(
                 &mut self.fields,
                 &mut self.live,
+                &mut self.digest,
                 other.fields,
                 Field::is_live,
             )

@@ -18,11 +18,14 @@ pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// An add-wins set of `E` (see the module doc).
 #[derive(Clone, Debug)]
 pub struct OrSet<E: Eq + Hash> {
-    members: Map<E, Presence>,
+    pub(crate) members: Map<E, Presence>,
     /// How many members are live (not only tombstones).
-    live: usize,
+    pub(crate) live: usize,
     /// The newest write (add or remove) this state holds.
-    newest: Version,
+    pub(crate) newest: Version,
+    /// XOR of every entry's [`entry_digest`], kept current by every change
+    /// so anti-entropy compares a million members without a scan.
+    pub(crate) digest: u64,
 }
 
 impl<E: Eq + Hash> Default for OrSet<E> {
@@ -31,6 +34,7 @@ impl<E: Eq + Hash> Default for OrSet<E> {
             members: Map::default(),
             live: 0,
             newest: Version::ZERO,
+            digest: 0,
         }
     }
 }
@@ -102,6 +106,7 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
         for (e, p) in self.members.iter().filter(|(_, p)| p.is_live()) {
             delta.members.insert(e.clone(), p.removal());
         }
+        delta.digest = digest_of(&delta.members);
         delta
     }
 
@@ -111,6 +116,7 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
             ..OrSet::default()
         };
         s.live = usize::from(p.is_live());
+        s.digest = entry_digest(&e, &p);
         s.members.insert(e, p);
         s
     }
@@ -129,6 +135,12 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
         changed
     }
 
+    /// A digest of the whole state (equal states, equal digests), kept
+    /// current as it changes: what anti-entropy compares.
+    pub fn digest(&self) -> u64 {
+        self.digest ^ crate::codec::version_digest(self.newest)
+    }
+
     /// Forgets removes older than `horizon` (every replica has them), and
     /// members left with nothing; answers how many members went.
     pub fn collect(&mut self, horizon: Version) -> usize {
@@ -137,6 +149,7 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
             p.collect_removes(horizon);
             !p.is_empty()
         });
+        self.digest = digest_of(&self.members);
         before - self.members.len()
     }
 
@@ -147,6 +160,7 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
 
     fn recount(&mut self) {
         self.live = self.members.values().filter(|p| p.is_live()).count();
+        self.digest = digest_of(&self.members);
     }
 }
 
@@ -161,18 +175,31 @@ impl<E: Eq + Hash + Clone> Crdt for OrSet<E> {
             | merge_entries(
                 &mut self.members,
                 &mut self.live,
+                &mut self.digest,
                 other.members,
                 Presence::is_live,
             )
     }
 }
 
+/// One entry's share of a collection's digest.
+pub(crate) fn entry_digest<K: Hash, V: Hash>(k: &K, v: &V) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x5eed_e15a).hash_one((k, v))
+}
+
+/// The XOR of every entry's digest (after a change that touched many).
+pub(crate) fn digest_of<K: Hash, V: Hash>(entries: &Map<K, V>) -> u64 {
+    entries.iter().fold(0, |d, (k, v)| d ^ entry_digest(k, v))
+}
+
 /// Merges `theirs` into `mine` entry by entry, keeping `live` — how many
 /// entries `is_live` — current; true if anything changed. (The members of
 /// a set and the fields of a hash merge alike.)
-pub(crate) fn merge_entries<K: Eq + Hash, V: Crdt>(
+pub(crate) fn merge_entries<K: Eq + Hash, V: Crdt + Hash>(
     mine: &mut Map<K, V>,
     live: &mut usize,
+    digest: &mut u64,
     theirs: Map<K, V>,
     is_live: impl Fn(&V) -> bool,
 ) -> bool {
@@ -181,8 +208,10 @@ pub(crate) fn merge_entries<K: Eq + Hash, V: Crdt>(
         match mine.get_mut(&k) {
             Some(m) => {
                 let was = is_live(m);
+                let before = entry_digest(&k, m);
                 if m.merge(v) {
                     changed = true;
+                    *digest ^= before ^ entry_digest(&k, m);
                     match (was, is_live(m)) {
                         (false, true) => *live += 1,
                         (true, false) => *live -= 1,
@@ -192,6 +221,7 @@ pub(crate) fn merge_entries<K: Eq + Hash, V: Crdt>(
             }
             None => {
                 *live += usize::from(is_live(&v));
+                *digest ^= entry_digest(&k, &v);
                 mine.insert(k, v);
                 changed = true;
             }

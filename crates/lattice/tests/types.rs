@@ -293,6 +293,42 @@ proptest! {
     }
 
     #[test]
+    fn states_survive_their_encoding_and_digests_track_content(
+        a in proptest::collection::vec(step(), 0..30),
+        b in proptest::collection::vec(step(), 0..30),
+    ) {
+        let x = replay_run(&a, 0).0.remove(0);
+        let y = replay_run(&b, 1).0.remove(1);
+        for s in [&x, &y] {
+            let back = KeyState::from_bytes(Bytes::from(s.to_bytes())).expect("decodes");
+            prop_assert_eq!(&back, s);
+            prop_assert_eq!(back.digest(), s.digest());
+        }
+        // The digest kept current through a merge equals the one a fresh
+        // decode computes from scratch.
+        let m = merged(x.clone(), y.clone());
+        let fresh = KeyState::from_bytes(Bytes::from(m.to_bytes())).expect("decodes");
+        prop_assert_eq!(fresh.digest(), m.digest());
+        if x != y {
+            prop_assert_ne!(x.digest(), y.digest());
+        }
+        // A truncated encoding is refused, never half taken.
+        let bytes = m.to_bytes();
+        for cut in [0, bytes.len() / 2, bytes.len().saturating_sub(1)] {
+            if cut < bytes.len() {
+                prop_assert!(KeyState::from_bytes(Bytes::copy_from_slice(&bytes[..cut])).is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn decoding_garbage_refuses_it_without_panicking(
+        junk in proptest::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let _ = KeyState::from_bytes(Bytes::from(junk));
+    }
+
+    #[test]
     fn one_replica_alone_behaves_as_redis(
         cmds in proptest::collection::vec(cmd(), 0..40),
     ) {

@@ -1,0 +1,314 @@
+//! A key's typed state as bytes: what the write-ahead log, snapshots and
+//! the links between nodes carry for hashes, sets and counters.
+//!
+//! Little-endian, length-prefixed, no padding:
+//!
+//! ```text
+//! state:      counter floor:version ttl collection
+//! counter:    [flags u8: 1 value, 2 expiry][value_len u32][value][expire u64]
+//!             [start_ts u64] version tallies(observed) tallies
+//! tallies:    [n u32] n × ([origin u32][total i64] version)
+//! version:    [commit_ts u64][origin u32]
+//! ttl:        [has_expiry u8][expire u64 if set] version
+//! collection: [0] none | [1] hash: version [n u32] n × ([len u32][field] presence counter)
+//!                      | [2] set:  version [n u32] n × ([len u32][member] presence)
+//! presence:   dots(adds) dots(removes)
+//! dots:       [n u32] n × ([origin u32][ts u64])
+//! ```
+//!
+//! Decoding never trusts a length: every count is checked against the
+//! bytes left before anything is allocated, and a state that does not
+//! parse whole is refused (`None`) rather than half taken. Invariants
+//! (sorted tallies, normalised presences, live counts, digests) are
+//! rebuilt through the types' own constructors, so a forged frame cannot
+//! make a state whose merge misbehaves.
+
+use bytes::{Buf, BufMut, Bytes};
+
+use crate::counter::{Base, Tallies, Tally};
+use crate::key::{Collection, KeyState, Ttl};
+use crate::ormap::{Field, OrMap};
+use crate::orset::{digest_of, OrSet};
+use crate::{Counter, Dots, Presence, Version};
+
+/// The smallest encoding of one set member (a length and two empty dot
+/// lists): bounds how many a count may claim.
+const MIN_MEMBER: usize = 4 + 4 + 4;
+
+impl KeyState {
+    /// Appends this state's encoding to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        put_counter(out, &self.string);
+        put_version(out, self.floor);
+        match self.ttl.expire_ms {
+            Some(at) => {
+                out.put_u8(1);
+                out.put_u64_le(at);
+            }
+            None => out.put_u8(0),
+        }
+        put_version(out, self.ttl.version);
+        match &self.collection {
+            None => out.put_u8(0),
+            Some(Collection::Hash(m)) => {
+                out.put_u8(1);
+                put_version(out, m.newest);
+                out.put_u32_le(m.fields.len() as u32);
+                for (name, f) in &m.fields {
+                    put_bytes(out, name);
+                    put_presence(out, &f.presence);
+                    put_counter(out, &f.value);
+                }
+            }
+            Some(Collection::Set(s)) => {
+                out.put_u8(2);
+                put_version(out, s.newest);
+                out.put_u32_le(s.members.len() as u32);
+                for (member, p) in &s.members {
+                    put_bytes(out, member);
+                    put_presence(out, p);
+                }
+            }
+        }
+    }
+
+    /// The encoding as one buffer.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
+
+    /// Decodes a state from the front of `buf` (advancing it), or `None`
+    /// when the bytes are not one.
+    pub fn decode(buf: &mut Bytes) -> Option<KeyState> {
+        let string = get_counter(buf)?;
+        let floor = get_version(buf)?;
+        let expire_ms = match get_u8(buf)? {
+            0 => None,
+            1 => Some(get_u64(buf)?),
+            _ => return None,
+        };
+        let ttl = Ttl {
+            expire_ms,
+            version: get_version(buf)?,
+        };
+        let collection = match get_u8(buf)? {
+            0 => None,
+            1 => {
+                let newest = get_version(buf)?;
+                let n = get_count(buf, MIN_MEMBER)?;
+                let mut m = OrMap {
+                    newest,
+                    ..OrMap::default()
+                };
+                m.fields.reserve(n);
+                for _ in 0..n {
+                    let name = get_bytes(buf)?;
+                    let f = Field {
+                        presence: get_presence(buf)?,
+                        value: get_counter(buf)?,
+                    };
+                    m.live += usize::from(f.is_live());
+                    m.fields.insert(name, f);
+                }
+                m.digest = digest_of(&m.fields);
+                Some(Collection::Hash(m))
+            }
+            2 => {
+                let newest = get_version(buf)?;
+                let n = get_count(buf, MIN_MEMBER)?;
+                let mut s = OrSet {
+                    newest,
+                    ..OrSet::default()
+                };
+                s.members.reserve(n);
+                for _ in 0..n {
+                    let member = get_bytes(buf)?;
+                    let p = get_presence(buf)?;
+                    s.live += usize::from(p.is_live());
+                    s.members.insert(member, p);
+                }
+                s.digest = digest_of(&s.members);
+                Some(Collection::Set(s))
+            }
+            _ => return None,
+        };
+        Some(KeyState {
+            string,
+            collection,
+            ttl,
+            floor,
+        })
+    }
+
+    /// Decodes a whole buffer as one state; trailing bytes refuse it.
+    pub fn from_bytes(mut buf: Bytes) -> Option<KeyState> {
+        let s = KeyState::decode(&mut buf)?;
+        buf.is_empty().then_some(s)
+    }
+
+    /// A digest of the whole state: equal states have equal digests, and
+    /// anti-entropy compares replicas by it. The collection's share is
+    /// kept current as it changes, so this costs no scan of its elements.
+    pub fn digest(&self) -> u64 {
+        use std::hash::BuildHasher;
+        let h = foldhash::fast::FixedState::with_seed(0xd16e_57a7);
+        let collection = match &self.collection {
+            None => 0,
+            Some(Collection::Hash(m)) => m.digest() ^ 0x4a5b,
+            Some(Collection::Set(s)) => s.digest() ^ 0x5e75,
+        };
+        h.hash_one((&self.string, self.floor, self.ttl)) ^ collection.rotate_left(17)
+    }
+}
+
+/// A version's share of a collection digest.
+pub(crate) fn version_digest(v: Version) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x7e55_10a5).hash_one(v)
+}
+
+fn put_version(out: &mut Vec<u8>, v: Version) {
+    out.put_u64_le(v.commit_ts);
+    out.put_u32_le(v.origin);
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.put_u32_le(b.len() as u32);
+    out.extend_from_slice(b);
+}
+
+fn put_tallies(out: &mut Vec<u8>, t: &Tallies) {
+    out.put_u32_le(t.0.len() as u32);
+    for (origin, tally) in &t.0 {
+        out.put_u32_le(*origin);
+        out.put_i64_le(tally.total);
+        put_version(out, tally.version);
+    }
+}
+
+fn put_counter(out: &mut Vec<u8>, c: &Counter) {
+    let b = &c.base;
+    let flags = u8::from(b.value.is_some()) | (u8::from(b.expire_ms.is_some()) << 1);
+    out.put_u8(flags);
+    if let Some(v) = &b.value {
+        put_bytes(out, v);
+    }
+    if let Some(at) = b.expire_ms {
+        out.put_u64_le(at);
+    }
+    out.put_u64_le(b.start_ts);
+    put_version(out, b.version);
+    put_tallies(out, &b.observed);
+    put_tallies(out, &c.tallies);
+}
+
+fn put_dots(out: &mut Vec<u8>, d: &Dots) {
+    out.put_u32_le(d.0.len() as u32);
+    for (origin, ts) in &d.0 {
+        out.put_u32_le(*origin);
+        out.put_u64_le(*ts);
+    }
+}
+
+fn put_presence(out: &mut Vec<u8>, p: &Presence) {
+    put_dots(out, &p.adds);
+    put_dots(out, &p.removes);
+}
+
+fn get_u8(buf: &mut Bytes) -> Option<u8> {
+    (buf.remaining() >= 1).then(|| buf.get_u8())
+}
+
+fn get_u32(buf: &mut Bytes) -> Option<u32> {
+    (buf.remaining() >= 4).then(|| buf.get_u32_le())
+}
+
+fn get_u64(buf: &mut Bytes) -> Option<u64> {
+    (buf.remaining() >= 8).then(|| buf.get_u64_le())
+}
+
+/// A count of items each at least `min` bytes long, refused when the
+/// bytes left cannot hold that many.
+fn get_count(buf: &mut Bytes, min: usize) -> Option<usize> {
+    let n = get_u32(buf)? as usize;
+    (n.saturating_mul(min) <= buf.remaining()).then_some(n)
+}
+
+fn get_version(buf: &mut Bytes) -> Option<Version> {
+    let ts = get_u64(buf)?;
+    Some(Version::new(ts, get_u32(buf)?))
+}
+
+fn get_bytes(buf: &mut Bytes) -> Option<Bytes> {
+    let n = get_u32(buf)? as usize;
+    (buf.remaining() >= n).then(|| buf.split_to(n))
+}
+
+fn get_tallies(buf: &mut Bytes) -> Option<Tallies> {
+    let n = get_count(buf, 4 + 8 + 12)?;
+    let mut t = Tallies::default();
+    for _ in 0..n {
+        let origin = get_u32(buf)?;
+        let total = get_u64(buf)? as i64;
+        let version = get_version(buf)?;
+        t.offer(origin, Tally { total, version });
+    }
+    Some(t)
+}
+
+fn get_counter(buf: &mut Bytes) -> Option<Counter> {
+    let flags = get_u8(buf)?;
+    if flags > 3 {
+        return None;
+    }
+    let value = if flags & 1 != 0 {
+        Some(get_bytes(buf)?)
+    } else {
+        None
+    };
+    let expire_ms = if flags & 2 != 0 {
+        Some(get_u64(buf)?)
+    } else {
+        None
+    };
+    let start_ts = get_u64(buf)?;
+    let version = get_version(buf)?;
+    let observed = get_tallies(buf)?;
+    let tallies = get_tallies(buf)?;
+    Some(Counter {
+        base: Base {
+            value,
+            expire_ms,
+            start_ts,
+            version,
+            observed,
+        },
+        tallies,
+    })
+}
+
+fn get_dots(buf: &mut Bytes) -> Option<Dots> {
+    let n = get_count(buf, 12)?;
+    let mut d = Dots::default();
+    for _ in 0..n {
+        let origin = get_u32(buf)?;
+        d.raise(Version::new(get_u64(buf)?, origin));
+    }
+    Some(d)
+}
+
+fn get_presence(buf: &mut Bytes) -> Option<Presence> {
+    let adds = get_dots(buf)?;
+    let removes = get_dots(buf)?;
+    let mut p = Presence::default();
+    // Through merge, which normalises (an add a remove covers is gone).
+    p.merge(Presence {
+        adds,
+        removes,
+    });
+    Some(p)
+}
+
+use crate::Crdt;
