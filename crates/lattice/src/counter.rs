@@ -75,6 +75,11 @@ impl Tallies {
         self.0.iter().copied()
     }
 
+    /// How many origins incremented.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// True when no origin ever incremented.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -229,8 +229,13 @@ impl KeyState {
     /// expiry is dropped. Concurrent writes elsewhere survive it (add
     /// wins; unseen increments count).
     pub fn clear(&self, start_ts: crate::Ts, dot: Version) -> KeyState {
+        // A merged state holds one part (the older is trimmed by the
+        // floor rule), and a delta must touch one part only: a string and
+        // a collection written at one version tie, and a tie drops both.
         let mut delta = KeyState::default();
-        if self.string.base().value.is_some() || !self.string.tallies().is_empty() {
+        if self.collection.is_none()
+            && (self.string.base().value.is_some() || !self.string.tallies().is_empty())
+        {
             delta.string = self.string.set(None, None, start_ts, dot);
         }
         if let Some(c) = &self.collection {
@@ -246,6 +251,135 @@ impl KeyState {
         delta
     }
 
+    /// Approximate heap bytes the state owns (MEMORY USAGE, INFO): the
+    /// entries' own sizes plus a fixed cost per entry for its table slot,
+    /// `Bytes` handle and dots.
+    pub fn approx_bytes(&self) -> usize {
+        const ENTRY: usize = 96;
+        let counter = |c: &Counter| {
+            c.base().value.as_ref().map_or(0, |v| v.len()) + 32 * (c.tallies().len() + 1)
+        };
+        std::mem::size_of::<KeyState>()
+            + counter(&self.string)
+            + match &self.collection {
+                None => 0,
+                Some(Collection::Hash(m)) => m
+                    .fields
+                    .iter()
+                    .map(|(f, x)| ENTRY + f.len() + counter(&x.value))
+                    .sum(),
+                Some(Collection::Set(s)) => s.members.keys().map(|m| ENTRY + m.len()).sum(),
+            }
+    }
+
+    /// The delta that makes this key show what `target` shows at `now_ms`
+    /// — its string and expiry, or its collection's elements and expiry —
+    /// written as `dot` by a transaction started at `start_ts`. Only what
+    /// differs is written (one changed field of a big hash is one field's
+    /// delta), and what is written merges like the commands that would
+    /// have made the change: elements this key shows and `target` does
+    /// not are removed as `SREM`/`HDEL` would, values set as `HSET` would,
+    /// so concurrent writes elsewhere still merge (`docs/datatypes.md`).
+    pub fn replace_with(
+        &self,
+        target: &KeyState,
+        now_ms: u64,
+        start_ts: crate::Ts,
+        dot: Version,
+    ) -> KeyState {
+        let mine = self.kind(now_ms);
+        let theirs = target.kind(now_ms);
+        match theirs {
+            Kind::None => {
+                if mine == Kind::None && !self.collection_expired(now_ms) {
+                    KeyState::default()
+                } else {
+                    self.clear(start_ts, dot)
+                }
+            }
+            Kind::String => {
+                let value = target.visible_string(now_ms);
+                let expire = target.string.expire_ms();
+                if mine == Kind::String
+                    && self.visible_string(now_ms) == value
+                    && self.string.expire_ms() == expire
+                {
+                    return KeyState::default();
+                }
+                KeyState::of_string(self.string.set(value, expire, start_ts, dot))
+            }
+            Kind::Hash | Kind::Set => {
+                let same = mine == theirs;
+                let to = target.collection.as_ref().expect("a collection shows");
+                let same_kind = self.collection.as_ref().map(Collection::kind) == Some(to.kind());
+                // Not shown as it is: start from empty. A collection of
+                // the same type is emptied (its elements removed, so its
+                // counters and removes carry on); one of another type
+                // loses to the newer write when merged (the floor rule).
+                let mut delta = if same {
+                    KeyState::default()
+                } else if same_kind {
+                    self.clear(start_ts, dot)
+                } else {
+                    // A string or another collection: the new one, newer,
+                    // replaces it when merged (never both in one delta).
+                    KeyState::default()
+                };
+                let part = match (to, &self.collection) {
+                    (Collection::Hash(t), own) => {
+                        let empty = OrMap::default();
+                        let m = match own {
+                            Some(Collection::Hash(m)) => m,
+                            _ => &empty,
+                        };
+                        let mut d = OrMap::default();
+                        for (f, v) in t.iter() {
+                            if !same || m.get(f).as_ref() != Some(&v) {
+                                d.merge(m.set(f.clone(), v, start_ts, dot));
+                            }
+                        }
+                        if same {
+                            for (f, _) in m.iter() {
+                                if !t.contains(f) {
+                                    d.merge(m.remove(f, dot).expect("a live field"));
+                                }
+                            }
+                        }
+                        Collection::Hash(d)
+                    }
+                    (Collection::Set(t), own) => {
+                        let empty = OrSet::default();
+                        let s = match own {
+                            Some(Collection::Set(s)) if same => s,
+                            _ => &empty,
+                        };
+                        let mut d = OrSet::default();
+                        for e in t.iter() {
+                            if let Some(add) = s.add(e.clone(), dot) {
+                                d.merge(add);
+                            }
+                        }
+                        for e in s.iter() {
+                            if !t.contains(e) {
+                                d.merge(s.remove(e, dot).expect("a live member"));
+                            }
+                        }
+                        Collection::Set(d)
+                    }
+                };
+                delta.merge(KeyState::of(part));
+                let expire = target.ttl.expire_ms;
+                if !same || self.ttl.expire_ms != expire {
+                    delta.ttl = Ttl {
+                        expire_ms: expire,
+                        version: dot,
+                    };
+                }
+                delta
+            }
+        }
+    }
+
     /// True when the collection part has expired at `now_ms` (it still
     /// holds its elements until a write or the collector clears them).
     pub fn collection_expired(&self, now_ms: u64) -> bool {
@@ -253,19 +387,66 @@ impl KeyState {
     }
 }
 
+impl KeyState {
+    /// Forgets everything written at or below `floor`; true if anything
+    /// went.
+    fn trim(&mut self, floor: Version) -> bool {
+        let mut changed = self.string.drop_through(floor);
+        if self.ttl.version <= floor && self.ttl != Ttl::default() {
+            self.ttl = Ttl::default();
+            changed = true;
+        }
+        if let Some(c) = self.collection.as_mut() {
+            changed |= c.drop_through(floor);
+            if c.has_no_entries() && c.newest() <= floor {
+                self.collection = None;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    fn raise_floor(&mut self, to: Version) -> bool {
+        if to > self.floor {
+            self.floor = to;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 impl Crdt for KeyState {
-    fn merge(&mut self, other: KeyState) -> bool {
-        let before = self.clone();
-        self.string.merge(other.string);
-        self.floor = self.floor.max(other.floor);
+    /// Costs what `other` holds, not what `self` holds (a delta of one
+    /// member merges into a million-member set without a copy or scan) —
+    /// except when a change of type raises the floor, which trims
+    /// everything once.
+    fn merge(&mut self, mut other: KeyState) -> bool {
+        // Nothing at or below the floor survives: trim what comes in (a
+        // delta: small), and this state only if the floor rose.
+        let floor = self.floor.max(other.floor);
+        other.trim(floor);
+        let mut changed = self.raise_floor(floor);
+        if changed {
+            self.trim(floor);
+        }
+        changed |= self.string.merge(other.string);
         if (other.ttl.version, other.ttl.expire_ms) > (self.ttl.version, self.ttl.expire_ms) {
             self.ttl = other.ttl;
+            changed = true;
         }
         match (self.collection.take(), other.collection) {
-            (None, theirs) => self.collection = theirs,
-            (mine, None) => self.collection = mine,
+            (None, None) => {}
+            (None, Some(theirs)) => {
+                self.collection = Some(theirs);
+                changed = true;
+            }
+            (Some(mine), None) => self.collection = Some(mine),
             (Some(mut mine), Some(theirs)) => match mine.merge_same(theirs) {
-                Ok(_) => self.collection = Some(mine),
+                Ok(c) => {
+                    changed |= c;
+                    self.collection = Some(mine);
+                }
                 Err(theirs) => {
                     // Two collection types: the newer wins whole (two
                     // writes never share a version; the kind only orders
@@ -277,27 +458,19 @@ impl Crdt for KeyState {
                     } else {
                         (mine, theirs)
                     };
-                    self.floor = self.floor.max(lose.newest());
+                    changed |= theirs_win;
+                    changed |= self.raise_floor(lose.newest());
                     self.collection = Some(win);
                 }
             },
         }
         // String against collection: the older part loses everything.
-        let (s, c) = (self.string.newest(), self.collection_newest());
-        if let Some(c) = c {
-            self.floor = self.floor.max(s.min(c));
+        if let Some(c) = self.collection_newest() {
+            changed |= self.raise_floor(self.string.newest().min(c));
         }
-        let floor = self.floor;
-        self.string.drop_through(floor);
-        if self.ttl.version <= floor {
-            self.ttl = Ttl::default();
+        if self.floor > floor {
+            changed |= self.trim(self.floor);
         }
-        if let Some(c) = self.collection.as_mut() {
-            c.drop_through(floor);
-            if c.has_no_entries() && c.newest() <= floor {
-                self.collection = None;
-            }
-        }
-        *self != before
+        changed
     }
 }

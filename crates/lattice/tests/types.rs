@@ -322,6 +322,20 @@ proptest! {
     }
 
     #[test]
+    fn a_replacement_shows_exactly_its_target(
+        a in proptest::collection::vec(step(), 0..30),
+        b in proptest::collection::vec(step(), 0..30),
+    ) {
+        let x = replay_run(&a, 0).0.remove(0);
+        let y = replay_run(&b, 1).0.remove(1);
+        let delta = x.replace_with(&y, 0, 0, Version::new(1_000_000, 1));
+        let after = merged(x.clone(), delta.clone());
+        prop_assert_eq!(seen(&after), seen(&y));
+        // Replacing with what it already shows writes nothing.
+        prop_assert_eq!(x.replace_with(&x, 0, 0, Version::new(1_000_000, 1)), KeyState::default());
+    }
+
+    #[test]
     fn decoding_garbage_refuses_it_without_panicking(
         junk in proptest::collection::vec(any::<u8>(), 0..200),
     ) {
