@@ -615,7 +615,8 @@ fn a_transaction_reads_its_own_renames_copies_and_edits() {
     // Nobody else sees any of it before COMMIT.
     assert_eq!(b.call_line(&line("GET DST")), "(nil bulk $-1)");
     assert_eq!(b.call_line("EXISTS cp f bits"), ":0");
-    assert!(a.call_line("COMMIT").starts_with(':'));
+    let commit = a.call_line("COMMIT");
+    assert!(commit.starts_with(':'), "COMMIT answered {commit}");
     for (req, want) in [
         ("GET SRC", "(nil bulk $-1)"),
         ("GET DST", "\"v\""),

@@ -13,7 +13,8 @@ use elsa_shard::{
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::wire::Lattice;
+use crate::wire::{typed_bytes, typed_from, Lattice};
+use elsa_shard::ops::Value;
 
 mod ops;
 use ops::{key_op, op_msg, reply, reply_msg};
@@ -47,6 +48,15 @@ pub struct WriteMsg {
     pub value: Option<Bytes>,
     #[prost(uint64, optional, tag = "4")]
     pub expire_ms: Option<u64>,
+    /// A typed value written whole, in place of `value`.
+    #[prost(bytes = "bytes", optional, tag = "5")]
+    pub typed: Option<Bytes>,
+    /// The typed state the transaction read (`Write::base`).
+    #[prost(bytes = "bytes", optional, tag = "6")]
+    pub base: Option<Bytes>,
+    /// The settled delta (`Write::delta`).
+    #[prost(bytes = "bytes", optional, tag = "7")]
+    pub delta: Option<Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -69,6 +79,9 @@ pub struct StateMsg {
     pub commit_ts: u64,
     #[prost(uint32, tag = "4")]
     pub origin: u32,
+    /// The key's typed state, if it holds one.
+    #[prost(bytes = "bytes", optional, tag = "5")]
+    pub typed: Option<Bytes>,
 }
 
 /// A forwarded request. `kind`: 1 batch, 2 read, 3 commit, 4 prepare,
@@ -221,24 +234,40 @@ fn check(m: CheckMsg) -> Check {
 }
 
 fn write_msg(w: &Write) -> WriteMsg {
+    let (value, expire_ms, typed) = match &w.state {
+        None => (None, None, None),
+        Some(Value::Str(c)) => (Some(c.value.clone()), c.expire_ms, None),
+        Some(Value::Typed(s)) => (None, None, Some(typed_bytes(s))),
+    };
     WriteMsg {
         key: w.key.key.clone(),
         hash: w.key.hash,
-        value: w.state.as_ref().map(|c| c.value.clone()),
-        expire_ms: w.state.as_ref().and_then(|c| c.expire_ms),
+        value,
+        expire_ms,
+        typed,
+        base: w.base.as_deref().map(typed_bytes),
+        delta: w.delta.as_deref().map(typed_bytes),
     }
 }
 
 fn write(m: WriteMsg) -> Write {
+    let state = match (m.typed, m.value) {
+        (Some(t), _) => Some(Value::Typed(typed_from(t))),
+        (None, value) => value.map(|value| {
+            Value::Str(Current {
+                value,
+                expire_ms: m.expire_ms,
+            })
+        }),
+    };
     Write {
         key: HashedKey {
             key: m.key,
             hash: m.hash,
         },
-        state: m.value.map(|value| Current {
-            value,
-            expire_ms: m.expire_ms,
-        }),
+        state,
+        base: m.base.map(typed_from),
+        delta: m.delta.map(typed_from),
     }
 }
 
@@ -248,6 +277,7 @@ fn state_msg(s: &ReadState) -> StateMsg {
         expire_ms: s.current.as_ref().and_then(|c| c.expire_ms),
         commit_ts: s.version.commit_ts,
         origin: s.version.origin,
+        typed: s.typed.as_deref().map(typed_bytes),
     }
 }
 
@@ -257,6 +287,7 @@ fn state(m: StateMsg) -> ReadState {
             value,
             expire_ms: m.expire_ms,
         }),
+        typed: m.typed.map(typed_from),
         version: Version::new(m.commit_ts, m.origin),
     }
 }
@@ -325,6 +356,7 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                 let _ = reply.send(result(a, |a| {
                     a.states.into_iter().next().map(state).unwrap_or(ReadState {
                         current: None,
+                        typed: None,
                         version: Version::ZERO,
                     })
                 }));

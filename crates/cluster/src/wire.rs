@@ -33,6 +33,26 @@ pub struct Lattice {
     /// rest.
     #[prost(uint32, tag = "7")]
     pub unit: u32,
+    /// A typed state (`elsa_lattice::KeyState::encode`), in place of
+    /// `value`: a delta, or a whole state, to merge.
+    #[prost(bytes = "bytes", optional, tag = "8")]
+    pub typed: Option<Bytes>,
+}
+
+/// A typed state's bytes on the wire.
+pub fn typed_bytes(s: &elsa_lattice::KeyState) -> Bytes {
+    Bytes::from(s.to_bytes())
+}
+
+/// A typed state from the wire. One that does not decode (a damaged or
+/// forged frame) is logged and taken as empty: merging it changes nothing,
+/// rather than a half-read state changing something wrongly.
+pub fn typed_from(b: Bytes) -> std::sync::Arc<elsa_lattice::KeyState> {
+    let s = elsa_lattice::KeyState::from_bytes(b).unwrap_or_else(|| {
+        tracing::warn!("a typed state from a peer did not decode; ignored");
+        elsa_lattice::KeyState::default()
+    });
+    std::sync::Arc::new(s)
 }
 
 /// First frame on a connection: who is calling.
@@ -277,14 +297,23 @@ pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
 
 impl From<&elsa_shard::wal::codec::LogEntry> for Lattice {
     fn from(e: &elsa_shard::wal::codec::LogEntry) -> Lattice {
+        let (value, expire_ms, typed) = match &e.state {
+            elsa_shard::wal::codec::EntryState::Plain(c) => (
+                c.as_ref().map(|c| c.value.clone()),
+                c.as_ref().and_then(|c| c.expire_ms),
+                None,
+            ),
+            elsa_shard::wal::codec::EntryState::Typed(s) => (None, None, Some(typed_bytes(s))),
+        };
         Lattice {
             key: e.key.clone(),
-            value: e.state.as_ref().map(|c| c.value.clone()),
-            expire_ms: e.state.as_ref().and_then(|c| c.expire_ms),
+            value,
+            expire_ms,
             start_ts: e.start_ts,
             commit_ts: e.version.commit_ts,
             origin: e.version.origin,
             unit: e.unit.code(),
+            typed,
         }
     }
 }
@@ -293,10 +322,15 @@ impl From<Lattice> for elsa_shard::wal::codec::LogEntry {
     fn from(l: Lattice) -> Self {
         elsa_shard::wal::codec::LogEntry {
             key: l.key,
-            state: l.value.map(|value| elsa_shard::Current {
-                value,
-                expire_ms: l.expire_ms,
-            }),
+            state: match l.typed {
+                Some(b) => elsa_shard::wal::codec::EntryState::Typed(typed_from(b)),
+                None => elsa_shard::wal::codec::EntryState::Plain(l.value.map(|value| {
+                    elsa_shard::Current {
+                        value,
+                        expire_ms: l.expire_ms,
+                    }
+                })),
+            },
             start_ts: l.start_ts,
             version: elsa_lattice::Version::new(l.commit_ts, l.origin),
             unit: elsa_shard::Unit::from_code(l.unit),
@@ -322,6 +356,7 @@ mod tests {
                 commit_ts: 2,
                 origin: 3,
                 unit: 1,
+                typed: None,
             }],
             after_gap: false,
         }));

@@ -304,10 +304,7 @@ fn get_presence(buf: &mut Bytes) -> Option<Presence> {
     let removes = get_dots(buf)?;
     let mut p = Presence::default();
     // Through merge, which normalises (an add a remove covers is gone).
-    p.merge(Presence {
-        adds,
-        removes,
-    });
+    p.merge(Presence { adds, removes });
     Some(p)
 }
 

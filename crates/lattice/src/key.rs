@@ -380,6 +380,26 @@ impl KeyState {
         }
     }
 
+    /// Forgets the collection's removes older than `horizon` (every
+    /// replica has them); answers how many entries went.
+    pub fn collect(&mut self, horizon: Version) -> usize {
+        match &mut self.collection {
+            None => 0,
+            Some(Collection::Hash(m)) => m.collect(horizon),
+            Some(Collection::Set(s)) => s.collect(horizon),
+        }
+    }
+
+    /// True when the collection keeps entries that are not live (removed
+    /// elements the collector may forget).
+    pub fn has_removed_entries(&self) -> bool {
+        match &self.collection {
+            None => false,
+            Some(Collection::Hash(m)) => m.entries() > m.len(),
+            Some(Collection::Set(s)) => s.entries() > s.len(),
+        }
+    }
+
     /// True when the collection part has expired at `now_ms` (it still
     /// holds its elements until a write or the collector clears them).
     pub fn collection_expired(&self, now_ms: u64) -> bool {

@@ -531,6 +531,26 @@ pub(crate) fn write_op(w: &mut ReplyWriter<'_>, r: &OpReply) {
         OpReply::Bulk(b) => w.bulk(b),
         OpReply::Status(s) => w.simple(s),
         OpReply::Error(e) => w.error(e),
+        OpReply::Array(items) => {
+            w.array(items.len());
+            for r in items {
+                write_op(w, r);
+            }
+        }
+        OpReply::Map(pairs) => {
+            w.map(pairs.len());
+            for (k, v) in pairs {
+                w.bulk(k);
+                w.bulk(v);
+            }
+        }
+        OpReply::Set(members) => {
+            w.set(members.len());
+            for m in members {
+                w.bulk(m);
+            }
+        }
+        OpReply::Pairs(pairs) => w.pairs(pairs),
     }
 }
 

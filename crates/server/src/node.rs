@@ -101,7 +101,7 @@ fn recover(
             // transaction, whichever shards' logs had their own parts: a
             // multi-shard commit recovers all-or-nothing.
             let more =
-                elsa_txn::record::restore_writes(&e.key, e.state.as_ref().map(|c| &c.value[..]));
+                elsa_txn::record::restore_writes(&e.key, e.state.plain().map(|c| &c.value[..]));
             for e in std::iter::once(e).chain(more) {
                 let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
                 max_ts = max_ts.max(e.version.commit_ts);

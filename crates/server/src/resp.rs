@@ -361,6 +361,24 @@ impl ReplyWriter<'_> {
         }
     }
 
+    /// Pairs: RESP3 an array of two-element arrays, RESP2 one flat array.
+    pub fn pairs(&mut self, pairs: &[(Bytes, Bytes)]) {
+        if self.resp3 {
+            self.array(pairs.len());
+            for (k, v) in pairs {
+                self.array(2);
+                self.bulk(k);
+                self.bulk(v);
+            }
+        } else {
+            self.array(pairs.len() * 2);
+            for (k, v) in pairs {
+                self.bulk(k);
+                self.bulk(v);
+            }
+        }
+    }
+
     /// A list of bulk strings.
     pub fn bulks<'b>(&mut self, items: impl ExactSizeIterator<Item = &'b [u8]>) {
         self.array(items.len());

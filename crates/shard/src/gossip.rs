@@ -1,29 +1,62 @@
 //! The gossip buffer: which keys changed in the current merge epoch.
 //!
-//! Anna's `local_changeset`: only keys are kept, and the flush reads each
-//! key's latest lattice, so a hot key written a thousand times in an epoch is
-//! sent once, already merged.
+//! Anna's `local_changeset`: for a plain string only the key is kept, and
+//! the flush reads its latest lattice, so a hot key written a thousand
+//! times in an epoch is sent once, already merged. A typed key (a hash, a
+//! set, a counter) keeps the merge of the epoch's deltas instead, so one
+//! member's change to a million-member set ships one member.
 
 use bytes::Bytes;
-use hashbrown::HashSet;
+use elsa_lattice::{Crdt, KeyState};
+use hashbrown::HashMap;
+
+/// What changed about one key this epoch.
+#[derive(Default)]
+pub enum Dirty {
+    /// A whole-state write: ship the key's latest lattice.
+    #[default]
+    Whole,
+    /// Only deltas: ship their merge.
+    Delta(KeyState),
+}
 
 /// Keys changed since the last flush.
 #[derive(Default)]
 pub struct GossipBuffer {
-    // foldhash: this set is touched on every write.
-    dirty: HashSet<Bytes, foldhash::fast::RandomState>,
+    // foldhash: this map is touched on every write.
+    dirty: HashMap<Bytes, Dirty, foldhash::fast::RandomState>,
 }
 
 impl GossipBuffer {
-    /// Notes that `key` changed (one hash; the key is copied only the first
-    /// time in an epoch).
+    /// Notes that `key` changed as a whole (one hash; the key is copied
+    /// only the first time in an epoch).
     pub fn record(&mut self, key: &[u8]) {
-        self.dirty.get_or_insert_with(key, Bytes::copy_from_slice);
+        match self.dirty.get_mut(key) {
+            Some(d) => *d = Dirty::Whole,
+            None => {
+                self.dirty.insert(Bytes::copy_from_slice(key), Dirty::Whole);
+            }
+        }
+    }
+
+    /// Notes a delta merged into `key`. After a whole-state write this
+    /// epoch the key ships whole anyway.
+    pub fn record_delta(&mut self, key: &[u8], delta: &KeyState) {
+        match self.dirty.get_mut(key) {
+            Some(Dirty::Whole) => {}
+            Some(Dirty::Delta(d)) => {
+                d.merge(delta.clone());
+            }
+            None => {
+                self.dirty
+                    .insert(Bytes::copy_from_slice(key), Dirty::Delta(delta.clone()));
+            }
+        }
     }
 
     /// True when `key` changed this epoch.
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.dirty.contains(key)
+        self.dirty.contains_key(key)
     }
 
     /// Number of changed keys.
@@ -37,7 +70,7 @@ impl GossipBuffer {
     }
 
     /// Takes every changed key, leaving the buffer empty.
-    pub fn drain(&mut self) -> impl Iterator<Item = Bytes> + '_ {
+    pub fn drain(&mut self) -> impl Iterator<Item = (Bytes, Dirty)> + '_ {
         self.dirty.drain()
     }
 

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use elsa_lattice::{Ts, Version};
 use tokio::sync::oneshot;
 
-use crate::ops::{Current, Op, OpReply};
+use crate::ops::{Current, Op, OpReply, Value};
 use crate::repl::AckLevel;
 
 /// A transaction's id, unique within a node.
@@ -68,10 +68,29 @@ pub enum Expect {
     CommittedBefore(Ts),
 }
 
+impl ReadState {
+    /// What a command sees of the key: its typed state, else its live
+    /// string.
+    pub fn value(&self) -> Option<Value> {
+        match &self.typed {
+            Some(s) => Some(Value::Typed(s.clone())),
+            None => self.current.clone().map(Value::Str),
+        }
+    }
+
+    /// When what the key shows expires, if it does.
+    pub fn expire_ms(&self) -> Option<u64> {
+        match &self.typed {
+            Some(s) => s.expire_ms(crate::shard::unix_ms()),
+            None => self.current.as_ref().and_then(|c| c.expire_ms),
+        }
+    }
+}
+
 impl Expect {
     /// The check that a key read as `state` is unchanged at commit.
     pub fn unchanged(state: &ReadState) -> Expect {
-        match state.current.as_ref().and_then(|c| c.expire_ms) {
+        match state.expire_ms() {
             Some(at) => Expect::LiveVersion(state.version, at),
             None => Expect::Version(state.version),
         }
@@ -87,20 +106,62 @@ pub struct Check {
     pub expect: Expect,
 }
 
-/// A write to install: the key's new state (`None` = tombstone).
+/// A write to install: what the key shows from then on (`None` deletes
+/// it; a typed value is written as the delta that makes the key show it,
+/// see `Shard::store`).
 #[derive(Clone, Debug)]
 pub struct Write {
     /// The key written.
     pub key: HashedKey,
-    /// Its new state.
-    pub state: Option<Current>,
+    /// Its new value.
+    pub state: Option<Value>,
+    /// The key's typed state as the transaction read it, if it read one.
+    pub base: Option<std::sync::Arc<elsa_lattice::KeyState>>,
+    /// Set by [`Write::settle`]: the delta to merge, in place of `state`.
+    pub delta: Option<std::sync::Arc<elsa_lattice::KeyState>>,
+}
+
+impl Write {
+    /// A write of `state` to `key`, read as `base`.
+    pub fn new(
+        key: HashedKey,
+        state: Option<Value>,
+        base: Option<std::sync::Arc<elsa_lattice::KeyState>>,
+    ) -> Write {
+        Write {
+            key,
+            state,
+            base,
+            delta: None,
+        }
+    }
+
+    /// Once a multi-shard commit's version is known: a write that involves
+    /// a typed state becomes the delta that makes the state read show the
+    /// value written — the same lattice in the transaction's record, in
+    /// every install and in every replica's log, so a resolver installing
+    /// it again, or recovery replaying the record, merges what the shard
+    /// merged. (A single-shard commit needs none: the shard computes it
+    /// against what it stores.)
+    pub fn settle(&mut self, start_ts: elsa_lattice::Ts, version: elsa_lattice::Version) {
+        let typed = matches!(self.state, Some(Value::Typed(_))) || self.base.is_some();
+        if !typed || self.delta.is_some() {
+            return;
+        }
+        let from = self.base.as_deref().cloned().unwrap_or_default();
+        let target = crate::ops::typed_of(self.state.as_ref());
+        let delta = from.replace_with(&target, crate::shard::unix_ms(), start_ts, version);
+        self.delta = Some(std::sync::Arc::new(delta));
+    }
 }
 
 /// A key's state as read by a transaction: value (if live) and version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadState {
-    /// The live value, if any.
+    /// The live string value, if the key shows one.
     pub current: Option<Current>,
+    /// The key's typed state, if it holds one (whatever it shows).
+    pub typed: Option<std::sync::Arc<elsa_lattice::KeyState>>,
     /// The version of the stored state (ZERO if never written).
     pub version: Version,
 }

@@ -14,9 +14,16 @@
 //! in — the client's request, or a peer's frame — in place of `[value]`,
 //! so a 512 MiB `SET` is stored without a copy and `GET` answers it without
 //! one either (Redis keeps big strings by reference the same way).
+//!
+//! A key of a data type that merges element by element (a hash, a set, a
+//! string that was incremented: [`KeyState`]) keeps that state behind a
+//! pointer in the same place (flag `TYPED`): the record's version is then
+//! the state's newest write, and its expiry lives in the state.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
-use elsa_lattice::{NodeId, Ts, Version};
+use elsa_lattice::{KeyState, NodeId, Ts, Version};
 
 const TOMBSTONE: u8 = 1;
 const HAS_TTL: u8 = 2;
@@ -26,6 +33,8 @@ const SHARED: u8 = 4;
 const UNIT_HERE: u8 = 8;
 /// Written by a commit whose keys span shards (see [`Unit`]).
 const UNIT_SHARDS: u8 = 16;
+/// `[value]` is a pointer to a boxed `Arc<KeyState>` owned by the record.
+const TYPED: u8 = 32;
 const HEADER: usize = 1 + 4 + 4;
 const PTR: usize = std::mem::size_of::<usize>();
 
@@ -116,6 +125,76 @@ impl Record {
         }
     }
 
+    /// Packs a typed state (see the module doc); its version is the
+    /// state's newest write.
+    pub fn new_typed(key: &[u8], state: Arc<KeyState>, start_ts: Ts) -> Record {
+        let version = state.newest();
+        let mut r = Record::new(key, Some(&[0; PTR]), None, start_ts, version);
+        let ptr = Box::into_raw(Box::new(state)) as usize;
+        let at = r.data.len() - PTR;
+        r.data[at..].copy_from_slice(&ptr.to_le_bytes());
+        r.data[0] |= TYPED;
+        r
+    }
+
+    fn typed_ptr(&self) -> Option<*mut Arc<KeyState>> {
+        if self.flags() & TYPED == 0 {
+            return None;
+        }
+        let at = self.data.len() - PTR;
+        let mut raw = [0u8; PTR];
+        raw.copy_from_slice(&self.data[at..]);
+        Some(usize::from_le_bytes(raw) as *mut Arc<KeyState>)
+    }
+
+    /// The typed state, if this record holds one.
+    pub fn typed(&self) -> Option<&Arc<KeyState>> {
+        // SAFETY: set by `new_typed` from `Box::into_raw` of an `Arc` this
+        // record owns until it is dropped (see `Drop`).
+        self.typed_ptr().map(|p| unsafe { &*p })
+    }
+
+    /// The typed state, to change in place: the caller then calls
+    /// [`Record::restamp`] so the record's version follows the state.
+    pub fn typed_mut(&mut self) -> Option<&mut Arc<KeyState>> {
+        // SAFETY: as in `typed`; `&mut self` makes the access exclusive.
+        self.typed_ptr().map(|p| unsafe { &mut *p })
+    }
+
+    /// After a change of the typed state: the record's version becomes
+    /// its newest write, written by a transaction started at `start_ts`.
+    pub fn restamp(&mut self, start_ts: Ts) {
+        let Some(v) = self.typed().map(|s| s.newest()) else {
+            return;
+        };
+        if v != self.version() {
+            self.start_ts = start_ts;
+        }
+        self.commit_ts = v.commit_ts;
+        self.data[1..5].copy_from_slice(&v.origin.to_le_bytes());
+    }
+
+    /// True for a typed record.
+    pub fn is_typed(&self) -> bool {
+        self.flags() & TYPED != 0
+    }
+
+    /// True when the key shows a value at `now_ms`, of any type.
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        match self.typed() {
+            Some(s) => s.kind(now_ms) != elsa_lattice::Kind::None,
+            None => self.live_value(now_ms).is_some(),
+        }
+    }
+
+    /// What the record adds to its anti-entropy bucket's digest besides
+    /// its key and version: a typed state's content (two replicas can hold
+    /// different elements under one newest version), nothing for a string
+    /// (one version is one value).
+    pub fn content_digest(&self) -> u64 {
+        self.typed().map_or(0, |s| s.digest())
+    }
+
     /// The handle of a shared value (see [`Record::new_shared`]).
     fn shared(&self) -> Option<&Bytes> {
         if self.flags() & SHARED == 0 {
@@ -178,13 +257,33 @@ impl Record {
 
     /// Marks which kind of commit wrote this state.
     pub fn with_unit(mut self, unit: Unit) -> Record {
+        self.set_unit(unit);
+        self
+    }
+
+    /// A plain record's state as a typed one: its value (or tombstone) as
+    /// the base of a string that has seen no increments — what it merges
+    /// as when a typed state meets it.
+    pub fn as_typed(&self) -> KeyState {
+        if let Some(s) = self.typed() {
+            return (**s).clone();
+        }
+        KeyState::of_string(elsa_lattice::Counter::default().set(
+            self.value_bytes(),
+            self.expire_ms(),
+            self.start_ts,
+            self.version(),
+        ))
+    }
+
+    /// Marks, in place, which kind of commit wrote this state.
+    pub fn set_unit(&mut self, unit: Unit) {
         self.data[0] &= !(UNIT_HERE | UNIT_SHARDS);
         self.data[0] |= match unit {
             Unit::None => 0,
             Unit::Here => UNIT_HERE,
             Unit::Shards => UNIT_SHARDS,
         };
-        self
     }
 
     /// Which kind of commit wrote this state.
@@ -220,9 +319,10 @@ impl Record {
         &self.data[start..start + self.key_len()]
     }
 
-    /// The value, or `None` for a tombstone.
+    /// The value, or `None` for a tombstone (and for a typed record:
+    /// see [`Record::typed`]).
     pub fn value(&self) -> Option<&[u8]> {
-        if self.is_tombstone() {
+        if self.is_tombstone() || self.is_typed() {
             return None;
         }
         if let Some(b) = self.shared() {
@@ -263,12 +363,18 @@ impl Record {
 
     /// Heap bytes this record owns (for INFO memory accounting).
     pub fn heap_size(&self) -> usize {
-        self.data.len() + self.shared().map_or(0, Bytes::len)
+        self.data.len()
+            + self.shared().map_or(0, Bytes::len)
+            + self.typed().map_or(0, |s| PTR + s.approx_bytes())
     }
 }
 
 impl Drop for Record {
     fn drop(&mut self) {
+        if let Some(p) = self.typed_ptr() {
+            // SAFETY: the pointer `new_typed` leaked, reclaimed once.
+            drop(unsafe { Box::from_raw(p) });
+        }
         if self.flags() & SHARED != 0 {
             let at = self.data.len() - PTR;
             let mut raw = [0u8; PTR];

@@ -46,6 +46,22 @@ pub fn fingerprint(hash: u64, version: Version) -> u64 {
     mix(x ^ u64::from(version.origin))
 }
 
+/// What a record adds to its bucket's digest: [`fingerprint`] of its key
+/// and version, and for a typed record its content too.
+pub fn print_of(hash: u64, r: &Record) -> u64 {
+    fingerprint(hash, r.version()) ^ mix(r.content_digest())
+}
+
+/// How [`Table::update`] changed a key.
+pub enum Update {
+    /// Nothing changed.
+    Unchanged,
+    /// The record was changed in place (its key kept).
+    InPlace,
+    /// A new record replaces (or creates) the key's.
+    Put(Record),
+}
+
 /// splitmix64's finaliser: spreads every input bit over the output.
 fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -79,8 +95,8 @@ impl Table {
         self.digests[bucket]
     }
 
-    fn touch(&mut self, hash: u64, version: Version) {
-        self.digests[bucket_of(hash)] ^= fingerprint(hash, version);
+    fn touch(&mut self, hash: u64, print: u64) {
+        self.digests[bucket_of(hash)] ^= print;
     }
 
     /// Number of records (tombstones and expired keys included).
@@ -102,9 +118,9 @@ impl Table {
     pub fn put(&mut self, hash: u64, record: Record) {
         let hasher = &self.hasher;
         let seg = &mut self.segments[segment_of(hash)];
-        let new = record.version();
+        let new = print_of(hash, &record);
         let old = match seg.find_mut(hash, |r| r.key() == record.key()) {
-            Some(slot) => Some(std::mem::replace(slot, record).version()),
+            Some(slot) => Some(print_of(hash, &std::mem::replace(slot, record))),
             None => {
                 seg.insert_unique(hash, record, |r| {
                     std::hash::BuildHasher::hash_one(hasher, r.key())
@@ -137,19 +153,64 @@ impl Table {
         ) {
             hashbrown::hash_table::Entry::Occupied(mut o) => match decide(Some(o.get())) {
                 Some(rec) => {
-                    let new = rec.version();
-                    (Some(std::mem::replace(o.get_mut(), rec).version()), new)
+                    let new = print_of(hash, &rec);
+                    let old = print_of(hash, &std::mem::replace(o.get_mut(), rec));
+                    (Some(old), new)
                 }
                 None => return false,
             },
             hashbrown::hash_table::Entry::Vacant(v) => match decide(None) {
                 Some(rec) => {
-                    let new = rec.version();
+                    let new = print_of(hash, &rec);
                     v.insert(rec);
                     self.len += 1;
                     (None, new)
                 }
                 None => return false,
+            },
+        };
+        if let Some(old) = old {
+            self.touch(hash, old);
+        }
+        self.touch(hash, new);
+        true
+    }
+
+    /// [`Table::upsert`] that may also change the key's record in place
+    /// (a typed state merging a delta: no copy of a big collection).
+    pub fn update(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        decide: impl FnOnce(Option<&mut Record>) -> Update,
+    ) -> bool {
+        let hasher = &self.hasher;
+        let seg = &mut self.segments[segment_of(hash)];
+        let (old, new) = match seg.entry(
+            hash,
+            |r| r.key() == key,
+            |r| std::hash::BuildHasher::hash_one(hasher, r.key()),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(mut o) => {
+                let old = print_of(hash, o.get());
+                match decide(Some(o.get_mut())) {
+                    Update::Unchanged => return false,
+                    Update::InPlace => (Some(old), print_of(hash, o.get())),
+                    Update::Put(rec) => {
+                        let new = print_of(hash, &rec);
+                        *o.get_mut() = rec;
+                        (Some(old), new)
+                    }
+                }
+            }
+            hashbrown::hash_table::Entry::Vacant(v) => match decide(None) {
+                Update::Put(rec) => {
+                    let new = print_of(hash, &rec);
+                    v.insert(rec);
+                    self.len += 1;
+                    (None, new)
+                }
+                _ => return false,
             },
         };
         if let Some(old) = old {
@@ -165,9 +226,10 @@ impl Table {
         let seg = &mut self.segments[segment_of(hash)];
         if let Ok(entry) = seg.find_entry(hash, |r| r.key() == key) {
             if entry.get().version() == version {
+                let print = print_of(hash, entry.get());
                 entry.remove();
                 self.len -= 1;
-                self.touch(hash, version);
+                self.touch(hash, print);
                 return true;
             }
         }
@@ -195,7 +257,7 @@ impl Table {
                 if !k {
                     removed += 1;
                     let hash = std::hash::BuildHasher::hash_one(hasher, r.key());
-                    digests[bucket_of(hash)] ^= fingerprint(hash, r.version());
+                    digests[bucket_of(hash)] ^= print_of(hash, r);
                 }
                 k
             });
@@ -205,8 +267,8 @@ impl Table {
     }
 
     /// Keeps the records `keep` answers true for; it may also change a
-    /// record in place, keeping its key and version (the digests depend on
-    /// those only). Answers how many were removed.
+    /// record in place, keeping its key (the digests follow). Answers how
+    /// many were removed.
     pub fn retain_mut(&mut self, keep: impl FnMut(&mut Record) -> bool) -> usize {
         self.retain_mut_segments(0..SEGMENTS, keep)
     }
@@ -224,11 +286,16 @@ impl Table {
         let end = segments.end.min(SEGMENTS);
         for seg in &mut self.segments[segments.start.min(end)..end] {
             seg.retain(|r| {
+                let hash = std::hash::BuildHasher::hash_one(hasher, r.key());
+                let before = print_of(hash, r);
                 let k = keep(r);
                 if !k {
                     removed += 1;
-                    let hash = std::hash::BuildHasher::hash_one(hasher, r.key());
-                    digests[bucket_of(hash)] ^= fingerprint(hash, r.version());
+                    digests[bucket_of(hash)] ^= before;
+                } else {
+                    // A change in place (a typed state collected) moves
+                    // the digest with it.
+                    digests[bucket_of(hash)] ^= before ^ print_of(hash, r);
                 }
                 k
             });

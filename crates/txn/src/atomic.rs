@@ -11,9 +11,11 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
+use elsa_lattice::{Crdt, KeyState, Ts, Version};
+use elsa_shard::ops::Value;
 use elsa_shard::{
-    unix_ms, AckLevel, Check, Current, FastMap, HashedKey, HoldMode, KeyOp, KeyView, OpReply,
-    PrepareRequest, ReadState, Refusal, ShardMsg, TxnId, Write,
+    unix_ms, AckLevel, Check, FastMap, HashedKey, HoldMode, KeyOp, KeyView, OpReply,
+    PrepareRequest, Refusal, ShardMsg, TxnId, Write,
 };
 
 use crate::commit::Prepared;
@@ -67,24 +69,50 @@ impl Drop for HoldGuard<'_> {
 
 /// Keys' states captured under holds, with the commands' changes on top.
 struct Overlay {
-    states: FastMap<Bytes, (HashedKey, Option<Current>, bool)>,
+    /// Per key: its hash, its value now, whether a command wrote it, and
+    /// its typed state as read under the holds (a typed write's base).
+    states: FastMap<
+        Bytes,
+        (
+            HashedKey,
+            Option<Value>,
+            bool,
+            Option<std::sync::Arc<KeyState>>,
+        ),
+    >,
     now_ms: u64,
+    /// Stamps handed out (see [`elsa_shard::ops::pending_stamp`]).
+    stamps: u64,
 }
 
 impl KeyView for Overlay {
-    fn read(&mut self, key: &[u8]) -> Option<Current> {
+    fn lookup(&mut self, key: &[u8]) -> Option<Value> {
         let now = self.now_ms;
-        self.states
-            .get(key)
-            .and_then(|(_, c, _)| c.clone())
-            .filter(|c| c.expire_ms.is_none_or(|at| at > now))
+        match self.states.get(key)?.1.as_ref()? {
+            Value::Str(c) if c.expire_ms.is_some_and(|at| at <= now) => None,
+            v => Some(v.clone()),
+        }
     }
 
-    fn write(&mut self, key: &[u8], state: Option<Current>) {
+    fn store(&mut self, key: &[u8], value: Option<Value>) {
         if let Some(entry) = self.states.get_mut(key) {
-            entry.1 = state;
+            entry.1 = value;
             entry.2 = true;
         }
+    }
+
+    fn merge(&mut self, key: &[u8], delta: KeyState) {
+        if let Some(entry) = self.states.get_mut(key) {
+            let mut s = elsa_shard::ops::typed_of(entry.1.as_ref());
+            s.merge(delta);
+            entry.1 = Some(Value::Typed(std::sync::Arc::new(s)));
+            entry.2 = true;
+        }
+    }
+
+    fn stamp(&mut self) -> (Ts, Version) {
+        self.stamps += 1;
+        elsa_shard::ops::pending_stamp(self.stamps)
     }
 
     fn now_ms(&self) -> u64 {
@@ -235,13 +263,17 @@ impl Coordinator {
         let mut overlay = Overlay {
             states: FastMap::with_capacity_and_hasher(ops.len(), Default::default()),
             now_ms: unix_ms(),
+            stamps: 0,
         };
         let mut outcome = Ok(());
         for (_, keys, rx) in waits {
             match rx.await.map_err(|_| TxnError::ShardGone)? {
                 Ok(states) => {
-                    for ((k, _), ReadState { current, .. }) in keys.into_iter().zip(states) {
-                        overlay.states.insert(k.key.clone(), (k, current, false));
+                    for ((k, _), rs) in keys.into_iter().zip(states) {
+                        let read = rs.typed.clone();
+                        overlay
+                            .states
+                            .insert(k.key.clone(), (k, rs.value(), false, read));
                     }
                 }
                 Err(Refusal::Busy) => outcome = outcome.and(Err(None)),
@@ -259,7 +291,7 @@ impl Coordinator {
             .map(|k| k.op.apply(&k.key, &mut overlay))
             .collect();
         let mut writes: HashMap<ShardId, Vec<Write>> = HashMap::new();
-        for (_, (key, state, dirty)) in overlay.states {
+        for (_, (key, state, dirty, read)) in overlay.states {
             if dirty {
                 // To the shard that holds the key, even if the view has
                 // changed since the prepare.
@@ -267,7 +299,10 @@ impl Coordinator {
                     .iter()
                     .find(|(_, keys)| keys.contains_key(&key))
                     .map_or_else(|| self.shard_of(key.hash), |(s, _)| *s);
-                writes.entry(home).or_default().push(Write { key, state });
+                writes
+                    .entry(home)
+                    .or_default()
+                    .push(Write::new(key, state, read));
             }
         }
         let prepared = Prepared {

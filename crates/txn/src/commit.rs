@@ -25,7 +25,8 @@
 use std::collections::HashMap;
 
 use elsa_lattice::{Ts, Version};
-use elsa_shard::wal::codec::LogEntry;
+use elsa_shard::ops::Value;
+use elsa_shard::wal::codec::{EntryState, LogEntry};
 use elsa_shard::{
     unix_ms, AckLevel, Expiry, HashedKey, HoldMode, KeyOp, Op, OpReply, Refusal, SetCond, SetReply,
     ShardMsg, TxnId, Write,
@@ -65,6 +66,10 @@ impl Coordinator {
         // timestamp and the installs: the commit orders after everything
         // it read.
         let commit_ts = self.node.hlc.now();
+        let version = Version::new(commit_ts, self.node.node_id);
+        for w in p.writes.values_mut().flatten() {
+            w.settle(p.start_ts, version);
+        }
         if self.node.hlc.lapse() != p.guard.lapse {
             // Paused since the holds were taken: its own node's keys may
             // have been served by another node meanwhile, and the
@@ -131,7 +136,12 @@ impl Coordinator {
             .flatten()
             .map(|w| LogEntry {
                 key: w.key.key.clone(),
-                state: w.state.clone(),
+                state: match (&w.delta, &w.state) {
+                    (Some(d), _) => EntryState::Typed(d.clone()),
+                    (None, Some(Value::Str(c))) => EntryState::Plain(Some(c.clone())),
+                    // Settled: a typed value has its delta.
+                    (None, _) => EntryState::Plain(None),
+                },
                 start_ts: p.start_ts,
                 version,
                 unit: elsa_shard::Unit::Shards,
@@ -283,9 +293,17 @@ impl Coordinator {
                     let mine: Vec<Write> = writes
                         .iter()
                         .filter(|e| held.contains(&e.key[..]))
-                        .map(|e| Write {
-                            key: self.hashed(e.key.clone()),
-                            state: e.state.clone(),
+                        .map(|e| {
+                            let key = self.hashed(e.key.clone());
+                            match &e.state {
+                                EntryState::Plain(c) => {
+                                    Write::new(key, c.clone().map(Value::Str), None)
+                                }
+                                EntryState::Typed(d) => Write {
+                                    delta: Some(d.clone()),
+                                    ..Write::new(key, None, None)
+                                },
+                            }
                         })
                         .collect();
                     tracing::info!(

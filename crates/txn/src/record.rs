@@ -103,10 +103,10 @@ mod tests {
     fn records_round_trip() {
         let w = LogEntry {
             key: Bytes::from_static(b"k"),
-            state: Some(Current {
+            state: elsa_shard::wal::codec::EntryState::Plain(Some(Current {
                 value: Bytes::from_static(b"v"),
                 expire_ms: Some(9),
-            }),
+            })),
             start_ts: 3,
             version: Version::new(4, 5),
             unit: Default::default(),

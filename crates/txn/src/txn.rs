@@ -15,10 +15,11 @@ use std::collections::HashMap;
 use std::str::FromStr;
 
 use bytes::Bytes;
-use elsa_lattice::Ts;
+use elsa_lattice::{Crdt, KeyState, Ts, Version};
+use elsa_shard::ops::Value;
 use elsa_shard::{
-    unix_ms, AckLevel, Check, CommitRequest, Current, Expect, HashedKey, HoldMode, KeyOp, KeyView,
-    Op, OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
+    unix_ms, AckLevel, Check, CommitRequest, Expect, HashedKey, HoldMode, KeyOp, KeyView, Op,
+    OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
 };
 
 use crate::atomic::HoldGuard;
@@ -69,12 +70,17 @@ pub struct Txn {
     /// How far its commit travels before COMMIT answers (and what its
     /// reads may reveal).
     pub ack: AckLevel,
-    writes: HashMap<Bytes, (u64, Option<Current>)>,
+    /// Per key written: its hash, its value now, and its typed state as
+    /// first read (what a multi-shard commit's delta starts from).
+    writes: HashMap<Bytes, (u64, Option<Value>, Option<std::sync::Arc<KeyState>>)>,
     reads: HashMap<Bytes, (u64, ReadState)>,
     /// RC only: versions of keys a single command read and then wrote
     /// (INCR, APPEND, SET NX…). Validated at commit so such commands never
     /// lose updates, even at RC, as Redis users expect of them.
     rmw: HashMap<Bytes, (u64, Expect)>,
+    /// Stamps its typed writes took so far (each a later pending version:
+    /// see `elsa_shard::ops::pending_stamp`).
+    stamps: u64,
     /// Keeps tombstones it may validate against from being collected.
     _open: crate::router::OpenGuard,
 }
@@ -85,31 +91,54 @@ pub struct Txn {
 struct TxnView {
     keys: Vec<ViewKey>,
     now_ms: u64,
+    /// Stamps handed out so far in this transaction.
+    stamps: u64,
 }
 
 struct ViewKey {
     key: Bytes,
     hash: u64,
-    base: Option<Current>,
-    write: Option<Option<Current>>,
+    base: Option<Value>,
+    write: Option<Option<Value>>,
+}
+
+impl ViewKey {
+    fn shown(&self) -> Option<&Value> {
+        match &self.write {
+            Some(w) => w.as_ref(),
+            None => self.base.as_ref(),
+        }
+    }
 }
 
 impl KeyView for TxnView {
-    fn read(&mut self, key: &[u8]) -> Option<Current> {
+    fn lookup(&mut self, key: &[u8]) -> Option<Value> {
         let now = self.now_ms;
         let k = self.keys.iter().find(|k| k.key == key)?;
-        match &k.write {
-            Some(w) => w.clone(),
-            None => k.base.clone(),
+        match k.shown()? {
+            Value::Str(c) if c.expire_ms.is_some_and(|at| at <= now) => None,
+            v => Some(v.clone()),
         }
-        .filter(|c| c.expire_ms.is_none_or(|at| at > now))
     }
 
-    fn write(&mut self, key: &[u8], state: Option<Current>) {
+    fn store(&mut self, key: &[u8], value: Option<Value>) {
         // An op writes only keys it declared (its own, `other_keys`).
         if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
-            k.write = Some(state);
+            k.write = Some(value);
         }
+    }
+
+    fn merge(&mut self, key: &[u8], delta: KeyState) {
+        if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
+            let mut s = elsa_shard::ops::typed_of(k.shown());
+            s.merge(delta);
+            k.write = Some(Some(Value::Typed(std::sync::Arc::new(s))));
+        }
+    }
+
+    fn stamp(&mut self) -> (Ts, Version) {
+        self.stamps += 1;
+        elsa_shard::ops::pending_stamp(self.stamps)
     }
 
     fn now_ms(&self) -> u64 {
@@ -143,6 +172,7 @@ impl Txn {
             writes: HashMap::new(),
             reads: HashMap::new(),
             rmw: HashMap::new(),
+            stamps: 0,
         }
     }
 
@@ -184,6 +214,7 @@ impl Txn {
         let mut view = TxnView {
             keys: Vec::with_capacity(1 + kop.op.other_keys().len()),
             now_ms: 0,
+            stamps: self.stamps,
         };
         // RC: the versions this op fetched, validated at commit if it
         // writes (its writes depend on them).
@@ -192,19 +223,19 @@ impl Txn {
             if view.keys.iter().any(|k| k.key == key) {
                 continue; // RENAME k k
             }
-            let base = if let Some((_, w)) = self.writes.get(&key) {
+            let base = if let Some((_, w, _)) = self.writes.get(&key) {
                 w.clone()
             } else if blind {
                 None
             } else if let Some((_, rs)) = self.reads.get(&key) {
-                rs.current.clone()
+                rs.value()
             } else {
                 let hk = HashedKey {
                     key: key.clone(),
                     hash,
                 };
                 let rs = read(coord, hk, self.ack).await?;
-                let current = rs.current.clone();
+                let current = rs.value();
                 if self.isolation != Isolation::ReadCommitted {
                     self.reads.insert(key.clone(), (hash, rs));
                 } else {
@@ -221,6 +252,7 @@ impl Txn {
         }
         view.now_ms = unix_ms();
         let reply = kop.op.apply(&kop.key, &mut view);
+        self.stamps = view.stamps;
         if validate || view.keys.iter().any(|k| k.write.is_some()) {
             for (key, hash, expect) in fetched {
                 self.rmw.entry(key).or_insert((hash, expect));
@@ -228,7 +260,16 @@ impl Txn {
         }
         for k in view.keys {
             if let Some(state) = k.write {
-                self.writes.insert(k.key, (k.hash, state));
+                match self.writes.get_mut(&k.key) {
+                    Some(w) => w.1 = state,
+                    None => {
+                        let read = match k.base {
+                            Some(Value::Typed(s)) => Some(s),
+                            _ => None,
+                        };
+                        self.writes.insert(k.key, (k.hash, state, read));
+                    }
+                }
             }
         }
         Ok(reply)
@@ -240,7 +281,7 @@ impl Txn {
         let written = coord.keys_to_replicate(
             self.writes
                 .iter()
-                .map(|(key, (hash, _))| KeyOp {
+                .map(|(key, (hash, _, _))| KeyOp {
                     key: key.clone(),
                     hash: *hash,
                     op: Op::Del,
@@ -279,7 +320,7 @@ impl Txn {
             }
             part.checks.push(Check { key, expect });
         }
-        for (key, (hash, state)) in self.writes {
+        for (key, (hash, state, read)) in self.writes {
             let key = HashedKey { key, hash };
             let shard = coord.shard_of(hash);
             let part = per_shard.entry(shard).or_default();
@@ -293,7 +334,7 @@ impl Txn {
                 Some(&(s, i)) if s == shard => part.holds[i].1 = HoldMode::Write,
                 _ => part.holds.push((key.clone(), HoldMode::Write)),
             }
-            part.writes.push(Write { key, state });
+            part.writes.push(Write::new(key, state, read));
         }
         if per_shard.len() == 1 {
             let Some((shard, part)) = per_shard.into_iter().next() else {

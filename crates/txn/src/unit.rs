@@ -127,10 +127,10 @@ mod tests {
     fn e(key: &str, value: &str, ts: u64) -> LogEntry {
         LogEntry {
             key: Bytes::from(key.to_string()),
-            state: Some(Current {
+            state: elsa_shard::wal::codec::EntryState::Plain(Some(Current {
                 value: Bytes::from(value.to_string()),
                 expire_ms: None,
-            }),
+            })),
             start_ts: ts,
             version: Version::new(ts, 1),
             unit: Default::default(),

@@ -46,9 +46,16 @@ pub struct OpMsg {
 
 #[derive(Clone, PartialEq, Message)]
 pub struct ReplyMsg {
-    /// 0 nil, 1 ok, 2 int, 3 bulk, 4 status, 5 error.
+    /// 0 nil, 1 ok, 2 int, 3 bulk, 4 status, 5 error, 6 array (`items`),
+    /// 7 map, 8 set, 9 pairs (`bulks`, pairs flattened).
     #[prost(uint32, tag = "1")]
     pub kind: u32,
+    /// An array's answers.
+    #[prost(message, repeated, tag = "5")]
+    pub items: Vec<ReplyMsg>,
+    /// A map's, set's or pairs' strings, in order.
+    #[prost(bytes = "bytes", repeated, tag = "6")]
+    pub bulks: Vec<Bytes>,
     #[prost(int64, tag = "2")]
     pub int: i64,
     #[prost(bytes = "bytes", tag = "3")]
@@ -286,8 +293,28 @@ pub fn reply_msg(r: &OpReply) -> ReplyMsg {
         OpReply::Bulk(b) => (m.kind, m.bulk) = (3, b.clone()),
         OpReply::Status(s) => (m.kind, m.text) = (4, s.to_string()),
         OpReply::Error(s) => (m.kind, m.text) = (5, s.to_string()),
+        OpReply::Array(items) => (m.kind, m.items) = (6, items.iter().map(reply_msg).collect()),
+        OpReply::Map(pairs) => (m.kind, m.bulks) = (7, flatten(pairs)),
+        OpReply::Set(members) => (m.kind, m.bulks) = (8, members.clone()),
+        OpReply::Pairs(pairs) => (m.kind, m.bulks) = (9, flatten(pairs)),
     }
     m
+}
+
+fn flatten(pairs: &[(Bytes, Bytes)]) -> Vec<Bytes> {
+    pairs
+        .iter()
+        .flat_map(|(k, v)| [k.clone(), v.clone()])
+        .collect()
+}
+
+fn pairs(bulks: Vec<Bytes>) -> Vec<(Bytes, Bytes)> {
+    let mut it = bulks.into_iter();
+    let mut out = Vec::with_capacity(it.len() / 2);
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        out.push((k, v));
+    }
+    out
 }
 
 /// Decodes a reply from a remote shard.
@@ -298,6 +325,10 @@ pub fn reply(m: ReplyMsg) -> OpReply {
         2 => OpReply::Int(m.int),
         3 => OpReply::Bulk(m.bulk),
         4 => OpReply::Status(intern(&m.text)),
+        6 => OpReply::Array(m.items.into_iter().map(reply).collect()),
+        7 => OpReply::Map(pairs(m.bulks)),
+        8 => OpReply::Set(m.bulks),
+        9 => OpReply::Pairs(pairs(m.bulks)),
         _ => OpReply::Error(intern(&m.text)),
     }
 }

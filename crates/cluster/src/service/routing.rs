@@ -289,7 +289,10 @@ impl Cluster {
                 Ok(Ok(state)) if state.version == elsa_lattice::Version::ZERO => {}
                 Ok(Ok(state)) => entries.push(LogEntry {
                     key: key.key,
-                    state: state.current,
+                    state: match state.typed {
+                        Some(s) => elsa_shard::wal::codec::EntryState::Typed(s),
+                        None => elsa_shard::wal::codec::EntryState::Plain(state.current),
+                    },
                     start_ts: state.version.commit_ts,
                     version: state.version,
                     unit: elsa_shard::Unit::None,

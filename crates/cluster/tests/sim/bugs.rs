@@ -10,7 +10,7 @@ use elsa_cluster::antientropy as ae;
 use elsa_cluster::ring::{Member, Ring};
 use elsa_lattice::{Hlc, Version};
 use elsa_shard::table::fingerprint;
-use elsa_shard::wal::codec::LogEntry;
+use elsa_shard::wal::codec::{EntryState, LogEntry};
 use elsa_shard::{Current, KeyHasher, Shard};
 
 use crate::harness::{self, Scenario};
@@ -60,10 +60,10 @@ fn fingerprint_collision_hides_a_differing_version_from_anti_entropy() {
     a.op_merge(
         &[LogEntry {
             key: key.clone(),
-            state: Some(Current {
+            state: EntryState::Plain(Some(Current {
                 value: Bytes::from("resurrected"),
                 expire_ms: None,
-            }),
+            })),
             start_ts: older.commit_ts,
             version: older,
             unit: Default::default(),
@@ -74,7 +74,7 @@ fn fingerprint_collision_hides_a_differing_version_from_anti_entropy() {
     b.op_merge(
         &[LogEntry {
             key,
-            state: None,
+            state: EntryState::Plain(None),
             start_ts: newer.commit_ts,
             version: newer,
             unit: Default::default(),
@@ -203,10 +203,10 @@ fn ae_finish_cutoff_sync_covers_replaced_writes() {
     a.op_merge(
         &[LogEntry {
             key: key.clone(),
-            state: Some(Current {
+            state: EntryState::Plain(Some(Current {
                 value: Bytes::from("later"),
                 expire_ms: None,
-            }),
+            })),
             start_ts: later.commit_ts,
             version: later,
             unit: Default::default(),

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use elsa_cluster::ring::slot_of;
 use elsa_lattice::{NodeId, Version};
 use elsa_shard::table::DIGEST_BUCKETS;
-use elsa_shard::wal::codec::LogEntry;
+use elsa_shard::wal::codec::{EntryState, LogEntry};
 use elsa_shard::Current;
 
 use crate::node::{hash_of, Ack, World};
@@ -35,10 +35,10 @@ pub fn snapshot(world: &World) -> BTreeMap<(NodeId, u16), BTreeMap<Vec<u8>, LogE
 fn lattice_of(world: &World, a: &Ack) -> LogEntry {
     LogEntry {
         key: world.keys[a.key].key.clone(),
-        state: a.value.clone().map(|value| Current {
+        state: EntryState::Plain(a.value.clone().map(|value| Current {
             value,
             expire_ms: None,
-        }),
+        })),
         start_ts: a.version.commit_ts,
         version: a.version,
         unit: Default::default(),
@@ -51,7 +51,7 @@ fn show(h: &Held) -> String {
         Some(e) => format!(
             "{}@({},{})",
             e.state
-                .as_ref()
+                .plain()
                 .map_or("tombstone".to_string(), |c| String::from_utf8_lossy(
                     &c.value
                 )
@@ -104,7 +104,9 @@ pub fn check(world: &World) -> Result<(), String> {
                 let ok = held == want
                     || (held.is_none()
                         && may_collect
-                        && want.as_ref().is_some_and(|w| w.state.is_none()));
+                        && want
+                            .as_ref()
+                            .is_some_and(|w| w.state == EntryState::Plain(None)));
                 states.push(format!("n{}/{}={}", id.node, id.index, show(&held)));
                 if !ok {
                     bad.push(id.node);

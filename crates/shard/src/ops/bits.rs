@@ -4,14 +4,14 @@
 
 use bytes::Bytes;
 
-use super::{keeping_ttl, BitRange, KeyView, OpReply};
+use super::{keeping_ttl, read_string, BitRange, KeyView, OpReply};
 
 fn mask(offset: u64) -> u8 {
     1 << (7 - (offset & 7))
 }
 
 pub(super) fn getbit(key: &[u8], view: &mut impl KeyView, offset: u64) -> OpReply {
-    let set = view.read(key).is_some_and(|c| {
+    let set = read_string!(view, key).is_some_and(|c| {
         usize::try_from(offset >> 3)
             .ok()
             .and_then(|byte| c.value.get(byte))
@@ -24,7 +24,7 @@ pub(super) fn getbit(key: &[u8], view: &mut impl KeyView, offset: u64) -> OpRepl
 /// hold the bit; a key left exactly as it was is not written, so a WATCH
 /// on it stays valid, as in Redis. The parser keeps `offset` under 2^32.
 pub(super) fn setbit(key: &[u8], view: &mut impl KeyView, offset: u64, on: bool) -> OpReply {
-    let old = view.read(key);
+    let old = read_string!(view, key);
     let byte = (offset >> 3) as usize;
     let mut v = old.as_ref().map_or_else(Vec::new, |c| c.value.to_vec());
     let grew = old.is_none() || v.len() <= byte;
@@ -83,7 +83,7 @@ fn popcount(bytes: &[u8]) -> i64 {
 }
 
 pub(super) fn bitcount(key: &[u8], view: &mut impl KeyView, range: BitRange) -> OpReply {
-    let Some(c) = view.read(key) else {
+    let Some(c) = read_string!(view, key) else {
         return OpReply::Int(0);
     };
     let v = &c.value[..];
@@ -123,7 +123,7 @@ fn first_bit(bytes: &[u8], bit: bool) -> i64 {
 
 /// BITPOS: Redis's search, edge bytes of a BIT range masked off.
 pub(super) fn bitpos(key: &[u8], view: &mut impl KeyView, bit: bool, range: BitRange) -> OpReply {
-    let Some(c) = view.read(key) else {
+    let Some(c) = read_string!(view, key) else {
         // A missing key is an endless run of zeros.
         return OpReply::Int(if bit { -1 } else { 0 });
     };

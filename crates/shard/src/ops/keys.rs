@@ -4,14 +4,17 @@
 
 use bytes::Bytes;
 
+use elsa_lattice::{Collection, KeyState, Kind, Ttl};
+
 use super::{
-    parse_i64, Current, ExpireCond, KeyView, ObjectField, OpReply, ERR_NO_LFU, ERR_NO_SUCH_KEY,
+    parse_i64, Current, ExpireCond, KeyView, ObjectField, OpReply, Value, ERR_NO_LFU,
+    ERR_NO_SUCH_KEY,
 };
 
 pub(super) fn del(key: &[u8], view: &mut impl KeyView) -> OpReply {
-    match view.read(key) {
+    match view.live(key) {
         Some(_) => {
-            view.write(key, None);
+            view.store(key, None);
             OpReply::Int(1)
         }
         None => OpReply::Int(0),
@@ -19,28 +22,64 @@ pub(super) fn del(key: &[u8], view: &mut impl KeyView) -> OpReply {
 }
 
 pub(super) fn exists(key: &[u8], view: &mut impl KeyView) -> OpReply {
-    OpReply::Int(view.read(key).is_some() as i64)
+    OpReply::Int((view.kind(key) != Kind::None) as i64)
 }
 
 pub(super) fn type_of(key: &[u8], view: &mut impl KeyView) -> OpReply {
-    OpReply::Status(if view.read(key).is_some() {
-        "string"
-    } else {
-        "none"
-    })
+    OpReply::Status(view.kind(key).name())
+}
+
+/// The expiry of `key` if it shows a value: `None` when absent, `Some(None)`
+/// when it persists.
+fn expiry(key: &[u8], view: &mut impl KeyView) -> Option<Option<u64>> {
+    let now = view.now_ms();
+    match view.live(key)? {
+        Value::Str(c) => Some(c.expire_ms),
+        Value::Typed(s) => Some(s.expire_ms(now)),
+    }
+}
+
+/// Gives the live `key` the expiry `at` (`None` persists it), whatever its
+/// type: a string is written again with it, a collection's expiry changes
+/// alone (a delta: its elements are not rewritten).
+fn set_expiry(key: &[u8], view: &mut impl KeyView, at: Option<u64>) {
+    let now = view.now_ms();
+    match view.live(key) {
+        None => {}
+        Some(Value::Str(c)) => view.write(
+            key,
+            Some(Current {
+                value: c.value,
+                expire_ms: at,
+            }),
+        ),
+        Some(Value::Typed(s)) if s.kind(now) == Kind::String => {
+            let value = s.visible_string(now);
+            let (start_ts, version) = view.stamp();
+            let delta = s.string.set(value, at, start_ts, version);
+            drop(s);
+            view.merge(key, KeyState::of_string(delta));
+        }
+        Some(Value::Typed(s)) => {
+            drop(s);
+            let (_, version) = view.stamp();
+            view.merge(
+                key,
+                KeyState::of_ttl(Ttl {
+                    expire_ms: at,
+                    version,
+                }),
+            );
+        }
+    }
 }
 
 /// TTL / PTTL: -2 missing, -1 no TTL, else the time left.
 pub(super) fn ttl(key: &[u8], view: &mut impl KeyView, millis: bool) -> OpReply {
-    match view.read(key) {
+    match expiry(key, view) {
         None => OpReply::Int(-2),
-        Some(Current {
-            expire_ms: None, ..
-        }) => OpReply::Int(-1),
-        Some(Current {
-            expire_ms: Some(at),
-            ..
-        }) => {
+        Some(None) => OpReply::Int(-1),
+        Some(Some(at)) => {
             let left = at.saturating_sub(view.now_ms());
             // TTL rounds to the nearest second, as Redis does.
             OpReply::Int(if millis { left } else { (left + 500) / 1000 } as i64)
@@ -51,52 +90,32 @@ pub(super) fn ttl(key: &[u8], view: &mut impl KeyView, millis: bool) -> OpReply 
 /// EXPIRETIME / PEXPIRETIME: -2 missing, -1 no TTL, else the absolute
 /// expiry — in seconds rounded to the nearest, as Redis rounds it.
 pub(super) fn expiretime(key: &[u8], view: &mut impl KeyView, millis: bool) -> OpReply {
-    match view.read(key) {
+    match expiry(key, view) {
         None => OpReply::Int(-2),
-        Some(Current {
-            expire_ms: None, ..
-        }) => OpReply::Int(-1),
-        Some(Current {
-            expire_ms: Some(at),
-            ..
-        }) => OpReply::Int(if millis { at } else { (at + 500) / 1000 } as i64),
+        Some(None) => OpReply::Int(-1),
+        Some(Some(at)) => OpReply::Int(if millis { at } else { (at + 500) / 1000 } as i64),
     }
 }
 
 pub(super) fn expire(key: &[u8], view: &mut impl KeyView, at: u64, cond: ExpireCond) -> OpReply {
-    let Some(c) = view.read(key) else {
+    let Some(current) = expiry(key, view) else {
         return OpReply::Int(0);
     };
-    if !cond.allows(at, c.expire_ms) {
+    if !cond.allows(at, current) {
         return OpReply::Int(0);
     }
     if at <= view.now_ms() {
-        view.write(key, None);
+        view.store(key, None);
     } else {
-        view.write(
-            key,
-            Some(Current {
-                value: c.value,
-                expire_ms: Some(at),
-            }),
-        );
+        set_expiry(key, view, Some(at));
     }
     OpReply::Int(1)
 }
 
 pub(super) fn persist(key: &[u8], view: &mut impl KeyView) -> OpReply {
-    match view.read(key) {
-        Some(Current {
-            value,
-            expire_ms: Some(_),
-        }) => {
-            view.write(
-                key,
-                Some(Current {
-                    value,
-                    expire_ms: None,
-                }),
-            );
+    match expiry(key, view) {
+        Some(Some(_)) => {
+            set_expiry(key, view, None);
             OpReply::Int(1)
         }
         _ => OpReply::Int(0),
@@ -108,30 +127,30 @@ pub(super) fn persist(key: &[u8], view: &mut impl KeyView) -> OpReply {
 /// and `to` not yet written. Renaming a key to itself changes nothing.
 pub(super) fn rename(key: &[u8], view: &mut impl KeyView, to: &[u8], nx: bool) -> OpReply {
     let done = if nx { OpReply::Int(1) } else { OpReply::Ok };
-    let Some(c) = view.read(key) else {
+    let Some(v) = view.live(key) else {
         return OpReply::Error(ERR_NO_SUCH_KEY);
     };
     if key == to {
         return if nx { OpReply::Int(0) } else { OpReply::Ok };
     }
-    if nx && view.read(to).is_some() {
+    if nx && view.kind(to) != Kind::None {
         return OpReply::Int(0);
     }
-    view.write(to, Some(c));
-    view.write(key, None);
+    view.store(to, Some(v));
+    view.store(key, None);
     done
 }
 
 /// COPY: `to` gets the value and its TTL unless it exists (REPLACE
 /// overwrites it). 1 when copied.
 pub(super) fn copy(key: &[u8], view: &mut impl KeyView, to: &[u8], replace: bool) -> OpReply {
-    let Some(c) = view.read(key) else {
+    let Some(v) = view.live(key) else {
         return OpReply::Int(0);
     };
-    if !replace && view.read(to).is_some() {
+    if !replace && view.kind(to) != Kind::None {
         return OpReply::Int(0);
     }
-    view.write(to, Some(c));
+    view.store(to, Some(v));
     OpReply::Int(1)
 }
 
@@ -159,13 +178,50 @@ fn refcount(value: &[u8]) -> i64 {
     }
 }
 
+/// The encoding Redis 7.0 gives a collection of this shape: small ones
+/// packed (`listpack`; `intset` for a set of integers), big ones
+/// `hashtable` (the thresholds are Redis's defaults).
+fn collection_encoding(c: &Collection) -> &'static str {
+    match c {
+        Collection::Hash(m) => {
+            let small = m.len() <= 128 && m.iter().all(|(f, v)| f.len() <= 64 && v.len() <= 64);
+            if small {
+                "listpack"
+            } else {
+                "hashtable"
+            }
+        }
+        Collection::Set(s) => {
+            if s.len() <= 512 && s.iter().all(|m| parse_i64(m).is_some()) {
+                "intset"
+            } else {
+                "hashtable"
+            }
+        }
+    }
+}
+
 pub(super) fn object(key: &[u8], view: &mut impl KeyView, field: ObjectField) -> OpReply {
-    let Some(c) = view.read(key) else {
+    let now = view.now_ms();
+    let Some(v) = view.live(key) else {
         return OpReply::Nil;
     };
+    let string = match &v {
+        Value::Str(c) => Some(c.value.clone()),
+        Value::Typed(s) => s.visible_string(now),
+    };
     match field {
-        ObjectField::Encoding => OpReply::Bulk(Bytes::from_static(encoding(&c.value).as_bytes())),
-        ObjectField::Refcount => OpReply::Int(refcount(&c.value)),
+        ObjectField::Encoding => {
+            let name = match (&string, &v) {
+                (Some(value), _) => encoding(value),
+                (None, Value::Typed(s)) => {
+                    s.visible_collection(now).map_or("raw", collection_encoding)
+                }
+                (None, Value::Str(_)) => "raw",
+            };
+            OpReply::Bulk(Bytes::from_static(name.as_bytes()))
+        }
+        ObjectField::Refcount => OpReply::Int(string.as_deref().map_or(1, refcount)),
         // No access times are kept (it would cost a write per read).
         ObjectField::IdleTime => OpReply::Int(0),
         ObjectField::Freq => OpReply::Error(ERR_NO_LFU),
@@ -173,15 +229,19 @@ pub(super) fn object(key: &[u8], view: &mut impl KeyView, field: ObjectField) ->
 }
 
 /// MEMORY USAGE: what the key's record costs in the table (see
-/// [`crate::record::footprint`]).
+/// [`crate::record::footprint`]), and a typed state's elements.
 pub(super) fn memory_usage(key: &[u8], view: &mut impl KeyView) -> OpReply {
-    match view.read(key) {
+    match view.live(key) {
         None => OpReply::Nil,
-        Some(c) => {
+        Some(Value::Str(c)) => {
             OpReply::Int(
                 crate::record::footprint(key.len(), c.value.len(), c.expire_ms.is_some()) as i64,
             )
         }
+        Some(Value::Typed(s)) => OpReply::Int(
+            (crate::record::footprint(key.len(), std::mem::size_of::<usize>(), false)
+                + s.approx_bytes()) as i64,
+        ),
     }
 }
 

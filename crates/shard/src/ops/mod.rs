@@ -12,16 +12,26 @@
 //!
 //! The semantics live by family, as Redis's `t_string.c`, `bitops.c` and
 //! `db.c` do: [`strings`], [`bits`], [`keys`]; [`longdouble`] is the
-//! extended-precision arithmetic INCRBYFLOAT needs. A value is a string
-//! for now; a value enum naming the type goes here when a second type
-//! arrives, and each family checks it (WRONGTYPE) where Redis does.
+//! extended-precision arithmetic INCRBYFLOAT needs.
+//!
+//! A key holds a plain string ([`Current`]) or a typed state
+//! ([`KeyState`]: a hash, a set, a counter — see `docs/datatypes.md`),
+//! together a [`Value`]. Typed commands change a key by *deltas*
+//! ([`KeyView::merge`]) written as the view's [`KeyView::stamp`], so one
+//! member's change is what is logged and shipped; whole-value writes
+//! ([`KeyView::store`]: SET, RENAME…) replace whatever the key held. Each
+//! family answers WRONGTYPE where Redis does ([`KeyView::read`] for the
+//! string commands).
 
 mod bits;
 mod keys;
 pub mod longdouble;
 mod strings;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+use elsa_lattice::{KeyState, Kind, Ts, Version};
 
 /// Largest string a value may grow to (Redis's `proto-max-bulk-len` default).
 pub const MAX_STRING: usize = 512 * 1024 * 1024;
@@ -35,15 +45,120 @@ pub struct Current {
     pub expire_ms: Option<u64>,
 }
 
-/// Access to the live state of keys, as a command sees it.
+/// What a key holds, of any type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// A plain string (last writer wins as a whole).
+    Str(Current),
+    /// A typed state. From [`KeyView::lookup`], the key's whole state as
+    /// stored (it may show nothing: see [`Value::kind`]); given to
+    /// [`KeyView::store`], what the key must show from then on.
+    Typed(Arc<KeyState>),
+}
+
+impl Value {
+    /// What the key shows at `now_ms`.
+    pub fn kind(&self, now_ms: u64) -> Kind {
+        match self {
+            Value::Str(_) => Kind::String,
+            Value::Typed(s) => s.kind(now_ms),
+        }
+    }
+}
+
+/// A value as a typed state: a plain string is a base that saw no
+/// increments (what it merges as when a delta meets it); none is empty.
+pub fn typed_of(value: Option<&Value>) -> KeyState {
+    match value {
+        None => KeyState::default(),
+        Some(Value::Typed(s)) => (**s).clone(),
+        Some(Value::Str(c)) => KeyState::of_string(elsa_lattice::Counter::default().set(
+            Some(c.value.clone()),
+            c.expire_ms,
+            0,
+            Version::new(1, 0),
+        )),
+    }
+}
+
+/// The `n`th stamp a transaction's overlay gives its deltas before it
+/// commits (the commit's own version is not known yet). Above every real
+/// version — HLC timestamps stay below 2^63 — and increasing, so the
+/// overlay merges them as later writes, in order. Only what the overlay
+/// then *shows* is installed (`KeyState::replace_with` at the commit's
+/// real version), never these versions.
+pub fn pending_stamp(n: u64) -> (Ts, Version) {
+    let ts = (1 << 63) + n;
+    (ts, Version::new(ts, 0))
+}
+
+/// A string command on a key holding another type.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Access to the state of keys, as a command sees it.
 pub trait KeyView {
-    /// The live (not deleted, not expired) value of `key`.
-    fn read(&mut self, key: &[u8]) -> Option<Current>;
-    /// Writes `key`; `None` deletes it (a tombstone).
-    fn write(&mut self, key: &[u8], state: Option<Current>);
+    /// What `key` holds: a live string, or its typed state (whatever that
+    /// shows, even nothing); `None` when absent, deleted or expired.
+    fn lookup(&mut self, key: &[u8]) -> Option<Value>;
+    /// Writes `key` whole: it shows `value` from now on (a typed value's
+    /// elements replace the old ones; concurrent writes elsewhere merge
+    /// as `docs/datatypes.md` says); `None` deletes it.
+    fn store(&mut self, key: &[u8], value: Option<Value>);
+    /// Merges `delta`, written as the last [`KeyView::stamp`], into `key`.
+    fn merge(&mut self, key: &[u8], delta: KeyState);
+    /// The start timestamp and version the next delta is written as; each
+    /// call a new, larger version.
+    fn stamp(&mut self) -> (Ts, Version);
     /// Milliseconds since the Unix epoch, for TTLs.
     fn now_ms(&self) -> u64;
+
+    /// The live string value of `key`, or WRONGTYPE when it holds another
+    /// type.
+    fn read(&mut self, key: &[u8]) -> Result<Option<Current>, &'static str> {
+        let now = self.now_ms();
+        match self.lookup(key) {
+            None => Ok(None),
+            Some(Value::Str(c)) => Ok(Some(c)),
+            Some(Value::Typed(s)) => match s.kind(now) {
+                Kind::None => Ok(None),
+                Kind::String => Ok(s.visible_string(now).map(|value| Current {
+                    value,
+                    expire_ms: s.string.expire_ms(),
+                })),
+                _ => Err(WRONGTYPE),
+            },
+        }
+    }
+
+    /// Writes `key` as a string; `None` deletes it.
+    fn write(&mut self, key: &[u8], state: Option<Current>) {
+        self.store(key, state.map(Value::Str));
+    }
+
+    /// What `key` shows.
+    fn kind(&mut self, key: &[u8]) -> Kind {
+        let now = self.now_ms();
+        self.lookup(key).map_or(Kind::None, |v| v.kind(now))
+    }
+
+    /// The live value of `key` of any type (`None` when it shows nothing).
+    fn live(&mut self, key: &[u8]) -> Option<Value> {
+        let now = self.now_ms();
+        self.lookup(key).filter(|v| v.kind(now) != Kind::None)
+    }
 }
+
+/// A string command's read of `key`: its value, or the WRONGTYPE reply
+/// from the enclosing op.
+macro_rules! read_string {
+    ($view:expr, $key:expr) => {
+        match $view.read($key) {
+            Ok(c) => c,
+            Err(e) => return OpReply::Error(e),
+        }
+    };
+}
+pub(crate) use read_string;
 
 /// SET's NX / XX condition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,6 +400,15 @@ pub enum OpReply {
     Status(&'static str),
     /// A Redis error line, without the leading `-`.
     Error(&'static str),
+    /// An array of answers (HMGET, SMISMEMBER, HKEYS, SSCAN's parts…).
+    Array(Vec<OpReply>),
+    /// Field–value pairs: a RESP3 map, a flat RESP2 array (HGETALL).
+    Map(Vec<(Bytes, Bytes)>),
+    /// Members: a RESP3 set, a RESP2 array (SMEMBERS, SINTER…).
+    Set(Vec<Bytes>),
+    /// Pairs: RESP3 an array of two-element arrays, RESP2 a flat array
+    /// (HRANDFIELD … WITHVALUES).
+    Pairs(Vec<(Bytes, Bytes)>),
 }
 
 /// Error text Redis uses for non-integer values and overflow.
@@ -425,22 +549,74 @@ pub(crate) mod testing {
     use super::*;
     use std::collections::HashMap;
 
-    /// Keys in a map, and a clock.
+    /// Keys in a map, and a clock. Typed values merge deltas and take
+    /// whole writes as the shard does (`KeyState::replace_with`), with a
+    /// version per write from the clock's own counter.
     #[derive(Default)]
-    pub struct MapView(pub HashMap<Vec<u8>, Current>, pub u64);
+    pub struct MapView(pub HashMap<Vec<u8>, Value>, pub u64);
+
+    thread_local! {
+        static WRITES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    impl MapView {
+        fn as_typed(&self, key: &[u8]) -> KeyState {
+            match self.0.get(key) {
+                None => KeyState::default(),
+                Some(Value::Typed(s)) => (**s).clone(),
+                Some(Value::Str(c)) => KeyState::of_string(elsa_lattice::Counter::default().set(
+                    Some(c.value.clone()),
+                    c.expire_ms,
+                    0,
+                    Version::new(1, 0),
+                )),
+            }
+        }
+    }
 
     impl KeyView for MapView {
-        fn read(&mut self, key: &[u8]) -> Option<Current> {
-            self.0
-                .get(key)
-                .filter(|c| c.expire_ms.is_none_or(|at| at > self.1))
-                .cloned()
+        fn lookup(&mut self, key: &[u8]) -> Option<Value> {
+            match self.0.get(key)? {
+                Value::Str(c) if c.expire_ms.is_some_and(|at| at <= self.1) => None,
+                v => Some(v.clone()),
+            }
         }
-        fn write(&mut self, key: &[u8], state: Option<Current>) {
-            match state {
-                Some(c) => self.0.insert(key.to_vec(), c),
-                None => self.0.remove(key),
+        fn store(&mut self, key: &[u8], value: Option<Value>) {
+            let typed = matches!(self.0.get(key), Some(Value::Typed(_)))
+                || matches!(value, Some(Value::Typed(_)));
+            if !typed {
+                match value {
+                    Some(v) => self.0.insert(key.to_vec(), v),
+                    None => self.0.remove(key),
+                };
+                return;
+            }
+            let target = match value {
+                None => KeyState::default(),
+                Some(Value::Str(c)) => KeyState::of_string(elsa_lattice::Counter::default().set(
+                    Some(c.value),
+                    c.expire_ms,
+                    0,
+                    Version::new(1, 0),
+                )),
+                Some(Value::Typed(t)) => (*t).clone(),
             };
+            let (start, dot) = self.stamp();
+            let delta = self.as_typed(key).replace_with(&target, self.1, start, dot);
+            self.merge(key, delta);
+        }
+        fn merge(&mut self, key: &[u8], delta: KeyState) {
+            use elsa_lattice::Crdt;
+            let mut s = self.as_typed(key);
+            s.merge(delta);
+            self.0.insert(key.to_vec(), Value::Typed(Arc::new(s)));
+        }
+        fn stamp(&mut self) -> (Ts, Version) {
+            let n = WRITES.with(|w| {
+                w.set(w.get() + 1);
+                w.get()
+            });
+            (n, Version::new(1_000 + n, 1))
         }
         fn now_ms(&self) -> u64 {
             self.1
@@ -452,10 +628,10 @@ pub(crate) mod testing {
         pub fn put(&mut self, key: &str, value: &[u8]) {
             self.0.insert(
                 key.as_bytes().to_vec(),
-                Current {
+                Value::Str(Current {
                     value: Bytes::copy_from_slice(value),
                     expire_ms: None,
-                },
+                }),
             );
         }
 

@@ -3,16 +3,16 @@
 //! SETRANGE.
 
 use bytes::Bytes;
+use elsa_lattice::{Counter, Crdt, KeyState, Kind, Version};
 
 use super::longdouble::{self, FloatError};
 use super::{
-    keeping_ttl, parse_i64, Current, Expiry, GetExTtl, KeyView, OpReply, SetCond, SetReply,
-    ERR_NAN, ERR_NOT_FLOAT, ERR_NOT_INTEGER, ERR_OVERFLOW, ERR_TOO_BIG, MAX_STRING,
+    keeping_ttl, read_string, Current, Expiry, GetExTtl, KeyView, OpReply, SetCond, SetReply,
+    Value, ERR_NAN, ERR_NOT_FLOAT, ERR_TOO_BIG, MAX_STRING, WRONGTYPE,
 };
 
 pub(super) fn get(key: &[u8], view: &mut impl KeyView) -> OpReply {
-    view.read(key)
-        .map_or(OpReply::Nil, |c| OpReply::Bulk(c.value))
+    read_string!(view, key).map_or(OpReply::Nil, |c| OpReply::Bulk(c.value))
 }
 
 pub(super) fn set(
@@ -26,11 +26,36 @@ pub(super) fn set(
     // A plain SET needs nothing from the old state: skip the read (and its
     // copy of the old value).
     let blind = cond == SetCond::Always && reply == SetReply::Ok && expiry != Expiry::Keep;
-    let old = if blind { None } else { view.read(key) };
+    // SET replaces a key of any type; only SET … GET needs a string.
+    let (exists, old) = if blind {
+        (false, None)
+    } else {
+        let now = view.now_ms();
+        match view.live(key) {
+            None => (false, None),
+            Some(Value::Str(c)) => (true, Some(c)),
+            Some(Value::Typed(s)) if s.kind(now) == Kind::String => (
+                true,
+                s.visible_string(now).map(|value| Current {
+                    value,
+                    expire_ms: s.string.expire_ms(),
+                }),
+            ),
+            Some(Value::Typed(_)) if reply == SetReply::Old => return OpReply::Error(WRONGTYPE),
+            // Another type: KEEPTTL keeps its expiry.
+            Some(Value::Typed(s)) => (
+                true,
+                Some(Current {
+                    value: Bytes::new(),
+                    expire_ms: s.expire_ms(now),
+                }),
+            ),
+        }
+    };
     let allowed = match cond {
         SetCond::Always => true,
-        SetCond::IfAbsent => old.is_none(),
-        SetCond::IfPresent => old.is_some(),
+        SetCond::IfAbsent => !exists,
+        SetCond::IfPresent => exists,
     };
     let answer = match reply {
         SetReply::Ok if allowed => OpReply::Ok,
@@ -63,7 +88,7 @@ pub(super) fn set(
 /// GETEX: the value, then the TTL change. Redis checks the time only once
 /// it found the key, so a refused time answers nil for a missing key.
 pub(super) fn getex(key: &[u8], view: &mut impl KeyView, ttl: GetExTtl) -> OpReply {
-    let Some(c) = view.read(key) else {
+    let Some(c) = read_string!(view, key) else {
         return OpReply::Nil;
     };
     match ttl {
@@ -92,7 +117,7 @@ pub(super) fn getex(key: &[u8], view: &mut impl KeyView, ttl: GetExTtl) -> OpRep
 }
 
 pub(super) fn getdel(key: &[u8], view: &mut impl KeyView) -> OpReply {
-    match view.read(key) {
+    match read_string!(view, key) {
         Some(c) => {
             view.write(key, None);
             OpReply::Bulk(c.value)
@@ -101,29 +126,42 @@ pub(super) fn getdel(key: &[u8], view: &mut impl KeyView) -> OpReply {
     }
 }
 
+/// INCR and its family: a counter delta — this node's running total of
+/// increments — so increments made concurrently in several regions all
+/// count (`docs/datatypes.md`); the TTL stays.
 pub(super) fn incr(key: &[u8], view: &mut impl KeyView, delta: i64) -> OpReply {
-    let old = view.read(key);
-    let current = match &old {
-        None => 0,
-        Some(c) => match parse_i64(&c.value) {
-            Some(n) => n,
-            None => return OpReply::Error(ERR_NOT_INTEGER),
+    let now = view.now_ms();
+    let counter = match view.lookup(key) {
+        None => Counter::default(),
+        // A plain string: its value is the base the increments add to.
+        Some(Value::Str(c)) => Counter::default().set(Some(c.value), c.expire_ms, 0, Version::ZERO),
+        Some(Value::Typed(s)) => match s.kind(now) {
+            Kind::String => s.string.clone(),
+            // A string hidden behind a newer, emptied collection is not
+            // the key's value: count from zero (as after a DEL).
+            Kind::None if s.string.value(now).is_some() => {
+                let mut c = s.string.clone();
+                c.merge(s.string.set(None, None, 0, Version::ZERO));
+                c
+            }
+            Kind::None => s.string.clone(),
+            _ => return OpReply::Error(WRONGTYPE),
         },
     };
-    let Some(next) = current.checked_add(delta) else {
-        return OpReply::Error(ERR_OVERFLOW);
-    };
-    view.write(
-        key,
-        keeping_ttl(old.as_ref(), Bytes::from(next.to_string())),
-    );
-    OpReply::Int(next)
+    let (start_ts, version) = view.stamp();
+    match counter.incr_by(delta, start_ts, version, now) {
+        Ok((next, d)) => {
+            view.merge(key, KeyState::of_string(d));
+            OpReply::Int(next)
+        }
+        Err(e) => OpReply::Error(e),
+    }
 }
 
 /// INCRBYFLOAT, in x87 extended precision and printed as Redis prints it
 /// (see [`longdouble`]); the TTL stays.
 pub(super) fn incr_by_float(key: &[u8], view: &mut impl KeyView, by: &[u8]) -> OpReply {
-    let old = view.read(key);
+    let old = read_string!(view, key);
     let value = old.as_ref().map_or(&b"0"[..], |c| &c.value[..]);
     match longdouble::incr_by_float(value, by) {
         Ok(text) => {
@@ -137,7 +175,7 @@ pub(super) fn incr_by_float(key: &[u8], view: &mut impl KeyView, by: &[u8]) -> O
 }
 
 pub(super) fn append(key: &[u8], view: &mut impl KeyView, suffix: &[u8]) -> OpReply {
-    let old = view.read(key);
+    let old = read_string!(view, key);
     let mut v = old.as_ref().map_or_else(Vec::new, |c| c.value.to_vec());
     if v.len() + suffix.len() > MAX_STRING {
         return OpReply::Error(ERR_TOO_BIG);
@@ -149,13 +187,13 @@ pub(super) fn append(key: &[u8], view: &mut impl KeyView, suffix: &[u8]) -> OpRe
 }
 
 pub(super) fn strlen(key: &[u8], view: &mut impl KeyView) -> OpReply {
-    OpReply::Int(view.read(key).map_or(0, |c| c.value.len() as i64))
+    OpReply::Int(read_string!(view, key).map_or(0, |c| c.value.len() as i64))
 }
 
 /// GETRANGE / SUBSTR: Redis's index arithmetic, quirks included (both
 /// ends negative and reversed is empty before anything is clamped).
 pub(super) fn getrange(key: &[u8], view: &mut impl KeyView, start: i64, end: i64) -> OpReply {
-    let Some(c) = view.read(key) else {
+    let Some(c) = read_string!(view, key) else {
         return OpReply::Bulk(Bytes::new());
     };
     match byte_range(c.value.len(), start, end) {
@@ -179,7 +217,7 @@ fn byte_range(len: usize, start: i64, end: i64) -> Option<(usize, usize)> {
 /// SETRANGE: writes `value` at `offset`, padding with zero bytes. An empty
 /// value changes nothing (a missing key stays missing); the TTL stays.
 pub(super) fn setrange(key: &[u8], view: &mut impl KeyView, offset: u64, value: &[u8]) -> OpReply {
-    let old = view.read(key);
+    let old = read_string!(view, key);
     let old_len = old.as_ref().map_or(0, |c| c.value.len());
     if value.is_empty() {
         return OpReply::Int(old_len as i64);
@@ -203,6 +241,7 @@ pub(super) fn setrange(key: &[u8], view: &mut impl KeyView, offset: u64, value: 
 mod tests {
     use super::super::testing::{bulk, MapView};
     use super::super::{Op, ERR_GETEX_EXPIRE};
+    use super::super::{ERR_NOT_INTEGER, ERR_OVERFLOW};
     use super::*;
 
     fn set_op(v: &str, cond: SetCond, reply: SetReply) -> Op {

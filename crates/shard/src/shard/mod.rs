@@ -6,17 +6,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use elsa_lattice::{Hlc, NodeId, Ts, Version};
+use elsa_lattice::{Crdt, Hlc, KeyState, Kind, NodeId, Ts, Version};
 
 use crate::gossip::GossipBuffer;
 use crate::msg::{
     AdminMsg, BatchMode, Check, CommitRequest, Expect, FastMap, HashedKey, HoldMode, KeyOp,
     PrepareRequest, ReadState, Refusal, ShardMsg, TxnId, Write,
 };
-use crate::ops::{Current, KeyView, OpReply};
+use crate::ops::{Current, KeyView, OpReply, Value};
 use crate::record::{Record, Unit};
-use crate::table::{KeyHasher, Table};
-use crate::wal::codec::LogEntry;
+use crate::table::{KeyHasher, Table, Update};
+use crate::wal::codec::{EntryState, LogEntry};
 use crate::wal::files::DataDir;
 use crate::wal::Wal;
 
@@ -189,6 +189,8 @@ struct LoneView<'a> {
     key: &'a [u8],
     hash: u64,
     now_ms: u64,
+    /// The last [`KeyView::stamp`].
+    stamp: (Ts, Version),
 }
 
 impl LoneView<'_> {
@@ -202,15 +204,28 @@ impl LoneView<'_> {
 }
 
 impl KeyView for LoneView<'_> {
-    fn read(&mut self, key: &[u8]) -> Option<Current> {
-        self.shard.current(self.hash_of(key), key, self.now_ms)
+    fn lookup(&mut self, key: &[u8]) -> Option<Value> {
+        self.shard.lookup(self.hash_of(key), key, self.now_ms)
     }
 
-    fn write(&mut self, key: &[u8], state: Option<Current>) {
+    fn store(&mut self, key: &[u8], value: Option<Value>) {
         let ts = self.shard.hlc.now();
         let version = Version::new(ts, self.shard.node);
         let hash = self.hash_of(key);
-        self.shard.install(hash, key, state.as_ref(), ts, version);
+        self.shard.store(hash, key, value, ts, version, self.now_ms);
+    }
+
+    fn merge(&mut self, key: &[u8], delta: KeyState) {
+        let (start_ts, version) = self.stamp;
+        let hash = self.hash_of(key);
+        self.shard
+            .merge_local(hash, key, delta, start_ts, version, self.now_ms);
+    }
+
+    fn stamp(&mut self) -> (Ts, Version) {
+        let ts = self.shard.hlc.now();
+        self.stamp = (ts, Version::new(ts, self.shard.node));
+        self.stamp
     }
 
     fn now_ms(&self) -> u64 {
@@ -407,13 +422,113 @@ impl Shard {
         }
     }
 
-    fn current(&self, hash: u64, key: &[u8], now_ms: u64) -> Option<Current> {
+    /// What `key` holds (see [`KeyView::lookup`]).
+    fn lookup(&self, hash: u64, key: &[u8], now_ms: u64) -> Option<Value> {
         let rec = self.table.get(hash, key)?;
+        if let Some(s) = rec.typed() {
+            return Some(Value::Typed(s.clone()));
+        }
         rec.live_value(now_ms)?;
-        Some(Current {
+        Some(Value::Str(Current {
             value: rec.value_bytes()?,
             expire_ms: rec.expire_ms(),
-        })
+        }))
+    }
+
+    /// A whole write committed here as `version` (a lone command's, or a
+    /// transaction's install): `key` shows `value` from now on. A string
+    /// over a plain string (or nothing) stays a plain lattice; anything
+    /// involving a typed state becomes the delta that makes the key show
+    /// `value` (`KeyState::replace_with`), so concurrent writes in other
+    /// regions still merge with it element by element.
+    fn store(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        value: Option<Value>,
+        start_ts: Ts,
+        version: Version,
+        now_ms: u64,
+    ) {
+        let stored = self.table.get(hash, key).and_then(|r| r.typed().cloned());
+        let target = match (&stored, value) {
+            (None, None) => {
+                return self.install(hash, key, &EntryState::Plain(None), start_ts, version)
+            }
+            (None, Some(Value::Str(c))) => {
+                return self.install(hash, key, &EntryState::Plain(Some(c)), start_ts, version)
+            }
+            (None, Some(Value::Typed(t)))
+                if t.kind(now_ms) != Kind::Hash && t.kind(now_ms) != Kind::Set =>
+            {
+                // A typed string (a counter moved by RENAME) lands plain.
+                let c = t.visible_string(now_ms).map(|value| Current {
+                    value,
+                    expire_ms: t.string.expire_ms(),
+                });
+                return self.install(hash, key, &EntryState::Plain(c), start_ts, version);
+            }
+            (_, None) => KeyState::default(),
+            (_, Some(Value::Str(c))) => KeyState::of_string(elsa_lattice::Counter::default().set(
+                Some(c.value),
+                c.expire_ms,
+                start_ts,
+                version,
+            )),
+            (_, Some(Value::Typed(t))) => (*t).clone(),
+        };
+        let from = stored.as_deref().cloned().unwrap_or_default();
+        drop(stored);
+        let delta = from.replace_with(&target, now_ms, start_ts, version);
+        if delta != KeyState::default() {
+            self.merge_local(hash, key, delta, start_ts, version, now_ms);
+        }
+    }
+
+    /// A transaction's write, committed as `version`: its settled delta
+    /// (see [`Write::settle`]) merged as it is, else its value stored.
+    fn apply_write(&mut self, w: &Write, start_ts: Ts, version: Version, now_ms: u64) {
+        match &w.delta {
+            Some(d) => {
+                let state = EntryState::Typed(d.clone());
+                self.install(w.key.hash, &w.key.key, &state, start_ts, version);
+            }
+            None => self.store(
+                w.key.hash,
+                &w.key.key,
+                w.state.clone(),
+                start_ts,
+                version,
+                now_ms,
+            ),
+        }
+    }
+
+    /// Merges a delta committed here as `version`.
+    fn merge_local(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        mut delta: KeyState,
+        start_ts: Ts,
+        version: Version,
+        now_ms: u64,
+    ) {
+        // A string delta over an expired plain value: the value is gone
+        // (its increments start from zero), and the delta must say so to
+        // every replica — each would otherwise merge it under the value
+        // it still keeps.
+        let expired_plain = self
+            .table
+            .get(hash, key)
+            .is_some_and(|r| !r.is_typed() && r.expire_ms().is_some_and(|at| at <= now_ms));
+        if expired_plain && delta.string != elsa_lattice::Counter::default() {
+            delta.merge(KeyState::of_string(
+                elsa_lattice::Counter::default().set(None, None, start_ts, version),
+            ));
+        }
+        let state = EntryState::Typed(Arc::new(delta));
+        self.install(hash, key, &state, start_ts, version);
     }
 
     fn version_of(&self, hash: u64, key: &[u8]) -> Version {
@@ -427,7 +542,7 @@ impl Shard {
         &mut self,
         hash: u64,
         key: &[u8],
-        state: Option<&Current>,
+        state: &EntryState,
         start_ts: Ts,
         version: Version,
     ) {
@@ -437,6 +552,112 @@ impl Shard {
     /// Installs a state unless the stored one is newer (merge semantics, so a
     /// lattice that arrived from a peer is never overwritten by an older one).
     fn install_from(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        state: &EntryState,
+        start_ts: Ts,
+        version: Version,
+        source: Source,
+    ) -> bool {
+        let written = match state {
+            EntryState::Plain(p) => {
+                if self.table.get(hash, key).is_some_and(Record::is_typed) {
+                    // A plain lattice meets a typed state: it merges as a
+                    // string's base that saw no increments.
+                    let s = KeyState::of_string(elsa_lattice::Counter::default().set(
+                        p.as_ref().map(|c| c.value.clone()),
+                        p.as_ref().and_then(|c| c.expire_ms),
+                        start_ts,
+                        version,
+                    ));
+                    self.install_typed(hash, key, s, start_ts, source)
+                } else {
+                    self.install_plain(hash, key, p.as_ref(), start_ts, version, source)
+                }
+            }
+            EntryState::Typed(s) => self.install_typed(hash, key, (**s).clone(), start_ts, source),
+        };
+        if written && !self.parts.is_empty() {
+            if let Some((part, _)) = self.parts.get(key) {
+                if part.version <= version {
+                    self.parts.remove(key);
+                }
+            }
+        }
+        if written && source == Source::Local {
+            match state {
+                EntryState::Plain(_) => self.gossip.record(key),
+                EntryState::Typed(s) => self.gossip.record_delta(key, s),
+            }
+        }
+        if written && matches!(source, Source::Local | Source::Remote) {
+            if let Some(r) = &mut self.repl {
+                r.pending.push(crate::wal::codec::LogEntry {
+                    key: Bytes::copy_from_slice(key),
+                    state: state.clone(),
+                    start_ts,
+                    version,
+                    unit: self.unit,
+                });
+            }
+        }
+        if written && source != Source::Recovery {
+            if let Some(d) = &mut self.durability {
+                d.wal.stage(key, state, start_ts, version);
+            }
+        }
+        written
+    }
+
+    /// Merges a typed state (a delta, or a whole state) into `key`; a
+    /// plain lattice stored there becomes a typed one. True when the key
+    /// changed.
+    fn install_typed(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        delta: KeyState,
+        start_ts: Ts,
+        source: Source,
+    ) -> bool {
+        let floor = self.tombstone_floor;
+        let unit = self.unit;
+        self.table.update(hash, key, |old| match old {
+            None => {
+                // Collected here already (every replica had it), as a
+                // tombstone would be.
+                if source != Source::Local
+                    && delta.newest().commit_ts < floor
+                    && delta.kind(unix_ms()) == Kind::None
+                {
+                    return Update::Unchanged;
+                }
+                Update::Put(Record::new_typed(key, Arc::new(delta), start_ts).with_unit(unit))
+            }
+            Some(rec) => match rec.typed_mut() {
+                Some(state) => {
+                    if !Arc::make_mut(state).merge(delta) {
+                        return Update::Unchanged;
+                    }
+                    rec.restamp(start_ts);
+                    rec.set_unit(unit);
+                    Update::InPlace
+                }
+                None => {
+                    let mut state = rec.as_typed();
+                    if !state.merge(delta) {
+                        return Update::Unchanged;
+                    }
+                    Update::Put(Record::new_typed(key, Arc::new(state), start_ts).with_unit(unit))
+                }
+            },
+        })
+    }
+
+    /// Installs a plain lattice over a plain one (or none) unless the
+    /// stored one is newer.
+    fn install_plain(
         &mut self,
         hash: u64,
         key: &[u8],
@@ -481,32 +702,6 @@ impl Shard {
                 .with_unit(self.unit),
             )
         });
-        if written && !self.parts.is_empty() {
-            if let Some((part, _)) = self.parts.get(key) {
-                if part.version <= version {
-                    self.parts.remove(key);
-                }
-            }
-        }
-        if written && source == Source::Local {
-            self.gossip.record(key);
-        }
-        if written && matches!(source, Source::Local | Source::Remote) {
-            if let Some(r) = &mut self.repl {
-                r.pending.push(crate::wal::codec::LogEntry {
-                    key: Bytes::copy_from_slice(key),
-                    state: state.cloned(),
-                    start_ts,
-                    version,
-                    unit: self.unit,
-                });
-            }
-        }
-        if written && source != Source::Recovery {
-            if let Some(d) = &mut self.durability {
-                d.wal.stage(key, state, start_ts, version);
-            }
-        }
         written
     }
 
@@ -688,6 +883,7 @@ impl Shard {
                 key: &kop.key,
                 hash: kop.hash,
                 now_ms,
+                stamp: (0, Version::ZERO),
             };
             out.push(kop.op.apply(&kop.key, &mut view));
         }
@@ -705,8 +901,20 @@ impl Shard {
     }
 
     fn read_state(&self, key: &HashedKey, now_ms: u64) -> ReadState {
+        let (current, typed) = match self.lookup(key.hash, &key.key, now_ms) {
+            None => (None, None),
+            Some(Value::Str(c)) => (Some(c), None),
+            Some(Value::Typed(s)) => (
+                s.visible_string(now_ms).map(|value| Current {
+                    value,
+                    expire_ms: s.string.expire_ms(),
+                }),
+                Some(s),
+            ),
+        };
         ReadState {
-            current: self.current(key.hash, &key.key, now_ms),
+            current,
+            typed,
             version: self.version_of(key.hash, &key.key),
         }
     }
@@ -779,14 +987,9 @@ impl Shard {
         if req.writes.len() > 1 {
             self.unit = Unit::Here;
         }
+        let now_ms = unix_ms();
         for w in &req.writes {
-            self.install(
-                w.key.hash,
-                &w.key.key,
-                w.state.as_ref(),
-                req.start_ts,
-                version,
-            );
+            self.apply_write(w, req.start_ts, version, now_ms);
         }
         self.unit = Unit::None;
         self.stats.commits += 1;
@@ -886,15 +1089,7 @@ impl Shard {
                     String::from_utf8_lossy(&w.key.key)
                 );
             }
-            let state = w.state.as_ref();
-            self.install_from(
-                w.key.hash,
-                &w.key.key,
-                state,
-                start_ts,
-                version,
-                Source::Local,
-            );
+            self.apply_write(w, start_ts, version, unix_ms());
         }
         self.unit = Unit::None;
         self.installed.insert(txn, std::time::Instant::now());
@@ -919,8 +1114,14 @@ impl Shard {
         for e in entries {
             let hash = std::hash::BuildHasher::hash_one(self.table.hasher(), &e.key[..]);
             self.hlc.observe(e.version.commit_ts);
-            let state = e.state.as_ref();
-            self.install_from(hash, &e.key, state, e.start_ts, e.version, Source::Remote);
+            self.install_from(
+                hash,
+                &e.key,
+                &e.state,
+                e.start_ts,
+                e.version,
+                Source::Remote,
+            );
         }
         self.unit = Unit::None;
         self.op_release(txn);

@@ -143,7 +143,7 @@ impl Shard {
         self.install_from(
             hash,
             &entry.key,
-            entry.state.as_ref(),
+            &entry.state,
             entry.start_ts,
             entry.version,
             Source::Recovery,
@@ -182,14 +182,9 @@ impl Shard {
                 continue;
             }
             self.unit = e.unit;
-            changed += self.install_from(
-                hash,
-                &e.key,
-                e.state.as_ref(),
-                e.start_ts,
-                e.version,
-                Source::Peer,
-            ) as usize;
+            changed +=
+                self.install_from(hash, &e.key, &e.state, e.start_ts, e.version, Source::Peer)
+                    as usize;
         }
         self.unit = Unit::None;
         Ok(changed)
@@ -230,14 +225,7 @@ impl Shard {
         for (hash, e) in late {
             self.stats.parts_alone += 1;
             self.unit = e.unit;
-            self.install_from(
-                hash,
-                &e.key,
-                e.state.as_ref(),
-                e.start_ts,
-                e.version,
-                Source::Peer,
-            );
+            self.install_from(hash, &e.key, &e.state, e.start_ts, e.version, Source::Peer);
         }
         self.unit = Unit::None;
     }
@@ -262,6 +250,7 @@ impl Shard {
             .filter(|r| r.expire_ms().is_none_or(|at| at > now))
             .map(|r| crate::wal::codec::EntryRef {
                 key: r.key(),
+                typed: r.typed().map(|s| &**s),
                 value: r.value(),
                 expire_ms: r.expire_ms(),
                 start_ts: r.start_ts,

@@ -1,8 +1,9 @@
 //! Unit tests of the shard actor: versions, gossip buffer, validation,
 //! holds, merge order, garbage collection, scan, and the log path.
 use super::*;
+use crate::ops::Value;
 use crate::ops::{Expiry, Op, SetCond, SetReply};
-use crate::wal::codec::LogEntry;
+use crate::wal::codec::{EntryState, LogEntry};
 use crate::wal::files::DataDir;
 use crate::wal::Wal;
 
@@ -66,9 +67,13 @@ fn gossip_buffer_holds_each_changed_key_once_at_its_latest_state() {
     let flushed = s.flush_gossip();
     assert_eq!(flushed.len(), 101);
     let hot = flushed.iter().find(|e| &e.key[..] == b"hot").unwrap();
-    assert_eq!(hot.state.as_ref().map(|c| &c.value[..]), Some(&b"99"[..]));
+    assert_eq!(hot.state.plain().map(|c| &c.value[..]), Some(&b"99"[..]));
     let k0 = flushed.iter().find(|e| &e.key[..] == b"k0").unwrap();
-    assert_eq!(k0.state, None, "a delete is gossiped as a tombstone");
+    assert_eq!(
+        k0.state,
+        EntryState::Plain(None),
+        "a delete is gossiped as a tombstone"
+    );
     assert_eq!(s.gossip_pending(), 0);
     assert!(s.flush_gossip().is_empty(), "nothing changed since");
     // Reads do not dirty the buffer.
@@ -97,10 +102,7 @@ fn commit_validates_read_versions_and_first_committer_wins() {
             key: key(&s, "x"),
             expect: Expect::CommittedBefore(start_ts),
         }],
-        writes: vec![Write {
-            key: key(&s, "x"),
-            state: None,
-        }],
+        writes: vec![Write::new(key(&s, "x"), None, None)],
         start_ts,
     };
     assert!(
@@ -160,13 +162,14 @@ fn holds_block_conflicting_work_until_released() {
     let ts = s.hlc.now();
     s.op_install(
         1,
-        &[Write {
-            key: key(&s, "x"),
-            state: Some(Current {
+        &[Write::new(
+            key(&s, "x"),
+            Some(Value::Str(Current {
                 value: Bytes::from("new"),
                 expire_ms: None,
-            }),
-        }],
+            })),
+            None,
+        )],
         ts,
         Version::new(ts, 9),
     )
@@ -221,10 +224,10 @@ fn older_versions_never_overwrite_newer_ones() {
     s.install(
         k.hash,
         &k.key,
-        Some(&Current {
+        &EntryState::Plain(Some(Current {
             value: Bytes::from("old"),
             expire_ms: None,
-        }),
+        })),
         1,
         old,
     );
@@ -320,10 +323,10 @@ fn lattice_records() -> impl proptest::strategy::Strategy<Value = Vec<Vec<LogEnt
         };
         LogEntry {
             key: Bytes::from(format!("k{k}")),
-            state: (kind != 1).then(|| Current {
+            state: EntryState::Plain((kind != 1).then(|| Current {
                 value: Bytes::from(format!("v{ts}.{origin}")),
                 expire_ms,
-            }),
+            })),
             start_ts: ts,
             version: Version::new(ts, origin),
             unit: Default::default(),
@@ -418,20 +421,20 @@ fn peer_lattices_are_merged_logged_and_acked_once_durable() {
     s.op_batch(&[kop(&s, "mine", set("local"))]);
     let newer = LogEntry {
         key: Bytes::from("theirs"),
-        state: Some(Current {
+        state: EntryState::Plain(Some(Current {
             value: Bytes::from("remote"),
             expire_ms: None,
-        }),
+        })),
         start_ts: 1,
         version: Version::new(u64::MAX / 2, 9),
         unit: Default::default(),
     };
     let older = LogEntry {
         key: Bytes::from("mine"),
-        state: Some(Current {
+        state: EntryState::Plain(Some(Current {
             value: Bytes::from("stale"),
             expire_ms: None,
-        }),
+        })),
         start_ts: 1,
         version: Version::new(1, 9),
         unit: Default::default(),
@@ -474,13 +477,14 @@ fn refused_commits_leave_nothing_in_the_log() {
             key: key(&s, "x"),
             expect: Expect::Version(Version::new(1, 1)),
         }],
-        writes: vec![Write {
-            key: key(&s, "y"),
-            state: Some(Current {
+        writes: vec![Write::new(
+            key(&s, "y"),
+            Some(Value::Str(Current {
                 value: Bytes::from("no"),
                 expire_ms: None,
-            }),
-        }],
+            })),
+            None,
+        )],
         start_ts: 1,
     };
     let (tx, _rx) = tokio::sync::oneshot::channel();
@@ -523,10 +527,10 @@ fn scan_covers_all_segments() {
 fn entry(key: &str, value: Option<&str>, commit_ts: u64, origin: u32) -> LogEntry {
     LogEntry {
         key: Bytes::from(key.to_string()),
-        state: value.map(|v| Current {
+        state: EntryState::Plain(value.map(|v| Current {
             value: Bytes::from(v.to_string()),
             expire_ms: None,
-        }),
+        })),
         start_ts: 1,
         version: Version::new(commit_ts, origin),
         unit: Default::default(),
@@ -945,13 +949,14 @@ fn work_queued_before_the_node_stopped_serving_is_refused_not_run() {
     let commit_ts = s.hlc.now();
     s.handle(ShardMsg::Install {
         txn: 9,
-        writes: vec![Write {
-            key: key(&s, "k"),
-            state: Some(Current {
+        writes: vec![Write::new(
+            key(&s, "k"),
+            Some(Value::Str(Current {
                 value: Bytes::from_static(b"installed"),
                 expire_ms: None,
-            }),
-        }],
+            })),
+            None,
+        )],
         start_ts: 1,
         commit_ts,
         origin: 7,

@@ -4,10 +4,11 @@
 use bytes::Bytes;
 
 use super::{unix_ms, Shard, ShardStats};
+use crate::gossip::Dirty;
 use crate::ops::Current;
 use crate::record::Record;
 use crate::table::{bucket_of, KeyHasher, DIGEST_BUCKETS, SEGMENTS};
-use crate::wal::codec::LogEntry;
+use crate::wal::codec::{EntryState, LogEntry};
 use elsa_lattice::Ts;
 
 /// Where an incremental garbage sweep is (see
@@ -27,12 +28,16 @@ fn is_internal(key: &[u8]) -> bool {
 
 /// A record as a lattice to ship or log.
 fn entry_of(rec: &Record, key: Bytes) -> LogEntry {
-    LogEntry {
-        key,
-        state: rec.value_bytes().map(|value| Current {
+    let state = match rec.typed() {
+        Some(s) => EntryState::Typed(s.clone()),
+        None => EntryState::Plain(rec.value_bytes().map(|value| Current {
             value,
             expire_ms: rec.expire_ms(),
-        }),
+        })),
+    };
+    LogEntry {
+        key,
+        state,
         start_ts: rec.start_ts,
         version: rec.version(),
         unit: rec.unit(),
@@ -44,7 +49,7 @@ impl Shard {
         let now = unix_ms();
         self.table
             .iter()
-            .filter(|r| r.live_value(now).is_some() && !is_internal(r.key()))
+            .filter(|r| r.is_live(now) && !is_internal(r.key()))
             .count()
     }
 
@@ -85,7 +90,7 @@ impl Shard {
             keys.extend(
                 self.table
                     .segment(segment)
-                    .filter(|r| r.live_value(now).is_some() && !is_internal(r.key()))
+                    .filter(|r| r.is_live(now) && !is_internal(r.key()))
                     .filter(|r| pattern.is_none_or(|p| crate::glob::matches(p, r.key())))
                     .map(|r| Bytes::copy_from_slice(r.key())),
             );
@@ -106,7 +111,7 @@ impl Shard {
             let live: Vec<&[u8]> = self
                 .table
                 .segment((first + i) % SEGMENTS)
-                .filter(|r| r.live_value(now).is_some() && !is_internal(r.key()))
+                .filter(|r| r.is_live(now) && !is_internal(r.key()))
                 .map(|r| r.key())
                 .collect();
             let pick = (seed >> 8) as usize % live.len().max(1);
@@ -118,10 +123,13 @@ impl Shard {
     pub fn stats(&self) -> ShardStats {
         let mut s = self.stats.clone();
         s.records = self.table.len();
+        let now = unix_ms();
         s.expires = self
             .table
             .iter()
-            .filter(|r| r.expire_ms().is_some())
+            .filter(|r| {
+                r.expire_ms().is_some() || r.typed().is_some_and(|t| t.expire_ms(now).is_some())
+            })
             .count();
         s.memory = self.table.memory();
         s.gossip_pending = self.gossip_pending();
@@ -138,10 +146,22 @@ impl Shard {
         let out: Vec<_> = self
             .gossip
             .drain()
-            .filter_map(|key| {
+            .filter_map(|(key, dirty)| {
                 let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
                 let rec = self.table.get(hash, &key)?;
-                Some(entry_of(rec, key))
+                Some(match dirty {
+                    Dirty::Whole => entry_of(rec, key),
+                    Dirty::Delta(d) => {
+                        let version = d.newest();
+                        LogEntry {
+                            key,
+                            state: EntryState::Typed(std::sync::Arc::new(d)),
+                            start_ts: rec.start_ts,
+                            version,
+                            unit: rec.unit(),
+                        }
+                    }
+                })
             })
             .collect();
         self.stats.gossiped += out.len() as u64;
@@ -198,8 +218,22 @@ impl Shard {
     ) -> usize {
         let gossip = &self.gossip;
         let mut expired = 0;
+        let horizon = elsa_lattice::Version::new(tombstone_before, 0);
         let removed = self.table.retain_mut_segments(segments, |r| {
-            let old = r.commit_ts < tombstone_before && !gossip.contains(r.key());
+            let dirty = gossip.contains(r.key());
+            let old = r.commit_ts < tombstone_before && !dirty;
+            if let Some(state) = r.typed_mut() {
+                // A typed key that shows nothing (deleted, emptied or
+                // expired) goes like a tombstone once old enough; one
+                // that lives forgets the removes every replica has.
+                if old && state.kind(now_ms) == elsa_lattice::Kind::None {
+                    return false;
+                }
+                if state.has_removed_entries() && !dirty {
+                    std::sync::Arc::make_mut(state).collect(horizon);
+                }
+                return true;
+            }
             if r.expire_ms().is_some_and(|at| at <= now_ms) {
                 expired += 1;
                 if old {

@@ -15,16 +15,26 @@
 //!         [start_ts u64][commit_ts u64][origin u32]
 //! ```
 //!
+//! Flag 4 (TYPED) marks a typed state (a hash, a set, a counter; see
+//! `elsa_lattice::KeyState`): `[value]` is then its encoding, a delta to
+//! merge, and the entry has no TTL field. Files written before typed
+//! states existed never set it and read unchanged, so an older data
+//! directory needs no upgrade; a flag this version does not know is
+//! refused as corrupt rather than guessed.
+//!
 //! Replay merges every entry into the table with the lattice's merge, so the
 //! order in which files are replayed does not matter.
 
+use std::sync::Arc;
+
 use bytes::{Buf, BufMut, Bytes};
-use elsa_lattice::{Ts, Version};
+use elsa_lattice::{KeyState, Ts, Version};
 
 use crate::ops::Current;
 
 const TOMBSTONE: u8 = 1;
 const HAS_TTL: u8 = 2;
+const TYPED: u8 = 4;
 const HEADER: usize = 12;
 /// Marks the start of every frame, so recovery can tell a torn tail (no
 /// valid frame after the damage) from damage in the middle of a file.
@@ -33,13 +43,34 @@ const MAGIC: u32 = 0xE15A_F7A1;
 /// from a length read off disk before this check).
 pub const MAX_FRAME: usize = 1 << 30;
 
+/// A key's lattice as logged and shipped between replicas.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryState {
+    /// A plain string's whole state: value and expiry, or None for a
+    /// tombstone. The larger version wins a merge.
+    Plain(Option<Current>),
+    /// A typed state (often a delta: one member's change), merged into
+    /// what the key holds.
+    Typed(Arc<KeyState>),
+}
+
+impl EntryState {
+    /// The plain state, if it is one.
+    pub fn plain(&self) -> Option<&Current> {
+        match self {
+            EntryState::Plain(c) => c.as_ref(),
+            EntryState::Typed(_) => None,
+        }
+    }
+}
+
 /// One lattice as logged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogEntry {
     /// The key.
     pub key: Bytes,
-    /// Its state: value and expiry, or None for a tombstone.
-    pub state: Option<Current>,
+    /// Its state.
+    pub state: EntryState,
     /// When the writing transaction started.
     pub start_ts: Ts,
     /// Who committed it, when.
@@ -54,6 +85,8 @@ pub struct LogEntry {
 pub struct EntryRef<'a> {
     /// The key.
     pub key: &'a [u8],
+    /// A typed state; then `value` and `expire_ms` are unused.
+    pub typed: Option<&'a KeyState>,
     /// The value; None = tombstone.
     pub value: Option<&'a [u8]>,
     /// Absolute expiry, if any.
@@ -66,9 +99,30 @@ pub struct EntryRef<'a> {
 
 impl<'a> EntryRef<'a> {
     /// Borrows a key and its state.
-    pub fn of(key: &'a [u8], state: Option<&'a Current>, start_ts: Ts, version: Version) -> Self {
+    pub fn of(key: &'a [u8], state: &'a EntryState, start_ts: Ts, version: Version) -> Self {
+        match state {
+            EntryState::Plain(c) => Self::plain(key, c.as_ref(), start_ts, version),
+            EntryState::Typed(s) => EntryRef {
+                key,
+                typed: Some(s),
+                value: None,
+                expire_ms: None,
+                start_ts,
+                version,
+            },
+        }
+    }
+
+    /// Borrows a key and its plain state.
+    pub fn plain(
+        key: &'a [u8],
+        state: Option<&'a Current>,
+        start_ts: Ts,
+        version: Version,
+    ) -> Self {
         EntryRef {
             key,
+            typed: None,
             value: state.map(|c| &c.value[..]),
             expire_ms: state.and_then(|c| c.expire_ms),
             start_ts,
@@ -81,6 +135,7 @@ impl<'a> EntryRef<'a> {
 pub fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
     let EntryRef {
         key,
+        typed,
         value,
         expire_ms,
         start_ts,
@@ -88,6 +143,18 @@ pub fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
     } = e;
     out.put_u32_le(key.len() as u32);
     out.extend_from_slice(key);
+    if let Some(s) = typed {
+        out.put_u8(TYPED);
+        let at = out.len();
+        out.put_u32_le(0);
+        s.encode(out);
+        let len = (out.len() - at - 4) as u32;
+        out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+        out.put_u64_le(start_ts);
+        out.put_u64_le(version.commit_ts);
+        out.put_u32_le(version.origin);
+        return;
+    }
     let mut flags = 0;
     if value.is_none() {
         flags |= TOMBSTONE;
@@ -245,10 +312,7 @@ pub fn decode_file(data: &[u8], mut each: impl FnMut(Logged)) -> Result<Tail, Co
 pub fn encode_lattices(out: &mut Vec<u8>, entries: &[LogEntry]) {
     out.put_u32_le(entries.len() as u32);
     for e in entries {
-        encode_entry(
-            out,
-            EntryRef::of(&e.key, e.state.as_ref(), e.start_ts, e.version),
-        );
+        encode_entry(out, EntryRef::of(&e.key, &e.state, e.start_ts, e.version));
     }
 }
 
@@ -288,21 +352,34 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
         let key = Bytes::copy_from_slice(&p[..klen]);
         p.advance(klen);
         let flags = p.get_u8();
+        if flags & !(TOMBSTONE | HAS_TTL | TYPED) != 0 || (flags & TYPED != 0 && flags != TYPED) {
+            return Err(format!(
+                "unknown entry flags {flags:#x} (written by a newer Elsa?)"
+            ));
+        }
         let expire_ms = if flags & HAS_TTL != 0 {
             need(p, 8)?;
             Some(p.get_u64_le())
         } else {
             None
         };
-        let state = if flags & TOMBSTONE != 0 {
-            None
+        let state = if flags & TYPED != 0 {
+            need(p, 4)?;
+            let slen = p.get_u32_le() as usize;
+            need(p, slen)?;
+            let s = KeyState::from_bytes(Bytes::copy_from_slice(&p[..slen]))
+                .ok_or("a typed state that does not decode")?;
+            p.advance(slen);
+            EntryState::Typed(Arc::new(s))
+        } else if flags & TOMBSTONE != 0 {
+            EntryState::Plain(None)
         } else {
             need(p, 4)?;
             let vlen = p.get_u32_le() as usize;
             need(p, vlen)?;
             let value = Bytes::copy_from_slice(&p[..vlen]);
             p.advance(vlen);
-            Some(Current { value, expire_ms })
+            EntryState::Plain(Some(Current { value, expire_ms }))
         };
         need(p, 20)?;
         let start_ts = p.get_u64_le();
@@ -330,10 +407,10 @@ mod tests {
     fn entry(k: &str, v: Option<&str>, ttl: Option<u64>, ts: u64) -> LogEntry {
         LogEntry {
             key: Bytes::copy_from_slice(k.as_bytes()),
-            state: v.map(|v| Current {
+            state: EntryState::Plain(v.map(|v| Current {
                 value: Bytes::copy_from_slice(v.as_bytes()),
                 expire_ms: ttl,
-            }),
+            })),
             start_ts: ts,
             version: Version::new(ts + 1, 3),
             unit: Default::default(),
@@ -345,7 +422,7 @@ mod tests {
         for e in entries {
             encode_entry(
                 &mut body,
-                EntryRef::of(&e.key, e.state.as_ref(), e.start_ts, e.version),
+                EntryRef::of(&e.key, &e.state, e.start_ts, e.version),
             );
         }
         let mut out = Vec::new();

@@ -22,8 +22,6 @@ use std::time::{Duration, Instant};
 
 use elsa_lattice::{Ts, Version};
 
-use crate::ops::Current;
-
 /// When the log is fsynced (Redis's `appendfsync` names and meanings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Fsync {
@@ -278,7 +276,7 @@ impl Wal {
     }
 
     /// Adds one lattice to the record of the message being handled.
-    pub fn stage(&mut self, key: &[u8], state: Option<&Current>, start_ts: Ts, version: Version) {
+    pub fn stage(&mut self, key: &[u8], state: &codec::EntryState, start_ts: Ts, version: Version) {
         if self.open.is_none() {
             self.open = Some(codec::open_frame(&mut self.buf));
         }

@@ -69,11 +69,11 @@ impl FakeSink {
     }
 }
 
-fn current(v: &str) -> Current {
-    Current {
+fn current(v: &str) -> codec::EntryState {
+    codec::EntryState::Plain(Some(crate::ops::Current {
         value: Bytes::copy_from_slice(v.as_bytes()),
         expire_ms: None,
-    }
+    }))
 }
 
 /// Writes `n` one-entry records through the log; returns which were acked.
@@ -87,7 +87,7 @@ fn write_records(
     for i in from..from + n {
         wal.stage(
             format!("k{i}").as_bytes(),
-            Some(&current(&i.to_string())),
+            &current(&i.to_string()),
             1,
             Version::new(i as u64 + 1, 1),
         );
