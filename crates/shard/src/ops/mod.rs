@@ -31,7 +31,7 @@ mod strings;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use elsa_lattice::{KeyState, Kind, Ts, Version};
+use elsa_lattice::{Collection, KeyState, Kind, Ts, Version};
 
 /// Largest string a value may grow to (Redis's `proto-max-bulk-len` default).
 pub const MAX_STRING: usize = 512 * 1024 * 1024;
@@ -146,6 +146,95 @@ pub trait KeyView {
         let now = self.now_ms();
         self.lookup(key).filter(|v| v.kind(now) != Kind::None)
     }
+}
+
+/// A collection command's read of `key`: its state when it shows a
+/// collection of kind `want`, `None` when it shows nothing, WRONGTYPE when
+/// it shows another type.
+pub fn read_collection(
+    view: &mut impl KeyView,
+    key: &[u8],
+    want: Kind,
+) -> Result<Option<Arc<KeyState>>, OpReply> {
+    let now = view.now_ms();
+    match view.lookup(key) {
+        None => Ok(None),
+        Some(Value::Str(_)) => Err(OpReply::Error(WRONGTYPE)),
+        Some(Value::Typed(s)) => match s.kind(now) {
+            Kind::None => Ok(None),
+            k if k == want => Ok(Some(s)),
+            _ => Err(OpReply::Error(WRONGTYPE)),
+        },
+    }
+}
+
+/// What a collection command that writes starts from (see
+/// [`begin_collection_write`]).
+pub struct CollectionWrite {
+    /// The key's stored state when its collection is of the kind written
+    /// and not expired — even if it shows nothing (all removed: its
+    /// fields' counters still count) — else `None`: start from empty.
+    pub state: Option<Arc<KeyState>>,
+    /// What the delta must hold before the command's own changes: the
+    /// clearing of an expired collection of the same kind (its elements
+    /// are gone for good, in every replica).
+    pub prefix: KeyState,
+    /// The transaction start and version every part of the delta is
+    /// written as (one per command: its elements differ, so one version
+    /// serves them all).
+    pub start_ts: Ts,
+    /// See `start_ts`.
+    pub dot: Version,
+}
+
+/// Starts a hash or set command that writes `key`: WRONGTYPE when the key
+/// shows another type, else what its delta starts from. The delta the
+/// command builds must hold this collection kind only (a string and a
+/// collection written at one version tie, and a tie drops both): a key
+/// that held a string, or another collection, is replaced by the newer
+/// write when merged.
+pub fn begin_collection_write(
+    view: &mut impl KeyView,
+    key: &[u8],
+    want: Kind,
+) -> Result<CollectionWrite, OpReply> {
+    let now = view.now_ms();
+    let stored = match view.lookup(key) {
+        None => None,
+        Some(Value::Str(_)) => return Err(OpReply::Error(WRONGTYPE)),
+        Some(Value::Typed(s)) => {
+            let shown = s.kind(now);
+            if shown != Kind::None && shown != want {
+                return Err(OpReply::Error(WRONGTYPE));
+            }
+            Some(s)
+        }
+    };
+    let (start_ts, dot) = view.stamp();
+    let same_kind = |s: &KeyState| match (&s.collection, want) {
+        (Some(Collection::Hash(_)), Kind::Hash) | (Some(Collection::Set(_)), Kind::Set) => true,
+        _ => false,
+    };
+    Ok(match stored {
+        Some(s) if same_kind(&s) && s.collection_expired(now) => CollectionWrite {
+            prefix: s.clear(start_ts, dot),
+            state: None,
+            start_ts,
+            dot,
+        },
+        Some(s) if same_kind(&s) => CollectionWrite {
+            state: Some(s),
+            prefix: KeyState::default(),
+            start_ts,
+            dot,
+        },
+        _ => CollectionWrite {
+            state: None,
+            prefix: KeyState::default(),
+            start_ts,
+            dot,
+        },
+    })
 }
 
 /// A string command's read of `key`: its value, or the WRONGTYPE reply
