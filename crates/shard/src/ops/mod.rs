@@ -532,8 +532,11 @@ pub const REPLY_TEXTS: &[&str] = &[
     ERR_NO_SUCH_KEY,
     ERR_GETEX_EXPIRE,
     ERR_NO_LFU,
+    WRONGTYPE,
     "string",
     "none",
+    "hash",
+    "set",
 ];
 
 /// The static copy of a reply text an op can answer, if `text` is one.
