@@ -36,6 +36,11 @@
 //!   or of its coordinator after the decision; RENAME between keys whose
 //!   primaries are on different nodes is seen whole by MGET readers on the
 //!   other node.
+//! - [`datatypes`]: two regions of two nodes, clients on every node
+//!   incrementing one counter through a `kill -9` and a region partition:
+//!   afterwards every node reads the same value, the number of
+//!   acknowledged increments (concurrent increments in two regions all
+//!   count).
 //! - [`pipeline_replies`]: a pipeline whose writes fail (2pc, node cut off
 //!   from the other region) answers exactly one reply per command, in
 //!   order, and the connection stays in step (`PING` answers `PONG`).
@@ -63,6 +68,8 @@ mod atomic_visibility;
 mod commits;
 #[path = "cluster/converge.rs"]
 mod converge;
+#[path = "cluster/datatypes.rs"]
+mod datatypes;
 #[path = "cluster/pipeline_replies.rs"]
 mod pipeline_replies;
 #[path = "cluster/regions.rs"]

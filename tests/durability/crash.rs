@@ -23,13 +23,19 @@ enum Kind {
     Set,
     Mset,
     Txn,
+    /// `INCRBY` of the writer's own counter (a typed key: its increments
+    /// are logged as counter deltas).
+    Incr,
 }
 
-/// One unit of commit: its keys and values.
+/// One unit of commit: its keys and the values it gives them.
 #[derive(Clone, Debug)]
 struct Group {
     kind: Kind,
     pairs: Vec<(String, String)>,
+    /// What each key held before (`None`: absent), for a group left in
+    /// doubt: found all `pairs` it committed, found all `before` it did not.
+    before: Vec<Option<String>>,
 }
 
 /// What the writer knows about a group when the server died.
@@ -102,12 +108,35 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
     };
     let _ = c.set_read_timeout(Some(Duration::from_secs(30)));
     let mut n = 0u64;
+    // The writer's counter: only it increments it.
+    let counter = format!("{prefix}:ctr");
+    let mut count: Option<i64> = None;
     loop {
-        let kind = match rng.gen_range(0..10) {
+        let kind = match rng.gen_range(0..12) {
             0..=3 => Kind::Set,
             4..=6 => Kind::Mset,
-            _ => Kind::Txn,
+            7..=9 => Kind::Txn,
+            _ => Kind::Incr,
         };
+        if kind == Kind::Incr {
+            let by = rng.gen_range(-5i64..=100);
+            let next = count.unwrap_or(0) + by;
+            let group = Group {
+                kind,
+                pairs: vec![(counter.clone(), next.to_string())],
+                before: vec![count.map(|c| c.to_string())],
+            };
+            let fate = commit(&mut c, &group);
+            if fate == Fate::Acked {
+                count = Some(next);
+            }
+            let gone = matches!(fate, Fate::InDoubt | Fate::NotCommitted);
+            out.push((group, fate));
+            if gone {
+                return out;
+            }
+            continue;
+        }
         let len = if kind == Kind::Set {
             1
         } else {
@@ -121,7 +150,12 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
                 (key, v)
             })
             .collect();
-        let group = Group { kind, pairs };
+        let before = vec![None; pairs.len()];
+        let group = Group {
+            kind,
+            pairs,
+            before,
+        };
         let fate = commit(&mut c, &group);
         let gone = matches!(fate, Fate::InDoubt | Fate::NotCommitted);
         let refused = matches!(fate, Fate::Refused(_));
@@ -144,6 +178,21 @@ fn commit(c: &mut Connection, g: &Group) -> Fate {
         (false, _) => Fate::Refused(e.to_string()),
     };
     match g.kind {
+        Kind::Incr => {
+            let (k, want) = &g.pairs[0];
+            let by = want.parse::<i64>().expect("a number")
+                - g.before[0]
+                    .as_deref()
+                    .map_or(0, |b| b.parse::<i64>().expect("a number"));
+            match redis::cmd("INCRBY").arg(k).arg(by).query::<Value>(c) {
+                Ok(Value::Int(n)) => {
+                    assert_eq!(n.to_string(), *want, "INCRBY {k} {by}");
+                    Fate::Acked
+                }
+                Ok(other) => panic!("INCRBY answered {other:?}"),
+                Err(e) => failed(e, true),
+            }
+        }
         Kind::Set => {
             let (k, v) = &g.pairs[0];
             match redis::cmd("SET").arg(k).arg(v).query::<Value>(c) {
@@ -189,7 +238,7 @@ impl Ledger {
                 self.present.extend(group.pairs);
             }
             Fate::InDoubt => self.in_doubt.push(group),
-            Fate::NotCommitted => self.absent.extend(group.pairs.into_iter().map(|(k, _)| k)),
+            Fate::NotCommitted => self.keep_before(group),
             Fate::Refused(why) => {
                 let code = why.split([':', ' ']).next().unwrap_or_default();
                 *self
@@ -197,7 +246,21 @@ impl Ledger {
                     .entry(format!("{:?} {code}", group.kind))
                     .or_default() += 1;
                 self.refusal_example.get_or_insert(why);
-                self.absent.extend(group.pairs.into_iter().map(|(k, _)| k));
+                self.keep_before(group);
+            }
+        }
+    }
+
+    /// A group that did not commit: its keys hold what they held before.
+    fn keep_before(&mut self, group: Group) {
+        for ((k, _), before) in group.pairs.into_iter().zip(group.before) {
+            match before {
+                Some(b) => {
+                    self.present.insert(k, b);
+                }
+                None => {
+                    self.absent.insert(k);
+                }
             }
         }
     }
@@ -214,7 +277,17 @@ impl Ledger {
         );
         let found = mget_all(&mut node.conn(), &keys);
         let mut d = Damage::default();
+        // A key an in-doubt group changes (a counter's next increment) is
+        // judged with that group below.
+        let doubted: HashSet<&str> = self
+            .in_doubt
+            .iter()
+            .flat_map(|g| g.pairs.iter().map(|(k, _)| k.as_str()))
+            .collect();
         for (k, v) in &self.present {
+            if doubted.contains(k.as_str()) {
+                continue;
+            }
             if found.get(k.as_str()) != Some(v) {
                 d.lost
                     .push(format!("{k}: want {v:?}, found {:?}", found.get(k)));
@@ -231,13 +304,17 @@ impl Ledger {
                 .iter()
                 .filter(|(k, v)| found.get(k.as_str()) == Some(v))
                 .count();
-            let any = g.pairs.iter().any(|(k, _)| found.contains_key(k.as_str()));
+            let as_before = g
+                .pairs
+                .iter()
+                .zip(&g.before)
+                .all(|((k, _), b)| found.get(k.as_str()) == b.as_ref());
             if here == g.pairs.len() {
                 self.in_doubt_committed += 1;
                 self.present.extend(g.pairs);
-            } else if !any {
+            } else if as_before {
                 self.in_doubt_dropped += 1;
-                self.absent.extend(g.pairs.into_iter().map(|(k, _)| k));
+                self.keep_before(g);
             } else {
                 let seen: Vec<_> = g
                     .pairs
@@ -317,8 +394,10 @@ fn crash_loop(policy: &str) -> Outcome {
         assert!(
             damage.is_empty(),
             "appendfsync {policy}, cycle {cycle} (seed {seed}, killed after {kill_after:?}, \
-             bgsave at {bgsave_after:?}): {}",
-            summary(&damage)
+             bgsave at {bgsave_after:?}): {}; refused so far: {:?} (e.g. {:?})",
+            summary(&damage),
+            ledger.refused,
+            ledger.refusal_example
         );
     }
     println!(

@@ -562,9 +562,13 @@ pub(crate) fn write_shaped(w: &mut ReplyWriter<'_>, shape: Shape, replies: &[OpR
             None => w.nil(),
         },
         Shape::Array => {
+            // MGET: a key of another type reads as nil, as in Redis.
             w.array(replies.len());
             for r in replies {
-                write_op(w, r);
+                match r {
+                    OpReply::Error(e) if *e == elsa_shard::ops::WRONGTYPE => w.nil(),
+                    r => write_op(w, r),
+                }
             }
         }
         Shape::Sum => w.int(

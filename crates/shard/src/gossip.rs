@@ -17,7 +17,7 @@ pub enum Dirty {
     #[default]
     Whole,
     /// Only deltas: ship their merge.
-    Delta(KeyState),
+    Delta(Box<KeyState>),
 }
 
 /// Keys changed since the last flush.
@@ -48,8 +48,10 @@ impl GossipBuffer {
                 d.merge(delta.clone());
             }
             None => {
-                self.dirty
-                    .insert(Bytes::copy_from_slice(key), Dirty::Delta(delta.clone()));
+                self.dirty.insert(
+                    Bytes::copy_from_slice(key),
+                    Dirty::Delta(Box::new(delta.clone())),
+                );
             }
         }
     }

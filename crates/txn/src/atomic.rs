@@ -67,19 +67,20 @@ impl Drop for HoldGuard<'_> {
     }
 }
 
+/// One key captured under holds.
+struct HeldKey {
+    key: HashedKey,
+    /// Its value now (the commands' changes on top of what was read).
+    value: Option<Value>,
+    /// A command wrote it.
+    dirty: bool,
+    /// Its typed state as read under the holds (a typed write's base).
+    read: Option<std::sync::Arc<KeyState>>,
+}
+
 /// Keys' states captured under holds, with the commands' changes on top.
 struct Overlay {
-    /// Per key: its hash, its value now, whether a command wrote it, and
-    /// its typed state as read under the holds (a typed write's base).
-    states: FastMap<
-        Bytes,
-        (
-            HashedKey,
-            Option<Value>,
-            bool,
-            Option<std::sync::Arc<KeyState>>,
-        ),
-    >,
+    states: FastMap<Bytes, HeldKey>,
     now_ms: u64,
     /// Stamps handed out (see [`elsa_shard::ops::pending_stamp`]).
     stamps: u64,
@@ -88,7 +89,7 @@ struct Overlay {
 impl KeyView for Overlay {
     fn lookup(&mut self, key: &[u8]) -> Option<Value> {
         let now = self.now_ms;
-        match self.states.get(key)?.1.as_ref()? {
+        match self.states.get(key)?.value.as_ref()? {
             Value::Str(c) if c.expire_ms.is_some_and(|at| at <= now) => None,
             v => Some(v.clone()),
         }
@@ -96,17 +97,17 @@ impl KeyView for Overlay {
 
     fn store(&mut self, key: &[u8], value: Option<Value>) {
         if let Some(entry) = self.states.get_mut(key) {
-            entry.1 = value;
-            entry.2 = true;
+            entry.value = value;
+            entry.dirty = true;
         }
     }
 
     fn merge(&mut self, key: &[u8], delta: KeyState) {
         if let Some(entry) = self.states.get_mut(key) {
-            let mut s = elsa_shard::ops::typed_of(entry.1.as_ref());
+            let mut s = elsa_shard::ops::typed_of(entry.value.as_ref());
             s.merge(delta);
-            entry.1 = Some(Value::Typed(std::sync::Arc::new(s)));
-            entry.2 = true;
+            entry.value = Some(Value::Typed(std::sync::Arc::new(s)));
+            entry.dirty = true;
         }
     }
 
@@ -270,10 +271,13 @@ impl Coordinator {
             match rx.await.map_err(|_| TxnError::ShardGone)? {
                 Ok(states) => {
                     for ((k, _), rs) in keys.into_iter().zip(states) {
-                        let read = rs.typed.clone();
-                        overlay
-                            .states
-                            .insert(k.key.clone(), (k, rs.value(), false, read));
+                        let held = HeldKey {
+                            value: rs.value(),
+                            read: rs.typed,
+                            dirty: false,
+                            key: k.clone(),
+                        };
+                        overlay.states.insert(k.key, held);
                     }
                 }
                 Err(Refusal::Busy) => outcome = outcome.and(Err(None)),
@@ -291,7 +295,13 @@ impl Coordinator {
             .map(|k| k.op.apply(&k.key, &mut overlay))
             .collect();
         let mut writes: HashMap<ShardId, Vec<Write>> = HashMap::new();
-        for (_, (key, state, dirty, read)) in overlay.states {
+        for (_, held) in overlay.states {
+            let HeldKey {
+                key,
+                value: state,
+                dirty,
+                read,
+            } = held;
             if dirty {
                 // To the shard that holds the key, even if the view has
                 // changed since the prepare.

@@ -72,7 +72,7 @@ pub struct Txn {
     pub ack: AckLevel,
     /// Per key written: its hash, its value now, and its typed state as
     /// first read (what a multi-shard commit's delta starts from).
-    writes: HashMap<Bytes, (u64, Option<Value>, Option<std::sync::Arc<KeyState>>)>,
+    writes: HashMap<Bytes, Buffered>,
     reads: HashMap<Bytes, (u64, ReadState)>,
     /// RC only: versions of keys a single command read and then wrote
     /// (INCR, APPEND, SET NX…). Validated at commit so such commands never
@@ -83,6 +83,16 @@ pub struct Txn {
     stamps: u64,
     /// Keeps tombstones it may validate against from being collected.
     _open: crate::router::OpenGuard,
+}
+
+/// A key the transaction wrote.
+struct Buffered {
+    hash: u64,
+    /// What it shows now.
+    value: Option<Value>,
+    /// Its typed state as first read (a multi-shard commit's delta starts
+    /// from it: `Write::settle`).
+    read: Option<std::sync::Arc<KeyState>>,
 }
 
 /// The view one op gets inside a transaction: each key it touches (its own,
@@ -223,8 +233,8 @@ impl Txn {
             if view.keys.iter().any(|k| k.key == key) {
                 continue; // RENAME k k
             }
-            let base = if let Some((_, w, _)) = self.writes.get(&key) {
-                w.clone()
+            let base = if let Some(w) = self.writes.get(&key) {
+                w.value.clone()
             } else if blind {
                 None
             } else if let Some((_, rs)) = self.reads.get(&key) {
@@ -261,13 +271,15 @@ impl Txn {
         for k in view.keys {
             if let Some(state) = k.write {
                 match self.writes.get_mut(&k.key) {
-                    Some(w) => w.1 = state,
+                    Some(w) => w.value = state,
                     None => {
                         let read = match k.base {
                             Some(Value::Typed(s)) => Some(s),
                             _ => None,
                         };
-                        self.writes.insert(k.key, (k.hash, state, read));
+                        let hash = k.hash;
+                        let value = state;
+                        self.writes.insert(k.key, Buffered { hash, value, read });
                     }
                 }
             }
@@ -281,9 +293,9 @@ impl Txn {
         let written = coord.keys_to_replicate(
             self.writes
                 .iter()
-                .map(|(key, (hash, _, _))| KeyOp {
+                .map(|(key, w)| KeyOp {
                     key: key.clone(),
-                    hash: *hash,
+                    hash: w.hash,
                     op: Op::Del,
                 })
                 .collect::<Vec<_>>()
@@ -320,7 +332,15 @@ impl Txn {
             }
             part.checks.push(Check { key, expect });
         }
-        for (key, (hash, state, read)) in self.writes {
+        for (
+            key,
+            Buffered {
+                hash,
+                value: state,
+                read,
+            },
+        ) in self.writes
+        {
             let key = HashedKey { key, hash };
             let shard = coord.shard_of(hash);
             let part = per_shard.entry(shard).or_default();

@@ -211,9 +211,11 @@ pub fn begin_collection_write(
         }
     };
     let (start_ts, dot) = view.stamp();
-    let same_kind = |s: &KeyState| match (&s.collection, want) {
-        (Some(Collection::Hash(_)), Kind::Hash) | (Some(Collection::Set(_)), Kind::Set) => true,
-        _ => false,
+    let same_kind = |s: &KeyState| {
+        matches!(
+            (&s.collection, want),
+            (Some(Collection::Hash(_)), Kind::Hash) | (Some(Collection::Set(_)), Kind::Set)
+        )
     };
     Ok(match stored {
         Some(s) if same_kind(&s) && s.collection_expired(now) => CollectionWrite {

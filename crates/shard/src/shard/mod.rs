@@ -669,7 +669,7 @@ impl Shard {
         let here = source == Source::Local;
         let floor = self.tombstone_floor;
         let now_ms = if here { 0 } else { unix_ms() };
-        let written = self.table.upsert(hash, key, |old| {
+        self.table.upsert(hash, key, |old| {
             match old {
                 // A lattice merge: the larger version wins; an equal one is
                 // the same state already.
@@ -701,8 +701,7 @@ impl Shard {
                 )
                 .with_unit(self.unit),
             )
-        });
-        written
+        })
     }
 
     /// Who else holds `key`, seen by a request that wants `mode`.

@@ -5,10 +5,10 @@
 use super::{Durability, Refusal, Shard, Source, ERR_WAL};
 use crate::record::{Record, Unit};
 use crate::shard::unix_ms;
-use crate::wal::codec::LogEntry;
+use crate::wal::codec::{EntryState, LogEntry};
 use crate::wal::files::DataDir;
 use crate::wal::Wal;
-use elsa_lattice::Version;
+use elsa_lattice::{Crdt, KeyState, Version};
 
 impl Shard {
     /// Gives the shard a write-ahead log in `dir`.
@@ -170,14 +170,7 @@ impl Shard {
             self.hlc.observe(e.version.commit_ts);
             if park && e.unit != Unit::None {
                 if self.version_of(hash, &e.key) < e.version {
-                    let newer = self
-                        .parts
-                        .get(&e.key)
-                        .is_none_or(|(p, _)| p.version < e.version);
-                    if newer {
-                        let at = std::time::Instant::now();
-                        self.parts.insert(e.key.clone(), (e.clone(), at));
-                    }
+                    self.park_part(e);
                 }
                 continue;
             }
@@ -188,6 +181,32 @@ impl Shard {
         }
         self.unit = Unit::None;
         Ok(changed)
+    }
+
+    /// Keeps `e` out of sight until the rest of its transaction is here. A
+    /// plain lattice replaces an older one parked for its key (it
+    /// supersedes it); typed deltas merge, since each holds changes the
+    /// other does not.
+    fn park_part(&mut self, e: &LogEntry) {
+        let Some((p, _)) = self.parts.get_mut(&e.key) else {
+            let at = std::time::Instant::now();
+            self.parts.insert(e.key.clone(), (e.clone(), at));
+            return;
+        };
+        if let (EntryState::Plain(_), EntryState::Plain(_)) = (&p.state, &e.state) {
+            if p.version < e.version {
+                *p = e.clone();
+            }
+            return;
+        }
+        let mut merged = typed_of_entry(p);
+        merged.merge(typed_of_entry(e));
+        p.state = EntryState::Typed(std::sync::Arc::new(merged));
+        if e.version > p.version {
+            p.version = e.version;
+            p.start_ts = e.start_ts;
+            p.unit = e.unit;
+        }
     }
 
     /// Parts of other regions' transactions (see [`Shard::op_merge`]):
@@ -259,5 +278,18 @@ impl Shard {
         d.dir
             .write_snapshot(seq, index, entries)
             .map_err(|e| format!("snapshot file: {e}"))
+    }
+}
+
+/// An entry's state as a typed one (a plain lattice as a string's base).
+fn typed_of_entry(e: &LogEntry) -> KeyState {
+    match &e.state {
+        EntryState::Typed(s) => (**s).clone(),
+        EntryState::Plain(p) => KeyState::of_string(elsa_lattice::Counter::default().set(
+            p.as_ref().map(|c| c.value.clone()),
+            p.as_ref().and_then(|c| c.expire_ms),
+            e.start_ts,
+            e.version,
+        )),
     }
 }

@@ -155,7 +155,7 @@ impl Shard {
                         let version = d.newest();
                         LogEntry {
                             key,
-                            state: EntryState::Typed(std::sync::Arc::new(d)),
+                            state: EntryState::Typed(std::sync::Arc::new(*d)),
                             start_ts: rec.start_ts,
                             version,
                             unit: rec.unit(),
