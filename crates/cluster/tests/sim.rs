@@ -9,7 +9,10 @@
 //! only tombstones disappear, that distinct commits get distinct versions,
 //! that no node holds a key it does not replicate, and that a node's
 //! replication watermark (`WAITREGION`) never passes a write some replica
-//! of that region lacks.
+//! of that region lacks. Besides plain keys, every region's primary of a
+//! few counter keys `INCRBY`s them concurrently (typed keys, shipped as
+//! counter deltas): once healed, every replica in every region reads the
+//! sum of all acknowledged increments.
 //!
 //! How: each seed builds a random cluster (2–3 regions × 1–3 nodes, at most
 //! 6, 1–2 shards each, replication factor 2, 16 virtual nodes per shard)
@@ -189,12 +192,14 @@ fn replicas_converge_to_the_largest_acknowledged_write_under_faults() {
     let results = run_seeds(seeds);
     let mut failed = Vec::new();
     let (mut writes, mut shipped, mut dropped, mut stalls, mut collected) = (0, 0, 0, 0, 0);
+    let mut increments = 0;
     let mut faults = (0, 0, 0);
     let mut slowest = (Duration::ZERO, 0);
     for (seed, r) in &results {
         match r {
             Ok(o) => {
                 writes += o.writes;
+                increments += o.increments;
                 faults.0 += o.faults.0;
                 faults.1 += o.faults.1;
                 faults.2 += o.faults.2;
@@ -219,7 +224,8 @@ fn replicas_converge_to_the_largest_acknowledged_write_under_faults() {
         ));
     }
     summary(&format!(
-        "sim: {} seeds ({first}..{}), {writes} acknowledged writes, faults: {} partitions, \
+        "sim: {} seeds ({first}..{}), {writes} acknowledged writes and {increments} \
+         increments of counters every region changes, faults: {} partitions, \
          {} held links, {} crashes; \
          {shipped} lattices shipped by anti-entropy, {dropped} gossip frames lost, \
          {collected} tombstones collected, {stalls} stalled connections re-made; \

@@ -141,6 +141,43 @@ pub fn check(world: &World) -> Result<(), String> {
             ));
         }
     }
+    // Counters: every replica, in every region, counts every acknowledged
+    // increment — made concurrently by each region's primary — once.
+    for (c, key) in world.counters.iter().enumerate() {
+        let incs: Vec<i64> = world
+            .increments
+            .borrow()
+            .iter()
+            .filter(|(k, _)| *k == c)
+            .map(|(_, by)| *by)
+            .collect();
+        if incs.is_empty() {
+            continue;
+        }
+        let want = incs.iter().sum::<i64>().to_string();
+        let slot = slot_of(key.hash);
+        for r in 0..ring.regions().len() {
+            for id in ring.replicas(slot, r) {
+                let held = snap
+                    .get(&(id.node, id.index))
+                    .and_then(|m| m.get(&key.key[..]));
+                let got = match held.map(|e| &e.state) {
+                    Some(EntryState::Typed(s)) => s.visible_string(0),
+                    Some(EntryState::Plain(c)) => c.as_ref().map(|c| c.value.clone()),
+                    None => None,
+                };
+                if got.as_deref() != Some(want.as_bytes()) {
+                    return Err(format!(
+                        "counter {c} (slot {slot}) on n{}/{} reads {got:?}, but {} acknowledged \
+                         increments sum to {want}",
+                        id.node,
+                        id.index,
+                        incs.len()
+                    ));
+                }
+            }
+        }
+    }
     for ((node, shard), entries) in &snap {
         let own = &world.rings[node];
         for e in entries.values() {

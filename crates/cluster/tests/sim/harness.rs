@@ -112,6 +112,7 @@ impl Scenario {
                 (50, rng.gen_range(200..=500))
             },
             del_percent: rng.gen_range(10..=40),
+            incr_percent: rng.gen_range(0..=40),
             // Mostly the default (never within a run); sometimes short, so
             // tombstone collection and its horizon are exercised too.
             tombstone_ttl_ms: if rng.gen_bool(0.25) {
@@ -203,6 +204,7 @@ impl Scenario {
                 writes_until: Duration::from_millis(150),
                 write_gap_ms: (100, 100),
                 del_percent: 0,
+                incr_percent: 0,
                 tombstone_ttl_ms: 600_000,
                 ae_batch: AE_BATCH,
                 only_writer: Some(1),
@@ -225,6 +227,8 @@ impl Scenario {
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
     pub writes: usize,
+    /// Acknowledged increments of the counter keys.
+    pub increments: usize,
     /// Faults started: (partitions, held links, crashes).
     pub faults: (usize, usize, usize),
     pub converged_after: Duration,
@@ -324,6 +328,16 @@ fn world_of(s: &Scenario) -> World {
             .collect(),
         keys,
         acks: RefCell::new(Vec::new()),
+        counters: (0..4)
+            .map(|k| {
+                let key = Bytes::from(format!("ctr:{k}"));
+                Key {
+                    hash: hash_of(&key),
+                    key,
+                }
+            })
+            .collect(),
+        increments: RefCell::new(Vec::new()),
         stats: RefCell::new(Stats::default()),
         loss_percent: Cell::new(s.loss_percent),
         drop_gossip: Cell::new(s.drop_gossip),
@@ -437,6 +451,7 @@ pub fn run(s: &Scenario) -> Result<Outcome, String> {
     let mut started = (0, 0, 0);
     let outcome = |converged_after, faults| Outcome {
         writes: world.acks.borrow().len(),
+        increments: world.increments.borrow().len(),
         faults,
         converged_after,
         stats: world.stats.borrow().clone(),

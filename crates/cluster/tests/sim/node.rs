@@ -84,6 +84,9 @@ pub struct Knobs {
     pub write_gap_ms: (u64, u64),
     /// Percent of writes that are DEL.
     pub del_percent: u32,
+    /// Share of writes that are `INCRBY`s of a shared counter key (a
+    /// typed key every region's primary increments concurrently).
+    pub incr_percent: u32,
     /// `tombstone-ttl-sec`, in ms of the node's clock.
     pub tombstone_ttl_ms: u64,
     /// Batch limit of `bucket_entries` (the service's AE_BATCH).
@@ -172,6 +175,10 @@ pub struct World {
     pub disks: BTreeMap<NodeId, Rc<RefCell<Disk>>>,
     pub keys: Vec<Key>,
     pub acks: RefCell<Vec<Ack>>,
+    /// Counter keys: every region's primary of one increments it.
+    pub counters: Vec<Key>,
+    /// Acknowledged increments: (counter, by).
+    pub increments: RefCell<Vec<(usize, i64)>>,
     pub stats: RefCell<Stats>,
     /// `wan-loss` percent for lossy frames to other regions.
     pub loss_percent: Cell<f64>,
@@ -416,28 +423,78 @@ impl Node {
                 self.ring.replicas(slot, own).first().map(|id| id.node) == Some(self.me)
             })
             .collect();
-        if mine.is_empty() || self.world.knobs.only_writer.is_some_and(|w| w != self.me) {
+        let my_counters: Vec<usize> = (0..self.world.counters.len())
+            .filter(|&k| {
+                let slot = slot_of(self.world.counters[k].hash);
+                self.ring.replicas(slot, own).first().map(|id| id.node) == Some(self.me)
+            })
+            .collect();
+        if (mine.is_empty() && my_counters.is_empty())
+            || self.world.knobs.only_writer.is_some_and(|w| w != self.me)
+        {
             return;
         }
         let knobs = &self.world.knobs;
         let mut n = 0u64;
         loop {
-            let (gap, k, del) = {
+            let (gap, k, del, incr) = {
                 let mut rng = self.rng.borrow_mut();
+                let incr = (!my_counters.is_empty()
+                    && (mine.is_empty() || rng.gen_range(0..100) < knobs.incr_percent))
+                    .then(|| {
+                        (
+                            my_counters[rng.gen_range(0..my_counters.len())],
+                            rng.gen_range(-3i64..=10),
+                        )
+                    });
                 (
                     rng.gen_range(knobs.write_gap_ms.0..=knobs.write_gap_ms.1),
-                    mine[rng.gen_range(0..mine.len())],
+                    if mine.is_empty() {
+                        0
+                    } else {
+                        mine[rng.gen_range(0..mine.len())]
+                    },
                     rng.gen_range(0..100) < knobs.del_percent,
+                    incr,
                 )
             };
             tokio::time::sleep(Duration::from_millis(gap)).await;
             if now() >= knobs.writes_until {
                 return;
             }
+            if let Some((c, by)) = incr {
+                self.increment(c, by);
+                continue;
+            }
             n += 1;
             let boots = self.disk.borrow().boots;
             let value = (!del).then(|| Bytes::from(format!("{}.{}.{}", self.me, boots, n)));
             self.write(k, value);
+        }
+    }
+
+    /// `INCRBY` of counter `c` on its primary shard (a typed key: the
+    /// shard installs a counter delta, gossiped as one).
+    fn increment(&self, c: usize, by: i64) {
+        let key = &self.world.counters[c];
+        let slot = slot_of(key.hash);
+        let id = self.ring.replicas(slot, self.ring.own_region())[0];
+        assert_eq!(id.node, self.me);
+        self.tick();
+        let mut disk = self.disk.borrow_mut();
+        let shard = &mut disk.shards[usize::from(id.index)];
+        let replies = shard.op_batch(&[KeyOp {
+            key: key.key.clone(),
+            hash: key.hash,
+            op: Op::IncrBy(by),
+        }]);
+        self.changed(usize::from(id.index));
+        match replies.first() {
+            Some(elsa_shard::OpReply::Int(_)) => self.world.increments.borrow_mut().push((c, by)),
+            other => self.world.violations.borrow_mut().push(format!(
+                "node {}: INCRBY of counter {c} answered {other:?}",
+                self.me
+            )),
         }
     }
 
