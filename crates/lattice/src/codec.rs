@@ -12,7 +12,7 @@
 //! ttl:        [has_expiry u8][expire u64 if set] version
 //! collection: [0] none | [1] hash: version [n u32] n × ([len u32][field] presence counter)
 //!                      | [2] set:  version [n u32] n × ([len u32][member] presence)
-//! presence:   dots(adds) dots(removes)
+//! presence:   dots(adds) dots(removes) version(removed_at)
 //! dots:       [n u32] n × ([origin u32][ts u64])
 //! ```
 //!
@@ -33,7 +33,7 @@ use crate::{Counter, Dots, Presence, Version};
 
 /// The smallest encoding of one set member (a length and two empty dot
 /// lists): bounds how many a count may claim.
-const MIN_MEMBER: usize = 4 + 4 + 4;
+const MIN_MEMBER: usize = 4 + 4 + 4 + 12;
 
 impl KeyState {
     /// Appends this state's encoding to `out`.
@@ -215,6 +215,7 @@ fn put_dots(out: &mut Vec<u8>, d: &Dots) {
 fn put_presence(out: &mut Vec<u8>, p: &Presence) {
     put_dots(out, &p.adds);
     put_dots(out, &p.removes);
+    put_version(out, p.removed_at);
 }
 
 fn get_u8(buf: &mut Bytes) -> Option<u8> {
@@ -302,9 +303,14 @@ fn get_dots(buf: &mut Bytes) -> Option<Dots> {
 fn get_presence(buf: &mut Bytes) -> Option<Presence> {
     let adds = get_dots(buf)?;
     let removes = get_dots(buf)?;
+    let removed_at = get_version(buf)?;
     let mut p = Presence::default();
     // Through merge, which normalises (an add a remove covers is gone).
-    p.merge(Presence { adds, removes });
+    p.merge(Presence {
+        adds,
+        removes,
+        removed_at,
+    });
     Some(p)
 }
 

@@ -106,10 +106,16 @@ impl Crdt for Dots {
 /// Kept normalized: an origin's add at or below that origin's observed
 /// remove is dropped (it can never count again), so two presences that
 /// mean the same are equal.
+///
+/// `removed_at` is when the newest remove was written. The observed adds
+/// say *what* a remove took away, not *when*: a remove may only be
+/// forgotten once every replica has it, and that is a question of its own
+/// version (`collect_removes`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Presence {
     pub(crate) adds: Dots,
     pub(crate) removes: Dots,
+    pub(crate) removed_at: Version,
 }
 
 impl Presence {
@@ -117,7 +123,7 @@ impl Presence {
     pub fn added(dot: Version) -> Presence {
         Presence {
             adds: Dots::one(dot),
-            removes: Dots::default(),
+            ..Presence::default()
         }
     }
 
@@ -126,40 +132,58 @@ impl Presence {
         !self.adds.is_empty()
     }
 
-    /// The delta of removing the element as this replica sees it: every
-    /// add it has observed.
-    pub fn removal(&self) -> Presence {
+    /// The delta of removing the element as this replica sees it, as
+    /// write `dot`: every add it has observed.
+    pub fn removal(&self, dot: Version) -> Presence {
         Presence {
             adds: Dots::default(),
             removes: self.adds.clone(),
+            removed_at: dot,
         }
     }
 
-    /// The newest add or observed remove: what the element last saw.
+    /// The newest add or remove: what the element last saw.
     pub fn newest(&self) -> Version {
-        self.adds.newest().max(self.removes.newest())
+        self.adds
+            .newest()
+            .max(self.removes.newest())
+            .max(self.removed_at)
     }
 
     /// True when nothing is left: no add, no remove to remember.
     pub fn is_empty(&self) -> bool {
-        self.adds.is_empty() && self.removes.is_empty()
+        self.adds.is_empty() && self.removes.is_empty() && self.removed_at == Version::ZERO
     }
 
     /// True when only removes are left (a tombstone to collect later).
     pub fn is_tombstone(&self) -> bool {
-        self.adds.is_empty() && !self.removes.is_empty()
+        self.adds.is_empty() && !self.is_empty()
     }
 
     /// Drops everything written at or below `floor` (a write of another
     /// type replaced the key then); true if anything went.
     pub fn drop_through(&mut self, floor: Version) -> bool {
-        self.adds.drop_through(floor) | self.removes.drop_through(floor)
+        // Each part filtered on its own, as a threshold on a join: the
+        // same whether applied before or after a merge.
+        let mut changed = self.adds.drop_through(floor) | self.removes.drop_through(floor);
+        if self.removed_at != Version::ZERO && self.removed_at <= floor {
+            self.removed_at = Version::ZERO;
+            changed = true;
+        }
+        changed
     }
 
-    /// Forgets the removes older than `horizon` (every replica has them;
-    /// see `docs/datatypes.md` for why no older add can arrive after).
+    /// Forgets the removes when the newest was written before `horizon`
+    /// (every replica has it, and every add it took away, which are
+    /// older; see `docs/datatypes.md` for why no older add can arrive
+    /// after).
     pub fn collect_removes(&mut self, horizon: Version) -> bool {
-        self.removes.drop_below(horizon)
+        if self.removed_at == Version::ZERO || self.removed_at >= horizon {
+            return false;
+        }
+        self.removes = Dots::default();
+        self.removed_at = Version::ZERO;
+        true
     }
 
     fn normalize(&mut self) {
@@ -173,6 +197,7 @@ impl Crdt for Presence {
         let before = self.clone();
         self.adds.merge(other.adds);
         self.removes.merge(other.removes);
+        self.removed_at = self.removed_at.max(other.removed_at);
         self.normalize();
         *self != before
     }
@@ -194,8 +219,12 @@ mod tests {
     }
 
     fn presence() -> impl Strategy<Value = Presence> {
-        (dots(), dots()).prop_map(|(adds, removes)| {
-            let mut p = Presence { adds, removes };
+        (dots(), dots(), 0u64..8, 0u32..3).prop_map(|(adds, removes, ts, o)| {
+            let mut p = Presence {
+                adds,
+                removes,
+                removed_at: Version::new(ts, o),
+            };
             p.normalize();
             p
         })
@@ -228,7 +257,7 @@ mod tests {
     #[test]
     fn a_remove_takes_only_the_adds_it_saw() {
         let seen = Presence::added(Version::new(1, 1));
-        let removal = seen.removal();
+        let removal = seen.removal(Version::new(2, 1));
         // Concurrently, origin 2 adds the element too.
         let concurrent = Presence::added(Version::new(1, 2));
         let merged = m(m(seen.clone(), removal.clone()), concurrent.clone());

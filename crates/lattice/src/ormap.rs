@@ -163,7 +163,7 @@ impl OrMap {
         Some(self.single(
             name.clone(),
             Field {
-                presence: f.presence.removal(),
+                presence: f.presence.removal(dot),
                 value: Counter::default(),
             },
             dot,
@@ -180,7 +180,7 @@ impl OrMap {
             delta.fields.insert(
                 name.clone(),
                 Field {
-                    presence: f.presence.removal(),
+                    presence: f.presence.removal(dot),
                     value: Counter::default(),
                 },
             );

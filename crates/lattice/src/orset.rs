@@ -94,7 +94,7 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
     /// a member.
     pub fn remove(&self, e: &E, dot: Version) -> Option<OrSet<E>> {
         let p = self.members.get(e).filter(|p| p.is_live())?;
-        Some(Self::single(e.clone(), p.removal(), dot))
+        Some(Self::single(e.clone(), p.removal(dot), dot))
     }
 
     /// The delta of removing every live member as write `dot` (`DEL`).
@@ -104,7 +104,7 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
             ..OrSet::default()
         };
         for (e, p) in self.members.iter().filter(|(_, p)| p.is_live()) {
-            delta.members.insert(e.clone(), p.removal());
+            delta.members.insert(e.clone(), p.removal(dot));
         }
         delta.digest = digest_of(&delta.members);
         delta

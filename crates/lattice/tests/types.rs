@@ -435,3 +435,39 @@ fn a_newer_write_of_another_type_replaces_older_elements() {
     let all = replicas.into_iter().fold(KeyState::default(), merged);
     assert_eq!(seen(&all), Seen::Set([b(3)].into()));
 }
+
+#[test]
+fn a_remove_is_collected_by_its_own_age_not_the_age_of_the_add_it_removed() {
+    let m = Bytes::from("m");
+    // Added long ago (ts 1); everyone has the add.
+    let added = OrSet::default().add(m.clone(), Version::new(1, 1)).unwrap();
+    let mut here = OrSet::default();
+    here.merge(added.clone());
+    let elsewhere = here.clone();
+    // Removed recently (ts 10): another replica may not have the remove.
+    let removal = here.remove(&m, Version::new(10, 1)).unwrap();
+    here.merge(removal);
+    assert!(!here.contains(&m));
+    // A horizon between the add and the remove: the remove must stay, or
+    // the replica that lacks it would bring the member back.
+    here.collect(Version::new(5, 0));
+    here.merge(elsewhere.clone());
+    assert!(!here.contains(&m), "a recent remove survived collection");
+    // Once every replica has it (horizon past the remove), it may go.
+    assert_eq!(here.collect(Version::new(11, 0)), 1);
+}
+
+proptest! {
+    #[test]
+    fn collecting_removes_never_changes_what_a_key_shows(
+        steps in proptest::collection::vec(step(), 0..40),
+        horizon in 0u64..150,
+    ) {
+        let (replicas, _) = replay(&steps);
+        for r in replicas {
+            let mut c = r.clone();
+            c.collect(Version::new(horizon, 0));
+            prop_assert_eq!(seen(&c), seen(&r));
+        }
+    }
+}

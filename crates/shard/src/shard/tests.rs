@@ -1056,3 +1056,61 @@ fn typed_keys_survive_the_log() {
     assert!(rec.is_typed(), "recovered as a counter, increments and all");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn removed_members_are_collected_past_the_horizon_and_an_emptied_set_goes() {
+    use elsa_lattice::{Collection, OrSet};
+    let mut s = shard();
+    let v = |t: u64| Version::new(t << 16, 3);
+    // Members 0..10 added, 0..6 removed, all long ago; "gone" emptied.
+    let mut set = OrSet::default();
+    let mut entries = Vec::new();
+    for i in 0..10u64 {
+        let d = set
+            .add(Bytes::from(format!("m{i}")), v(10 + i))
+            .expect("new");
+        set.merge(d.clone());
+        entries.push(typed_entry("s", KeyState::of(Collection::Set(d))));
+    }
+    for i in 0..6u64 {
+        let d = set
+            .remove(&Bytes::from(format!("m{i}")), v(30 + i))
+            .expect("member");
+        set.merge(d.clone());
+        entries.push(typed_entry("s", KeyState::of(Collection::Set(d))));
+    }
+    let gone = OrSet::default().add(Bytes::from("x"), v(40)).expect("new");
+    let gone_rm = gone.remove(&Bytes::from("x"), v(41)).expect("member");
+    entries.push(typed_entry("gone", KeyState::of(Collection::Set(gone))));
+    entries.push(typed_entry("gone", KeyState::of(Collection::Set(gone_rm))));
+    s.op_merge(&entries, false).expect("merge");
+    let stored = |s: &Shard, k: &str| {
+        let h = key(s, k);
+        s.table.get(h.hash, &h.key).and_then(|r| r.typed().cloned())
+    };
+    let before = stored(&s, "s").expect("typed");
+    assert!(before.has_removed_entries());
+    let digest_before = s.digests();
+    // A horizon below the removes keeps them.
+    s.collect_garbage(unix_ms(), 20 << 16);
+    assert!(stored(&s, "s").expect("typed").has_removed_entries());
+    assert!(stored(&s, "gone").is_some());
+    // Past them: the removes go, the members stay, the emptied key goes.
+    s.collect_garbage(unix_ms(), 100 << 16);
+    let after = stored(&s, "s").expect("typed");
+    assert!(!after.has_removed_entries(), "removes collected");
+    let shown = |k: &KeyState| match k.visible_collection(0) {
+        Some(Collection::Set(x)) => x.len(),
+        _ => 0,
+    };
+    assert_eq!(shown(&after), 4, "the live members stay");
+    assert!(
+        stored(&s, "gone").is_none(),
+        "an emptied set is collected whole"
+    );
+    assert_ne!(
+        s.digests(),
+        digest_before,
+        "the digest follows the collection"
+    );
+}

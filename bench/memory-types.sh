@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Memory of big collections, Elsa against Redis on the same machine in the
+# same run (issue 13: a 1M-member set of 16-byte members and a 1M-field
+# hash of 16-byte fields and values cost at most 2x Redis's RSS). Each server starts empty, without
+# persistence; the script loads one collection (SADD / HSET, 1000 elements
+# per command, through redis-cli --pipe), then reads the growth of the
+# server's RSS (VmRSS in /proc/PID/status) and its element count.
+#   bench/memory-types.sh [N]        (default N = 1000000)
+# Prints one line per type: Redis MB, Elsa MB, ratio.
+N=${1:-1000000}
+DURABILITY=none
+source "$(dirname "$0")/lib.sh"
+build
+
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+load() { # type -> RESP on stdout
+  python3 - "$1" "$N" <<'PY'
+import sys
+kind, n = sys.argv[1], int(sys.argv[2])
+out = sys.stdout.buffer
+for base in range(0, n, 1000):
+    if kind == "set":
+        args = [b"SADD", b"big:set"] + [b"m%015d" % i for i in range(base, min(n, base + 1000))]
+    else:
+        args = [b"HSET", b"big:hash"]
+        for i in range(base, min(n, base + 1000)):
+            args += [b"f%015d" % i, b"v%015d" % i]
+    out.write(b"*%d\r\n" % len(args))
+    for a in args:
+        out.write(b"$%d\r\n%s\r\n" % (len(a), a))
+PY
+}
+
+measure() { # type port pid -> MB
+  local before after
+  before=$(rss_kb "$3")
+  redis-cli -p "$2" --pipe < "$TMP/$1.resp" > /dev/null
+  sleep 1
+  after=$(rss_kb "$3")
+  echo $(( (after - before) / 1024 ))
+}
+
+for t in set hash; do
+  load "$t" > "$TMP/$t.resp"
+  start_redis
+  rport=${REDIS_URL##*:}
+  r=$(measure "$t" "$rport" "${PIDS[-1]}")
+  count=$(redis-cli -p "$rport" "$([ $t = set ] && echo SCARD || echo HLEN)" "big:$t")
+  start_elsa
+  eport=${ELSA_URL##*:}
+  e=$(measure "$t" "$eport" "${PIDS[-1]}")
+  ecount=$(redis-cli -p "$eport" "$([ $t = set ] && echo SCARD || echo HLEN)" "big:$t")
+  printf "%-5s N=%s  Redis %5s MB (%s elements)  Elsa %5s MB (%s elements)  Elsa/Redis %.2fx\n" \
+    "$t" "$N" "$r" "$count" "$e" "$ecount" "$(echo "$e / $r" | bc -l)"
+  kill "${PIDS[-1]}" "${PIDS[-2]}" 2>/dev/null || true
+done
