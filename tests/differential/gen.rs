@@ -927,7 +927,7 @@ impl Gen {
             ]);
         }
         if self.rng.gen_bool(0.2) {
-            let t = self.pick(&[b"string", b"STRING", b"none", b"hash", b"foo"]);
+            let t = self.pick(&[b"string", b"STRING", b"none", b"hash", b"set", b"foo"]);
             opts.push(vec![self.name("TYPE"), lit(t)]);
         }
         if self.rng.gen_bool(0.1) {

@@ -247,7 +247,9 @@ impl Conn {
                     Err(e) => return self.w().error(&e.0),
                 }
             } else if is(&args[i], "TYPE") {
-                type_filter = Some(val.clone());
+                // Matched against TYPE's names: a name no type has (Elsa
+                // has no lists yet) matches nothing, as in Redis 7.0.
+                type_filter = Some(Bytes::from(val.to_ascii_lowercase()));
             } else {
                 return self.w().error("ERR syntax error");
             }
@@ -268,6 +270,7 @@ impl Conn {
             return;
         }
         let mut keys = Vec::new();
+        let kind = type_filter;
         let next = loop {
             let pat = pattern.clone();
             let answer = self
@@ -277,6 +280,7 @@ impl Conn {
                         segment,
                         count: count - keys.len().min(count),
                         pattern: pat,
+                        kind: kind.clone(),
                         reply,
                     })
                 })
@@ -300,10 +304,6 @@ impl Conn {
                 break (shard * SEGMENTS + segment) as u64;
             }
         };
-        // Only strings exist yet, so TYPE filters all or nothing.
-        if type_filter.is_some_and(|t| !is(&t, "string")) {
-            keys.clear();
-        }
         let mut w = self.w();
         w.array(2);
         w.bulk(next.to_string().as_bytes());
@@ -318,6 +318,7 @@ impl Conn {
                 segment: 0,
                 count: usize::MAX,
                 pattern: pat.clone(),
+                kind: None,
                 reply,
             })
             .await;

@@ -423,6 +423,8 @@ pub enum AdminMsg {
         count: usize,
         /// Glob pattern, if any.
         pattern: Option<Bytes>,
+        /// Only keys of this type (`TYPE` as Redis names it, lowercase).
+        kind: Option<Bytes>,
         /// Keys and next segment.
         reply: oneshot::Sender<(Vec<Bytes>, Option<usize>)>,
     },

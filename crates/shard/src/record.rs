@@ -187,6 +187,15 @@ impl Record {
         }
     }
 
+    /// The type the key shows at `now_ms`, as Redis's TYPE names it.
+    pub fn kind_name(&self, now_ms: u64) -> &'static str {
+        match self.typed() {
+            Some(s) => s.kind(now_ms).name(),
+            None if self.live_value(now_ms).is_some() => "string",
+            None => "none",
+        }
+    }
+
     /// What the record adds to its anti-entropy bucket's digest besides
     /// its key and version: a typed state's content (two replicas can hold
     /// different elements under one newest version), nothing for a string

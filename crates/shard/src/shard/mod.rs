@@ -392,9 +392,10 @@ impl Shard {
                 segment,
                 count,
                 pattern,
+                kind,
                 reply,
             } => {
-                let r = self.op_scan(segment, count, pattern.as_deref());
+                let r = self.op_scan(segment, count, pattern.as_deref(), kind.as_deref());
                 self.respond(reply, r);
             }
             AdminMsg::RandomKey { seed, reply } => {

@@ -510,7 +510,7 @@ fn scan_covers_all_segments() {
     let mut seg = 0;
     let mut all = Vec::new();
     loop {
-        let (keys, next) = s.op_scan(seg, 10, None);
+        let (keys, next) = s.op_scan(seg, 10, None, None);
         all.extend(keys);
         match next {
             Some(n) => seg = n,
@@ -520,7 +520,7 @@ fn scan_covers_all_segments() {
     all.sort();
     all.dedup();
     assert_eq!(all.len(), 1000);
-    let (some, _) = s.op_scan(0, usize::MAX, Some(b"k99*"));
+    let (some, _) = s.op_scan(0, usize::MAX, Some(b"k99*"), None);
     assert_eq!(some.len(), 11);
 }
 

@@ -77,12 +77,14 @@ impl Shard {
         self.flush_floor = self.flush_floor.max(floor);
     }
 
-    /// Live keys from `segment` on, until at least `count` were seen.
+    /// Live keys from `segment` on, until at least `count` were seen;
+    /// only those matching `pattern` and, with `kind`, of that type.
     pub fn op_scan(
         &self,
         mut segment: usize,
         count: usize,
         pattern: Option<&[u8]>,
+        kind: Option<&[u8]>,
     ) -> (Vec<Bytes>, Option<usize>) {
         let now = unix_ms();
         let mut keys = Vec::new();
@@ -92,6 +94,7 @@ impl Shard {
                     .segment(segment)
                     .filter(|r| r.is_live(now) && !is_internal(r.key()))
                     .filter(|r| pattern.is_none_or(|p| crate::glob::matches(p, r.key())))
+                    .filter(|r| kind.is_none_or(|k| r.kind_name(now).as_bytes() == k))
                     .map(|r| Bytes::copy_from_slice(r.key())),
             );
             segment += 1;
