@@ -7,9 +7,9 @@
 //!   choice). `SELECT 0`, and indexes out of Redis's range, are generated.
 //! - Elsa's own commands (PUT, DELETE, BEGIN, COMMIT, ABORT, ROLLBACK,
 //!   LASTCOMMIT, WAITREGION, ELSA.*): Redis has no counterpart to compare
-//!   with. Redis commands Elsa lacks (hashes, lists, sets, LCS, …) are not
-//!   generated either, except a few truly unknown names for the
-//!   unknown-command error.
+//!   with. Redis commands Elsa lacks (lists, sets, sorted sets, LCS, …)
+//!   are not generated either, except a few truly unknown names for the
+//!   unknown-command error. Hashes are (`gen_hashes.rs`).
 //! - `COPY … DB 1`..`DB 15` and `MEMORY DOCTOR|STATS|MALLOC-STATS|PURGE`
 //!   (see `gen_keys.rs`); SETRANGE and SETBIT that would really write at
 //!   the 512 MB limit (both servers would allocate it; refusals past the
@@ -46,6 +46,8 @@ use super::resp::quote;
 
 // String and bit commands (GETEX, GETRANGE, SETRANGE, INCRBYFLOAT, the
 // bit commands) and key commands (RENAME, COPY, OBJECT…), one file each.
+#[path = "gen_hashes.rs"]
+mod hashes;
 #[path = "gen_keys.rs"]
 mod keys;
 #[path = "gen_strings.rs"]
@@ -393,6 +395,20 @@ const WRONG_ARITY: &[&[&str]] = &[
     &["MEMORY"],
     &["MEMORY", "USAGE"],
     &["RANDOMKEY", "V"],
+    &["HSET", "K", "V"],
+    &["HSETNX", "K", "V"],
+    &["HGET", "K"],
+    &["HMGET", "K"],
+    &["HGETALL"],
+    &["HDEL", "K"],
+    &["HLEN", "K", "K"],
+    &["HEXISTS", "K"],
+    &["HKEYS"],
+    &["HSTRLEN", "K"],
+    &["HINCRBY", "K", "V"],
+    &["HINCRBYFLOAT", "K"],
+    &["HRANDFIELD"],
+    &["HSCAN", "K"],
 ];
 
 /// The generator's state for one sequence.
@@ -618,9 +634,10 @@ impl Gen {
 
     /// One ordinary command (data or control), valid or not.
     fn command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..10) {
+        match self.rng.gen_range(0..12) {
             0..=1 => return self.string_command(),
             2 => return self.key_command(),
+            3..=4 => return self.hash_command(),
             _ => {}
         }
         match self.rng.gen_range(0..100) {

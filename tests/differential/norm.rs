@@ -53,6 +53,15 @@ pub enum Norm {
     /// count includes the queued commands' own references to a value they
     /// stored, so more than 1 matches Elsa's 1. Else exact.
     Refcount,
+    /// HGETALL: field–value pairs (a flat array in RESP2, a map in RESP3)
+    /// in any order — Redis keeps a small hash in insertion order, Elsa in
+    /// hash order; neither order is promised.
+    Pairs,
+    /// HSCAN: cursor exact, the pairs in any order (as `Pairs`).
+    ScanPairs,
+    /// HRANDFIELD with a count: the choice is random in both servers, so
+    /// only the reply's type and length are compared.
+    Count,
     /// EXEC: element-wise, each with the norm of the command queued there.
     Exec(Vec<Norm>),
 }
@@ -97,6 +106,31 @@ pub fn compare(norm: &Norm, redis: &Reply, elsa: &Reply) -> Option<String> {
             }
             _ => (redis != elsa).then(|| "different reply".into()),
         },
+        Norm::Pairs => match (pairs(redis), pairs(elsa)) {
+            (Some(mut a), Some(mut b)) => {
+                a.sort_by_key(|p| format!("{p:?}"));
+                b.sort_by_key(|p| format!("{p:?}"));
+                (a != b || redis.kind() != elsa.kind())
+                    .then(|| "different pairs (order ignored)".into())
+            }
+            _ => (redis != elsa).then(|| "different reply".into()),
+        },
+        Norm::ScanPairs => match (redis, elsa) {
+            (Reply::Array(a), Reply::Array(b)) if a.len() == 2 && b.len() == 2 => {
+                if a[0] != b[0] {
+                    return Some("different HSCAN cursor".into());
+                }
+                compare(&Norm::Pairs, &a[1], &b[1])
+            }
+            _ => (redis != elsa).then(|| "different reply".into()),
+        },
+        Norm::Count => match (redis, elsa) {
+            (Reply::Array(a), Reply::Array(b)) => (a.len() != b.len()
+                || a.iter().map(Reply::kind).collect::<Vec<_>>()
+                    != b.iter().map(Reply::kind).collect::<Vec<_>>())
+            .then(|| format!("{} vs {} random elements", a.len(), b.len())),
+            _ => (redis != elsa).then(|| "different reply".into()),
+        },
         Norm::Encoding => match (redis, elsa) {
             (Reply::Bulk(r), Reply::Bulk(e))
                 if r == e || r == b"raw" || (r == b"embstr" && e == b"int") =>
@@ -122,6 +156,17 @@ pub fn compare(norm: &Norm, redis: &Reply, elsa: &Reply) -> Option<String> {
             }
             _ => (redis != elsa).then(|| "different reply".into()),
         },
+    }
+}
+
+/// A reply as field–value pairs: a map, or a flat array of even length.
+fn pairs(r: &Reply) -> Option<Vec<(Reply, Reply)>> {
+    match r {
+        Reply::Map(p) => Some(p.clone()),
+        Reply::Array(v) if v.len() % 2 == 0 => {
+            Some(v.chunks(2).map(|c| (c[0].clone(), c[1].clone())).collect())
+        }
+        _ => None,
     }
 }
 

@@ -74,6 +74,11 @@ impl OrMap {
         self.fields.get(field).is_some_and(Field::is_live)
     }
 
+    /// True when `field` has an entry, live or removed.
+    pub fn has_field(&self, field: &[u8]) -> bool {
+        self.fields.contains_key(field)
+    }
+
     /// Fields in the hash.
     pub fn len(&self) -> usize {
         self.live

@@ -62,7 +62,7 @@ pub fn splits_exec(c: Control) -> bool {
 /// sign then digits, where no digits at all is 0 and a minus sign wraps
 /// around; refused when it starts with a space, has anything after the
 /// digits (the text ends at a NUL byte) or overflows.
-fn parse_cursor(arg: &[u8]) -> Option<u64> {
+pub(crate) fn parse_cursor(arg: &[u8]) -> Option<u64> {
     let s = cmd::c_str(arg);
     if s.is_empty() {
         return Some(0);

@@ -167,6 +167,8 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
             };
         }
         Op::MemoryUsage => m.kind = 25,
+        // The typed families carry their own compact encoding.
+        Op::Hash(h) => (m.kind, m.value) = (26, h.encode()),
     }
     m
 }
@@ -267,6 +269,7 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
             _ => return None,
         }),
         25 => Op::MemoryUsage,
+        26 => Op::Hash(elsa_shard::ops::hashes::HashOp::decode(m.value)?),
         _ => return None,
     };
     Some(KeyOp {
@@ -425,6 +428,8 @@ mod tests {
                 replace: true,
             },
             Op::MemoryUsage,
+            Op::Hash(elsa_shard::ops::hashes::HashOp::IncrBy(b("f"), -3)),
+            Op::Hash(elsa_shard::ops::hashes::HashOp::MGet(vec![b("a"), b("b")])),
         ];
         for r in ranges {
             ops.push(Op::BitCount(r));

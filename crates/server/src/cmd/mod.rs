@@ -8,6 +8,7 @@
 //! Everything else is a [`Control`] command the connection serves itself.
 
 mod bits;
+mod hashes;
 mod keys;
 mod object;
 mod strings;
@@ -237,6 +238,31 @@ pub static COMMANDS: &[Spec] = &[
     spec!("setbit", 4, WS, 1, 1, 1, Data(bits::setbit)),
     spec!("bitcount", -2, &["readonly"], 1, 1, 1, Data(bits::bitcount)),
     spec!("bitpos", -3, &["readonly"], 1, 1, 1, Data(bits::bitpos)),
+    // hashes
+    spec!("hset", -4, W, 1, 1, 1, Data(hashes::hset)),
+    spec!("hsetnx", 4, W, 1, 1, 1, Data(hashes::hsetnx)),
+    spec!("hmset", -4, W, 1, 1, 1, Data(hashes::hmset)),
+    spec!("hget", 3, R, 1, 1, 1, Data(hashes::hget)),
+    spec!("hmget", -3, R, 1, 1, 1, Data(hashes::hmget)),
+    spec!("hgetall", 2, &["readonly"], 1, 1, 1, Data(hashes::hgetall)),
+    spec!("hdel", -3, &["write", "fast"], 1, 1, 1, Data(hashes::hdel)),
+    spec!("hlen", 2, R, 1, 1, 1, Data(hashes::hlen)),
+    spec!("hexists", 3, R, 1, 1, 1, Data(hashes::hexists)),
+    spec!("hkeys", 2, &["readonly"], 1, 1, 1, Data(hashes::hkeys)),
+    spec!("hvals", 2, &["readonly"], 1, 1, 1, Data(hashes::hvals)),
+    spec!("hstrlen", 3, R, 1, 1, 1, Data(hashes::hstrlen)),
+    spec!("hincrby", 4, W, 1, 1, 1, Data(hashes::hincrby)),
+    spec!("hincrbyfloat", 4, W, 1, 1, 1, Data(hashes::hincrbyfloat)),
+    spec!(
+        "hrandfield",
+        -2,
+        &["readonly"],
+        1,
+        1,
+        1,
+        Data(hashes::hrandfield)
+    ),
+    spec!("hscan", -3, &["readonly"], 1, 1, 1, Data(hashes::hscan)),
     // keys
     spec!("del", -2, &["write"], 1, -1, 1, Data(keys::del)),
     spec!("delete", -2, &["write"], 1, -1, 1, Data(keys::del)),

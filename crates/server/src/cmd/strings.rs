@@ -1,7 +1,7 @@
 //! String commands: GET, SET and friends, GETEX, MGET/MSET, the INCR
 //! family, INCRBYFLOAT, APPEND, GETRANGE/SUBSTR, SETRANGE.
 
-use elsa_shard::ops::{longdouble, ERR_GETEX_EXPIRE, ERR_NOT_FLOAT, ERR_NOT_INTEGER};
+use elsa_shard::ops::{ERR_GETEX_EXPIRE, ERR_NOT_INTEGER};
 use elsa_shard::{unix_ms, Expiry, GetExTtl, Op, SetCond, SetReply};
 
 use super::{int_arg, is, one, Args, CmdError, DataCmd, Shape};
@@ -300,12 +300,10 @@ pub fn strlen(args: &Args) -> Result<DataCmd, CmdError> {
     one(args, Op::Strlen)
 }
 
-/// INCRBYFLOAT key increment. A bad increment is refused here; the stored
-/// value is checked when the op runs (the same error either way).
+/// INCRBYFLOAT key increment
 pub fn incrbyfloat(args: &Args) -> Result<DataCmd, CmdError> {
-    if longdouble::parse(&args[2]).is_none() {
-        return Err(ERR_NOT_FLOAT.into());
-    }
+    // The increment is checked by the op, after the key's type (as Redis
+    // does: WRONGTYPE comes before a bad increment).
     one(args, Op::IncrByFloat(args[2].clone()))
 }
 
@@ -471,9 +469,9 @@ mod tests {
             "the op refuses it"
         );
         assert!(getrange(&args("GETRANGE k 0 x")).is_err());
-        assert!(incrbyfloat(&args("INCRBYFLOAT k 1e")).is_err());
+        // After the key's type, as Redis: WRONGTYPE before a bad increment.
         assert!(
-            incrbyfloat(&args("INCRBYFLOAT k inf")).is_ok(),
+            incrbyfloat(&args("INCRBYFLOAT k 1e")).is_ok(),
             "the op refuses it"
         );
     }

@@ -24,6 +24,7 @@
 //! string commands).
 
 mod bits;
+pub mod hashes;
 mod keys;
 pub mod longdouble;
 mod strings;
@@ -474,6 +475,8 @@ pub enum Op {
     Object(ObjectField),
     /// MEMORY USAGE
     MemoryUsage,
+    /// A hash command.
+    Hash(hashes::HashOp),
 }
 
 /// The answer of an [`Op`], before RESP encoding.
@@ -535,6 +538,8 @@ pub const REPLY_TEXTS: &[&str] = &[
     ERR_GETEX_EXPIRE,
     ERR_NO_LFU,
     WRONGTYPE,
+    hashes::ERR_HASH_NOT_INTEGER,
+    hashes::ERR_HASH_NOT_FLOAT,
     "string",
     "none",
     "hash",
@@ -564,7 +569,7 @@ impl Op {
                 | Op::BitPos { .. }
                 | Op::Object(_)
                 | Op::MemoryUsage
-        )
+        ) && !matches!(self, Op::Hash(h) if !h.is_write())
     }
 
     /// Keys besides the one the op is applied to that it reads and may
@@ -612,6 +617,7 @@ impl Op {
             Op::Copy { to, replace } => keys::copy(key, view, to, *replace),
             Op::Object(field) => keys::object(key, view, *field),
             Op::MemoryUsage => keys::memory_usage(key, view),
+            Op::Hash(h) => h.apply(key, view),
         }
     }
 }
