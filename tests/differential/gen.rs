@@ -7,9 +7,10 @@
 //!   choice). `SELECT 0`, and indexes out of Redis's range, are generated.
 //! - Elsa's own commands (PUT, DELETE, BEGIN, COMMIT, ABORT, ROLLBACK,
 //!   LASTCOMMIT, WAITREGION, ELSA.*): Redis has no counterpart to compare
-//!   with. Redis commands Elsa lacks (lists, sets, sorted sets, LCS, …)
-//!   are not generated either, except a few truly unknown names for the
-//!   unknown-command error. Hashes are (`gen_hashes.rs`).
+//!   with. Redis commands Elsa lacks (lists, sorted sets, LCS, …) are not
+//!   generated either, except a few truly unknown names for the
+//!   unknown-command error. Hashes and sets are (`gen_hashes.rs`,
+//!   `gen_sets.rs`).
 //! - `COPY … DB 1`..`DB 15` and `MEMORY DOCTOR|STATS|MALLOC-STATS|PURGE`
 //!   (see `gen_keys.rs`); SETRANGE and SETBIT that would really write at
 //!   the 512 MB limit (both servers would allocate it; refusals past the
@@ -50,6 +51,8 @@ use super::resp::quote;
 mod hashes;
 #[path = "gen_keys.rs"]
 mod keys;
+#[path = "gen_sets.rs"]
+mod sets;
 #[path = "gen_strings.rs"]
 mod strings;
 
@@ -409,6 +412,20 @@ const WRONG_ARITY: &[&[&str]] = &[
     &["HINCRBYFLOAT", "K"],
     &["HRANDFIELD"],
     &["HSCAN", "K"],
+    &["SADD", "K"],
+    &["SREM", "K"],
+    &["SMEMBERS"],
+    &["SISMEMBER", "K"],
+    &["SMISMEMBER", "K"],
+    &["SCARD", "K", "K"],
+    &["SPOP"],
+    &["SRANDMEMBER"],
+    &["SSCAN", "K"],
+    &["SMOVE", "K", "K"],
+    &["SINTER"],
+    &["SINTERCARD", "1"],
+    &["SUNIONSTORE", "K"],
+    &["SDIFF"],
 ];
 
 /// The generator's state for one sequence.
@@ -634,10 +651,11 @@ impl Gen {
 
     /// One ordinary command (data or control), valid or not.
     fn command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..12) {
+        match self.rng.gen_range(0..14) {
             0..=1 => return self.string_command(),
             2 => return self.key_command(),
             3..=4 => return self.hash_command(),
+            5..=6 => return self.set_command(),
             _ => {}
         }
         match self.rng.gen_range(0..100) {

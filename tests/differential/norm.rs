@@ -35,7 +35,8 @@ pub enum Norm {
     /// their contents describe the server, not the data — only the reply
     /// type must match.
     Shape,
-    /// KEYS: an array whose order Redis leaves unspecified (hash order).
+    /// KEYS, HKEYS, SMEMBERS, SINTER…: an array (or RESP3 set) whose
+    /// order Redis leaves unspecified (hash order; an intset sorted).
     Unordered,
     /// SCAN 0 with a COUNT above the key space: cursor exact, keys in any
     /// order (SCAN promises no order).
@@ -92,7 +93,7 @@ pub fn compare(norm: &Norm, redis: &Reply, elsa: &Reply) -> Option<String> {
             )
         }),
         Norm::Unordered => match (redis, elsa) {
-            (Reply::Array(a), Reply::Array(b)) => {
+            (Reply::Array(a), Reply::Array(b)) | (Reply::Set(a), Reply::Set(b)) => {
                 (sorted(a) != sorted(b)).then(|| "different elements (order ignored)".into())
             }
             _ => (redis != elsa).then(|| "different reply".into()),
@@ -125,7 +126,8 @@ pub fn compare(norm: &Norm, redis: &Reply, elsa: &Reply) -> Option<String> {
             _ => (redis != elsa).then(|| "different reply".into()),
         },
         Norm::Count => match (redis, elsa) {
-            (Reply::Array(a), Reply::Array(b)) => (a.len() != b.len()
+            (Reply::Array(a), Reply::Array(b)) | (Reply::Set(a), Reply::Set(b)) => (a.len()
+                != b.len()
                 || a.iter().map(Reply::kind).collect::<Vec<_>>()
                     != b.iter().map(Reply::kind).collect::<Vec<_>>())
             .then(|| format!("{} vs {} random elements", a.len(), b.len())),

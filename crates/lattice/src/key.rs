@@ -274,9 +274,10 @@ impl KeyState {
 
     /// The delta that makes this key show what `target` shows at `now_ms`
     /// — its string and expiry, or its collection's elements and expiry —
-    /// written as `dot` by a transaction started at `start_ts`. Only what
-    /// differs is written (one changed field of a big hash is one field's
-    /// delta), and what is written merges like the commands that would
+    /// written as `dot` by a transaction started at `start_ts`. Only the
+    /// elements that differ are written (one changed field of a big hash is
+    /// one field's delta), but the key's version always moves to `dot`
+    /// unless both show nothing, and what is written merges like the commands that would
     /// have made the change: elements this key shows and `target` does
     /// not are removed as `SREM`/`HDEL` would, values set as `HSET` would,
     /// so concurrent writes elsewhere still merge (`docs/datatypes.md`).
@@ -300,12 +301,6 @@ impl KeyState {
             Kind::String => {
                 let value = target.visible_string(now_ms);
                 let expire = target.string.expire_ms();
-                if mine == Kind::String
-                    && self.visible_string(now_ms) == value
-                    && self.string.expire_ms() == expire
-                {
-                    return KeyState::default();
-                }
                 KeyState::of_string(self.string.set(value, expire, start_ts, dot))
             }
             Kind::Hash | Kind::Set => {
@@ -368,13 +363,13 @@ impl KeyState {
                     }
                 };
                 delta.merge(KeyState::of(part));
-                let expire = target.ttl.expire_ms;
-                if !same || self.ttl.expire_ms != expire {
-                    delta.ttl = Ttl {
-                        expire_ms: expire,
-                        version: dot,
-                    };
-                }
+                // The expiry is written even when unchanged: a write is a
+                // write (it moves the key's version, so a WATCH on it
+                // fails, as in Redis), whatever it changed.
+                delta.ttl = Ttl {
+                    expire_ms: target.ttl.expire_ms,
+                    version: dot,
+                };
                 delta
             }
         }

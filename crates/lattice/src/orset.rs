@@ -48,7 +48,12 @@ impl<E: Eq + Hash> PartialEq for OrSet<E> {
 impl<E: Eq + Hash> Eq for OrSet<E> {}
 
 impl<E: Eq + Hash + Clone> OrSet<E> {
-    /// True when `e` is a live member.
+    /// True when `e` has an entry, live or removed.
+    pub fn has_member(&self, e: &E) -> bool {
+        self.members.contains_key(e)
+    }
+
+    /// True when `e` is a member.
     pub fn contains(&self, e: &E) -> bool {
         self.members.get(e).is_some_and(Presence::is_live)
     }

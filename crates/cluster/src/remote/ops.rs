@@ -169,6 +169,7 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
         Op::MemoryUsage => m.kind = 25,
         // The typed families carry their own compact encoding.
         Op::Hash(h) => (m.kind, m.value) = (26, h.encode()),
+        Op::Sets(s) => (m.kind, m.value) = (27, s.encode()),
     }
     m
 }
@@ -270,6 +271,7 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
         }),
         25 => Op::MemoryUsage,
         26 => Op::Hash(elsa_shard::ops::hashes::HashOp::decode(m.value)?),
+        27 => Op::Sets(elsa_shard::ops::sets::SetOp::decode(m.value)?),
         _ => return None,
     };
     Some(KeyOp {

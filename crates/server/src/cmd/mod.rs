@@ -11,6 +11,7 @@ mod bits;
 mod hashes;
 mod keys;
 mod object;
+mod sets;
 mod strings;
 
 use std::collections::HashMap;
@@ -263,6 +264,40 @@ pub static COMMANDS: &[Spec] = &[
         Data(hashes::hrandfield)
     ),
     spec!("hscan", -3, &["readonly"], 1, 1, 1, Data(hashes::hscan)),
+    // sets
+    spec!("sadd", -3, W, 1, 1, 1, Data(sets::sadd)),
+    spec!("srem", -3, &["write", "fast"], 1, 1, 1, Data(sets::srem)),
+    spec!("smembers", 2, &["readonly"], 1, 1, 1, Data(sets::smembers)),
+    spec!("sismember", 3, R, 1, 1, 1, Data(sets::sismember)),
+    spec!("smismember", -3, R, 1, 1, 1, Data(sets::smismember)),
+    spec!("scard", 2, R, 1, 1, 1, Data(sets::scard)),
+    spec!("spop", -2, &["write", "fast"], 1, 1, 1, Data(sets::spop)),
+    spec!(
+        "srandmember",
+        -2,
+        &["readonly"],
+        1,
+        1,
+        1,
+        Data(sets::srandmember)
+    ),
+    spec!("sscan", -3, &["readonly"], 1, 1, 1, Data(sets::sscan)),
+    spec!("smove", 4, &["write", "fast"], 1, 2, 1, Data(sets::smove)),
+    spec!("sinter", -2, &["readonly"], 1, -1, 1, Data(sets::sinter)),
+    spec!(
+        "sintercard",
+        -3,
+        &["readonly"],
+        0,
+        0,
+        0,
+        Data(sets::sintercard)
+    ),
+    spec!("sunion", -2, &["readonly"], 1, -1, 1, Data(sets::sunion)),
+    spec!("sdiff", -2, &["readonly"], 1, -1, 1, Data(sets::sdiff)),
+    spec!("sinterstore", -3, WS, 1, -1, 1, Data(sets::sinterstore)),
+    spec!("sunionstore", -3, WS, 1, -1, 1, Data(sets::sunionstore)),
+    spec!("sdiffstore", -3, WS, 1, -1, 1, Data(sets::sdiffstore)),
     // keys
     spec!("del", -2, &["write"], 1, -1, 1, Data(keys::del)),
     spec!("delete", -2, &["write"], 1, -1, 1, Data(keys::del)),

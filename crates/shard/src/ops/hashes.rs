@@ -283,7 +283,7 @@ fn incr_by_float(key: &[u8], view: &mut impl KeyView, f: &Bytes, by: &[u8]) -> O
 }
 
 /// A splitmix64 step: the parser's seed spread into picks.
-fn next(seed: &mut u64) -> u64 {
+pub(super) fn next(seed: &mut u64) -> u64 {
     *seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *seed;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -359,12 +359,12 @@ fn scan(m: &OrMap, cursor: u64, pattern: Option<&[u8]>, count: u64) -> OpReply {
 
 // ---- the wire form (an op forwarded to the key's node) -------------------
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(super) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.put_u32_le(b.len() as u32);
     out.extend_from_slice(b);
 }
 
-fn get_bytes(buf: &mut Bytes) -> Option<Bytes> {
+pub(super) fn get_bytes(buf: &mut Bytes) -> Option<Bytes> {
     if buf.remaining() < 4 {
         return None;
     }
@@ -372,13 +372,13 @@ fn get_bytes(buf: &mut Bytes) -> Option<Bytes> {
     (buf.remaining() >= n).then(|| buf.split_to(n))
 }
 
-fn get_u64(buf: &mut Bytes) -> Option<u64> {
+pub(super) fn get_u64(buf: &mut Bytes) -> Option<u64> {
     (buf.remaining() >= 8).then(|| buf.get_u64_le())
 }
 
 /// A list of byte strings: a count, each at least 4 bytes long, so the
 /// count is checked against what is left before anything is allocated.
-fn get_list(buf: &mut Bytes) -> Option<Vec<Bytes>> {
+pub(super) fn get_list(buf: &mut Bytes) -> Option<Vec<Bytes>> {
     let n = get_u64(buf)? as usize;
     if n.saturating_mul(4) > buf.remaining() {
         return None;
@@ -386,7 +386,7 @@ fn get_list(buf: &mut Bytes) -> Option<Vec<Bytes>> {
     (0..n).map(|_| get_bytes(buf)).collect()
 }
 
-fn put_list(out: &mut Vec<u8>, items: &[Bytes]) {
+pub(super) fn put_list(out: &mut Vec<u8>, items: &[Bytes]) {
     out.put_u64_le(items.len() as u64);
     for i in items {
         put_bytes(out, i);

@@ -27,6 +27,7 @@ mod bits;
 pub mod hashes;
 mod keys;
 pub mod longdouble;
+pub mod sets;
 mod strings;
 
 use std::sync::Arc;
@@ -477,6 +478,8 @@ pub enum Op {
     MemoryUsage,
     /// A hash command.
     Hash(hashes::HashOp),
+    /// A set command (SADD…; `Set` is SET's).
+    Sets(sets::SetOp),
 }
 
 /// The answer of an [`Op`], before RESP encoding.
@@ -570,6 +573,7 @@ impl Op {
                 | Op::Object(_)
                 | Op::MemoryUsage
         ) && !matches!(self, Op::Hash(h) if !h.is_write())
+            && !matches!(self, Op::Sets(s) if !s.is_write())
     }
 
     /// Keys besides the one the op is applied to that it reads and may
@@ -579,6 +583,7 @@ impl Op {
     pub fn other_keys(&self) -> &[Bytes] {
         match self {
             Op::Rename { to, .. } | Op::Copy { to, .. } => std::slice::from_ref(to),
+            Op::Sets(s) => s.other_keys(),
             _ => &[],
         }
     }
@@ -618,6 +623,7 @@ impl Op {
             Op::Object(field) => keys::object(key, view, *field),
             Op::MemoryUsage => keys::memory_usage(key, view),
             Op::Hash(h) => h.apply(key, view),
+            Op::Sets(s) => s.apply(key, view),
         }
     }
 }

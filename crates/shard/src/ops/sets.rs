@@ -1,0 +1,854 @@
+//! Set commands (Redis's `t_set.c`) on the add-wins set
+//! (`elsa_lattice::OrSet`): SADD SREM SMEMBERS SISMEMBER SMISMEMBER SCARD
+//! SPOP SRANDMEMBER SSCAN, and the commands of several keys — SMOVE,
+//! SINTER SUNION SDIFF (and their STORE forms), SINTERCARD — which reach
+//! their other keys through [`crate::ops::Op::other_keys`], so every path
+//! holds all of them and runs the command in one atomic step.
+//!
+//! A write is one delta at one version: an add adds a dot, a remove takes
+//! away the adds it has seen, so an add concurrent with a remove in
+//! another region survives (`docs/datatypes.md`). Replies and errors are
+//! Redis 7.0's; member order is unspecified, as in Redis.
+
+use bytes::{Buf, BufMut, Bytes};
+use elsa_lattice::{Collection, Crdt, KeyState, Kind, OrSet};
+
+use super::hashes::{get_bytes, get_list, get_u64, next, put_bytes, put_list};
+use super::{
+    begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply, Value, WRONGTYPE,
+};
+
+/// How the members of several sets combine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    /// SINTER
+    Inter,
+    /// SUNION
+    Union,
+    /// SDIFF: the first set without the others.
+    Diff,
+}
+
+/// One set command on one key (and, for some, others).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetOp {
+    /// SADD member…
+    Add(Vec<Bytes>),
+    /// SREM member…
+    Rem(Vec<Bytes>),
+    /// SMEMBERS
+    Members,
+    /// SISMEMBER member
+    IsMember(Bytes),
+    /// SMISMEMBER member…
+    MIsMember(Vec<Bytes>),
+    /// SCARD
+    Card,
+    /// SPOP [count]
+    Pop {
+        /// `None`: one member (or nil).
+        count: Option<u64>,
+        /// Seed of the choice.
+        seed: u64,
+    },
+    /// SRANDMEMBER [count]
+    RandMember {
+        /// `None`: one member; negative: may repeat.
+        count: Option<i64>,
+        /// Seed of the choice.
+        seed: u64,
+    },
+    /// SSCAN cursor [MATCH pattern] [COUNT count]
+    Scan {
+        /// A position in the members' sorted order.
+        cursor: u64,
+        /// MATCH.
+        pattern: Option<Bytes>,
+        /// COUNT.
+        count: u64,
+        /// A refused option, answered once the key is found a set.
+        refused: Option<&'static str>,
+    },
+    /// SMOVE (this key is the source) destination member
+    Move {
+        /// The destination (`other_keys`).
+        to: [Bytes; 1],
+        /// The member.
+        member: Bytes,
+    },
+    /// SINTER / SUNION / SDIFF, and their STORE forms: this key is the
+    /// first set; `keys` the other sets, then the destination if `store`.
+    Combine {
+        /// How.
+        how: Combine,
+        /// The other sets (and the destination, last, if `store`).
+        keys: Vec<Bytes>,
+        /// STORE form.
+        store: bool,
+    },
+    /// SINTERCARD: this key is the first set.
+    InterCard {
+        /// The other sets.
+        keys: Vec<Bytes>,
+        /// LIMIT (0: none).
+        limit: u64,
+    },
+}
+
+/// A set this small is answered whole by SSCAN (Redis's intset/listpack).
+const PACKED_MEMBERS: usize = 128;
+
+impl SetOp {
+    /// True when the command may change a key.
+    pub fn is_write(&self) -> bool {
+        match self {
+            SetOp::Add(_) | SetOp::Rem(_) | SetOp::Pop { .. } | SetOp::Move { .. } => true,
+            SetOp::Combine { store, .. } => *store,
+            _ => false,
+        }
+    }
+
+    /// Keys besides the one the op is applied to (see `Op::other_keys`).
+    pub fn other_keys(&self) -> &[Bytes] {
+        match self {
+            SetOp::Move { to, .. } => to,
+            SetOp::Combine { keys, .. } | SetOp::InterCard { keys, .. } => keys,
+            _ => &[],
+        }
+    }
+
+    /// Runs the command on `key`.
+    pub fn apply(&self, key: &[u8], view: &mut impl KeyView) -> OpReply {
+        match self {
+            SetOp::Add(members) => add(key, view, members),
+            SetOp::Rem(members) => rem(key, view, members),
+            SetOp::Pop { count, seed } => pop(key, view, *count, *seed),
+            SetOp::Move { to, member } => move_member(key, view, &to[0], member),
+            SetOp::Combine { how, keys, store } => combine(key, view, *how, keys, *store),
+            SetOp::InterCard { keys, limit } => inter_card(key, view, keys, *limit),
+            read => match read_collection(view, key, Kind::Set) {
+                Err(e) => e,
+                Ok(state) => {
+                    if let (
+                        Some(_),
+                        SetOp::Scan {
+                            refused: Some(e), ..
+                        },
+                    ) = (&state, read)
+                    {
+                        return OpReply::Error(e);
+                    }
+                    let empty = OrSet::default();
+                    let set = set_of(state.as_deref()).unwrap_or(&empty);
+                    read.answer(set, state.is_some())
+                }
+            },
+        }
+    }
+
+    fn answer(&self, s: &OrSet<Bytes>, exists: bool) -> OpReply {
+        match self {
+            SetOp::Members => OpReply::Set(s.iter().cloned().collect()),
+            SetOp::IsMember(m) => OpReply::Int(s.contains(m) as i64),
+            SetOp::MIsMember(ms) => OpReply::Array(
+                ms.iter()
+                    .map(|m| OpReply::Int(s.contains(m) as i64))
+                    .collect(),
+            ),
+            SetOp::Card => OpReply::Int(s.len() as i64),
+            SetOp::RandMember { count, seed } => rand_member(s, exists, *count, *seed),
+            SetOp::Scan {
+                cursor,
+                pattern,
+                count,
+                ..
+            } => scan(s, *cursor, pattern.as_deref(), *count),
+            _ => OpReply::Error(super::ERR_SYNTAX),
+        }
+    }
+}
+
+fn set_of(state: Option<&KeyState>) -> Option<&OrSet<Bytes>> {
+    match state?.collection.as_ref()? {
+        Collection::Set(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// Runs a writing set command on `key` (see `hashes::write_hash`): `f`
+/// gets the set as stored and the version, answers the reply and the
+/// delta to merge.
+fn write_set(
+    view: &mut impl KeyView,
+    key: &[u8],
+    f: impl FnOnce(&OrSet<Bytes>, elsa_lattice::Version) -> (OpReply, Option<OrSet<Bytes>>),
+) -> OpReply {
+    let w = match begin_collection_write(view, key, Kind::Set) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let empty = OrSet::default();
+    let set = set_of(w.state.as_deref()).unwrap_or(&empty);
+    let (reply, delta) = f(set, w.dot);
+    let CollectionWrite {
+        state, mut prefix, ..
+    } = w;
+    drop(state);
+    if let Some(delta) = delta {
+        prefix.merge(KeyState::of(Collection::Set(delta)));
+        view.merge(key, prefix);
+    }
+    reply
+}
+
+fn add(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
+    write_set(view, key, |set, dot| {
+        let mut delta = OrSet::default();
+        let mut added = 0;
+        for m in members {
+            if delta.contains(m) {
+                continue;
+            }
+            if let Some(d) = set.add(m.clone(), dot) {
+                added += 1;
+                delta.merge(d);
+            }
+        }
+        (OpReply::Int(added), (added > 0).then_some(delta))
+    })
+}
+
+/// The removal of `members` (those present) as one delta.
+fn removal(
+    set: &OrSet<Bytes>,
+    members: &[Bytes],
+    dot: elsa_lattice::Version,
+) -> (i64, OrSet<Bytes>) {
+    let mut delta = OrSet::default();
+    let mut removed = 0;
+    for m in members {
+        if delta.has_member(m) {
+            continue;
+        }
+        if let Some(d) = set.remove(m, dot) {
+            removed += 1;
+            delta.merge(d);
+        }
+    }
+    (removed, delta)
+}
+
+fn rem(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
+    write_set(view, key, |set, dot| {
+        let (removed, delta) = removal(set, members, dot);
+        (OpReply::Int(removed), (removed > 0).then_some(delta))
+    })
+}
+
+/// The members in a stable order (hash order differs between replicas):
+/// what a seed picks from.
+fn sorted(s: &OrSet<Bytes>) -> Vec<Bytes> {
+    let mut v: Vec<Bytes> = s.iter().cloned().collect();
+    v.sort();
+    v
+}
+
+/// `n` distinct members picked with `seed` (a partial Fisher–Yates).
+fn pick(s: &OrSet<Bytes>, n: usize, mut seed: u64) -> Vec<Bytes> {
+    let mut v = sorted(s);
+    let n = n.min(v.len());
+    for i in 0..n {
+        let j = i + (next(&mut seed) % (v.len() - i) as u64) as usize;
+        v.swap(i, j);
+    }
+    v.truncate(n);
+    v
+}
+
+fn pop(key: &[u8], view: &mut impl KeyView, count: Option<u64>, seed: u64) -> OpReply {
+    write_set(view, key, |set, dot| {
+        let n = count.unwrap_or(1) as usize;
+        let chosen = pick(set, n, seed);
+        let (_, delta) = removal(set, &chosen, dot);
+        let changed = (!chosen.is_empty()).then_some(delta);
+        let reply = match count {
+            None => chosen
+                .into_iter()
+                .next()
+                .map_or(OpReply::Nil, OpReply::Bulk),
+            Some(_) => OpReply::Set(chosen),
+        };
+        (reply, changed)
+    })
+}
+
+fn rand_member(s: &OrSet<Bytes>, exists: bool, count: Option<i64>, mut seed: u64) -> OpReply {
+    let Some(count) = count else {
+        return pick(s, 1, seed)
+            .into_iter()
+            .next()
+            .map_or(OpReply::Nil, OpReply::Bulk);
+    };
+    if !exists || count == 0 {
+        return OpReply::Array(Vec::new());
+    }
+    if count > 0 {
+        return OpReply::Array(
+            pick(s, count as usize, seed)
+                .into_iter()
+                .map(OpReply::Bulk)
+                .collect(),
+        );
+    }
+    let all = sorted(s);
+    OpReply::Array(
+        (0..count.unsigned_abs())
+            .map(|_| OpReply::Bulk(all[(next(&mut seed) % all.len() as u64) as usize].clone()))
+            .collect(),
+    )
+}
+
+fn scan(s: &OrSet<Bytes>, cursor: u64, pattern: Option<&[u8]>, count: u64) -> OpReply {
+    let matches = |m: &[u8]| pattern.is_none_or(|p| crate::glob::matches(p, m));
+    let mut all = sorted(s);
+    let (page, next_cursor) = if all.len() <= PACKED_MEMBERS {
+        (all, 0)
+    } else {
+        let from = (cursor as usize).min(all.len());
+        let to = from.saturating_add(count as usize).min(all.len());
+        let next = if to >= all.len() { 0 } else { to as u64 };
+        (all.drain(from..to).collect(), next)
+    };
+    OpReply::Array(vec![
+        OpReply::Bulk(Bytes::from(next_cursor.to_string())),
+        OpReply::Array(
+            page.into_iter()
+                .filter(|m| matches(m))
+                .map(OpReply::Bulk)
+                .collect(),
+        ),
+    ])
+}
+
+/// What a key holds for a command reading several sets: its members,
+/// `None` when absent, WRONGTYPE when not a set.
+fn members_of(view: &mut impl KeyView, key: &[u8]) -> Result<Option<Vec<Bytes>>, OpReply> {
+    Ok(read_collection(view, key, Kind::Set)?
+        .and_then(|s| set_of(Some(&s)).map(|x| x.iter().cloned().collect())))
+}
+
+fn move_member(key: &[u8], view: &mut impl KeyView, to: &[u8], member: &Bytes) -> OpReply {
+    let src = match read_collection(view, key, Kind::Set) {
+        Err(e) => return e,
+        Ok(None) => {
+            // A missing source answers 0 before the destination's type
+            // is looked at (Redis checks the source first).
+            return OpReply::Int(0);
+        }
+        Ok(Some(s)) => s,
+    };
+    if let Err(e) = read_collection(view, to, Kind::Set) {
+        return e;
+    }
+    let present = set_of(Some(&src)).is_some_and(|s| s.contains(member));
+    drop(src);
+    if key == to {
+        return OpReply::Int(present as i64);
+    }
+    if !present {
+        return OpReply::Int(0);
+    }
+    rem(key, view, std::slice::from_ref(member));
+    add(to, view, std::slice::from_ref(member));
+    OpReply::Int(1)
+}
+
+/// The sets a combining command reads, in order: first this key's.
+fn sets_of(
+    key: &[u8],
+    view: &mut impl KeyView,
+    others: &[Bytes],
+) -> Result<Vec<Option<Vec<Bytes>>>, OpReply> {
+    let mut out = Vec::with_capacity(others.len() + 1);
+    // Every key's type is checked before anything is answered.
+    out.push(members_of(view, key)?);
+    for k in others {
+        out.push(members_of(view, k)?);
+    }
+    Ok(out)
+}
+
+fn combined(how: Combine, sets: Vec<Option<Vec<Bytes>>>) -> Vec<Bytes> {
+    use std::collections::HashSet;
+    let mut it = sets.into_iter();
+    let first: Vec<Bytes> = it.next().flatten().unwrap_or_default();
+    let rest: Vec<HashSet<Bytes>> = it
+        .map(|s| s.unwrap_or_default().into_iter().collect())
+        .collect();
+    match how {
+        Combine::Inter => first
+            .into_iter()
+            .filter(|m| rest.iter().all(|r| r.contains(m)))
+            .collect(),
+        Combine::Diff => first
+            .into_iter()
+            .filter(|m| !rest.iter().any(|r| r.contains(m)))
+            .collect(),
+        Combine::Union => {
+            let mut all: HashSet<Bytes> = first.into_iter().collect();
+            for r in rest {
+                all.extend(r);
+            }
+            all.into_iter().collect()
+        }
+    }
+}
+
+fn combine(
+    key: &[u8],
+    view: &mut impl KeyView,
+    how: Combine,
+    keys: &[Bytes],
+    store: bool,
+) -> OpReply {
+    let (sources, dest) = if store {
+        let (d, s) = keys
+            .split_last()
+            .expect("the parser puts the destination last");
+        (s, Some(d))
+    } else {
+        (keys, None)
+    };
+    let sets = match sets_of(key, view, sources) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let empty_inter = how == Combine::Inter && sets.iter().any(Option::is_none);
+    let result = if empty_inter {
+        Vec::new()
+    } else {
+        combined(how, sets)
+    };
+    let Some(dest) = dest else {
+        return OpReply::Set(result);
+    };
+    let n = result.len() as i64;
+    if result.is_empty() {
+        view.store(dest, None);
+    } else {
+        // Replaces whatever the destination held, of any type.
+        let (_, dot) = view.stamp();
+        let mut s = OrSet::default();
+        for m in result {
+            if let Some(d) = s.add(m, dot) {
+                s.merge(d);
+            }
+        }
+        view.store(
+            dest,
+            Some(Value::Typed(std::sync::Arc::new(KeyState::of(
+                Collection::Set(s),
+            )))),
+        );
+    }
+    OpReply::Int(n)
+}
+
+fn inter_card(key: &[u8], view: &mut impl KeyView, keys: &[Bytes], limit: u64) -> OpReply {
+    let sets = match sets_of(key, view, keys) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    if sets.iter().any(Option::is_none) {
+        return OpReply::Int(0);
+    }
+    let n = combined(Combine::Inter, sets).len() as u64;
+    OpReply::Int(if limit > 0 { n.min(limit) } else { n } as i64)
+}
+
+/// WRONGTYPE, for the parser's unit tests.
+pub const WRONG: &str = WRONGTYPE;
+
+// ---- the wire form ---------------------------------------------------------
+
+impl SetOp {
+    /// The op as bytes (`decode` reads it back).
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::new();
+        match self {
+            SetOp::Add(ms) => {
+                out.put_u8(0);
+                put_list(&mut out, ms);
+            }
+            SetOp::Rem(ms) => {
+                out.put_u8(1);
+                put_list(&mut out, ms);
+            }
+            SetOp::Members => out.put_u8(2),
+            SetOp::IsMember(m) => {
+                out.put_u8(3);
+                put_bytes(&mut out, m);
+            }
+            SetOp::MIsMember(ms) => {
+                out.put_u8(4);
+                put_list(&mut out, ms);
+            }
+            SetOp::Card => out.put_u8(5),
+            SetOp::Pop { count, seed } => {
+                out.put_u8(6);
+                out.put_u8(u8::from(count.is_some()));
+                out.put_u64_le(count.unwrap_or(0));
+                out.put_u64_le(*seed);
+            }
+            SetOp::RandMember { count, seed } => {
+                out.put_u8(7);
+                out.put_u8(u8::from(count.is_some()));
+                out.put_i64_le(count.unwrap_or(0));
+                out.put_u64_le(*seed);
+            }
+            SetOp::Scan {
+                cursor,
+                pattern,
+                count,
+                refused,
+            } => {
+                out.put_u8(8);
+                out.put_u64_le(*cursor);
+                out.put_u64_le(*count);
+                out.put_u8(match *refused {
+                    None => 0,
+                    Some(e) if e == super::ERR_SYNTAX => 1,
+                    Some(_) => 2,
+                });
+                out.put_u8(u8::from(pattern.is_some()));
+                if let Some(p) = pattern {
+                    put_bytes(&mut out, p);
+                }
+            }
+            SetOp::Move { to, member } => {
+                out.put_u8(9);
+                put_bytes(&mut out, &to[0]);
+                put_bytes(&mut out, member);
+            }
+            SetOp::Combine { how, keys, store } => {
+                out.put_u8(10);
+                out.put_u8(match how {
+                    Combine::Inter => 0,
+                    Combine::Union => 1,
+                    Combine::Diff => 2,
+                });
+                out.put_u8(u8::from(*store));
+                put_list(&mut out, keys);
+            }
+            SetOp::InterCard { keys, limit } => {
+                out.put_u8(11);
+                out.put_u64_le(*limit);
+                put_list(&mut out, keys);
+            }
+        }
+        Bytes::from(out)
+    }
+
+    /// Reads what [`SetOp::encode`] wrote; `None` for anything else.
+    pub fn decode(mut buf: Bytes) -> Option<SetOp> {
+        let byte = |buf: &mut Bytes| buf.has_remaining().then(|| buf.get_u8());
+        let op = match byte(&mut buf)? {
+            0 => SetOp::Add(get_list(&mut buf)?),
+            1 => SetOp::Rem(get_list(&mut buf)?),
+            2 => SetOp::Members,
+            3 => SetOp::IsMember(get_bytes(&mut buf)?),
+            4 => SetOp::MIsMember(get_list(&mut buf)?),
+            5 => SetOp::Card,
+            6 => {
+                let has = byte(&mut buf)? == 1;
+                let count = get_u64(&mut buf)?;
+                SetOp::Pop {
+                    count: has.then_some(count),
+                    seed: get_u64(&mut buf)?,
+                }
+            }
+            7 => {
+                let has = byte(&mut buf)? == 1;
+                let count = get_u64(&mut buf)? as i64;
+                SetOp::RandMember {
+                    count: has.then_some(count),
+                    seed: get_u64(&mut buf)?,
+                }
+            }
+            8 => {
+                let cursor = get_u64(&mut buf)?;
+                let count = get_u64(&mut buf)?;
+                let refused = match byte(&mut buf)? {
+                    0 => None,
+                    1 => Some(super::ERR_SYNTAX),
+                    _ => Some(super::ERR_NOT_INTEGER),
+                };
+                let pattern = if byte(&mut buf)? == 1 {
+                    Some(get_bytes(&mut buf)?)
+                } else {
+                    None
+                };
+                SetOp::Scan {
+                    cursor,
+                    pattern,
+                    count,
+                    refused,
+                }
+            }
+            9 => SetOp::Move {
+                to: [get_bytes(&mut buf)?],
+                member: get_bytes(&mut buf)?,
+            },
+            10 => {
+                let how = match byte(&mut buf)? {
+                    0 => Combine::Inter,
+                    1 => Combine::Union,
+                    2 => Combine::Diff,
+                    _ => return None,
+                };
+                let store = byte(&mut buf)? == 1;
+                let keys = get_list(&mut buf)?;
+                if store && keys.is_empty() {
+                    return None;
+                }
+                SetOp::Combine { how, keys, store }
+            }
+            11 => {
+                let limit = get_u64(&mut buf)?;
+                SetOp::InterCard {
+                    keys: get_list(&mut buf)?,
+                    limit,
+                }
+            }
+            _ => return None,
+        };
+        buf.is_empty().then_some(op)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{bulk, MapView};
+    use super::super::Op;
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    fn ms(v: &[&str]) -> Vec<Bytes> {
+        v.iter().map(|s| b(s)).collect()
+    }
+
+    fn members(v: &mut MapView, k: &str) -> Vec<Bytes> {
+        match v.run(k, Op::Sets(SetOp::Members)) {
+            OpReply::Set(mut m) => {
+                m.sort();
+                m
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn add_and_remove_count_each_member_once() {
+        let mut v = MapView::default();
+        assert_eq!(
+            v.run("s", Op::Sets(SetOp::Add(ms(&["a", "b", "a"])))),
+            OpReply::Int(2)
+        );
+        assert_eq!(
+            v.run("s", Op::Sets(SetOp::Add(ms(&["b", "c"])))),
+            OpReply::Int(1)
+        );
+        assert_eq!(members(&mut v, "s"), ms(&["a", "b", "c"]));
+        assert_eq!(
+            v.run("s", Op::Sets(SetOp::Rem(ms(&["a", "a", "x"])))),
+            OpReply::Int(1)
+        );
+        assert_eq!(v.run("s", Op::Sets(SetOp::Card)), OpReply::Int(2));
+        assert_eq!(
+            v.run("s", Op::Sets(SetOp::MIsMember(ms(&["a", "b"])))),
+            OpReply::Array(vec![OpReply::Int(0), OpReply::Int(1)])
+        );
+        v.run("s", Op::Sets(SetOp::Rem(ms(&["b", "c"]))));
+        assert_eq!(v.run("s", Op::Type), OpReply::Status("none"));
+        assert_eq!(v.run("s", Op::Get), OpReply::Nil);
+    }
+
+    #[test]
+    fn pop_removes_what_it_answers() {
+        let mut v = MapView::default();
+        v.run("s", Op::Sets(SetOp::Add(ms(&["a", "b", "c"]))));
+        let OpReply::Set(popped) = v.run(
+            "s",
+            Op::Sets(SetOp::Pop {
+                count: Some(2),
+                seed: 3,
+            }),
+        ) else {
+            panic!("a set");
+        };
+        assert_eq!(popped.len(), 2);
+        let left = members(&mut v, "s");
+        assert_eq!(left.len(), 1);
+        assert!(!popped.contains(&left[0]));
+        let OpReply::Bulk(last) = v.run(
+            "s",
+            Op::Sets(SetOp::Pop {
+                count: None,
+                seed: 1,
+            }),
+        ) else {
+            panic!("a member");
+        };
+        assert_eq!(last, left[0]);
+        assert_eq!(
+            v.run(
+                "s",
+                Op::Sets(SetOp::Pop {
+                    count: None,
+                    seed: 1
+                })
+            ),
+            OpReply::Nil
+        );
+    }
+
+    #[test]
+    fn combining_checks_every_type_then_combines() {
+        let mut v = MapView::default();
+        v.run("a", Op::Sets(SetOp::Add(ms(&["1", "2", "3"]))));
+        v.run("b", Op::Sets(SetOp::Add(ms(&["2", "3", "4"]))));
+        v.put("str", b"x");
+        let comb = |how, keys: &[&str], store| {
+            Op::Sets(SetOp::Combine {
+                how,
+                keys: ms(keys),
+                store,
+            })
+        };
+        let sorted_set = |r: OpReply| match r {
+            OpReply::Set(mut m) => {
+                m.sort();
+                m
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            sorted_set(v.run("a", comb(Combine::Inter, &["b"], false))),
+            ms(&["2", "3"])
+        );
+        assert_eq!(
+            sorted_set(v.run("a", comb(Combine::Diff, &["b"], false))),
+            ms(&["1"])
+        );
+        assert_eq!(
+            sorted_set(v.run("a", comb(Combine::Union, &["b", "missing"], false))),
+            ms(&["1", "2", "3", "4"])
+        );
+        assert_eq!(
+            v.run("a", comb(Combine::Inter, &["missing", "str"], false)),
+            OpReply::Error(WRONG)
+        );
+        assert_eq!(
+            sorted_set(v.run("a", comb(Combine::Inter, &["missing"], false))),
+            ms(&[])
+        );
+        // STORE replaces the destination, of any type.
+        assert_eq!(
+            v.run("a", comb(Combine::Inter, &["b", "str"], true)),
+            OpReply::Int(2)
+        );
+        assert_eq!(members(&mut v, "str"), ms(&["2", "3"]));
+        assert_eq!(
+            v.run("a", comb(Combine::Inter, &["missing", "str"], true)),
+            OpReply::Int(0)
+        );
+        assert_eq!(v.run("str", Op::Exists), OpReply::Int(0));
+        assert_eq!(
+            v.run(
+                "a",
+                Op::Sets(SetOp::InterCard {
+                    keys: ms(&["b"]),
+                    limit: 1
+                })
+            ),
+            OpReply::Int(1)
+        );
+    }
+
+    #[test]
+    fn smove_moves_one_member() {
+        let mut v = MapView::default();
+        v.run("a", Op::Sets(SetOp::Add(ms(&["x", "y"]))));
+        let mv = |to: &str, m: &str| {
+            Op::Sets(SetOp::Move {
+                to: [b(to)],
+                member: b(m),
+            })
+        };
+        assert_eq!(v.run("a", mv("b", "x")), OpReply::Int(1));
+        assert_eq!(members(&mut v, "a"), ms(&["y"]));
+        assert_eq!(members(&mut v, "b"), ms(&["x"]));
+        assert_eq!(v.run("a", mv("b", "nope")), OpReply::Int(0));
+        assert_eq!(v.run("a", mv("a", "y")), OpReply::Int(1));
+        v.put("s", b"v");
+        assert_eq!(v.run("a", mv("s", "y")), OpReply::Error(WRONG));
+        assert_eq!(v.run("missing", mv("s", "y")), OpReply::Int(0));
+        assert_eq!(v.run("b", Op::Get), OpReply::Error(WRONG));
+        let _ = bulk(b"");
+    }
+
+    #[test]
+    fn every_set_op_survives_its_encoding() {
+        let ops = [
+            SetOp::Add(ms(&["a", ""])),
+            SetOp::Rem(ms(&["a"])),
+            SetOp::Members,
+            SetOp::IsMember(b("m")),
+            SetOp::MIsMember(ms(&["a", "b"])),
+            SetOp::Card,
+            SetOp::Pop {
+                count: Some(3),
+                seed: 9,
+            },
+            SetOp::Pop {
+                count: None,
+                seed: 9,
+            },
+            SetOp::RandMember {
+                count: Some(-4),
+                seed: 1,
+            },
+            SetOp::Scan {
+                cursor: 3,
+                pattern: Some(b("*a")),
+                count: 10,
+                refused: Some(super::super::ERR_NOT_INTEGER),
+            },
+            SetOp::Move {
+                to: [b("d")],
+                member: b("m"),
+            },
+            SetOp::Combine {
+                how: Combine::Diff,
+                keys: ms(&["b", "dst"]),
+                store: true,
+            },
+            SetOp::InterCard {
+                keys: ms(&["b"]),
+                limit: 2,
+            },
+        ];
+        for op in ops {
+            assert_eq!(SetOp::decode(op.encode()), Some(op.clone()), "{op:?}");
+        }
+        assert_eq!(
+            SetOp::decode(Bytes::from_static(
+                b"\x0a\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00"
+            )),
+            None
+        );
+    }
+}
