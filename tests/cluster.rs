@@ -37,10 +37,11 @@
 //!   primaries are on different nodes is seen whole by MGET readers on the
 //!   other node.
 //! - [`datatypes`]: two regions of two nodes, clients on every node
-//!   incrementing one counter through a `kill -9` and a region partition:
-//!   afterwards every node reads the same value, the number of
-//!   acknowledged increments (concurrent increments in two regions all
-//!   count).
+//!   incrementing one counter, setting fields of one hash and adding and
+//!   removing members of one set, through a `kill -9` and a region
+//!   partition: afterwards every node reads the same counter — the number
+//!   of acknowledged increments — every acknowledged field, and every
+//!   acknowledged member not acknowledged removed.
 //! - [`pipeline_replies`]: a pipeline whose writes fail (2pc, node cut off
 //!   from the other region) answers exactly one reply per command, in
 //!   order, and the connection stays in step (`PING` answers `PONG`).

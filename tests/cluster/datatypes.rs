@@ -6,7 +6,13 @@
 //!
 //! - a counter every client `INCR`s equals the number of acknowledged
 //!   increments (plus at most the ones left in doubt by an error);
+//! - a hash every client `HSET`s its own fields of holds every field whose
+//!   `HSET` was acknowledged, with its value, and no field never sent;
+//! - a set every client `SADD`s members to, and `SREM`s some of them from,
+//!   holds every acknowledged add not acknowledged removed, and none of
+//!   the acknowledged removes.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -17,6 +23,10 @@ use crate::{connect, one_at_a_time, text};
 
 /// The counter every client increments.
 const COUNTER: &str = "dt:counter";
+/// The hash every client sets fields of.
+const HASH: &str = "dt:hash";
+/// The set every client adds members to and removes some from.
+const SET: &str = "dt:set";
 
 /// What one client did.
 #[derive(Default, Debug)]
@@ -25,13 +35,25 @@ struct Done {
     incr_acked: u64,
     /// Increments that failed or went unanswered: applied or not.
     incr_doubt: u64,
+    /// Fields acknowledged, with their values.
+    fields: BTreeMap<String, String>,
+    /// Fields sent without an acknowledgement.
+    fields_doubt: BTreeSet<String>,
+    /// Members whose SADD was acknowledged.
+    added: BTreeSet<String>,
+    /// Members whose SREM was acknowledged (after their SADD was).
+    removed: BTreeSet<String>,
+    /// Members whose SADD or SREM went unacknowledged.
+    members_doubt: BTreeSet<String>,
 }
 
-/// One client on node port `port`: increments until told to stop. A failed
-/// increment is not retried (a retry could count twice): it is in doubt.
-fn client(port: u16, stop: &AtomicBool) -> Done {
+/// One client on node port `port`: increments, sets fields, adds and
+/// removes members until told to stop. A failed command is not retried (a
+/// retry could count twice): it is in doubt.
+fn client(port: u16, me: usize, stop: &AtomicBool) -> Done {
     let mut done = Done::default();
     let mut con = None;
+    let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let c = match con.as_mut() {
             Some(c) => c,
@@ -43,21 +65,72 @@ fn client(port: u16, stop: &AtomicBool) -> Done {
                 }
             },
         };
-        let answer: redis::RedisResult<Value> = redis::cmd("INCR").arg(COUNTER).query(c);
-        match answer {
-            Ok(Value::Int(_)) => done.incr_acked += 1,
-            Ok(_) | Err(_) => {
-                done.incr_doubt += 1;
-                con = None;
-                std::thread::sleep(Duration::from_millis(20));
+        n += 1;
+        let ok = match n % 4 {
+            0 => {
+                let field = format!("c{me}:f{n}");
+                let value = format!("v{n}");
+                let r: redis::RedisResult<Value> =
+                    redis::cmd("HSET").arg(HASH).arg(&field).arg(&value).query(c);
+                let ok = matches!(r, Ok(Value::Int(1)));
+                if ok {
+                    done.fields.insert(field, value);
+                } else {
+                    done.fields_doubt.insert(field);
+                }
+                ok
             }
+            1 => {
+                let member = format!("c{me}:m{n}");
+                let r: redis::RedisResult<Value> = redis::cmd("SADD").arg(SET).arg(&member).query(c);
+                let ok = matches!(r, Ok(Value::Int(1)));
+                if ok {
+                    done.added.insert(member);
+                } else {
+                    done.members_doubt.insert(member);
+                }
+                ok
+            }
+            2 if n % 3 == 0 => {
+                // Remove one of this client's acknowledged members.
+                let Some(member) = done
+                    .added
+                    .iter()
+                    .find(|m| !done.removed.contains(*m) && !done.members_doubt.contains(*m))
+                    .cloned()
+                else {
+                    continue;
+                };
+                let r: redis::RedisResult<Value> = redis::cmd("SREM").arg(SET).arg(&member).query(c);
+                let ok = matches!(r, Ok(Value::Int(1)));
+                if ok {
+                    done.removed.insert(member);
+                } else {
+                    done.members_doubt.insert(member);
+                }
+                ok
+            }
+            _ => {
+                let r: redis::RedisResult<Value> = redis::cmd("INCR").arg(COUNTER).query(c);
+                let ok = matches!(r, Ok(Value::Int(_)));
+                if ok {
+                    done.incr_acked += 1;
+                } else {
+                    done.incr_doubt += 1;
+                }
+                ok
+            }
+        };
+        if !ok {
+            con = None;
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
     done
 }
 
 #[test]
-fn counters_in_two_regions_keep_every_acknowledged_change() {
+fn counters_hashes_and_sets_in_two_regions_keep_every_acknowledged_change() {
     let _one = one_at_a_time();
     let mut c = Cluster::start(
         &["a", "a", "b", "b"],
@@ -79,9 +152,10 @@ fn counters_in_two_regions_keep_every_acknowledged_change() {
     let done: Vec<Done> = std::thread::scope(|s| {
         let handles: Vec<_> = ports
             .iter()
-            .map(|&p| {
+            .enumerate()
+            .map(|(me, &p)| {
                 let stop = &stop;
-                s.spawn(move || client(p, stop))
+                s.spawn(move || client(p, me, stop))
             })
             .collect();
         std::thread::sleep(Duration::from_secs(1));
@@ -108,7 +182,19 @@ fn counters_in_two_regions_keep_every_acknowledged_change() {
             .collect()
     });
     println!("[datatypes] {}", events.join("; "));
-    println!("[datatypes] clients: {done:?}");
+    for (i, d) in done.iter().enumerate() {
+        println!(
+            "[datatypes] client {i}: {} increments acked ({} in doubt), {} fields acked ({} in doubt), \
+             {} members added, {} removed ({} in doubt)",
+            d.incr_acked,
+            d.incr_doubt,
+            d.fields.len(),
+            d.fields_doubt.len(),
+            d.added.len(),
+            d.removed.len(),
+            d.members_doubt.len()
+        );
+    }
     let all: Vec<usize> = (0..c.len()).collect();
     let took = c.wait_same_digest(&all, Duration::from_secs(60));
     println!("[datatypes] same digest everywhere {took:.1?} after the clients stopped");
@@ -116,9 +202,61 @@ fn counters_in_two_regions_keep_every_acknowledged_change() {
     let acked: u64 = done.iter().map(|d| d.incr_acked).sum();
     let doubt: u64 = done.iter().map(|d| d.incr_doubt).sum();
     assert!(
-        done.iter().all(|d| d.incr_acked > 0),
-        "every client got increments through: {done:?}"
+        done.iter().all(|d| d.incr_acked > 0 && !d.fields.is_empty() && !d.added.is_empty()),
+        "every client got changes through"
     );
+    let fields: BTreeMap<&String, &String> = done.iter().flat_map(|d| &d.fields).collect();
+    let field_doubt: BTreeSet<&String> = done.iter().flat_map(|d| &d.fields_doubt).collect();
+    let present: BTreeSet<&String> = done
+        .iter()
+        .flat_map(|d| d.added.difference(&d.removed))
+        .filter(|m| !done.iter().any(|d| d.members_doubt.contains(*m)))
+        .collect();
+    let removed: BTreeSet<&String> = done
+        .iter()
+        .flat_map(|d| &d.removed)
+        .filter(|m| !done.iter().any(|d| d.members_doubt.contains(*m)))
+        .collect();
+    for i in all.clone() {
+        let mut con = c.conn(i);
+        let hash: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(HASH)
+            .query(&mut con)
+            .expect("HGETALL");
+        for (f, v) in &fields {
+            assert_eq!(
+                hash.get(*f),
+                Some(*v),
+                "node {}: field {f} of the hash, acknowledged, is missing or changed",
+                i + 1
+            );
+        }
+        for f in hash.keys() {
+            assert!(
+                fields.contains_key(f) || field_doubt.contains(f),
+                "node {}: field {f} was never sent",
+                i + 1
+            );
+        }
+        let members: BTreeSet<String> = redis::cmd("SMEMBERS")
+            .arg(SET)
+            .query(&mut con)
+            .expect("SMEMBERS");
+        for m in &present {
+            assert!(
+                members.contains(*m),
+                "node {}: member {m}, added and never removed, is missing",
+                i + 1
+            );
+        }
+        for m in &removed {
+            assert!(
+                !members.contains(*m),
+                "node {}: member {m} was removed (acknowledged) but is there",
+                i + 1
+            );
+        }
+    }
     for i in all {
         let v: Value = redis::cmd("GET")
             .arg(COUNTER)
