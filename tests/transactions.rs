@@ -654,3 +654,112 @@ fn rename_and_copy_validate_what_they_read_at_every_level() {
         }
     }
 }
+
+#[test]
+fn hashes_and_sets_in_transactions_read_their_own_writes_and_commit_whole() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut setup = elsa.conn();
+    let (h, s) = common::keys_on_two_shards(&mut setup);
+    for k in [&h, &s] {
+        let _: () = redis::cmd("DEL").arg(k).query(&mut setup).unwrap();
+    }
+    let mut a = raw(&elsa);
+    let mut b = raw(&elsa);
+    let line = |x: &str| x.replace("{h}", &h).replace("{s}", &s);
+    for level in ["RC", "RR", "SI"] {
+        let script = [
+            (format!("BEGIN {level}"), "+OK".to_string()),
+            (line("HSET {h} f 1 g 2"), ":2".into()),
+            (line("HINCRBY {h} f 10"), ":11".into()),
+            (line("HGET {h} f"), "\"11\"".into()),
+            (line("HDEL {h} g"), ":1".into()),
+            (line("HLEN {h}"), ":1".into()),
+            (line("SADD {s} x y"), ":2".into()),
+            (line("SREM {s} x"), ":1".into()),
+            (line("SADD {s} x"), ":1".into()),
+            (line("SCARD {s}"), ":2".into()),
+            (line("SISMEMBER {s} x"), ":1".into()),
+        ];
+        for (req, want) in &script {
+            assert_eq!(a.call_line(req), *want, "{level}: {req}");
+        }
+        // Nobody else sees any of it before COMMIT.
+        assert_eq!(b.call_line(&line("HLEN {h}")), ":0", "{level}");
+        assert_eq!(b.call_line(&line("SCARD {s}")), ":0", "{level}");
+        let commit = a.call_line("COMMIT");
+        assert!(commit.starts_with(':'), "{level}: COMMIT answered {commit}");
+        assert_eq!(b.call_line(&line("HGET {h} f")), "\"11\"", "{level}");
+        assert_eq!(b.call_line(&line("HEXISTS {h} g")), ":0", "{level}");
+        assert_eq!(b.call_line(&line("SCARD {s}")), ":2", "{level}");
+        assert_eq!(b.call_line(&line("SISMEMBER {s} x")), ":1", "{level}");
+        assert_eq!(b.call_line(&line("DEL {h} {s}")), ":2");
+    }
+    // MULTI/EXEC across the two shards, with WATCH.
+    assert_eq!(a.call_line(&line("WATCH {h}")), "+OK");
+    for q in [
+        "MULTI",
+        &line("HSET {h} f 5"),
+        &line("SADD {s} m"),
+        &line("HINCRBY {h} f 1"),
+    ] {
+        let _ = a.call_line(q);
+    }
+    assert_eq!(a.call_line("EXEC"), "[:1, :1, :6]");
+    // A change to the watched hash by someone else fails the next EXEC.
+    assert_eq!(a.call_line(&line("WATCH {h}")), "+OK");
+    assert_eq!(b.call_line(&line("HSET {h} other 1")), ":1");
+    for q in ["MULTI", &line("SADD {s} n")] {
+        let _ = a.call_line(q);
+    }
+    assert_eq!(a.call_line("EXEC"), "(nil array *-1)");
+    assert_eq!(b.call_line(&line("SISMEMBER {s} n")), ":0");
+}
+
+#[test]
+fn smove_across_shards_is_never_seen_half_done() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut setup = elsa.conn();
+    let (x, y) = common::keys_on_two_shards(&mut setup);
+    for k in [&x, &y] {
+        let _: () = redis::cmd("DEL").arg(k).query(&mut setup).unwrap();
+    }
+    let _: i64 = redis::cmd("SADD")
+        .arg(&x)
+        .arg("m")
+        .query(&mut setup)
+        .unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut c = elsa.conn();
+            for i in 0..300 {
+                let (from, to) = if i % 2 == 0 { (&x, &y) } else { (&y, &x) };
+                let moved: i64 = redis::cmd("SMOVE")
+                    .arg(from)
+                    .arg(to)
+                    .arg("m")
+                    .query(&mut c)
+                    .unwrap();
+                assert_eq!(moved, 1, "the member is always in exactly one set");
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut r = elsa.conn();
+        let mut reads = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let (a, b): (i64, i64) = redis::pipe()
+                .atomic()
+                .cmd("SISMEMBER")
+                .arg(&x)
+                .arg("m")
+                .cmd("SISMEMBER")
+                .arg(&y)
+                .arg("m")
+                .query(&mut r)
+                .unwrap();
+            assert_eq!(a + b, 1, "read {reads}: the member in both sets or in none");
+            reads += 1;
+        }
+        assert!(reads > 0);
+    });
+}

@@ -70,8 +70,11 @@ fn client(port: u16, me: usize, stop: &AtomicBool) -> Done {
             0 => {
                 let field = format!("c{me}:f{n}");
                 let value = format!("v{n}");
-                let r: redis::RedisResult<Value> =
-                    redis::cmd("HSET").arg(HASH).arg(&field).arg(&value).query(c);
+                let r: redis::RedisResult<Value> = redis::cmd("HSET")
+                    .arg(HASH)
+                    .arg(&field)
+                    .arg(&value)
+                    .query(c);
                 let ok = matches!(r, Ok(Value::Int(1)));
                 if ok {
                     done.fields.insert(field, value);
@@ -82,7 +85,8 @@ fn client(port: u16, me: usize, stop: &AtomicBool) -> Done {
             }
             1 => {
                 let member = format!("c{me}:m{n}");
-                let r: redis::RedisResult<Value> = redis::cmd("SADD").arg(SET).arg(&member).query(c);
+                let r: redis::RedisResult<Value> =
+                    redis::cmd("SADD").arg(SET).arg(&member).query(c);
                 let ok = matches!(r, Ok(Value::Int(1)));
                 if ok {
                     done.added.insert(member);
@@ -101,7 +105,8 @@ fn client(port: u16, me: usize, stop: &AtomicBool) -> Done {
                 else {
                     continue;
                 };
-                let r: redis::RedisResult<Value> = redis::cmd("SREM").arg(SET).arg(&member).query(c);
+                let r: redis::RedisResult<Value> =
+                    redis::cmd("SREM").arg(SET).arg(&member).query(c);
                 let ok = matches!(r, Ok(Value::Int(1)));
                 if ok {
                     done.removed.insert(member);
@@ -202,7 +207,8 @@ fn counters_hashes_and_sets_in_two_regions_keep_every_acknowledged_change() {
     let acked: u64 = done.iter().map(|d| d.incr_acked).sum();
     let doubt: u64 = done.iter().map(|d| d.incr_doubt).sum();
     assert!(
-        done.iter().all(|d| d.incr_acked > 0 && !d.fields.is_empty() && !d.added.is_empty()),
+        done.iter()
+            .all(|d| d.incr_acked > 0 && !d.fields.is_empty() && !d.added.is_empty()),
         "every client got changes through"
     );
     let fields: BTreeMap<&String, &String> = done.iter().flat_map(|d| &d.fields).collect();
