@@ -98,6 +98,18 @@ pub(super) fn db_read(
     field: Option<usize>,
 ) -> Result<OpResult, BenchError> {
     match conn {
+        Conn::Resp(c) if wl.hash_layout => match field {
+            None => {
+                let r: redis::RedisResult<Vec<(Vec<u8>, Vec<u8>)>> =
+                    redis::cmd("HGETALL").arg(key).query(c);
+                Ok(resp(r)?.map(|v| v.len() == wl.fieldcount))
+            }
+            Some(i) => {
+                let r: redis::RedisResult<Vec<Option<Vec<u8>>>> =
+                    redis::cmd("HMGET").arg(key).arg(wl.field(i)).query(c);
+                Ok(resp(r)?.map(|v| v.iter().all(Option::is_some)))
+            }
+        },
         Conn::Resp(c) => match field {
             None => {
                 let keys: Vec<String> = (0..wl.fieldcount).map(|i| wl.field_key(key, i)).collect();
@@ -130,6 +142,15 @@ pub(super) fn db_write(
     insert: bool,
 ) -> Result<OpResult, BenchError> {
     match conn {
+        Conn::Resp(c) if wl.hash_layout => {
+            let mut cmd = redis::cmd("HSET");
+            cmd.arg(key);
+            for (i, v) in values {
+                cmd.arg(wl.field(*i)).arg(v);
+            }
+            let r: redis::RedisResult<i64> = cmd.query(c);
+            Ok(resp(r)?.map(|_| true))
+        }
         Conn::Resp(c) => {
             let r: redis::RedisResult<()> = if let [(i, v)] = values {
                 redis::cmd("SET").arg(wl.field_key(key, *i)).arg(v).query(c)
@@ -171,6 +192,24 @@ pub(super) fn db_scan(
     field: Option<usize>,
 ) -> Result<OpResult, BenchError> {
     match conn {
+        Conn::Resp(c) if wl.hash_layout => {
+            let end = start.saturating_add(len).min(limit.max(start + 1));
+            let mut pipe = redis::pipe();
+            for n in start..end {
+                match field {
+                    None => pipe.cmd("HGETALL").arg(wl.key(n)),
+                    Some(i) => pipe.cmd("HMGET").arg(wl.key(n)).arg(wl.field(i)),
+                };
+            }
+            let r: redis::RedisResult<Vec<redis::Value>> = pipe.query(c);
+            Ok(resp(r)?.map(|v| {
+                v.iter().any(|x| match x {
+                    redis::Value::Array(a) => a.iter().any(|e| *e != redis::Value::Nil),
+                    redis::Value::Map(m) => !m.is_empty(),
+                    _ => false,
+                })
+            }))
+        }
         Conn::Resp(c) => {
             let end = start.saturating_add(len).min(limit.max(start + 1));
             let fields: Vec<usize> = match field {

@@ -3,14 +3,18 @@
 //! and how a record maps onto each system.
 //!
 //! Mapping (see `docs/bench.md`):
-//! - **Elsa / Redis** have no hashes in Elsa today, so a record is one
-//!   string key per field, `<key>:field<i>`. Read all fields = one `MGET`,
-//!   read one field = `GET`, update = `SET`/`MSET` (a blind write, as YCSB's
-//!   `HMSET` is), insert = one `MSET` (atomic on both systems). Scan of `n`
-//!   records from record number `k` = one `MGET` of records `k..k+n` in
-//!   record-number order (YCSB's own Redis binding orders scans by a hash in
-//!   a sorted set, which Elsa lacks; the work per scan — one round trip
-//!   reading `n` records — is the same).
+//! - **Elsa / Redis**, `redis.layout=hash` (the default): YCSB's own Redis
+//!   binding — a record is one hash, `<key>` with fields `field<i>`. Read
+//!   all fields = `HGETALL`, read one field = `HMGET`, update and insert =
+//!   `HSET` of the fields written (YCSB's `HMSET`). Scan of `n` records
+//!   from record number `k` = one pipeline of `HGETALL` (or `HMGET`) of
+//!   records `k..k+n` in record-number order (YCSB's binding orders scans
+//!   by a hash kept in a sorted set, which Elsa lacks until sorted sets
+//!   exist; the work per scan — one round trip reading `n` records — is
+//!   the same).
+//! - `redis.layout=strings`: one string key per field, `<key>:field<i>`.
+//!   Read all = `MGET`, one field = `GET`, update = `SET`/`MSET`, insert =
+//!   one `MSET`; scan = one `MGET` of records `k..k+n`.
 //! - **PostgreSQL**: YCSB's JDBC `usertable` (`YCSB_KEY` primary key,
 //!   `FIELD0..FIELDn`), with the JDBC binding's statements; scans are
 //!   `WHERE YCSB_KEY >= $1 ORDER BY YCSB_KEY LIMIT $2`.
@@ -145,6 +149,9 @@ pub struct Workload {
     hot_ops: f64,
     scan_len: Length,
     ordered: bool,
+    /// A record is one hash (YCSB's Redis binding), else one string key
+    /// per field (`redis.layout`).
+    pub hash_layout: bool,
     zeropadding: usize,
     /// First record this client loads.
     pub insertstart: u64,
@@ -264,6 +271,15 @@ impl Workload {
             hot_ops,
             scan_len,
             ordered: insertorder == "ordered",
+            hash_layout: match p.str_or("redis.layout", "hash") {
+                "hash" => true,
+                "strings" => false,
+                other => {
+                    return Err(BenchError::Config(format!(
+                        "redis.layout={other}: use hash or strings"
+                    )))
+                }
+            },
             zeropadding: p.u64_or("zeropadding", 1)? as usize,
             insertstart,
             insertcount,
