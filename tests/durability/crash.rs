@@ -1,6 +1,7 @@
-//! The crash loop: writers commit unique keys and note every acknowledgement;
-//! the server is killed with SIGKILL at a random moment (sometimes just
-//! after a BGSAVE); a new server recovers from the same data dir and every
+//! The crash loop: writers commit unique keys — strings, single and in
+//! groups, a counter's increments, new fields of a hash, new members of a
+//! set — and note every acknowledgement; the server is killed with SIGKILL
+//! at a random moment (sometimes just after a BGSAVE); a new server recovers from the same data dir and every
 //! acknowledged key must be there with its value, every commit whose reply
 //! never came must be all there or all absent, and what a restart decided
 //! must not change at the next one.
@@ -13,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use redis::{Connection, RedisError, Value};
 
 use crate::common::{Node, TestDir};
-use crate::{env_or, mget_all};
+use crate::env_or;
 
 /// Writers per cycle: several clients so group commit batches them.
 const WRITERS: usize = 3;
@@ -26,6 +27,55 @@ enum Kind {
     /// `INCRBY` of the writer's own counter (a typed key: its increments
     /// are logged as counter deltas).
     Incr,
+    /// `HSET` of a new field of the writer's own hash.
+    HSet,
+    /// `SADD` of a new member to the writer's own set.
+    SAdd,
+}
+
+/// The ledger's name for field `field` of hash `key` (read with HGET).
+fn hash_slot(key: &str, field: &str) -> String {
+    format!("h|{key}|{field}")
+}
+
+/// The ledger's name for member `member` of set `key` (read with
+/// SISMEMBER: present as "1").
+fn set_slot(key: &str, member: &str) -> String {
+    format!("s|{key}|{member}")
+}
+
+/// What `keys` hold on `c`: plain keys with MGET, hash fields with HGET,
+/// set members with SISMEMBER (see `hash_slot`, `set_slot`).
+fn read_all(c: &mut Connection, keys: &[&str]) -> HashMap<String, String> {
+    let (plain, typed): (Vec<&str>, Vec<&str>) = keys
+        .iter()
+        .partition(|k| !k.starts_with("h|") && !k.starts_with("s|"));
+    let mut out = crate::mget_all(c, &plain);
+    for chunk in typed.chunks(500) {
+        let mut pipe = redis::pipe();
+        for k in chunk {
+            let mut parts = k.splitn(3, '|');
+            let (kind, key, elem) = (parts.next(), parts.next(), parts.next());
+            match (kind, key, elem) {
+                (Some("h"), Some(key), Some(f)) => pipe.cmd("HGET").arg(key).arg(f),
+                (Some(_), Some(key), Some(m)) => pipe.cmd("SISMEMBER").arg(key).arg(m),
+                _ => unreachable!("ledger names are built by hash_slot/set_slot"),
+            };
+        }
+        let answers: Vec<Value> = pipe.query(c).expect("HGET/SISMEMBER");
+        for (k, v) in chunk.iter().zip(answers) {
+            match v {
+                Value::BulkString(b) => {
+                    out.insert(k.to_string(), String::from_utf8_lossy(&b).into_owned());
+                }
+                Value::Int(1) => {
+                    out.insert(k.to_string(), "1".into());
+                }
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 /// One unit of commit: its keys and the values it gives them.
@@ -112,12 +162,39 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
     let counter = format!("{prefix}:ctr");
     let mut count: Option<i64> = None;
     loop {
-        let kind = match rng.gen_range(0..12) {
+        let kind = match rng.gen_range(0..16) {
             0..=3 => Kind::Set,
             4..=6 => Kind::Mset,
             7..=9 => Kind::Txn,
-            _ => Kind::Incr,
+            10..=11 => Kind::Incr,
+            12..=13 => Kind::HSet,
+            _ => Kind::SAdd,
         };
+        if matches!(kind, Kind::HSet | Kind::SAdd) {
+            n += 1;
+            let pair = if kind == Kind::HSet {
+                let field = format!("f{n}");
+                let v = value(&mut rng, &field);
+                (hash_slot(&format!("{prefix}:h"), &field), v)
+            } else {
+                (
+                    set_slot(&format!("{prefix}:s"), &format!("m{n}")),
+                    "1".into(),
+                )
+            };
+            let group = Group {
+                kind,
+                pairs: vec![pair],
+                before: vec![None],
+            };
+            let fate = commit(&mut c, &group);
+            let gone = matches!(fate, Fate::InDoubt | Fate::NotCommitted);
+            out.push((group, fate));
+            if gone {
+                return out;
+            }
+            continue;
+        }
         if kind == Kind::Incr {
             let by = rng.gen_range(-5i64..=100);
             let next = count.unwrap_or(0) + by;
@@ -178,6 +255,26 @@ fn commit(c: &mut Connection, g: &Group) -> Fate {
         (false, _) => Fate::Refused(e.to_string()),
     };
     match g.kind {
+        Kind::HSet | Kind::SAdd => {
+            let (slot, v) = &g.pairs[0];
+            let mut parts = slot.splitn(3, '|');
+            let (_, key, elem) = (parts.next(), parts.next(), parts.next());
+            let (key, elem) = (key.expect("key"), elem.expect("element"));
+            let r = if g.kind == Kind::HSet {
+                redis::cmd("HSET")
+                    .arg(key)
+                    .arg(elem)
+                    .arg(v)
+                    .query::<Value>(c)
+            } else {
+                redis::cmd("SADD").arg(key).arg(elem).query::<Value>(c)
+            };
+            match r {
+                Ok(Value::Int(1)) => Fate::Acked,
+                Ok(other) => panic!("{:?} answered {other:?}", g.kind),
+                Err(e) => failed(e, true),
+            }
+        }
         Kind::Incr => {
             let (k, want) = &g.pairs[0];
             let by = want.parse::<i64>().expect("a number")
@@ -275,7 +372,7 @@ impl Ledger {
                 .iter()
                 .flat_map(|g| g.pairs.iter().map(|(k, _)| k.as_str())),
         );
-        let found = mget_all(&mut node.conn(), &keys);
+        let found = read_all(&mut node.conn(), &keys);
         let mut d = Damage::default();
         // A key an in-doubt group changes (a counter's next increment) is
         // judged with that group below.

@@ -215,7 +215,10 @@ fn set(key: &[u8], view: &mut impl KeyView, pairs: &[(Bytes, Bytes)], reply: HSe
         let mut created = 0;
         for (f, v) in last.into_iter().rev() {
             created += i64::from(!map.contains(f));
-            delta.merge(map.set(f.clone(), v.clone(), start_ts, dot));
+            // Copies: the arguments are slices of the whole request, which
+            // the hash would otherwise keep alive as long as the field.
+            let (f, v) = (Bytes::copy_from_slice(f), Bytes::copy_from_slice(v));
+            delta.merge(map.set(f, v, start_ts, dot));
         }
         let answer = match reply {
             HSetReply::Count => OpReply::Int(created),
@@ -232,7 +235,12 @@ fn set_nx(key: &[u8], view: &mut impl KeyView, f: &Bytes, v: &Bytes) -> OpReply 
         }
         (
             OpReply::Int(1),
-            Some(map.set(f.clone(), v.clone(), start_ts, dot)),
+            Some(map.set(
+                Bytes::copy_from_slice(f),
+                Bytes::copy_from_slice(v),
+                start_ts,
+                dot,
+            )),
         )
     })
 }

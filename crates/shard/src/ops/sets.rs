@@ -209,7 +209,9 @@ fn add(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
             if delta.contains(m) {
                 continue;
             }
-            if let Some(d) = set.add(m.clone(), dot) {
+            // A copy: the argument is a slice of the whole request, which
+            // the set would otherwise keep alive for as long as the member.
+            if let Some(d) = set.add(Bytes::copy_from_slice(m), dot) {
                 added += 1;
                 delta.merge(d);
             }
