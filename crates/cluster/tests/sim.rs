@@ -10,9 +10,11 @@
 //! that no node holds a key it does not replicate, and that a node's
 //! replication watermark (`WAITREGION`) never passes a write some replica
 //! of that region lacks. Besides plain keys, every region's primary of a
-//! few counter keys `INCRBY`s them concurrently (typed keys, shipped as
-//! counter deltas): once healed, every replica in every region reads the
-//! sum of all acknowledged increments.
+//! few typed keys changes them concurrently — `INCRBY` of counters, `HSET`
+//! of new hash fields, `SADD` and `SREM` of set members (shipped as
+//! deltas): once healed, every replica in every region reads the sum of
+//! all acknowledged increments, every acknowledged field, and every
+//! acknowledged member not acknowledged removed.
 //!
 //! How: each seed builds a random cluster (2–3 regions × 1–3 nodes, at most
 //! 6, 1–2 shards each, replication factor 2, 16 virtual nodes per shard)
@@ -192,7 +194,7 @@ fn replicas_converge_to_the_largest_acknowledged_write_under_faults() {
     let results = run_seeds(seeds);
     let mut failed = Vec::new();
     let (mut writes, mut shipped, mut dropped, mut stalls, mut collected) = (0, 0, 0, 0, 0);
-    let mut increments = 0;
+    let (mut increments, mut collection_changes) = (0, 0);
     let mut faults = (0, 0, 0);
     let mut slowest = (Duration::ZERO, 0);
     for (seed, r) in &results {
@@ -200,6 +202,7 @@ fn replicas_converge_to_the_largest_acknowledged_write_under_faults() {
             Ok(o) => {
                 writes += o.writes;
                 increments += o.increments;
+                collection_changes += o.collection_changes;
                 faults.0 += o.faults.0;
                 faults.1 += o.faults.1;
                 faults.2 += o.faults.2;
@@ -224,8 +227,9 @@ fn replicas_converge_to_the_largest_acknowledged_write_under_faults() {
         ));
     }
     summary(&format!(
-        "sim: {} seeds ({first}..{}), {writes} acknowledged writes and {increments} \
-         increments of counters every region changes, faults: {} partitions, \
+        "sim: {} seeds ({first}..{}), {writes} acknowledged writes; on keys every region \
+         changes: {increments} increments, {collection_changes} hash fields, set adds and \
+         removes; faults: {} partitions, \
          {} held links, {} crashes; \
          {shipped} lattices shipped by anti-entropy, {dropped} gossip frames lost, \
          {collected} tombstones collected, {stalls} stalled connections re-made; \

@@ -144,6 +144,10 @@ pub fn check(world: &World) -> Result<(), String> {
     // Counters: every replica, in every region, counts every acknowledged
     // increment — made concurrently by each region's primary — once.
     for (c, key) in world.counters.iter().enumerate() {
+        if crate::node::typed_kind(c) != 0 {
+            check_collection(world, &snap, ring, c, key)?;
+            continue;
+        }
         let incs: Vec<i64> = world
             .increments
             .borrow()
@@ -326,6 +330,76 @@ pub fn watermarks(world: &World, now: std::time::Duration, held: &Versions) -> R
                         ));
                     }
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A hash or set every region's primary changed: on every replica, every
+/// acknowledged field with its value and nothing else; every acknowledged
+/// member not acknowledged removed, and nothing else.
+fn check_collection(
+    world: &World,
+    snap: &BTreeMap<(NodeId, u16), BTreeMap<Vec<u8>, LogEntry>>,
+    ring: &elsa_cluster::ring::Ring,
+    c: usize,
+    key: &crate::node::Key,
+) -> Result<(), String> {
+    use elsa_lattice::Collection;
+    let want: BTreeMap<Vec<u8>, Vec<u8>> = if crate::node::typed_kind(c) == 1 {
+        world
+            .fields
+            .borrow()
+            .iter()
+            .filter(|(k, _, _)| *k == c)
+            .map(|(_, f, v)| (f.to_vec(), v.to_vec()))
+            .collect()
+    } else {
+        world
+            .set_members
+            .borrow()
+            .iter()
+            .filter(|(k, _, gone)| *k == c && !gone)
+            .map(|(_, m, _)| (m.to_vec(), Vec::new()))
+            .collect()
+    };
+    let slot = slot_of(key.hash);
+    for r in 0..ring.regions().len() {
+        for id in ring.replicas(slot, r) {
+            let held = snap
+                .get(&(id.node, id.index))
+                .and_then(|m| m.get(&key.key[..]));
+            let got: BTreeMap<Vec<u8>, Vec<u8>> = match held.map(|e| &e.state) {
+                Some(EntryState::Typed(s)) => match s.visible_collection(0) {
+                    Some(Collection::Hash(h)) => {
+                        h.iter().map(|(f, v)| (f.to_vec(), v.to_vec())).collect()
+                    }
+                    Some(Collection::Set(x)) => {
+                        x.iter().map(|m| (m.to_vec(), Vec::new())).collect()
+                    }
+                    None => BTreeMap::new(),
+                },
+                _ => BTreeMap::new(),
+            };
+            if got != want {
+                let missing: Vec<_> = want
+                    .keys()
+                    .filter(|k| !got.contains_key(*k))
+                    .take(3)
+                    .collect();
+                let extra: Vec<_> = got
+                    .keys()
+                    .filter(|k| !want.contains_key(*k))
+                    .take(3)
+                    .collect();
+                return Err(format!(
+                    "typed key {c} (slot {slot}) on n{}/{}: {} elements, want {} (missing e.g. {missing:?}, extra e.g. {extra:?})",
+                    id.node,
+                    id.index,
+                    got.len(),
+                    want.len()
+                ));
             }
         }
     }

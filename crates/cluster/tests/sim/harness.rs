@@ -229,6 +229,8 @@ pub struct Outcome {
     pub writes: usize,
     /// Acknowledged increments of the counter keys.
     pub increments: usize,
+    /// Acknowledged new hash fields, set adds and set removes.
+    pub collection_changes: usize,
     /// Faults started: (partitions, held links, crashes).
     pub faults: (usize, usize, usize),
     pub converged_after: Duration,
@@ -328,9 +330,9 @@ fn world_of(s: &Scenario) -> World {
             .collect(),
         keys,
         acks: RefCell::new(Vec::new()),
-        counters: (0..4)
+        counters: (0..6)
             .map(|k| {
-                let key = Bytes::from(format!("ctr:{k}"));
+                let key = Bytes::from(format!("typed:{k}"));
                 Key {
                     hash: hash_of(&key),
                     key,
@@ -338,6 +340,8 @@ fn world_of(s: &Scenario) -> World {
             })
             .collect(),
         increments: RefCell::new(Vec::new()),
+        fields: RefCell::new(Vec::new()),
+        set_members: RefCell::new(Vec::new()),
         stats: RefCell::new(Stats::default()),
         loss_percent: Cell::new(s.loss_percent),
         drop_gossip: Cell::new(s.drop_gossip),
@@ -452,6 +456,9 @@ pub fn run(s: &Scenario) -> Result<Outcome, String> {
     let outcome = |converged_after, faults| Outcome {
         writes: world.acks.borrow().len(),
         increments: world.increments.borrow().len(),
+        collection_changes: world.fields.borrow().len()
+            + world.set_members.borrow().len()
+            + world.set_members.borrow().iter().filter(|m| m.2).count(),
         faults,
         converged_after,
         stats: world.stats.borrow().clone(),

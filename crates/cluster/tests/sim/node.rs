@@ -157,6 +157,11 @@ pub struct Stats {
     pub group_passes: u64,
 }
 
+/// What typed key `c` is: 0 a counter, 1 a hash, 2 a set.
+pub fn typed_kind(c: usize) -> usize {
+    c % 3
+}
+
 /// A key of the workload.
 pub struct Key {
     pub key: Bytes,
@@ -175,10 +180,16 @@ pub struct World {
     pub disks: BTreeMap<NodeId, Rc<RefCell<Disk>>>,
     pub keys: Vec<Key>,
     pub acks: RefCell<Vec<Ack>>,
-    /// Counter keys: every region's primary of one increments it.
+    /// Typed keys every region's primary of one changes: counters
+    /// (`INCRBY`), hashes (`HSET` of new fields), sets (`SADD`, and `SREM`
+    /// of members it added) — by index, see [`typed_kind`].
     pub counters: Vec<Key>,
-    /// Acknowledged increments: (counter, by).
+    /// Acknowledged increments: (key, by).
     pub increments: RefCell<Vec<(usize, i64)>>,
+    /// Acknowledged new fields: (key, field, value).
+    pub fields: RefCell<Vec<(usize, Bytes, Bytes)>>,
+    /// Acknowledged adds (key, member, removed later?).
+    pub set_members: RefCell<Vec<(usize, Bytes, bool)>>,
     pub stats: RefCell<Stats>,
     /// `wan-loss` percent for lossy frames to other regions.
     pub loss_percent: Cell<f64>,
@@ -473,26 +484,72 @@ impl Node {
         }
     }
 
-    /// `INCRBY` of counter `c` on its primary shard (a typed key: the
-    /// shard installs a counter delta, gossiped as one).
+    /// A change of typed key `c` on its primary shard (the shard installs
+    /// a delta, gossiped as one): `INCRBY by` of a counter, `HSET` of a
+    /// new field of a hash, `SADD` of a new member to a set — or, now and
+    /// then, `SREM` of a member this node added.
     fn increment(&self, c: usize, by: i64) {
         let key = &self.world.counters[c];
         let slot = slot_of(key.hash);
         let id = self.ring.replicas(slot, self.ring.own_region())[0];
         assert_eq!(id.node, self.me);
         self.tick();
+        let seq = self.next_id();
+        let boots = self.disk.borrow().boots;
+        let elem = Bytes::from(format!("n{}.{boots}.{seq}", self.me));
+        // SREM of one of this node's acknowledged, not removed members.
+        let removable = (typed_kind(c) == 2 && by < 0)
+            .then(|| {
+                self.world
+                    .set_members
+                    .borrow()
+                    .iter()
+                    .position(|(k, m, gone)| {
+                        *k == c && !gone && m.starts_with(format!("n{}.", self.me).as_bytes())
+                    })
+            })
+            .flatten();
+        let op = match typed_kind(c) {
+            0 => Op::IncrBy(by),
+            1 => Op::Hash(elsa_shard::ops::hashes::HashOp::Set {
+                pairs: vec![(elem.clone(), Bytes::from(by.to_string()))],
+                reply: elsa_shard::ops::hashes::HSetReply::Count,
+            }),
+            _ => match removable {
+                Some(i) => Op::Sets(elsa_shard::ops::sets::SetOp::Rem(vec![self
+                    .world
+                    .set_members
+                    .borrow()[i]
+                    .1
+                    .clone()])),
+                None => Op::Sets(elsa_shard::ops::sets::SetOp::Add(vec![elem.clone()])),
+            },
+        };
         let mut disk = self.disk.borrow_mut();
         let shard = &mut disk.shards[usize::from(id.index)];
         let replies = shard.op_batch(&[KeyOp {
             key: key.key.clone(),
             hash: key.hash,
-            op: Op::IncrBy(by),
+            op: op.clone(),
         }]);
         self.changed(usize::from(id.index));
-        match replies.first() {
-            Some(elsa_shard::OpReply::Int(_)) => self.world.increments.borrow_mut().push((c, by)),
-            other => self.world.violations.borrow_mut().push(format!(
-                "node {}: INCRBY of counter {c} answered {other:?}",
+        let reply = replies.first().cloned();
+        match (typed_kind(c), reply) {
+            (0, Some(elsa_shard::OpReply::Int(_))) => {
+                self.world.increments.borrow_mut().push((c, by))
+            }
+            (1, Some(elsa_shard::OpReply::Int(1))) => {
+                self.world
+                    .fields
+                    .borrow_mut()
+                    .push((c, elem, Bytes::from(by.to_string())))
+            }
+            (_, Some(elsa_shard::OpReply::Int(1))) => match removable {
+                Some(i) => self.world.set_members.borrow_mut()[i].2 = true,
+                None => self.world.set_members.borrow_mut().push((c, elem, false)),
+            },
+            (_, other) => self.world.violations.borrow_mut().push(format!(
+                "node {}: {op:?} of typed key {c} answered {other:?}",
                 self.me
             )),
         }
