@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 use elsa_shard::ops::hashes::{HSetReply, HashOp};
-use elsa_shard::ops::{longdouble, ERR_NOT_FLOAT, ERR_NOT_INTEGER, ERR_SYNTAX};
+use elsa_shard::ops::{longdouble, ERR_NOT_FLOAT};
 use elsa_shard::Op;
 
 use super::{int_arg, is, one, Args, CmdError, DataCmd};
@@ -163,38 +163,9 @@ pub fn hrandfield(args: &Args) -> Result<DataCmd, CmdError> {
     )
 }
 
-/// HSCAN key cursor [MATCH pattern] [COUNT count]. The cursor is checked
-/// here; the options only once the key is found (as Redis reads them).
+/// HSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn hscan(args: &Args) -> Result<DataCmd, CmdError> {
-    let Some(cursor) = crate::admin::parse_cursor(&args[2]) else {
-        return Err("ERR invalid cursor".into());
-    };
-    let mut pattern = None;
-    let mut count = 10u64;
-    let mut refused = None;
-    let mut i = 3;
-    while i < args.len() && refused.is_none() {
-        match args.get(i + 1) {
-            None => refused = Some(ERR_SYNTAX),
-            Some(v) if is(&args[i], "COUNT") => match elsa_shard::ops::parse_i64(v) {
-                None => refused = Some(ERR_NOT_INTEGER),
-                Some(n) if n < 1 => refused = Some(ERR_SYNTAX),
-                Some(n) => count = n as u64,
-            },
-            Some(v) if is(&args[i], "MATCH") => pattern = Some(v.clone()),
-            Some(_) => refused = Some(ERR_SYNTAX),
-        }
-        i += 2;
-    }
-    hash(
-        args,
-        HashOp::Scan {
-            cursor,
-            pattern,
-            count,
-            refused,
-        },
-    )
+    hash(args, HashOp::Scan(super::scan_args(args)?))
 }
 
 #[cfg(test)]
@@ -237,10 +208,10 @@ mod tests {
         assert_eq!(parse(hscan, "HSCAN h x").unwrap_err(), "ERR invalid cursor");
         assert!(matches!(
             parse(hscan, "HSCAN h 0 COUNT 0"),
-            Ok(Op::Hash(HashOp::Scan {
+            Ok(Op::Hash(HashOp::Scan(elsa_shard::ops::ScanArgs {
                 refused: Some(_),
                 ..
-            }))
+            })))
         ));
     }
 }

@@ -571,6 +571,37 @@ fn one(args: &Args, op: Op) -> Result<DataCmd, CmdError> {
     })
 }
 
+/// HSCAN's and SSCAN's `key cursor [MATCH p] [COUNT n]`: the cursor is
+/// checked now, the options only once the key is found (Redis reads them
+/// after the key), so a refused option rides along in the op.
+pub fn scan_args(args: &Args) -> Result<elsa_shard::ops::ScanArgs, CmdError> {
+    use elsa_shard::ops::{ERR_NOT_INTEGER, ERR_SYNTAX};
+    let Some(cursor) = crate::admin::parse_cursor(&args[2]) else {
+        return Err("ERR invalid cursor".into());
+    };
+    let mut scan = elsa_shard::ops::ScanArgs {
+        cursor,
+        pattern: None,
+        count: 10,
+        refused: None,
+    };
+    let mut i = 3;
+    while i < args.len() && scan.refused.is_none() {
+        match args.get(i + 1) {
+            None => scan.refused = Some(ERR_SYNTAX),
+            Some(v) if is(&args[i], "COUNT") => match elsa_shard::ops::parse_i64(v) {
+                None => scan.refused = Some(ERR_NOT_INTEGER),
+                Some(n) if n < 1 => scan.refused = Some(ERR_SYNTAX),
+                Some(n) => scan.count = n as u64,
+            },
+            Some(v) if is(&args[i], "MATCH") => scan.pattern = Some(v.clone()),
+            Some(_) => scan.refused = Some(ERR_SYNTAX),
+        }
+        i += 2;
+    }
+    Ok(scan)
+}
+
 /// Parses a whole-number argument.
 pub fn int_arg(b: &[u8]) -> Result<i64, CmdError> {
     elsa_shard::ops::parse_i64(b).ok_or_else(CmdError::not_integer)

@@ -5,7 +5,6 @@
 
 use bytes::Bytes;
 use elsa_shard::ops::sets::{Combine, SetOp};
-use elsa_shard::ops::{ERR_NOT_INTEGER, ERR_SYNTAX};
 use elsa_shard::Op;
 
 use super::hashes::RAND_LIMIT;
@@ -92,35 +91,7 @@ pub fn srandmember(args: &Args) -> Result<DataCmd, CmdError> {
 
 /// SSCAN key cursor [MATCH pattern] [COUNT count]
 pub fn sscan(args: &Args) -> Result<DataCmd, CmdError> {
-    let Some(cursor) = crate::admin::parse_cursor(&args[2]) else {
-        return Err("ERR invalid cursor".into());
-    };
-    let mut pattern = None;
-    let mut count = 10u64;
-    let mut refused = None;
-    let mut i = 3;
-    while i < args.len() && refused.is_none() {
-        match args.get(i + 1) {
-            None => refused = Some(ERR_SYNTAX),
-            Some(v) if is(&args[i], "COUNT") => match elsa_shard::ops::parse_i64(v) {
-                None => refused = Some(ERR_NOT_INTEGER),
-                Some(n) if n < 1 => refused = Some(ERR_SYNTAX),
-                Some(n) => count = n as u64,
-            },
-            Some(v) if is(&args[i], "MATCH") => pattern = Some(v.clone()),
-            Some(_) => refused = Some(ERR_SYNTAX),
-        }
-        i += 2;
-    }
-    set(
-        args,
-        SetOp::Scan {
-            cursor,
-            pattern,
-            count,
-            refused,
-        },
-    )
+    set(args, SetOp::Scan(super::scan_args(args)?))
 }
 
 /// SMOVE source destination member

@@ -14,7 +14,10 @@ use bytes::{Buf, BufMut, Bytes};
 use elsa_lattice::{Collection, Crdt, KeyState, Kind, OrMap, Ts, Version};
 
 use super::longdouble::{self, FloatError};
-use super::{begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply};
+use super::{
+    begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply, ScanArgs,
+    PACKED_ELEMENTS,
+};
 
 /// HINCRBY on a field that does not hold an integer.
 pub const ERR_HASH_NOT_INTEGER: &str = "ERR hash value is not an integer";
@@ -75,22 +78,11 @@ pub enum HashOp {
         seed: u64,
     },
     /// HSCAN cursor [MATCH pattern] [COUNT count]
-    Scan {
-        /// Where to go on: a position in the fields' sorted order.
-        cursor: u64,
-        /// MATCH.
-        pattern: Option<Bytes>,
-        /// COUNT (at least 1).
-        count: u64,
-        /// An option Redis refuses — answered only once the key was found
-        /// a hash (Redis reads the options after the key).
-        refused: Option<&'static str>,
-    },
+    Scan(ScanArgs),
 }
 
-/// A hash this small is answered whole by HSCAN, cursor 0, as Redis does
-/// for a hash it keeps packed (listpack: at most 128 fields of 64 bytes).
-const PACKED_FIELDS: usize = 128;
+/// Fields and values this short keep a hash packed (Redis's listpack,
+/// with at most [`PACKED_ELEMENTS`] fields).
 const PACKED_LEN: usize = 64;
 
 impl HashOp {
@@ -119,9 +111,9 @@ impl HashOp {
                 Ok(state) => {
                     if let (
                         Some(_),
-                        HashOp::Scan {
+                        HashOp::Scan(ScanArgs {
                             refused: Some(e), ..
-                        },
+                        }),
                     ) = (&state, read)
                     {
                         return OpReply::Error(e);
@@ -158,12 +150,7 @@ impl HashOp {
                 with_values,
                 seed,
             } => rand_field(m, *count, *with_values, *seed),
-            HashOp::Scan {
-                cursor,
-                pattern,
-                count,
-                ..
-            } => scan(m, *cursor, pattern.as_deref(), *count),
+            HashOp::Scan(args) => scan(m, args),
             // Writes are answered by `apply`.
             _ => OpReply::Error(super::ERR_SYNTAX),
         }
@@ -339,24 +326,15 @@ fn rand_field(m: &OrMap, count: Option<i64>, with_values: bool, mut seed: u64) -
 /// bigger one `count` fields at a time in the fields' sorted order (the
 /// cursor is a position in it: a field present for the whole scan is
 /// returned at least once, as Redis promises).
-fn scan(m: &OrMap, cursor: u64, pattern: Option<&[u8]>, count: u64) -> OpReply {
-    let matches = |f: &[u8]| pattern.is_none_or(|p| crate::glob::matches(p, f));
-    let packed = m.len() <= PACKED_FIELDS
+fn scan(m: &OrMap, args: &ScanArgs) -> OpReply {
+    let packed = m.len() <= PACKED_ELEMENTS
         && m.iter()
             .all(|(f, v)| f.len() <= PACKED_LEN && v.len() <= PACKED_LEN);
-    let mut fields: Vec<(Bytes, Bytes)> = m.iter().map(|(f, v)| (f.clone(), v)).collect();
-    let (page, next_cursor): (Vec<(Bytes, Bytes)>, u64) = if packed {
-        (fields, 0)
-    } else {
-        fields.sort();
-        let from = (cursor as usize).min(fields.len());
-        let to = from.saturating_add(count as usize).min(fields.len());
-        let next = if to >= fields.len() { 0 } else { to as u64 };
-        (fields.drain(from..to).collect(), next)
-    };
+    let fields: Vec<(Bytes, Bytes)> = m.iter().map(|(f, v)| (f.clone(), v)).collect();
+    let (page, next_cursor) = args.page(fields, packed);
     let flat: Vec<OpReply> = page
         .into_iter()
-        .filter(|(f, _)| matches(f))
+        .filter(|(f, _)| args.matches(f))
         .flat_map(|(f, v)| [OpReply::Bulk(f), OpReply::Bulk(v)])
         .collect();
     OpReply::Array(vec![
@@ -464,24 +442,9 @@ impl HashOp {
                 out.put_i64_le(count.unwrap_or(0));
                 out.put_u64_le(*seed);
             }
-            HashOp::Scan {
-                cursor,
-                pattern,
-                count,
-                refused,
-            } => {
+            HashOp::Scan(args) => {
                 out.put_u8(14);
-                out.put_u64_le(*cursor);
-                out.put_u64_le(*count);
-                out.put_u8(match *refused {
-                    None => 0,
-                    Some(e) if e == super::ERR_SYNTAX => 1,
-                    Some(_) => 2,
-                });
-                out.put_u8(u8::from(pattern.is_some()));
-                if let Some(p) = pattern {
-                    put_bytes(&mut out, p);
-                }
+                args.encode(&mut out);
             }
         }
         Bytes::from(out)
@@ -539,29 +502,7 @@ impl HashOp {
                     seed: get_u64(&mut buf)?,
                 }
             }
-            14 => {
-                let cursor = get_u64(&mut buf)?;
-                let count = get_u64(&mut buf)?;
-                if buf.remaining() < 2 {
-                    return None;
-                }
-                let refused = match buf.get_u8() {
-                    0 => None,
-                    1 => Some(super::ERR_SYNTAX),
-                    _ => Some(super::ERR_NOT_INTEGER),
-                };
-                let pattern = if buf.get_u8() == 1 {
-                    Some(get_bytes(&mut buf)?)
-                } else {
-                    None
-                };
-                HashOp::Scan {
-                    cursor,
-                    pattern,
-                    count,
-                    refused,
-                }
-            }
+            14 => HashOp::Scan(ScanArgs::decode(&mut buf)?),
             _ => return None,
         };
         buf.is_empty().then_some(op)
@@ -743,18 +684,18 @@ mod tests {
                 with_values: false,
                 seed: 8,
             },
-            HashOp::Scan {
+            HashOp::Scan(ScanArgs {
                 cursor: 5,
                 pattern: Some(b("a*")),
                 count: 10,
                 refused: None,
-            },
-            HashOp::Scan {
+            }),
+            HashOp::Scan(ScanArgs {
                 cursor: 0,
                 pattern: None,
                 count: 1,
                 refused: Some(super::super::ERR_SYNTAX),
-            },
+            }),
         ];
         for op in ops {
             assert_eq!(HashOp::decode(op.encode()), Some(op.clone()), "{op:?}");

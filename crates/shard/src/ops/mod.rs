@@ -94,6 +94,89 @@ pub fn pending_stamp(n: u64) -> (Ts, Version) {
     (ts, Version::new(ts, 0))
 }
 
+/// HSCAN's and SSCAN's arguments: where to go on, which elements, how
+/// many — and an option Redis refuses, answered only once the key was
+/// found of the right type (Redis reads the options after the key).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanArgs {
+    /// A position in the elements' sorted order.
+    pub cursor: u64,
+    /// MATCH.
+    pub pattern: Option<Bytes>,
+    /// COUNT (at least 1).
+    pub count: u64,
+    /// A refused option (`ERR_SYNTAX` or `ERR_NOT_INTEGER`).
+    pub refused: Option<&'static str>,
+}
+
+/// A collection this small is answered whole by HSCAN and SSCAN (cursor
+/// 0), as Redis answers one it keeps packed.
+pub const PACKED_ELEMENTS: usize = 128;
+
+impl ScanArgs {
+    /// One page of `items` (sorted here): all of them when `packed`, else
+    /// `count` from the cursor; and the next cursor (0 at the end).
+    pub fn page<T: Ord>(&self, mut items: Vec<T>, packed: bool) -> (Vec<T>, u64) {
+        if packed {
+            return (items, 0);
+        }
+        items.sort();
+        let from = (self.cursor as usize).min(items.len());
+        let to = from.saturating_add(self.count as usize).min(items.len());
+        let next = if to >= items.len() { 0 } else { to as u64 };
+        (items.drain(from..to).collect(), next)
+    }
+
+    /// True when `element` passes MATCH.
+    pub fn matches(&self, element: &[u8]) -> bool {
+        self.pattern
+            .as_deref()
+            .is_none_or(|p| crate::glob::matches(p, element))
+    }
+
+    /// Appends the wire form to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        use bytes::BufMut;
+        out.put_u64_le(self.cursor);
+        out.put_u64_le(self.count);
+        out.put_u8(match self.refused {
+            None => 0,
+            Some(e) if e == ERR_SYNTAX => 1,
+            Some(_) => 2,
+        });
+        out.put_u8(u8::from(self.pattern.is_some()));
+        if let Some(p) = &self.pattern {
+            hashes::put_bytes(out, p);
+        }
+    }
+
+    /// Reads what [`ScanArgs::encode`] wrote.
+    pub fn decode(buf: &mut Bytes) -> Option<ScanArgs> {
+        use bytes::Buf;
+        let cursor = hashes::get_u64(buf)?;
+        let count = hashes::get_u64(buf)?;
+        if buf.remaining() < 2 {
+            return None;
+        }
+        let refused = match buf.get_u8() {
+            0 => None,
+            1 => Some(ERR_SYNTAX),
+            _ => Some(ERR_NOT_INTEGER),
+        };
+        let pattern = if buf.get_u8() == 1 {
+            Some(hashes::get_bytes(buf)?)
+        } else {
+            None
+        };
+        Some(ScanArgs {
+            cursor,
+            pattern,
+            count,
+            refused,
+        })
+    }
+}
+
 /// A string command on a key holding another type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 

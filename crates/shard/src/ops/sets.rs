@@ -15,7 +15,8 @@ use elsa_lattice::{Collection, Crdt, KeyState, Kind, OrSet};
 
 use super::hashes::{get_bytes, get_list, get_u64, next, put_bytes, put_list};
 use super::{
-    begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply, Value, WRONGTYPE,
+    begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply, ScanArgs, Value,
+    PACKED_ELEMENTS, WRONGTYPE,
 };
 
 /// How the members of several sets combine.
@@ -59,16 +60,7 @@ pub enum SetOp {
         seed: u64,
     },
     /// SSCAN cursor [MATCH pattern] [COUNT count]
-    Scan {
-        /// A position in the members' sorted order.
-        cursor: u64,
-        /// MATCH.
-        pattern: Option<Bytes>,
-        /// COUNT.
-        count: u64,
-        /// A refused option, answered once the key is found a set.
-        refused: Option<&'static str>,
-    },
+    Scan(ScanArgs),
     /// SMOVE (this key is the source) destination member
     Move {
         /// The destination (`other_keys`).
@@ -94,9 +86,6 @@ pub enum SetOp {
         limit: u64,
     },
 }
-
-/// A set this small is answered whole by SSCAN (Redis's intset/listpack).
-const PACKED_MEMBERS: usize = 128;
 
 impl SetOp {
     /// True when the command may change a key.
@@ -131,9 +120,9 @@ impl SetOp {
                 Ok(state) => {
                     if let (
                         Some(_),
-                        SetOp::Scan {
+                        SetOp::Scan(ScanArgs {
                             refused: Some(e), ..
-                        },
+                        }),
                     ) = (&state, read)
                     {
                         return OpReply::Error(e);
@@ -157,12 +146,7 @@ impl SetOp {
             ),
             SetOp::Card => OpReply::Int(s.len() as i64),
             SetOp::RandMember { count, seed } => rand_member(s, exists, *count, *seed),
-            SetOp::Scan {
-                cursor,
-                pattern,
-                count,
-                ..
-            } => scan(s, *cursor, pattern.as_deref(), *count),
+            SetOp::Scan(args) => scan(s, args),
             _ => OpReply::Error(super::ERR_SYNTAX),
         }
     }
@@ -310,22 +294,17 @@ fn rand_member(s: &OrSet<Bytes>, exists: bool, count: Option<i64>, mut seed: u64
     )
 }
 
-fn scan(s: &OrSet<Bytes>, cursor: u64, pattern: Option<&[u8]>, count: u64) -> OpReply {
-    let matches = |m: &[u8]| pattern.is_none_or(|p| crate::glob::matches(p, m));
-    let mut all = sorted(s);
-    let (page, next_cursor) = if all.len() <= PACKED_MEMBERS {
-        (all, 0)
-    } else {
-        let from = (cursor as usize).min(all.len());
-        let to = from.saturating_add(count as usize).min(all.len());
-        let next = if to >= all.len() { 0 } else { to as u64 };
-        (all.drain(from..to).collect(), next)
-    };
+/// SSCAN: a small set whole (cursor 0), a bigger one `count` members at a
+/// time in sorted order (see `ScanArgs::page`).
+fn scan(s: &OrSet<Bytes>, args: &ScanArgs) -> OpReply {
+    let members: Vec<Bytes> = s.iter().cloned().collect();
+    let packed = members.len() <= PACKED_ELEMENTS;
+    let (page, next_cursor) = args.page(members, packed);
     OpReply::Array(vec![
         OpReply::Bulk(Bytes::from(next_cursor.to_string())),
         OpReply::Array(
             page.into_iter()
-                .filter(|m| matches(m))
+                .filter(|m| args.matches(m))
                 .map(OpReply::Bulk)
                 .collect(),
         ),
@@ -508,24 +487,9 @@ impl SetOp {
                 out.put_i64_le(count.unwrap_or(0));
                 out.put_u64_le(*seed);
             }
-            SetOp::Scan {
-                cursor,
-                pattern,
-                count,
-                refused,
-            } => {
+            SetOp::Scan(args) => {
                 out.put_u8(8);
-                out.put_u64_le(*cursor);
-                out.put_u64_le(*count);
-                out.put_u8(match *refused {
-                    None => 0,
-                    Some(e) if e == super::ERR_SYNTAX => 1,
-                    Some(_) => 2,
-                });
-                out.put_u8(u8::from(pattern.is_some()));
-                if let Some(p) = pattern {
-                    put_bytes(&mut out, p);
-                }
+                args.encode(&mut out);
             }
             SetOp::Move { to, member } => {
                 out.put_u8(9);
@@ -577,26 +541,7 @@ impl SetOp {
                     seed: get_u64(&mut buf)?,
                 }
             }
-            8 => {
-                let cursor = get_u64(&mut buf)?;
-                let count = get_u64(&mut buf)?;
-                let refused = match byte(&mut buf)? {
-                    0 => None,
-                    1 => Some(super::ERR_SYNTAX),
-                    _ => Some(super::ERR_NOT_INTEGER),
-                };
-                let pattern = if byte(&mut buf)? == 1 {
-                    Some(get_bytes(&mut buf)?)
-                } else {
-                    None
-                };
-                SetOp::Scan {
-                    cursor,
-                    pattern,
-                    count,
-                    refused,
-                }
-            }
+            8 => SetOp::Scan(ScanArgs::decode(&mut buf)?),
             9 => SetOp::Move {
                 to: [get_bytes(&mut buf)?],
                 member: get_bytes(&mut buf)?,
@@ -823,12 +768,12 @@ mod tests {
                 count: Some(-4),
                 seed: 1,
             },
-            SetOp::Scan {
+            SetOp::Scan(ScanArgs {
                 cursor: 3,
                 pattern: Some(b("*a")),
                 count: 10,
                 refused: Some(super::super::ERR_NOT_INTEGER),
-            },
+            }),
             SetOp::Move {
                 to: [b("d")],
                 member: b("m"),
