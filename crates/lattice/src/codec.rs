@@ -25,11 +25,11 @@
 
 use bytes::{Buf, BufMut, Bytes};
 
-use crate::counter::{Base, Tallies, Tally};
+use crate::counter::{Tallies, Tally};
 use crate::key::{Collection, KeyState, Ttl};
 use crate::ormap::{Field, OrMap};
 use crate::orset::{digest_of, OrSet};
-use crate::{Counter, Dots, Presence, Version};
+use crate::{Counter, Dots, Elem, Presence, Version};
 
 /// The smallest encoding of one set member (a length and two empty dot
 /// lists): bounds how many a count may claim.
@@ -104,13 +104,15 @@ impl KeyState {
                 };
                 m.fields.reserve(n);
                 for _ in 0..n {
-                    let name = get_bytes(buf)?;
+                    let name = Elem::new(&get_bytes(buf)?);
                     let f = Field {
                         presence: get_presence(buf)?,
                         value: get_counter(buf)?,
                     };
                     m.live += usize::from(f.is_live());
-                    m.fields.insert(name, f);
+                    if m.fields.insert(name, f).is_some() {
+                        return None; // a field twice: not a state we wrote
+                    }
                 }
                 m.digest = digest_of(&m.fields);
                 Some(Collection::Hash(m))
@@ -124,10 +126,12 @@ impl KeyState {
                 };
                 s.members.reserve(n);
                 for _ in 0..n {
-                    let member = get_bytes(buf)?;
+                    let member = Elem::new(&get_bytes(buf)?);
                     let p = get_presence(buf)?;
                     s.live += usize::from(p.is_live());
-                    s.members.insert(member, p);
+                    if s.members.insert(member, p).is_some() {
+                        return None; // a member twice: not a state we wrote
+                    }
                 }
                 s.digest = digest_of(&s.members);
                 Some(Collection::Set(s))
@@ -189,19 +193,20 @@ fn put_tallies(out: &mut Vec<u8>, t: &Tallies) {
 }
 
 fn put_counter(out: &mut Vec<u8>, c: &Counter) {
-    let b = &c.base;
-    let flags = u8::from(b.value.is_some()) | (u8::from(b.expire_ms.is_some()) << 1);
+    let value = c.base_value();
+    let expire_ms = c.expire_ms();
+    let flags = u8::from(value.is_some()) | (u8::from(expire_ms.is_some()) << 1);
     out.put_u8(flags);
-    if let Some(v) = &b.value {
+    if let Some(v) = value {
         put_bytes(out, v);
     }
-    if let Some(at) = b.expire_ms {
+    if let Some(at) = expire_ms {
         out.put_u64_le(at);
     }
-    out.put_u64_le(b.start_ts);
-    put_version(out, b.version);
-    put_tallies(out, &b.observed);
-    put_tallies(out, &c.tallies);
+    out.put_u64_le(c.base_start_ts());
+    put_version(out, c.base_version());
+    put_tallies(out, c.observed());
+    put_tallies(out, c.tallies());
 }
 
 fn put_dots(out: &mut Vec<u8>, d: &Dots) {
@@ -214,8 +219,8 @@ fn put_dots(out: &mut Vec<u8>, d: &Dots) {
 
 fn put_presence(out: &mut Vec<u8>, p: &Presence) {
     put_dots(out, &p.adds);
-    put_dots(out, &p.removes);
-    put_version(out, p.removed_at);
+    put_dots(out, p.removes());
+    put_version(out, p.removed_at());
 }
 
 fn get_u8(buf: &mut Bytes) -> Option<u8> {
@@ -265,7 +270,7 @@ fn get_counter(buf: &mut Bytes) -> Option<Counter> {
         return None;
     }
     let value = if flags & 1 != 0 {
-        Some(get_bytes(buf)?)
+        Some(Elem::new(&get_bytes(buf)?))
     } else {
         None
     };
@@ -278,16 +283,9 @@ fn get_counter(buf: &mut Bytes) -> Option<Counter> {
     let version = get_version(buf)?;
     let observed = get_tallies(buf)?;
     let tallies = get_tallies(buf)?;
-    Some(Counter {
-        base: Base {
-            value,
-            expire_ms,
-            start_ts,
-            version,
-            observed,
-        },
-        tallies,
-    })
+    Some(Counter::from_parts(
+        value, expire_ms, start_ts, version, observed, tallies,
+    ))
 }
 
 fn get_dots(buf: &mut Bytes) -> Option<Dots> {
@@ -304,14 +302,6 @@ fn get_presence(buf: &mut Bytes) -> Option<Presence> {
     let adds = get_dots(buf)?;
     let removes = get_dots(buf)?;
     let removed_at = get_version(buf)?;
-    let mut p = Presence::default();
-    // Through merge, which normalises (an add a remove covers is gone).
-    p.merge(Presence {
-        adds,
-        removes,
-        removed_at,
-    });
-    Some(p)
+    // Normalised as it is built (an add a remove covers is gone).
+    Some(Presence::of(adds, removes, removed_at))
 }
-
-use crate::Crdt;

@@ -26,7 +26,7 @@
 
 use bytes::Bytes;
 
-use crate::{Crdt, NodeId, Ts, Version};
+use crate::{Crdt, Elem, NodeId, Ts, Version};
 
 /// One origin's running total of integer increments, and the version of
 /// its last change (the newer version wins a merge).
@@ -105,37 +105,40 @@ impl Crdt for Tallies {
     }
 }
 
-/// The last whole-value write.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Base {
-    /// The value, or `None` when deleted (or never written).
-    pub value: Option<Bytes>,
-    /// Absolute expiry, Unix ms.
-    pub expire_ms: Option<u64>,
-    /// When the writing transaction started.
-    pub start_ts: Ts,
-    /// Who wrote it, and when.
-    pub version: Version,
-    /// The tallies its value already includes.
-    pub observed: Tallies,
-}
-
-impl Base {
-    /// The merge order: version first; the rest only makes it total.
-    fn order(&self) -> (Version, Ts, &Option<Bytes>, Option<u64>) {
-        (self.version, self.start_ts, &self.value, self.expire_ms)
-    }
-
-    fn expired(&self, now_ms: u64) -> bool {
-        self.expire_ms.is_some_and(|at| at <= now_ms)
-    }
-}
-
 /// A string value with counter merges (see the module doc).
+///
+/// The *base* (last whole-value write) is its value, version and start
+/// timestamp inline; its expiry and observed tallies, and the tallies
+/// themselves, sit in one box that most values never need — a hash field
+/// is usually written by `HSET` only, and a big hash pays for every byte
+/// inline a million times (issue 13). The box is `None` exactly when all
+/// it would hold is empty, so equal states compare equal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Counter {
-    pub(crate) base: Base,
-    pub(crate) tallies: Tallies,
+    /// The base's value, or `None` when deleted (or never written).
+    value: Option<Elem>,
+    /// When the base's writing transaction started.
+    start_ts: Ts,
+    /// Who wrote the base, and when.
+    version: Version,
+    rare: Option<Box<Rare>>,
+}
+
+/// The parts of a [`Counter`] most values leave empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Rare {
+    /// The base's absolute expiry, Unix ms.
+    expire_ms: Option<u64>,
+    /// The tallies the base's value already includes.
+    observed: Tallies,
+    /// Every origin's running total.
+    tallies: Tallies,
+}
+
+impl Rare {
+    fn is_empty(&self) -> bool {
+        self.expire_ms.is_none() && self.observed.is_empty() && self.tallies.is_empty()
+    }
 }
 
 /// Error text Redis uses for non-integer values and overflow.
@@ -143,55 +146,131 @@ pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 /// Error text for an increment that would overflow.
 pub const ERR_OVERFLOW: &str = "ERR increment or decrement would overflow";
 
+static NO_TALLIES: Tallies = Tallies(Vec::new());
+
 impl Counter {
-    /// The last whole-value write.
-    pub fn base(&self) -> &Base {
-        &self.base
+    /// A counter of exactly these parts (decoding).
+    pub(crate) fn from_parts(
+        value: Option<Elem>,
+        expire_ms: Option<u64>,
+        start_ts: Ts,
+        version: Version,
+        observed: Tallies,
+        tallies: Tallies,
+    ) -> Counter {
+        let mut c = Counter {
+            value,
+            start_ts,
+            version,
+            rare: Some(Box::new(Rare {
+                expire_ms,
+                observed,
+                tallies,
+            })),
+        };
+        c.tidy();
+        c
+    }
+
+    /// The base's value, when it has one (deleted or never written: none).
+    pub fn base_value(&self) -> Option<&[u8]> {
+        self.value.as_deref()
+    }
+
+    /// When the base's writing transaction started.
+    pub fn base_start_ts(&self) -> Ts {
+        self.start_ts
+    }
+
+    /// Who wrote the base, and when.
+    pub fn base_version(&self) -> Version {
+        self.version
     }
 
     /// Every origin's running total.
     pub fn tallies(&self) -> &Tallies {
-        &self.tallies
+        self.rare.as_ref().map_or(&NO_TALLIES, |r| &r.tallies)
+    }
+
+    /// The tallies the base's value already includes.
+    pub fn observed(&self) -> &Tallies {
+        self.rare.as_ref().map_or(&NO_TALLIES, |r| &r.observed)
+    }
+
+    /// Absolute expiry of the value, if it has one.
+    pub fn expire_ms(&self) -> Option<u64> {
+        self.rare.as_ref().and_then(|r| r.expire_ms)
+    }
+
+    /// Heap bytes owned beyond the handle (memory accounting).
+    pub fn heap_bytes(&self) -> usize {
+        self.value.as_ref().map_or(0, Elem::heap_bytes)
+            + self.rare.as_ref().map_or(0, |r| {
+                std::mem::size_of::<Rare>() + 32 * (r.tallies.len() + r.observed.len())
+            })
+    }
+
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the box when it holds nothing.
+    fn tidy(&mut self) {
+        if self.rare.as_ref().is_some_and(|r| r.is_empty()) {
+            self.rare = None;
+        }
+    }
+
+    /// The merge order of bases: version first; the rest only makes it
+    /// total.
+    fn order(&self) -> (Version, Ts, Option<&[u8]>, Option<u64>) {
+        (
+            self.version,
+            self.start_ts,
+            self.base_value(),
+            self.expire_ms(),
+        )
+    }
+
+    fn expired(&self, now_ms: u64) -> bool {
+        self.expire_ms().is_some_and(|at| at <= now_ms)
     }
 
     /// What the value gained from increments its base had not seen.
     fn unseen(&self) -> i128 {
-        self.tallies
+        let observed = self.observed();
+        self.tallies()
             .iter()
-            .map(|(o, t)| i128::from(t.total.wrapping_sub(self.base.observed.get(o).total)))
+            .map(|(o, t)| i128::from(t.total.wrapping_sub(observed.get(o).total)))
             .sum()
     }
 
     /// The value at `now_ms`, or `None` when the key holds nothing (deleted
     /// or expired, and no increment since).
     pub fn value(&self, now_ms: u64) -> Option<Bytes> {
-        if self.base.expired(now_ms) {
+        if self.expired(now_ms) {
             return None;
         }
         let unseen = self.unseen();
+        let observed = self.observed();
         let increments_since = self
-            .tallies
+            .tallies()
             .iter()
-            .any(|(o, t)| t.version != self.base.observed.get(o).version);
-        match &self.base.value {
+            .any(|(o, t)| t.version != observed.get(o).version);
+        match &self.value {
             None if !increments_since => None,
             None => Some(Bytes::from(unseen.to_string())),
-            Some(v) if unseen == 0 => Some(v.clone()),
+            Some(v) if unseen == 0 => Some(v.to_bytes()),
             Some(v) => match parse_i64(v) {
                 Some(n) => Some(Bytes::from((i128::from(n) + unseen).to_string())),
-                None => Some(v.clone()),
+                None => Some(v.to_bytes()),
             },
         }
     }
 
-    /// Absolute expiry of the value, if it has one.
-    pub fn expire_ms(&self) -> Option<u64> {
-        self.base.expire_ms
-    }
-
     /// The newest write this value holds.
     pub fn newest(&self) -> Version {
-        self.base.version.max(self.tallies.newest())
+        self.version.max(self.tallies().newest())
     }
 
     /// The delta of writing the whole value (`None` deletes): a new base
@@ -203,16 +282,15 @@ impl Counter {
         start_ts: Ts,
         version: Version,
     ) -> Counter {
-        Counter {
-            base: Base {
-                value,
-                expire_ms,
-                start_ts,
-                version,
-                observed: self.tallies.clone(),
-            },
-            tallies: self.tallies.clone(),
-        }
+        let tallies = self.tallies().clone();
+        Counter::from_parts(
+            value.map(Elem::from),
+            expire_ms,
+            start_ts,
+            version,
+            tallies.clone(),
+            tallies,
+        )
     }
 
     /// The delta of `INCRBY by` at `now_ms` and the new value, or Redis's
@@ -234,13 +312,13 @@ impl Counter {
         // to "nothing, having seen every tally" first (as a DEL at expiry
         // would have). Deleted or never written: the base already says
         // nothing, and a reset would only compete with a concurrent SET.
-        let mut delta = if current.is_none() && self.base.expired(now_ms) {
+        let mut delta = if current.is_none() && self.expired(now_ms) {
             self.set(None, None, start_ts, version)
         } else {
             Counter::default()
         };
-        let mine = self.tallies.get(version.origin);
-        delta.tallies.offer(
+        let mine = self.tallies().get(version.origin);
+        delta.rare_mut().tallies.offer(
             version.origin,
             Tally {
                 total: mine.total.wrapping_add(by),
@@ -261,22 +339,47 @@ impl Counter {
     /// type: `docs/datatypes.md`).
     pub fn drop_through(&mut self, floor: Version) -> bool {
         let before = self.clone();
-        if self.base.version <= floor {
-            self.base = Base::default();
+        if self.version <= floor {
+            let tallies = self.rare.take().map(|r| r.tallies).unwrap_or_default();
+            *self = Counter::default();
+            self.rare_mut().tallies = tallies;
         }
-        self.tallies.0.retain(|(_, t)| t.version > floor);
-        self.base.observed.0.retain(|(_, t)| t.version > floor);
+        if let Some(r) = self.rare.as_mut() {
+            r.tallies.0.retain(|(_, t)| t.version > floor);
+            r.observed.0.retain(|(_, t)| t.version > floor);
+        }
+        self.tidy();
         *self != before
     }
 }
 
 impl Crdt for Counter {
     fn merge(&mut self, other: Counter) -> bool {
-        let mut changed = self.tallies.merge(other.tallies);
-        if other.base.order() > self.base.order() {
-            self.base = other.base;
+        let mut changed = false;
+        let theirs_win = other.order() > self.order();
+        let Counter {
+            value,
+            start_ts,
+            version,
+            rare,
+        } = other;
+        let (expire_ms, observed, tallies) = match rare {
+            Some(r) => (r.expire_ms, r.observed, r.tallies),
+            None => (None, Tallies::default(), Tallies::default()),
+        };
+        if !tallies.is_empty() {
+            changed |= self.rare_mut().tallies.merge(tallies);
+        }
+        if theirs_win {
+            self.value = value;
+            self.start_ts = start_ts;
+            self.version = version;
+            let r = self.rare_mut();
+            r.expire_ms = expire_ms;
+            r.observed = observed;
             changed = true;
         }
+        self.tidy();
         changed
     }
 }

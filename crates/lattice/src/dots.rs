@@ -114,6 +114,16 @@ impl Crdt for Dots {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Presence {
     pub(crate) adds: Dots,
+    /// The removes, boxed: most elements were never removed, and a big
+    /// collection pays for every byte here a million times (issue 13).
+    /// `None` exactly when there is none (kept so, for equality).
+    pub(crate) removed: Option<Box<Removed>>,
+}
+
+/// What the removes of one element observed, and when the newest was
+/// written (see [`Presence`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Removed {
     pub(crate) removes: Dots,
     pub(crate) removed_at: Version,
 }
@@ -123,8 +133,21 @@ impl Presence {
     pub fn added(dot: Version) -> Presence {
         Presence {
             adds: Dots::one(dot),
-            ..Presence::default()
+            removed: None,
         }
+    }
+
+    /// A presence of these parts, normalised.
+    pub(crate) fn of(adds: Dots, removes: Dots, removed_at: Version) -> Presence {
+        let mut p = Presence {
+            adds,
+            removed: Some(Box::new(Removed {
+                removes,
+                removed_at,
+            })),
+        };
+        p.normalize();
+        p
     }
 
     /// True while some add is not removed.
@@ -132,27 +155,36 @@ impl Presence {
         !self.adds.is_empty()
     }
 
+    /// The adds a remove observed, per origin (empty when none).
+    pub(crate) fn removes(&self) -> &Dots {
+        static NONE: Dots = Dots(SmallVec::new_const());
+        self.removed.as_ref().map_or(&NONE, |r| &r.removes)
+    }
+
+    /// When the newest remove was written ([`Version::ZERO`] when none).
+    pub(crate) fn removed_at(&self) -> Version {
+        self.removed
+            .as_ref()
+            .map_or(Version::ZERO, |r| r.removed_at)
+    }
+
     /// The delta of removing the element as this replica sees it, as
     /// write `dot`: every add it has observed.
     pub fn removal(&self, dot: Version) -> Presence {
-        Presence {
-            adds: Dots::default(),
-            removes: self.adds.clone(),
-            removed_at: dot,
-        }
+        Presence::of(Dots::default(), self.adds.clone(), dot)
     }
 
     /// The newest add or remove: what the element last saw.
     pub fn newest(&self) -> Version {
         self.adds
             .newest()
-            .max(self.removes.newest())
-            .max(self.removed_at)
+            .max(self.removes().newest())
+            .max(self.removed_at())
     }
 
     /// True when nothing is left: no add, no remove to remember.
     pub fn is_empty(&self) -> bool {
-        self.adds.is_empty() && self.removes.is_empty() && self.removed_at == Version::ZERO
+        self.adds.is_empty() && self.removed.is_none()
     }
 
     /// True when only removes are left (a tombstone to collect later).
@@ -165,11 +197,15 @@ impl Presence {
     pub fn drop_through(&mut self, floor: Version) -> bool {
         // Each part filtered on its own, as a threshold on a join: the
         // same whether applied before or after a merge.
-        let mut changed = self.adds.drop_through(floor) | self.removes.drop_through(floor);
-        if self.removed_at != Version::ZERO && self.removed_at <= floor {
-            self.removed_at = Version::ZERO;
-            changed = true;
+        let mut changed = self.adds.drop_through(floor);
+        if let Some(r) = self.removed.as_mut() {
+            changed |= r.removes.drop_through(floor);
+            if r.removed_at != Version::ZERO && r.removed_at <= floor {
+                r.removed_at = Version::ZERO;
+                changed = true;
+            }
         }
+        self.normalize();
         changed
     }
 
@@ -178,28 +214,50 @@ impl Presence {
     /// older; see `docs/datatypes.md` for why no older add can arrive
     /// after).
     pub fn collect_removes(&mut self, horizon: Version) -> bool {
-        if self.removed_at == Version::ZERO || self.removed_at >= horizon {
+        let at = self.removed_at();
+        if at == Version::ZERO || at >= horizon {
             return false;
         }
-        self.removes = Dots::default();
-        self.removed_at = Version::ZERO;
+        self.removed = None;
         true
     }
 
+    /// Drops adds a remove covers, and an empty remove part.
     fn normalize(&mut self) {
-        let removes = &self.removes;
-        self.adds.retain(|o, ts| ts > removes.get(o));
+        if let Some(r) = &self.removed {
+            let removes = &r.removes;
+            self.adds.retain(|o, ts| ts > removes.get(o));
+            if r.removes.is_empty() && r.removed_at == Version::ZERO {
+                self.removed = None;
+            }
+        }
     }
 }
 
 impl Crdt for Presence {
     fn merge(&mut self, other: Presence) -> bool {
-        let before = self.clone();
+        // An add may come in only to be dropped as removed: whether the
+        // adds changed is decided after normalising (inline: no copy).
+        let adds_before = self.adds.clone();
         self.adds.merge(other.adds);
-        self.removes.merge(other.removes);
-        self.removed_at = self.removed_at.max(other.removed_at);
+        let mut changed = false;
+        if let Some(theirs) = other.removed {
+            match self.removed.as_mut() {
+                None => {
+                    self.removed = Some(theirs);
+                    changed = true;
+                }
+                Some(mine) => {
+                    changed |= mine.removes.merge(theirs.removes);
+                    if theirs.removed_at > mine.removed_at {
+                        mine.removed_at = theirs.removed_at;
+                        changed = true;
+                    }
+                }
+            }
+        }
         self.normalize();
-        *self != before
+        changed || self.adds != adds_before
     }
 }
 
@@ -219,15 +277,8 @@ mod tests {
     }
 
     fn presence() -> impl Strategy<Value = Presence> {
-        (dots(), dots(), 0u64..8, 0u32..3).prop_map(|(adds, removes, ts, o)| {
-            let mut p = Presence {
-                adds,
-                removes,
-                removed_at: Version::new(ts, o),
-            };
-            p.normalize();
-            p
-        })
+        (dots(), dots(), 0u64..8, 0u32..3)
+            .prop_map(|(adds, removes, ts, o)| Presence::of(adds, removes, Version::new(ts, o)))
     }
 
     fn m<T: Crdt + Clone>(mut a: T, b: T) -> T {

@@ -30,7 +30,7 @@ pub enum Collection {
     /// A hash.
     Hash(OrMap),
     /// A set of members.
-    Set(OrSet<bytes::Bytes>),
+    Set(OrSet<crate::Elem>),
 }
 
 impl Collection {
@@ -234,7 +234,7 @@ impl KeyState {
         // a collection written at one version tie, and a tie drops both.
         let mut delta = KeyState::default();
         if self.collection.is_none()
-            && (self.string.base().value.is_some() || !self.string.tallies().is_empty())
+            && (self.string.base_value().is_some() || !self.string.tallies().is_empty())
         {
             delta.string = self.string.set(None, None, start_ts, dot);
         }
@@ -251,24 +251,41 @@ impl KeyState {
         delta
     }
 
-    /// Approximate heap bytes the state owns (MEMORY USAGE, INFO): the
-    /// entries' own sizes plus a fixed cost per entry for its table slot,
-    /// `Bytes` handle and dots.
+    /// Approximate heap bytes the state owns (MEMORY USAGE, INFO): each
+    /// entry's slot in its map's dense vector (hash, element, metadata),
+    /// about 1.5 index slots of 8 bytes, and what it owns on the heap.
     pub fn approx_bytes(&self) -> usize {
-        const ENTRY: usize = 96;
-        let counter = |c: &Counter| {
-            c.base().value.as_ref().map_or(0, |v| v.len()) + 32 * (c.tallies().len() + 1)
+        const INDEX: usize = 12;
+        let presence = |p: &crate::Presence| {
+            p.removed
+                .as_ref()
+                .map_or(0, |_| std::mem::size_of::<crate::dots::Removed>())
         };
         std::mem::size_of::<KeyState>()
-            + counter(&self.string)
+            + self.string.heap_bytes()
             + match &self.collection {
                 None => 0,
                 Some(Collection::Hash(m)) => m
                     .fields
                     .iter()
-                    .map(|(f, x)| ENTRY + f.len() + counter(&x.value))
+                    .map(|(f, x)| {
+                        8 + INDEX
+                            + std::mem::size_of::<(crate::Elem, crate::ormap::Field)>()
+                            + f.heap_bytes()
+                            + presence(&x.presence)
+                            + x.value.heap_bytes()
+                    })
                     .sum(),
-                Some(Collection::Set(s)) => s.members.keys().map(|m| ENTRY + m.len()).sum(),
+                Some(Collection::Set(s)) => s
+                    .members
+                    .iter()
+                    .map(|(e, p)| {
+                        8 + INDEX
+                            + std::mem::size_of::<(crate::Elem, crate::Presence)>()
+                            + e.heap_bytes()
+                            + presence(p)
+                    })
+                    .sum(),
             }
     }
 
@@ -330,7 +347,7 @@ impl KeyState {
                         let mut d = OrMap::default();
                         for (f, v) in t.iter() {
                             if !same || m.get(f).as_ref() != Some(&v) {
-                                d.merge(m.set(f.clone(), v, start_ts, dot));
+                                d.merge(m.set(f, v, start_ts, dot));
                             }
                         }
                         if same {

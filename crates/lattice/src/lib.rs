@@ -22,6 +22,7 @@
 mod codec;
 pub mod counter;
 mod dots;
+mod elem;
 mod hlc;
 pub mod key;
 mod lww;
@@ -30,6 +31,7 @@ pub mod orset;
 
 pub use counter::Counter;
 pub use dots::{Dots, Presence};
+pub use elem::Elem;
 pub use hlc::{Hlc, PhysicalClock, SystemClock};
 pub use key::{Collection, KeyState, Kind, Ttl};
 pub use lww::{Lww, Version};

@@ -14,7 +14,7 @@ use bytes::Bytes;
 
 use crate::counter::Counter;
 use crate::orset::{digest_of, entry_digest, merge_entries, Map};
-use crate::{Crdt, Presence, Ts, Version};
+use crate::{Crdt, Elem, Presence, Ts, Version};
 
 /// One field: whether it is in the hash, and its value.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -48,7 +48,7 @@ impl Crdt for Field {
 /// An add-wins map of fields (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub struct OrMap {
-    pub(crate) fields: Map<Bytes, Field>,
+    pub(crate) fields: Map<Elem, Field>,
     pub(crate) live: usize,
     pub(crate) newest: Version,
     /// XOR of every field's digest (see `OrSet`'s).
@@ -90,7 +90,7 @@ impl OrMap {
     }
 
     /// The live fields and their values, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Bytes, Bytes)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (&Elem, Bytes)> + '_ {
         self.fields
             .iter()
             .filter_map(|(f, x)| x.value().map(|v| (f, v)))
@@ -107,14 +107,14 @@ impl OrMap {
     }
 
     /// The delta of `HSET field value` as write `dot`.
-    pub fn set(&self, field: Bytes, value: Bytes, start_ts: Ts, dot: Version) -> OrMap {
-        let current = self.fields.get(&field);
+    pub fn set(&self, field: &[u8], value: Bytes, start_ts: Ts, dot: Version) -> OrMap {
+        let current = self.fields.get(field);
         let value = current
             .map(|f| &f.value)
             .unwrap_or(&Counter::default())
             .set(Some(value), None, start_ts, dot);
         self.single(
-            field,
+            Elem::new(field),
             Field {
                 presence: Presence::added(dot),
                 value,
@@ -127,13 +127,13 @@ impl OrMap {
     /// Redis's error when the value is not an integer or would overflow.
     pub fn incr_by(
         &self,
-        field: Bytes,
+        field: &[u8],
         by: i64,
         start_ts: Ts,
         dot: Version,
     ) -> Result<(i64, OrMap), &'static str> {
         let empty = Field::default();
-        let current = self.fields.get(&field).unwrap_or(&empty);
+        let current = self.fields.get(field).unwrap_or(&empty);
         let mut value = Counter::default();
         let base = if current.is_live() {
             current.value.clone()
@@ -150,7 +150,7 @@ impl OrMap {
         Ok((
             n,
             self.single(
-                field,
+                Elem::new(field),
                 Field {
                     presence: Presence::added(dot),
                     value,
@@ -194,7 +194,7 @@ impl OrMap {
         delta
     }
 
-    fn single(&self, name: Bytes, f: Field, dot: Version) -> OrMap {
+    fn single(&self, name: Elem, f: Field, dot: Version) -> OrMap {
         let mut m = OrMap {
             newest: dot,
             ..OrMap::default()

@@ -92,20 +92,20 @@ fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
             Kind::Set => Some(KeyState::of(Collection::Set(set().clear(dot)))),
         },
         Cmd::HSet(f, v) if matches!(kind, Kind::Hash | Kind::None) => Some(KeyState::of(
-            Collection::Hash(hash().set(b(f), b(v), 0, dot)),
+            Collection::Hash(hash().set(&b(f), b(v), 0, dot)),
         )),
         Cmd::HIncr(f, n) if matches!(kind, Kind::Hash | Kind::None) => {
-            let (_, d) = hash().incr_by(b(f), i64::from(*n), 0, dot).ok()?;
+            let (_, d) = hash().incr_by(&b(f), i64::from(*n), 0, dot).ok()?;
             Some(KeyState::of(Collection::Hash(d)))
         }
-        Cmd::HDel(f) if kind == Kind::Hash => {
-            Some(KeyState::of(Collection::Hash(hash().remove(&b(f), dot)?)))
-        }
+        Cmd::HDel(f) if kind == Kind::Hash => Some(KeyState::of(Collection::Hash(
+            hash().remove(&b(f)[..], dot)?,
+        ))),
         Cmd::SAdd(m) if matches!(kind, Kind::Set | Kind::None) => {
-            Some(KeyState::of(Collection::Set(set().add(b(m), dot)?)))
+            Some(KeyState::of(Collection::Set(set().add(b(m).into(), dot)?)))
         }
         Cmd::SRem(m) if kind == Kind::Set => {
-            Some(KeyState::of(Collection::Set(set().remove(&b(m), dot)?)))
+            Some(KeyState::of(Collection::Set(set().remove(&b(m)[..], dot)?)))
         }
         _ => None,
     }
@@ -124,9 +124,11 @@ fn seen(s: &KeyState) -> Seen {
     match (s.kind(0), s.visible_collection(0)) {
         (Kind::String, _) => Seen::String(s.visible_string(0).expect("a string shows")),
         (Kind::Hash, Some(Collection::Hash(m))) => {
-            Seen::Hash(m.iter().map(|(f, v)| (f.clone(), v)).collect())
+            Seen::Hash(m.iter().map(|(f, v)| (f.to_bytes(), v)).collect())
         }
-        (Kind::Set, Some(Collection::Set(x))) => Seen::Set(x.iter().cloned().collect()),
+        (Kind::Set, Some(Collection::Set(x))) => {
+            Seen::Set(x.iter().map(|e| e.to_bytes()).collect())
+        }
         _ => Seen::None,
     }
 }

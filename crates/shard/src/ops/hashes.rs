@@ -137,11 +137,11 @@ impl HashOp {
             HashOp::MGet(fields) => {
                 OpReply::Array(fields.iter().map(|f| bulk_or_nil(m.get(f))).collect())
             }
-            HashOp::GetAll => OpReply::Map(m.iter().map(|(f, v)| (f.clone(), v)).collect()),
+            HashOp::GetAll => OpReply::Map(m.iter().map(|(f, v)| (f.to_bytes(), v)).collect()),
             HashOp::Len => OpReply::Int(m.len() as i64),
             HashOp::Exists(f) => OpReply::Int(m.contains(f) as i64),
             HashOp::Keys => {
-                OpReply::Array(m.iter().map(|(f, _)| OpReply::Bulk(f.clone())).collect())
+                OpReply::Array(m.iter().map(|(f, _)| OpReply::Bulk(f.to_bytes())).collect())
             }
             HashOp::Vals => OpReply::Array(m.iter().map(|(_, v)| OpReply::Bulk(v)).collect()),
             HashOp::StrLen(f) => OpReply::Int(m.get(f).map_or(0, |v| v.len() as i64)),
@@ -202,10 +202,10 @@ fn set(key: &[u8], view: &mut impl KeyView, pairs: &[(Bytes, Bytes)], reply: HSe
         let mut created = 0;
         for (f, v) in last.into_iter().rev() {
             created += i64::from(!map.contains(f));
-            // Copies: the arguments are slices of the whole request, which
-            // the hash would otherwise keep alive as long as the field.
-            let (f, v) = (Bytes::copy_from_slice(f), Bytes::copy_from_slice(v));
-            delta.merge(map.set(f, v, start_ts, dot));
+            // A copy of the value: the argument is a slice of the whole
+            // request, which the hash would otherwise keep alive as long
+            // as the field (the field's name is copied into the hash).
+            delta.merge(map.set(f, Bytes::copy_from_slice(v), start_ts, dot));
         }
         let answer = match reply {
             HSetReply::Count => OpReply::Int(created),
@@ -222,12 +222,7 @@ fn set_nx(key: &[u8], view: &mut impl KeyView, f: &Bytes, v: &Bytes) -> OpReply 
         }
         (
             OpReply::Int(1),
-            Some(map.set(
-                Bytes::copy_from_slice(f),
-                Bytes::copy_from_slice(v),
-                start_ts,
-                dot,
-            )),
+            Some(map.set(f, Bytes::copy_from_slice(v), start_ts, dot)),
         )
     })
 }
@@ -251,7 +246,7 @@ fn del(key: &[u8], view: &mut impl KeyView, fields: &[Bytes]) -> OpReply {
 
 fn incr_by(key: &[u8], view: &mut impl KeyView, f: &Bytes, by: i64) -> OpReply {
     write_hash(view, key, |map, start_ts, dot| {
-        match map.incr_by(f.clone(), by, start_ts, dot) {
+        match map.incr_by(f, by, start_ts, dot) {
             Ok((n, delta)) => (OpReply::Int(n), Some(delta)),
             Err(e) if e == elsa_lattice::counter::ERR_OVERFLOW => {
                 (OpReply::Error(super::ERR_OVERFLOW), None)
@@ -268,7 +263,7 @@ fn incr_by_float(key: &[u8], view: &mut impl KeyView, f: &Bytes, by: &[u8]) -> O
         match longdouble::incr_by_float(value, by) {
             Ok(text) => {
                 let text = Bytes::from(text);
-                let delta = map.set(f.clone(), text.clone(), start_ts, dot);
+                let delta = map.set(f, text.clone(), start_ts, dot);
                 (OpReply::Bulk(text), Some(delta))
             }
             Err(FloatError::NotFloat) => (OpReply::Error(ERR_HASH_NOT_FLOAT), None),
@@ -288,7 +283,7 @@ pub(super) fn next(seed: &mut u64) -> u64 {
 
 /// HRANDFIELD: one field, `count` distinct ones, or `-count` with repeats.
 fn rand_field(m: &OrMap, count: Option<i64>, with_values: bool, mut seed: u64) -> OpReply {
-    let mut fields: Vec<(Bytes, Bytes)> = m.iter().map(|(f, v)| (f.clone(), v)).collect();
+    let mut fields: Vec<(Bytes, Bytes)> = m.iter().map(|(f, v)| (f.to_bytes(), v)).collect();
     // Hash order differs between replicas: sort, so a seed picks alike.
     fields.sort();
     let Some(count) = count else {
@@ -330,7 +325,7 @@ fn scan(m: &OrMap, args: &ScanArgs) -> OpReply {
     let packed = m.len() <= PACKED_ELEMENTS
         && m.iter()
             .all(|(f, v)| f.len() <= PACKED_LEN && v.len() <= PACKED_LEN);
-    let fields: Vec<(Bytes, Bytes)> = m.iter().map(|(f, v)| (f.clone(), v)).collect();
+    let fields: Vec<(Bytes, Bytes)> = m.iter().map(|(f, v)| (f.to_bytes(), v)).collect();
     let (page, next_cursor) = args.page(fields, packed);
     let flat: Vec<OpReply> = page
         .into_iter()

@@ -11,7 +11,7 @@
 //! Redis 7.0's; member order is unspecified, as in Redis.
 
 use bytes::{Buf, BufMut, Bytes};
-use elsa_lattice::{Collection, Crdt, KeyState, Kind, OrSet};
+use elsa_lattice::{Collection, Crdt, Elem, KeyState, Kind, OrSet};
 
 use super::hashes::{get_bytes, get_list, get_u64, next, put_bytes, put_list};
 use super::{
@@ -135,13 +135,13 @@ impl SetOp {
         }
     }
 
-    fn answer(&self, s: &OrSet<Bytes>, exists: bool) -> OpReply {
+    fn answer(&self, s: &OrSet<Elem>, exists: bool) -> OpReply {
         match self {
-            SetOp::Members => OpReply::Set(s.iter().cloned().collect()),
-            SetOp::IsMember(m) => OpReply::Int(s.contains(m) as i64),
+            SetOp::Members => OpReply::Set(s.iter().map(Elem::to_bytes).collect()),
+            SetOp::IsMember(m) => OpReply::Int(s.contains(&m[..]) as i64),
             SetOp::MIsMember(ms) => OpReply::Array(
                 ms.iter()
-                    .map(|m| OpReply::Int(s.contains(m) as i64))
+                    .map(|m| OpReply::Int(s.contains(&m[..]) as i64))
                     .collect(),
             ),
             SetOp::Card => OpReply::Int(s.len() as i64),
@@ -152,7 +152,7 @@ impl SetOp {
     }
 }
 
-fn set_of(state: Option<&KeyState>) -> Option<&OrSet<Bytes>> {
+fn set_of(state: Option<&KeyState>) -> Option<&OrSet<Elem>> {
     match state?.collection.as_ref()? {
         Collection::Set(s) => Some(s),
         _ => None,
@@ -165,7 +165,7 @@ fn set_of(state: Option<&KeyState>) -> Option<&OrSet<Bytes>> {
 fn write_set(
     view: &mut impl KeyView,
     key: &[u8],
-    f: impl FnOnce(&OrSet<Bytes>, elsa_lattice::Version) -> (OpReply, Option<OrSet<Bytes>>),
+    f: impl FnOnce(&OrSet<Elem>, elsa_lattice::Version) -> (OpReply, Option<OrSet<Elem>>),
 ) -> OpReply {
     let w = match begin_collection_write(view, key, Kind::Set) {
         Ok(w) => w,
@@ -190,12 +190,12 @@ fn add(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
         let mut delta = OrSet::default();
         let mut added = 0;
         for m in members {
-            if delta.contains(m) {
+            if delta.contains(&m[..]) {
                 continue;
             }
-            // A copy: the argument is a slice of the whole request, which
-            // the set would otherwise keep alive for as long as the member.
-            if let Some(d) = set.add(Bytes::copy_from_slice(m), dot) {
+            // A copy (into the set's compact form), never the argument: a
+            // slice of the whole request, kept alive as long as the member.
+            if let Some(d) = set.add(Elem::new(m), dot) {
                 added += 1;
                 delta.merge(d);
             }
@@ -205,18 +205,14 @@ fn add(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
 }
 
 /// The removal of `members` (those present) as one delta.
-fn removal(
-    set: &OrSet<Bytes>,
-    members: &[Bytes],
-    dot: elsa_lattice::Version,
-) -> (i64, OrSet<Bytes>) {
+fn removal(set: &OrSet<Elem>, members: &[Bytes], dot: elsa_lattice::Version) -> (i64, OrSet<Elem>) {
     let mut delta = OrSet::default();
     let mut removed = 0;
     for m in members {
-        if delta.has_member(m) {
+        if delta.has_member(&m[..]) {
             continue;
         }
-        if let Some(d) = set.remove(m, dot) {
+        if let Some(d) = set.remove(&m[..], dot) {
             removed += 1;
             delta.merge(d);
         }
@@ -233,14 +229,14 @@ fn rem(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
 
 /// The members in a stable order (hash order differs between replicas):
 /// what a seed picks from.
-fn sorted(s: &OrSet<Bytes>) -> Vec<Bytes> {
-    let mut v: Vec<Bytes> = s.iter().cloned().collect();
+fn sorted(s: &OrSet<Elem>) -> Vec<Bytes> {
+    let mut v: Vec<Bytes> = s.iter().map(Elem::to_bytes).collect();
     v.sort();
     v
 }
 
 /// `n` distinct members picked with `seed` (a partial Fisher–Yates).
-fn pick(s: &OrSet<Bytes>, n: usize, mut seed: u64) -> Vec<Bytes> {
+fn pick(s: &OrSet<Elem>, n: usize, mut seed: u64) -> Vec<Bytes> {
     let mut v = sorted(s);
     let n = n.min(v.len());
     for i in 0..n {
@@ -268,7 +264,7 @@ fn pop(key: &[u8], view: &mut impl KeyView, count: Option<u64>, seed: u64) -> Op
     })
 }
 
-fn rand_member(s: &OrSet<Bytes>, exists: bool, count: Option<i64>, mut seed: u64) -> OpReply {
+fn rand_member(s: &OrSet<Elem>, exists: bool, count: Option<i64>, mut seed: u64) -> OpReply {
     let Some(count) = count else {
         return pick(s, 1, seed)
             .into_iter()
@@ -296,8 +292,8 @@ fn rand_member(s: &OrSet<Bytes>, exists: bool, count: Option<i64>, mut seed: u64
 
 /// SSCAN: a small set whole (cursor 0), a bigger one `count` members at a
 /// time in sorted order (see `ScanArgs::page`).
-fn scan(s: &OrSet<Bytes>, args: &ScanArgs) -> OpReply {
-    let members: Vec<Bytes> = s.iter().cloned().collect();
+fn scan(s: &OrSet<Elem>, args: &ScanArgs) -> OpReply {
+    let members: Vec<Bytes> = s.iter().map(Elem::to_bytes).collect();
     let packed = members.len() <= PACKED_ELEMENTS;
     let (page, next_cursor) = args.page(members, packed);
     OpReply::Array(vec![
@@ -315,7 +311,7 @@ fn scan(s: &OrSet<Bytes>, args: &ScanArgs) -> OpReply {
 /// `None` when absent, WRONGTYPE when not a set.
 fn members_of(view: &mut impl KeyView, key: &[u8]) -> Result<Option<Vec<Bytes>>, OpReply> {
     Ok(read_collection(view, key, Kind::Set)?
-        .and_then(|s| set_of(Some(&s)).map(|x| x.iter().cloned().collect())))
+        .and_then(|s| set_of(Some(&s)).map(|x| x.iter().map(Elem::to_bytes).collect())))
 }
 
 fn move_member(key: &[u8], view: &mut impl KeyView, to: &[u8], member: &Bytes) -> OpReply {
@@ -331,7 +327,7 @@ fn move_member(key: &[u8], view: &mut impl KeyView, to: &[u8], member: &Bytes) -
     if let Err(e) = read_collection(view, to, Kind::Set) {
         return e;
     }
-    let present = set_of(Some(&src)).is_some_and(|s| s.contains(member));
+    let present = set_of(Some(&src)).is_some_and(|s| s.contains(&member[..]));
     drop(src);
     if key == to {
         return OpReply::Int(present as i64);
@@ -421,7 +417,7 @@ fn combine(
         let (_, dot) = view.stamp();
         let mut s = OrSet::default();
         for m in result {
-            if let Some(d) = s.add(m, dot) {
+            if let Some(d) = s.add(Elem::from(m), dot) {
                 s.merge(d);
             }
         }

@@ -997,7 +997,7 @@ fn increments_gossip_a_counter_delta_not_the_whole_value() {
         panic!("a counter ships as a typed delta: {:?}", flushed[0].state);
     };
     // Only this node's running total: the base travelled with the SET.
-    assert_eq!(delta.string.base().value, None);
+    assert_eq!(delta.string.base_value(), None);
     assert_eq!(delta.string.tallies().get(7).total, 3);
     // A replica that has the SET and gets the delta reads 13; so does one
     // that gets the delta first (merges commute).
@@ -1019,10 +1019,10 @@ fn typed_digests_compare_content_not_only_the_newest_version() {
     let v1 = Version::new(100 << 16, 1);
     let v2 = Version::new(200 << 16, 2);
     let d1 = KeyState::of(Collection::Set(
-        OrSet::default().add(Bytes::from("a"), v1).expect("new"),
+        OrSet::default().add("a".into(), v1).expect("new"),
     ));
     let d2 = KeyState::of(Collection::Set(
-        OrSet::default().add(Bytes::from("b"), v2).expect("new"),
+        OrSet::default().add("b".into(), v2).expect("new"),
     ));
     let (mut a, mut b) = (shard(), shard());
     a.op_merge(
@@ -1067,20 +1067,20 @@ fn removed_members_are_collected_past_the_horizon_and_an_emptied_set_goes() {
     let mut entries = Vec::new();
     for i in 0..10u64 {
         let d = set
-            .add(Bytes::from(format!("m{i}")), v(10 + i))
+            .add(format!("m{i}").as_str().into(), v(10 + i))
             .expect("new");
         set.merge(d.clone());
         entries.push(typed_entry("s", KeyState::of(Collection::Set(d))));
     }
     for i in 0..6u64 {
         let d = set
-            .remove(&Bytes::from(format!("m{i}")), v(30 + i))
+            .remove(format!("m{i}").as_bytes(), v(30 + i))
             .expect("member");
         set.merge(d.clone());
         entries.push(typed_entry("s", KeyState::of(Collection::Set(d))));
     }
-    let gone = OrSet::default().add(Bytes::from("x"), v(40)).expect("new");
-    let gone_rm = gone.remove(&Bytes::from("x"), v(41)).expect("member");
+    let gone = OrSet::default().add("x".into(), v(40)).expect("new");
+    let gone_rm = gone.remove(&b"x"[..], v(41)).expect("member");
     entries.push(typed_entry("gone", KeyState::of(Collection::Set(gone))));
     entries.push(typed_entry("gone", KeyState::of(Collection::Set(gone_rm))));
     s.op_merge(&entries, false).expect("merge");
