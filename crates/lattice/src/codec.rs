@@ -12,6 +12,9 @@
 //! ttl:        [has_expiry u8][expire u64 if set] version
 //! collection: [0] none | [1] hash: version [n u32] n × ([len u32][field] presence counter)
 //!                      | [2] set:  version [n u32] n × ([len u32][member] presence)
+//!                      | [3] zset: version [n u32] n × ([len u32][member] presence score)
+//! score:      [base f64 bits u64] version ftallies(observed) ftallies(totals)
+//! ftallies:   [n u32] n × ([origin u32][total f64 bits u64] version)
 //! presence:   dots(adds) dots(removes) version(removed_at)
 //! dots:       [n u32] n × ([origin u32][ts u64])
 //! ```
@@ -29,6 +32,7 @@ use crate::counter::{Tallies, Tally};
 use crate::key::{Collection, KeyState, Ttl};
 use crate::ormap::{Field, OrMap};
 use crate::orset::{digest_of, OrSet};
+use crate::zset::{FTallies, FTally, Member, Score, ZSet};
 use crate::{Counter, Dots, Elem, Presence, Version};
 
 /// The smallest encoding of one set member (a length and two empty dot
@@ -67,6 +71,16 @@ impl KeyState {
                 for (member, p) in &s.members {
                     put_bytes(out, member);
                     put_presence(out, p);
+                }
+            }
+            Some(Collection::ZSet(z)) => {
+                out.put_u8(3);
+                put_version(out, z.newest);
+                out.put_u32_le(z.members.len() as u32);
+                for (member, m) in &z.members {
+                    put_bytes(out, member);
+                    put_presence(out, &m.presence);
+                    put_score(out, &m.score);
                 }
             }
         }
@@ -136,6 +150,28 @@ impl KeyState {
                 s.digest = digest_of(&s.members);
                 Some(Collection::Set(s))
             }
+            3 => {
+                let newest = get_version(buf)?;
+                let n = get_count(buf, MIN_MEMBER + 8 + 12 + 8)?;
+                let mut z = ZSet {
+                    newest,
+                    ..ZSet::default()
+                };
+                z.members.reserve(n);
+                for _ in 0..n {
+                    let member = Elem::new(&get_bytes(buf)?);
+                    let m = Member {
+                        presence: get_presence(buf)?,
+                        score: get_score(buf)?,
+                    };
+                    z.live += usize::from(m.is_live());
+                    if z.members.insert(member, m).is_some() {
+                        return None; // a member twice: not a state we wrote
+                    }
+                }
+                z.digest = digest_of(&z.members);
+                Some(Collection::ZSet(z))
+            }
             _ => return None,
         };
         Some(KeyState {
@@ -162,6 +198,7 @@ impl KeyState {
             None => 0,
             Some(Collection::Hash(m)) => m.digest() ^ 0x4a5b,
             Some(Collection::Set(s)) => s.digest() ^ 0x5e75,
+            Some(Collection::ZSet(z)) => z.digest() ^ 0x25e7,
         };
         h.hash_one((&self.string, self.floor, self.ttl)) ^ collection.rotate_left(17)
     }
@@ -221,6 +258,42 @@ fn put_presence(out: &mut Vec<u8>, p: &Presence) {
     put_dots(out, &p.adds);
     put_dots(out, p.removes());
     put_version(out, p.removed_at());
+}
+
+fn put_ftallies(out: &mut Vec<u8>, t: &FTallies) {
+    out.put_u32_le(t.0.len() as u32);
+    for (origin, tally) in &t.0 {
+        out.put_u32_le(*origin);
+        out.put_u64_le(tally.total.to_bits());
+        put_version(out, tally.version);
+    }
+}
+
+fn put_score(out: &mut Vec<u8>, s: &Score) {
+    out.put_u64_le(s.base().to_bits());
+    put_version(out, s.version());
+    put_ftallies(out, s.observed());
+    put_ftallies(out, s.totals());
+}
+
+fn get_ftallies(buf: &mut Bytes) -> Option<FTallies> {
+    let n = get_count(buf, 4 + 8 + 12)?;
+    let mut t = FTallies::default();
+    for _ in 0..n {
+        let origin = get_u32(buf)?;
+        let total = f64::from_bits(get_u64(buf)?);
+        let version = get_version(buf)?;
+        t.offer(origin, FTally { total, version });
+    }
+    Some(t)
+}
+
+fn get_score(buf: &mut Bytes) -> Option<Score> {
+    let base = f64::from_bits(get_u64(buf)?);
+    let version = get_version(buf)?;
+    let observed = get_ftallies(buf)?;
+    let totals = get_ftallies(buf)?;
+    Some(Score::from_parts(base, version, observed, totals))
 }
 
 fn get_u8(buf: &mut Bytes) -> Option<u8> {

@@ -22,6 +22,7 @@
 use crate::counter::Counter;
 use crate::ormap::OrMap;
 use crate::orset::OrSet;
+use crate::zset::ZSet;
 use crate::{Crdt, Version};
 
 /// The collection a key may hold.
@@ -31,6 +32,8 @@ pub enum Collection {
     Hash(OrMap),
     /// A set of members.
     Set(OrSet<crate::Elem>),
+    /// A sorted set.
+    ZSet(ZSet),
 }
 
 impl Collection {
@@ -39,6 +42,7 @@ impl Collection {
         match self {
             Collection::Hash(m) => m.newest(),
             Collection::Set(s) => s.newest(),
+            Collection::ZSet(z) => z.newest(),
         }
     }
 
@@ -47,6 +51,7 @@ impl Collection {
         match self {
             Collection::Hash(m) => m.is_empty(),
             Collection::Set(s) => s.is_empty(),
+            Collection::ZSet(z) => z.is_empty(),
         }
     }
 
@@ -54,6 +59,7 @@ impl Collection {
         match self {
             Collection::Hash(_) => Kind::Hash,
             Collection::Set(_) => Kind::Set,
+            Collection::ZSet(_) => Kind::ZSet,
         }
     }
 
@@ -61,6 +67,7 @@ impl Collection {
         match self {
             Collection::Hash(m) => m.drop_through(floor),
             Collection::Set(s) => s.drop_through(floor),
+            Collection::ZSet(z) => z.drop_through(floor),
         }
     }
 
@@ -68,6 +75,7 @@ impl Collection {
         match self {
             Collection::Hash(m) => m.has_no_entries(),
             Collection::Set(s) => s.has_no_entries(),
+            Collection::ZSet(z) => z.has_no_entries(),
         }
     }
 
@@ -77,6 +85,7 @@ impl Collection {
         match (self, other) {
             (Collection::Hash(a), Collection::Hash(b)) => Ok(a.merge(b)),
             (Collection::Set(a), Collection::Set(b)) => Ok(a.merge(b)),
+            (Collection::ZSet(a), Collection::ZSet(b)) => Ok(a.merge(b)),
             (_, other) => Err(other),
         }
     }
@@ -93,6 +102,8 @@ pub enum Kind {
     Hash,
     /// A set.
     Set,
+    /// A sorted set.
+    ZSet,
 }
 
 impl Kind {
@@ -103,6 +114,7 @@ impl Kind {
             Kind::String => "string",
             Kind::Hash => "hash",
             Kind::Set => "set",
+            Kind::ZSet => "zset",
         }
     }
 }
@@ -188,7 +200,7 @@ impl KeyState {
     /// The collection, when the key shows one.
     pub fn visible_collection(&self, now_ms: u64) -> Option<&Collection> {
         match self.kind(now_ms) {
-            Kind::Hash | Kind::Set => self.collection.as_ref(),
+            Kind::Hash | Kind::Set | Kind::ZSet => self.collection.as_ref(),
             _ => None,
         }
     }
@@ -242,6 +254,7 @@ impl KeyState {
             delta.collection = Some(match c {
                 Collection::Hash(m) => Collection::Hash(m.clear(dot)),
                 Collection::Set(s) => Collection::Set(s.clear(dot)),
+                Collection::ZSet(z) => Collection::ZSet(z.clear(dot)),
             });
             delta.ttl = Ttl {
                 expire_ms: None,
@@ -274,6 +287,19 @@ impl KeyState {
                             + f.heap_bytes()
                             + presence(&x.presence)
                             + x.value.heap_bytes()
+                    })
+                    .sum(),
+                Some(Collection::ZSet(z)) => z
+                    .members
+                    .iter()
+                    .map(|(e, m)| {
+                        // Its slot, and its place in the order index.
+                        8 + INDEX
+                            + std::mem::size_of::<(crate::Elem, crate::zset::Member)>()
+                            + 2 * e.heap_bytes()
+                            + 40
+                            + presence(&m.presence)
+                            + m.score.heap_bytes()
                     })
                     .sum(),
                 Some(Collection::Set(s)) => s
@@ -320,7 +346,7 @@ impl KeyState {
                 let expire = target.string.expire_ms();
                 KeyState::of_string(self.string.set(value, expire, start_ts, dot))
             }
-            Kind::Hash | Kind::Set => {
+            Kind::Hash | Kind::Set | Kind::ZSet => {
                 let same = mine == theirs;
                 let to = target.collection.as_ref().expect("a collection shows");
                 let same_kind = self.collection.as_ref().map(Collection::kind) == Some(to.kind());
@@ -378,6 +404,25 @@ impl KeyState {
                         }
                         Collection::Set(d)
                     }
+                    (Collection::ZSet(t), own) => {
+                        let empty = ZSet::default();
+                        let z = match own {
+                            Some(Collection::ZSet(z)) if same => z,
+                            _ => &empty,
+                        };
+                        let mut d = ZSet::default();
+                        for (m, score) in t.iter() {
+                            if z.score(m).map(f64::to_bits) != Some(score.to_bits()) {
+                                d.merge(z.set(m, score, dot));
+                            }
+                        }
+                        for (m, _) in z.iter() {
+                            if t.score(m).is_none() {
+                                d.merge(z.remove(m, dot).expect("a live member"));
+                            }
+                        }
+                        Collection::ZSet(d)
+                    }
                 };
                 delta.merge(KeyState::of(part));
                 // The expiry is written even when unchanged: a write is a
@@ -399,6 +444,7 @@ impl KeyState {
             None => 0,
             Some(Collection::Hash(m)) => m.collect(horizon),
             Some(Collection::Set(s)) => s.collect(horizon),
+            Some(Collection::ZSet(z)) => z.collect(horizon),
         }
     }
 
@@ -409,6 +455,7 @@ impl KeyState {
             None => false,
             Some(Collection::Hash(m)) => m.entries() > m.len(),
             Some(Collection::Set(s)) => s.entries() > s.len(),
+            Some(Collection::ZSet(z)) => z.entries() > z.len(),
         }
     }
 

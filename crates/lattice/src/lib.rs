@@ -28,6 +28,7 @@ pub mod key;
 mod lww;
 pub mod ormap;
 pub mod orset;
+pub mod zset;
 
 pub use counter::Counter;
 pub use dots::{Dots, Presence};
@@ -37,6 +38,7 @@ pub use key::{Collection, KeyState, Kind, Ttl};
 pub use lww::{Lww, Version};
 pub use ormap::OrMap;
 pub use orset::OrSet;
+pub use zset::ZSet;
 
 /// A timestamp from the [`Hlc`]: physical milliseconds in the high 48 bits,
 /// a logical counter in the low 16.

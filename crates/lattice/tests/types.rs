@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use elsa_lattice::{Collection, Crdt, KeyState, Kind, OrMap, OrSet, Version};
+use elsa_lattice::{Collection, Crdt, KeyState, Kind, OrMap, OrSet, Version, ZSet};
 use proptest::prelude::*;
 
 /// One command on the key.
@@ -28,6 +28,9 @@ enum Cmd {
     HDel(u8),
     SAdd(u8),
     SRem(u8),
+    ZAdd(u8, i8),
+    ZIncr(u8, i8),
+    ZRem(u8),
 }
 
 fn cmd() -> impl Strategy<Value = Cmd> {
@@ -40,6 +43,9 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         (0u8..3).prop_map(Cmd::HDel),
         (0u8..4).prop_map(Cmd::SAdd),
         (0u8..4).prop_map(Cmd::SRem),
+        (0u8..3, -3i8..4).prop_map(|(m, s)| Cmd::ZAdd(m, s)),
+        (0u8..3, -3i8..4).prop_map(|(m, n)| Cmd::ZIncr(m, n)),
+        (0u8..3).prop_map(Cmd::ZRem),
     ]
 }
 
@@ -60,6 +66,10 @@ fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
     let set = || match &state.collection {
         Some(Collection::Set(s)) => s.clone(),
         _ => OrSet::default(),
+    };
+    let zset = || match &state.collection {
+        Some(Collection::ZSet(z)) => z.clone(),
+        _ => ZSet::default(),
     };
     match cmd {
         Cmd::Set(v) => Some(KeyState::of_string(state.string.set(
@@ -90,6 +100,7 @@ fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
             Kind::String => Some(KeyState::of_string(state.string.set(None, None, 0, dot))),
             Kind::Hash => Some(KeyState::of(Collection::Hash(hash().clear(dot)))),
             Kind::Set => Some(KeyState::of(Collection::Set(set().clear(dot)))),
+            Kind::ZSet => Some(KeyState::of(Collection::ZSet(zset().clear(dot)))),
         },
         Cmd::HSet(f, v) if matches!(kind, Kind::Hash | Kind::None) => Some(KeyState::of(
             Collection::Hash(hash().set(&b(f), b(v), 0, dot)),
@@ -107,6 +118,16 @@ fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
         Cmd::SRem(m) if kind == Kind::Set => {
             Some(KeyState::of(Collection::Set(set().remove(&b(m)[..], dot)?)))
         }
+        Cmd::ZAdd(m, sc) if matches!(kind, Kind::ZSet | Kind::None) => Some(KeyState::of(
+            Collection::ZSet(zset().set(&b(m), f64::from(*sc) / 2.0, dot)),
+        )),
+        Cmd::ZIncr(m, n) if matches!(kind, Kind::ZSet | Kind::None) => {
+            let (_, d) = zset().incr(&b(m), f64::from(*n) / 4.0, dot)?;
+            Some(KeyState::of(Collection::ZSet(d)))
+        }
+        Cmd::ZRem(m) if kind == Kind::ZSet => Some(KeyState::of(Collection::ZSet(
+            zset().remove(&b(m)[..], dot)?,
+        ))),
         _ => None,
     }
 }
@@ -118,6 +139,8 @@ enum Seen {
     String(Bytes),
     Hash(BTreeMap<Bytes, Bytes>),
     Set(BTreeSet<Bytes>),
+    /// Members and their scores' bits.
+    ZSet(BTreeMap<Bytes, u64>),
 }
 
 fn seen(s: &KeyState) -> Seen {
@@ -128,6 +151,9 @@ fn seen(s: &KeyState) -> Seen {
         }
         (Kind::Set, Some(Collection::Set(x))) => {
             Seen::Set(x.iter().map(|e| e.to_bytes()).collect())
+        }
+        (Kind::ZSet, Some(Collection::ZSet(z))) => {
+            Seen::ZSet(z.iter().map(|(m, s)| (m.to_bytes(), s.to_bits())).collect())
         }
         _ => Seen::None,
     }
@@ -186,6 +212,32 @@ fn model(seen: &Seen, cmd: &Cmd) -> Seen {
                 Seen::None
             } else {
                 Seen::Set(s)
+            }
+        }
+        (Seen::None, Cmd::ZAdd(m, sc)) => {
+            Seen::ZSet([(b(m), (f64::from(*sc) / 2.0).to_bits())].into())
+        }
+        (Seen::ZSet(z), Cmd::ZAdd(m, sc)) => {
+            let mut z = z.clone();
+            z.insert(b(m), (f64::from(*sc) / 2.0).to_bits());
+            Seen::ZSet(z)
+        }
+        (Seen::None, Cmd::ZIncr(m, n)) => {
+            Seen::ZSet([(b(m), (0.0 + f64::from(*n) / 4.0).to_bits())].into())
+        }
+        (Seen::ZSet(z), Cmd::ZIncr(m, n)) => {
+            let mut z = z.clone();
+            let old = z.get(&b(m)).map_or(0.0, |s| f64::from_bits(*s));
+            z.insert(b(m), (old + f64::from(*n) / 4.0).to_bits());
+            Seen::ZSet(z)
+        }
+        (Seen::ZSet(z), Cmd::ZRem(m)) => {
+            let mut z = z.clone();
+            z.remove(&b(m));
+            if z.is_empty() {
+                Seen::None
+            } else {
+                Seen::ZSet(z)
             }
         }
         _ => seen.clone(),

@@ -378,6 +378,10 @@ fn check_collection(
                     Some(Collection::Set(x)) => {
                         x.iter().map(|m| (m.to_vec(), Vec::new())).collect()
                     }
+                    Some(Collection::ZSet(z)) => z
+                        .iter()
+                        .map(|(m, s)| (m.to_vec(), s.to_string().into_bytes()))
+                        .collect(),
                     None => BTreeMap::new(),
                 },
                 _ => BTreeMap::new(),

@@ -191,6 +191,13 @@ fn collection_encoding(c: &Collection) -> &'static str {
                 "hashtable"
             }
         }
+        Collection::ZSet(z) => {
+            if z.len() <= 128 && z.iter().all(|(m, _)| m.len() <= 64) {
+                "listpack"
+            } else {
+                "skiplist"
+            }
+        }
         Collection::Set(s) => {
             if s.len() <= 512 && s.iter().all(|m| parse_i64(m).is_some()) {
                 "intset"
