@@ -81,6 +81,9 @@ impl Collection {
 
     /// Merges a collection of the same kind; false (and nothing done)
     /// for another kind.
+    // The Err hands the collection back unmoved: boxing it would cost an
+    // allocation on every merge of a delta.
+    #[allow(clippy::result_large_err)]
     fn merge_same(&mut self, other: Collection) -> Result<bool, Collection> {
         match (self, other) {
             (Collection::Hash(a), Collection::Hash(b)) => Ok(a.merge(b)),
@@ -107,6 +110,11 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// True for a hash, set or sorted set.
+    pub fn is_collection(self) -> bool {
+        matches!(self, Kind::Hash | Kind::Set | Kind::ZSet)
+    }
+
     /// Redis's name for it.
     pub fn name(self) -> &'static str {
         match self {
@@ -406,19 +414,24 @@ impl KeyState {
                     }
                     (Collection::ZSet(t), own) => {
                         let empty = ZSet::default();
+                        // Its own sorted set even when it shows nothing
+                        // (all removed): a score set anew must observe
+                        // the increments its member already had.
                         let z = match own {
-                            Some(Collection::ZSet(z)) if same => z,
+                            Some(Collection::ZSet(z)) => z,
                             _ => &empty,
                         };
                         let mut d = ZSet::default();
                         for (m, score) in t.iter() {
-                            if z.score(m).map(f64::to_bits) != Some(score.to_bits()) {
+                            if !same || z.score(m).map(f64::to_bits) != Some(score.to_bits()) {
                                 d.merge(z.set(m, score, dot));
                             }
                         }
-                        for (m, _) in z.iter() {
-                            if t.score(m).is_none() {
-                                d.merge(z.remove(m, dot).expect("a live member"));
+                        if same {
+                            for (m, _) in z.iter() {
+                                if t.score(m).is_none() {
+                                    d.merge(z.remove(m, dot).expect("a live member"));
+                                }
                             }
                         }
                         Collection::ZSet(d)

@@ -63,23 +63,7 @@ pub fn splits_exec(c: Control) -> bool {
 /// around; refused when it starts with a space, has anything after the
 /// digits (the text ends at a NUL byte) or overflows.
 pub(crate) fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    let s = cmd::c_str(arg);
-    if s.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match s[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for d in digits {
-        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some(if neg { n.wrapping_neg() } else { n })
+    elsa_shard::ops::parse_cursor(arg)
 }
 
 impl Conn {

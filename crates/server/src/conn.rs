@@ -551,6 +551,8 @@ pub(crate) fn write_op(w: &mut ReplyWriter<'_>, r: &OpReply) {
             }
         }
         OpReply::Pairs(pairs) => w.pairs(pairs),
+        OpReply::Double(d) => w.double(*d),
+        OpReply::Scored(pairs) => w.scored(pairs),
     }
 }
 

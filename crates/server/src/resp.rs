@@ -379,6 +379,38 @@ impl ReplyWriter<'_> {
         }
     }
 
+    /// A score: `,d` (RESP3), a bulk string `%.17g` (RESP2), as Redis
+    /// 7.0's `addReplyDouble`.
+    pub fn double(&mut self, d: f64) {
+        let text = elsa_shard::ops::zparse::format_g17(d);
+        if self.resp3 {
+            self.out.put_u8(b',');
+            self.out.extend_from_slice(text.as_bytes());
+            self.out.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(text.as_bytes());
+        }
+    }
+
+    /// Members with scores: RESP3 an array of [member, double] pairs,
+    /// RESP2 one flat array.
+    pub fn scored(&mut self, pairs: &[(Bytes, f64)]) {
+        if self.resp3 {
+            self.array(pairs.len());
+            for (m, s) in pairs {
+                self.array(2);
+                self.bulk(m);
+                self.double(*s);
+            }
+        } else {
+            self.array(pairs.len() * 2);
+            for (m, s) in pairs {
+                self.bulk(m);
+                self.double(*s);
+            }
+        }
+    }
+
     /// A list of bulk strings.
     pub fn bulks<'b>(&mut self, items: impl ExactSizeIterator<Item = &'b [u8]>) {
         self.array(items.len());

@@ -170,6 +170,7 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
         // The typed families carry their own compact encoding.
         Op::Hash(h) => (m.kind, m.value) = (26, h.encode()),
         Op::Sets(s) => (m.kind, m.value) = (27, s.encode()),
+        Op::ZSets(z) => (m.kind, m.value) = (28, z.encode()),
     }
     m
 }
@@ -272,6 +273,7 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
         25 => Op::MemoryUsage,
         26 => Op::Hash(elsa_shard::ops::hashes::HashOp::decode(m.value)?),
         27 => Op::Sets(elsa_shard::ops::sets::SetOp::decode(m.value)?),
+        28 => Op::ZSets(elsa_shard::ops::zsets::ZSetOp::decode(m.value)?),
         _ => return None,
     };
     Some(KeyOp {
@@ -302,6 +304,16 @@ pub fn reply_msg(r: &OpReply) -> ReplyMsg {
         OpReply::Map(pairs) => (m.kind, m.bulks) = (7, flatten(pairs)),
         OpReply::Set(members) => (m.kind, m.bulks) = (8, members.clone()),
         OpReply::Pairs(pairs) => (m.kind, m.bulks) = (9, flatten(pairs)),
+        // A score as its bits (an integer): exact, NaN-free by then.
+        OpReply::Double(d) => (m.kind, m.int) = (10, d.to_bits() as i64),
+        OpReply::Scored(pairs) => {
+            m.kind = 11;
+            m.bulks = pairs.iter().map(|(b, _)| b.clone()).collect();
+            m.items = pairs
+                .iter()
+                .map(|(_, s)| reply_msg(&OpReply::Double(*s)))
+                .collect();
+        }
     }
     m
 }
@@ -334,6 +346,14 @@ pub fn reply(m: ReplyMsg) -> OpReply {
         7 => OpReply::Map(pairs(m.bulks)),
         8 => OpReply::Set(m.bulks),
         9 => OpReply::Pairs(pairs(m.bulks)),
+        10 => OpReply::Double(f64::from_bits(m.int as u64)),
+        11 => OpReply::Scored(
+            m.bulks
+                .into_iter()
+                .zip(m.items)
+                .map(|(b, s)| (b, f64::from_bits(s.int as u64)))
+                .collect(),
+        ),
         _ => OpReply::Error(intern(&m.text)),
     }
 }

@@ -13,6 +13,7 @@ mod keys;
 mod object;
 mod sets;
 mod strings;
+mod zsets;
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -298,6 +299,86 @@ pub static COMMANDS: &[Spec] = &[
     spec!("sinterstore", -3, WS, 1, -1, 1, Data(sets::sinterstore)),
     spec!("sunionstore", -3, WS, 1, -1, 1, Data(sets::sunionstore)),
     spec!("sdiffstore", -3, WS, 1, -1, 1, Data(sets::sdiffstore)),
+    // sorted sets (one parser: `ops::zparse`)
+    spec!("zadd", -4, W, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zincrby", 4, W, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zrem", -3, &["write", "fast"], 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zscore", 3, R, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zmscore", -3, R, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zcard", 2, R, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zcount", 4, R, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zlexcount", 4, R, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zrank", -3, R, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zrevrank", -3, R, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zrange", -4, &["readonly"], 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zrevrange", -4, &["readonly"], 1, 1, 1, Data(zsets::zcmd)),
+    spec!(
+        "zrangebyscore",
+        -4,
+        &["readonly"],
+        1,
+        1,
+        1,
+        Data(zsets::zcmd)
+    ),
+    spec!(
+        "zrevrangebyscore",
+        -4,
+        &["readonly"],
+        1,
+        1,
+        1,
+        Data(zsets::zcmd)
+    ),
+    spec!("zrangebylex", -4, &["readonly"], 1, 1, 1, Data(zsets::zcmd)),
+    spec!(
+        "zrevrangebylex",
+        -4,
+        &["readonly"],
+        1,
+        1,
+        1,
+        Data(zsets::zcmd)
+    ),
+    spec!("zrangestore", -5, WS, 1, 2, 1, Data(zsets::zcmd)),
+    spec!("zremrangebyrank", 4, &["write"], 1, 1, 1, Data(zsets::zcmd)),
+    spec!(
+        "zremrangebyscore",
+        4,
+        &["write"],
+        1,
+        1,
+        1,
+        Data(zsets::zcmd)
+    ),
+    spec!("zremrangebylex", 4, &["write"], 1, 1, 1, Data(zsets::zcmd)),
+    spec!(
+        "zpopmin",
+        -2,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(zsets::zcmd)
+    ),
+    spec!(
+        "zpopmax",
+        -2,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(zsets::zcmd)
+    ),
+    spec!("zrandmember", -2, &["readonly"], 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zunion", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
+    spec!("zinter", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
+    spec!("zdiff", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
+    spec!("zunionstore", -4, WS, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zinterstore", -4, WS, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zdiffstore", -4, WS, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zintercard", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
+    spec!("zscan", -3, &["readonly"], 1, 1, 1, Data(zsets::zcmd)),
     // keys
     spec!("del", -2, &["write"], 1, -1, 1, Data(keys::del)),
     spec!("delete", -2, &["write"], 1, -1, 1, Data(keys::del)),
@@ -575,31 +656,7 @@ fn one(args: &Args, op: Op) -> Result<DataCmd, CmdError> {
 /// checked now, the options only once the key is found (Redis reads them
 /// after the key), so a refused option rides along in the op.
 pub fn scan_args(args: &Args) -> Result<elsa_shard::ops::ScanArgs, CmdError> {
-    use elsa_shard::ops::{ERR_NOT_INTEGER, ERR_SYNTAX};
-    let Some(cursor) = crate::admin::parse_cursor(&args[2]) else {
-        return Err("ERR invalid cursor".into());
-    };
-    let mut scan = elsa_shard::ops::ScanArgs {
-        cursor,
-        pattern: None,
-        count: 10,
-        refused: None,
-    };
-    let mut i = 3;
-    while i < args.len() && scan.refused.is_none() {
-        match args.get(i + 1) {
-            None => scan.refused = Some(ERR_SYNTAX),
-            Some(v) if is(&args[i], "COUNT") => match elsa_shard::ops::parse_i64(v) {
-                None => scan.refused = Some(ERR_NOT_INTEGER),
-                Some(n) if n < 1 => scan.refused = Some(ERR_SYNTAX),
-                Some(n) => scan.count = n as u64,
-            },
-            Some(v) if is(&args[i], "MATCH") => scan.pattern = Some(v.clone()),
-            Some(_) => scan.refused = Some(ERR_SYNTAX),
-        }
-        i += 2;
-    }
-    Ok(scan)
+    elsa_shard::ops::scan_args_of(args).map_err(CmdError)
 }
 
 /// Parses a whole-number argument.

@@ -29,6 +29,8 @@ mod keys;
 pub mod longdouble;
 pub mod sets;
 mod strings;
+pub mod zparse;
+pub mod zsets;
 
 use std::sync::Arc;
 
@@ -107,6 +109,60 @@ pub struct ScanArgs {
     pub count: u64,
     /// A refused option (`ERR_SYNTAX` or `ERR_NOT_INTEGER`).
     pub refused: Option<&'static str>,
+}
+
+/// Parses a SCAN cursor as Redis does (C's `strtoul`, base 10): an optional
+/// sign then digits, where no digits at all is 0 and a minus sign wraps
+/// around; refused when it starts with a space, has anything after the
+/// digits (the text ends at a NUL byte) or overflows.
+pub fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    let s = arg.iter().position(|&c| c == 0).map_or(arg, |n| &arg[..n]);
+    if s.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for d in digits {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if neg { n.wrapping_neg() } else { n })
+}
+
+/// HSCAN's, SSCAN's and ZSCAN's `key cursor [MATCH p] [COUNT n]`: the
+/// cursor is checked now, the options only once the key is found (Redis
+/// reads them after the key), so a refused option rides along in the op.
+pub fn scan_args_of(args: &[Bytes]) -> Result<ScanArgs, String> {
+    let Some(cursor) = parse_cursor(&args[2]) else {
+        return Err("ERR invalid cursor".into());
+    };
+    let mut scan = ScanArgs {
+        cursor,
+        pattern: None,
+        count: 10,
+        refused: None,
+    };
+    let mut i = 3;
+    while i < args.len() && scan.refused.is_none() {
+        match args.get(i + 1) {
+            None => scan.refused = Some(ERR_SYNTAX),
+            Some(v) if args[i].eq_ignore_ascii_case(b"COUNT") => match parse_i64(v) {
+                None => scan.refused = Some(ERR_NOT_INTEGER),
+                Some(n) if n < 1 => scan.refused = Some(ERR_SYNTAX),
+                Some(n) => scan.count = n as u64,
+            },
+            Some(v) if args[i].eq_ignore_ascii_case(b"MATCH") => scan.pattern = Some(v.clone()),
+            Some(_) => scan.refused = Some(ERR_SYNTAX),
+        }
+        i += 2;
+    }
+    Ok(scan)
 }
 
 /// A collection this small is answered whole by HSCAN and SSCAN (cursor
@@ -299,7 +355,9 @@ pub fn begin_collection_write(
     let same_kind = |s: &KeyState| {
         matches!(
             (&s.collection, want),
-            (Some(Collection::Hash(_)), Kind::Hash) | (Some(Collection::Set(_)), Kind::Set)
+            (Some(Collection::Hash(_)), Kind::Hash)
+                | (Some(Collection::Set(_)), Kind::Set)
+                | (Some(Collection::ZSet(_)), Kind::ZSet)
         )
     };
     Ok(match stored {
@@ -563,10 +621,12 @@ pub enum Op {
     Hash(hashes::HashOp),
     /// A set command (SADD…; `Set` is SET's).
     Sets(sets::SetOp),
+    /// A sorted-set command.
+    ZSets(zsets::ZSetOp),
 }
 
 /// The answer of an [`Op`], before RESP encoding.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum OpReply {
     /// Null bulk / null.
     Nil,
@@ -589,7 +649,16 @@ pub enum OpReply {
     /// Pairs: RESP3 an array of two-element arrays, RESP2 a flat array
     /// (HRANDFIELD … WITHVALUES).
     Pairs(Vec<(Bytes, Bytes)>),
+    /// A score: RESP3 a double, RESP2 a bulk string (`%.17g`).
+    Double(f64),
+    /// Members with scores: RESP3 an array of [member, double] pairs,
+    /// RESP2 one flat array (ZRANGE … WITHSCORES).
+    Scored(Vec<(Bytes, f64)>),
 }
+
+/// Scores in replies are never NaN (Redis refuses every command that would
+/// make one), so equality is total.
+impl Eq for OpReply {}
 
 /// Error text Redis uses for non-integer values and overflow.
 pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -626,6 +695,11 @@ pub const REPLY_TEXTS: &[&str] = &[
     WRONGTYPE,
     hashes::ERR_HASH_NOT_INTEGER,
     hashes::ERR_HASH_NOT_FLOAT,
+    zparse::ERR_NOT_FLOAT,
+    zparse::ERR_SCORE_NAN,
+    zparse::ERR_WEIGHT,
+    zparse::ERR_LIMIT_NEGATIVE,
+    "zset",
     "string",
     "none",
     "hash",
@@ -657,6 +731,7 @@ impl Op {
                 | Op::MemoryUsage
         ) && !matches!(self, Op::Hash(h) if !h.is_write())
             && !matches!(self, Op::Sets(s) if !s.is_write())
+            && !matches!(self, Op::ZSets(z) if !z.is_write())
     }
 
     /// Keys besides the one the op is applied to that it reads and may
@@ -667,6 +742,7 @@ impl Op {
         match self {
             Op::Rename { to, .. } | Op::Copy { to, .. } => std::slice::from_ref(to),
             Op::Sets(s) => s.other_keys(),
+            Op::ZSets(z) => z.other_keys(),
             _ => &[],
         }
     }
@@ -707,6 +783,7 @@ impl Op {
             Op::MemoryUsage => keys::memory_usage(key, view),
             Op::Hash(h) => h.apply(key, view),
             Op::Sets(s) => s.apply(key, view),
+            Op::ZSets(z) => z.apply(key, view),
         }
     }
 }

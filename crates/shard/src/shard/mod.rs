@@ -459,9 +459,7 @@ impl Shard {
             (None, Some(Value::Str(c))) => {
                 return self.install(hash, key, &EntryState::Plain(Some(c)), start_ts, version)
             }
-            (None, Some(Value::Typed(t)))
-                if t.kind(now_ms) != Kind::Hash && t.kind(now_ms) != Kind::Set =>
-            {
+            (None, Some(Value::Typed(t))) if !t.kind(now_ms).is_collection() => {
                 // A typed string (a counter moved by RENAME) lands plain.
                 let c = t.visible_string(now_ms).map(|value| Current {
                     value,

@@ -1,0 +1,867 @@
+//! Sorted-set commands (Redis's `t_zset.c`) on the add-wins map of scores
+//! (`elsa_lattice::ZSet`): ZADD ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT
+//! ZLEXCOUNT ZRANK ZREVRANK ZRANGE (BYSCORE BYLEX REV LIMIT WITHSCORES)
+//! ZREVRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX
+//! ZRANGESTORE ZPOPMIN ZPOPMAX ZRANDMEMBER ZREMRANGEBYRANK|SCORE|LEX ZUNION
+//! ZINTER ZDIFF (and STORE) ZINTERCARD ZSCAN. Commands of several keys
+//! reach the others through [`crate::ops::Op::other_keys`], so every path
+//! holds all of them and runs the command in one atomic step.
+//!
+//! A write is one delta at one version (see `elsa_lattice::zset` for how
+//! concurrent writes merge). Replies and errors are Redis 7.0's (ZRANK's
+//! WITHSCORE is 7.2's); arguments are parsed by [`super::zparse`], which
+//! also gives the op its wire form (the arguments, parsed again).
+
+use bytes::{Buf, BufMut, Bytes};
+use elsa_lattice::zset::Ordered;
+use elsa_lattice::{Collection, Crdt, Elem, KeyState, Kind, ZSet};
+
+use super::hashes::{get_list, next, put_list};
+use super::zparse::{
+    format_d2string, format_g17, parse, AddFlags, Aggregate, LexBound, RangeArgs, ZCmd, ZCombine,
+    ZRange, ERR_SCORE_NAN,
+};
+use super::{
+    begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply, ScanArgs, Value,
+    PACKED_ELEMENTS, WRONGTYPE,
+};
+
+/// One sorted-set command on one key (and, for some, others).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ZSetOp {
+    /// What it does.
+    pub cmd: ZCmd,
+    /// The command's arguments, name first: its wire form.
+    args: Vec<Bytes>,
+    /// Keys besides the one it runs on.
+    others: Vec<Bytes>,
+    /// Seed of ZRANDMEMBER's choice.
+    seed: u64,
+}
+
+/// Its scores are never NaN (the parser refuses them): equality is total.
+impl Eq for ZSetOp {}
+
+impl ZSetOp {
+    /// Parses a sorted-set command; the error is Redis's reply before it
+    /// looks at any key. `seed` drives ZRANDMEMBER.
+    pub fn parse(args: Vec<Bytes>, seed: u64) -> Result<ZSetOp, String> {
+        let cmd = parse(&args)?;
+        let others = match &cmd {
+            ZCmd::RangeStore { dest, .. } => vec![dest.clone()],
+            ZCmd::Combine { sources, dest, .. } => {
+                let mut o: Vec<Bytes> = sources[1..].to_vec();
+                o.extend(dest.iter().cloned());
+                o
+            }
+            ZCmd::InterCard { sources, .. } => sources[1..].to_vec(),
+            _ => Vec::new(),
+        };
+        Ok(ZSetOp {
+            cmd,
+            args,
+            others,
+            seed,
+        })
+    }
+
+    /// The key the op runs on.
+    pub fn key(&self) -> &Bytes {
+        match &self.cmd {
+            ZCmd::RangeStore { .. } => &self.args[2],
+            ZCmd::Combine { sources, .. } | ZCmd::InterCard { sources, .. } => &sources[0],
+            _ => &self.args[1],
+        }
+    }
+
+    /// True when the command may change a key.
+    pub fn is_write(&self) -> bool {
+        match &self.cmd {
+            ZCmd::Add { .. }
+            | ZCmd::Rem(_)
+            | ZCmd::RemRange(_)
+            | ZCmd::Pop { .. }
+            | ZCmd::RangeStore { .. } => true,
+            ZCmd::Combine { dest, .. } => dest.is_some(),
+            _ => false,
+        }
+    }
+
+    /// Keys besides the one the op is applied to (see `Op::other_keys`).
+    pub fn other_keys(&self) -> &[Bytes] {
+        &self.others
+    }
+
+    /// The op as bytes (`decode` parses the arguments again).
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::new();
+        out.put_u64_le(self.seed);
+        put_list(&mut out, &self.args);
+        Bytes::from(out)
+    }
+
+    /// Reads what [`ZSetOp::encode`] wrote.
+    pub fn decode(mut buf: Bytes) -> Option<ZSetOp> {
+        if buf.remaining() < 8 {
+            return None;
+        }
+        let seed = buf.get_u64_le();
+        let args = get_list(&mut buf)?;
+        if args.len() < 2 || !buf.is_empty() {
+            return None;
+        }
+        ZSetOp::parse(args, seed).ok()
+    }
+
+    /// Runs the command on `key`.
+    pub fn apply(&self, key: &[u8], view: &mut impl KeyView) -> OpReply {
+        match &self.cmd {
+            ZCmd::Add { flags, pairs } => add(key, view, *flags, pairs),
+            ZCmd::Rem(members) => write_zset(view, key, |z, dot| {
+                let mut delta = ZSet::default();
+                let mut n = 0;
+                for m in members {
+                    if delta.has_member(m) {
+                        continue;
+                    }
+                    if let Some(d) = z.remove(m, dot) {
+                        n += 1;
+                        delta.merge(d);
+                    }
+                }
+                (OpReply::Int(n), (n > 0).then_some(delta))
+            }),
+            ZCmd::RemRange(range) => write_zset(view, key, |z, dot| {
+                let o = z.ordered();
+                let (from, to) = positions(&o, range, false);
+                let doomed: Vec<Elem> = o
+                    .range(from, to)
+                    .into_iter()
+                    .map(|(_, m)| m.clone())
+                    .collect();
+                let mut delta = ZSet::default();
+                for m in &doomed {
+                    if let Some(d) = z.remove(m, dot) {
+                        delta.merge(d);
+                    }
+                }
+                let n = doomed.len() as i64;
+                (OpReply::Int(n), (n > 0).then_some(delta))
+            }),
+            ZCmd::Pop { max, count } => pop(key, view, *max, *count),
+            ZCmd::RangeStore { dest, args } => match read_zset(view, key) {
+                Err(e) => e,
+                Ok(state) => {
+                    let picked =
+                        zset_of(state.as_deref()).map_or_else(Vec::new, |z| range(z, args));
+                    store(view, dest, picked)
+                }
+            },
+            ZCmd::Combine { .. } | ZCmd::InterCard { .. } => self.combine(key, view),
+            read => match read_zset(view, key) {
+                Err(e) => e,
+                Ok(state) => {
+                    if let (
+                        Some(_),
+                        ZCmd::Scan(ScanArgs {
+                            refused: Some(e), ..
+                        }),
+                    ) = (&state, read)
+                    {
+                        return OpReply::Error(e);
+                    }
+                    let empty = ZSet::default();
+                    let exists = state.is_some();
+                    self.answer(zset_of(state.as_deref()).unwrap_or(&empty), exists)
+                }
+            },
+        }
+    }
+
+    fn answer(&self, z: &ZSet, exists: bool) -> OpReply {
+        let double_or_nil = |s: Option<f64>| s.map_or(OpReply::Nil, OpReply::Double);
+        match &self.cmd {
+            ZCmd::Score(m) => double_or_nil(z.score(m)),
+            ZCmd::MScore(ms) => {
+                OpReply::Array(ms.iter().map(|m| double_or_nil(z.score(m))).collect())
+            }
+            ZCmd::Card => OpReply::Int(z.len() as i64),
+            ZCmd::Count(range) => {
+                let o = z.ordered();
+                let (from, to) = positions(&o, range, false);
+                OpReply::Int(to.saturating_sub(from) as i64)
+            }
+            ZCmd::Rank {
+                member,
+                rev,
+                withscore,
+            } => match z.score(member) {
+                None => OpReply::Nil,
+                Some(s) => {
+                    let o = z.ordered();
+                    let r = o.rank(s, &Elem::new(member));
+                    let r = if *rev { o.len() - 1 - r } else { r };
+                    if *withscore {
+                        OpReply::Array(vec![OpReply::Int(r as i64), OpReply::Double(s)])
+                    } else {
+                        OpReply::Int(r as i64)
+                    }
+                }
+            },
+            ZCmd::Range(args) => {
+                let picked = range(z, args);
+                if args.withscores {
+                    OpReply::Scored(picked)
+                } else {
+                    OpReply::Array(picked.into_iter().map(|(m, _)| OpReply::Bulk(m)).collect())
+                }
+            }
+            ZCmd::RandMember { count, withscores } => {
+                rand_member(z, exists, *count, *withscores, self.seed)
+            }
+            ZCmd::Scan(args) => scan(z, args),
+            _ => OpReply::Error(super::ERR_SYNTAX),
+        }
+    }
+
+    /// ZUNION ZINTER ZDIFF (STORE) and ZINTERCARD: every source found (a
+    /// plain set counts, its members scored 1), then combined as Redis's
+    /// `zunionInterDiffGenericCommand` does.
+    fn combine(&self, key: &[u8], view: &mut impl KeyView) -> OpReply {
+        let no_weights: Vec<f64> = Vec::new();
+        let (how, sources, dest, weights, aggregate, withscores, refused, card) = match &self.cmd {
+            ZCmd::Combine {
+                how,
+                sources,
+                dest,
+                weights,
+                aggregate,
+                withscores,
+                refused,
+            } => (
+                *how,
+                sources,
+                dest.as_ref(),
+                weights,
+                *aggregate,
+                *withscores,
+                *refused,
+                None,
+            ),
+            ZCmd::InterCard {
+                sources,
+                limit,
+                refused,
+            } => (
+                ZCombine::Inter,
+                sources,
+                None,
+                &no_weights,
+                Aggregate::Sum,
+                false,
+                *refused,
+                Some(*limit),
+            ),
+            _ => return OpReply::Error(super::ERR_SYNTAX),
+        };
+        let mut inputs: Vec<(usize, Vec<(Bytes, f64)>)> = Vec::with_capacity(sources.len());
+        for (i, k) in sources.iter().enumerate() {
+            let k: &[u8] = if i == 0 { key } else { k };
+            match source_of(view, k) {
+                Ok(s) => inputs.push((i, s)),
+                Err(e) => return e,
+            }
+        }
+        if let Some(e) = refused {
+            return OpReply::Error(e);
+        }
+        let weight = |i: usize| weights.get(i).copied().unwrap_or(1.0);
+        let mut out: Vec<(Bytes, f64)> = Vec::new();
+        match how {
+            ZCombine::Diff => {
+                let (first, rest) = inputs.split_first().expect("at least one source");
+                for (m, s) in &first.1 {
+                    if !rest.iter().any(|(_, r)| r.iter().any(|(x, _)| x == m)) {
+                        out.push((m.clone(), *s));
+                    }
+                }
+            }
+            ZCombine::Union => {
+                inputs.sort_by_key(|(_, s)| s.len());
+                let mut acc: Vec<(Bytes, f64)> = Vec::new();
+                let mut at: std::collections::HashMap<Bytes, usize> = Default::default();
+                for (i, src) in &inputs {
+                    for (m, s) in src {
+                        let mut v = weight(*i) * s;
+                        if v.is_nan() {
+                            v = 0.0;
+                        }
+                        match at.get(m) {
+                            Some(&k) => aggregate_into(&mut acc[k].1, v, aggregate),
+                            None => {
+                                at.insert(m.clone(), acc.len());
+                                acc.push((m.clone(), v));
+                            }
+                        }
+                    }
+                }
+                out = acc;
+            }
+            ZCombine::Inter => {
+                inputs.sort_by_key(|(_, s)| s.len());
+                let (first, rest) = inputs.split_first().expect("at least one source");
+                let mut n = 0u64;
+                'members: for (m, s) in &first.1 {
+                    let mut score = weight(first.0) * s;
+                    if score.is_nan() {
+                        score = 0.0;
+                    }
+                    for (j, src) in rest {
+                        let v = if sources[*j] == sources[first.0] {
+                            s * weight(*j)
+                        } else {
+                            match src.iter().find(|(x, _)| x == m) {
+                                Some((_, v)) => v * weight(*j),
+                                None => continue 'members,
+                            }
+                        };
+                        aggregate_into(&mut score, v, aggregate);
+                    }
+                    if let Some(limit) = card {
+                        n += 1;
+                        if limit > 0 && n >= limit {
+                            break;
+                        }
+                    } else {
+                        out.push((m.clone(), score));
+                    }
+                }
+                if card.is_some() {
+                    return OpReply::Int(n as i64);
+                }
+            }
+        }
+        sort_scored(&mut out);
+        match dest {
+            Some(d) => store(view, d, out),
+            None if withscores => OpReply::Scored(out),
+            None => OpReply::Array(out.into_iter().map(|(m, _)| OpReply::Bulk(m)).collect()),
+        }
+    }
+}
+
+fn aggregate_into(target: &mut f64, v: f64, how: Aggregate) {
+    match how {
+        Aggregate::Sum => {
+            *target += v;
+            if target.is_nan() {
+                *target = 0.0;
+            }
+        }
+        Aggregate::Min => {
+            if v < *target {
+                *target = v;
+            }
+        }
+        Aggregate::Max => {
+            if v > *target {
+                *target = v;
+            }
+        }
+    }
+}
+
+/// Redis's order: score (`-0` equal to `0`), then member bytes.
+fn sort_scored(v: &mut [(Bytes, f64)]) {
+    let key = |s: f64| if s == 0.0 { 0.0 } else { s };
+    v.sort_by(|a, b| key(a.1).total_cmp(&key(b.1)).then_with(|| a.0.cmp(&b.0)));
+}
+
+fn zset_of(state: Option<&KeyState>) -> Option<&ZSet> {
+    match state?.collection.as_ref()? {
+        Collection::ZSet(z) => Some(z),
+        _ => None,
+    }
+}
+
+/// The sorted set `key` holds (`None` when absent), or WRONGTYPE. The
+/// state is shared with the store, so an order index a read builds stays
+/// with it.
+fn read_zset(
+    view: &mut impl KeyView,
+    key: &[u8],
+) -> Result<Option<std::sync::Arc<KeyState>>, OpReply> {
+    read_collection(view, key, Kind::ZSet)
+}
+
+/// A source of ZUNION and its relatives: a sorted set, or a set whose
+/// members score 1; absent: empty; anything else WRONGTYPE.
+fn source_of(view: &mut impl KeyView, key: &[u8]) -> Result<Vec<(Bytes, f64)>, OpReply> {
+    let now = view.now_ms();
+    match view.lookup(key) {
+        None => Ok(Vec::new()),
+        Some(Value::Str(_)) => Err(OpReply::Error(WRONGTYPE)),
+        Some(Value::Typed(s)) => match (s.kind(now), s.collection.as_ref()) {
+            (Kind::None, _) => Ok(Vec::new()),
+            (Kind::ZSet, Some(Collection::ZSet(z))) => {
+                Ok(z.iter().map(|(m, s)| (m.to_bytes(), s)).collect())
+            }
+            (Kind::Set, Some(Collection::Set(x))) => {
+                Ok(x.iter().map(|m| (m.to_bytes(), 1.0)).collect())
+            }
+            _ => Err(OpReply::Error(WRONGTYPE)),
+        },
+    }
+}
+
+/// Runs a writing command on `key` (see `sets::write_set`).
+fn write_zset(
+    view: &mut impl KeyView,
+    key: &[u8],
+    f: impl FnOnce(&ZSet, elsa_lattice::Version) -> (OpReply, Option<ZSet>),
+) -> OpReply {
+    let w = match begin_collection_write(view, key, Kind::ZSet) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let empty = ZSet::default();
+    let z = zset_of(w.state.as_deref()).unwrap_or(&empty);
+    let (reply, delta) = f(z, w.dot);
+    let CollectionWrite {
+        state, mut prefix, ..
+    } = w;
+    drop(state);
+    if let Some(delta) = delta {
+        prefix.merge(KeyState::of(Collection::ZSet(delta)));
+        view.merge(key, prefix);
+    }
+    reply
+}
+
+/// ZADD and ZINCRBY: each pair in order, as `zsetAdd` does, then one
+/// delta with each changed member's final score.
+fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)]) -> OpReply {
+    write_zset(view, key, |z, dot| {
+        let (mut added, mut updated, mut processed) = (0i64, 0i64, 0);
+        let mut result = 0.0;
+        // What this command made of each member so far: member, score,
+        // whether it is new.
+        let mut now: Vec<(Bytes, f64, bool)> = Vec::new();
+        for (score, m) in pairs {
+            let cur = match now.iter().find(|(x, _, _)| x == m) {
+                Some((_, s, _)) => Some(*s),
+                None => z.score(m),
+            };
+            match cur {
+                Some(cur) => {
+                    if f.nx {
+                        continue;
+                    }
+                    let new = if f.incr { score + cur } else { *score };
+                    if new.is_nan() {
+                        return (OpReply::Error(ERR_SCORE_NAN), None);
+                    }
+                    if (f.lt && new >= cur) || (f.gt && new <= cur) {
+                        continue;
+                    }
+                    processed += 1;
+                    result = new;
+                    if new != cur {
+                        updated += 1;
+                        set_now(&mut now, m, new, false);
+                    }
+                }
+                None if !f.xx => {
+                    added += 1;
+                    processed += 1;
+                    result = *score;
+                    set_now(&mut now, m, *score, true);
+                }
+                None => {}
+            }
+        }
+        let mut delta = ZSet::default();
+        for (m, s, new) in &now {
+            // An increment merges as one (concurrent ones elsewhere all
+            // count); a new member's zero increment is just its score.
+            let d = match pairs.first() {
+                Some((by, _)) if f.incr && !(*new && *by == 0.0) => match z.incr(m, *by, dot) {
+                    Some((_, d)) => d,
+                    None => return (OpReply::Error(ERR_SCORE_NAN), None),
+                },
+                _ => z.set(m, *s, dot),
+            };
+            delta.merge(d);
+        }
+        let reply = if f.incr {
+            if processed > 0 {
+                OpReply::Double(result)
+            } else {
+                OpReply::Nil
+            }
+        } else {
+            OpReply::Int(if f.ch { added + updated } else { added })
+        };
+        (reply, (!now.is_empty()).then_some(delta))
+    })
+}
+
+fn set_now(now: &mut Vec<(Bytes, f64, bool)>, m: &Bytes, s: f64, new: bool) {
+    // A small Redis set stores `-0` as the integer 0: it reads back as 0
+    // (the command's own reply still says -0), so -0 is stored as 0.
+    let s = if s == 0.0 { 0.0 } else { s };
+    match now.iter_mut().find(|(x, _, _)| x == m) {
+        Some(e) => e.1 = s,
+        None => now.push((m.clone(), s, new)),
+    }
+}
+
+/// The positions `from..to` (ascending) a range means.
+fn positions(o: &Ordered<'_>, range: &ZRange, rev: bool) -> (usize, usize) {
+    let len = o.len() as i64;
+    match range {
+        ZRange::Rank { start, stop } => {
+            let (mut s, mut e) = (*start, *stop);
+            if s < 0 {
+                s += len;
+            }
+            if e < 0 {
+                e += len;
+            }
+            if s < 0 {
+                s = 0;
+            }
+            if s > e || s >= len {
+                return (0, 0);
+            }
+            if e >= len {
+                e = len - 1;
+            }
+            if rev {
+                ((len - 1 - e) as usize, (len - s) as usize)
+            } else {
+                (s as usize, e as usize + 1)
+            }
+        }
+        ZRange::Score { min, max } => {
+            if min.score > max.score || (min.score == max.score && (min.exclusive || max.exclusive))
+            {
+                return (0, 0);
+            }
+            let from = o.score_start(*min);
+            let to = o.score_end(*max);
+            (from, to.max(from))
+        }
+        ZRange::Lex { min, max } => lex_positions(o, min, max, rev),
+    }
+}
+
+fn gte_min(m: &[u8], min: &LexBound) -> bool {
+    match min {
+        LexBound::Min => true,
+        LexBound::Max => false,
+        LexBound::Incl(x) => m >= &x[..],
+        LexBound::Excl(x) => m > &x[..],
+    }
+}
+
+fn lte_max(m: &[u8], max: &LexBound) -> bool {
+    match max {
+        LexBound::Max => true,
+        LexBound::Min => false,
+        LexBound::Incl(x) => m <= &x[..],
+        LexBound::Excl(x) => m < &x[..],
+    }
+}
+
+/// A lex range's positions, as Redis finds them: the range must be
+/// non-empty, the last member at or past min and the first at or before
+/// max; then (forward) the first member at or past min, and on while at
+/// or before max — (reverse) the last at or before max, and back while
+/// at or past min. On a set of one score that is the members between the
+/// bounds; on mixed scores (undefined in Redis) it is what a small Redis
+/// set answers (a walk of its listpack).
+fn lex_positions(o: &Ordered<'_>, min: &LexBound, max: &LexBound, rev: bool) -> (usize, usize) {
+    let key = |b: &LexBound| match b {
+        LexBound::Min => (0, Bytes::new()),
+        LexBound::Max => (2, Bytes::new()),
+        LexBound::Incl(x) | LexBound::Excl(x) => (1, x.clone()),
+    };
+    let ex = |b: &LexBound| matches!(b, LexBound::Excl(_));
+    let cmp = key(min).cmp(&key(max));
+    if cmp.is_gt() || (cmp.is_eq() && (ex(min) || ex(max))) {
+        return (0, 0);
+    }
+    let len = o.len();
+    if len == 0 {
+        return (0, 0);
+    }
+    let member = |i: usize| o.get(i).map(|(_, m)| m.to_vec()).unwrap_or_default();
+    if !gte_min(&member(len - 1), min) || !lte_max(&member(0), max) {
+        return (0, 0);
+    }
+    let big = matches!(o, Ordered::Big(_));
+    if !rev {
+        let start = if big {
+            partition(len, |i| !gte_min(&member(i), min))
+        } else {
+            (0..len).find(|&i| gte_min(&member(i), min)).unwrap_or(len)
+        };
+        if start == len || !lte_max(&member(start), max) {
+            return (0, 0);
+        }
+        let end = if big {
+            start + partition(len - start, |i| lte_max(&member(start + i), max))
+        } else {
+            (start..len)
+                .find(|&i| !lte_max(&member(i), max))
+                .unwrap_or(len)
+        };
+        (start, end)
+    } else {
+        let last = if big {
+            partition(len, |i| lte_max(&member(i), max)).checked_sub(1)
+        } else {
+            (0..len).rev().find(|&i| lte_max(&member(i), max))
+        };
+        let Some(last) = last else { return (0, 0) };
+        if !gte_min(&member(last), min) {
+            return (0, 0);
+        }
+        let first = if big {
+            partition(last + 1, |i| !gte_min(&member(i), min))
+        } else {
+            (0..=last)
+                .rev()
+                .find(|&i| !gte_min(&member(i), min))
+                .map_or(0, |i| i + 1)
+        };
+        (first, last + 1)
+    }
+}
+
+/// How many of `0..n` satisfy `pred`, which holds for a prefix.
+fn partition(n: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// The members (and scores) a range command answers, in its order.
+fn range(z: &ZSet, args: &RangeArgs) -> Vec<(Bytes, f64)> {
+    let o = z.ordered();
+    let (from, to) = positions(&o, &args.range, args.rev);
+    if from >= to {
+        return Vec::new();
+    }
+    let mut picked = o.range(from, to);
+    if args.rev {
+        picked.reverse();
+    }
+    let picked: Vec<(f64, &Elem)> = if matches!(args.range, ZRange::Rank { .. }) {
+        picked
+    } else {
+        // Redis: an offset past the set's end, or negative, answers
+        // nothing; a negative count means all.
+        if args.offset < 0 || (args.offset > 0 && args.offset as usize >= o.len()) {
+            return Vec::new();
+        }
+        let it = picked.into_iter().skip(args.offset as usize);
+        if args.limit < 0 {
+            it.collect()
+        } else {
+            it.take(args.limit as usize).collect()
+        }
+    };
+    picked.into_iter().map(|(s, m)| (m.to_bytes(), s)).collect()
+}
+
+/// Writes `picked` as the sorted set at `dest` (replacing any type), or
+/// deletes `dest` when it is empty; answers its size.
+fn store(view: &mut impl KeyView, dest: &[u8], picked: Vec<(Bytes, f64)>) -> OpReply {
+    let n = picked.len() as i64;
+    if picked.is_empty() {
+        view.store(dest, None);
+        return OpReply::Int(0);
+    }
+    let (_, dot) = view.stamp();
+    let mut z = ZSet::default();
+    for (m, s) in picked {
+        let d = z.set(&m, s, dot);
+        z.merge(d);
+    }
+    view.store(
+        dest,
+        Some(Value::Typed(std::sync::Arc::new(KeyState::of(
+            Collection::ZSet(z),
+        )))),
+    );
+    OpReply::Int(n)
+}
+
+fn pop(key: &[u8], view: &mut impl KeyView, max: bool, count: Option<u64>) -> OpReply {
+    match read_collection(view, key, Kind::ZSet) {
+        Err(e) => return e,
+        Ok(None) => return OpReply::Array(Vec::new()),
+        Ok(Some(_)) if count == Some(0) => return OpReply::Array(Vec::new()),
+        Ok(Some(_)) => {}
+    }
+    write_zset(view, key, |z, dot| {
+        let o = z.ordered();
+        let n = (count.unwrap_or(1) as usize).min(o.len());
+        let mut picked = if max {
+            o.range(o.len() - n, o.len())
+        } else {
+            o.range(0, n)
+        };
+        if max {
+            picked.reverse();
+        }
+        let mut delta = ZSet::default();
+        for (_, m) in &picked {
+            if let Some(d) = z.remove(m, dot) {
+                delta.merge(d);
+            }
+        }
+        let picked: Vec<(Bytes, f64)> =
+            picked.into_iter().map(|(s, m)| (m.to_bytes(), s)).collect();
+        let reply = match count {
+            Some(_) => OpReply::Scored(picked),
+            None => OpReply::Array(
+                picked
+                    .into_iter()
+                    .flat_map(|(m, s)| [OpReply::Bulk(m), OpReply::Double(s)])
+                    .collect(),
+            ),
+        };
+        (reply, (!delta.has_no_entries()).then_some(delta))
+    })
+}
+
+/// ZRANDMEMBER: one member, `count` distinct ones, or `-count` with
+/// repeats — picked from the set in its order, so a seed picks alike on
+/// every replica.
+fn rand_member(
+    z: &ZSet,
+    exists: bool,
+    count: Option<i64>,
+    withscores: bool,
+    mut seed: u64,
+) -> OpReply {
+    let o = z.ordered();
+    let mut all: Vec<(Bytes, f64)> = o
+        .range(0, o.len())
+        .into_iter()
+        .map(|(s, m)| (m.to_bytes(), s))
+        .collect();
+    let Some(count) = count else {
+        if all.is_empty() {
+            return OpReply::Nil;
+        }
+        let i = (next(&mut seed) % all.len() as u64) as usize;
+        return OpReply::Bulk(all.swap_remove(i).0);
+    };
+    if !exists || all.is_empty() || count == 0 {
+        return OpReply::Array(Vec::new());
+    }
+    let picked: Vec<(Bytes, f64)> = if count < 0 {
+        (0..count.unsigned_abs())
+            .map(|_| all[(next(&mut seed) % all.len() as u64) as usize].clone())
+            .collect()
+    } else {
+        let n = (count as u64).min(all.len() as u64) as usize;
+        for i in 0..n {
+            let j = i + (next(&mut seed) % (all.len() - i) as u64) as usize;
+            all.swap(i, j);
+        }
+        all.truncate(n);
+        all
+    };
+    if withscores {
+        OpReply::Scored(picked)
+    } else {
+        OpReply::Array(picked.into_iter().map(|(m, _)| OpReply::Bulk(m)).collect())
+    }
+}
+
+/// ZSCAN: a small set whole (cursor 0), its scores as a packed Redis set
+/// stores them; a bigger one `count` members at a time in member order.
+fn scan(z: &ZSet, args: &ScanArgs) -> OpReply {
+    let packed = z.len() <= PACKED_ELEMENTS && z.iter().all(|(m, _)| m.len() <= 64);
+    let mut members: Vec<(Bytes, f64)> = if packed {
+        let o = z.ordered();
+        o.range(0, o.len())
+            .into_iter()
+            .map(|(s, m)| (m.to_bytes(), s))
+            .collect()
+    } else {
+        z.iter().map(|(m, s)| (m.to_bytes(), s)).collect()
+    };
+    let next_cursor = if packed {
+        0
+    } else {
+        members.sort_by(|a, b| a.0.cmp(&b.0));
+        let from = (args.cursor as usize).min(members.len());
+        let to = from.saturating_add(args.count as usize).min(members.len());
+        members = members.drain(from..to).collect();
+        if to >= z.len() {
+            0
+        } else {
+            to as u64
+        }
+    };
+    let fmt = |s: f64| {
+        if packed {
+            format_d2string(s)
+        } else {
+            format_g17(s)
+        }
+    };
+    OpReply::Array(vec![
+        OpReply::Bulk(Bytes::from(next_cursor.to_string())),
+        OpReply::Array(
+            members
+                .into_iter()
+                .filter(|(m, _)| args.matches(m))
+                .flat_map(|(m, s)| [OpReply::Bulk(m), OpReply::Bulk(Bytes::from(fmt(s)))])
+                .collect(),
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(line: &str) -> ZSetOp {
+        let args: Vec<Bytes> = line
+            .split(' ')
+            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+            .collect();
+        ZSetOp::parse(args, 7).expect("parses")
+    }
+
+    #[test]
+    fn the_wire_form_is_the_arguments_parsed_again() {
+        for line in [
+            "ZADD k NX CH 1 a 2.5 b",
+            "ZRANGE k (1 +inf BYSCORE REV LIMIT 1 2 WITHSCORES",
+            "ZUNIONSTORE d 2 a b WEIGHTS 1 2 AGGREGATE MAX",
+            "ZRANDMEMBER k -3 WITHSCORES",
+            "ZSCAN k 0 MATCH a* COUNT 5",
+        ] {
+            let o = op(line);
+            assert_eq!(ZSetOp::decode(o.encode()), Some(o.clone()), "{line}");
+        }
+        let o = op("ZUNIONSTORE d 2 a b");
+        assert_eq!(o.other_keys(), &[Bytes::from("b"), Bytes::from("d")]);
+        assert_eq!(o.key(), &Bytes::from("a"));
+    }
+}
