@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Memory of big collections, Elsa against Redis on the same machine in the
 # same run (issue 13: a 1M-member set of 16-byte members and a 1M-field
-# hash of 16-byte fields and values cost at most 2x Redis's RSS). Each server starts empty, without
+# hash of 16-byte fields and values cost at most 2x Redis's RSS; issue 14:
+# a 1M-member sorted set too). Each server starts empty, without
 # persistence; the script loads one collection (SADD / HSET, 1000 elements
 # per command, through redis-cli --pipe), then reads the growth of the
 # server's RSS (VmRSS in /proc/PID/status) and its element count.
@@ -22,6 +23,10 @@ out = sys.stdout.buffer
 for base in range(0, n, 1000):
     if kind == "set":
         args = [b"SADD", b"big:set"] + [b"m%015d" % i for i in range(base, min(n, base + 1000))]
+    elif kind == "zset":
+        args = [b"ZADD", b"big:zset"]
+        for i in range(base, min(n, base + 1000)):
+            args += [b"%d" % ((i * 7919) % n), b"m%015d" % i]
     else:
         args = [b"HSET", b"big:hash"]
         for i in range(base, min(n, base + 1000)):
@@ -36,21 +41,24 @@ measure() { # type port pid -> MB
   local before after
   before=$(rss_kb "$3")
   redis-cli -p "$2" --pipe < "$TMP/$1.resp" > /dev/null
+  # A rank query: Elsa builds a big sorted set's order index on the first
+  # ordered read, so it is counted.
+  [ "$1" = zset ] && redis-cli -p "$2" ZRANK big:zset m000000000000007 > /dev/null
   sleep 1
   after=$(rss_kb "$3")
   echo $(( (after - before) / 1024 ))
 }
 
-for t in set hash; do
+for t in set hash zset; do
   load "$t" > "$TMP/$t.resp"
   start_redis
   rport=${REDIS_URL##*:}
   r=$(measure "$t" "$rport" "${PIDS[-1]}")
-  count=$(redis-cli -p "$rport" "$([ $t = set ] && echo SCARD || echo HLEN)" "big:$t")
+  count=$(redis-cli -p "$rport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; esac)" "big:$t")
   start_elsa
   eport=${ELSA_URL##*:}
   e=$(measure "$t" "$eport" "${PIDS[-1]}")
-  ecount=$(redis-cli -p "$eport" "$([ $t = set ] && echo SCARD || echo HLEN)" "big:$t")
+  ecount=$(redis-cli -p "$eport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; esac)" "big:$t")
   printf "%-5s N=%s  Redis %5s MB (%s elements)  Elsa %5s MB (%s elements)  Elsa/Redis %.2fx\n" \
     "$t" "$N" "$r" "$count" "$e" "$ecount" "$(echo "$e / $r" | bc -l)"
   kill "${PIDS[-1]}" "${PIDS[-2]}" 2>/dev/null || true
