@@ -10,7 +10,11 @@
 //!   `HSET` was acknowledged, with its value, and no field never sent;
 //! - a set every client `SADD`s members to, and `SREM`s some of them from,
 //!   holds every acknowledged add not acknowledged removed, and none of
-//!   the acknowledged removes.
+//!   the acknowledged removes;
+//! - a sorted set every client `ZINCRBY`s one shared member of scores the
+//!   number of acknowledged increments (concurrent `ZINCRBY`s all count),
+//!   and holds every member a client `ZADD`ed and did not `ZREM`, with its
+//!   score, and none it removed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +31,9 @@ const COUNTER: &str = "dt:counter";
 const HASH: &str = "dt:hash";
 /// The set every client adds members to and removes some from.
 const SET: &str = "dt:set";
+/// The sorted set every client increments one member of, and adds and
+/// removes its own members of.
+const ZSET: &str = "dt:zset";
 
 /// What one client did.
 #[derive(Default, Debug)]
@@ -45,6 +52,15 @@ struct Done {
     removed: BTreeSet<String>,
     /// Members whose SADD or SREM went unacknowledged.
     members_doubt: BTreeSet<String>,
+    /// ZINCRBYs of the shared member acknowledged, and in doubt.
+    zincr_acked: u64,
+    zincr_doubt: u64,
+    /// Own members ZADDed (acknowledged), with their scores.
+    zadded: BTreeMap<String, u64>,
+    /// Own members ZREMoved (acknowledged).
+    zremoved: BTreeSet<String>,
+    /// Own members whose ZADD or ZREM went unacknowledged.
+    zdoubt: BTreeSet<String>,
 }
 
 /// One client on node port `port`: increments, sets fields, adds and
@@ -66,7 +82,53 @@ fn client(port: u16, me: usize, stop: &AtomicBool) -> Done {
             },
         };
         n += 1;
-        let ok = match n % 4 {
+        let ok = match n % 6 {
+            4 => {
+                let r: redis::RedisResult<Value> = redis::cmd("ZINCRBY")
+                    .arg(ZSET)
+                    .arg(1)
+                    .arg("shared")
+                    .query(c);
+                let ok = matches!(r, Ok(Value::BulkString(_)) | Ok(Value::Double(_)));
+                if ok {
+                    done.zincr_acked += 1;
+                } else {
+                    done.zincr_doubt += 1;
+                }
+                ok
+            }
+            5 if n % 4 == 1 => {
+                // Remove one of this client's acknowledged members.
+                let Some(member) = done
+                    .zadded
+                    .keys()
+                    .find(|m| !done.zremoved.contains(*m) && !done.zdoubt.contains(*m))
+                    .cloned()
+                else {
+                    continue;
+                };
+                let r: redis::RedisResult<Value> =
+                    redis::cmd("ZREM").arg(ZSET).arg(&member).query(c);
+                let ok = matches!(r, Ok(Value::Int(1)));
+                if ok {
+                    done.zremoved.insert(member);
+                } else {
+                    done.zdoubt.insert(member);
+                }
+                ok
+            }
+            5 => {
+                let member = format!("c{me}:z{n}");
+                let r: redis::RedisResult<Value> =
+                    redis::cmd("ZADD").arg(ZSET).arg(n).arg(&member).query(c);
+                let ok = matches!(r, Ok(Value::Int(1)));
+                if ok {
+                    done.zadded.insert(member, n);
+                } else {
+                    done.zdoubt.insert(member);
+                }
+                ok
+            }
             0 => {
                 let field = format!("c{me}:f{n}");
                 let value = format!("v{n}");
@@ -95,7 +157,7 @@ fn client(port: u16, me: usize, stop: &AtomicBool) -> Done {
                 }
                 ok
             }
-            2 if n % 3 == 0 => {
+            2 if (n / 6) % 2 == 0 => {
                 // Remove one of this client's acknowledged members.
                 let Some(member) = done
                     .added
@@ -190,14 +252,20 @@ fn counters_hashes_and_sets_in_two_regions_keep_every_acknowledged_change() {
     for (i, d) in done.iter().enumerate() {
         println!(
             "[datatypes] client {i}: {} increments acked ({} in doubt), {} fields acked ({} in doubt), \
-             {} members added, {} removed ({} in doubt)",
+             {} members added, {} removed ({} in doubt), {} ZINCRBYs acked ({} in doubt), \
+             {} sorted-set members added, {} removed ({} in doubt)",
             d.incr_acked,
             d.incr_doubt,
             d.fields.len(),
             d.fields_doubt.len(),
             d.added.len(),
             d.removed.len(),
-            d.members_doubt.len()
+            d.members_doubt.len(),
+            d.zincr_acked,
+            d.zincr_doubt,
+            d.zadded.len(),
+            d.zremoved.len(),
+            d.zdoubt.len()
         );
     }
     let all: Vec<usize> = (0..c.len()).collect();
@@ -261,6 +329,48 @@ fn counters_hashes_and_sets_in_two_regions_keep_every_acknowledged_change() {
                 "node {}: member {m} was removed (acknowledged) but is there",
                 i + 1
             );
+        }
+    }
+    let zacked: u64 = done.iter().map(|d| d.zincr_acked).sum();
+    let zdoubt: u64 = done.iter().map(|d| d.zincr_doubt).sum();
+    assert!(zacked > 0, "ZINCRBYs got through");
+    for i in all.clone() {
+        let mut con = c.conn(i);
+        let scores: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(ZSET)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(&mut con)
+            .expect("ZRANGE");
+        let scores: BTreeMap<String, f64> = scores.into_iter().collect();
+        let shared = scores.get("shared").copied().unwrap_or(0.0) as u64;
+        assert!(
+            (zacked..=zacked + zdoubt).contains(&shared),
+            "node {}: the shared member scores {shared}, but {zacked} ZINCRBYs were acknowledged \
+             and {zdoubt} in doubt: concurrent increments in two regions must all count",
+            i + 1
+        );
+        for d in &done {
+            for (m, s) in &d.zadded {
+                if d.zdoubt.contains(m) {
+                    continue;
+                }
+                if d.zremoved.contains(m) {
+                    assert!(
+                        !scores.contains_key(m),
+                        "node {}: {m} was removed but is there",
+                        i + 1
+                    );
+                } else {
+                    assert_eq!(
+                        scores.get(m).copied(),
+                        Some(*s as f64),
+                        "node {}: sorted-set member {m}, added and never removed, is missing or changed",
+                        i + 1
+                    );
+                }
+            }
         }
     }
     for i in all {
