@@ -144,7 +144,8 @@ pub fn check(world: &World) -> Result<(), String> {
     // Counters: every replica, in every region, counts every acknowledged
     // increment — made concurrently by each region's primary — once.
     for (c, key) in world.counters.iter().enumerate() {
-        if crate::node::typed_kind(c) != 0 {
+        let zset = crate::node::typed_kind(c) == 3;
+        if !zset && crate::node::typed_kind(c) != 0 {
             check_collection(world, &snap, ring, c, key)?;
             continue;
         }
@@ -166,6 +167,13 @@ pub fn check(world: &World) -> Result<(), String> {
                     .get(&(id.node, id.index))
                     .and_then(|m| m.get(&key.key[..]));
                 let got = match held.map(|e| &e.state) {
+                    // A sorted set's shared member: its score, as text.
+                    Some(EntryState::Typed(s)) if zset => match s.visible_collection(0) {
+                        Some(elsa_lattice::Collection::ZSet(z)) => z
+                            .score(b"shared")
+                            .map(|v| bytes::Bytes::from((v as i64).to_string())),
+                        _ => None,
+                    },
                     Some(EntryState::Typed(s)) => s.visible_string(0),
                     Some(EntryState::Plain(c)) => c.as_ref().map(|c| c.value.clone()),
                     None => None,

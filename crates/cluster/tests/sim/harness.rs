@@ -330,7 +330,7 @@ fn world_of(s: &Scenario) -> World {
             .collect(),
         keys,
         acks: RefCell::new(Vec::new()),
-        counters: (0..6)
+        counters: (0..8)
             .map(|k| {
                 let key = Bytes::from(format!("typed:{k}"));
                 Key {

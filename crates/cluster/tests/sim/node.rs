@@ -157,9 +157,10 @@ pub struct Stats {
     pub group_passes: u64,
 }
 
-/// What typed key `c` is: 0 a counter, 1 a hash, 2 a set.
+/// What typed key `c` is: 0 a counter, 1 a hash, 2 a set, 3 a sorted
+/// set (whose one member every region's primary `ZINCRBY`s).
 pub fn typed_kind(c: usize) -> usize {
-    c % 3
+    c % 4
 }
 
 /// A key of the workload.
@@ -511,6 +512,18 @@ impl Node {
             .flatten();
         let op = match typed_kind(c) {
             0 => Op::IncrBy(by),
+            3 => Op::ZSets(
+                elsa_shard::ops::zsets::ZSetOp::parse(
+                    vec![
+                        Bytes::from_static(b"ZINCRBY"),
+                        key.key.clone(),
+                        Bytes::from(by.to_string()),
+                        Bytes::from_static(b"shared"),
+                    ],
+                    0,
+                )
+                .expect("ZINCRBY parses"),
+            ),
             1 => Op::Hash(elsa_shard::ops::hashes::HashOp::Set {
                 pairs: vec![(elem.clone(), Bytes::from(by.to_string()))],
                 reply: elsa_shard::ops::hashes::HSetReply::Count,
@@ -535,7 +548,7 @@ impl Node {
         self.changed(usize::from(id.index));
         let reply = replies.first().cloned();
         match (typed_kind(c), reply) {
-            (0, Some(elsa_shard::OpReply::Int(_))) => {
+            (0, Some(elsa_shard::OpReply::Int(_))) | (3, Some(elsa_shard::OpReply::Double(_))) => {
                 self.world.increments.borrow_mut().push((c, by))
             }
             (1, Some(elsa_shard::OpReply::Int(1))) => {
