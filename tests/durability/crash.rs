@@ -31,6 +31,8 @@ enum Kind {
     HSet,
     /// `SADD` of a new member to the writer's own set.
     SAdd,
+    /// `ZADD` of a new member to the writer's own sorted set.
+    ZAdd,
 }
 
 /// The ledger's name for field `field` of hash `key` (read with HGET).
@@ -44,12 +46,19 @@ fn set_slot(key: &str, member: &str) -> String {
     format!("s|{key}|{member}")
 }
 
+/// The ledger's name for member `member` of sorted set `key` (read with
+/// ZSCORE: present as its score).
+fn zset_slot(key: &str, member: &str) -> String {
+    format!("z|{key}|{member}")
+}
+
 /// What `keys` hold on `c`: plain keys with MGET, hash fields with HGET,
-/// set members with SISMEMBER (see `hash_slot`, `set_slot`).
+/// set members with SISMEMBER, sorted-set members with ZSCORE (see
+/// `hash_slot`, `set_slot`, `zset_slot`).
 fn read_all(c: &mut Connection, keys: &[&str]) -> HashMap<String, String> {
     let (plain, typed): (Vec<&str>, Vec<&str>) = keys
         .iter()
-        .partition(|k| !k.starts_with("h|") && !k.starts_with("s|"));
+        .partition(|k| !k.starts_with("h|") && !k.starts_with("s|") && !k.starts_with("z|"));
     let mut out = crate::mget_all(c, &plain);
     for chunk in typed.chunks(500) {
         let mut pipe = redis::pipe();
@@ -58,11 +67,12 @@ fn read_all(c: &mut Connection, keys: &[&str]) -> HashMap<String, String> {
             let (kind, key, elem) = (parts.next(), parts.next(), parts.next());
             match (kind, key, elem) {
                 (Some("h"), Some(key), Some(f)) => pipe.cmd("HGET").arg(key).arg(f),
+                (Some("z"), Some(key), Some(m)) => pipe.cmd("ZSCORE").arg(key).arg(m),
                 (Some(_), Some(key), Some(m)) => pipe.cmd("SISMEMBER").arg(key).arg(m),
                 _ => unreachable!("ledger names are built by hash_slot/set_slot"),
             };
         }
-        let answers: Vec<Value> = pipe.query(c).expect("HGET/SISMEMBER");
+        let answers: Vec<Value> = pipe.query(c).expect("HGET/SISMEMBER/ZSCORE");
         for (k, v) in chunk.iter().zip(answers) {
             match v {
                 Value::BulkString(b) => {
@@ -168,14 +178,20 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
             7..=9 => Kind::Txn,
             10..=11 => Kind::Incr,
             12..=13 => Kind::HSet,
-            _ => Kind::SAdd,
+            14 => Kind::SAdd,
+            _ => Kind::ZAdd,
         };
-        if matches!(kind, Kind::HSet | Kind::SAdd) {
+        if matches!(kind, Kind::HSet | Kind::SAdd | Kind::ZAdd) {
             n += 1;
             let pair = if kind == Kind::HSet {
                 let field = format!("f{n}");
                 let v = value(&mut rng, &field);
                 (hash_slot(&format!("{prefix}:h"), &field), v)
+            } else if kind == Kind::ZAdd {
+                (
+                    zset_slot(&format!("{prefix}:z"), &format!("m{n}")),
+                    rng.gen_range(-1000i64..1000).to_string(),
+                )
             } else {
                 (
                     set_slot(&format!("{prefix}:s"), &format!("m{n}")),
@@ -255,7 +271,7 @@ fn commit(c: &mut Connection, g: &Group) -> Fate {
         (false, _) => Fate::Refused(e.to_string()),
     };
     match g.kind {
-        Kind::HSet | Kind::SAdd => {
+        Kind::HSet | Kind::SAdd | Kind::ZAdd => {
             let (slot, v) = &g.pairs[0];
             let mut parts = slot.splitn(3, '|');
             let (_, key, elem) = (parts.next(), parts.next(), parts.next());
@@ -265,6 +281,12 @@ fn commit(c: &mut Connection, g: &Group) -> Fate {
                     .arg(key)
                     .arg(elem)
                     .arg(v)
+                    .query::<Value>(c)
+            } else if g.kind == Kind::ZAdd {
+                redis::cmd("ZADD")
+                    .arg(key)
+                    .arg(v)
+                    .arg(elem)
                     .query::<Value>(c)
             } else {
                 redis::cmd("SADD").arg(key).arg(elem).query::<Value>(c)
