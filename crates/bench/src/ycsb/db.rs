@@ -149,6 +149,18 @@ pub(super) fn db_write(
                 cmd.arg(wl.field(*i)).arg(v);
             }
             let r: redis::RedisResult<i64> = cmd.query(c);
+            let ok = resp(r)?.map(|_| true);
+            if !insert || ok != Ok(true) {
+                return Ok(ok);
+            }
+            // YCSB's Redis binding indexes every inserted record in one
+            // sorted set, scored by the key's Java hash code (a second
+            // command, as the binding sends it).
+            let r: redis::RedisResult<i64> = redis::cmd("ZADD")
+                .arg(INDEX_KEY)
+                .arg(java_hash(key))
+                .arg(key)
+                .query(c);
             Ok(resp(r)?.map(|_| true))
         }
         Conn::Resp(c) => {
@@ -183,6 +195,15 @@ pub(super) fn db_write(
     }
 }
 
+/// YCSB's Redis binding's index of records (a sorted set).
+const INDEX_KEY: &str = "_indices";
+
+/// Java's `String.hashCode`, YCSB's score of a key in the index.
+fn java_hash(key: &str) -> i32 {
+    key.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
 pub(super) fn db_scan(
     conn: &mut Conn,
     wl: &Workload,
@@ -193,12 +214,29 @@ pub(super) fn db_scan(
 ) -> Result<OpResult, BenchError> {
     match conn {
         Conn::Resp(c) if wl.hash_layout => {
-            let end = start.saturating_add(len).min(limit.max(start + 1));
+            // YCSB's Redis binding: the keys from the index (`ZRANGEBYSCORE
+            // _indices hash(startkey) +inf LIMIT 0 len`), then each record.
+            let _ = limit;
+            let r: redis::RedisResult<Vec<String>> = redis::cmd("ZRANGEBYSCORE")
+                .arg(INDEX_KEY)
+                .arg(java_hash(&wl.key(start)))
+                .arg("+inf")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(len)
+                .query(c);
+            let keys = match resp(r)? {
+                Ok(keys) => keys,
+                Err(e) => return Ok(Err(e)),
+            };
+            if keys.is_empty() {
+                return Ok(Ok(false));
+            }
             let mut pipe = redis::pipe();
-            for n in start..end {
+            for k in &keys {
                 match field {
-                    None => pipe.cmd("HGETALL").arg(wl.key(n)),
-                    Some(i) => pipe.cmd("HMGET").arg(wl.key(n)).arg(wl.field(i)),
+                    None => pipe.cmd("HGETALL").arg(k),
+                    Some(i) => pipe.cmd("HMGET").arg(k).arg(wl.field(i)),
                 };
             }
             let r: redis::RedisResult<Vec<redis::Value>> = pipe.query(c);
@@ -234,5 +272,15 @@ pub(super) fn db_scan(
             let r = c.query(stmt, &[&key, &(len as i64)]);
             Ok(pg(c, r)?.map(|rows| !rows.is_empty()))
         }
+    }
+}
+
+#[cfg(test)]
+mod java_hash_tests {
+    #[test]
+    fn java_hash_is_string_hashcode() {
+        assert_eq!(super::java_hash("user1"), 111_578_566);
+        assert_eq!(super::java_hash("user6284781860667377211"), -594_971_599);
+        assert_eq!(super::java_hash(""), 0);
     }
 }

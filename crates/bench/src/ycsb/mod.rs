@@ -6,12 +6,11 @@
 //! - **Elsa / Redis**, `redis.layout=hash` (the default): YCSB's own Redis
 //!   binding — a record is one hash, `<key>` with fields `field<i>`. Read
 //!   all fields = `HGETALL`, read one field = `HMGET`, update and insert =
-//!   `HSET` of the fields written (YCSB's `HMSET`). Scan of `n` records
-//!   from record number `k` = one pipeline of `HGETALL` (or `HMGET`) of
-//!   records `k..k+n` in record-number order (YCSB's binding orders scans
-//!   by a hash kept in a sorted set, which Elsa lacks until sorted sets
-//!   exist; the work per scan — one round trip reading `n` records — is
-//!   the same).
+//!   `HSET` of the fields written (YCSB's `HMSET`); an insert also adds
+//!   the key to the sorted set `_indices`, scored by its Java hash code.
+//!   Scan of `n` records from key `k` = `ZRANGEBYSCORE _indices hash(k)
+//!   +inf LIMIT 0 n`, then one pipeline of `HGETALL` (or `HMGET`) of the
+//!   keys it answered — as YCSB's binding does.
 //! - `redis.layout=strings`: one string key per field, `<key>:field<i>`.
 //!   Read all = `MGET`, one field = `GET`, update = `SET`/`MSET`, insert =
 //!   one `MSET`; scan = one `MGET` of records `k..k+n`.
