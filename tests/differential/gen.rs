@@ -7,10 +7,10 @@
 //!   choice). `SELECT 0`, and indexes out of Redis's range, are generated.
 //! - Elsa's own commands (PUT, DELETE, BEGIN, COMMIT, ABORT, ROLLBACK,
 //!   LASTCOMMIT, WAITREGION, ELSA.*): Redis has no counterpart to compare
-//!   with. Redis commands Elsa lacks (lists, sorted sets, LCS, …) are not
-//!   generated either, except a few truly unknown names for the
-//!   unknown-command error. Hashes and sets are (`gen_hashes.rs`,
-//!   `gen_sets.rs`).
+//!   with. Redis commands Elsa lacks (lists, LCS, …) are not generated
+//!   either, except a few truly unknown names for the unknown-command
+//!   error. Hashes, sets and sorted sets are (`gen_hashes.rs`,
+//!   `gen_sets.rs`, `gen_zsets.rs`).
 //! - `COPY … DB 1`..`DB 15` and `MEMORY DOCTOR|STATS|MALLOC-STATS|PURGE`
 //!   (see `gen_keys.rs`); SETRANGE and SETBIT that would really write at
 //!   the 512 MB limit (both servers would allocate it; refusals past the
@@ -55,6 +55,8 @@ mod keys;
 mod sets;
 #[path = "gen_strings.rs"]
 mod strings;
+#[path = "gen_zsets.rs"]
+mod zsets;
 
 /// One argument: literal bytes, or a time resolved when the command is sent
 /// (so a replayed or shrunk sequence still means "in 200 s", not a moment
@@ -544,6 +546,7 @@ impl Gen {
             }
             18..=19 => return self.ttl_probe(),
             20 => return self.object_probe(),
+            21..=23 => return self.zset_step(),
             _ => self.command(),
         };
         Step::one(cmd)
@@ -651,11 +654,13 @@ impl Gen {
 
     /// One ordinary command (data or control), valid or not.
     fn command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..14) {
+        match self.rng.gen_range(0..17) {
             0..=1 => return self.string_command(),
             2 => return self.key_command(),
             3..=4 => return self.hash_command(),
             5..=6 => return self.set_command(),
+            // Twice the commands of sets: a larger share.
+            7..=9 => return self.zset_command(),
             _ => {}
         }
         match self.rng.gen_range(0..100) {
@@ -962,7 +967,9 @@ impl Gen {
             ]);
         }
         if self.rng.gen_bool(0.2) {
-            let t = self.pick(&[b"string", b"STRING", b"none", b"hash", b"set", b"foo"]);
+            let t = self.pick(&[
+                b"string", b"STRING", b"none", b"hash", b"set", b"zset", b"foo",
+            ]);
             opts.push(vec![self.name("TYPE"), lit(t)]);
         }
         if self.rng.gen_bool(0.1) {
