@@ -159,6 +159,14 @@ pub fn parse_double(b: &[u8]) -> Option<f64> {
             f64::INFINITY
         });
     }
+    if let Some(hex) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+        let v = parse_hex(hex.as_bytes())?;
+        if v.is_infinite() || (v == 0.0 && hex.bytes().any(|c| c.is_ascii_hexdigit() && c != b'0'))
+        {
+            return None; // overflow or underflow: ERANGE
+        }
+        return Some(if s.starts_with('-') { -v } else { v });
+    }
     // Rust's grammar is strtod's decimal one, but also takes "inf"/"nan"
     // spellings, handled above, and never reports overflow.
     if !body
@@ -178,6 +186,50 @@ pub fn parse_double(b: &[u8]) -> Option<f64> {
         }
     }
     Some(v)
+}
+
+/// A C99 hexadecimal float without its `0x`: hex digits, an optional
+/// fraction, an optional binary exponent `p±n` (as `strtod` reads it).
+fn parse_hex(s: &[u8]) -> Option<f64> {
+    let (mant, exp) = match s.iter().position(|&c| c == b'p' || c == b'P') {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let (int, frac) = match mant.iter().position(|&c| c == b'.') {
+        Some(i) => (&mant[..i], &mant[i + 1..]),
+        None => (mant, &[][..]),
+    };
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let mut m: u128 = 0;
+    let mut shift: i64 = 0;
+    for (i, &c) in int.iter().chain(frac).enumerate() {
+        let d = (c as char).to_digit(16)?;
+        if m >> 120 == 0 {
+            m = (m << 4) | u128::from(d);
+            if i >= int.len() {
+                shift -= 4;
+            }
+        } else if i < int.len() {
+            shift += 4; // digits past what fits: their value, not their bits
+        }
+    }
+    let e: i64 = match exp {
+        None => 0,
+        Some(e) => std::str::from_utf8(e).ok()?.parse().ok()?,
+    };
+    let total = e.saturating_add(shift).clamp(-2200, 2200) as i32;
+    let v = m as f64;
+    // Scale in steps that stay within f64's exponent range.
+    let mut out = v;
+    let mut left = total;
+    while left != 0 {
+        let step = left.clamp(-1000, 1000);
+        out *= 2f64.powi(step);
+        left -= step;
+    }
+    Some(out)
 }
 
 /// Redis's `%.17g` (C's `printf`): 17 significant digits, the shorter of
@@ -241,8 +293,19 @@ fn score_bound(b: &[u8]) -> Option<ScoreBound> {
     // NaN (so "1e400" is inf, and " 1" is 1).
     let s = std::str::from_utf8(rest).ok()?;
     let t = s.trim_start();
+    let unsigned = t.trim_start_matches(['+', '-']);
     let v = if t.is_empty() {
-        return None;
+        0.0 // strtod of nothing is 0, and nothing is left over
+    } else if let Some(hex) = unsigned
+        .strip_prefix("0x")
+        .or_else(|| unsigned.strip_prefix("0X"))
+    {
+        let v = parse_hex(hex.as_bytes())?;
+        if t.starts_with('-') {
+            -v
+        } else {
+            v
+        }
     } else {
         let lower = t.trim_start_matches(['+', '-']).to_ascii_lowercase();
         if lower == "inf" || lower == "infinity" {
@@ -520,10 +583,16 @@ pub fn parse(args: &[Bytes]) -> Result<ZCmd, String> {
         "zcount" => ZCmd::Count(lex_or_score(RangeKind::Score)?),
         "zlexcount" => ZCmd::Count(lex_or_score(RangeKind::Lex)?),
         "zrank" | "zrevrank" => {
+            // 7.2's WITHSCORE; any other extra argument is refused as 7.0
+            // refuses it (its arity is exactly 3).
             let withscore = match args.get(3) {
                 None => false,
                 Some(a) if is(a, "withscore") && args.len() == 4 => true,
-                Some(_) => return Err(ERR_SYNTAX.into()),
+                Some(_) => {
+                    return Err(format!(
+                        "ERR wrong number of arguments for '{name}' command"
+                    ))
+                }
             };
             ZCmd::Rank {
                 member: args[2].clone(),
