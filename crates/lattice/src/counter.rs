@@ -28,23 +28,77 @@ use bytes::Bytes;
 
 use crate::{Crdt, Elem, NodeId, Ts, Version};
 
-/// One origin's running total of integer increments, and the version of
-/// its last change (the newer version wins a merge).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Tally {
-    /// Sum of the origin's increments, wrapping.
-    pub total: i64,
+/// A running total's number: an integer (counters) or a float (sorted-set
+/// scores). Its `key` orders and hashes it — bits for a float, so a NaN
+/// or a `-0` still has one place in the merge order.
+pub trait Total: Copy + Default + std::fmt::Debug {
+    /// An order-preserving key.
+    fn key(self) -> u64;
+}
+
+impl Total for i64 {
+    fn key(self) -> u64 {
+        (self as u64) ^ (1 << 63)
+    }
+}
+
+impl Total for f64 {
+    fn key(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+/// One origin's running total of increments, and the version of its last
+/// change (the newer version wins a merge).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tally<T = i64> {
+    /// Sum of the origin's increments (an integer one wraps).
+    pub total: T,
     /// The write that last changed it.
     pub version: Version,
 }
 
-/// Per origin, its [`Tally`], sorted by origin.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Tallies(pub(crate) Vec<(NodeId, Tally)>);
+impl<T: Total> Tally<T> {
+    fn key(&self) -> (Version, u64) {
+        (self.version, self.total.key())
+    }
+}
 
-impl Tallies {
+impl<T: Total> PartialEq for Tally<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl<T: Total> Eq for Tally<T> {}
+
+impl<T: Total> std::hash::Hash for Tally<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+/// Per origin, its [`Tally`], sorted by origin.
+#[derive(Clone, Debug, Default)]
+pub struct Tallies<T: Total = i64>(pub(crate) Vec<(NodeId, Tally<T>)>);
+
+impl<T: Total> PartialEq for Tallies<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl<T: Total> Eq for Tallies<T> {}
+
+impl<T: Total> std::hash::Hash for Tallies<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state)
+    }
+}
+
+impl<T: Total> Tallies<T> {
     /// Origin `o`'s tally (zero when it never incremented).
-    pub fn get(&self, o: NodeId) -> Tally {
+    pub fn get(&self, o: NodeId) -> Tally<T> {
         match self.0.binary_search_by_key(&o, |&(k, _)| k) {
             Ok(i) => self.0[i].1,
             Err(_) => Tally::default(),
@@ -52,11 +106,11 @@ impl Tallies {
     }
 
     /// Takes `t` as origin `o`'s tally if it is newer; true if it was.
-    pub fn offer(&mut self, o: NodeId, t: Tally) -> bool {
+    pub fn offer(&mut self, o: NodeId, t: Tally<T>) -> bool {
         match self.0.binary_search_by_key(&o, |&(k, _)| k) {
             Ok(i) => {
                 let cur = &mut self.0[i].1;
-                if (t.version, t.total) > (cur.version, cur.total) {
+                if t.key() > cur.key() {
                     *cur = t;
                     true
                 } else {
@@ -71,7 +125,7 @@ impl Tallies {
     }
 
     /// Every origin's tally, by origin.
-    pub fn iter(&self) -> impl Iterator<Item = (NodeId, Tally)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, Tally<T>)> + '_ {
         self.0.iter().copied()
     }
 
@@ -86,7 +140,7 @@ impl Tallies {
     }
 
     /// The newest change.
-    fn newest(&self) -> Version {
+    pub(crate) fn newest(&self) -> Version {
         self.0
             .iter()
             .map(|(_, t)| t.version)
@@ -95,8 +149,8 @@ impl Tallies {
     }
 }
 
-impl Crdt for Tallies {
-    fn merge(&mut self, other: Tallies) -> bool {
+impl<T: Total> Crdt for Tallies<T> {
+    fn merge(&mut self, other: Tallies<T>) -> bool {
         let mut changed = false;
         for (o, t) in other.0 {
             changed |= self.offer(o, t);

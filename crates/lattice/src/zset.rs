@@ -34,95 +34,16 @@ use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 
 use crate::orset::{digest_of, entry_digest, Map};
-use crate::{Crdt, Elem, NodeId, Presence, Version};
+use crate::{Crdt, Elem, Presence, Version};
 
 /// Sorted sets with more members than this keep an order index.
 pub const INDEXED_FROM: usize = 128;
 
 /// One origin's running total of score increments.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FTally {
-    /// Sum of the origin's increments.
-    pub total: f64,
-    /// The write that last changed it.
-    pub version: Version,
-}
-
-impl FTally {
-    fn key(&self) -> (Version, u64) {
-        (self.version, self.total.to_bits())
-    }
-}
-
-impl PartialEq for FTally {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for FTally {}
-
-impl Hash for FTally {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.key().hash(state)
-    }
-}
+pub type FTally = crate::counter::Tally<f64>;
 
 /// Per origin, its [`FTally`], sorted by origin.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct FTallies(pub(crate) Vec<(NodeId, FTally)>);
-
-impl FTallies {
-    /// Origin `o`'s tally (zero when it never incremented).
-    pub fn get(&self, o: NodeId) -> FTally {
-        match self.0.binary_search_by_key(&o, |&(k, _)| k) {
-            Ok(i) => self.0[i].1,
-            Err(_) => FTally::default(),
-        }
-    }
-
-    /// Takes `t` as origin `o`'s tally if it is newer; true if it was.
-    pub fn offer(&mut self, o: NodeId, t: FTally) -> bool {
-        match self.0.binary_search_by_key(&o, |&(k, _)| k) {
-            Ok(i) => {
-                let cur = &mut self.0[i].1;
-                if t.key() > cur.key() {
-                    *cur = t;
-                    true
-                } else {
-                    false
-                }
-            }
-            Err(i) => {
-                self.0.insert(i, (o, t));
-                true
-            }
-        }
-    }
-
-    /// Every origin's tally, by origin.
-    pub fn iter(&self) -> impl Iterator<Item = (NodeId, FTally)> + '_ {
-        self.0.iter().copied()
-    }
-
-    fn newest(&self) -> Version {
-        self.0
-            .iter()
-            .map(|(_, t)| t.version)
-            .max()
-            .unwrap_or(Version::ZERO)
-    }
-}
-
-impl Crdt for FTallies {
-    fn merge(&mut self, other: FTallies) -> bool {
-        let mut changed = false;
-        for (o, t) in other.0 {
-            changed |= self.offer(o, t);
-        }
-        changed
-    }
-}
+pub type FTallies = crate::counter::Tallies<f64>;
 
 /// A member's score (see the module doc). The totals are boxed: most
 /// scores are only ever set by `ZADD`.
@@ -156,7 +77,7 @@ impl Hash for Score {
     }
 }
 
-static NO_TALLIES: FTallies = FTallies(Vec::new());
+static NO_TALLIES: FTallies = crate::counter::Tallies(Vec::new());
 
 impl Score {
     /// A score of exactly these parts (decoding).
@@ -735,7 +656,7 @@ impl<'a> Ordered<'a> {
 mod tests {
     use super::*;
 
-    fn v(ts: u64, o: NodeId) -> Version {
+    fn v(ts: u64, o: crate::NodeId) -> Version {
         Version::new(ts, o)
     }
 
