@@ -366,7 +366,7 @@ impl Conn {
         if !self.s.authed && !spec.allowed_unauthenticated() {
             return refuse("NOAUTH Authentication required.".into());
         }
-        if !spec.arity_ok(args.len()) {
+        if !cmd::arity_ok_for(spec, &args) {
             return refuse(cmd::wrong_arity(spec.name));
         }
         // A container's unknown subcommand or wrong count is refused before

@@ -659,6 +659,20 @@ pub fn scan_args(args: &Args) -> Result<elsa_shard::ops::ScanArgs, CmdError> {
     elsa_shard::ops::scan_args_of(args).map_err(CmdError)
 }
 
+/// The arity check of a whole request: the table's, and for ZRANK and
+/// ZREVRANK 7.2's optional WITHSCORE but no other extra argument (7.0's
+/// arity is exactly 3, and a wrong count is refused before anything runs,
+/// inside MULTI too).
+pub fn arity_ok_for(spec: &Spec, args: &Args) -> bool {
+    spec.arity_ok(args.len())
+        && match spec.name {
+            "zrank" | "zrevrank" => {
+                args.len() == 3 || (args.len() == 4 && is(&args[3], "withscore"))
+            }
+            _ => true,
+        }
+}
+
 /// Parses a whole-number argument.
 pub fn int_arg(b: &[u8]) -> Result<i64, CmdError> {
     elsa_shard::ops::parse_i64(b).ok_or_else(CmdError::not_integer)

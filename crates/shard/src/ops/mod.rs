@@ -373,7 +373,20 @@ pub fn begin_collection_write(
             start_ts,
             dot,
         },
-        _ => CollectionWrite {
+        // Another type (shown or not — a collection of another kind that
+        // expired, a deleted string): the new collection replaces it when
+        // merged, and must not inherit its expiry (the key's collection
+        // TTL is one per key): the delta resets it.
+        Some(_) => CollectionWrite {
+            state: None,
+            prefix: KeyState::of_ttl(elsa_lattice::Ttl {
+                expire_ms: None,
+                version: dot,
+            }),
+            start_ts,
+            dot,
+        },
+        None => CollectionWrite {
             state: None,
             prefix: KeyState::default(),
             start_ts,

@@ -537,8 +537,8 @@ fn combine(
         } else if card && left >= 2 && is(a, "limit") {
             match super::parse_i64(&args[j + 1]) {
                 Some(l) if l >= 0 => limit = l as u64,
-                Some(_) => refused = Some(ERR_LIMIT_NEGATIVE),
-                None => refused = Some(ERR_NOT_INTEGER),
+                // Redis's one message for both (getPositiveLong… with it).
+                _ => refused = Some(ERR_LIMIT_NEGATIVE),
             }
             j += 2;
         } else {
