@@ -35,8 +35,8 @@
 //!   `-9223372036854775807` without WITHSCORES): both servers would build
 //!   that many replies. The huge counts generated are refused (LONG_MIN;
 //!   beyond ±LONG_MAX/2 with WITHSCORES) or positive (the whole set).
-//! - ZMPOP and the blocking forms (BZPOPMIN, BZPOPMAX, BZMPOP): not yet
-//!   (a blocking pop on an empty key would stall the single client).
+//! - The blocking forms (BZPOPMIN, BZPOPMAX, BZMPOP): not yet (a blocking
+//!   pop on an empty key would stall the single client). ZMPOP is.
 
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -407,6 +407,27 @@ impl Gen {
             28 => {
                 let dst = self.key();
                 self.zrange(vec![dst, k])
+            }
+            29 if self.rng.gen_bool(0.3) => {
+                // ZMPOP numkeys key… MIN|MAX [COUNT n], valid or not.
+                let keys = self.keys(3);
+                let numkeys = match self.rng.gen_range(0..10) {
+                    0 => b"0".to_vec(),
+                    1 => (keys.len() + 1).to_string().into_bytes(),
+                    2 => b"x".to_vec(),
+                    _ => keys.len().to_string().into_bytes(),
+                };
+                let mut args = vec![Arg::Lit(numkeys), k];
+                args.extend(keys.into_iter().skip(1));
+                args.push(lit(self.pick(&[b"MIN", b"max", b"MIN", b"MID"])));
+                if self.rng.gen_bool(0.5) {
+                    args.push(self.name("COUNT"));
+                    args.push(lit(self.pick(&[b"1", b"2", b"10", b"0", b"-1", b"x"])));
+                }
+                if self.rng.gen_bool(0.05) {
+                    args.push(lit(self.pick(&[b"COUNT", b"FOO"])));
+                }
+                self.cmd("ZMPOP", args)
             }
             29 => {
                 let n = if self.rng.gen_bool(0.5) {

@@ -552,6 +552,7 @@ pub(crate) fn write_op(w: &mut ReplyWriter<'_>, r: &OpReply) {
         }
         OpReply::Pairs(pairs) => w.pairs(pairs),
         OpReply::Double(d) => w.double(*d),
+        OpReply::NilArray => w.nil_array(),
         OpReply::Scored(pairs) => w.scored(pairs),
     }
 }

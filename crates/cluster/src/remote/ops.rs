@@ -306,6 +306,7 @@ pub fn reply_msg(r: &OpReply) -> ReplyMsg {
         OpReply::Pairs(pairs) => (m.kind, m.bulks) = (9, flatten(pairs)),
         // A score as its bits (an integer): exact, NaN-free by then.
         OpReply::Double(d) => (m.kind, m.int) = (10, d.to_bits() as i64),
+        OpReply::NilArray => m.kind = 12,
         OpReply::Scored(pairs) => {
             m.kind = 11;
             m.bulks = pairs.iter().map(|(b, _)| b.clone()).collect();
@@ -347,6 +348,7 @@ pub fn reply(m: ReplyMsg) -> OpReply {
         8 => OpReply::Set(m.bulks),
         9 => OpReply::Pairs(pairs(m.bulks)),
         10 => OpReply::Double(f64::from_bits(m.int as u64)),
+        12 => OpReply::NilArray,
         11 => OpReply::Scored(
             m.bulks
                 .into_iter()

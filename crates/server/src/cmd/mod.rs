@@ -378,6 +378,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!("zinterstore", -4, WS, 1, 1, 1, Data(zsets::zcmd)),
     spec!("zdiffstore", -4, WS, 1, 1, 1, Data(zsets::zcmd)),
     spec!("zintercard", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
+    spec!("zmpop", -4, &["write"], 0, 0, 0, Data(zsets::zcmd)),
     spec!("zscan", -3, &["readonly"], 1, 1, 1, Data(zsets::zcmd)),
     // keys
     spec!("del", -2, &["write"], 1, -1, 1, Data(keys::del)),

@@ -662,6 +662,8 @@ pub enum OpReply {
     /// Pairs: RESP3 an array of two-element arrays, RESP2 a flat array
     /// (HRANDFIELD … WITHVALUES).
     Pairs(Vec<(Bytes, Bytes)>),
+    /// A null array: RESP2 `*-1`, RESP3 `_` (ZMPOP finding nothing).
+    NilArray,
     /// A score: RESP3 a double, RESP2 a bulk string (`%.17g`).
     Double(f64),
     /// Members with scores: RESP3 an array of [member, double] pairs,

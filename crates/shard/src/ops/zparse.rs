@@ -102,6 +102,12 @@ pub enum ZCmd {
         max: bool,
         count: Option<u64>,
     },
+    /// ZMPOP: from the first of `keys` that holds a sorted set.
+    MPop {
+        keys: Vec<Bytes>,
+        max: bool,
+        count: u64,
+    },
     RandMember {
         count: Option<i64>,
         withscores: bool,
@@ -669,6 +675,40 @@ pub fn parse(args: &[Bytes]) -> Result<ZCmd, String> {
                 }
             }
             ZCmd::RandMember { count, withscores }
+        }
+        "zmpop" => {
+            let n = super::parse_i64(&args[1])
+                .filter(|n| *n >= 1)
+                .ok_or("ERR numkeys should be greater than 0")? as usize;
+            let at = n
+                .checked_add(2)
+                .filter(|&at| at < args.len())
+                .ok_or(ERR_SYNTAX)?;
+            let max = if is(&args[at], "max") {
+                true
+            } else if is(&args[at], "min") {
+                false
+            } else {
+                return Err(ERR_SYNTAX.into());
+            };
+            let mut count = None;
+            let mut j = at + 1;
+            while j < args.len() {
+                if count.is_none() && is(&args[j], "count") && j + 1 < args.len() {
+                    let c = super::parse_i64(&args[j + 1])
+                        .filter(|c| *c >= 1)
+                        .ok_or("ERR count should be greater than 0")?;
+                    count = Some(c as u64);
+                    j += 2;
+                } else {
+                    return Err(ERR_SYNTAX.into());
+                }
+            }
+            ZCmd::MPop {
+                keys: args[2..2 + n].to_vec(),
+                max,
+                count: count.unwrap_or(1),
+            }
         }
         "zunion" => combine(args, 1, ZCombine::Union, None, false)?,
         "zinter" => combine(args, 1, ZCombine::Inter, None, false)?,

@@ -55,6 +55,7 @@ impl ZSetOp {
                 o
             }
             ZCmd::InterCard { sources, .. } => sources[1..].to_vec(),
+            ZCmd::MPop { keys, .. } => keys[1..].to_vec(),
             _ => Vec::new(),
         };
         Ok(ZSetOp {
@@ -70,6 +71,7 @@ impl ZSetOp {
         match &self.cmd {
             ZCmd::RangeStore { .. } => &self.args[2],
             ZCmd::Combine { sources, .. } | ZCmd::InterCard { sources, .. } => &sources[0],
+            ZCmd::MPop { keys, .. } => &keys[0],
             _ => &self.args[1],
         }
     }
@@ -81,6 +83,7 @@ impl ZSetOp {
             | ZCmd::Rem(_)
             | ZCmd::RemRange(_)
             | ZCmd::Pop { .. }
+            | ZCmd::MPop { .. }
             | ZCmd::RangeStore { .. } => true,
             ZCmd::Combine { dest, .. } => dest.is_some(),
             _ => false,
@@ -149,6 +152,7 @@ impl ZSetOp {
                 (OpReply::Int(n), (n > 0).then_some(delta))
             }),
             ZCmd::Pop { max, count } => pop(key, view, *max, *count),
+            ZCmd::MPop { keys, max, count } => mpop(key, keys, view, *max, *count),
             ZCmd::RangeStore { dest, args } => match read_zset(view, key) {
                 Err(e) => e,
                 Ok(state) => {
@@ -743,6 +747,32 @@ fn pop(key: &[u8], view: &mut impl KeyView, max: bool, count: Option<u64>) -> Op
         };
         (reply, (!delta.has_no_entries()).then_some(delta))
     })
+}
+
+/// ZMPOP: from the first key holding a sorted set (one of another type
+/// first: WRONGTYPE) — `[key, [[member, score]…]]`; none: a null array.
+fn mpop(key: &[u8], keys: &[Bytes], view: &mut impl KeyView, max: bool, count: u64) -> OpReply {
+    for (i, k) in keys.iter().enumerate() {
+        let k: &[u8] = if i == 0 { key } else { k };
+        match read_collection(view, k, Kind::ZSet) {
+            Err(e) => return e,
+            Ok(None) => continue,
+            Ok(Some(_)) => {
+                let OpReply::Scored(popped) = pop(k, view, max, Some(count)) else {
+                    return OpReply::Error(super::ERR_SYNTAX);
+                };
+                let pairs = popped
+                    .into_iter()
+                    .map(|(m, s)| OpReply::Array(vec![OpReply::Bulk(m), OpReply::Double(s)]))
+                    .collect();
+                return OpReply::Array(vec![
+                    OpReply::Bulk(Bytes::copy_from_slice(k)),
+                    OpReply::Array(pairs),
+                ]);
+            }
+        }
+    }
+    OpReply::NilArray
 }
 
 /// ZRANDMEMBER: one member, `count` distinct ones, or `-count` with
