@@ -954,3 +954,37 @@ fn copy_in_exec_is_atomic_across_shards() {
         1500
     );
 }
+
+/// A collection written over an expired collection of another type does
+/// not inherit its expiry (the key's collection TTL is one per key). Before
+/// the fix, `SADD` on an expired sorted set made a set that showed nothing.
+#[test]
+fn a_new_collection_over_an_expired_one_of_another_type_shows() {
+    let elsa = Elsa::start(&[]);
+    let mut c = elsa.conn();
+    let cases: [(&str, &[&str], &str); 3] = [
+        ("ZINCRBY", &["1", "m"], "set"),
+        ("HSET", &["f", "v"], "zset"),
+        ("SADD", &["m"], "hash"),
+    ];
+    for (i, (first, args, _)) in cases.iter().enumerate() {
+        let k = format!("k{i}");
+        let _: redis::Value = redis::cmd(first).arg(&k).arg(*args).query(&mut c).unwrap();
+        let _: i64 = redis::cmd("PEXPIRE").arg(&k).arg(20).query(&mut c).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    for (i, (_, _, then)) in cases.iter().enumerate() {
+        let k = format!("k{i}");
+        let write = match *then {
+            "set" => redis::cmd("SADD").arg(&k).arg("x").clone(),
+            "zset" => redis::cmd("ZADD").arg(&k).arg(1).arg("x").clone(),
+            _ => redis::cmd("HSET").arg(&k).arg("x").arg("1").clone(),
+        };
+        let added: i64 = write.query(&mut c).unwrap();
+        assert_eq!(added, 1, "{k}: a new {then}");
+        let kind: String = redis::cmd("TYPE").arg(&k).query(&mut c).unwrap();
+        assert_eq!(kind, *then, "{k}: the new {then} shows");
+        let ttl: i64 = c.ttl(&k).unwrap();
+        assert_eq!(ttl, -1, "{k}: no expiry inherited");
+    }
+}
