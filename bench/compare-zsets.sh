@@ -6,25 +6,21 @@
 #   ZPOPMIN  -t zpopmin
 #   ZRANGE   ZRANGE bench:z 0 9 WITHSCORES on a 10 000-member set, and
 #   ZRANK    ZRANK bench:z <member> — the O(log n) reads.
-# Both servers start here on free loopback ports, stopped by PID.
+# Both servers start through bench/lib.sh (free loopback ports, stopped
+# by PID), without persistence.
 # Usage: bench/compare-zsets.sh [RUNS] [WORKERS]
-set -euo pipefail
-cd "$(dirname "$0")/.."
 RUNS=${1:-3}
 WORKERS=${2:-0}
 N=${N:-300000}
-cargo build --release --bin elsa >/dev/null 2>&1
-tmp=$(mktemp -d)
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-EP=$(port); RP=$(port)
-target/release/elsa server --port "$EP" --workers "$WORKERS" --data-dir "$tmp/elsa" --appendfsync no >"$tmp/elsa.log" 2>&1 &
-EPID=$!
-redis-server --port "$RP" --save "" --appendonly no --dir "$tmp" >"$tmp/redis.log" 2>&1 &
-RPID=$!
-trap 'kill $EPID $RPID 2>/dev/null || true; rm -rf "$tmp"' EXIT
-for p in "$EP" "$RP"; do
-  for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
-done
+DURABILITY=none
+ELSA_FLAGS="--workers $WORKERS"
+source "$(dirname "$0")/lib.sh"
+build
+start_elsa
+start_redis
+EP=${ELSA_URL##*:}
+RP=${REDIS_URL##*:}
+tmp=$TMP
 # The set the reads run on.
 python3 - "$tmp/load.resp" <<'PY'
 import sys

@@ -299,11 +299,17 @@ impl PartialOrd for Ranked {
 
 impl Ord for Ranked {
     fn cmp(&self, other: &Self) -> Ordering {
-        score_key(self.score)
-            .total_cmp(&score_key(other.score))
-            .then(self.bias.cmp(&other.bias))
-            .then_with(|| self.member.cmp(&other.member))
+        order(self.score, self.bias, &self.member, other)
     }
+}
+
+/// The order of (score, bias, member) against `other`, without building
+/// a [`Ranked`] (no copy of the member).
+fn order(score: f64, bias: i8, member: &[u8], other: &Ranked) -> Ordering {
+    score_key(score)
+        .total_cmp(&score_key(other.score))
+        .then(bias.cmp(&other.bias))
+        .then_with(|| member.cmp(&other.member[..]))
 }
 
 /// A bound of a score range: the score, and whether it is excluded.
@@ -623,9 +629,7 @@ impl<'a> Ordered<'a> {
     /// How many members sort before `probe`.
     fn first_at_or_after(&self, probe: &Ranked) -> usize {
         match self {
-            Ordered::Small(v) => {
-                v.partition_point(|(s, m)| Ranked::of(*s, (*m).clone()).cmp(probe).is_lt())
-            }
+            Ordered::Small(v) => v.partition_point(|(s, m)| order(*s, 0, m, probe).is_lt()),
             Ordered::Big(b) => b.rank(probe),
         }
     }

@@ -283,9 +283,15 @@ impl ZSetOp {
         let mut out: Vec<(Bytes, f64)> = Vec::new();
         match how {
             ZCombine::Diff => {
-                let (first, rest) = inputs.split_first().expect("at least one source");
+                let Some((first, rest)) = inputs.split_first() else {
+                    return OpReply::Error(super::ERR_SYNTAX); // the parser asks for one
+                };
+                let others: std::collections::HashSet<&Bytes> = rest
+                    .iter()
+                    .flat_map(|(_, r)| r.iter().map(|(x, _)| x))
+                    .collect();
                 for (m, s) in &first.1 {
-                    if !rest.iter().any(|(_, r)| r.iter().any(|(x, _)| x == m)) {
+                    if !others.contains(m) {
                         out.push((m.clone(), *s));
                     }
                 }
@@ -313,19 +319,26 @@ impl ZSetOp {
             }
             ZCombine::Inter => {
                 inputs.sort_by_key(|(_, s)| s.len());
-                let (first, rest) = inputs.split_first().expect("at least one source");
+                let Some((first, rest)) = inputs.split_first() else {
+                    return OpReply::Error(super::ERR_SYNTAX); // the parser asks for one
+                };
+                // Each other source as a map: one lookup per member, not a scan.
+                let rest: Vec<(usize, std::collections::HashMap<&Bytes, f64>)> = rest
+                    .iter()
+                    .map(|(j, src)| (*j, src.iter().map(|(x, v)| (x, *v)).collect()))
+                    .collect();
                 let mut n = 0u64;
                 'members: for (m, s) in &first.1 {
                     let mut score = weight(first.0) * s;
                     if score.is_nan() {
                         score = 0.0;
                     }
-                    for (j, src) in rest {
+                    for (j, src) in &rest {
                         let v = if sources[*j] == sources[first.0] {
                             s * weight(*j)
                         } else {
-                            match src.iter().find(|(x, _)| x == m) {
-                                Some((_, v)) => v * weight(*j),
+                            match src.get(m) {
+                                Some(v) => v * weight(*j),
                                 None => continue 'members,
                             }
                         };
@@ -448,12 +461,12 @@ fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)])
     write_zset(view, key, |z, dot| {
         let (mut added, mut updated, mut processed) = (0i64, 0i64, 0);
         let mut result = 0.0;
-        // What this command made of each member so far: member, score,
-        // whether it is new.
-        let mut now: Vec<(Bytes, f64, bool)> = Vec::new();
+        // What this command made of each member so far: its score, and
+        // whether it is new (a hash map: a ZADD may name a million pairs).
+        let mut now: std::collections::HashMap<&Bytes, (f64, bool)> = Default::default();
         for (score, m) in pairs {
-            let cur = match now.iter().find(|(x, _, _)| x == m) {
-                Some((_, s, _)) => Some(*s),
+            let cur = match now.get(m) {
+                Some((s, _)) => Some(*s),
                 None => z.score(m),
             };
             match cur {
@@ -485,7 +498,7 @@ fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)])
             }
         }
         let mut delta = ZSet::default();
-        for (m, s, new) in &now {
+        for (m, (s, new)) in &now {
             // An increment merges as one (concurrent ones elsewhere all
             // count); a new member's zero increment is just its score.
             let d = match pairs.first() {
@@ -510,14 +523,16 @@ fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)])
     })
 }
 
-fn set_now(now: &mut Vec<(Bytes, f64, bool)>, m: &Bytes, s: f64, new: bool) {
+fn set_now<'a>(
+    now: &mut std::collections::HashMap<&'a Bytes, (f64, bool)>,
+    m: &'a Bytes,
+    s: f64,
+    new: bool,
+) {
     // A small Redis set stores `-0` as the integer 0: it reads back as 0
     // (the command's own reply still says -0), so -0 is stored as 0.
     let s = if s == 0.0 { 0.0 } else { s };
-    match now.iter_mut().find(|(x, _, _)| x == m) {
-        Some(e) => e.1 = s,
-        None => now.push((m.clone(), s, new)),
-    }
+    now.entry(m).and_modify(|e| e.0 = s).or_insert((s, new));
 }
 
 /// The positions `from..to` (ascending) a range means.
@@ -600,44 +615,44 @@ fn lex_positions(o: &Ordered<'_>, min: &LexBound, max: &LexBound, rev: bool) -> 
     if len == 0 {
         return (0, 0);
     }
-    let member = |i: usize| o.get(i).map(|(_, m)| m.to_vec()).unwrap_or_default();
-    if !gte_min(&member(len - 1), min) || !lte_max(&member(0), max) {
+    let member = |i: usize| o.get(i).map_or(&[][..], |(_, m)| &m[..]);
+    if !gte_min(member(len - 1), min) || !lte_max(member(0), max) {
         return (0, 0);
     }
     let big = matches!(o, Ordered::Big(_));
     if !rev {
         let start = if big {
-            partition(len, |i| !gte_min(&member(i), min))
+            partition(len, |i| !gte_min(member(i), min))
         } else {
-            (0..len).find(|&i| gte_min(&member(i), min)).unwrap_or(len)
+            (0..len).find(|&i| gte_min(member(i), min)).unwrap_or(len)
         };
-        if start == len || !lte_max(&member(start), max) {
+        if start == len || !lte_max(member(start), max) {
             return (0, 0);
         }
         let end = if big {
-            start + partition(len - start, |i| lte_max(&member(start + i), max))
+            start + partition(len - start, |i| lte_max(member(start + i), max))
         } else {
             (start..len)
-                .find(|&i| !lte_max(&member(i), max))
+                .find(|&i| !lte_max(member(i), max))
                 .unwrap_or(len)
         };
         (start, end)
     } else {
         let last = if big {
-            partition(len, |i| lte_max(&member(i), max)).checked_sub(1)
+            partition(len, |i| lte_max(member(i), max)).checked_sub(1)
         } else {
-            (0..len).rev().find(|&i| lte_max(&member(i), max))
+            (0..len).rev().find(|&i| lte_max(member(i), max))
         };
         let Some(last) = last else { return (0, 0) };
-        if !gte_min(&member(last), min) {
+        if !gte_min(member(last), min) {
             return (0, 0);
         }
         let first = if big {
-            partition(last + 1, |i| !gte_min(&member(i), min))
+            partition(last + 1, |i| !gte_min(member(i), min))
         } else {
             (0..=last)
                 .rev()
-                .find(|&i| !gte_min(&member(i), min))
+                .find(|&i| !gte_min(member(i), min))
                 .map_or(0, |i| i + 1)
         };
         (first, last + 1)
