@@ -13,6 +13,9 @@
 //! collection: [0] none | [1] hash: version [n u32] n × ([len u32][field] presence counter)
 //!                      | [2] set:  version [n u32] n × ([len u32][member] presence)
 //!                      | [3] zset: version [n u32] n × ([len u32][member] presence score)
+//!                      | [4] list: version [n u32] n × (pos [len u32][value] version(set))
+//!                                          [m u32] m × (pos version(removed))
+//! pos:        [k u32] k × ([digit i64][ts u64][origin u32][seq u32])
 //! score:      [base f64 bits u64] version ftallies(observed) ftallies(totals)
 //! ftallies:   [n u32] n × ([origin u32][total f64 bits u64] version)
 //! presence:   dots(adds) dots(removes) version(removed_at)
@@ -30,6 +33,7 @@ use bytes::{Buf, BufMut, Bytes};
 
 use crate::counter::{Tallies, Tally};
 use crate::key::{Collection, KeyState, Ttl};
+use crate::list::{Pos, Slot, Step};
 use crate::ormap::{Field, OrMap};
 use crate::orset::{digest_of, OrSet};
 use crate::zset::{FTallies, FTally, Member, Score, ZSet};
@@ -81,6 +85,21 @@ impl KeyState {
                     put_bytes(out, member);
                     put_presence(out, &m.presence);
                     put_score(out, &m.score);
+                }
+            }
+            Some(Collection::List(l)) => {
+                out.put_u8(4);
+                put_version(out, l.newest);
+                out.put_u32_le(l.len() as u32);
+                for (p, slot) in l.entries_iter() {
+                    put_pos(out, p);
+                    put_bytes(out, &slot.value);
+                    put_version(out, slot.set);
+                }
+                out.put_u32_le(l.tombstones() as u32);
+                for (p, v) in l.tombstones_iter() {
+                    put_pos(out, p);
+                    put_version(out, v);
                 }
             }
         }
@@ -172,6 +191,31 @@ impl KeyState {
                 z.digest = digest_of(&z.members);
                 Some(Collection::ZSet(z))
             }
+            4 => {
+                let newest = get_version(buf)?;
+                let n = get_count(buf, MIN_POS + 4 + 12)?;
+                let mut live = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let p = get_pos(buf)?;
+                    let value = Elem::new(&get_bytes(buf)?);
+                    live.push((
+                        p,
+                        Slot {
+                            value,
+                            set: get_version(buf)?,
+                        },
+                    ));
+                }
+                let m = get_count(buf, MIN_POS + 12)?;
+                let mut dead = Vec::with_capacity(m);
+                for _ in 0..m {
+                    let p = get_pos(buf)?;
+                    dead.push((p, get_version(buf)?));
+                }
+                Some(Collection::List(crate::List::from_parts(
+                    live, dead, newest,
+                )?))
+            }
             _ => return None,
         };
         Some(KeyState {
@@ -199,6 +243,7 @@ impl KeyState {
             Some(Collection::Hash(m)) => m.digest() ^ 0x4a5b,
             Some(Collection::Set(s)) => s.digest() ^ 0x5e75,
             Some(Collection::ZSet(z)) => z.digest() ^ 0x25e7,
+            Some(Collection::List(l)) => l.digest() ^ 0x7157,
         };
         h.hash_one((&self.string, self.floor, self.ttl)) ^ collection.rotate_left(17)
     }
@@ -294,6 +339,33 @@ fn get_score(buf: &mut Bytes) -> Option<Score> {
     let observed = get_ftallies(buf)?;
     let totals = get_ftallies(buf)?;
     Some(Score::from_parts(base, version, observed, totals))
+}
+
+/// The smallest encoding of a position: a count and one step.
+const MIN_POS: usize = 4 + 24;
+
+fn put_pos(out: &mut Vec<u8>, p: &Pos) {
+    out.put_u32_le(p.steps().len() as u32);
+    for s in p.steps() {
+        out.put_i64_le(s.digit);
+        out.put_u64_le(s.ts);
+        out.put_u32_le(s.origin);
+        out.put_u32_le(s.seq);
+    }
+}
+
+fn get_pos(buf: &mut Bytes) -> Option<Pos> {
+    let k = get_count(buf, 24)?;
+    let mut steps = smallvec::SmallVec::<[Step; 1]>::with_capacity(k);
+    for _ in 0..k {
+        steps.push(Step {
+            digit: get_u64(buf)? as i64,
+            ts: get_u64(buf)?,
+            origin: get_u32(buf)?,
+            seq: get_u32(buf)?,
+        });
+    }
+    Pos::from_steps(&steps)
 }
 
 fn get_u8(buf: &mut Bytes) -> Option<u8> {

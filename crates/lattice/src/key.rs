@@ -1,8 +1,8 @@
 //! One key's whole state, whatever type it holds: the lattice the store
 //! keeps per key once types beyond plain strings exist.
 //!
-//! A key holds a string ([`Counter`]) and at most one collection (hash or
-//! set; sorted sets and lists will join). Operations of one type merge as
+//! A key holds a string ([`Counter`]) and at most one collection (hash,
+//! set, sorted set or list). Operations of one type merge as
 //! that type says. Operations of *different* types on one key can only
 //! meet when two replicas wrote concurrently (a replica refuses a command
 //! of the wrong type with `WRONGTYPE`), and then the newer write's type
@@ -20,6 +20,7 @@
 //! `docs/datatypes.md` states these rules for users.
 
 use crate::counter::Counter;
+use crate::list::List;
 use crate::ormap::OrMap;
 use crate::orset::OrSet;
 use crate::zset::ZSet;
@@ -34,6 +35,8 @@ pub enum Collection {
     Set(OrSet<crate::Elem>),
     /// A sorted set.
     ZSet(ZSet),
+    /// A list.
+    List(List),
 }
 
 impl Collection {
@@ -43,6 +46,7 @@ impl Collection {
             Collection::Hash(m) => m.newest(),
             Collection::Set(s) => s.newest(),
             Collection::ZSet(z) => z.newest(),
+            Collection::List(l) => l.newest(),
         }
     }
 
@@ -52,6 +56,7 @@ impl Collection {
             Collection::Hash(m) => m.is_empty(),
             Collection::Set(s) => s.is_empty(),
             Collection::ZSet(z) => z.is_empty(),
+            Collection::List(l) => l.is_empty(),
         }
     }
 
@@ -60,6 +65,7 @@ impl Collection {
             Collection::Hash(_) => Kind::Hash,
             Collection::Set(_) => Kind::Set,
             Collection::ZSet(_) => Kind::ZSet,
+            Collection::List(_) => Kind::List,
         }
     }
 
@@ -68,6 +74,7 @@ impl Collection {
             Collection::Hash(m) => m.drop_through(floor),
             Collection::Set(s) => s.drop_through(floor),
             Collection::ZSet(z) => z.drop_through(floor),
+            Collection::List(l) => l.drop_through(floor),
         }
     }
 
@@ -76,6 +83,7 @@ impl Collection {
             Collection::Hash(m) => m.has_no_entries(),
             Collection::Set(s) => s.has_no_entries(),
             Collection::ZSet(z) => z.has_no_entries(),
+            Collection::List(l) => l.has_no_entries(),
         }
     }
 
@@ -89,6 +97,7 @@ impl Collection {
             (Collection::Hash(a), Collection::Hash(b)) => Ok(a.merge(b)),
             (Collection::Set(a), Collection::Set(b)) => Ok(a.merge(b)),
             (Collection::ZSet(a), Collection::ZSet(b)) => Ok(a.merge(b)),
+            (Collection::List(a), Collection::List(b)) => Ok(a.merge(b)),
             (_, other) => Err(other),
         }
     }
@@ -107,12 +116,14 @@ pub enum Kind {
     Set,
     /// A sorted set.
     ZSet,
+    /// A list.
+    List,
 }
 
 impl Kind {
-    /// True for a hash, set or sorted set.
+    /// True for a hash, set, sorted set or list.
     pub fn is_collection(self) -> bool {
-        matches!(self, Kind::Hash | Kind::Set | Kind::ZSet)
+        matches!(self, Kind::Hash | Kind::Set | Kind::ZSet | Kind::List)
     }
 
     /// Redis's name for it.
@@ -123,6 +134,7 @@ impl Kind {
             Kind::Hash => "hash",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::List => "list",
         }
     }
 }
@@ -208,7 +220,7 @@ impl KeyState {
     /// The collection, when the key shows one.
     pub fn visible_collection(&self, now_ms: u64) -> Option<&Collection> {
         match self.kind(now_ms) {
-            Kind::Hash | Kind::Set | Kind::ZSet => self.collection.as_ref(),
+            Kind::Hash | Kind::Set | Kind::ZSet | Kind::List => self.collection.as_ref(),
             _ => None,
         }
     }
@@ -263,6 +275,7 @@ impl KeyState {
                 Collection::Hash(m) => Collection::Hash(m.clear(dot)),
                 Collection::Set(s) => Collection::Set(s.clear(dot)),
                 Collection::ZSet(z) => Collection::ZSet(z.clear(dot)),
+                Collection::List(l) => Collection::List(l.clear(dot)),
             });
             delta.ttl = Ttl {
                 expire_ms: None,
@@ -310,6 +323,25 @@ impl KeyState {
                             + m.score.heap_bytes()
                     })
                     .sum(),
+                Some(Collection::List(l)) => {
+                    // Each element's pair in a B-tree node (position,
+                    // value, version), with the node's slack; tombstones
+                    // as map entries.
+                    let pair = std::mem::size_of::<(crate::list::Pos, crate::list::Slot)>();
+                    l.entries_iter()
+                        .map(|(p, s)| {
+                            pair + pair / 4
+                                + s.value.heap_bytes()
+                                + if p.steps().len() > 1 {
+                                    p.steps().len() * 24
+                                } else {
+                                    0
+                                }
+                        })
+                        .sum::<usize>()
+                        + l.tombstones()
+                            * (8 + INDEX + std::mem::size_of::<(crate::list::Pos, Version)>())
+                }
                 Some(Collection::Set(s)) => s
                     .members
                     .iter()
@@ -354,7 +386,7 @@ impl KeyState {
                 let expire = target.string.expire_ms();
                 KeyState::of_string(self.string.set(value, expire, start_ts, dot))
             }
-            Kind::Hash | Kind::Set | Kind::ZSet => {
+            Kind::Hash | Kind::Set | Kind::ZSet | Kind::List => {
                 let same = mine == theirs;
                 let to = target.collection.as_ref().expect("a collection shows");
                 let same_kind = self.collection.as_ref().map(Collection::kind) == Some(to.kind());
@@ -436,6 +468,16 @@ impl KeyState {
                         }
                         Collection::ZSet(d)
                     }
+                    (Collection::List(t), own) => {
+                        // Elements kept keep their positions; new ones
+                        // get positions of this write (`List::rewrite`).
+                        let empty = List::default();
+                        let l = match own {
+                            Some(Collection::List(l)) if same => l,
+                            _ => &empty,
+                        };
+                        Collection::List(l.rewrite(t, dot))
+                    }
                 };
                 delta.merge(KeyState::of(part));
                 // The expiry is written even when unchanged: a write is a
@@ -458,6 +500,7 @@ impl KeyState {
             Some(Collection::Hash(m)) => m.collect(horizon),
             Some(Collection::Set(s)) => s.collect(horizon),
             Some(Collection::ZSet(z)) => z.collect(horizon),
+            Some(Collection::List(l)) => l.collect(horizon),
         }
     }
 
@@ -469,6 +512,7 @@ impl KeyState {
             Some(Collection::Hash(m)) => m.entries() > m.len(),
             Some(Collection::Set(s)) => s.entries() > s.len(),
             Some(Collection::ZSet(z)) => z.entries() > z.len(),
+            Some(Collection::List(l)) => l.tombstones() > 0,
         }
     }
 

@@ -10,7 +10,8 @@
 //! - [`Hlc`]: the hybrid logical clock that hands out `start_ts`/`commit_ts`.
 //! - The data types (`docs/datatypes.md`): [`Counter`] (a string that
 //!   merges increments per origin), [`OrSet`] (add-wins set), [`OrMap`]
-//!   (add-wins map of counters: hashes), built on [`Dots`]/[`Presence`],
+//!   (add-wins map of counters: hashes), [`ZSet`] (sorted sets), [`List`]
+//!   (a sequence CRDT), built on [`Dots`]/[`Presence`],
 //!   and [`KeyState`], one key's state whatever type it holds. Each
 //!   mutation answers a *delta*: a small state whose merge into any
 //!   replica has the mutation's effect, so one element's change ships,
@@ -25,6 +26,7 @@ mod dots;
 mod elem;
 mod hlc;
 pub mod key;
+pub mod list;
 mod lww;
 pub mod ormap;
 pub mod orset;
@@ -35,6 +37,7 @@ pub use dots::{Dots, Presence};
 pub use elem::Elem;
 pub use hlc::{Hlc, PhysicalClock, SystemClock};
 pub use key::{Collection, KeyState, Kind, Ttl};
+pub use list::List;
 pub use lww::{Lww, Version};
 pub use ormap::OrMap;
 pub use orset::OrSet;

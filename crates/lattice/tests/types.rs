@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use elsa_lattice::{Collection, Crdt, KeyState, Kind, OrMap, OrSet, Version, ZSet};
+use elsa_lattice::{Collection, Crdt, KeyState, Kind, List, OrMap, OrSet, Version, ZSet};
 use proptest::prelude::*;
 
 /// One command on the key.
@@ -31,6 +31,14 @@ enum Cmd {
     ZAdd(u8, i8),
     ZIncr(u8, i8),
     ZRem(u8),
+    /// LPUSH (true) or RPUSH of one element.
+    Push(bool, u8),
+    /// LPOP (true) or RPOP.
+    Pop(bool),
+    /// LSET of an index (from the head).
+    LSet(u8, u8),
+    /// LINSERT BEFORE the element at an index.
+    LInsert(u8, u8),
 }
 
 fn cmd() -> impl Strategy<Value = Cmd> {
@@ -46,6 +54,10 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         (0u8..3, -3i8..4).prop_map(|(m, s)| Cmd::ZAdd(m, s)),
         (0u8..3, -3i8..4).prop_map(|(m, n)| Cmd::ZIncr(m, n)),
         (0u8..3).prop_map(Cmd::ZRem),
+        (any::<bool>(), 0u8..4).prop_map(|(f, v)| Cmd::Push(f, v)),
+        any::<bool>().prop_map(Cmd::Pop),
+        (0u8..3, 0u8..4).prop_map(|(i, v)| Cmd::LSet(i, v)),
+        (0u8..3, 0u8..4).prop_map(|(i, v)| Cmd::LInsert(i, v)),
     ]
 }
 
@@ -71,6 +83,11 @@ fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
         Some(Collection::ZSet(z)) => z.clone(),
         _ => ZSet::default(),
     };
+    let list = || match &state.collection {
+        Some(Collection::List(l)) if kind == Kind::List => l.clone(),
+        _ => List::default(),
+    };
+    let l = list();
     match cmd {
         Cmd::Set(v) => Some(KeyState::of_string(state.string.set(
             Some(b(v)),
@@ -101,6 +118,7 @@ fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
             Kind::Hash => Some(KeyState::of(Collection::Hash(hash().clear(dot)))),
             Kind::Set => Some(KeyState::of(Collection::Set(set().clear(dot)))),
             Kind::ZSet => Some(KeyState::of(Collection::ZSet(zset().clear(dot)))),
+            Kind::List => Some(KeyState::of(Collection::List(l.clear(dot)))),
         },
         Cmd::HSet(f, v) if matches!(kind, Kind::Hash | Kind::None) => Some(KeyState::of(
             Collection::Hash(hash().set(&b(f), b(v), 0, dot)),
@@ -128,6 +146,30 @@ fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
         Cmd::ZRem(m) if kind == Kind::ZSet => Some(KeyState::of(Collection::ZSet(
             zset().remove(&b(m)[..], dot)?,
         ))),
+        Cmd::Push(front, v) if matches!(kind, Kind::List | Kind::None) => {
+            let at = if *front { 0 } else { l.len() };
+            Some(KeyState::of(Collection::List(l.insert(
+                at,
+                [&b(v)[..]],
+                dot,
+            ))))
+        }
+        Cmd::Pop(front) if kind == Kind::List => {
+            let at = if *front { 0 } else { l.len() - 1 };
+            Some(KeyState::of(Collection::List(l.remove([at], dot))))
+        }
+        Cmd::LSet(i, v) if kind == Kind::List => Some(KeyState::of(Collection::List(l.set(
+            usize::from(*i),
+            &b(v),
+            dot,
+        )?))),
+        Cmd::LInsert(i, v) if kind == Kind::List && usize::from(*i) < l.len() => {
+            Some(KeyState::of(Collection::List(l.insert(
+                usize::from(*i),
+                [&b(v)[..]],
+                dot,
+            ))))
+        }
         _ => None,
     }
 }
@@ -141,6 +183,7 @@ enum Seen {
     Set(BTreeSet<Bytes>),
     /// Members and their scores' bits.
     ZSet(BTreeMap<Bytes, u64>),
+    List(Vec<Bytes>),
 }
 
 fn seen(s: &KeyState) -> Seen {
@@ -154,6 +197,9 @@ fn seen(s: &KeyState) -> Seen {
         }
         (Kind::ZSet, Some(Collection::ZSet(z))) => {
             Seen::ZSet(z.iter().map(|(m, s)| (m.to_bytes(), s.to_bits())).collect())
+        }
+        (Kind::List, Some(Collection::List(l))) => {
+            Seen::List(l.iter().map(|e| e.to_bytes()).collect())
         }
         _ => Seen::None,
     }
@@ -239,6 +285,39 @@ fn model(seen: &Seen, cmd: &Cmd) -> Seen {
             } else {
                 Seen::ZSet(z)
             }
+        }
+        (Seen::None, Cmd::Push(_, v)) => Seen::List(vec![b(v)]),
+        (Seen::List(l), Cmd::Push(front, v)) => {
+            let mut l = l.clone();
+            if *front {
+                l.insert(0, b(v));
+            } else {
+                l.push(b(v));
+            }
+            Seen::List(l)
+        }
+        (Seen::List(l), Cmd::Pop(front)) => {
+            let mut l = l.clone();
+            if *front {
+                l.remove(0);
+            } else {
+                l.pop();
+            }
+            if l.is_empty() {
+                Seen::None
+            } else {
+                Seen::List(l)
+            }
+        }
+        (Seen::List(l), Cmd::LSet(i, v)) if usize::from(*i) < l.len() => {
+            let mut l = l.clone();
+            l[usize::from(*i)] = b(v);
+            Seen::List(l)
+        }
+        (Seen::List(l), Cmd::LInsert(i, v)) if usize::from(*i) < l.len() => {
+            let mut l = l.clone();
+            l.insert(usize::from(*i), b(v));
+            Seen::List(l)
         }
         _ => seen.clone(),
     }
@@ -530,5 +609,82 @@ proptest! {
             c.collect(Version::new(horizon, 0));
             prop_assert_eq!(seen(&c), seen(&r));
         }
+    }
+}
+
+/// One list operation at a replica: a push of a value no one else
+/// pushes, a pop, or a whole-state sync.
+#[derive(Clone, Debug)]
+enum ListStep {
+    Push { at: usize, front: bool, index: u8 },
+    Pop { at: usize, front: bool },
+    Sync(usize, usize),
+}
+
+fn list_step() -> impl Strategy<Value = ListStep> {
+    prop_oneof![
+        4 => (0usize..3, any::<bool>(), any::<u8>())
+            .prop_map(|(at, front, index)| ListStep::Push { at, front, index }),
+        2 => (0usize..3, any::<bool>()).prop_map(|(at, front)| ListStep::Pop { at, front }),
+        2 => (0usize..3, 0usize..3).prop_map(|(a, b)| ListStep::Sync(a, b)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Three replicas (origins) push unique values at both ends and in
+    /// the middle and pop, exchanging states at random: once every state
+    /// is merged everywhere (in a different order at each replica), all
+    /// show one order, holding exactly the values pushed and not popped.
+    #[test]
+    fn lists_converge_to_one_order_of_every_push_not_popped(
+        steps in proptest::collection::vec(list_step(), 0..60),
+    ) {
+        let mut replicas = vec![List::default(); 3];
+        let mut pushed = BTreeSet::new();
+        let mut popped = BTreeSet::new();
+        for (n, s) in steps.iter().enumerate() {
+            let dot = Version::new(n as u64 + 1, 0);
+            match *s {
+                ListStep::Push { at, front, index } => {
+                    let l = &replicas[at];
+                    let i = if front { usize::from(index) % (l.len() + 1) } else { l.len() };
+                    let v = b(n);
+                    let d = l.insert(i, [&v[..]], Version { origin: at as u32 + 1, ..dot });
+                    replicas[at].merge(d);
+                    pushed.insert(v);
+                }
+                ListStep::Pop { at, front } => {
+                    let l = &replicas[at];
+                    if l.is_empty() {
+                        continue;
+                    }
+                    let i = if front { 0 } else { l.len() - 1 };
+                    popped.insert(l.get(i).unwrap().to_bytes());
+                    let d = l.remove([i], Version { origin: at as u32 + 1, ..dot });
+                    replicas[at].merge(d);
+                }
+                ListStep::Sync(a, b) => {
+                    let from = replicas[a].clone();
+                    replicas[b].merge(from);
+                }
+            }
+        }
+        let finals: Vec<List> = (0..3)
+            .map(|r| {
+                let mut m = replicas[r].clone();
+                for k in [(r + 1) % 3, (r + 2) % 3] {
+                    m.merge(replicas[k].clone());
+                }
+                m
+            })
+            .collect();
+        prop_assert_eq!(&finals[0], &finals[1]);
+        prop_assert_eq!(&finals[1], &finals[2]);
+        let shown: Vec<Bytes> = finals[0].iter().map(|e| e.to_bytes()).collect();
+        let want: BTreeSet<Bytes> = pushed.difference(&popped).cloned().collect();
+        prop_assert_eq!(shown.len(), want.len());
+        prop_assert_eq!(shown.into_iter().collect::<BTreeSet<_>>(), want);
     }
 }

@@ -1,0 +1,608 @@
+//! The sequence CRDT: what a Redis list key holds.
+//!
+//! Every element has a *position*, fixed when it is inserted and never
+//! changed: a path of [`Step`]s compared lexicographically (a path before
+//! its extensions), each step a digit and the id of the write that made
+//! it (commit version and the element's number within that write). The
+//! list is its live elements in position order. A push at either end
+//! takes a digit one beyond the end's; an insertion between two
+//! neighbours takes a digit between theirs, or extends the left one's
+//! path when their digits are adjacent (Logoot's dense identifiers, with
+//! the writer's id in every step so that two replicas inserting at one
+//! place concurrently make two distinct positions, ordered by id).
+//!
+//! Hand-written because it is the heart of a list's merge and it must fit
+//! Elsa's delta model (one push ships one element): the sequence crates
+//! (yrs, diamond-types, automerge) keep an operation log and a document
+//! clock of their own and replicate by it.
+//!
+//! Merge:
+//! - an element's value is a last-writer-wins register (`LSET` writes it
+//!   anew, by version);
+//! - a remove (`LPOP`, `LREM`, `LTRIM`…) is final: the element becomes a
+//!   tombstone — its position and the remove's version — and a
+//!   concurrent `LSET` of it, or its insert arriving late, does not bring
+//!   it back. Two replicas popping the same element concurrently both
+//!   answer it: a pop is not a queue lock across regions
+//!   (`docs/datatypes.md`);
+//! - concurrent pushes all stay, in one order every replica agrees on.
+//!
+//! Tombstones are forgotten by [`List::collect`] once every replica has
+//! them, as removed set members are. Live elements sit in an
+//! order-statistic B-tree (`indexset::BTreeMap`: the element at an index,
+//! and an element's index, in O(log n)); tombstones in a hash map beside
+//! it, so indices count live elements only.
+
+use std::hash::{Hash, Hasher};
+
+use smallvec::SmallVec;
+
+use crate::orset::{entry_digest, Map};
+use crate::{Crdt, Elem, Version};
+
+/// One step of a [`Pos`]: a digit, then the id of the write that made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Step {
+    /// Orders the step among its siblings.
+    pub digit: i64,
+    /// The writing commit's timestamp.
+    pub ts: u64,
+    /// The writing commit's node.
+    pub origin: u32,
+    /// Which of the write's elements (a push of many numbers them).
+    pub seq: u32,
+}
+
+/// An element's position: unique (its last step carries its write's id
+/// and number) and fixed. Compared step by step; a path sorts before
+/// its extensions.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pos(pub(crate) SmallVec<[Step; 1]>);
+
+impl Pos {
+    /// The steps.
+    pub fn steps(&self) -> &[Step] {
+        &self.0
+    }
+
+    /// A position of these steps (decoding); `None` for an empty path.
+    pub fn from_steps(steps: &[Step]) -> Option<Pos> {
+        (!steps.is_empty()).then(|| Pos(SmallVec::from_slice(steps)))
+    }
+
+    /// The write that inserted the element.
+    pub fn inserted(&self) -> Version {
+        let last = self.0.last().expect("a position has a step");
+        Version::new(last.ts, last.origin)
+    }
+}
+
+/// A live element: its value and the write that gave it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Slot {
+    /// The element's bytes.
+    pub value: Elem,
+    /// Its insert, or the last `LSET`.
+    pub set: Version,
+}
+
+/// Hands out the ids of one write's elements.
+struct Minter {
+    dot: Version,
+    seq: u32,
+}
+
+impl Minter {
+    fn step(&mut self, digit: i64) -> Step {
+        let s = Step {
+            digit,
+            ts: self.dot.commit_ts,
+            origin: self.dot.origin,
+            seq: self.seq,
+        };
+        self.seq = self.seq.wrapping_add(1);
+        s
+    }
+
+    /// A path after `lo` (a suffix of a position; empty: nothing).
+    fn after(&mut self, lo: &[Step]) -> SmallVec<[Step; 1]> {
+        match lo.first() {
+            None => SmallVec::from_buf([self.step(0)]),
+            Some(s) if s.digit < i64::MAX => SmallVec::from_buf([self.step(s.digit + 1)]),
+            Some(s) => {
+                let mut p = SmallVec::from_buf([*s]);
+                p.extend(self.after(&lo[1..]));
+                p
+            }
+        }
+    }
+
+    /// A position strictly between `lo` and `hi` (`None`: the list's
+    /// ends). `lo < hi` when both are given.
+    fn between(&mut self, lo: Option<&Pos>, hi: Option<&Pos>) -> Pos {
+        let lo = lo.map_or(&[][..], |p| &p.0[..]);
+        let Some(hi) = hi else {
+            return Pos(self.after(lo));
+        };
+        let hi = &hi.0[..];
+        // The common prefix, kept.
+        let i = lo.iter().zip(hi).take_while(|(a, b)| a == b).count();
+        let mut p: SmallVec<[Step; 1]> = SmallVec::from_slice(&lo[..i]);
+        match (lo.get(i), hi.get(i)) {
+            // `lo` is a prefix of `hi`: go below `hi`'s next step.
+            (None, Some(h)) => p.push(self.step(h.digit.saturating_sub(1))),
+            // Room between the two digits.
+            (Some(l), Some(h)) if i128::from(h.digit) - i128::from(l.digit) > 1 => {
+                p.push(self.step(l.digit + 1))
+            }
+            // Adjacent (or equal) digits: extend `lo`, whose step here is
+            // below `hi`'s, so anything after it stays below `hi`.
+            (Some(l), _) => {
+                p.push(*l);
+                p.extend(self.after(&lo[i + 1..]));
+            }
+            // `hi` a prefix of (or equal to) `lo`: not `lo < hi`.
+            (None, None) => p.push(self.step(0)),
+        }
+        Pos(p)
+    }
+}
+
+/// A list (see the module doc).
+#[derive(Clone, Debug, Default)]
+pub struct List {
+    pub(crate) live: indexset::BTreeMap<Pos, Slot>,
+    /// Tombstones: each removed element's position and when it was
+    /// removed.
+    pub(crate) dead: Map<Pos, Version>,
+    /// The newest write this state holds.
+    pub(crate) newest: Version,
+    /// XOR of every entry's digest (see `OrSet::digest`).
+    pub(crate) digest: u64,
+}
+
+impl PartialEq for List {
+    fn eq(&self, other: &Self) -> bool {
+        self.newest == other.newest
+            && self.live.len() == other.live.len()
+            && self.live.iter().eq(other.live.iter())
+            && self.dead == other.dead
+    }
+}
+
+impl Eq for List {}
+
+/// A tombstone's share of the digest (distinct from any live entry's).
+fn dead_digest(p: &Pos, v: Version) -> u64 {
+    entry_digest(p, &(v, 0xdeadu32))
+}
+
+impl List {
+    /// Live elements.
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    /// True when no element is live.
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// Entries kept, tombstones included.
+    pub fn entries(&self) -> usize {
+        self.live.len() + self.dead.len()
+    }
+
+    /// Tombstones kept.
+    pub fn tombstones(&self) -> usize {
+        self.dead.len()
+    }
+
+    /// The newest write this state holds.
+    pub fn newest(&self) -> Version {
+        self.newest
+    }
+
+    /// The element at `index` (from the head, 0-based).
+    pub fn get(&self, index: usize) -> Option<&Elem> {
+        self.live.get_index(index).map(|(_, s)| &s.value)
+    }
+
+    /// The position of the element at `index`.
+    pub fn pos_at(&self, index: usize) -> Option<&Pos> {
+        self.live.get_index(index).map(|(p, _)| p)
+    }
+
+    /// The elements from `from` to `to` (exclusive), head first.
+    pub fn range(&self, from: usize, to: usize) -> impl DoubleEndedIterator<Item = &Elem> + '_ {
+        let to = to.min(self.len());
+        let from = from.min(to);
+        self.live.range_idx(from..to).map(|(_, s)| &s.value)
+    }
+
+    /// Every element, head first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Elem> + '_ {
+        self.live.iter().map(|(_, s)| &s.value)
+    }
+
+    /// Every element with its position, head first.
+    pub fn entries_iter(&self) -> impl Iterator<Item = (&Pos, &Slot)> + '_ {
+        self.live.iter()
+    }
+
+    /// The tombstones, in no order.
+    pub fn tombstones_iter(&self) -> impl Iterator<Item = (&Pos, Version)> + '_ {
+        self.dead.iter().map(|(p, v)| (p, *v))
+    }
+
+    fn delta(dot: Version) -> List {
+        List {
+            newest: dot,
+            ..List::default()
+        }
+    }
+
+    /// The delta of inserting `values`, in that order, before the element
+    /// now at `index` (at the tail when `index` is the length), as write
+    /// `dot`. `LPUSH a b c` is `insert(0, [c, b, a])`.
+    pub fn insert<'a>(
+        &self,
+        index: usize,
+        values: impl IntoIterator<Item = &'a [u8]>,
+        dot: Version,
+    ) -> List {
+        let index = index.min(self.len());
+        let lo = index.checked_sub(1).and_then(|i| self.pos_at(i));
+        let hi = self.pos_at(index);
+        let mut minter = Minter { dot, seq: 0 };
+        let mut delta = List::delta(dot);
+        let mut prev = lo.cloned();
+        for v in values {
+            let p = minter.between(prev.as_ref(), hi);
+            delta.put_live(
+                p.clone(),
+                Slot {
+                    value: Elem::new(v),
+                    set: dot,
+                },
+            );
+            prev = Some(p);
+        }
+        delta
+    }
+
+    /// The delta of removing the elements at `indices` as write `dot`
+    /// (indices past the end are ignored).
+    pub fn remove(&self, indices: impl IntoIterator<Item = usize>, dot: Version) -> List {
+        let mut delta = List::delta(dot);
+        for i in indices {
+            if let Some(p) = self.pos_at(i) {
+                delta.put_dead(p.clone(), dot);
+            }
+        }
+        delta
+    }
+
+    /// The delta of giving the element at `index` the value `value` as
+    /// write `dot` (`LSET`); `None` past the end.
+    pub fn set(&self, index: usize, value: &[u8], dot: Version) -> Option<List> {
+        let p = self.pos_at(index)?;
+        let mut delta = List::delta(dot);
+        delta.put_live(
+            p.clone(),
+            Slot {
+                value: Elem::new(value),
+                set: dot,
+            },
+        );
+        Some(delta)
+    }
+
+    /// The delta of removing every element as write `dot` (`DEL`).
+    pub fn clear(&self, dot: Version) -> List {
+        self.remove(0..self.len(), dot)
+    }
+
+    /// The delta that makes this list show exactly `target`'s elements,
+    /// as write `dot`: elements in both (same position) stay — with their
+    /// value written anew where it differs — the others are removed, and
+    /// the target's elements that are not here are inserted with new
+    /// positions between their neighbours. (A transaction's overlay
+    /// numbers its writes with placeholder versions; what it shows is
+    /// installed this way, at the commit's real version.)
+    pub fn rewrite(&self, target: &List, dot: Version) -> List {
+        let mut delta = List::delta(dot);
+        for (p, _) in self.live.iter() {
+            if !target.live.contains_key(p) {
+                delta.put_dead(p.clone(), dot);
+            }
+        }
+        let mut minter = Minter { dot, seq: 0 };
+        // The last position written or kept, and the new elements since.
+        let mut lo: Option<Pos> = None;
+        let mut run: Vec<&Slot> = Vec::new();
+        let mut flush = |lo: &Option<Pos>, hi: Option<&Pos>, run: &mut Vec<&Slot>, d: &mut List| {
+            let mut prev = lo.clone();
+            for s in run.drain(..) {
+                let p = minter.between(prev.as_ref(), hi);
+                d.put_live(
+                    p.clone(),
+                    Slot {
+                        value: s.value.clone(),
+                        set: dot,
+                    },
+                );
+                prev = Some(p);
+            }
+        };
+        for (p, s) in target.live.iter() {
+            match self.live.get(p) {
+                Some(mine) => {
+                    flush(&lo, Some(p), &mut run, &mut delta);
+                    if mine.value != s.value {
+                        delta.put_live(
+                            p.clone(),
+                            Slot {
+                                value: s.value.clone(),
+                                set: dot,
+                            },
+                        );
+                    }
+                    lo = Some(p.clone());
+                }
+                None => run.push(s),
+            }
+        }
+        // A run after the last kept element goes before whatever follows
+        // it here (only removed elements do).
+        let hi = lo
+            .as_ref()
+            .map_or_else(|| self.pos_at(0), |l| self.next_after(l));
+        flush(&lo, hi, &mut run, &mut delta);
+        delta
+    }
+
+    /// The first live position after `p`.
+    fn next_after(&self, p: &Pos) -> Option<&Pos> {
+        let i = self.live.rank(p);
+        let i = if self.live.contains_key(p) { i + 1 } else { i };
+        self.pos_at(i)
+    }
+
+    fn put_live(&mut self, p: Pos, s: Slot) {
+        self.digest ^= entry_digest(&p, &s);
+        self.live.insert(p, s);
+    }
+
+    fn put_dead(&mut self, p: Pos, v: Version) {
+        self.digest ^= dead_digest(&p, v);
+        self.dead.insert(p, v);
+    }
+
+    /// Drops everything inserted at or below `floor` (a write of another
+    /// type replaced the key then); true if anything changed.
+    pub fn drop_through(&mut self, floor: Version) -> bool {
+        let before = self.entries();
+        let old: Vec<Pos> = self
+            .live
+            .iter()
+            .filter(|(p, _)| p.inserted() <= floor)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in old {
+            self.live.remove(&p);
+        }
+        self.dead.retain(|p, _| p.inserted() > floor);
+        let changed = self.entries() != before;
+        if changed {
+            self.redigest();
+        }
+        changed
+    }
+
+    /// A digest of the whole state, kept current (see `OrSet::digest`).
+    pub fn digest(&self) -> u64 {
+        self.digest ^ crate::codec::version_digest(self.newest)
+    }
+
+    /// True when it holds no element, not even a tombstone.
+    pub fn has_no_entries(&self) -> bool {
+        self.live.is_empty() && self.dead.is_empty()
+    }
+
+    /// Forgets tombstones older than `horizon` (every replica has them);
+    /// answers how many went.
+    pub fn collect(&mut self, horizon: Version) -> usize {
+        let before = self.dead.len();
+        self.dead.retain(|_, v| *v >= horizon);
+        let gone = before - self.dead.len();
+        if gone > 0 {
+            self.redigest();
+        }
+        gone
+    }
+
+    fn redigest(&mut self) {
+        let live = self.live.iter().fold(0, |d, (p, s)| d ^ entry_digest(p, s));
+        self.digest = self
+            .dead
+            .iter()
+            .fold(live, |d, (p, v)| d ^ dead_digest(p, *v));
+    }
+
+    /// Rebuilds a state from decoded parts; `None` when a position is
+    /// twice, or both live and dead (not a state Elsa writes).
+    pub(crate) fn from_parts(
+        live: Vec<(Pos, Slot)>,
+        dead: Vec<(Pos, Version)>,
+        newest: Version,
+    ) -> Option<List> {
+        let mut l = List::delta(newest);
+        for (p, s) in live {
+            if l.live.contains_key(&p) {
+                return None;
+            }
+            l.live.insert(p, s);
+        }
+        for (p, v) in dead {
+            if l.live.contains_key(&p) || l.dead.insert(p, v).is_some() {
+                return None;
+            }
+        }
+        l.redigest();
+        Some(l)
+    }
+}
+
+impl Hash for List {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.digest().hash(state);
+    }
+}
+
+impl Crdt for List {
+    /// Costs what `other` holds: a delta of one element merges into a
+    /// million-element list in O(log n).
+    fn merge(&mut self, other: List) -> bool {
+        let mut changed = false;
+        if other.newest > self.newest {
+            self.newest = other.newest;
+            changed = true;
+        }
+        for (p, v) in other.dead {
+            if let Some(s) = self.live.remove(&p) {
+                self.digest ^= entry_digest(&p, &s);
+                changed = true;
+            }
+            match self.dead.get_mut(&p) {
+                Some(mine) if *mine >= v => {}
+                Some(mine) => {
+                    self.digest ^= dead_digest(&p, *mine) ^ dead_digest(&p, v);
+                    *mine = v;
+                    changed = true;
+                }
+                None => {
+                    self.digest ^= dead_digest(&p, v);
+                    self.dead.insert(p, v);
+                    changed = true;
+                }
+            }
+        }
+        for (p, s) in other.live {
+            if self.dead.contains_key(&p) {
+                continue;
+            }
+            match self.live.get_mut(&p) {
+                Some(mine) => {
+                    if (s.set, &s.value) > (mine.set, &mine.value) {
+                        self.digest ^= entry_digest(&p, mine) ^ entry_digest(&p, &s);
+                        *mine = s;
+                        changed = true;
+                    }
+                }
+                None => {
+                    self.digest ^= entry_digest(&p, &s);
+                    self.live.insert(p, s);
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(ts: u64, origin: u32) -> Version {
+        Version::new(ts, origin)
+    }
+
+    fn shown(l: &List) -> Vec<String> {
+        l.iter()
+            .map(|e| String::from_utf8_lossy(e).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn pushes_at_both_ends_and_inserts_between_keep_redis_order() {
+        let mut l = List::default();
+        let d = l.insert(0, [&b"c"[..], b"b", b"a"], v(1, 1));
+        l.merge(d);
+        let d = l.insert(l.len(), [&b"x"[..], b"y"], v(2, 1));
+        l.merge(d);
+        assert_eq!(shown(&l), ["c", "b", "a", "x", "y"]);
+        // Insert repeatedly at the same place: no position grows.
+        for i in 0..50u64 {
+            let d = l.insert(1, [&b"m"[..]], v(3 + i, 1));
+            l.merge(d);
+        }
+        let d = l.insert(52, [&b"n"[..]], v(100, 1));
+        l.merge(d);
+        assert_eq!(l.len(), 56);
+        assert_eq!(shown(&l)[..2], ["c", "m"]);
+        assert_eq!(shown(&l)[51..], ["b", "n", "a", "x", "y"]);
+        assert!(l.live.iter().all(|(p, _)| p.0.len() <= 3));
+        let positions: Vec<&Pos> = l.live.iter().map(|(p, _)| p).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn concurrent_pushes_all_stay_in_one_order_and_removes_are_final() {
+        let mut base = List::default();
+        let d = base.insert(0, [&b"a"[..]], v(1, 1));
+        base.merge(d);
+        let (mut r1, mut r2) = (base.clone(), base.clone());
+        let d1 = r1.insert(1, [&b"x"[..]], v(2, 1));
+        let d2 = r2.insert(1, [&b"y"[..]], v(2, 2));
+        let pop = r2.remove([0], v(3, 2));
+        let lset = r1.set(0, b"A", v(4, 1)).unwrap();
+        let d = d1.clone();
+        r1.merge(d);
+        let d = lset.clone();
+        r1.merge(d);
+        let d = d2.clone();
+        r2.merge(d);
+        let d = pop.clone();
+        r2.merge(d);
+        let (a, b) = (r1.clone(), r2.clone());
+        let d = b;
+        r1.merge(d);
+        let d = a;
+        r2.merge(d);
+        assert_eq!(r1, r2);
+        assert_eq!(r1.digest(), r2.digest());
+        assert_eq!(shown(&r1), ["x", "y"]);
+    }
+
+    #[test]
+    fn a_rewrite_installs_exactly_the_target() {
+        let mut l = List::default();
+        let d = l.insert(0, [&b"a"[..], b"b", b"c", b"d"], v(1, 1));
+        l.merge(d);
+        // The target: an overlay's result, with placeholder versions.
+        let mut t = l.clone();
+        let d = t.remove([1], v(1 << 63, 0));
+        t.merge(d);
+        let d = t.insert(0, [&b"h"[..]], v((1 << 63) + 1, 0));
+        t.merge(d);
+        let d = t.insert(2, [&b"m1"[..], b"m2"], v((1 << 63) + 2, 0));
+        t.merge(d);
+        let d = t.remove([5], v((1 << 63) + 3, 0));
+        t.merge(d);
+        let d = t.insert(5, [&b"z"[..]], v((1 << 63) + 4, 0));
+        t.merge(d);
+        let d = t.set(4, b"C", v((1 << 63) + 5, 0)).unwrap();
+        t.merge(d);
+        assert_eq!(shown(&t), ["h", "a", "m1", "m2", "C", "z"]);
+        let d = l.rewrite(&t, v(7, 3));
+        assert!(d
+            .live
+            .iter()
+            .all(|(p, s)| { p.0.iter().all(|st| st.ts < 1 << 63) && s.set < v(1 << 63, 0) }));
+        let d = d;
+        l.merge(d);
+        assert_eq!(shown(&l), ["h", "a", "m1", "m2", "C", "z"]);
+    }
+}
