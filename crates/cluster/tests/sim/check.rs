@@ -390,6 +390,9 @@ fn check_collection(
                         .iter()
                         .map(|(m, s)| (m.to_vec(), s.to_string().into_bytes()))
                         .collect(),
+                    Some(Collection::List(l)) => {
+                        l.iter().map(|e| (e.to_vec(), Vec::new())).collect()
+                    }
                     None => BTreeMap::new(),
                 },
                 _ => BTreeMap::new(),

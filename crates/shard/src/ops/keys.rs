@@ -198,6 +198,8 @@ fn collection_encoding(c: &Collection) -> &'static str {
                 "skiplist"
             }
         }
+        // Redis 7.0 keeps every list as a quicklist (7.2 packs small ones).
+        Collection::List(_) => "quicklist",
         Collection::Set(s) => {
             if s.len() <= 512 && s.iter().all(|m| parse_i64(m).is_some()) {
                 "intset"
