@@ -171,6 +171,7 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
         Op::Hash(h) => (m.kind, m.value) = (26, h.encode()),
         Op::Sets(s) => (m.kind, m.value) = (27, s.encode()),
         Op::ZSets(z) => (m.kind, m.value) = (28, z.encode()),
+        Op::Lists(l) => (m.kind, m.value) = (29, l.encode()),
     }
     m
 }
@@ -274,6 +275,7 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
         26 => Op::Hash(elsa_shard::ops::hashes::HashOp::decode(m.value)?),
         27 => Op::Sets(elsa_shard::ops::sets::SetOp::decode(m.value)?),
         28 => Op::ZSets(elsa_shard::ops::zsets::ZSetOp::decode(m.value)?),
+        29 => Op::Lists(elsa_shard::ops::lists::ListOp::decode(m.value)?),
         _ => return None,
     };
     Some(KeyOp {

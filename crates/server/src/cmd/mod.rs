@@ -10,6 +10,7 @@
 mod bits;
 mod hashes;
 mod keys;
+mod lists;
 mod object;
 mod sets;
 mod strings;
@@ -380,6 +381,24 @@ pub static COMMANDS: &[Spec] = &[
     spec!("zintercard", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
     spec!("zmpop", -4, &["write"], 0, 0, 0, Data(zsets::zcmd)),
     spec!("zscan", -3, &["readonly"], 1, 1, 1, Data(zsets::zcmd)),
+    // lists
+    spec!("lpush", -3, W, 1, 1, 1, Data(lists::lcmd)),
+    spec!("rpush", -3, W, 1, 1, 1, Data(lists::lcmd)),
+    spec!("lpushx", -3, W, 1, 1, 1, Data(lists::lcmd)),
+    spec!("rpushx", -3, W, 1, 1, 1, Data(lists::lcmd)),
+    spec!("lpop", -2, &["write", "fast"], 1, 1, 1, Data(lists::lcmd)),
+    spec!("rpop", -2, &["write", "fast"], 1, 1, 1, Data(lists::lcmd)),
+    spec!("llen", 2, R, 1, 1, 1, Data(lists::lcmd)),
+    spec!("lrange", 4, &["readonly"], 1, 1, 1, Data(lists::lcmd)),
+    spec!("lindex", 3, &["readonly"], 1, 1, 1, Data(lists::lcmd)),
+    spec!("lset", 4, WS, 1, 1, 1, Data(lists::lcmd)),
+    spec!("linsert", 5, WS, 1, 1, 1, Data(lists::lcmd)),
+    spec!("lrem", 4, &["write"], 1, 1, 1, Data(lists::lcmd)),
+    spec!("ltrim", 4, &["write"], 1, 1, 1, Data(lists::lcmd)),
+    spec!("lpos", -3, &["readonly"], 1, 1, 1, Data(lists::lcmd)),
+    spec!("lmove", 5, WS, 1, 2, 1, Data(lists::lcmd)),
+    spec!("rpoplpush", 3, WS, 1, 2, 1, Data(lists::lcmd)),
+    spec!("lmpop", -4, &["write"], 0, 0, 0, Data(lists::lcmd)),
     // keys
     spec!("del", -2, &["write"], 1, -1, 1, Data(keys::del)),
     spec!("delete", -2, &["write"], 1, -1, 1, Data(keys::del)),

@@ -26,6 +26,7 @@
 mod bits;
 pub mod hashes;
 mod keys;
+pub mod lists;
 pub mod longdouble;
 pub mod sets;
 mod strings;
@@ -358,6 +359,7 @@ pub fn begin_collection_write(
             (Some(Collection::Hash(_)), Kind::Hash)
                 | (Some(Collection::Set(_)), Kind::Set)
                 | (Some(Collection::ZSet(_)), Kind::ZSet)
+                | (Some(Collection::List(_)), Kind::List)
         )
     };
     Ok(match stored {
@@ -636,6 +638,8 @@ pub enum Op {
     Sets(sets::SetOp),
     /// A sorted-set command.
     ZSets(zsets::ZSetOp),
+    /// A list command.
+    Lists(lists::ListOp),
 }
 
 /// The answer of an [`Op`], before RESP encoding.
@@ -714,7 +718,9 @@ pub const REPLY_TEXTS: &[&str] = &[
     zparse::ERR_SCORE_NAN,
     zparse::ERR_WEIGHT,
     zparse::ERR_LIMIT_NEGATIVE,
+    lists::ERR_INDEX,
     "zset",
+    "list",
     "string",
     "none",
     "hash",
@@ -747,6 +753,7 @@ impl Op {
         ) && !matches!(self, Op::Hash(h) if !h.is_write())
             && !matches!(self, Op::Sets(s) if !s.is_write())
             && !matches!(self, Op::ZSets(z) if !z.is_write())
+            && !matches!(self, Op::Lists(l) if !l.is_write())
     }
 
     /// Keys besides the one the op is applied to that it reads and may
@@ -758,6 +765,7 @@ impl Op {
             Op::Rename { to, .. } | Op::Copy { to, .. } => std::slice::from_ref(to),
             Op::Sets(s) => s.other_keys(),
             Op::ZSets(z) => z.other_keys(),
+            Op::Lists(l) => l.other_keys(),
             _ => &[],
         }
     }
@@ -799,6 +807,7 @@ impl Op {
             Op::Hash(h) => h.apply(key, view),
             Op::Sets(s) => s.apply(key, view),
             Op::ZSets(z) => z.apply(key, view),
+            Op::Lists(l) => l.apply(key, view),
         }
     }
 }
