@@ -16,6 +16,9 @@ use elsa_txn::{Coordinator, Txn, TxnError};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+#[path = "blocking.rs"]
+mod blocking;
+
 use crate::cmd::{self, CmdError, Control, DataCmd, Kind, Shape};
 use crate::node::Shared;
 use crate::resp::{parse_request_resuming, Limits, Partial, ReplyWriter};
@@ -89,6 +92,9 @@ pub struct Conn {
     pub(crate) coord: Coordinator,
     pub(crate) shared: Arc<Shared>,
     pub(crate) s: Session,
+    /// A command that may have made a list non-empty ran (or was queued)
+    /// since blocked clients were last rung (`blocking`).
+    list_written: bool,
 }
 
 /// How one request will run.
@@ -119,6 +125,7 @@ impl Conn {
             out: BytesMut::with_capacity(16 * 1024),
             coord,
             shared,
+            list_written: false,
             s: Session {
                 id,
                 addr,
@@ -353,9 +360,15 @@ impl Conn {
         if !lone.is_empty() {
             self.run_lone(lone).await;
         }
+        // Blocked clients try again once what this batch wrote is
+        // committed (a transaction's writes: at its end).
+        if self.list_written && self.s.multi.is_none() && self.s.txn.is_none() {
+            self.list_written = false;
+            self.shared.list_writes.notify_waiters();
+        }
     }
 
-    fn classify(&self, args: Vec<Bytes>) -> Step {
+    fn classify(&mut self, args: Vec<Bytes>) -> Step {
         let Some(spec) = cmd::lookup(&args[0]) else {
             return Step::Refuse(cmd::unknown_command(&args));
         };
@@ -373,6 +386,9 @@ impl Conn {
         // anything runs (inside MULTI it fails the transaction), as in Redis.
         if let Some(e) = cmd::subcommand_error(spec, &args) {
             return refuse(e);
+        }
+        if blocking::may_fill_a_list(spec.name) {
+            self.list_written = true;
         }
         match spec.kind {
             Kind::Control(c) => Step::Control(c, args),
@@ -470,36 +486,48 @@ impl Conn {
     /// A data command outside MULTI: inside BEGIN it joins the transaction;
     /// otherwise it runs atomically on its own.
     async fn run_data(&mut self, dc: DataCmd) {
+        if let Shape::Blocking { timeout_ms, .. } = dc.shape {
+            if self.s.txn.is_none() {
+                return self.run_blocking(dc, timeout_ms).await;
+            }
+        }
+        let shape = dc.shape;
         let result = if let Some(mut txn) = self.s.txn.take() {
             let r = run_in_txn(&self.coord, &mut txn, dc.ops).await;
             self.s.txn = Some(txn);
             r
-        } else if dc.ops.is_empty() {
-            Ok(Vec::new()) // OBJECT HELP and the like: nothing to run
         } else {
-            let single = dc.is_single_key();
-            let kops: Vec<KeyOp> = dc
-                .ops
-                .into_iter()
-                .map(|(key, op)| KeyOp {
-                    hash: self.coord.hash(&key),
-                    key,
-                    op,
-                })
-                .collect();
-            if single {
-                self.coord
-                    .run_lone(kops, self.s.ack)
-                    .await
-                    .into_iter()
-                    .collect()
-            } else {
-                self.coord.run_atomic(kops, Vec::new(), self.s.ack).await
-            }
+            self.run_once(dc).await
         };
         match result {
-            Ok(replies) => write_shaped(&mut self.w(), dc.shape, &replies),
+            Ok(replies) => write_shaped(&mut self.w(), shape, &replies),
             Err(e) => self.w().error(&e.to_string()),
+        }
+    }
+
+    /// Runs a data command's ops atomically, outside any transaction.
+    async fn run_once(&self, dc: DataCmd) -> Result<Vec<OpReply>, TxnError> {
+        if dc.ops.is_empty() {
+            return Ok(Vec::new()); // OBJECT HELP and the like: nothing to run
+        }
+        let single = dc.is_single_key();
+        let kops: Vec<KeyOp> = dc
+            .ops
+            .into_iter()
+            .map(|(key, op)| KeyOp {
+                hash: self.coord.hash(&key),
+                key,
+                op,
+            })
+            .collect();
+        if single {
+            self.coord
+                .run_lone(kops, self.s.ack)
+                .await
+                .into_iter()
+                .collect()
+        } else {
+            self.coord.run_atomic(kops, Vec::new(), self.s.ack).await
         }
     }
 }
@@ -587,5 +615,17 @@ pub(crate) fn write_shaped(w: &mut ReplyWriter<'_>, shape: Shape, replies: &[OpR
                 w.simple(l);
             }
         }
+        Shape::Blocking { pair, .. } => match replies.first() {
+            Some(OpReply::Array(kv)) if pair => match &kv[..] {
+                [key, OpReply::Array(elems)] if elems.len() == 1 => {
+                    w.array(2);
+                    write_op(w, key);
+                    write_op(w, &elems[0]);
+                }
+                _ => write_op(w, &replies[0]),
+            },
+            Some(r) => write_op(w, r),
+            None => w.nil_array(),
+        },
     }
 }

@@ -39,6 +39,16 @@ pub enum Shape {
     /// OBJECT HELP, MEMORY HELP: these lines, whatever the ops answered
     /// (they have none).
     Help(&'static [&'static str]),
+    /// A blocking list command: its one op is retried until it finds
+    /// something (an answer other than nil) or `timeout_ms` passes (0:
+    /// never), then answered as is — or, with `pair` (BLPOP, BRPOP),
+    /// LMPOP's `[key, [element]]` as `[key, element]`.
+    Blocking {
+        /// How long to wait.
+        timeout_ms: u64,
+        /// BLPOP/BRPOP's reply.
+        pair: bool,
+    },
 }
 
 /// A data command, parsed: what to do to which keys.
@@ -399,6 +409,11 @@ pub static COMMANDS: &[Spec] = &[
     spec!("lmove", 5, WS, 1, 2, 1, Data(lists::lcmd)),
     spec!("rpoplpush", 3, WS, 1, 2, 1, Data(lists::lcmd)),
     spec!("lmpop", -4, &["write"], 0, 0, 0, Data(lists::lcmd)),
+    spec!("blpop", -3, &["write", "noscript"], 1, -2, 1, Data(lists::blocking)),
+    spec!("brpop", -3, &["write", "noscript"], 1, -2, 1, Data(lists::blocking)),
+    spec!("blmpop", -5, &["write"], 0, 0, 0, Data(lists::blocking)),
+    spec!("blmove", 6, &["write", "denyoom", "noscript"], 1, 2, 1, Data(lists::blocking)),
+    spec!("brpoplpush", 4, &["write", "denyoom", "noscript"], 1, 2, 1, Data(lists::blocking)),
     // keys
     spec!("del", -2, &["write"], 1, -1, 1, Data(keys::del)),
     spec!("delete", -2, &["write"], 1, -1, 1, Data(keys::del)),

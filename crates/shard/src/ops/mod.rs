@@ -719,6 +719,7 @@ pub const REPLY_TEXTS: &[&str] = &[
     zparse::ERR_WEIGHT,
     zparse::ERR_LIMIT_NEGATIVE,
     lists::ERR_INDEX,
+    lists::ERR_TIMEOUT_NEGATIVE,
     "zset",
     "list",
     "string",
