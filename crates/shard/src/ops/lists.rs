@@ -427,7 +427,7 @@ pub const ERR_TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
 fn timeout_ms(arg: &[u8]) -> Result<u64, String> {
     let secs = super::zparse::parse_double(arg).ok_or(ERR_TIMEOUT_FLOAT)?;
     let ms = (secs * 1000.0).ceil();
-    if ms.is_nan() || ms >= 9.2e18 || ms < 0.0 {
+    if !(0.0..9.2e18).contains(&ms) {
         return Err(ERR_TIMEOUT_NEGATIVE.into());
     }
     Ok(ms as u64)
