@@ -36,8 +36,7 @@ impl Conn {
     /// Runs a blocking command: answers as soon as a try finds something
     /// (or fails), else a null array once `timeout_ms` passed (0: never).
     pub(super) async fn run_blocking(&mut self, dc: DataCmd, timeout_ms: u64) {
-        let deadline =
-            (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
+        let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
         let shape = dc.shape;
         let mut first = true;
         let shared = self.shared.clone();

@@ -409,11 +409,43 @@ pub static COMMANDS: &[Spec] = &[
     spec!("lmove", 5, WS, 1, 2, 1, Data(lists::lcmd)),
     spec!("rpoplpush", 3, WS, 1, 2, 1, Data(lists::lcmd)),
     spec!("lmpop", -4, &["write"], 0, 0, 0, Data(lists::lcmd)),
-    spec!("blpop", -3, &["write", "noscript"], 1, -2, 1, Data(lists::blocking)),
-    spec!("brpop", -3, &["write", "noscript"], 1, -2, 1, Data(lists::blocking)),
+    spec!(
+        "blpop",
+        -3,
+        &["write", "noscript"],
+        1,
+        -2,
+        1,
+        Data(lists::blocking)
+    ),
+    spec!(
+        "brpop",
+        -3,
+        &["write", "noscript"],
+        1,
+        -2,
+        1,
+        Data(lists::blocking)
+    ),
     spec!("blmpop", -5, &["write"], 0, 0, 0, Data(lists::blocking)),
-    spec!("blmove", 6, &["write", "denyoom", "noscript"], 1, 2, 1, Data(lists::blocking)),
-    spec!("brpoplpush", 4, &["write", "denyoom", "noscript"], 1, 2, 1, Data(lists::blocking)),
+    spec!(
+        "blmove",
+        6,
+        &["write", "denyoom", "noscript"],
+        1,
+        2,
+        1,
+        Data(lists::blocking)
+    ),
+    spec!(
+        "brpoplpush",
+        4,
+        &["write", "denyoom", "noscript"],
+        1,
+        2,
+        1,
+        Data(lists::blocking)
+    ),
     // keys
     spec!("del", -2, &["write"], 1, -1, 1, Data(keys::del)),
     spec!("delete", -2, &["write"], 1, -1, 1, Data(keys::del)),
