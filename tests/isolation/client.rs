@@ -97,8 +97,12 @@ fn expect_status(v: Value, want: &str) -> Result<(), StepError> {
     }
 }
 
-/// Decodes a GET answer into what the micro-op saw.
+/// Decodes a read's answer (LRANGE's for list-append, GET's for
+/// rw-register) into what the micro-op saw.
 fn decode(workload: Workload, key: u64, v: Value) -> Result<Seen, StepError> {
+    if workload == Workload::ListAppend {
+        return decode_list(key, v);
+    }
     let text = match v {
         Value::Nil => None,
         Value::BulkString(b) => {
@@ -114,34 +118,44 @@ fn decode(workload: Workload, key: u64, v: Value) -> Result<Seen, StepError> {
     };
     let garbled =
         |t: &str| StepError::Reply(format!("GET {}: garbled value {t:?}", redis_key(key)));
-    match workload {
-        Workload::ListAppend => {
-            let elems = match &text {
-                None => Vec::new(),
-                Some(t) => t
-                    .split_whitespace()
-                    .map(str::parse)
-                    .collect::<Result<Vec<u64>, _>>()
-                    .map_err(|_| garbled(t))?,
-            };
-            Ok(Seen::List(elems))
-        }
-        Workload::RwRegister => match &text {
-            None => Ok(Seen::Reg(None)),
-            Some(t) => t
-                .parse()
-                .map(|v| Seen::Reg(Some(v)))
-                .map_err(|_| garbled(t)),
-        },
+    match &text {
+        None => Ok(Seen::Reg(None)),
+        Some(t) => t
+            .parse()
+            .map(|v| Seen::Reg(Some(v)))
+            .map_err(|_| garbled(t)),
     }
+}
+
+/// Decodes `LRANGE k 0 -1`: the list's elements, oldest first (a missing
+/// key is an empty list).
+fn decode_list(key: u64, v: Value) -> Result<Seen, StepError> {
+    let garbled = |what: &dyn std::fmt::Debug| {
+        StepError::Reply(format!(
+            "LRANGE {}: garbled answer {what:?}",
+            redis_key(key)
+        ))
+    };
+    let Value::Array(items) = v else {
+        return Err(garbled(&v));
+    };
+    let elems = items
+        .iter()
+        .map(|item| match item {
+            Value::BulkString(b) => std::str::from_utf8(b).ok().and_then(|t| t.parse().ok()),
+            _ => None,
+        })
+        .collect::<Option<Vec<u64>>>()
+        .ok_or_else(|| garbled(&items))?;
+    Ok(Seen::List(elems))
 }
 
 /// The command for a write micro-op.
 fn write_cmd(m: &Mop) -> redis::Cmd {
     match *m {
         Mop::Append { key, value } => {
-            let mut c = redis::cmd("APPEND");
-            c.arg(redis_key(key)).arg(format!(" {value}"));
+            let mut c = redis::cmd("RPUSH");
+            c.arg(redis_key(key)).arg(value.to_string());
             c
         }
         Mop::Write { key, value } => {
@@ -153,13 +167,23 @@ fn write_cmd(m: &Mop) -> redis::Cmd {
     }
 }
 
-fn get_cmd(key: u64) -> redis::Cmd {
-    let mut c = redis::cmd("GET");
-    c.arg(redis_key(key));
-    c
+/// The read of a micro-op: Elle's native list read for list-append.
+fn get_cmd(workload: Workload, key: u64) -> redis::Cmd {
+    match workload {
+        Workload::ListAppend => {
+            let mut c = redis::cmd("LRANGE");
+            c.arg(redis_key(key)).arg(0).arg(-1);
+            c
+        }
+        Workload::RwRegister => {
+            let mut c = redis::cmd("GET");
+            c.arg(redis_key(key));
+            c
+        }
+    }
 }
 
-/// Checks a write's answer: APPEND answers the new length, SET answers OK.
+/// Checks a write's answer: RPUSH answers the new length, SET answers OK.
 fn check_write(m: &Mop, v: Value) -> Result<(), StepError> {
     match (m, v) {
         (Mop::Append { .. }, Value::Int(n)) if n > 0 => Ok(()),
@@ -346,7 +370,11 @@ fn run_begin(
         for (i, m) in txn.iter_mut().enumerate() {
             let ttl = ttl_of(extras, i);
             if let Mop::Read { key, seen } = m {
-                *seen = Some(decode(workload, *key, query(con, &get_cmd(*key))?)?);
+                *seen = Some(decode(
+                    workload,
+                    *key,
+                    query(con, &get_cmd(workload, *key))?,
+                )?);
                 if let Some(ms) = ttl {
                     let existed = decode_pexpire(query(con, &pexpire_cmd(*key, ms))?)?;
                     trace.expired.push((i, existed));
@@ -423,7 +451,11 @@ fn run_watch(
         }
         for m in txn[..split].iter_mut() {
             if let Mop::Read { key, seen } = m {
-                *seen = Some(decode(workload, *key, query(con, &get_cmd(*key))?)?);
+                *seen = Some(decode(
+                    workload,
+                    *key,
+                    query(con, &get_cmd(workload, *key))?,
+                )?);
             }
         }
         if !extras.linger.is_zero() {
@@ -433,7 +465,7 @@ fn run_watch(
         for q in &queue {
             let cmd = match q {
                 Queued::Mop(i) => match &txn[*i] {
-                    Mop::Read { key, .. } => get_cmd(*key),
+                    Mop::Read { key, .. } => get_cmd(workload, *key),
                     m => write_cmd_ttl(m, ttl_of(extras, *i)),
                 },
                 Queued::Expire(i) => {
@@ -521,7 +553,7 @@ pub fn run_pipeline(
         match a {
             Some(a) => pipe.add_command(a.cmd()),
             None => match &ops[*i] {
-                Mop::Read { key, .. } => pipe.add_command(get_cmd(*key)),
+                Mop::Read { key, .. } => pipe.add_command(get_cmd(workload, *key)),
                 m => pipe.add_command(write_cmd(m)),
             },
         };

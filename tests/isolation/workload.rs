@@ -17,7 +17,8 @@ use serde_json::{json, Value as Json};
 /// Which of Elle's two transactional workloads a run uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
-    /// `["append", k, v]` / `["r", k, [..]]`, on Elsa's `APPEND k " v"`.
+    /// `["append", k, v]` / `["r", k, [..]]`, on `RPUSH k v` and
+    /// `LRANGE k 0 -1` (Elle's native form).
     ListAppend,
     /// `["w", k, v]` / `["r", k, v]`, on `SET` / `GET`.
     RwRegister,
