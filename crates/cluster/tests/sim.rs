@@ -194,7 +194,7 @@ fn replicas_converge_to_the_largest_acknowledged_write_under_faults() {
     let results = run_seeds(seeds);
     let mut failed = Vec::new();
     let (mut writes, mut shipped, mut dropped, mut stalls, mut collected) = (0, 0, 0, 0, 0);
-    let (mut increments, mut collection_changes) = (0, 0);
+    let (mut increments, mut collection_changes, mut list_changes) = (0, 0, 0);
     let mut faults = (0, 0, 0);
     let mut slowest = (Duration::ZERO, 0);
     for (seed, r) in &results {
@@ -203,6 +203,7 @@ fn replicas_converge_to_the_largest_acknowledged_write_under_faults() {
                 writes += o.writes;
                 increments += o.increments;
                 collection_changes += o.collection_changes;
+                list_changes += o.list_changes;
                 faults.0 += o.faults.0;
                 faults.1 += o.faults.1;
                 faults.2 += o.faults.2;
@@ -228,8 +229,8 @@ fn replicas_converge_to_the_largest_acknowledged_write_under_faults() {
     }
     summary(&format!(
         "sim: {} seeds ({first}..{}), {writes} acknowledged writes; on keys every region \
-         changes: {increments} increments, {collection_changes} hash fields, set adds and \
-         removes; faults: {} partitions, \
+         changes: {increments} increments, {collection_changes} hash fields, set and list adds \
+         and removes ({list_changes} on lists); faults: {} partitions, \
          {} held links, {} crashes; \
          {shipped} lattices shipped by anti-entropy, {dropped} gossip frames lost, \
          {collected} tombstones collected, {stalls} stalled connections re-made; \

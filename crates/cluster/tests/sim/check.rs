@@ -344,9 +344,10 @@ pub fn watermarks(world: &World, now: std::time::Duration, held: &Versions) -> R
     Ok(())
 }
 
-/// A hash or set every region's primary changed: on every replica, every
-/// acknowledged field with its value and nothing else; every acknowledged
-/// member not acknowledged removed, and nothing else.
+/// A hash, set or list every region's primary changed: on every replica,
+/// every acknowledged field with its value and nothing else; every
+/// acknowledged member (element) not acknowledged removed, and nothing
+/// else — and a list's elements in one order on every replica.
 fn check_collection(
     world: &World,
     snap: &BTreeMap<(NodeId, u16), BTreeMap<Vec<u8>, LogEntry>>,
@@ -373,11 +374,28 @@ fn check_collection(
             .collect()
     };
     let slot = slot_of(key.hash);
+    // A list's order, as the first replica holds it: every other the same.
+    let mut order: Option<(NodeId, Vec<Vec<u8>>)> = None;
     for r in 0..ring.regions().len() {
         for id in ring.replicas(slot, r) {
             let held = snap
                 .get(&(id.node, id.index))
                 .and_then(|m| m.get(&key.key[..]));
+            if let Some(EntryState::Typed(s)) = held.map(|e| &e.state) {
+                if let Some(Collection::List(l)) = s.visible_collection(0) {
+                    let seq: Vec<Vec<u8>> = l.iter().map(|e| e.to_vec()).collect();
+                    match &order {
+                        None => order = Some((id.node, seq)),
+                        Some((first, o)) if *o != seq => {
+                            return Err(format!(
+                                "list {c} (slot {slot}): n{} holds its elements in another order than n{first}",
+                                id.node
+                            ))
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
             let got: BTreeMap<Vec<u8>, Vec<u8>> = match held.map(|e| &e.state) {
                 Some(EntryState::Typed(s)) => match s.visible_collection(0) {
                     Some(Collection::Hash(h)) => {

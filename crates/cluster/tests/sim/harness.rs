@@ -231,6 +231,8 @@ pub struct Outcome {
     pub increments: usize,
     /// Acknowledged new hash fields, set adds and set removes.
     pub collection_changes: usize,
+    /// Of those, acknowledged list pushes and removes.
+    pub list_changes: usize,
     /// Faults started: (partitions, held links, crashes).
     pub faults: (usize, usize, usize),
     pub converged_after: Duration,
@@ -459,6 +461,13 @@ pub fn run(s: &Scenario) -> Result<Outcome, String> {
         collection_changes: world.fields.borrow().len()
             + world.set_members.borrow().len()
             + world.set_members.borrow().iter().filter(|m| m.2).count(),
+        list_changes: world
+            .set_members
+            .borrow()
+            .iter()
+            .filter(|m| crate::node::typed_kind(m.0) == 4)
+            .map(|m| 1 + usize::from(m.2))
+            .sum(),
         faults,
         converged_after,
         stats: world.stats.borrow().clone(),

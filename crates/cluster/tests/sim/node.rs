@@ -158,9 +158,10 @@ pub struct Stats {
 }
 
 /// What typed key `c` is: 0 a counter, 1 a hash, 2 a set, 3 a sorted
-/// set (whose one member every region's primary `ZINCRBY`s).
+/// set (whose one member every region's primary `ZINCRBY`s), 4 a list
+/// (`LPUSH`/`RPUSH` of new elements, `LREM` of one it pushed).
 pub fn typed_kind(c: usize) -> usize {
-    c % 4
+    c % 5
 }
 
 /// A key of the workload.
@@ -499,7 +500,7 @@ impl Node {
         let boots = self.disk.borrow().boots;
         let elem = Bytes::from(format!("n{}.{boots}.{seq}", self.me));
         // SREM of one of this node's acknowledged, not removed members.
-        let removable = (typed_kind(c) == 2 && by < 0)
+        let removable = (matches!(typed_kind(c), 2 | 4) && by < 0)
             .then(|| {
                 self.world
                     .set_members
@@ -524,6 +525,22 @@ impl Node {
                 )
                 .expect("ZINCRBY parses"),
             ),
+            4 => {
+                let args: Vec<Bytes> = match removable {
+                    Some(i) => vec![
+                        Bytes::from_static(b"LREM"),
+                        key.key.clone(),
+                        Bytes::from_static(b"1"),
+                        self.world.set_members.borrow()[i].1.clone(),
+                    ],
+                    None => vec![
+                        Bytes::from_static(if by % 2 == 0 { b"LPUSH" } else { b"RPUSH" }),
+                        key.key.clone(),
+                        elem.clone(),
+                    ],
+                };
+                Op::Lists(elsa_shard::ops::lists::ListOp::parse(args).expect("list op parses"))
+            }
             1 => Op::Hash(elsa_shard::ops::hashes::HashOp::Set {
                 pairs: vec![(elem.clone(), Bytes::from(by.to_string()))],
                 reply: elsa_shard::ops::hashes::HSetReply::Count,
@@ -557,6 +574,10 @@ impl Node {
                     .borrow_mut()
                     .push((c, elem, Bytes::from(by.to_string())))
             }
+            (4, Some(elsa_shard::OpReply::Int(n))) if n >= 1 => match removable {
+                Some(i) => self.world.set_members.borrow_mut()[i].2 = true,
+                None => self.world.set_members.borrow_mut().push((c, elem, false)),
+            },
             (_, Some(elsa_shard::OpReply::Int(1))) => match removable {
                 Some(i) => self.world.set_members.borrow_mut()[i].2 = true,
                 None => self.world.set_members.borrow_mut().push((c, elem, false)),
