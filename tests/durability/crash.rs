@@ -33,6 +33,8 @@ enum Kind {
     SAdd,
     /// `ZADD` of a new member to the writer's own sorted set.
     ZAdd,
+    /// `RPUSH` of a new element to the writer's own list.
+    RPush,
 }
 
 /// The ledger's name for field `field` of hash `key` (read with HGET).
@@ -52,13 +54,19 @@ fn zset_slot(key: &str, member: &str) -> String {
     format!("z|{key}|{member}")
 }
 
+/// The ledger's name for element `elem` of list `key` (read with LPOS:
+/// present as "1").
+fn list_slot(key: &str, elem: &str) -> String {
+    format!("l|{key}|{elem}")
+}
+
 /// What `keys` hold on `c`: plain keys with MGET, hash fields with HGET,
 /// set members with SISMEMBER, sorted-set members with ZSCORE (see
 /// `hash_slot`, `set_slot`, `zset_slot`).
 fn read_all(c: &mut Connection, keys: &[&str]) -> HashMap<String, String> {
-    let (plain, typed): (Vec<&str>, Vec<&str>) = keys
-        .iter()
-        .partition(|k| !k.starts_with("h|") && !k.starts_with("s|") && !k.starts_with("z|"));
+    let (plain, typed): (Vec<&str>, Vec<&str>) = keys.iter().partition(|k| {
+        !k.starts_with("h|") && !k.starts_with("s|") && !k.starts_with("z|") && !k.starts_with("l|")
+    });
     let mut out = crate::mget_all(c, &plain);
     for chunk in typed.chunks(500) {
         let mut pipe = redis::pipe();
@@ -68,8 +76,9 @@ fn read_all(c: &mut Connection, keys: &[&str]) -> HashMap<String, String> {
             match (kind, key, elem) {
                 (Some("h"), Some(key), Some(f)) => pipe.cmd("HGET").arg(key).arg(f),
                 (Some("z"), Some(key), Some(m)) => pipe.cmd("ZSCORE").arg(key).arg(m),
+                (Some("l"), Some(key), Some(e)) => pipe.cmd("LPOS").arg(key).arg(e),
                 (Some(_), Some(key), Some(m)) => pipe.cmd("SISMEMBER").arg(key).arg(m),
-                _ => unreachable!("ledger names are built by hash_slot/set_slot"),
+                _ => unreachable!("ledger names are built by the *_slot functions"),
             };
         }
         let answers: Vec<Value> = pipe.query(c).expect("HGET/SISMEMBER/ZSCORE");
@@ -79,6 +88,10 @@ fn read_all(c: &mut Connection, keys: &[&str]) -> HashMap<String, String> {
                     out.insert(k.to_string(), String::from_utf8_lossy(&b).into_owned());
                 }
                 Value::Int(1) => {
+                    out.insert(k.to_string(), "1".into());
+                }
+                // LPOS: the element is in the list, at this index.
+                Value::Int(_) if k.starts_with("l|") => {
                     out.insert(k.to_string(), "1".into());
                 }
                 _ => {}
@@ -172,16 +185,17 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
     let counter = format!("{prefix}:ctr");
     let mut count: Option<i64> = None;
     loop {
-        let kind = match rng.gen_range(0..16) {
+        let kind = match rng.gen_range(0..17) {
             0..=3 => Kind::Set,
             4..=6 => Kind::Mset,
             7..=9 => Kind::Txn,
             10..=11 => Kind::Incr,
             12..=13 => Kind::HSet,
             14 => Kind::SAdd,
-            _ => Kind::ZAdd,
+            15 => Kind::ZAdd,
+            _ => Kind::RPush,
         };
-        if matches!(kind, Kind::HSet | Kind::SAdd | Kind::ZAdd) {
+        if matches!(kind, Kind::HSet | Kind::SAdd | Kind::ZAdd | Kind::RPush) {
             n += 1;
             let pair = if kind == Kind::HSet {
                 let field = format!("f{n}");
@@ -191,6 +205,11 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
                 (
                     zset_slot(&format!("{prefix}:z"), &format!("m{n}")),
                     rng.gen_range(-1000i64..1000).to_string(),
+                )
+            } else if kind == Kind::RPush {
+                (
+                    list_slot(&format!("{prefix}:l"), &format!("e{n}")),
+                    "1".into(),
                 )
             } else {
                 (
@@ -271,7 +290,7 @@ fn commit(c: &mut Connection, g: &Group) -> Fate {
         (false, _) => Fate::Refused(e.to_string()),
     };
     match g.kind {
-        Kind::HSet | Kind::SAdd | Kind::ZAdd => {
+        Kind::HSet | Kind::SAdd | Kind::ZAdd | Kind::RPush => {
             let (slot, v) = &g.pairs[0];
             let mut parts = slot.splitn(3, '|');
             let (_, key, elem) = (parts.next(), parts.next(), parts.next());
@@ -288,11 +307,14 @@ fn commit(c: &mut Connection, g: &Group) -> Fate {
                     .arg(v)
                     .arg(elem)
                     .query::<Value>(c)
+            } else if g.kind == Kind::RPush {
+                redis::cmd("RPUSH").arg(key).arg(elem).query::<Value>(c)
             } else {
                 redis::cmd("SADD").arg(key).arg(elem).query::<Value>(c)
             };
             match r {
                 Ok(Value::Int(1)) => Fate::Acked,
+                Ok(Value::Int(n)) if n > 1 && g.kind == Kind::RPush => Fate::Acked,
                 Ok(other) => panic!("{:?} answered {other:?}", g.kind),
                 Err(e) => failed(e, true),
             }
