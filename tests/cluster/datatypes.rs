@@ -14,7 +14,12 @@
 //! - a sorted set every client `ZINCRBY`s one shared member of scores the
 //!   number of acknowledged increments (concurrent `ZINCRBY`s all count),
 //!   and holds every member a client `ZADD`ed and did not `ZREM`, with its
-//!   score, and none it removed.
+//!   score, and none it removed;
+//! - a list every client `RPUSH`es its own elements to (and `LPUSH`es,
+//!   and `LREM`s some of its own from) holds every acknowledged push not
+//!   acknowledged removed, once, none it removed and none never sent, in
+//!   one order on every node, each client's `RPUSH`ed elements in the
+//!   order it pushed them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +39,9 @@ const SET: &str = "dt:set";
 /// The sorted set every client increments one member of, and adds and
 /// removes its own members of.
 const ZSET: &str = "dt:zset";
+/// The list every client pushes its own elements to, and removes some of
+/// them from.
+const LIST: &str = "dt:list";
 
 /// What one client did.
 #[derive(Default, Debug)]
@@ -61,6 +69,13 @@ struct Done {
     zremoved: BTreeSet<String>,
     /// Own members whose ZADD or ZREM went unacknowledged.
     zdoubt: BTreeSet<String>,
+    /// Own elements pushed (acknowledged), in push order, and whether by
+    /// RPUSH.
+    pushed: Vec<(String, bool)>,
+    /// Own elements LREMoved (acknowledged).
+    lremoved: BTreeSet<String>,
+    /// Own elements whose push or LREM went unacknowledged.
+    ldoubt: BTreeSet<String>,
 }
 
 /// One client on node port `port`: increments, sets fields, adds and
@@ -82,6 +97,14 @@ fn client(port: u16, me: usize, stop: &AtomicBool) -> Done {
             },
         };
         n += 1;
+        if n % 5 == 0 {
+            let ok = list_step(c, me, n, &mut done);
+            if !ok {
+                con = None;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            continue;
+        }
         let ok = match n % 6 {
             4 => {
                 let r: redis::RedisResult<Value> = redis::cmd("ZINCRBY")
@@ -196,6 +219,94 @@ fn client(port: u16, me: usize, stop: &AtomicBool) -> Done {
     done
 }
 
+/// One list command of client `me`: LREM of one of its acknowledged
+/// elements now and then, else a push of a new one (RPUSH mostly).
+fn list_step(c: &mut redis::Connection, me: usize, n: u64, done: &mut Done) -> bool {
+    if n % 4 == 0 {
+        let removable = done
+            .pushed
+            .iter()
+            .map(|(e, _)| e)
+            .find(|e| !done.lremoved.contains(*e) && !done.ldoubt.contains(*e))
+            .cloned();
+        if let Some(e) = removable {
+            let r: redis::RedisResult<Value> = redis::cmd("LREM").arg(LIST).arg(1).arg(&e).query(c);
+            let ok = matches!(r, Ok(Value::Int(1)));
+            if ok {
+                done.lremoved.insert(e);
+            } else {
+                done.ldoubt.insert(e);
+            }
+            return ok;
+        }
+    }
+    let e = format!("c{me}:l{n}");
+    let right = n % 3 != 0;
+    let r: redis::RedisResult<Value> = redis::cmd(if right { "RPUSH" } else { "LPUSH" })
+        .arg(LIST)
+        .arg(&e)
+        .query(c);
+    let ok = matches!(r, Ok(Value::Int(len)) if len >= 1);
+    if ok {
+        done.pushed.push((e, right));
+    } else {
+        done.ldoubt.insert(e);
+    }
+    ok
+}
+
+/// Checks the list on every node against what the clients did (see the
+/// module doc).
+fn check_list(c: &Cluster, done: &[Done]) {
+    let mut first: Option<Vec<String>> = None;
+    for i in 0..c.len() {
+        let list: Vec<String> = redis::cmd("LRANGE")
+            .arg(LIST)
+            .arg(0)
+            .arg(-1)
+            .query(&mut c.conn(i))
+            .expect("LRANGE");
+        let at: BTreeMap<&String, usize> = list.iter().enumerate().map(|(k, e)| (e, k)).collect();
+        assert_eq!(at.len(), list.len(), "node {}: an element twice", i + 1);
+        for d in done {
+            let mut last_right = None;
+            for (e, right) in &d.pushed {
+                if d.ldoubt.contains(e) {
+                    continue;
+                }
+                match (at.get(e), d.lremoved.contains(e)) {
+                    (Some(_), true) => panic!("node {}: {e} was removed but is there", i + 1),
+                    (None, false) => {
+                        panic!("node {}: {e}, pushed and never removed, is missing", i + 1)
+                    }
+                    (Some(&k), false) if *right => {
+                        assert!(
+                            last_right.is_none_or(|l| l < k),
+                            "node {}: {e} was RPUSHed after the client's previous RPUSH but \
+                             stands before it",
+                            i + 1
+                        );
+                        last_right = Some(k);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for e in &list {
+            assert!(
+                done.iter()
+                    .any(|d| d.pushed.iter().any(|(p, _)| p == e) || d.ldoubt.contains(e)),
+                "node {}: {e} was never sent",
+                i + 1
+            );
+        }
+        match &first {
+            None => first = Some(list),
+            Some(f) => assert_eq!(f, &list, "node {} holds the list in another order", i + 1),
+        }
+    }
+}
+
 #[test]
 fn counters_hashes_and_sets_in_two_regions_keep_every_acknowledged_change() {
     let _one = one_at_a_time();
@@ -253,7 +364,8 @@ fn counters_hashes_and_sets_in_two_regions_keep_every_acknowledged_change() {
         println!(
             "[datatypes] client {i}: {} increments acked ({} in doubt), {} fields acked ({} in doubt), \
              {} members added, {} removed ({} in doubt), {} ZINCRBYs acked ({} in doubt), \
-             {} sorted-set members added, {} removed ({} in doubt)",
+             {} sorted-set members added, {} removed ({} in doubt), \
+             {} list pushes, {} removed ({} in doubt)",
             d.incr_acked,
             d.incr_doubt,
             d.fields.len(),
@@ -265,7 +377,10 @@ fn counters_hashes_and_sets_in_two_regions_keep_every_acknowledged_change() {
             d.zincr_doubt,
             d.zadded.len(),
             d.zremoved.len(),
-            d.zdoubt.len()
+            d.zdoubt.len(),
+            d.pushed.len(),
+            d.lremoved.len(),
+            d.ldoubt.len()
         );
     }
     let all: Vec<usize> = (0..c.len()).collect();
@@ -331,6 +446,11 @@ fn counters_hashes_and_sets_in_two_regions_keep_every_acknowledged_change() {
             );
         }
     }
+    assert!(
+        done.iter().all(|d| d.pushed.len() > d.lremoved.len()),
+        "every client's pushes got through"
+    );
+    check_list(&c, &done);
     let zacked: u64 = done.iter().map(|d| d.zincr_acked).sum();
     let zdoubt: u64 = done.iter().map(|d| d.zincr_doubt).sum();
     assert!(zacked > 0, "ZINCRBYs got through");
