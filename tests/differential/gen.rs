@@ -7,10 +7,14 @@
 //!   choice). `SELECT 0`, and indexes out of Redis's range, are generated.
 //! - Elsa's own commands (PUT, DELETE, BEGIN, COMMIT, ABORT, ROLLBACK,
 //!   LASTCOMMIT, WAITREGION, ELSA.*): Redis has no counterpart to compare
-//!   with. Redis commands Elsa lacks (lists, LCS, …) are not generated
-//!   either, except a few truly unknown names for the unknown-command
-//!   error. Hashes, sets and sorted sets are (`gen_hashes.rs`,
-//!   `gen_sets.rs`, `gen_zsets.rs`).
+//!   with. Redis commands Elsa lacks (LCS, SORT, streams, …) are not
+//!   generated either, except a few truly unknown names for the
+//!   unknown-command error. Hashes, sets, sorted sets and lists are
+//!   (`gen_hashes.rs`, `gen_sets.rs`, `gen_zsets.rs`, `gen_lists.rs`; lists
+//!   only while [`LISTS`] is on).
+//! - The blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP,
+//!   BZPOPMIN, BZPOPMAX, BZMPOP): a blocking pop on an empty key would
+//!   stall the single client (see `gen_lists.rs`, `gen_zsets.rs`).
 //! - `COPY … DB 1`..`DB 15` and `MEMORY DOCTOR|STATS|MALLOC-STATS|PURGE`
 //!   (see `gen_keys.rs`); SETRANGE and SETBIT that would really write at
 //!   the 512 MB limit (both servers would allocate it; refusals past the
@@ -51,12 +55,21 @@ use super::resp::quote;
 mod hashes;
 #[path = "gen_keys.rs"]
 mod keys;
+#[path = "gen_lists.rs"]
+mod lists;
 #[path = "gen_sets.rs"]
 mod sets;
 #[path = "gen_strings.rs"]
 mod strings;
 #[path = "gen_zsets.rs"]
 mod zsets;
+
+/// Whether list commands are generated (`gen_lists.rs`): single commands
+/// as often as sorted-set ones, "list steps" among the probes, and `list`
+/// as a SCAN TYPE. Off, the sequences are exactly those generated before
+/// lists existed (same seeds, same commands) — flip it if Elsa's lists are
+/// not in the build under test.
+pub const LISTS: bool = true;
 
 /// One argument: literal bytes, or a time resolved when the command is sent
 /// (so a replayed or shrunk sequence still means "in 200 s", not a moment
@@ -547,6 +560,7 @@ impl Gen {
             18..=19 => return self.ttl_probe(),
             20 => return self.object_probe(),
             21..=23 => return self.zset_step(),
+            24..=26 if LISTS => return self.list_step(),
             _ => self.command(),
         };
         Step::one(cmd)
@@ -654,13 +668,18 @@ impl Gen {
 
     /// One ordinary command (data or control), valid or not.
     fn command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..17) {
+        // Without lists the draw is the one made before lists existed, so
+        // the sequences stay the same.
+        let n = if LISTS { 20 } else { 17 };
+        match self.rng.gen_range(0..n) {
             0..=1 => return self.string_command(),
             2 => return self.key_command(),
             3..=4 => return self.hash_command(),
             5..=6 => return self.set_command(),
             // Twice the commands of sets: a larger share.
             7..=9 => return self.zset_command(),
+            // As many as sorted sets.
+            17..=19 => return self.list_command(),
             _ => {}
         }
         match self.rng.gen_range(0..100) {
@@ -967,9 +986,16 @@ impl Gen {
             ]);
         }
         if self.rng.gen_bool(0.2) {
-            let t = self.pick(&[
-                b"string", b"STRING", b"none", b"hash", b"set", b"zset", b"foo",
-            ]);
+            let types: &[&[u8]] = if LISTS {
+                &[
+                    b"string", b"STRING", b"none", b"hash", b"set", b"zset", b"list", b"foo",
+                ]
+            } else {
+                &[
+                    b"string", b"STRING", b"none", b"hash", b"set", b"zset", b"foo",
+                ]
+            };
+            let t = self.pick(types);
             opts.push(vec![self.name("TYPE"), lit(t)]);
         }
         if self.rng.gen_bool(0.1) {
