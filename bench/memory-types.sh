@@ -2,11 +2,12 @@
 # Memory of big collections, Elsa against Redis on the same machine in the
 # same run (issue 13: a 1M-member set of 16-byte members and a 1M-field
 # hash of 16-byte fields and values cost at most 2x Redis's RSS; issue 14:
-# a 1M-member sorted set too). Each server starts empty, without
-# persistence; the script loads one collection (SADD / HSET, 1000 elements
+# a 1M-member sorted set and a 1M-element list too). Each server starts
+# empty, without
+# persistence; the script loads one collection (SADD / HSET / ZADD / RPUSH, 1000 elements
 # per command, through redis-cli --pipe), then reads the growth of the
 # server's RSS (VmRSS in /proc/PID/status) and its element count.
-#   bench/memory-types.sh [N]        (default N = 1000000)
+#   bench/memory-types.sh [N]        (default N = 1000000; TYPES="list" for one)
 # Prints one line per type: Redis MB, Elsa MB, ratio.
 N=${1:-1000000}
 DURABILITY=none
@@ -23,6 +24,8 @@ out = sys.stdout.buffer
 for base in range(0, n, 1000):
     if kind == "set":
         args = [b"SADD", b"big:set"] + [b"m%015d" % i for i in range(base, min(n, base + 1000))]
+    elif kind == "list":
+        args = [b"RPUSH", b"big:list"] + [b"e%015d" % i for i in range(base, min(n, base + 1000))]
     elif kind == "zset":
         args = [b"ZADD", b"big:zset"]
         for i in range(base, min(n, base + 1000)):
@@ -49,16 +52,16 @@ measure() { # type port pid -> MB
   echo $(( (after - before) / 1024 ))
 }
 
-for t in set hash zset; do
+for t in ${TYPES:-set hash zset list}; do
   load "$t" > "$TMP/$t.resp"
   start_redis
   rport=${REDIS_URL##*:}
   r=$(measure "$t" "$rport" "${PIDS[-1]}")
-  count=$(redis-cli -p "$rport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; esac)" "big:$t")
+  count=$(redis-cli -p "$rport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; list) echo LLEN;; esac)" "big:$t")
   start_elsa
   eport=${ELSA_URL##*:}
   e=$(measure "$t" "$eport" "${PIDS[-1]}")
-  ecount=$(redis-cli -p "$eport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; esac)" "big:$t")
+  ecount=$(redis-cli -p "$eport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; list) echo LLEN;; esac)" "big:$t")
   printf "%-5s N=%s  Redis %5s MB (%s elements)  Elsa %5s MB (%s elements)  Elsa/Redis %.2fx\n" \
     "$t" "$N" "$r" "$count" "$e" "$ecount" "$(echo "$e / $r" | bc -l)"
   kill "${PIDS[-1]}" "${PIDS[-2]}" 2>/dev/null || true

@@ -92,7 +92,7 @@ impl KeyState {
                 put_version(out, l.newest);
                 out.put_u32_le(l.len() as u32);
                 for (p, slot) in l.entries_iter() {
-                    put_pos(out, p);
+                    put_pos(out, &p);
                     put_bytes(out, &slot.value);
                     put_version(out, slot.set);
                 }

@@ -323,25 +323,7 @@ impl KeyState {
                             + m.score.heap_bytes()
                     })
                     .sum(),
-                Some(Collection::List(l)) => {
-                    // Each element's pair in a B-tree node (position,
-                    // value, version), with the node's slack; tombstones
-                    // as map entries.
-                    let pair = std::mem::size_of::<(crate::list::Pos, crate::list::Slot)>();
-                    l.entries_iter()
-                        .map(|(p, s)| {
-                            pair + pair / 4
-                                + s.value.heap_bytes()
-                                + if p.steps().len() > 1 {
-                                    p.steps().len() * 24
-                                } else {
-                                    0
-                                }
-                        })
-                        .sum::<usize>()
-                        + l.tombstones()
-                            * (8 + INDEX + std::mem::size_of::<(crate::list::Pos, Version)>())
-                }
+                Some(Collection::List(l)) => l.heap_bytes(),
                 Some(Collection::Set(s)) => s
                     .members
                     .iter()

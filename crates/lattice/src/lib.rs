@@ -30,6 +30,7 @@ pub mod list;
 mod lww;
 pub mod ormap;
 pub mod orset;
+mod seq;
 pub mod zset;
 
 pub use counter::Counter;

@@ -151,7 +151,8 @@ impl Minter {
 /// A list (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub struct List {
-    pub(crate) live: indexset::BTreeMap<Pos, Slot>,
+    /// The live elements, in position order.
+    pub(crate) live: crate::seq::Seq,
     /// Tombstones: each removed element's position and when it was
     /// removed.
     pub(crate) dead: Map<Pos, Version>,
@@ -161,12 +162,15 @@ pub struct List {
     pub(crate) digest: u64,
 }
 
+/// Two lists are equal when they hold the same elements at the same
+/// positions (however their runs happen to be cut), the same tombstones
+/// and the same newest write.
 impl PartialEq for List {
     fn eq(&self, other: &Self) -> bool {
         self.newest == other.newest
             && self.live.len() == other.live.len()
-            && self.live.iter().eq(other.live.iter())
             && self.dead == other.dead
+            && self.live.entries().eq(other.live.entries())
     }
 }
 
@@ -185,7 +189,7 @@ impl List {
 
     /// True when no element is live.
     pub fn is_empty(&self) -> bool {
-        self.live.is_empty()
+        self.live.len() == 0
     }
 
     /// Entries kept, tombstones included.
@@ -205,34 +209,37 @@ impl List {
 
     /// The element at `index` (from the head, 0-based).
     pub fn get(&self, index: usize) -> Option<&Elem> {
-        self.live.get_index(index).map(|(_, s)| &s.value)
+        self.live.get(index)
     }
 
     /// The position of the element at `index`.
-    pub fn pos_at(&self, index: usize) -> Option<&Pos> {
-        self.live.get_index(index).map(|(p, _)| p)
+    pub fn pos_at(&self, index: usize) -> Option<Pos> {
+        self.live.pos_at(index)
     }
 
     /// The elements from `from` to `to` (exclusive), head first.
-    pub fn range(&self, from: usize, to: usize) -> impl DoubleEndedIterator<Item = &Elem> + '_ {
-        let to = to.min(self.len());
-        let from = from.min(to);
-        self.live.range_idx(from..to).map(|(_, s)| &s.value)
+    pub fn range(&self, from: usize, to: usize) -> impl Iterator<Item = &Elem> + '_ {
+        self.live.range(from, to)
     }
 
     /// Every element, head first.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Elem> + '_ {
-        self.live.iter().map(|(_, s)| &s.value)
+        self.live.iter()
     }
 
     /// Every element with its position, head first.
-    pub fn entries_iter(&self) -> impl Iterator<Item = (&Pos, &Slot)> + '_ {
-        self.live.iter()
+    pub fn entries_iter(&self) -> impl Iterator<Item = (Pos, Slot)> + '_ {
+        self.live.entries()
     }
 
     /// The tombstones, in no order.
     pub fn tombstones_iter(&self) -> impl Iterator<Item = (&Pos, Version)> + '_ {
         self.dead.iter().map(|(p, v)| (p, *v))
+    }
+
+    /// Heap bytes it owns (MEMORY USAGE, INFO).
+    pub fn heap_bytes(&self) -> usize {
+        self.live.heap_bytes() + self.dead.capacity() * (8 + std::mem::size_of::<(Pos, Version)>())
     }
 
     fn delta(dot: Version) -> List {
@@ -245,6 +252,11 @@ impl List {
     /// The delta of inserting `values`, in that order, before the element
     /// now at `index` (at the tail when `index` is the length), as write
     /// `dot`. `LPUSH a b c` is `insert(0, [c, b, a])`.
+    ///
+    /// One value takes a position between its neighbours'; several take
+    /// one such position `P` and stand at `P` extended by 0, 1, 2…, so a
+    /// batch is one run, and two batches written at one place
+    /// concurrently do not interleave.
     pub fn insert<'a>(
         &self,
         index: usize,
@@ -254,19 +266,30 @@ impl List {
         let index = index.min(self.len());
         let lo = index.checked_sub(1).and_then(|i| self.pos_at(i));
         let hi = self.pos_at(index);
+        let values: Vec<&[u8]> = values.into_iter().collect();
         let mut minter = Minter { dot, seq: 0 };
         let mut delta = List::delta(dot);
-        let mut prev = lo.cloned();
-        for v in values {
-            let p = minter.between(prev.as_ref(), hi);
+        let at = minter.between(lo.as_ref(), hi.as_ref());
+        if values.len() == 1 {
             delta.put_live(
-                p.clone(),
+                at,
+                Slot {
+                    value: Elem::new(values[0]),
+                    set: dot,
+                },
+            );
+            return delta;
+        }
+        for (i, v) in values.into_iter().enumerate() {
+            let mut p = at.clone();
+            p.0.push(minter.step(i as i64));
+            delta.put_live(
+                p,
                 Slot {
                     value: Elem::new(v),
                     set: dot,
                 },
             );
-            prev = Some(p);
         }
         delta
     }
@@ -277,7 +300,7 @@ impl List {
         let mut delta = List::delta(dot);
         for i in indices {
             if let Some(p) = self.pos_at(i) {
-                delta.put_dead(p.clone(), dot);
+                delta.put_dead(p, dot);
             }
         }
         delta
@@ -289,7 +312,7 @@ impl List {
         let p = self.pos_at(index)?;
         let mut delta = List::delta(dot);
         delta.put_live(
-            p.clone(),
+            p,
             Slot {
                 value: Elem::new(value),
                 set: dot,
@@ -300,7 +323,11 @@ impl List {
 
     /// The delta of removing every element as write `dot` (`DEL`).
     pub fn clear(&self, dot: Version) -> List {
-        self.remove(0..self.len(), dot)
+        let mut delta = List::delta(dot);
+        for (p, _) in self.live.entries() {
+            delta.put_dead(p, dot);
+        }
+        delta
     }
 
     /// The delta that makes this list show exactly `target`'s elements,
@@ -312,66 +339,60 @@ impl List {
     /// installed this way, at the commit's real version.)
     pub fn rewrite(&self, target: &List, dot: Version) -> List {
         let mut delta = List::delta(dot);
-        for (p, _) in self.live.iter() {
-            if !target.live.contains_key(p) {
-                delta.put_dead(p.clone(), dot);
+        for (p, _) in self.live.entries() {
+            if target.live.get_pos(&p).is_none() {
+                delta.put_dead(p, dot);
             }
         }
         let mut minter = Minter { dot, seq: 0 };
-        // The last position written or kept, and the new elements since.
+        // The last position kept, and the new elements since.
         let mut lo: Option<Pos> = None;
-        let mut run: Vec<&Slot> = Vec::new();
-        let mut flush = |lo: &Option<Pos>, hi: Option<&Pos>, run: &mut Vec<&Slot>, d: &mut List| {
+        let mut run: Vec<Elem> = Vec::new();
+        let mut flush = |lo: &Option<Pos>, hi: Option<&Pos>, run: &mut Vec<Elem>, d: &mut List| {
             let mut prev = lo.clone();
-            for s in run.drain(..) {
+            for value in run.drain(..) {
                 let p = minter.between(prev.as_ref(), hi);
-                d.put_live(
-                    p.clone(),
-                    Slot {
-                        value: s.value.clone(),
-                        set: dot,
-                    },
-                );
+                d.put_live(p.clone(), Slot { value, set: dot });
                 prev = Some(p);
             }
         };
-        for (p, s) in target.live.iter() {
-            match self.live.get(p) {
+        for (p, s) in target.live.entries() {
+            match self.live.get_pos(&p) {
                 Some(mine) => {
-                    flush(&lo, Some(p), &mut run, &mut delta);
+                    flush(&lo, Some(&p), &mut run, &mut delta);
                     if mine.value != s.value {
                         delta.put_live(
                             p.clone(),
                             Slot {
-                                value: s.value.clone(),
+                                value: s.value,
                                 set: dot,
                             },
                         );
                     }
-                    lo = Some(p.clone());
+                    lo = Some(p);
                 }
-                None => run.push(s),
+                None => run.push(s.value),
             }
         }
         // A run after the last kept element goes before whatever follows
         // it here (only removed elements do).
-        let hi = lo
-            .as_ref()
-            .map_or_else(|| self.pos_at(0), |l| self.next_after(l));
-        flush(&lo, hi, &mut run, &mut delta);
+        let hi = match &lo {
+            None => self.pos_at(0),
+            Some(l) => self.pos_at(self.live.index_after(l)),
+        };
+        flush(&lo, hi.as_ref(), &mut run, &mut delta);
         delta
     }
 
-    /// The first live position after `p`.
-    fn next_after(&self, p: &Pos) -> Option<&Pos> {
-        let i = self.live.rank(p);
-        let i = if self.live.contains_key(p) { i + 1 } else { i };
-        self.pos_at(i)
-    }
-
     fn put_live(&mut self, p: Pos, s: Slot) {
-        self.digest ^= entry_digest(&p, &s);
-        self.live.insert(p, s);
+        let d = entry_digest(&p, &s);
+        let (old, changed) = self.live.put(&p, s);
+        if changed {
+            if let Some(old) = old {
+                self.digest ^= entry_digest(&p, &old);
+            }
+            self.digest ^= d;
+        }
     }
 
     fn put_dead(&mut self, p: Pos, v: Version) {
@@ -382,18 +403,10 @@ impl List {
     /// Drops everything inserted at or below `floor` (a write of another
     /// type replaced the key then); true if anything changed.
     pub fn drop_through(&mut self, floor: Version) -> bool {
-        let before = self.entries();
-        let old: Vec<Pos> = self
-            .live
-            .iter()
-            .filter(|(p, _)| p.inserted() <= floor)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for p in old {
-            self.live.remove(&p);
-        }
+        let before = self.dead.len();
+        let mut changed = self.live.retain_runs(|r| r.inserted() > floor);
         self.dead.retain(|p, _| p.inserted() > floor);
-        let changed = self.entries() != before;
+        changed |= self.dead.len() != before;
         if changed {
             self.redigest();
         }
@@ -407,7 +420,7 @@ impl List {
 
     /// True when it holds no element, not even a tombstone.
     pub fn has_no_entries(&self) -> bool {
-        self.live.is_empty() && self.dead.is_empty()
+        self.is_empty() && self.dead.is_empty()
     }
 
     /// Forgets tombstones older than `horizon` (every replica has them);
@@ -423,7 +436,10 @@ impl List {
     }
 
     fn redigest(&mut self) {
-        let live = self.live.iter().fold(0, |d, (p, s)| d ^ entry_digest(p, s));
+        let live = self
+            .live
+            .entries()
+            .fold(0, |d, (p, s)| d ^ entry_digest(&p, &s));
         self.digest = self
             .dead
             .iter()
@@ -439,13 +455,12 @@ impl List {
     ) -> Option<List> {
         let mut l = List::delta(newest);
         for (p, s) in live {
-            if l.live.contains_key(&p) {
+            if l.live.put(&p, s).0.is_some() {
                 return None;
             }
-            l.live.insert(p, s);
         }
         for (p, v) in dead {
-            if l.live.contains_key(&p) || l.dead.insert(p, v).is_some() {
+            if l.live.get_pos(&p).is_some() || l.dead.insert(p, v).is_some() {
                 return None;
             }
         }
@@ -488,23 +503,18 @@ impl Crdt for List {
                 }
             }
         }
-        for (p, s) in other.live {
+        for (p, s) in other.live.entries() {
             if self.dead.contains_key(&p) {
                 continue;
             }
-            match self.live.get_mut(&p) {
-                Some(mine) => {
-                    if (s.set, &s.value) > (mine.set, &mine.value) {
-                        self.digest ^= entry_digest(&p, mine) ^ entry_digest(&p, &s);
-                        *mine = s;
-                        changed = true;
-                    }
+            let d = entry_digest(&p, &s);
+            let (old, c) = self.live.put(&p, s);
+            if c {
+                if let Some(old) = old {
+                    self.digest ^= entry_digest(&p, &old);
                 }
-                None => {
-                    self.digest ^= entry_digest(&p, &s);
-                    self.live.insert(p, s);
-                    changed = true;
-                }
+                self.digest ^= d;
+                changed = true;
             }
         }
         changed
@@ -543,8 +553,8 @@ mod tests {
         assert_eq!(l.len(), 56);
         assert_eq!(shown(&l)[..2], ["c", "m"]);
         assert_eq!(shown(&l)[51..], ["b", "n", "a", "x", "y"]);
-        assert!(l.live.iter().all(|(p, _)| p.0.len() <= 3));
-        let positions: Vec<&Pos> = l.live.iter().map(|(p, _)| p).collect();
+        assert!(l.live.entries().all(|(p, _)| p.0.len() <= 3));
+        let positions: Vec<Pos> = l.live.entries().map(|(p, _)| p).collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]));
     }
 
@@ -599,10 +609,110 @@ mod tests {
         let d = l.rewrite(&t, v(7, 3));
         assert!(d
             .live
-            .iter()
+            .entries()
             .all(|(p, s)| { p.0.iter().all(|st| st.ts < 1 << 63) && s.set < v(1 << 63, 0) }));
-        let d = d;
         l.merge(d);
         assert_eq!(shown(&l), ["h", "a", "m1", "m2", "C", "z"]);
+    }
+}
+
+/// The run storage against a plain ordered map of positions: any mix of
+/// batch inserts anywhere, removes, `LSET`s, and deltas merged in another
+/// order, keeps the same elements in the same order, the same digest as
+/// one computed from scratch, and index and range lookups that agree.
+#[cfg(test)]
+mod model {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    enum Edit {
+        Insert { at: u16, n: u8 },
+        Remove { at: u16, n: u8 },
+        Set { at: u16 },
+    }
+
+    fn edit() -> impl Strategy<Value = Edit> {
+        prop_oneof![
+            4 => (any::<u16>(), 1u8..40).prop_map(|(at, n)| Edit::Insert { at, n }),
+            2 => (any::<u16>(), 1u8..6).prop_map(|(at, n)| Edit::Remove { at, n }),
+            1 => any::<u16>().prop_map(|at| Edit::Set { at }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn runs_hold_what_a_map_of_positions_holds(
+            edits in proptest::collection::vec(edit(), 1..120),
+            shuffle in any::<u64>(),
+        ) {
+            let mut l = List::default();
+            let mut model: BTreeMap<Pos, Slot> = BTreeMap::new();
+            let mut deltas = Vec::new();
+            for (n, e) in edits.iter().enumerate() {
+                let dot = Version::new(n as u64 + 1, 1 + (n % 3) as u32);
+                let len = l.len();
+                let d = match *e {
+                    Edit::Insert { at, n: k } => {
+                        let values: Vec<Vec<u8>> =
+                            (0..k).map(|i| format!("{n}.{i}").into_bytes()).collect();
+                        l.insert(usize::from(at) % (len + 1), values.iter().map(|v| &v[..]), dot)
+                    }
+                    Edit::Remove { at, n: k } if len > 0 => {
+                        let from = usize::from(at) % len;
+                        l.remove(from..(from + usize::from(k)).min(len), dot)
+                    }
+                    Edit::Set { at } if len > 0 => {
+                        l.set(usize::from(at) % len, format!("set{n}").as_bytes(), dot).unwrap()
+                    }
+                    _ => continue,
+                };
+                for (p, s) in d.live.entries() {
+                    model.insert(p, s);
+                }
+                for (p, _) in d.tombstones_iter() {
+                    model.remove(p);
+                }
+                l.merge(d.clone());
+                deltas.push(d);
+                prop_assert_eq!(l.len(), model.len());
+            }
+            let want: Vec<(Pos, Slot)> = model.into_iter().collect();
+            let got: Vec<(Pos, Slot)> = l.entries_iter().collect();
+            prop_assert_eq!(&got, &want);
+            for (i, (p, s)) in want.iter().enumerate() {
+                prop_assert_eq!(l.get(i), Some(&s.value));
+                prop_assert_eq!(l.pos_at(i), Some(p.clone()));
+            }
+            let mid = want.len() / 3;
+            let ranged: Vec<&Elem> = l.range(mid, mid + 17).collect();
+            let expect: Vec<&Elem> = want.iter().skip(mid).take(17).map(|(_, s)| &s.value).collect();
+            prop_assert_eq!(ranged, expect);
+            let back: Vec<&Elem> = l.iter().rev().collect();
+            prop_assert!(back.into_iter().eq(want.iter().rev().map(|(_, s)| &s.value)));
+            let mut fresh = l.clone();
+            fresh.redigest();
+            prop_assert_eq!(fresh.digest, l.digest);
+            // The same deltas in another order, each twice.
+            let mut x = shuffle | 1;
+            let mut order: Vec<List> = deltas.iter().chain(&deltas).cloned().collect();
+            for i in (1..order.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                order.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            let other = order.into_iter().fold(List::default(), |mut a, d| {
+                a.merge(d);
+                a
+            });
+            prop_assert_eq!(&other, &l);
+            prop_assert_eq!(other.digest(), l.digest());
+        }
     }
 }
