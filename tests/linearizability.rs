@@ -1,6 +1,7 @@
 //! Per-key linearizability inside one region, against real `elsa server`
-//! processes under faults, checked by porcupine (a Go checker built from
-//! `tests/linearizability/porcupine`; it needs Go, and fails loudly
+//! processes under faults, checked by a Go checker built from
+//! `tests/linearizability/porcupine` (porcupine for register keys, an exact
+//! search of its own for counter keys; it needs Go, and fails loudly
 //! without it).
 //!
 //! Clients (one connection each, one operation at a time, a 2 s timeout)
@@ -15,6 +16,13 @@
 //!   [`checker_accepts_unknown_outcomes`]: hand-made histories, so a
 //!   checker that accepts everything (or rejects every indeterminate
 //!   operation) is caught.
+//! - [`counter_checker_agrees_with_porcupine`]: counter keys are not
+//!   checked by porcupine's search, which is exponential in the pending
+//!   increments of unknown outcome, but by an exact search of the
+//!   checker's own (`porcupine/counter.go`); on 20 000 random small
+//!   histories it must give porcupine's verdict.
+//!   [`checker_decides_many_unknown_increments_quickly`]: 20 pending ones,
+//!   decided at once.
 //! - [`one_node_is_linearizable`]: one node, no faults: must pass.
 //! - [`one_region_under_kill_and_pause_is_linearizable`]: three nodes of
 //!   one region (replication factor 3), with `kill -9` + restart and
@@ -26,6 +34,7 @@
 //! (clients per node, 3; 4 on one node), `ELSA_LIN_KEYS` (register keys,
 //! and as many counter keys, 4), `ELSA_LIN_TIMEOUT_MS` (per operation,
 //! 2000), `ELSA_LIN_CHECK_SECS` (checker timeout, 120), `ELSA_LIN_SEED`,
+//! `ELSA_LIN_SELFTEST_SEED` (the checker's self-test, 1 to 2^63 − 1),
 //! and for the region `ELSA_LIN_FAULTS` (which faults take turns:
 //! `kill,pause`; `kill`, `pause`, or `none` to run the same workload on
 //! a healthy region).
@@ -320,6 +329,118 @@ fn checker_rejects_stale_reads_and_lost_increments() {
             "the checker did not name {key}:\n{}",
             report.output
         );
+    }
+}
+
+/// The counter check (`counter.go`, which stands in for porcupine's search
+/// on counter keys) must agree with porcupine on thousands of random small
+/// counter histories, with and without increments of unknown outcome,
+/// linearizable and not (porcupine decides small ones in milliseconds).
+#[test]
+fn counter_checker_agrees_with_porcupine() {
+    let seed: u64 = env_or("ELSA_LIN_SELFTEST_SEED", 1 + rand::random::<u32>() as u64);
+    let started = Instant::now();
+    let (agreed, output) = checker::selftest(20_000, seed);
+    println!("{}\n(in {:.1?})", output.trim_end(), started.elapsed());
+    assert!(
+        agreed,
+        "the counter check and porcupine disagree (ELSA_LIN_SELFTEST_SEED={seed} replays it):\n{output}"
+    );
+    // "…: 13837 linearizable, 6163 not linearizable, 0 disagreements"
+    let summary = output
+        .lines()
+        .find(|l| l.ends_with(" disagreements"))
+        .unwrap_or_else(|| panic!("no summary in the self-test's report:\n{output}"));
+    let counts: Vec<usize> = summary
+        .rsplit(": ")
+        .next()
+        .unwrap()
+        .split(", ")
+        .map(|part| part.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        counts[0] >= 1000 && counts[1] >= 1000,
+        "the self-test should exercise both verdicts: {summary}"
+    );
+}
+
+/// A counter key whose 20 increments of unknown outcome are pending during
+/// the whole history, taking effect now and then (`extra` is added to the
+/// last answer). Porcupine's search would try every subset of the pending
+/// ones at every point: it does not finish.
+fn many_unknown_increments(extra: i64) -> Vec<Op> {
+    let amounts = [
+        1, 1, 1, 1, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987,
+    ];
+    let mut ops: Vec<Op> = (0..amounts.len())
+        .map(|i| incr(100 + i, "many", amounts[i], None, 10 * i as u64, None))
+        .collect();
+    // What the unknown ones add just before each of these steps; several
+    // sums can be made more than one way (34 = 13 + 21, 377 = 144 + 233,
+    // …), and the six +1s take all six increments of 1.
+    let jumps = [
+        (10, 1),
+        (20, 1),
+        (30, 1),
+        (40, 1),
+        (50, 1),
+        (60, 1),
+        (70, 3),
+        (80, 34),
+        (90, 377),
+        (100, 55 + 610 + 987),
+    ];
+    let mut count = 0;
+    let mut t = 200;
+    for step in 0..240 {
+        count += jumps
+            .iter()
+            .find(|(s, _)| *s == step)
+            .map_or(0, |(_, n)| *n);
+        if step % 2 == 0 {
+            count += 1000;
+            let answer = count.to_string();
+            ops.push(incr(0, "many", 1000, Some(&answer), t, Some(t + 5)));
+        } else {
+            let answer = count.to_string();
+            ops.push(op(0, "many", F::Read, Some(&answer), t, Some(t + 5)));
+        }
+        t += 10;
+    }
+    let answer = (count + extra).to_string();
+    ops.push(op(1, "many", F::Read, Some(&answer), t, Some(t + 5)));
+    ops
+}
+
+/// The counter check decides a key with 20 pending increments of unknown
+/// outcome at once, linearizable or not (the one more the last read sees
+/// would need a seventh increment of 1).
+#[test]
+fn checker_decides_many_unknown_increments_quickly() {
+    for (name, extra, verdict) in [
+        ("control-many-unknowns", 0, Verdict::Linearizable),
+        ("control-many-unknowns-bad", 1, Verdict::NotLinearizable),
+    ] {
+        let mut history = History::new(&[("many".to_string(), Model::Counter)]);
+        history.ops = many_unknown_increments(extra);
+        let json = out_path(name).with_extension("json");
+        history.save(&json);
+        let started = Instant::now();
+        let report = checker::check(&json, None, Duration::from_secs(10));
+        let took = started.elapsed();
+        assert_eq!(report.verdict, verdict, "{name}:\n{}", report.output);
+        assert!(
+            took < Duration::from_secs(5),
+            "{name}: the checker took {took:.1?}"
+        );
+        if verdict == Verdict::NotLinearizable {
+            assert!(
+                report.output.contains("key many: not linearizable")
+                    && report.output.contains("increments of unknown outcome"),
+                "{name}: the report does not say why:\n{}",
+                report.output
+            );
+        }
     }
 }
 

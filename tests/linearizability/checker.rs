@@ -1,6 +1,7 @@
-//! The Go checker (`tests/linearizability/porcupine`, porcupine underneath):
-//! built once per test run into the cargo target dir, then run on a saved
-//! history. Without Go the tests fail and say so: a checker that cannot
+//! The Go checker (`tests/linearizability/porcupine`: porcupine for
+//! register keys, an exact monotonic search of its own for counter keys,
+//! `counter.go`): built once per test run into the cargo target dir, then
+//! run on a saved history, or on random histories of its own (`-selftest`). Without Go the tests fail and say so: a checker that cannot
 //! run must not look like a pass.
 
 use std::path::{Path, PathBuf};
@@ -111,4 +112,28 @@ pub fn check(history: &Path, html: Option<&Path>, timeout: Duration) -> Report {
         ),
     };
     Report { verdict, output }
+}
+
+/// Runs the checker's self-test: its counter check against porcupine on
+/// `histories` random small counter histories (`seed`, from 1 to
+/// `i64::MAX`, picks them). True when every verdict agreed; the report says
+/// how many of each there were.
+pub fn selftest(histories: usize, seed: u64) -> (bool, String) {
+    let out = Command::new(binary())
+        .arg("-selftest")
+        .arg(histories.to_string())
+        .arg("-seed")
+        .arg(seed.to_string())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", binary().display()));
+    let output = String::from_utf8_lossy(&out.stdout).into_owned();
+    match out.status.code() {
+        Some(0) => (true, output),
+        Some(1) => (false, output),
+        _ => panic!(
+            "the checker's self-test failed to run ({}):\n{output}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
 }
