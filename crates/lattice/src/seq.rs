@@ -220,9 +220,26 @@ impl Seq {
         self.len
     }
 
-    /// Chunk, run and offset of the element at `index`.
+    /// Chunk, run and offset of the element at `index`: walked from the
+    /// nearer end, so both ends of a long list are found at once.
     fn locate(&self, mut index: usize) -> Option<(usize, usize, usize)> {
         if index >= self.len {
+            return None;
+        }
+        if index >= self.len / 2 {
+            let mut from_tail = self.len - 1 - index;
+            for (c, chunk) in self.chunks.iter().enumerate().rev() {
+                if from_tail >= chunk.live {
+                    from_tail -= chunk.live;
+                    continue;
+                }
+                for (r, run) in chunk.runs.iter().enumerate().rev() {
+                    if from_tail < run.len() {
+                        return Some((c, r, run.len() - 1 - from_tail));
+                    }
+                    from_tail -= run.len();
+                }
+            }
             return None;
         }
         for (c, chunk) in self.chunks.iter().enumerate() {

@@ -327,22 +327,24 @@ impl ListOp {
             LCmd::Push { end, only_existing } => {
                 push(key, view, end, only_existing, &self.args[2..])
             }
-            LCmd::Pop { end, count } => match read(view, key) {
-                Err(e) => e,
-                Ok(None) if count.is_some() => OpReply::NilArray,
-                Ok(None) => OpReply::Nil,
-                Ok(Some(_)) if count == Some(0) => OpReply::Array(Vec::new()),
-                Ok(Some(_)) => {
-                    let popped = pop(key, view, end, count.unwrap_or(1));
-                    match count {
-                        None => popped
-                            .into_iter()
-                            .next()
-                            .map_or(OpReply::Nil, OpReply::Bulk),
-                        Some(_) => bulks(popped),
-                    }
+            LCmd::Pop { end, count } => {
+                // Only whether the key holds a list is kept: the state
+                // read must be dropped before the pop writes (`read`).
+                let exists = match read(view, key) {
+                    Err(e) => return e,
+                    Ok(s) => s.is_some(),
+                };
+                match (exists, count) {
+                    (false, Some(_)) => OpReply::NilArray,
+                    (false, None) => OpReply::Nil,
+                    (true, Some(0)) => OpReply::Array(Vec::new()),
+                    (true, None) => pop(key, view, end, 1)
+                        .into_iter()
+                        .next()
+                        .map_or(OpReply::Nil, OpReply::Bulk),
+                    (true, Some(n)) => bulks(pop(key, view, end, n)),
                 }
-            },
+            }
             LCmd::Len => match read(view, key) {
                 Err(e) => e,
                 Ok(s) => OpReply::Int(s.map_or(0, |s| list(&s).len() as i64)),
@@ -384,16 +386,16 @@ impl ListOp {
             LCmd::MPop { end, count } => {
                 for (i, k) in self.keys.iter().enumerate() {
                     let k: &[u8] = if i == 0 { key } else { k };
-                    match read(view, k) {
+                    let exists = match read(view, k) {
                         Err(e) => return e,
-                        Ok(None) => continue,
-                        Ok(Some(_)) => {
-                            let popped = pop(k, view, end, count);
-                            return OpReply::Array(vec![
-                                OpReply::Bulk(Bytes::copy_from_slice(k)),
-                                bulks(popped),
-                            ]);
-                        }
+                        Ok(s) => s.is_some(),
+                    };
+                    if exists {
+                        let popped = pop(k, view, end, count);
+                        return OpReply::Array(vec![
+                            OpReply::Bulk(Bytes::copy_from_slice(k)),
+                            bulks(popped),
+                        ]);
                     }
                 }
                 OpReply::NilArray

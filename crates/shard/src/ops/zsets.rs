@@ -769,22 +769,24 @@ fn pop(key: &[u8], view: &mut impl KeyView, max: bool, count: Option<u64>) -> Op
 fn mpop(key: &[u8], keys: &[Bytes], view: &mut impl KeyView, max: bool, count: u64) -> OpReply {
     for (i, k) in keys.iter().enumerate() {
         let k: &[u8] = if i == 0 { key } else { k };
-        match read_collection(view, k, Kind::ZSet) {
+        // Only whether it holds a sorted set is kept: a state still
+        // shared when the pop writes would be copied whole.
+        let exists = match read_collection(view, k, Kind::ZSet) {
             Err(e) => return e,
-            Ok(None) => continue,
-            Ok(Some(_)) => {
-                let OpReply::Scored(popped) = pop(k, view, max, Some(count)) else {
-                    return OpReply::Error(super::ERR_SYNTAX);
-                };
-                let pairs = popped
-                    .into_iter()
-                    .map(|(m, s)| OpReply::Array(vec![OpReply::Bulk(m), OpReply::Double(s)]))
-                    .collect();
-                return OpReply::Array(vec![
-                    OpReply::Bulk(Bytes::copy_from_slice(k)),
-                    OpReply::Array(pairs),
-                ]);
-            }
+            Ok(s) => s.is_some(),
+        };
+        if exists {
+            let OpReply::Scored(popped) = pop(k, view, max, Some(count)) else {
+                return OpReply::Error(super::ERR_SYNTAX);
+            };
+            let pairs = popped
+                .into_iter()
+                .map(|(m, s)| OpReply::Array(vec![OpReply::Bulk(m), OpReply::Double(s)]))
+                .collect();
+            return OpReply::Array(vec![
+                OpReply::Bulk(Bytes::copy_from_slice(k)),
+                OpReply::Array(pairs),
+            ]);
         }
     }
     OpReply::NilArray
