@@ -22,6 +22,7 @@ TESTS=lpush,rpush,lpop,rpop,lrange_100
 
 run() { # port -> "TEST rps" lines
   redis-benchmark -p "$1" -q -P 16 -c 50 -n "$N" -t "$TESTS" 2>/dev/null | tr '\r' '\n' \
+    | grep -v 'needed to benchmark' \
     | sed -n 's/^\([A-Z_0-9]*\)[^:]*: \([0-9.]*\) requests per second.*/\1 \2/p'
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }

@@ -319,6 +319,19 @@ impl Seq {
         if self.chunks.is_empty() {
             return Place::Gap(0, 0);
         }
+        // Pushes go to either end: answered without a search.
+        let last_c = self.chunks.len() - 1;
+        let last = self.chunks[last_c]
+            .runs
+            .last()
+            .expect("chunks are not empty");
+        if last.cmp_at(last.start + last.len() as u32 - 1, p) == Ordering::Less {
+            return Place::Gap(last_c, self.chunks[last_c].runs.len());
+        }
+        let first = &self.chunks[0].runs[0];
+        if first.cmp_at(first.start, p) == Ordering::Greater {
+            return Place::Gap(0, 0);
+        }
         // The last chunk whose first element is at or before `p`.
         let (mut lo, mut hi) = (0, self.chunks.len());
         while lo < hi {
