@@ -1,9 +1,9 @@
-//! Blocking list commands (BLPOP BRPOP BLMPOP BLMOVE BRPOPLPUSH) outside
-//! a transaction: the connection tries the command's non-blocking form
+//! Blocking pops (BLPOP BRPOP BLMPOP BLMOVE BRPOPLPUSH, and BZPOPMIN
+//! BZPOPMAX BZMPOP) outside a transaction: the connection tries the command's non-blocking form
 //! and, while it finds nothing, waits and tries again until the timeout.
 //!
-//! A try is woken by any list write a client of this node made (the
-//! connection that ran it rings [`Shared::list_writes`] when its batch is
+//! A try is woken by any push a client of this node made (the
+//! connection that ran it rings [`Shared::pushes`] when its batch is
 //! done), and otherwise every [`POLL`]: a push made through another node
 //! of the region, or arriving from another region, is seen by the next
 //! poll. Each try is the ordinary atomic command, so an element is handed
@@ -18,16 +18,17 @@
 
 use std::time::Duration;
 
-use elsa_shard::OpReply;
+use elsa_shard::{Op, OpReply};
 use tokio::time::Instant;
 
 use super::{write_op, write_shaped, Conn, QUERY_BUFFER_LIMIT};
-use crate::cmd::DataCmd;
+use crate::cmd::{DataCmd, Shape};
 
 /// Longest wait between two tries when nothing on this node rang.
 pub(crate) const POLL: Duration = Duration::from_millis(20);
 
-/// True when a try found nothing to pop: LMPOP's null array, LMOVE's nil.
+/// True when a try found nothing to pop: LMPOP's and ZMPOP's null array,
+/// LMOVE's nil.
 fn found_nothing(r: &[OpReply]) -> bool {
     matches!(r.first(), Some(OpReply::NilArray | OpReply::Nil))
 }
@@ -41,18 +42,19 @@ impl Conn {
         let mut first = true;
         let shared = self.shared.clone();
         loop {
-            let rang = shared.list_writes.notified();
+            let rang = shared.pushes.notified();
             tokio::pin!(rang);
             rang.as_mut().enable();
-            match self.run_once(dc.clone()).await {
-                Err(e) => return self.w().error(&e.to_string()),
-                // A key of another type answers WRONGTYPE at once; one
-                // that becomes another type while the client waits does
-                // not wake it (Redis serves only lists to it).
-                Ok(r) if !found_nothing(&r) && (first || !is_wrongtype(&r)) => {
+            let tried = match self.run_once(dc.clone()).await {
+                Ok(r) if !first && is_wrongtype(&r) => self.without_wrong_types(&dc, r).await,
+                r => Some(r),
+            };
+            match tried {
+                Some(Err(e)) => return self.w().error(&e.to_string()),
+                Some(Ok(r)) if !found_nothing(&r) => {
                     return write_shaped(&mut self.w(), shape, &r);
                 }
-                Ok(_) => {}
+                _ => {}
             }
             first = false;
             let poll = tokio::time::sleep(POLL);
@@ -88,13 +90,77 @@ impl Conn {
     }
 }
 
-/// True for a command that may make a list key non-empty: what wakes
-/// blocked clients. (RESTORE and the like would too; Elsa has none that
-/// make lists.)
-pub(super) fn may_fill_a_list(name: &str) -> bool {
+impl Conn {
+    /// A retry answered WRONGTYPE: some key the client waits on is now of
+    /// another type. A key that is not a list (sorted set) only stops
+    /// being waited on — Redis serves a blocked client from the key that
+    /// was pushed to, whatever the others hold — so the pop is tried again
+    /// without such keys; but an LMOVE that found its source non-empty
+    /// and its destination of another type answers the error, as Redis
+    /// does. `None`: nothing found, keep waiting.
+    async fn without_wrong_types(
+        &self,
+        dc: &DataCmd,
+        wrongtype: Vec<OpReply>,
+    ) -> Option<Result<Vec<OpReply>, elsa_txn::TxnError>> {
+        let (key, op) = dc.ops.first()?;
+        let want = match op {
+            Op::Lists(_) => "list",
+            Op::ZSets(_) => "zset",
+            _ => return Some(Ok(wrongtype)),
+        };
+        let mut waitable = Vec::new();
+        for k in std::iter::once(key).chain(op.other_keys()) {
+            let kind = self
+                .run_once(DataCmd {
+                    ops: vec![(k.clone(), Op::Type)],
+                    shape: Shape::One,
+                })
+                .await;
+            if let Ok(r) = kind {
+                if matches!(r.first(), Some(OpReply::Status(t)) if *t == want || *t == "none") {
+                    waitable.push(k.clone());
+                }
+            }
+        }
+        let keep = |k: &[u8]| waitable.iter().any(|w| &w[..] == k);
+        let retry = match op {
+            Op::Lists(l) if l.retain_keys(|_| true).is_none() => {
+                // LMOVE: its source still a list means the destination
+                // is of another type.
+                return keep(key).then_some(Ok(wrongtype));
+            }
+            Op::Lists(l) => Op::Lists(l.retain_keys(keep)?),
+            Op::ZSets(z) => Op::ZSets(z.retain_keys(keep)?),
+            _ => return Some(Ok(wrongtype)),
+        };
+        let key = match &retry {
+            Op::Lists(l) => l.key().clone(),
+            Op::ZSets(z) => z.key().clone(),
+            _ => key.clone(),
+        };
+        Some(
+            self.run_once(DataCmd {
+                ops: vec![(key, retry)],
+                shape: dc.shape,
+            })
+            .await,
+        )
+    }
+}
+
+/// True for a command that may make a list or sorted set non-empty: what
+/// wakes blocked clients.
+pub(super) fn may_wake_a_blocked_pop(name: &str) -> bool {
     matches!(
         name,
-        "lpush"
+        "zadd"
+            | "zincrby"
+            | "zunionstore"
+            | "zinterstore"
+            | "zdiffstore"
+            | "zrangestore"
+            | "lpush"
             | "rpush"
             | "lpushx"
             | "rpushx"

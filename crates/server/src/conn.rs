@@ -364,7 +364,7 @@ impl Conn {
         // committed (a transaction's writes: at its end).
         if self.list_written && self.s.multi.is_none() && self.s.txn.is_none() {
             self.list_written = false;
-            self.shared.list_writes.notify_waiters();
+            self.shared.pushes.notify_waiters();
         }
     }
 
@@ -387,7 +387,7 @@ impl Conn {
         if let Some(e) = cmd::subcommand_error(spec, &args) {
             return refuse(e);
         }
-        if blocking::may_fill_a_list(spec.name) {
+        if blocking::may_wake_a_blocked_pop(spec.name) {
             self.list_written = true;
         }
         match spec.kind {
@@ -617,11 +617,20 @@ pub(crate) fn write_shaped(w: &mut ReplyWriter<'_>, shape: Shape, replies: &[OpR
         }
         Shape::Blocking { pair, .. } => match replies.first() {
             Some(OpReply::Array(kv)) if pair => match &kv[..] {
-                [key, OpReply::Array(elems)] if elems.len() == 1 => {
-                    w.array(2);
-                    write_op(w, key);
-                    write_op(w, &elems[0]);
-                }
+                [key, OpReply::Array(elems)] if elems.len() == 1 => match &elems[0] {
+                    OpReply::Array(parts) => {
+                        w.array(1 + parts.len());
+                        write_op(w, key);
+                        for p in parts {
+                            write_op(w, p);
+                        }
+                    }
+                    e => {
+                        w.array(2);
+                        write_op(w, key);
+                        write_op(w, e);
+                    }
+                },
                 _ => write_op(w, &replies[0]),
             },
             Some(r) => write_op(w, r),

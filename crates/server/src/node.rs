@@ -42,9 +42,10 @@ pub struct Shared {
     pub persistence: Arc<Persistence>,
     /// The replication service, when the node has peers.
     pub cluster: Option<Arc<elsa_cluster::Cluster>>,
-    /// Rung when a client of this node wrote a list: clients blocked in
-    /// BLPOP and its relatives try again (`conn::blocking`).
-    pub list_writes: tokio::sync::Notify,
+    /// Rung when a client of this node wrote a list or a sorted set:
+    /// clients blocked in BLPOP, BZPOPMIN and their relatives try again
+    /// (`conn::blocking`).
+    pub pushes: tokio::sync::Notify,
 }
 
 /// Why a node could not start.
@@ -201,7 +202,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         next_client_id: AtomicU64::new(1),
         persistence: Arc::new(persistence),
         cluster,
-        list_writes: tokio::sync::Notify::new(),
+        pushes: tokio::sync::Notify::new(),
     });
 
     let mut conn_txs = Vec::with_capacity(workers);

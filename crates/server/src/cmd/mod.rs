@@ -39,10 +39,11 @@ pub enum Shape {
     /// OBJECT HELP, MEMORY HELP: these lines, whatever the ops answered
     /// (they have none).
     Help(&'static [&'static str]),
-    /// A blocking list command: its one op is retried until it finds
-    /// something (an answer other than nil) or `timeout_ms` passes (0:
-    /// never), then answered as is — or, with `pair` (BLPOP, BRPOP),
-    /// LMPOP's `[key, [element]]` as `[key, element]`.
+    /// A blocking pop: its one op is retried until it finds something
+    /// (an answer other than nil) or `timeout_ms` passes (0: never), then
+    /// answered as is — or, with `pair` (BLPOP, BRPOP, BZPOPMIN,
+    /// BZPOPMAX), LMPOP's `[key, [element]]` as `[key, element]` and
+    /// ZMPOP's `[key, [[member, score]]]` as `[key, member, score]`.
     Blocking {
         /// How long to wait.
         timeout_ms: u64,
@@ -391,6 +392,25 @@ pub static COMMANDS: &[Spec] = &[
     spec!("zintercard", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
     spec!("zmpop", -4, &["write"], 0, 0, 0, Data(zsets::zcmd)),
     spec!("zscan", -3, &["readonly"], 1, 1, 1, Data(zsets::zcmd)),
+    spec!(
+        "bzpopmin",
+        -3,
+        &["write", "noscript", "fast"],
+        1,
+        -2,
+        1,
+        Data(zsets::bzcmd)
+    ),
+    spec!(
+        "bzpopmax",
+        -3,
+        &["write", "noscript", "fast"],
+        1,
+        -2,
+        1,
+        Data(zsets::bzcmd)
+    ),
+    spec!("bzmpop", -5, &["write"], 0, 0, 0, Data(zsets::bzcmd)),
     // lists
     spec!("lpush", -3, W, 1, 1, 1, Data(lists::lcmd)),
     spec!("rpush", -3, W, 1, 1, 1, Data(lists::lcmd)),

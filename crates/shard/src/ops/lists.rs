@@ -292,6 +292,31 @@ impl ListOp {
         &self.keys[0]
     }
 
+    /// LMPOP over only the keys `keep` accepts, in the same order (a
+    /// blocked BLPOP retried without the keys that became another type);
+    /// `None` for another command, or when no key is left.
+    pub fn retain_keys(&self, keep: impl Fn(&[u8]) -> bool) -> Option<ListOp> {
+        let LCmd::MPop { end, count } = self.cmd else {
+            return None;
+        };
+        let keys: Vec<Bytes> = self.keys.iter().filter(|k| keep(k)).cloned().collect();
+        if keys.is_empty() {
+            return None;
+        }
+        let mut args = vec![
+            Bytes::from_static(b"lmpop"),
+            Bytes::from(keys.len().to_string()),
+        ];
+        args.extend(keys);
+        args.push(Bytes::from_static(match end {
+            End::Left => b"left",
+            End::Right => b"right",
+        }));
+        args.push(Bytes::from_static(b"count"));
+        args.push(Bytes::from(count.to_string()));
+        ListOp::parse(args).ok()
+    }
+
     /// True when the command may change a key.
     pub fn is_write(&self) -> bool {
         !matches!(
@@ -426,7 +451,7 @@ pub const ERR_TIMEOUT_NEGATIVE: &str = "ERR timeout is negative";
 /// Redis's `getTimeoutFromObjectOrReply` in seconds: a float, rounded up
 /// to milliseconds; an infinite or huge one converts as C's cast does on
 /// x86 (to LONG_MIN), so it is refused as negative, as Redis refuses it.
-fn timeout_ms(arg: &[u8]) -> Result<u64, String> {
+pub fn timeout_ms(arg: &[u8]) -> Result<u64, String> {
     let secs = super::zparse::parse_double(arg).ok_or(ERR_TIMEOUT_FLOAT)?;
     let ms = (secs * 1000.0).ceil();
     if !(0.0..9.2e18).contains(&ms) {

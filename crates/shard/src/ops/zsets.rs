@@ -76,6 +76,28 @@ impl ZSetOp {
         }
     }
 
+    /// ZMPOP over only the keys `keep` accepts, in the same order (a
+    /// blocked BZPOPMIN retried without the keys that became another
+    /// type); `None` for another command, or when no key is left.
+    pub fn retain_keys(&self, keep: impl Fn(&[u8]) -> bool) -> Option<ZSetOp> {
+        let ZCmd::MPop { keys, max, count } = &self.cmd else {
+            return None;
+        };
+        let keys: Vec<Bytes> = keys.iter().filter(|k| keep(k)).cloned().collect();
+        if keys.is_empty() {
+            return None;
+        }
+        let mut args = vec![
+            Bytes::from_static(b"zmpop"),
+            Bytes::from(keys.len().to_string()),
+        ];
+        args.extend(keys);
+        args.push(Bytes::from_static(if *max { b"max" } else { b"min" }));
+        args.push(Bytes::from_static(b"count"));
+        args.push(Bytes::from(count.to_string()));
+        ZSetOp::parse(args, self.seed).ok()
+    }
+
     /// True when the command may change a key.
     pub fn is_write(&self) -> bool {
         match &self.cmd {

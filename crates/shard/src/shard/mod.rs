@@ -580,7 +580,23 @@ impl Shard {
         if written && !self.parts.is_empty() {
             if let Some((part, _)) = self.parts.get(key) {
                 if part.version <= version {
-                    self.parts.remove(key);
+                    // Superseded, or installed with its transaction — but
+                    // a typed delta is never superseded by a newer write
+                    // (it holds elements the newer one may not): it merges
+                    // (a no-op when its unit put it here already).
+                    let (part, _) = self.parts.remove(key).expect("just found");
+                    if matches!(part.state, EntryState::Typed(_)) {
+                        let unit = std::mem::replace(&mut self.unit, part.unit);
+                        self.install_from(
+                            hash,
+                            key,
+                            &part.state,
+                            part.start_ts,
+                            part.version,
+                            Source::Peer,
+                        );
+                        self.unit = unit;
+                    }
                 }
             }
         }

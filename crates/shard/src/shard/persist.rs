@@ -171,8 +171,15 @@ impl Shard {
             if park && e.unit != Unit::None {
                 if self.version_of(hash, &e.key) < e.version {
                     self.park_part(e);
+                    continue;
                 }
-                continue;
+                // A plain lattice at or below the stored version is
+                // superseded. A typed delta is not: a newer write of the
+                // key does not hold this one's elements, so it merges now
+                // (a no-op when its transaction's unit put it here).
+                if !matches!(e.state, EntryState::Typed(_)) {
+                    continue;
+                }
             }
             self.unit = e.unit;
             changed +=
@@ -220,6 +227,7 @@ impl Shard {
         }
         let hasher = *self.table.hasher();
         let mut late = Vec::new();
+        let mut merge_now = Vec::new();
         self.parts.retain(|key, (part, at)| {
             let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
             let stored = self
@@ -227,6 +235,13 @@ impl Shard {
                 .get(hash, key)
                 .map_or(Version::ZERO, Record::version);
             if stored >= part.version {
+                // Superseded, or installed with its transaction — except
+                // that a typed delta is never superseded by a newer write
+                // (it holds elements the newer one may not): it merges
+                // (a no-op when its unit put it here already).
+                if matches!(part.state, EntryState::Typed(_)) {
+                    merge_now.push((hash, part.clone()));
+                }
                 return false;
             }
             if at.elapsed() >= wait {
@@ -240,6 +255,10 @@ impl Shard {
                 "{} parts of other regions' transactions waited {wait:?} for the rest; shown alone",
                 late.len()
             );
+        }
+        for (hash, e) in merge_now {
+            self.unit = e.unit;
+            self.install_from(hash, &e.key, &e.state, e.start_ts, e.version, Source::Peer);
         }
         for (hash, e) in late {
             self.stats.parts_alone += 1;

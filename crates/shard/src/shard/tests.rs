@@ -1114,3 +1114,110 @@ fn removed_members_are_collected_past_the_horizon_and_an_emptied_set_goes() {
         "the digest follows the collection"
     );
 }
+
+#[test]
+fn popped_list_elements_are_collected_past_the_horizon_and_an_emptied_list_goes() {
+    use elsa_lattice::{Collection, List};
+    let mut s = shard();
+    let v = |t: u64| Version::new(t << 16, 3);
+    // 1000 elements pushed in one write, 600 popped one by one; another
+    // list pushed and popped empty — all long ago.
+    let mut list = List::default();
+    let mut entries = Vec::new();
+    let values: Vec<Vec<u8>> = (0..1000).map(|i| format!("e{i}").into_bytes()).collect();
+    let d = list.insert(0, values.iter().map(|v| &v[..]), v(10));
+    list.merge(d.clone());
+    entries.push(typed_entry("l", KeyState::of(Collection::List(d))));
+    for i in 0..600u64 {
+        let d = list.remove([0], v(20 + i));
+        list.merge(d.clone());
+        entries.push(typed_entry("l", KeyState::of(Collection::List(d))));
+    }
+    let gone = List::default().insert(0, [&b"x"[..]], v(700));
+    let mut g = gone.clone();
+    let gone_rm = g.remove([0], v(701));
+    g.merge(gone_rm.clone());
+    entries.push(typed_entry("gone", KeyState::of(Collection::List(gone))));
+    entries.push(typed_entry("gone", KeyState::of(Collection::List(gone_rm))));
+    s.op_merge(&entries, false).expect("merge");
+    let stored = |s: &Shard, k: &str| {
+        let h = key(s, k);
+        s.table.get(h.hash, &h.key).and_then(|r| r.typed().cloned())
+    };
+    let tombstones = |k: &KeyState| match &k.collection {
+        Some(Collection::List(l)) => (l.len(), l.tombstones()),
+        _ => (0, 0),
+    };
+    assert_eq!(tombstones(&stored(&s, "l").expect("typed")), (400, 600));
+    // A horizon among the pops keeps the newer ones.
+    s.collect_garbage(unix_ms(), 320 << 16);
+    assert_eq!(tombstones(&stored(&s, "l").expect("typed")), (400, 300));
+    // Past them all: every tombstone goes, the live elements stay in
+    // order, the emptied list goes whole.
+    s.collect_garbage(unix_ms(), 1000 << 16);
+    let after = stored(&s, "l").expect("typed");
+    assert_eq!(tombstones(&after), (400, 0));
+    let Some(Collection::List(l)) = after.visible_collection(0) else {
+        panic!("a list shows");
+    };
+    assert_eq!(l.get(0).map(|e| e.to_vec()), Some(b"e600".to_vec()));
+    assert_eq!(l.get(399).map(|e| e.to_vec()), Some(b"e999".to_vec()));
+    assert!(
+        stored(&s, "gone").is_none(),
+        "an emptied list is collected whole"
+    );
+}
+
+/// A typed part of another region's transaction is never superseded by a
+/// newer write of its key (a newer version does not hold its elements):
+/// arriving after one, or outwaited by one while parked, it merges.
+/// (Before: both dropped it, and anti-entropy — whose whole states carry
+/// the part's unit mark — could never repair it; found by the spread test
+/// once list-append ran on lists.)
+#[test]
+fn a_typed_part_is_never_dropped_for_a_newer_write_of_its_key() {
+    use elsa_lattice::{Collection, List};
+    let v = |t: u64, o: u32| Version::new(t << 16, o);
+    let shown = |s: &Shard, k: &str| -> Vec<Vec<u8>> {
+        let h = key(s, k);
+        match s.table.get(h.hash, &h.key).and_then(|r| r.typed().cloned()) {
+            Some(st) => match st.visible_collection(0) {
+                Some(Collection::List(l)) => l.iter().map(|e| e.to_vec()).collect(),
+                _ => Vec::new(),
+            },
+            None => Vec::new(),
+        }
+    };
+    let part = |k: &str, d: List| LogEntry {
+        unit: Unit::Shards,
+        ..typed_entry(k, KeyState::of(Collection::List(d)))
+    };
+    // Arriving late: "x" (a transaction's part, ts 10) after "y" (ts 20),
+    // pushed after it elsewhere.
+    let base = List::default();
+    let x = base.insert(0, [&b"x"[..]], v(10, 2));
+    let mut after_x = base.clone();
+    after_x.merge(x.clone());
+    let y = after_x.insert(1, [&b"y"[..]], v(20, 1));
+    let mut s = shard();
+    s.op_merge(
+        &[typed_entry("l", KeyState::of(Collection::List(y.clone())))],
+        true,
+    )
+    .unwrap();
+    s.op_merge(&[part("l", x.clone())], true).unwrap();
+    assert_eq!(shown(&s, "l"), [b"x".to_vec(), b"y".to_vec()]);
+
+    // Parked, then a newer write of the key arrives before its unit.
+    let mut s = shard();
+    s.op_merge(&[part("l", x)], true).unwrap();
+    assert!(
+        shown(&s, "l").is_empty(),
+        "the part waits for its transaction"
+    );
+    s.op_merge(&[typed_entry("l", KeyState::of(Collection::List(y)))], true)
+        .unwrap();
+    s.settle_parts(std::time::Duration::from_secs(60));
+    assert_eq!(shown(&s, "l"), [b"x".to_vec(), b"y".to_vec()]);
+    assert_eq!(s.stats().parts_waiting, 0);
+}
