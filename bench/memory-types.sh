@@ -7,7 +7,8 @@
 # persistence; the script loads one collection (SADD / HSET / ZADD / RPUSH, 1000 elements
 # per command, through redis-cli --pipe), then reads the growth of the
 # server's RSS (VmRSS in /proc/PID/status) and its element count.
-#   bench/memory-types.sh [N]        (default N = 1000000; TYPES="list" for one)
+#   bench/memory-types.sh [N]        (default N = 1000000; TYPES="list" for one;
+#                                     list1: the list pushed one element per RPUSH)
 # Prints one line per type: Redis MB, Elsa MB, ratio.
 N=${1:-1000000}
 DURABILITY=none
@@ -26,6 +27,14 @@ for base in range(0, n, 1000):
         args = [b"SADD", b"big:set"] + [b"m%015d" % i for i in range(base, min(n, base + 1000))]
     elif kind == "list":
         args = [b"RPUSH", b"big:list"] + [b"e%015d" % i for i in range(base, min(n, base + 1000))]
+    elif kind == "list1":
+        # A queue's way: one element per push.
+        for i in range(base, min(n, base + 1000)):
+            one = [b"RPUSH", b"big:list1", b"e%015d" % i]
+            out.write(b"*3\r\n")
+            for a in one:
+                out.write(b"$%d\r\n%s\r\n" % (len(a), a))
+        continue
     elif kind == "zset":
         args = [b"ZADD", b"big:zset"]
         for i in range(base, min(n, base + 1000)):
@@ -57,11 +66,11 @@ for t in ${TYPES:-set hash zset list}; do
   start_redis
   rport=${REDIS_URL##*:}
   r=$(measure "$t" "$rport" "${PIDS[-1]}")
-  count=$(redis-cli -p "$rport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; list) echo LLEN;; esac)" "big:$t")
+  count=$(redis-cli -p "$rport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; list|list1) echo LLEN;; esac)" "big:$t")
   start_elsa
   eport=${ELSA_URL##*:}
   e=$(measure "$t" "$eport" "${PIDS[-1]}")
-  ecount=$(redis-cli -p "$eport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; list) echo LLEN;; esac)" "big:$t")
+  ecount=$(redis-cli -p "$eport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; list|list1) echo LLEN;; esac)" "big:$t")
   printf "%-5s N=%s  Redis %5s MB (%s elements)  Elsa %5s MB (%s elements)  Elsa/Redis %.2fx\n" \
     "$t" "$N" "$r" "$count" "$e" "$ecount" "$(echo "$e / $r" | bc -l)"
   kill "${PIDS[-1]}" "${PIDS[-2]}" 2>/dev/null || true

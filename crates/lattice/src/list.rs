@@ -404,7 +404,7 @@ impl List {
     /// type replaced the key then); true if anything changed.
     pub fn drop_through(&mut self, floor: Version) -> bool {
         let before = self.dead.len();
-        let mut changed = self.live.retain_runs(|r| r.inserted() > floor);
+        let mut changed = self.live.retain_inserted(|v| v > floor);
         self.dead.retain(|p, _| p.inserted() > floor);
         changed |= self.dead.len() != before;
         if changed {
@@ -630,13 +630,26 @@ mod model {
 
     #[derive(Clone, Debug)]
     enum Edit {
-        Insert { at: u16, n: u8 },
-        Remove { at: u16, n: u8 },
-        Set { at: u16 },
+        /// One element at the head or the tail: how queues grow.
+        Push {
+            front: bool,
+        },
+        Insert {
+            at: u16,
+            n: u8,
+        },
+        Remove {
+            at: u16,
+            n: u8,
+        },
+        Set {
+            at: u16,
+        },
     }
 
     fn edit() -> impl Strategy<Value = Edit> {
         prop_oneof![
+            4 => any::<bool>().prop_map(|front| Edit::Push { front }),
             4 => (any::<u16>(), 1u8..40).prop_map(|(at, n)| Edit::Insert { at, n }),
             2 => (any::<u16>(), 1u8..6).prop_map(|(at, n)| Edit::Remove { at, n }),
             1 => any::<u16>().prop_map(|at| Edit::Set { at }),
@@ -648,16 +661,22 @@ mod model {
 
         #[test]
         fn runs_hold_what_a_map_of_positions_holds(
-            edits in proptest::collection::vec(edit(), 1..120),
+            edits in proptest::collection::vec(edit(), 1..160),
             shuffle in any::<u64>(),
         ) {
             let mut l = List::default();
             let mut model: BTreeMap<Pos, Slot> = BTreeMap::new();
             let mut deltas = Vec::new();
             for (n, e) in edits.iter().enumerate() {
-                let dot = Version::new(n as u64 + 1, 1 + (n % 3) as u32);
+                // Runs of edits from one origin: single pushes of one
+                // node coalesce into stamped runs.
+                let dot = Version::new(n as u64 + 1, 1 + (n / 5 % 3) as u32);
                 let len = l.len();
                 let d = match *e {
+                    Edit::Push { front } => {
+                        let v = format!("p{n}");
+                        l.insert(if front { 0 } else { len }, [v.as_bytes()], dot)
+                    }
                     Edit::Insert { at, n: k } => {
                         let values: Vec<Vec<u8>> =
                             (0..k).map(|i| format!("{n}.{i}").into_bytes()).collect();
@@ -714,5 +733,71 @@ mod model {
             prop_assert_eq!(&other, &l);
             prop_assert_eq!(other.digest(), l.digest());
         }
+    }
+}
+
+#[cfg(test)]
+mod queue {
+    use super::*;
+
+    /// Single pushes of one node at either end share a run (stamped), so
+    /// a queue costs about its values; pops at either end trim it; the
+    /// positions and versions read back are the pushes'.
+    #[test]
+    fn single_pushes_of_one_node_share_a_run() {
+        let mut l = List::default();
+        let mut want = std::collections::VecDeque::new();
+        for i in 0..200u64 {
+            let front = i % 3 == 0;
+            let v = format!("v{i}");
+            let d = l.insert(
+                if front { 0 } else { l.len() },
+                [v.as_bytes()],
+                Version::new(10 + i, 7),
+            );
+            l.merge(d);
+            if front {
+                want.push_front(v);
+            } else {
+                want.push_back(v);
+            }
+        }
+        let runs: usize = l.live.chunks.iter().map(|c| c.runs.len()).sum();
+        assert!(runs <= 3, "{runs} runs for 200 single pushes of one node");
+        let got: Vec<String> = l
+            .iter()
+            .map(|e| String::from_utf8_lossy(e).into_owned())
+            .collect();
+        assert_eq!(got, Vec::from(want.clone()));
+        // Each element keeps its own insert's version.
+        let versions: std::collections::BTreeSet<Version> = l
+            .entries_iter()
+            .map(|(p, s)| {
+                assert_eq!(p.inserted(), s.set);
+                s.set
+            })
+            .collect();
+        assert_eq!(versions.len(), 200);
+        // Pops at both ends, merged into a copy made before: the same.
+        let before = l.clone();
+        for i in 0..50u64 {
+            let at = if i % 2 == 0 { 0 } else { l.len() - 1 };
+            let d = l.remove([at], Version::new(1000 + i, 7));
+            l.merge(d);
+            if i % 2 == 0 {
+                want.pop_front();
+            } else {
+                want.pop_back();
+            }
+        }
+        let got: Vec<String> = l
+            .iter()
+            .map(|e| String::from_utf8_lossy(e).into_owned())
+            .collect();
+        assert_eq!(got, Vec::from(want));
+        let mut other = before;
+        other.merge(l.clone());
+        assert_eq!(other, l);
+        assert_eq!(other.digest(), l.digest());
     }
 }

@@ -26,15 +26,28 @@ use crate::{Elem, Version};
 /// tests, so they split and empty chunks often).
 pub(crate) const MAX_RUNS: usize = if cfg!(test) { 4 } else { 64 };
 
-/// Elements of one write at consecutive positions (see the module doc).
+/// Offset a new run's first element gets: a run grows both ways (pushes
+/// at the head take offsets below it), and offsets are `u32`.
+const MID: u32 = 1 << 31;
+
+/// Elements at consecutive positions (see the module doc): the same
+/// path but for the last step, whose digit counts up by one. Either one
+/// write's elements (its number counts up too), or — `stamps` — elements
+/// of different writes of one node, each its commit timestamp, as
+/// single pushes at one end make them.
 #[derive(Clone, Debug)]
 pub(crate) struct Run {
-    /// The position of offset 0 (which may no longer be held).
+    /// The position of offset 0 (which may not be held, nor even be a
+    /// valid digit: offsets and digits wrap, only held ones are real).
     base: Pos,
     /// The offset of the first element held.
     start: u32,
     /// The values held, offsets `start..start + len`.
     values: VecDeque<Elem>,
+    /// Each held element's commit timestamp, when they differ (then the
+    /// origin and number are the base's for all); `None`: one write's,
+    /// numbered from the base's.
+    stamps: Option<VecDeque<u64>>,
     /// The version of each element `LSET` gave a value, by offset, sorted
     /// (the insert's otherwise; empty, unallocated, for most runs).
     sets: Vec<(u32, Version)>,
@@ -42,13 +55,18 @@ pub(crate) struct Run {
 
 impl Run {
     fn single(p: Pos, value: Elem, set: Version) -> Run {
+        let mut base = p;
+        let last = base.0.last_mut().expect("a position has a step");
+        last.digit = last.digit.wrapping_sub(i64::from(MID));
+        last.seq = last.seq.wrapping_sub(MID);
         let mut r = Run {
             sets: Vec::new(),
-            start: 0,
+            start: MID,
             values: VecDeque::from([value]),
-            base: p,
+            stamps: None,
+            base,
         };
-        r.put_set(0, set);
+        r.put_set(MID, set);
         r
     }
 
@@ -60,34 +78,42 @@ impl Run {
         self.base.0.last().expect("a position has a step")
     }
 
-    /// The write that inserted every element of the run.
-    pub(crate) fn inserted(&self) -> Version {
-        self.base.inserted()
+    /// The last step of the element at offset `k` (held).
+    fn step_at(&self, k: u32) -> Step {
+        let last = self.last_step();
+        let digit = last.digit.wrapping_add(i64::from(k));
+        match &self.stamps {
+            None => Step {
+                digit,
+                seq: last.seq.wrapping_add(k),
+                ..*last
+            },
+            Some(st) => Step {
+                digit,
+                ts: st[(k - self.start) as usize],
+                ..*last
+            },
+        }
     }
 
-    /// The position at offset `k` (absolute).
-    fn pos(&self, k: u32) -> Pos {
-        let mut p = self.base.clone();
-        let last = p.0.last_mut().expect("a position has a step");
-        last.digit = last.digit.wrapping_add(i64::from(k));
-        last.seq = last.seq.wrapping_add(k);
-        p
+    /// The write that inserted the `i`th element held.
+    pub(crate) fn inserted_at(&self, i: usize) -> Version {
+        let s = self.step_at(self.start + i as u32);
+        Version::new(s.ts, s.origin)
     }
 
     /// The position of the `i`th element held.
     pub(crate) fn pos_at(&self, i: usize) -> Pos {
-        self.pos(self.start + i as u32)
+        let mut p = self.base.clone();
+        *p.0.last_mut().expect("a position has a step") = self.step_at(self.start + i as u32);
+        p
     }
 
-    /// Compares the position at offset `k` with `p`, without building it.
+    /// Compares the position at offset `k` (held) with `p`, without
+    /// building it.
     fn cmp_at(&self, k: u32, p: &Pos) -> Ordering {
         let n = self.base.0.len();
-        let last = self.last_step();
-        let mine = Step {
-            digit: last.digit.wrapping_add(i64::from(k)),
-            seq: last.seq.wrapping_add(k),
-            ..*last
-        };
+        let mine = self.step_at(k);
         self.base.0[..n - 1]
             .iter()
             .chain(std::iter::once(&mine))
@@ -109,24 +135,74 @@ impl Run {
         Err(lo)
     }
 
-    /// True when `p` is the position right after the last element held
-    /// (the same write's next one), so it can extend the run.
-    fn continues_with(&self, p: &Pos) -> bool {
-        let next = self.start as u64 + self.len() as u64;
-        if next > u64::from(u32::MAX) {
-            return false;
-        }
-        let k = next as u32;
-        let last = self.last_step();
-        if last.digit.checked_add(i64::from(k)).is_none() || last.seq.checked_add(k).is_none() {
-            return false;
-        }
-        self.cmp_at(k, p) == Ordering::Equal
+    /// True when `p` has the run's path but for its last step, and that
+    /// step's digit is `digit` (the next one at an end).
+    fn same_path(&self, p: &Pos, digit: Option<i64>) -> bool {
+        let n = self.base.0.len();
+        p.0.len() == n && self.base.0[..n - 1] == p.0[..n - 1] && digit == Some(p.0[n - 1].digit)
     }
 
-    /// True when `p` is the position right before the first element held.
-    fn begins_after(&self, p: &Pos) -> bool {
-        self.start > 0 && self.cmp_at(self.start - 1, p) == Ordering::Equal
+    /// How `p`, standing right after the last element held (`front`:
+    /// before the first), extends the run, if it can: the same write's
+    /// next element, or another write of the same node (stamped).
+    fn extends_with(&self, p: &Pos, front: bool) -> Option<bool> {
+        let (k, digit) = if front {
+            let k = self.start.checked_sub(1)?;
+            (k, self.step_at(self.start).digit.checked_sub(1))
+        } else {
+            let k = self.start.checked_add(self.len() as u32)?;
+            let last = self.step_at(k - 1);
+            (k, last.digit.checked_add(1))
+        };
+        if !self.same_path(p, digit) {
+            return None;
+        }
+        let q = p.0.last().expect("a position has a step");
+        let last = self.last_step();
+        match &self.stamps {
+            None if q.ts == last.ts && q.origin == last.origin => {
+                let seq = if front {
+                    self.step_at(self.start).seq.checked_sub(1)
+                } else {
+                    self.step_at(k - 1).seq.checked_add(1)
+                };
+                (seq == Some(q.seq)).then_some(false)
+            }
+            // A lone element becomes the first of a stamped run.
+            None => (self.len() == 1
+                && q.origin == last.origin
+                && q.seq == self.step_at(self.start).seq)
+                .then_some(true),
+            Some(_) => (q.origin == last.origin && q.seq == last.seq).then_some(true),
+        }
+    }
+
+    /// Adds `p` (which [`Run::extends_with`] accepted) at an end.
+    fn extend(&mut self, p: &Pos, value: Elem, set: Version, front: bool, stamped: bool) {
+        let ts = p.0.last().expect("a position has a step").ts;
+        if stamped && self.stamps.is_none() {
+            // The lone element's number becomes the run's.
+            let first = self.step_at(self.start);
+            let last = self.base.0.last_mut().expect("a position has a step");
+            last.seq = first.seq;
+            self.stamps = Some(VecDeque::from([first.ts]));
+        }
+        if front {
+            self.start -= 1;
+            self.values.push_front(value);
+            if let Some(st) = self.stamps.as_mut() {
+                st.push_front(ts);
+            }
+            let k = self.start;
+            self.put_set(k, set);
+        } else {
+            self.values.push_back(value);
+            if let Some(st) = self.stamps.as_mut() {
+                st.push_back(ts);
+            }
+            let k = self.start + self.len() as u32 - 1;
+            self.put_set(k, set);
+        }
     }
 
     /// The version that gave the `i`th element held its value.
@@ -134,17 +210,18 @@ impl Run {
         let k = self.start + i as u32;
         match self.sets.binary_search_by_key(&k, |e| e.0) {
             Ok(j) => self.sets[j].1,
-            Err(_) => self.inserted(),
+            Err(_) => self.inserted_at(i),
         }
     }
 
     fn put_set(&mut self, k: u32, v: Version) {
+        let inserted = self.inserted_at((k - self.start) as usize);
         match self.sets.binary_search_by_key(&k, |e| e.0) {
-            Ok(j) if v == self.inserted() => {
+            Ok(j) if v == inserted => {
                 self.sets.remove(j);
             }
             Ok(j) => self.sets[j].1 = v,
-            Err(_) if v == self.inserted() => {}
+            Err(_) if v == inserted => {}
             Err(j) => self.sets.insert(j, (k, v)),
         }
     }
@@ -167,13 +244,35 @@ impl Run {
     fn split_off(&mut self, i: usize) -> Run {
         let k = self.start + i as u32;
         let values = self.values.split_off(i);
+        let stamps = self.stamps.as_mut().map(|st| st.split_off(i));
         let j = self.sets.partition_point(|e| e.0 < k);
         let sets = self.sets.split_off(j);
         Run {
             base: self.base.clone(),
             start: k,
             values,
+            stamps,
             sets,
+        }
+    }
+
+    /// Removes the first (`front`) or last element held.
+    fn pop(&mut self, front: bool) {
+        if front {
+            let k = self.start;
+            self.forget_set(k);
+            self.values.pop_front();
+            if let Some(st) = self.stamps.as_mut() {
+                st.pop_front();
+            }
+            self.start += 1;
+        } else {
+            let k = self.start + self.len() as u32 - 1;
+            self.forget_set(k);
+            self.values.pop_back();
+            if let Some(st) = self.stamps.as_mut() {
+                st.pop_back();
+            }
         }
     }
 
@@ -186,6 +285,7 @@ impl Run {
         };
         path + self.values.capacity() * std::mem::size_of::<Elem>()
             + self.values.iter().map(|e| e.heap_bytes()).sum::<usize>()
+            + self.stamps.as_ref().map_or(0, |s| s.capacity() * 8)
             + self.sets.capacity() * std::mem::size_of::<(u32, Version)>()
     }
 }
@@ -416,19 +516,18 @@ impl Seq {
                     self.chunks.push(Chunk::default());
                 }
                 let runs = &mut self.chunks[c].runs;
-                if r > 0 && runs[r - 1].continues_with(p) {
-                    let run = &mut runs[r - 1];
-                    run.values.push_back(slot.value);
-                    let k = run.start + run.len() as u32 - 1;
-                    run.put_set(k, slot.set);
-                } else if r < runs.len() && runs[r].begins_after(p) {
-                    let run = &mut runs[r];
-                    run.start -= 1;
-                    run.values.push_front(slot.value);
-                    let k = run.start;
-                    run.put_set(k, slot.set);
-                } else {
-                    runs.insert(r, Run::single(p.clone(), slot.value, slot.set));
+                let after = (r > 0)
+                    .then(|| runs[r - 1].extends_with(p, false))
+                    .flatten();
+                let before = (r < runs.len())
+                    .then(|| runs[r].extends_with(p, true))
+                    .flatten();
+                match (after, before) {
+                    (Some(stamped), _) => {
+                        runs[r - 1].extend(p, slot.value, slot.set, false, stamped)
+                    }
+                    (None, Some(stamped)) => runs[r].extend(p, slot.value, slot.set, true, stamped),
+                    (None, None) => runs.insert(r, Run::single(p.clone(), slot.value, slot.set)),
                 }
                 self.grew(c);
                 (None, true)
@@ -449,14 +548,7 @@ impl Seq {
             runs.insert(r + 1, tail);
         }
         let run = &mut runs[r];
-        let k = run.start + i as u32;
-        if i == 0 {
-            run.values.pop_front();
-            run.start += 1;
-        } else {
-            run.values.pop_back();
-        }
-        run.forget_set(k);
+        run.pop(i == 0);
         if run.values.is_empty() {
             runs.remove(r);
         }
@@ -470,17 +562,19 @@ impl Seq {
         Some(slot)
     }
 
-    /// Keeps only the runs `keep` accepts (whole runs: every element of a
-    /// run has the same insert); true if any went.
-    pub(crate) fn retain_runs(&mut self, mut keep: impl FnMut(&Run) -> bool) -> bool {
+    /// Keeps only the elements whose insert `keep` accepts; true if any
+    /// went. (Rebuilds: a change of the key's type is rare.)
+    pub(crate) fn retain_inserted(&mut self, keep: impl Fn(Version) -> bool) -> bool {
         let before = self.len;
-        for chunk in &mut self.chunks {
-            chunk.runs.retain(|r| keep(r));
-            chunk.live = chunk.runs.iter().map(Run::len).sum();
+        let kept: Vec<(Pos, Slot)> = self.entries().filter(|(p, _)| keep(p.inserted())).collect();
+        if kept.len() == before {
+            return false;
         }
-        self.chunks.retain(|c| !c.runs.is_empty());
-        self.len = self.chunks.iter().map(|c| c.live).sum();
-        self.len != before
+        *self = Seq::default();
+        for (p, s) in kept {
+            self.put(&p, s);
+        }
+        true
     }
 
     /// Chunk `c` got one element more (and maybe a run more).
