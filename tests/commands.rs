@@ -988,3 +988,40 @@ fn a_new_collection_over_an_expired_one_of_another_type_shows() {
         assert_eq!(ttl, -1, "{k}: no expiry inherited");
     }
 }
+
+/// A collection emptied by removing its last element is gone, as Redis
+/// deletes it: one written again under that key starts without the old
+/// expiry. (Before the fix Elsa kept the old TTL: `EXPIRE s 100; SREM s
+/// a; SADD s b; TTL s` answered 100, Redis -1.)
+#[test]
+fn a_collection_emptied_and_written_again_has_no_expiry() {
+    let elsa = Elsa::start(&[]);
+    let mut c = elsa.conn();
+    let cases: [(&str, &[&str], &[&str], &[&str]); 4] = [
+        ("SADD", &["a"], &["SREM", "k0", "a"], &["SADD", "k0", "b"]),
+        (
+            "HSET",
+            &["f", "v"],
+            &["HDEL", "k1", "f"],
+            &["HSET", "k1", "g", "w"],
+        ),
+        (
+            "ZADD",
+            &["1", "m"],
+            &["ZREM", "k2", "m"],
+            &["ZADD", "k2", "2", "n"],
+        ),
+        ("RPUSH", &["x"], &["LPOP", "k3"], &["LPUSH", "k3", "y"]),
+    ];
+    for (i, (create, args, empty, again)) in cases.iter().enumerate() {
+        let k = format!("k{i}");
+        let _: redis::Value = redis::cmd(create).arg(&k).arg(*args).query(&mut c).unwrap();
+        let _: i64 = redis::cmd("EXPIRE").arg(&k).arg(100).query(&mut c).unwrap();
+        let _: redis::Value = redis::cmd(empty[0]).arg(&empty[1..]).query(&mut c).unwrap();
+        let exists: i64 = c.exists(&k).unwrap();
+        assert_eq!(exists, 0, "{k}: emptied, gone");
+        let _: redis::Value = redis::cmd(again[0]).arg(&again[1..]).query(&mut c).unwrap();
+        let ttl: i64 = c.ttl(&k).unwrap();
+        assert_eq!(ttl, -1, "{k}: written again after {}, no expiry", empty[0]);
+    }
+}

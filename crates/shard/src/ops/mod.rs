@@ -369,6 +369,18 @@ pub fn begin_collection_write(
             start_ts,
             dot,
         },
+        // Emptied (every element removed): the key was gone, as Redis
+        // deletes an emptied collection, so the new elements start without
+        // its expiry — but on its state (its fields' counters still count).
+        Some(s) if same_kind(&s) && s.kind(now) == Kind::None => CollectionWrite {
+            state: Some(s),
+            prefix: KeyState::of_ttl(elsa_lattice::Ttl {
+                expire_ms: None,
+                version: dot,
+            }),
+            start_ts,
+            dot,
+        },
         Some(s) if same_kind(&s) => CollectionWrite {
             state: Some(s),
             prefix: KeyState::default(),
