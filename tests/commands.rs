@@ -997,7 +997,9 @@ fn a_new_collection_over_an_expired_one_of_another_type_shows() {
 fn a_collection_emptied_and_written_again_has_no_expiry() {
     let elsa = Elsa::start(&[]);
     let mut c = elsa.conn();
-    let cases: [(&str, &[&str], &[&str], &[&str]); 4] = [
+    // (creating command, its arguments, the command emptying it, the write after)
+    type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+    let cases: [Case; 4] = [
         ("SADD", &["a"], &["SREM", "k0", "a"], &["SADD", "k0", "b"]),
         (
             "HSET",

@@ -9,7 +9,8 @@
 //!             [start_ts u64] version tallies(observed) tallies
 //! tallies:    [n u32] n × ([origin u32][total i64] version)
 //! version:    [commit_ts u64][origin u32]
-//! ttl:        [has_expiry u8][expire u64 if set] version
+//! ttl:        [0 none | 1 expiry (any type) | 2 hash, 3 set, 4 zset, 5 list expiry u8]
+//!             [expire u64 if set] version
 //! collection: [0] none | [1] hash: version [n u32] n × ([len u32][field] presence counter)
 //!                      | [2] set:  version [n u32] n × ([len u32][member] presence)
 //!                      | [3] zset: version [n u32] n × ([len u32][member] presence score)
@@ -32,7 +33,7 @@
 use bytes::{Buf, BufMut, Bytes};
 
 use crate::counter::{Tallies, Tally};
-use crate::key::{Collection, KeyState, Ttl};
+use crate::key::{Collection, KeyState, Kind, Ttl};
 use crate::list::{Pos, Slot, Step};
 use crate::ormap::{Field, OrMap};
 use crate::orset::{digest_of, OrSet};
@@ -50,7 +51,13 @@ impl KeyState {
         put_version(out, self.floor);
         match self.ttl.expire_ms {
             Some(at) => {
-                out.put_u8(1);
+                out.put_u8(match self.ttl.kind {
+                    Kind::Hash => 2,
+                    Kind::Set => 3,
+                    Kind::ZSet => 4,
+                    Kind::List => 5,
+                    Kind::None | Kind::String => 1,
+                });
                 out.put_u64_le(at);
             }
             None => out.put_u8(0),
@@ -117,14 +124,18 @@ impl KeyState {
     pub fn decode(buf: &mut Bytes) -> Option<KeyState> {
         let string = get_counter(buf)?;
         let floor = get_version(buf)?;
-        let expire_ms = match get_u8(buf)? {
-            0 => None,
-            1 => Some(get_u64(buf)?),
+        let (expire_ms, kind) = match get_u8(buf)? {
+            0 => (None, Kind::None),
+            k @ 1..=5 => (
+                Some(get_u64(buf)?),
+                [Kind::None, Kind::Hash, Kind::Set, Kind::ZSet, Kind::List][usize::from(k - 1)],
+            ),
             _ => return None,
         };
         let ttl = Ttl {
             expire_ms,
             version: get_version(buf)?,
+            kind,
         };
         let collection = match get_u8(buf)? {
             0 => None,

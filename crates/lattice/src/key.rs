@@ -104,9 +104,10 @@ impl Collection {
 }
 
 /// What a key shows (Redis's `TYPE`, with `none` for an absent key).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     /// Absent.
+    #[default]
     None,
     /// A string (or counter).
     String,
@@ -139,19 +140,48 @@ impl Kind {
     }
 }
 
-/// A collection's expiry (`EXPIRE` of a hash or set): the last write
-/// wins. A string keeps its own, in its base.
+/// A collection's expiry (`EXPIRE` of a hash, set, sorted set or list):
+/// the last write wins. A string keeps its own, in its base.
+///
+/// It applies to the type of collection it was set on only: an `EXPIRE`
+/// of a hash in one region and a set created under that key in another
+/// (newer, so the set wins) leave the set without the hash's expiry —
+/// whatever order the two arrive in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Ttl {
     /// Absolute expiry, Unix ms; `None` persists.
     pub expire_ms: Option<u64>,
     /// The write that set it.
     pub version: Version,
+    /// The type it was set on (`Kind::None`: any — a persist or a reset,
+    /// or an expiry decoded from a state written before types were kept).
+    pub kind: Kind,
 }
 
 impl Ttl {
-    fn expired(&self, now_ms: u64) -> bool {
-        self.expire_ms.is_some_and(|at| at <= now_ms)
+    /// An expiry at `expire_ms` of a collection of kind `kind`, written
+    /// as `version`.
+    pub fn on(kind: Kind, expire_ms: Option<u64>, version: Version) -> Ttl {
+        Ttl {
+            expire_ms,
+            version,
+            kind: if expire_ms.is_some() {
+                kind
+            } else {
+                Kind::None
+            },
+        }
+    }
+
+    /// No expiry, written as `version` (PERSIST, a reset).
+    pub fn none(version: Version) -> Ttl {
+        Ttl::on(Kind::None, None, version)
+    }
+
+    /// The expiry that applies to a collection of kind `kind`.
+    fn applies_to(&self, kind: Kind) -> Option<u64> {
+        self.expire_ms
+            .filter(|_| self.kind == Kind::None || self.kind == kind)
     }
 }
 
@@ -195,23 +225,25 @@ impl KeyState {
     }
 
     /// The newest write of the collection part, its expiry included.
+    ///
+    /// An expiry is a write of the collection side even when no element
+    /// is here (an `EXPIRE` delta arrives alone): it takes part in the
+    /// change-of-type rule as the elements would, whatever arrives first.
     fn collection_newest(&self) -> Option<Version> {
-        self.collection
-            .as_ref()
-            .map(|c| c.newest().max(self.ttl.version))
+        match &self.collection {
+            Some(c) => Some(c.newest().max(self.ttl.version)),
+            None if self.ttl != Ttl::default() => Some(self.ttl.version),
+            None => None,
+        }
     }
 
     /// What the key shows at `now_ms`.
     pub fn kind(&self, now_ms: u64) -> Kind {
         match self.collection_newest() {
-            Some(c) if c > self.string.newest() => {
-                let coll = self.collection.as_ref().expect("collection_newest is Some");
-                if coll.is_empty() || self.ttl.expired(now_ms) {
-                    Kind::None
-                } else {
-                    coll.kind()
-                }
-            }
+            Some(c) if c > self.string.newest() => match &self.collection {
+                Some(coll) if !coll.is_empty() && !self.collection_expired(now_ms) => coll.kind(),
+                _ => Kind::None,
+            },
             _ if self.string.value(now_ms).is_some() => Kind::String,
             _ => Kind::None,
         }
@@ -238,7 +270,7 @@ impl KeyState {
         match self.kind(now_ms) {
             Kind::String => self.string.expire_ms(),
             Kind::None => None,
-            _ => self.ttl.expire_ms,
+            k => self.ttl.applies_to(k),
         }
     }
 
@@ -277,10 +309,7 @@ impl KeyState {
                 Collection::ZSet(z) => Collection::ZSet(z.clear(dot)),
                 Collection::List(l) => Collection::List(l.clear(dot)),
             });
-            delta.ttl = Ttl {
-                expire_ms: None,
-                version: dot,
-            };
+            delta.ttl = Ttl::none(dot);
         }
         delta
     }
@@ -465,10 +494,7 @@ impl KeyState {
                 // The expiry is written even when unchanged: a write is a
                 // write (it moves the key's version, so a WATCH on it
                 // fails, as in Redis), whatever it changed.
-                delta.ttl = Ttl {
-                    expire_ms: target.ttl.expire_ms,
-                    version: dot,
-                };
+                delta.ttl = Ttl::on(theirs, target.expire_ms(now_ms), dot);
                 delta
             }
         }
@@ -501,7 +527,9 @@ impl KeyState {
     /// True when the collection part has expired at `now_ms` (it still
     /// holds its elements until a write or the collector clears them).
     pub fn collection_expired(&self, now_ms: u64) -> bool {
-        self.collection.is_some() && self.ttl.expired(now_ms)
+        self.collection
+            .as_ref()
+            .is_some_and(|c| self.ttl.applies_to(c.kind()).is_some_and(|at| at <= now_ms))
     }
 }
 
@@ -549,7 +577,9 @@ impl Crdt for KeyState {
             self.trim(floor);
         }
         changed |= self.string.merge(other.string);
-        if (other.ttl.version, other.ttl.expire_ms) > (self.ttl.version, self.ttl.expire_ms) {
+        if (other.ttl.version, other.ttl.expire_ms, other.ttl.kind)
+            > (self.ttl.version, self.ttl.expire_ms, self.ttl.kind)
+        {
             self.ttl = other.ttl;
             changed = true;
         }

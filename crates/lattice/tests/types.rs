@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use elsa_lattice::{Collection, Crdt, KeyState, Kind, List, OrMap, OrSet, Version, ZSet};
+use elsa_lattice::{Collection, Crdt, KeyState, Kind, List, OrMap, OrSet, Ttl, Version, ZSet};
 use proptest::prelude::*;
 
 /// One command on the key.
@@ -39,6 +39,8 @@ enum Cmd {
     LSet(u8, u8),
     /// LINSERT BEFORE the element at an index.
     LInsert(u8, u8),
+    /// EXPIRE of a collection (a far-off time; `None`: PERSIST).
+    Expire(Option<u8>),
 }
 
 fn cmd() -> impl Strategy<Value = Cmd> {
@@ -58,6 +60,7 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         any::<bool>().prop_map(Cmd::Pop),
         (0u8..3, 0u8..4).prop_map(|(i, v)| Cmd::LSet(i, v)),
         (0u8..3, 0u8..4).prop_map(|(i, v)| Cmd::LInsert(i, v)),
+        proptest::option::of(0u8..3).prop_map(Cmd::Expire),
     ]
 }
 
@@ -65,9 +68,34 @@ fn b(x: impl ToString) -> Bytes {
     Bytes::from(x.to_string())
 }
 
+/// The absolute expiry an `Expire` sets (far off: nothing expires at the
+/// tests' clock, 0).
+fn expire_at(x: &Option<u8>) -> Option<u64> {
+    x.map(|s| 1_000_000 + u64::from(s))
+}
+
 /// Runs `cmd` on `state` as write `dot`: the delta, or `None` when Redis
-/// would refuse it (WRONGTYPE, not an integer) or change nothing.
+/// would refuse it (WRONGTYPE, not an integer) or change nothing. A
+/// collection written on a key that shows nothing starts without an
+/// expiry, as the store's `begin_collection_write` makes it.
 fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
+    let kind = state.kind(0);
+    if let Cmd::Expire(x) = cmd {
+        return kind
+            .is_collection()
+            .then(|| KeyState::of_ttl(Ttl::on(kind, expire_at(x), dot)));
+    }
+    let mut delta = apply_value(state, cmd, dot)?;
+    let creates = delta.collection.is_some()
+        && kind == Kind::None
+        && (state.collection.is_some() || state.ttl != Ttl::default());
+    if creates {
+        delta.merge(KeyState::of_ttl(Ttl::none(dot)));
+    }
+    Some(delta)
+}
+
+fn apply_value(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
     let kind = state.kind(0);
     // The stored collection, even when it shows nothing (all removed):
     // its fields' counters and members' removes still count.
@@ -186,7 +214,12 @@ enum Seen {
     List(Vec<Bytes>),
 }
 
-fn seen(s: &KeyState) -> Seen {
+/// What a client reads: the value, and the expiry of what the key shows.
+fn seen(s: &KeyState) -> (Seen, Option<u64>) {
+    (seen_value(s), s.expire_ms(0))
+}
+
+fn seen_value(s: &KeyState) -> Seen {
     match (s.kind(0), s.visible_collection(0)) {
         (Kind::String, _) => Seen::String(s.visible_string(0).expect("a string shows")),
         (Kind::Hash, Some(Collection::Hash(m))) => {
@@ -205,8 +238,33 @@ fn seen(s: &KeyState) -> Seen {
     }
 }
 
-/// The sequential specification: Redis on one node.
-fn model(seen: &Seen, cmd: &Cmd) -> Seen {
+/// The sequential specification: Redis on one node, value and expiry.
+fn model(seen: &(Seen, Option<u64>), cmd: &Cmd) -> (Seen, Option<u64>) {
+    let is_collection = |v: &Seen| {
+        matches!(
+            v,
+            Seen::Hash(_) | Seen::Set(_) | Seen::ZSet(_) | Seen::List(_)
+        )
+    };
+    if let Cmd::Expire(x) = cmd {
+        return if is_collection(&seen.0) {
+            (seen.0.clone(), expire_at(x))
+        } else {
+            seen.clone()
+        };
+    }
+    let value = model_value(&seen.0, cmd);
+    // A key that shows nothing has no expiry; a collection keeps its own
+    // while it shows something; strings here never have one.
+    let ttl = if is_collection(&value) && is_collection(&seen.0) {
+        seen.1
+    } else {
+        None
+    };
+    (value, ttl)
+}
+
+fn model_value(seen: &Seen, cmd: &Cmd) -> Seen {
     let int = |v: &Bytes| std::str::from_utf8(v).ok()?.parse::<i64>().ok();
     match (seen, cmd) {
         (_, Cmd::Set(v)) => Seen::String(b(v)),
@@ -470,7 +528,7 @@ proptest! {
         let same = x.replace_with(&x, 0, 0, dot);
         let after = merged(x.clone(), same.clone());
         prop_assert_eq!(seen(&after), seen(&x));
-        if seen(&x) != Seen::None {
+        if seen(&x).0 != Seen::None {
             prop_assert_eq!(after.newest(), dot);
         }
     }
@@ -487,7 +545,7 @@ proptest! {
         cmds in proptest::collection::vec(cmd(), 0..40),
     ) {
         let steps: Vec<Step> = cmds.iter().cloned().map(|c| Step::At(0, c)).collect();
-        let mut want = Seen::None;
+        let mut want = (Seen::None, None);
         let mut state = KeyState::default();
         for (ts, c) in cmds.iter().enumerate() {
             want = model(&want, c);
@@ -513,7 +571,7 @@ fn concurrent_increments_in_three_regions_all_count() {
     ];
     let (replicas, _) = replay(&steps);
     let all = replicas.into_iter().fold(KeyState::default(), merged);
-    assert_eq!(seen(&all), Seen::String(b(10)));
+    assert_eq!(seen(&all).0, Seen::String(b(10)));
 }
 
 #[test]
@@ -526,7 +584,7 @@ fn a_set_keeps_the_increments_it_did_not_see() {
     ];
     let (replicas, _) = replay(&steps);
     let all = replicas.into_iter().fold(KeyState::default(), merged);
-    assert_eq!(seen(&all), Seen::String(b(3)));
+    assert_eq!(seen(&all).0, Seen::String(b(3)));
 }
 
 #[test]
@@ -541,7 +599,7 @@ fn concurrent_fields_and_members_all_stay_and_adds_beat_removes() {
     ];
     let (replicas, _) = replay(&steps);
     let all = replicas.into_iter().fold(KeyState::default(), merged);
-    let Seen::Hash(h) = seen(&all) else {
+    let Seen::Hash(h) = seen(&all).0 else {
         panic!("a hash: {:?}", seen(&all))
     };
     assert_eq!(h.get(&b(1)), Some(&b(1)));
@@ -559,7 +617,7 @@ fn concurrent_fields_and_members_all_stay_and_adds_beat_removes() {
     ];
     let (replicas, _) = replay(&steps);
     let all = replicas.into_iter().fold(KeyState::default(), merged);
-    assert_eq!(seen(&all), Seen::Set([b(1), b(2)].into()));
+    assert_eq!(seen(&all).0, Seen::Set([b(1), b(2)].into()));
 }
 
 #[test]
@@ -573,7 +631,7 @@ fn a_newer_write_of_another_type_replaces_older_elements() {
     ];
     let (replicas, _) = replay(&steps);
     let all = replicas.into_iter().fold(KeyState::default(), merged);
-    assert_eq!(seen(&all), Seen::Set([b(3)].into()));
+    assert_eq!(seen(&all).0, Seen::Set([b(3)].into()));
 }
 
 #[test]
@@ -687,4 +745,33 @@ proptest! {
         prop_assert_eq!(shown.len(), want.len());
         prop_assert_eq!(shown.into_iter().collect::<BTreeSet<_>>(), want);
     }
+}
+
+/// An `EXPIRE` of a hash in one region, and a set created under that key
+/// by another region that never saw the hash (later, so the set wins):
+/// the set has no expiry, in whatever order the writes meet — the expiry
+/// belongs to the hash. (Before, the set inherited it.) An expiry alone
+/// (its delta first) orders like the collection's writes.
+#[test]
+fn an_expiry_stays_with_the_collection_it_was_set_on() {
+    let hset = apply(&KeyState::default(), &Cmd::HSet(0, 1), Version::new(10, 1)).unwrap();
+    let mut r1 = hset.clone();
+    let expire = apply(&r1, &Cmd::Expire(Some(1)), Version::new(20, 1)).unwrap();
+    r1.merge(expire.clone());
+    assert_eq!(seen(&r1).1, expire_at(&Some(1)));
+    let sadd = apply(&KeyState::default(), &Cmd::SAdd(2), Version::new(30, 2)).unwrap();
+    for order in [
+        vec![&hset, &expire, &sadd],
+        vec![&sadd, &expire, &hset],
+        vec![&expire, &sadd, &hset],
+        vec![&expire, &hset, &sadd],
+    ] {
+        let got = order.into_iter().cloned().fold(KeyState::default(), merged);
+        assert_eq!(seen(&got), (Seen::Set([b(2)].into()), None), "{got:?}");
+    }
+    // An expiry set on the set afterwards applies.
+    let mut r2 = merged(merged(hset, expire), sadd);
+    let own = apply(&r2, &Cmd::Expire(Some(2)), Version::new(40, 2)).unwrap();
+    r2.merge(own);
+    assert_eq!(seen(&r2).1, expire_at(&Some(2)));
 }

@@ -61,15 +61,11 @@ fn set_expiry(key: &[u8], view: &mut impl KeyView, at: Option<u64>) {
             view.merge(key, KeyState::of_string(delta));
         }
         Some(Value::Typed(s)) => {
+            // The expiry is the shown collection's (`Ttl`).
+            let kind = s.kind(now);
             drop(s);
             let (_, version) = view.stamp();
-            view.merge(
-                key,
-                KeyState::of_ttl(Ttl {
-                    expire_ms: at,
-                    version,
-                }),
-            );
+            view.merge(key, KeyState::of_ttl(Ttl::on(kind, at, version)));
         }
     }
 }

@@ -374,10 +374,7 @@ pub fn begin_collection_write(
         // its expiry — but on its state (its fields' counters still count).
         Some(s) if same_kind(&s) && s.kind(now) == Kind::None => CollectionWrite {
             state: Some(s),
-            prefix: KeyState::of_ttl(elsa_lattice::Ttl {
-                expire_ms: None,
-                version: dot,
-            }),
+            prefix: KeyState::of_ttl(elsa_lattice::Ttl::none(dot)),
             start_ts,
             dot,
         },
@@ -393,10 +390,7 @@ pub fn begin_collection_write(
         // TTL is one per key): the delta resets it.
         Some(_) => CollectionWrite {
             state: None,
-            prefix: KeyState::of_ttl(elsa_lattice::Ttl {
-                expire_ms: None,
-                version: dot,
-            }),
+            prefix: KeyState::of_ttl(elsa_lattice::Ttl::none(dot)),
             start_ts,
             dot,
         },
