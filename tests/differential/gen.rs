@@ -649,8 +649,14 @@ impl Gen {
 
     /// A TTL read right after the TTL was set, compared exactly: 100.4 s
     /// left reads as 100 in Redis (TTL rounds to the nearest second), so a
-    /// server that rounds up shows.
+    /// server that rounds up shows. A third of them give the TTL to a
+    /// collection instead, then may empty it of its one element and write
+    /// it again (Redis deleted the emptied key: the new one has no TTL) or
+    /// write another type over it.
     fn ttl_probe(&mut self) -> Step {
+        if self.rng.gen_range(0..3) == 0 {
+            return self.collection_ttl_probe();
+        }
         let k = self.key();
         let v = self.value();
         let mut cmds = match self.rng.gen_range(0..4) {
@@ -662,6 +668,51 @@ impl Gen {
             ],
             _ => vec![self.cmd("SET", vec![k.clone(), v, lit(b"EX"), lit(b"100")])],
         };
+        cmds.push(self.cmd("TTL", vec![k]));
+        Step { cmds, sleep_ms: 0 }
+    }
+
+    /// See [`Gen::ttl_probe`]: a one-element collection of any type with
+    /// a TTL, emptied or not, written again or not (the same type or
+    /// another), its TTL read after each step.
+    fn collection_ttl_probe(&mut self) -> Step {
+        let k = self.key();
+        // (create, empty, write again) for each collection type.
+        let types: [[&[&[u8]]; 3]; 4] = [
+            [&[b"SADD", b"m"], &[b"SREM", b"m"], &[b"SADD", b"n"]],
+            [
+                &[b"HSET", b"f", b"v"],
+                &[b"HDEL", b"f"],
+                &[b"HSET", b"g", b"w"],
+            ],
+            [
+                &[b"ZADD", b"1", b"m"],
+                &[b"ZREM", b"m"],
+                &[b"ZADD", b"2", b"n"],
+            ],
+            [&[b"RPUSH", b"x"], &[b"LPOP"], &[b"LPUSH", b"y"]],
+        ];
+        let t = self.rng.gen_range(0..types.len());
+        let other = (t + self.rng.gen_range(1..types.len())) % types.len();
+        let with_key = |g: &mut Self, words: &[&[u8]]| {
+            let mut args = vec![k.clone()];
+            args.extend(words[1..].iter().map(|w| lit(w)));
+            g.cmd(std::str::from_utf8(words[0]).expect("ascii"), args)
+        };
+        let mut cmds = vec![
+            self.cmd("DEL", vec![k.clone()]),
+            with_key(self, types[t][0]),
+            self.cmd("PEXPIRE", vec![k.clone(), lit(b"100400")]),
+            self.cmd("TTL", vec![k.clone()]),
+        ];
+        if self.rng.gen_bool(0.7) {
+            cmds.push(with_key(self, types[t][1]));
+            cmds.push(self.cmd("TTL", vec![k.clone()]));
+            let again = if self.rng.gen_bool(0.5) { t } else { other };
+            cmds.push(with_key(self, types[again][if again == t { 2 } else { 0 }]));
+        } else {
+            cmds.push(with_key(self, types[t][2]));
+        }
         cmds.push(self.cmd("TTL", vec![k]));
         Step { cmds, sleep_ms: 0 }
     }
