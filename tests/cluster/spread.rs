@@ -309,13 +309,13 @@ fn prove(ports: &[u16], workload: Workload, level: Level, base: u64) {
     );
     let total = run.done.len();
     let lost = match workload {
-        Workload::ListAppend => lost_appends(&run),
+        Workload::ListAppend | Workload::StringAppend => lost_appends(&run),
         Workload::RwRegister => Vec::new(),
     };
     let own_misses = own_write_misses(&run);
     let stale = match workload {
         Workload::RwRegister => stale_registers(&run),
-        Workload::ListAppend => Vec::new(),
+        Workload::ListAppend | Workload::StringAppend => Vec::new(),
     };
     let orders_trusted = lost.is_empty();
     let g2 = if checked.all.anomaly_types.iter().any(|t| t == "G2-item") {

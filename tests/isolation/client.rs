@@ -118,6 +118,17 @@ fn decode(workload: Workload, key: u64, v: Value) -> Result<Seen, StepError> {
     };
     let garbled =
         |t: &str| StepError::Reply(format!("GET {}: garbled value {t:?}", redis_key(key)));
+    if workload == Workload::StringAppend {
+        let elems = match &text {
+            None => Vec::new(),
+            Some(t) => t
+                .split_whitespace()
+                .map(str::parse)
+                .collect::<Result<Vec<u64>, _>>()
+                .map_err(|_| garbled(t))?,
+        };
+        return Ok(Seen::List(elems));
+    }
     match &text {
         None => Ok(Seen::Reg(None)),
         Some(t) => t
@@ -151,8 +162,13 @@ fn decode_list(key: u64, v: Value) -> Result<Seen, StepError> {
 }
 
 /// The command for a write micro-op.
-fn write_cmd(m: &Mop) -> redis::Cmd {
+fn write_cmd(workload: Workload, m: &Mop) -> redis::Cmd {
     match *m {
+        Mop::Append { key, value } if workload == Workload::StringAppend => {
+            let mut c = redis::cmd("APPEND");
+            c.arg(redis_key(key)).arg(format!(" {value}"));
+            c
+        }
         Mop::Append { key, value } => {
             let mut c = redis::cmd("RPUSH");
             c.arg(redis_key(key)).arg(value.to_string());
@@ -175,7 +191,7 @@ fn get_cmd(workload: Workload, key: u64) -> redis::Cmd {
             c.arg(redis_key(key)).arg(0).arg(-1);
             c
         }
-        Workload::RwRegister => {
+        Workload::RwRegister | Workload::StringAppend => {
             let mut c = redis::cmd("GET");
             c.arg(redis_key(key));
             c
@@ -348,8 +364,8 @@ fn decode_pexpire(v: Value) -> Result<bool, StepError> {
 }
 
 /// The command for write micro-op `m`, with its TTL rider if any.
-fn write_cmd_ttl(m: &Mop, ttl: Option<u64>) -> redis::Cmd {
-    let mut c = write_cmd(m);
+fn write_cmd_ttl(workload: Workload, m: &Mop, ttl: Option<u64>) -> redis::Cmd {
+    let mut c = write_cmd(workload, m);
     if let Some(ms) = ttl {
         assert!(matches!(m, Mop::Write { .. }), "TTLs ride on SET only");
         c.arg("PX").arg(ms);
@@ -380,7 +396,7 @@ fn run_begin(
                     trace.expired.push((i, existed));
                 }
             } else {
-                let v = query(con, &write_cmd_ttl(m, ttl))?;
+                let v = query(con, &write_cmd_ttl(workload, m, ttl))?;
                 check_write(m, v)?;
             }
         }
@@ -466,7 +482,7 @@ fn run_watch(
             let cmd = match q {
                 Queued::Mop(i) => match &txn[*i] {
                     Mop::Read { key, .. } => get_cmd(workload, *key),
-                    m => write_cmd_ttl(m, ttl_of(extras, *i)),
+                    m => write_cmd_ttl(workload, m, ttl_of(extras, *i)),
                 },
                 Queued::Expire(i) => {
                     pexpire_cmd(txn[*i].key(), ttl_of(extras, *i).expect("a rider"))
@@ -554,7 +570,7 @@ pub fn run_pipeline(
             Some(a) => pipe.add_command(a.cmd()),
             None => match &ops[*i] {
                 Mop::Read { key, .. } => pipe.add_command(get_cmd(workload, *key)),
-                m => pipe.add_command(write_cmd(m)),
+                m => pipe.add_command(write_cmd(workload, m)),
             },
         };
     }

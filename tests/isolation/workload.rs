@@ -20,6 +20,10 @@ pub enum Workload {
     /// `["append", k, v]` / `["r", k, [..]]`, on `RPUSH k v` and
     /// `LRANGE k 0 -1` (Elle's native form).
     ListAppend,
+    /// The same history on strings: `APPEND k " v"` and `GET` (what
+    /// list-append ran on before lists; the region fault run keeps it —
+    /// see `docs/regions.md`, Known problems).
+    StringAppend,
     /// `["w", k, v]` / `["r", k, v]`, on `SET` / `GET`.
     RwRegister,
 }
@@ -28,13 +32,14 @@ impl Workload {
     pub fn name(self) -> &'static str {
         match self {
             Workload::ListAppend => "list-append",
+            Workload::StringAppend => "string-append",
             Workload::RwRegister => "rw-register",
         }
     }
 
     pub fn adya(self) -> adya::Workload {
         match self {
-            Workload::ListAppend => adya::Workload::ListAppend,
+            Workload::ListAppend | Workload::StringAppend => adya::Workload::ListAppend,
             Workload::RwRegister => adya::Workload::RwRegister,
         }
     }
@@ -159,7 +164,7 @@ impl KeyPool {
                     self.replace(slot);
                 }
                 match workload {
-                    Workload::ListAppend => Mop::Append { key, value },
+                    Workload::ListAppend | Workload::StringAppend => Mop::Append { key, value },
                     Workload::RwRegister => Mop::Write { key, value },
                 }
             })
