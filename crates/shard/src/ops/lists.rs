@@ -598,25 +598,26 @@ fn push(
     only_existing: bool,
     values: &[Bytes],
 ) -> OpReply {
-    let exists = match read(view, key) {
-        Err(e) => return e,
-        Ok(l) => l.is_some(),
-    };
-    if only_existing && !exists {
-        return OpReply::Int(0);
+    if only_existing {
+        match read(view, key) {
+            Err(e) => return e,
+            Ok(None) => return OpReply::Int(0),
+            Ok(Some(_)) => {}
+        }
     }
-    let r = write(view, key, |l, dot| match end {
-        End::Left => l.insert(0, values.iter().rev().map(|v| &v[..]), dot),
-        End::Right => l.insert(l.len(), values.iter().map(|v| &v[..]), dot),
+    // The new length from the list the write starts from: no second
+    // lookup after it.
+    let mut len = 0;
+    let r = write(view, key, |l, dot| {
+        len = l.len() + values.len();
+        match end {
+            End::Left => l.insert(0, values.iter().rev().map(|v| &v[..]), dot),
+            End::Right => l.insert(l.len(), values.iter().map(|v| &v[..]), dot),
+        }
     });
     match r {
         Err(e) => e,
-        Ok(()) => OpReply::Int(
-            read(view, key)
-                .ok()
-                .flatten()
-                .map_or(0, |s| list(&s).len() as i64),
-        ),
+        Ok(()) => OpReply::Int(len as i64),
     }
 }
 
