@@ -174,7 +174,11 @@ impl Cluster {
             });
         }
         let child = cmd
-            .env("ELSA_LOG", "info")
+            // ELSA_TEST_NODE_LOG (say `info,elsa_txn=debug`) for a post-mortem.
+            .env(
+                "ELSA_LOG",
+                std::env::var("ELSA_TEST_NODE_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(out)
             .stderr(err)
             .spawn()

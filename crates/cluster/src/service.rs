@@ -216,6 +216,9 @@ pub struct Cluster {
     answer_delay_ms: AtomicU64,
     /// Fault injection: installs are answered Busy, not run.
     busy_installs: AtomicBool,
+    /// Fault injection: the process dies (as by kill -9) right after it
+    /// logged a transaction record, before shipping it to the replicas.
+    crash_after_record: AtomicBool,
     /// When this node last said it waits for its region to form.
     forming_log: Mutex<Option<Instant>>,
     /// Peers that answered "serving nothing" lately, and when (routed
@@ -302,6 +305,7 @@ impl Cluster {
             drop_installs: AtomicBool::new(false),
             answer_delay_ms: AtomicU64::new(0),
             busy_installs: AtomicBool::new(false),
+            crash_after_record: AtomicBool::new(false),
             not_serving: Mutex::new(HashMap::new()),
             not_serving_count: AtomicUsize::new(0),
             units_tx: Mutex::new(None),
@@ -415,6 +419,14 @@ impl Cluster {
         );
     }
 
+    /// Testing: die (SIGKILL to itself) right after logging a transaction
+    /// record this node wrote as its primary, before shipping it to the
+    /// other replicas — the window in which the record exists in one log
+    /// only and the region may decide the other way.
+    pub fn set_crash_after_record(&self, on: bool) {
+        self.crash_after_record.store(on, Ordering::Relaxed);
+    }
+
     /// Testing: hold every answer to a forwarded call for `ms` before
     /// sending it (0: none) — a node slow to answer, e.g. one paused
     /// between running a request and answering it.
@@ -495,6 +507,17 @@ impl Cluster {
         let p = peers.entry(peer).or_default();
         p.lag_ms = now.saturating_sub(newest >> 16);
         p.received += lattices.len() as u64;
+    }
+
+    /// Merges `entries` into this node's shards durably, as a replica
+    /// merges a batch; true when every shard did.
+    pub async fn merge_here(self: &Arc<Self>, entries: &[LogEntry]) -> bool {
+        let lattices = entries.iter().map(Lattice::from).collect();
+        let mut ok = true;
+        for rx in self.merge_lattices(lattices, Some(()), Arrival::Direct) {
+            ok &= matches!(rx.await, Ok(Ok(_)));
+        }
+        ok
     }
 
     /// Merges lattices into the local shards that hold their buckets; with

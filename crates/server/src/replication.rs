@@ -150,13 +150,15 @@ impl Conn {
     }
 
     /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|DELAY-INSTALLS
-    /// ms|DELAY-ANSWERS ms|LAPSE|HEAL` (needs `fault-injection = true`):
+    /// ms|DELAY-ANSWERS ms|CRASH-AFTER-RECORD|LAPSE|HEAL` (needs
+    /// `fault-injection = true`):
     /// cut this node off from other regions; have it ignore the installs
     /// of multi-shard commits coordinated elsewhere (a node that dies
     /// between a commit's decision and its install, for tests), or answer
     /// them Busy (a node no longer their primary); have the commits it
     /// coordinates wait `ms` between decision and install (a slow
-    /// coordinator); hold its answers to peers `ms`; act as if it had just
+    /// coordinator); hold its answers to peers `ms`; die right after logging
+    /// a transaction record, before shipping it; act as if it had just
     /// noticed a pause (it stops serving and catches up again); HEAL
     /// undoes the delays and cuts.
     pub(crate) fn elsa_fault(&mut self, args: &[Bytes]) {
@@ -188,6 +190,8 @@ impl Conn {
             cl.set_answer_delay(ms);
         } else if is(&args[1], "busy-installs") {
             cl.set_busy_installs(true);
+        } else if is(&args[1], "crash-after-record") {
+            cl.set_crash_after_record(true);
         } else if is(&args[1], "lapse") {
             cl.simulate_pause();
         } else if is(&args[1], "heal") {
@@ -199,7 +203,7 @@ impl Conn {
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms, BUSY-INSTALLS, LAPSE or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, LAPSE or HEAL");
         }
         self.w().simple("OK");
     }

@@ -81,8 +81,19 @@ impl Coordinator {
         }
         if !self.record_commit(&p, commit_ts).await? {
             // Aborted by a resolver: the guard releases every hold.
+            tracing::debug!("txn {:#x}: a resolver recorded aborted first", p.txn);
             return Err(TxnError::Conflict(bytes::Bytes::new()));
         }
+        tracing::debug!(
+            "txn {:#x}: committed at {commit_ts}, parts {:?}, shadows {backups:?}, keys {:?}",
+            p.txn,
+            p.holds.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            p.writes
+                .values()
+                .flatten()
+                .map(|w| String::from_utf8_lossy(&w.key.key).into_owned())
+                .collect::<Vec<_>>()
+        );
         p.guard.disarm();
         if let Some(delay) = self.node.install_delay() {
             tokio::time::sleep(delay).await;
@@ -217,6 +228,7 @@ impl Coordinator {
                     Ok(rx) => rx.await.map_err(|_| TxnError::Lost),
                     Err(e) => Err(e),
                 };
+                tracing::debug!("txn {:#x}: install at {shard}: {answer:?}", p.txn);
                 match answer {
                     Ok(Ok(())) => {}
                     // Not the shard to ask any more (it stopped serving, or
@@ -279,78 +291,86 @@ impl Coordinator {
     ) -> Result<(), TxnError> {
         // Found held as a shadow, or as a participant: the same record.
         let key = record_key(txn & !elsa_shard::msg::SHADOW);
-        let mut retry = Retry::new();
-        loop {
-            match read_record(self, key.clone()).await? {
-                Some(Outcome::Committed(writes)) => {
-                    let held: std::collections::HashSet<&[u8]> =
-                        keys.iter().map(|k| &k.key[..]).collect();
-                    let Some(first) = writes.first() else {
-                        self.post_later(shard, ShardMsg::Release { txn });
-                        return Ok(());
-                    };
-                    let (start_ts, version) = (first.start_ts, first.version);
-                    let mine: Vec<Write> = writes
-                        .iter()
-                        .filter(|e| held.contains(&e.key[..]))
-                        .map(|e| {
-                            let key = self.hashed(e.key.clone());
-                            match &e.state {
-                                EntryState::Plain(c) => {
-                                    Write::new(key, c.clone().map(Value::Str), None)
-                                }
-                                EntryState::Typed(d) => Write {
-                                    delta: Some(d.clone()),
-                                    ..Write::new(key, None, None)
-                                },
-                            }
-                        })
-                        .collect();
-                    tracing::info!(
-                        "transaction {txn:#x} was committed and its coordinator is gone: installing its {} writes on shard {shard}",
-                        mine.len()
-                    );
-                    return self
-                        .ask(shard, |reply| ShardMsg::Install {
-                            txn,
-                            writes: mine,
-                            start_ts,
-                            commit_ts: version.commit_ts,
-                            origin: version.origin,
-                            ack: AckLevel::Region,
-                            reply,
-                        })
-                        .await?
-                        .map_err(TxnError::from);
-                }
-                Some(Outcome::Aborted) => {
+        match self.record_outcome(key).await? {
+            Outcome::Committed(writes) => {
+                let held: std::collections::HashSet<&[u8]> =
+                    keys.iter().map(|k| &k.key[..]).collect();
+                let Some(first) = writes.first() else {
                     self.post_later(shard, ShardMsg::Release { txn });
                     return Ok(());
-                }
-                None => {
-                    let fence = KeyOp {
-                        hash: self.hash(&key),
-                        key: key.clone(),
-                        op: Op::Set {
-                            value: Outcome::Aborted.encode(),
-                            cond: SetCond::IfAbsent,
-                            expiry: Expiry::At(unix_ms() + RECORD_TTL_MS),
-                            reply: SetReply::Flag,
-                        },
-                    };
-                    if let Some(Ok(OpReply::Int(1))) =
-                        self.run_lone(vec![fence], AckLevel::Region).await.pop()
-                    {
-                        tracing::info!(
-                            "transaction {txn:#x} held keys on shard {shard} with no coordinator and no decision: aborted"
-                        );
-                        self.post_later(shard, ShardMsg::Release { txn });
-                        return Ok(());
-                    }
-                    // Someone recorded an outcome first: read it again.
-                    retry.wait().await?;
-                }
+                };
+                let (start_ts, version) = (first.start_ts, first.version);
+                let mine: Vec<Write> = writes
+                    .iter()
+                    .filter(|e| held.contains(&e.key[..]))
+                    .map(|e| {
+                        let key = self.hashed(e.key.clone());
+                        match &e.state {
+                            EntryState::Plain(c) => {
+                                Write::new(key, c.clone().map(Value::Str), None)
+                            }
+                            EntryState::Typed(d) => Write {
+                                delta: Some(d.clone()),
+                                ..Write::new(key, None, None)
+                            },
+                        }
+                    })
+                    .collect();
+                tracing::info!(
+                    "transaction {txn:#x} was committed and its coordinator is gone: installing its {} writes on shard {shard}",
+                    mine.len()
+                );
+                self.ask(shard, |reply| ShardMsg::Install {
+                    txn,
+                    writes: mine,
+                    start_ts,
+                    commit_ts: version.commit_ts,
+                    origin: version.origin,
+                    ack: AckLevel::Region,
+                    reply,
+                })
+                .await?
+                .map_err(TxnError::from)
             }
+            Outcome::Aborted => {
+                tracing::info!(
+                    "transaction {txn:#x} held keys on shard {shard} with no coordinator in sight: aborted"
+                );
+                self.post_later(shard, ShardMsg::Release { txn });
+                Ok(())
+            }
+        }
+    }
+
+    /// What the region says of the transaction whose record is `key`,
+    /// read through the current view at acknowledgement level `region`;
+    /// when there is no record, records `aborted` first (set-if-absent:
+    /// if the coordinator's `committed` got there first, that wins). So
+    /// every caller gets the one outcome that is ever recorded.
+    pub async fn record_outcome(&self, key: bytes::Bytes) -> Result<Outcome, TxnError> {
+        let mut retry = Retry::new();
+        loop {
+            if let Some(outcome) = read_record(self, key.clone()).await? {
+                return Ok(outcome);
+            }
+            let fence = KeyOp {
+                hash: self.hash(&key),
+                key: key.clone(),
+                op: Op::Set {
+                    value: Outcome::Aborted.encode(),
+                    cond: SetCond::IfAbsent,
+                    expiry: Expiry::At(unix_ms() + RECORD_TTL_MS),
+                    reply: SetReply::Flag,
+                },
+            };
+            if let Some(Ok(OpReply::Int(1))) =
+                self.run_lone(vec![fence], AckLevel::Region).await.pop()
+            {
+                return Ok(Outcome::Aborted);
+            }
+            // Someone recorded an outcome first (or the answer was lost):
+            // read it again.
+            retry.wait().await?;
         }
     }
 }

@@ -60,6 +60,19 @@ impl Replicator for RegionReplicator {
 
 impl Cluster {
     fn replicate_batch(self: &Arc<Self>, entries: Vec<LogEntry>, done: Waiter) {
+        if self.crash_after_record.load(Ordering::Relaxed)
+            && entries
+                .iter()
+                .any(|e| elsa_txn::record::is_record_key(&e.key))
+        {
+            // The batch is in the log (flushed before shipping); a process
+            // killed now keeps it there.
+            tracing::error!("fault injection: dying after logging a transaction record");
+            // SAFETY: raise has no memory-safety preconditions.
+            unsafe {
+                libc::raise(libc::SIGKILL);
+            }
+        }
         let items = entries
             .iter()
             .map(|e| {

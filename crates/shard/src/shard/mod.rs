@@ -1052,6 +1052,14 @@ impl Shard {
             }
             keys.push(k.key);
         }
+        tracing::debug!(
+            "shard {}: txn {:#x} holds {:?}",
+            self.index,
+            req.txn,
+            keys.iter()
+                .map(|k| String::from_utf8_lossy(k))
+                .collect::<Vec<_>>()
+        );
         self.held_since
             .entry(req.txn)
             .or_insert_with(std::time::Instant::now);
@@ -1083,8 +1091,17 @@ impl Shard {
         } else if self.installed.contains_key(&txn) {
             return Ok(());
         } else {
+            tracing::debug!("shard {}: install of txn {txn:#x}: holds lost", self.index);
             return Err(Refusal::Unavailable(ERR_HOLDS_LOST.to_string()));
         };
+        tracing::debug!(
+            "shard {}: install of txn {txn:#x} at {version:?} (release {release}): {:?}",
+            self.index,
+            writes
+                .iter()
+                .map(|w| String::from_utf8_lossy(&w.key.key))
+                .collect::<Vec<_>>()
+        );
         self.unit = Unit::Shards;
         for w in writes {
             // Under its holds nothing newer can have been written here by
@@ -1154,6 +1171,13 @@ impl Shard {
             }
             keys.push(k.key);
         }
+        tracing::debug!(
+            "shard {}: txn {txn:#x} shadow-holds {:?}",
+            self.index,
+            keys.iter()
+                .map(|k| String::from_utf8_lossy(k))
+                .collect::<Vec<_>>()
+        );
         self.held_since
             .entry(txn)
             .or_insert_with(std::time::Instant::now);
@@ -1189,6 +1213,11 @@ impl Shard {
         let Some(keys) = self.held_by.remove(&txn) else {
             return;
         };
+        tracing::debug!(
+            "shard {}: txn {txn:#x} releases {} keys",
+            self.index,
+            keys.len()
+        );
         for key in keys {
             if let Some(h) = self.holds.get_mut(&key) {
                 if h.writer == Some(txn) {

@@ -150,6 +150,14 @@ impl Shard {
         );
     }
 
+    /// True when restoring `entry` would change nothing here: a plain
+    /// value this shard holds at its version or a newer one. (A typed
+    /// delta may be missing from a newer state, so it never is.)
+    pub fn restores_nothing(&self, hash: u64, entry: &LogEntry) -> bool {
+        matches!(entry.state, crate::wal::codec::EntryState::Plain(_))
+            && self.version_of(hash, &entry.key) >= entry.version
+    }
+
     /// Merges lattices received from a peer. Each is installed only if it
     /// wins the merge; those that do are logged (not gossiped back).
     ///
