@@ -664,7 +664,7 @@ impl Drop for StopOnDrop<'_> {
 
 /// Three nodes of one region (replication factor 3, every commit fsynced,
 /// acknowledgement level `region`, the default), clients of six runs —
-/// append (on strings) and rw-register at SI, RR and WATCH — on every node at once,
+/// append (on lists) and rw-register at SI, RR and WATCH — on every node at once,
 /// each run on its own keys, while `faults.rs` kills (-9) and restarts a
 /// node and pauses (SIGSTOP/SIGCONT) one, one fault at a time. Every
 /// history must show nothing its level forbids, every acknowledged append
@@ -683,16 +683,14 @@ fn region_of_three_under_kill_and_pause() {
         &["--replication-factor", "3", "--appendfsync", "always"],
     );
     let ports: Vec<u16> = (0..cluster.len()).map(|i| cluster.port(i)).collect();
-    // Appends on strings here, not lists: the open issue-12 defect (an
-    // in-doubt multi-key commit installed on one key after that key moved
-    // on) shows on a list as the late element landing in the middle, about
-    // one CI run in four, where a string's older version loses the merge
-    // and mostly hides it (`docs/regions.md`, Known problems). Back to
-    // `ListAppend` once it is fixed.
-    // ELSA_ISOLATION_REGION_APPEND=list appends on lists, to hunt it.
+    // Appends on lists (ELSA_ISOLATION_REGION_APPEND=string appends on
+    // strings): a late write shows on a list as an element in the middle,
+    // where a string's older version loses the merge and hides it. Lists
+    // found the last issue-12 defect (a write the region never confirmed,
+    // replayed by its node after the region moved on).
     let append = match std::env::var("ELSA_ISOLATION_REGION_APPEND").as_deref() {
-        Ok("list") => Workload::ListAppend,
-        _ => Workload::StringAppend,
+        Ok("string") => Workload::StringAppend,
+        _ => Workload::ListAppend,
     };
     let combos = [
         (append, Level::Si),

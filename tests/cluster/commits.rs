@@ -277,3 +277,146 @@ fn a_record_only_a_dead_node_logged_does_not_come_back_with_it() {
         );
     }
 }
+
+/// A lone write its primary logged and died before shipping was never
+/// acknowledged and never seen; the region moves on without it. When the
+/// node comes back, the write may stay lost or land late — after what the
+/// region wrote meanwhile — but never before it: a list must not grow an
+/// element in its middle, behind an element a reader saw appended to a
+/// list without it. (It did: recovery replayed the write from the node's
+/// log; now what the replicas never confirmed is left out.)
+#[test]
+fn a_write_only_a_dead_node_logged_does_not_come_back_before_later_ones() {
+    let _one = one_at_a_time();
+    let mut c = three_nodes();
+    let key = write_one_node_keeps(&mut c, "CRASH-BEFORE-SHIP");
+    c.kill9(0); // reaps it: it died at the fault
+    region_moves_on(&c, &key);
+    c.restart(0);
+    the_write_is_not_in_the_middle(&c, &key);
+}
+
+/// The same with a pause: the primary stops right after logging the write
+/// and wakes once the region has moved on. Its replicas refuse the write
+/// (they declared it dead); it then restarts in place so its recovery
+/// leaves the write out — it kept it in memory and spread it by
+/// anti-entropy, into the middle of the list.
+#[test]
+fn a_write_only_a_paused_node_logged_does_not_come_back_before_later_ones() {
+    let _one = one_at_a_time();
+    let mut c = three_nodes();
+    let key = write_one_node_keeps(&mut c, "PAUSE-BEFORE-SHIP");
+    region_moves_on(&c, &key);
+    c.resume(0);
+    // Its replicas refuse the batch; it restarts in place (same PID).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !c.log_tail(0, 100).contains("restarting in place") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 0 did not restart: {}",
+            c.log_tail(0, 30)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let url = format!("redis://127.0.0.1:{}/", c.port(0));
+    while redis::Client::open(url.as_str())
+        .and_then(|cl| cl.get_connection())
+        .and_then(|mut con| redis::cmd("PING").query::<String>(&mut con))
+        .is_err()
+    {
+        assert!(std::time::Instant::now() < deadline, "node 0 is not back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    the_write_is_not_in_the_middle(&c, &key);
+}
+
+/// Appends "first" to many lists, then arms `fault` on node 0 and appends
+/// "lost" to them through it until one is a list node 0 is the primary
+/// of: that append is logged on node 0 only. Answers that list.
+fn write_one_node_keeps(c: &mut Cluster, fault: &str) -> String {
+    let mut con1 = c.conn(1);
+    for k in 0..300 {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(format!("gen:{k}"))
+            .arg("first")
+            .query(&mut con1)
+            .expect("RPUSH through node 1");
+    }
+    c.wait_same_digest(&[0, 1, 2], Duration::from_secs(60));
+    c.fault(0, &format!("{fault} gen:"));
+    let mut con = c.conn(0);
+    con.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    (0..300)
+        .map(|k| format!("gen:{k}"))
+        .find(|key| {
+            redis::cmd("RPUSH")
+                .arg(key)
+                .arg("lost")
+                .query::<i64>(&mut con)
+                .is_err()
+        })
+        .expect("node 0 never logged a write it is the primary of")
+}
+
+/// Waits until node 1 serves `key` without the lost write, then appends
+/// "after" through it.
+fn region_moves_on(c: &Cluster, key: &str) {
+    let list = |n: usize| lranges(c, n, &[key.to_string()]).remove(0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while list(1) != ["first"] {
+        assert!(std::time::Instant::now() < deadline, "{:?}", list(1));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(key)
+        .arg("after")
+        .query(&mut c.conn(1))
+        .expect("RPUSH after");
+}
+
+/// Once node 0 is back and the region converged, every node has the lost
+/// write nowhere, or after "after".
+fn the_write_is_not_in_the_middle(c: &Cluster, key: &str) {
+    c.wait_caught_up(&[0, 1, 2], Duration::from_secs(60));
+    c.wait_same_digest(&[0, 1, 2], Duration::from_secs(60));
+    for n in 0..3 {
+        let got = lranges(c, n, &[key.to_string()]).remove(0);
+        assert!(
+            got == ["first", "after"] || got == ["first", "after", "lost"],
+            "through node {n}: {got:?}"
+        );
+    }
+}
+
+/// A node with no other node in its region (replication factor 2, one node
+/// per region, cut off from the other region) ships its commits to
+/// nobody: its log alone keeps them, so none may be left out as
+/// unconfirmed after `kill -9` — every acknowledged write is back.
+#[test]
+fn a_node_alone_in_its_region_loses_nothing_acknowledged_to_kill9() {
+    let _one = one_at_a_time();
+    let mut c = Cluster::start(
+        &["r0", "r1"],
+        &["--replication-factor", "2", "--appendfsync", "always"],
+    );
+    c.fault(0, "ISOLATE");
+    let mut con = c.conn(0);
+    for i in 0..500 {
+        let n: i64 = redis::cmd("RPUSH")
+            .arg("alone")
+            .arg(i)
+            .query(&mut con)
+            .expect("RPUSH");
+        assert_eq!(n, i + 1);
+    }
+    c.kill9(0);
+    c.restart(0);
+    let got: Vec<String> = c.query_retrying(0, redis::cmd("LRANGE").arg("alone").arg(0).arg(-1));
+    let want: Vec<String> = (0..500).map(|i| i.to_string()).collect();
+    assert!(
+        got == want,
+        "{} of 500 acknowledged elements back; missing from {:?}",
+        got.len(),
+        want.iter().find(|w| !got.contains(w))
+    );
+}

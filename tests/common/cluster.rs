@@ -261,10 +261,32 @@ impl Cluster {
 
     /// `INFO section` on node `i`.
     pub fn info(&self, i: usize, section: &str) -> String {
-        redis::cmd("INFO")
-            .arg(section)
-            .query(&mut self.conn(i))
-            .expect("INFO")
+        self.query_retrying(i, redis::cmd("INFO").arg(section))
+    }
+
+    /// Runs `cmd` on node `i`. A node may be restarting in place (it does
+    /// after a batch of its writes went unconfirmed, e.g. on waking from a
+    /// pause): connection errors are retried for 30 s.
+    pub fn query_retrying<T: redis::FromRedisValue>(&self, i: usize, cmd: &redis::Cmd) -> T {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = redis::Client::open(self.node(i).url())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(10)))
+                .and_then(|mut c| {
+                    c.set_read_timeout(Some(Duration::from_secs(10)))?;
+                    cmd.query::<T>(&mut c)
+                });
+            match got {
+                Ok(v) => return v,
+                Err(e)
+                    if Instant::now() < deadline
+                        && (e.is_io_error() || e.is_connection_dropped()) =>
+                {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("{:?} on node {i}: {e}", cmd.args_iter().next()),
+            }
+        }
     }
 
     /// One `field:` value of `INFO replication` on node `i`.
@@ -331,9 +353,7 @@ impl Cluster {
 
     /// `ELSA.DIGEST` of node `i`: (hex fingerprint, record count).
     pub fn digest(&self, i: usize) -> (String, i64) {
-        redis::cmd("ELSA.DIGEST")
-            .query(&mut self.conn(i))
-            .expect("ELSA.DIGEST")
+        self.query_retrying(i, &redis::cmd("ELSA.DIGEST"))
     }
 
     /// Polls until every node in `nodes` has the same `ELSA.DIGEST` (twice

@@ -216,9 +216,13 @@ pub struct Cluster {
     answer_delay_ms: AtomicU64,
     /// Fault injection: installs are answered Busy, not run.
     busy_installs: AtomicBool,
-    /// Fault injection: the process dies (as by kill -9) right after it
-    /// logged a transaction record, before shipping it to the replicas.
-    crash_after_record: AtomicBool,
+    /// What to do when a batch of this node's commits was not confirmed
+    /// by the region's replicas (the server restarts the process).
+    on_lost_batch: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    /// Fault injection: right after logging a write of a key with this
+    /// prefix, before shipping it to the replicas, the process stops
+    /// itself with this signal (SIGKILL: as by kill -9; SIGSTOP: paused).
+    crash_before_ship: Mutex<Option<(bytes::Bytes, i32)>>,
     /// When this node last said it waits for its region to form.
     forming_log: Mutex<Option<Instant>>,
     /// Peers that answered "serving nothing" lately, and when (routed
@@ -305,7 +309,8 @@ impl Cluster {
             drop_installs: AtomicBool::new(false),
             answer_delay_ms: AtomicU64::new(0),
             busy_installs: AtomicBool::new(false),
-            crash_after_record: AtomicBool::new(false),
+            crash_before_ship: Mutex::new(None),
+            on_lost_batch: Mutex::new(None),
             not_serving: Mutex::new(HashMap::new()),
             not_serving_count: AtomicUsize::new(0),
             units_tx: Mutex::new(None),
@@ -419,12 +424,35 @@ impl Cluster {
         );
     }
 
-    /// Testing: die (SIGKILL to itself) right after logging a transaction
-    /// record this node wrote as its primary, before shipping it to the
-    /// other replicas — the window in which the record exists in one log
-    /// only and the region may decide the other way.
-    pub fn set_crash_after_record(&self, on: bool) {
-        self.crash_after_record.store(on, Ordering::Relaxed);
+    /// Sets what happens when a batch of this node's commits is not
+    /// confirmed by the region's replicas: the writes are in this node's
+    /// memory and log and may be in no other replica while the region
+    /// moves on without them, so the server restarts the process, whose
+    /// recovery leaves them out (`DataDir::recover`).
+    pub fn on_lost_batch(&self, f: Box<dyn Fn() + Send + Sync>) {
+        *self.on_lost_batch.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    pub(crate) fn lost_batch(&self) {
+        let hook = self.on_lost_batch.lock().unwrap_or_else(|e| e.into_inner());
+        match &*hook {
+            Some(f) => f(),
+            None => tracing::error!(
+                "a batch of this node's writes was not confirmed by the region's replicas"
+            ),
+        }
+    }
+
+    /// Testing: send itself `signal` (SIGKILL: die; SIGSTOP: pause) right
+    /// after logging a write of a key starting with `prefix` that this
+    /// node made as its primary, before shipping it to the other replicas
+    /// — the window in which the write exists on one node only and the
+    /// region may move on without it.
+    pub fn set_crash_before_ship(&self, prefix: Option<(bytes::Bytes, i32)>) {
+        *self
+            .crash_before_ship
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = prefix;
     }
 
     /// Testing: hold every answer to a forwarded call for `ms` before
@@ -507,17 +535,6 @@ impl Cluster {
         let p = peers.entry(peer).or_default();
         p.lag_ms = now.saturating_sub(newest >> 16);
         p.received += lattices.len() as u64;
-    }
-
-    /// Merges `entries` into this node's shards durably, as a replica
-    /// merges a batch; true when every shard did.
-    pub async fn merge_here(self: &Arc<Self>, entries: &[LogEntry]) -> bool {
-        let lattices = entries.iter().map(Lattice::from).collect();
-        let mut ok = true;
-        for rx in self.merge_lattices(lattices, Some(()), Arrival::Direct) {
-            ok &= matches!(rx.await, Ok(Ok(_)));
-        }
-        ok
     }
 
     /// Merges lattices into the local shards that hold their buckets; with

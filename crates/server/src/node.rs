@@ -80,20 +80,15 @@ fn listen(config: &Config) -> Result<StdListener, StartError> {
     Ok(sock.into())
 }
 
-/// Committed transaction records found by recovery whose writes wait for
-/// the region's word (see [`settle_recovered_records`]): record key →
-/// the writes it would put back.
-type Deferred = std::collections::HashMap<bytes::Bytes, Vec<elsa_shard::wal::codec::LogEntry>>;
-
 /// Loads the snapshot and log into fresh shards and opens a new log
-/// segment for each. With `defer`, the writes of committed transaction
-/// records are not put back but answered (see [`Deferred`]).
+/// segment for each. With `drop_unconfirmed`, this node's own commits that
+/// its region's replicas never confirmed are left out (`DataDir::recover`).
 fn recover(
     config: &Config,
     hasher: KeyHasher,
     hlc: &Arc<Hlc>,
-    defer: bool,
-) -> Result<(Vec<Shard>, Persistence, Deferred), StartError> {
+    drop_unconfirmed: bool,
+) -> Result<(Vec<Shard>, Persistence), StartError> {
     let dir = DataDir::open(&config.data_dir)
         .map_err(|e| StartError::DataDir(config.data_dir.display().to_string(), e))?;
     let workers = config.workers;
@@ -106,17 +101,15 @@ fn recover(
     // placed by today's ring even if the node had another shard count.
     let ring =
         elsa_cluster::ring::Ring::alone(config.node_id, workers as u16, config.cluster.vnodes);
-    let mut deferred = Deferred::new();
-    let recovery = dir.recover(|record| {
+    let recovery = dir.recover(drop_unconfirmed, |record| {
         for e in record {
             // A committed transaction record puts back every write of its
             // transaction, whichever shards' logs had their own parts: a
-            // multi-shard commit recovers all-or-nothing.
-            let mut more =
+            // multi-shard commit recovers all-or-nothing. (A record its
+            // region never confirmed is not replayed: the region may have
+            // settled the transaction aborted meanwhile.)
+            let more =
                 elsa_txn::record::restore_writes(&e.key, e.state.plain().map(|c| &c.value[..]));
-            if defer && !more.is_empty() {
-                deferred.insert(e.key.clone(), std::mem::take(&mut more));
-            }
             for e in std::iter::once(e).chain(more) {
                 let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
                 max_ts = max_ts.max(e.version.commit_ts);
@@ -125,15 +118,6 @@ fn recover(
             }
         }
     })?;
-    // Records whose writes are all here already (the usual case: the
-    // installs were logged too) have nothing to wait for.
-    deferred.retain(|_, writes| {
-        !writes.iter().all(|e| {
-            let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
-            let shard = usize::from(ring.own_shard(elsa_cluster::ring::slot_of(hash)));
-            shards[shard].restores_nothing(hash, e)
-        })
-    });
     hlc.observe(max_ts.max(recovery.flush_floor));
     for shard in &mut shards {
         shard.apply_flush_floor(recovery.flush_floor);
@@ -154,12 +138,22 @@ fn recover(
             recovery.bytes / 1_000_000
         );
     }
+    if recovery.unconfirmed > 0 {
+        tracing::warn!(
+            "left out {} lattices this node committed that its region's replicas never confirmed (never acknowledged at level region; a write any replica got comes back from it)",
+            recovery.unconfirmed
+        );
+    }
     let seq = recovery.max_seq + 1;
     for (i, shard) in shards.iter_mut().enumerate() {
         let file = dir
             .create_segment(seq, i)
             .map_err(|e| StartError::Segment(config.data_dir.display().to_string(), e))?;
-        shard.attach_wal(Wal::new(Box::new(file), config.appendfsync), dir.clone());
+        shard.attach_wal(
+            Wal::new(Box::new(file), config.appendfsync),
+            dir.clone(),
+            seq,
+        );
     }
     let persistence = Persistence {
         dir,
@@ -171,7 +165,7 @@ fn recover(
         recovery,
         recovery_ms,
     };
-    Ok((shards, persistence, deferred))
+    Ok((shards, persistence))
 }
 
 /// Runs a node until SIGINT or SIGTERM.
@@ -180,14 +174,14 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let workers = config.workers;
     let hlc = Arc::new(Hlc::default());
     let hasher = KeyHasher::default();
-    // In a region whose keys have other replicas, a record in this node's
-    // log may never have reached them (logged, then the node died before
-    // shipping it): while it was down, the region may have decided that
-    // transaction aborted (`elsa_txn::record`). Its writes wait until the
-    // region says which (issue 12: a transaction resurrected this way
-    // showed in one key and not in the others).
-    let defer = config.cluster.peer_port != 0 && config.cluster.replication_factor > 1;
-    let (mut shards, persistence, deferred) = recover(&config, hasher, &hlc, defer)?;
+    // In a region whose keys have other replicas, what this node committed
+    // and its replicas never confirmed is left out (issue 12: a write
+    // logged by a primary that died before shipping it came back after the
+    // region had moved on — a list element in the middle of the list — and
+    // a transaction record the region had settled aborted put its
+    // transaction back).
+    let drop_unconfirmed = config.cluster.peer_port != 0 && config.cluster.replication_factor > 1;
+    let (mut shards, persistence) = recover(&config, hasher, &hlc, drop_unconfirmed)?;
     let mut inboxes = Vec::with_capacity(workers);
     let mut inbox_rxs = Vec::with_capacity(workers);
     for _ in 0..workers {
@@ -198,6 +192,11 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let fresh = persistence.recovery.files == 0;
     let cluster = start_cluster(&config, &inboxes, &hlc, hasher, fresh)?;
     if let Some(c) = &cluster {
+        c.on_lost_batch(Box::new(|| {
+            restart_in_place(
+                "a batch of this node's writes was not confirmed by its region's replicas (it was paused, cut off or declared dead meanwhile); restarting to leave them out",
+            )
+        }));
         // Commits are shipped to the keys' other replicas in the region.
         let replicator = Arc::new(elsa_cluster::RegionReplicator(c.clone()));
         for shard in &mut shards {
@@ -268,9 +267,6 @@ pub fn run(config: Config) -> Result<(), StartError> {
     local.block_on(&rt, async {
         let snapshots = tokio::task::spawn_local(periodic_snapshots(coord.clone(), shared.clone()));
         let resolver = tokio::task::spawn_local(resolve_orphans(coord.clone()));
-        let settling = shared.cluster.clone().map(|c| {
-            tokio::task::spawn_local(settle_recovered_records(coord.clone(), c, deferred))
-        });
         let units = shared
             .cluster
             .as_ref()
@@ -279,9 +275,6 @@ pub fn run(config: Config) -> Result<(), StartError> {
         let served = accept_loop(listener, &conn_txs, shared.clone()).await;
         snapshots.abort();
         resolver.abort();
-        if let Some(t) = settling {
-            t.abort();
-        }
         if let Some(u) = units {
             u.abort();
         }
@@ -297,6 +290,21 @@ pub fn run(config: Config) -> Result<(), StartError> {
     }
     tracing::info!("Elsa stopped cleanly");
     Ok(())
+}
+
+/// Replaces this process by a fresh run of the same program with the same
+/// arguments and environment (same PID): as after `kill -9` and a restart,
+/// recovery rebuilds the state from the log, leaving out what the region's
+/// replicas never confirmed. (Undoing those writes in memory would need an
+/// inverse for every lattice; a restart has one path, the tested one.)
+fn restart_in_place(why: &str) -> ! {
+    use std::os::unix::process::CommandExt;
+    tracing::error!("restarting in place: {why}");
+    let err = std::process::Command::new("/proc/self/exe")
+        .args(std::env::args_os().skip(1))
+        .exec();
+    tracing::error!("cannot restart in place ({err}); exiting");
+    std::process::exit(1)
 }
 
 /// Starts the replication service when the node has a peer port.
@@ -381,62 +389,6 @@ async fn resolve_orphans(coord: Coordinator) {
             }
         }
     }
-}
-
-/// Puts back the writes of the committed transaction records recovery
-/// found (see [`Deferred`]) that the region says are committed: once this
-/// node has caught up, each record is read through the region's current
-/// view, as a resolver reads it (`Coordinator::record_outcome`: absent, it
-/// is recorded aborted) — the region's outcome, whatever this node's log
-/// says. A record the region lost while this node was down and that no
-/// one else decided is settled aborted: nothing was installed anywhere
-/// (installs follow the record's acknowledgement), so nothing is lost.
-async fn settle_recovered_records(
-    coord: Coordinator,
-    cluster: Arc<elsa_cluster::Cluster>,
-    deferred: Deferred,
-) {
-    if deferred.is_empty() {
-        return;
-    }
-    while !cluster.is_ready() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let total = deferred.len();
-    let committed = Rc::new(std::cell::Cell::new(0usize));
-    let mut todo = deferred.into_keys();
-    let mut running = tokio::task::JoinSet::new();
-    // A few at a time: each is a round trip to the record's primary.
-    const AT_ONCE: usize = 32;
-    loop {
-        while running.len() < AT_ONCE {
-            let Some(key) = todo.next() else { break };
-            let (coord, cluster, committed) = (coord.clone(), cluster.clone(), committed.clone());
-            running.spawn_local(async move {
-                loop {
-                    match coord.record_outcome(key.clone()).await {
-                        Ok(elsa_txn::record::Outcome::Committed(writes)) => {
-                            if cluster.merge_here(&writes).await {
-                                committed.set(committed.get() + 1);
-                                return;
-                            }
-                        }
-                        Ok(elsa_txn::record::Outcome::Aborted) => return,
-                        Err(e) => tracing::debug!("recovered transaction record: {e}; again"),
-                    }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-            });
-        }
-        if running.join_next().await.is_none() {
-            break;
-        }
-    }
-    tracing::info!(
-        "recovery: {total} committed transaction records in the log settled with the region: {} committed (writes put back), {} aborted there",
-        committed.get(),
-        total - committed.get()
-    );
 }
 
 /// Installs, each as one, the transactions of other regions the

@@ -150,7 +150,8 @@ impl Conn {
     }
 
     /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|DELAY-INSTALLS
-    /// ms|DELAY-ANSWERS ms|CRASH-AFTER-RECORD|LAPSE|HEAL` (needs
+    /// ms|DELAY-ANSWERS ms|CRASH-AFTER-RECORD|CRASH-BEFORE-SHIP prefix|
+    /// PAUSE-BEFORE-SHIP prefix|LAPSE|HEAL` (needs
     /// `fault-injection = true`):
     /// cut this node off from other regions; have it ignore the installs
     /// of multi-shard commits coordinated elsewhere (a node that dies
@@ -158,7 +159,8 @@ impl Conn {
     /// them Busy (a node no longer their primary); have the commits it
     /// coordinates wait `ms` between decision and install (a slow
     /// coordinator); hold its answers to peers `ms`; die right after logging
-    /// a transaction record, before shipping it; act as if it had just
+    /// a transaction record (or a write of a key with `prefix`), before
+    /// shipping it, or stop itself there (SIGSTOP); act as if it had just
     /// noticed a pause (it stops serving and catches up again); HEAL
     /// undoes the delays and cuts.
     pub(crate) fn elsa_fault(&mut self, args: &[Bytes]) {
@@ -191,7 +193,22 @@ impl Conn {
         } else if is(&args[1], "busy-installs") {
             cl.set_busy_installs(true);
         } else if is(&args[1], "crash-after-record") {
-            cl.set_crash_after_record(true);
+            cl.set_crash_before_ship(Some((
+                Bytes::from_static(elsa_txn::record::RECORD_PREFIX),
+                libc::SIGKILL,
+            )));
+        } else if is(&args[1], "crash-before-ship") || is(&args[1], "pause-before-ship") {
+            let Some(prefix) = args.get(2) else {
+                return self.w().error(
+                    "ERR ELSA.FAULT CRASH-BEFORE-SHIP and PAUSE-BEFORE-SHIP take a key prefix",
+                );
+            };
+            let signal = if is(&args[1], "crash-before-ship") {
+                libc::SIGKILL
+            } else {
+                libc::SIGSTOP
+            };
+            cl.set_crash_before_ship(Some((prefix.clone(), signal)));
         } else if is(&args[1], "lapse") {
             cl.simulate_pause();
         } else if is(&args[1], "heal") {
@@ -203,7 +220,7 @@ impl Conn {
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, LAPSE or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, LAPSE or HEAL");
         }
         self.w().simple("OK");
     }

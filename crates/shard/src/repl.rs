@@ -81,6 +81,16 @@ pub trait Replicator: Send + Sync {
     fn serving(&self) -> bool {
         true
     }
+
+    /// A batch was not confirmed by the replicas (see [`Repl::ship`]).
+    fn unconfirmed(&self) {}
+
+    /// True when no other node of the region could take a batch now (none
+    /// in the view, or none reachable): what is shipped is confirmed with
+    /// nobody having it, so the log marks it confirmed as it writes it.
+    fn alone(&self) -> bool {
+        true
+    }
 }
 
 /// Which batches are settled, and the replies waiting for them.
@@ -113,6 +123,20 @@ impl ReplGate {
     /// Every batch up to this one is settled.
     pub fn settled_through(&self) -> u64 {
         self.lock().through
+    }
+
+    /// Every batch up to this one was confirmed by the replicas.
+    pub fn confirmed_through(&self) -> u64 {
+        let s = self.lock();
+        match s.failed.first() {
+            Some(&f) => s.through.min(f - 1),
+            None => s.through,
+        }
+    }
+
+    /// True when some batch was not confirmed (the node restarts).
+    pub fn any_failed(&self) -> bool {
+        !self.lock().failed.is_empty()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
@@ -177,6 +201,11 @@ pub(crate) struct Repl {
     /// The number the pending batch will get (batches count from 1).
     pub next: u64,
     pub gate: std::sync::Arc<ReplGate>,
+    /// Shipped batches not known confirmed yet, with where the log stood
+    /// when each was shipped: (batch, segment, end of its records).
+    pub shipped: std::collections::VecDeque<(u64, u64, u64)>,
+    /// The last confirmation logged: (segment, offset).
+    pub logged: Option<(u64, u64)>,
 }
 
 impl Repl {
@@ -190,17 +219,59 @@ impl Repl {
         }
     }
 
-    /// Ships the pending batch, if any.
-    pub fn ship(&mut self, shard: usize) {
+    /// Ships the pending batch, if any; `at`: where the log ends now that
+    /// its records are written (segment, offset), if there is a log.
+    ///
+    /// A batch the replicas did not confirm makes the node restart
+    /// ([`Replicator::unconfirmed`]): its writes may be in this node's
+    /// memory and log but in no other replica, and the region may have
+    /// moved on without them, so they must go.
+    pub fn ship(&mut self, shard: usize, at: Option<(u64, u64)>) {
         if self.pending.is_empty() {
             return;
         }
         let seq = self.next;
         self.next += 1;
+        if let Some((segment, offset)) = at {
+            self.shipped.push_back((seq, segment, offset));
+        }
         let gate = self.gate.clone();
         let entries = std::mem::take(&mut self.pending);
-        self.replicator
-            .replicate(shard, entries, Box::new(move |ok| gate.finish(seq, ok)));
+        let replicator = self.replicator.clone();
+        self.replicator.replicate(
+            shard,
+            entries,
+            Box::new(move |ok| {
+                gate.finish(seq, ok);
+                if !ok {
+                    replicator.unconfirmed();
+                }
+            }),
+        );
+    }
+
+    /// True when a confirmation arrived that the log does not hold yet.
+    pub fn confirmation_due(&self) -> bool {
+        self.shipped
+            .front()
+            .is_some_and(|&(b, _, _)| b <= self.gate.confirmed_through())
+    }
+
+    /// Where the log's confirmed part now ends, if that moved since the
+    /// last call: every batch up to it was confirmed by the replicas.
+    pub fn newly_confirmed(&mut self) -> Option<(u64, u64)> {
+        let through = self.gate.confirmed_through();
+        let mut last = None;
+        while let Some(&(b, segment, offset)) = self.shipped.front() {
+            if b > through {
+                break;
+            }
+            last = Some((segment, offset));
+            self.shipped.pop_front();
+        }
+        let last = last.filter(|l| self.logged != Some(*l))?;
+        self.logged = Some(last);
+        Some(last)
     }
 }
 

@@ -253,6 +253,18 @@ impl Cluster {
     }
 
     /// Peers this node saw leave the live set and not catch up since.
+    /// True for a peer of this region that this node saw declared dead
+    /// and that has not caught up since: nothing it sends is merged —
+    /// replication, gossip or anti-entropy — as it may hold writes its
+    /// region never confirmed (a paused primary's last batch), which it
+    /// drops by restarting (`Cluster::on_lost_batch`).
+    pub(crate) fn distrusts(&self, peer: NodeId) -> bool {
+        self.distrusted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&peer)
+    }
+
     pub(crate) fn set_distrusted(&self, nodes: HashSet<NodeId>) {
         *self.distrusted.lock().unwrap_or_else(|e| e.into_inner()) = nodes;
     }

@@ -215,6 +215,7 @@ impl Cluster {
             }
             Body::AeBuckets(b) => self.ae_compare(link.node, b),
             Body::ReplicateAck(a) => self.on_replicate_ack(link.node, a),
+            Body::AeEntries(_) if self.distrusts(link.node) => {}
             Body::AeEntries(e) => {
                 let received = e.lattices.len();
                 let arrival = self.arrival(&link.region, Arrival::Repair);
@@ -431,6 +432,9 @@ impl Cluster {
                     }
                 });
             }
+            // What a peer this node counts as dead or stale sends is not
+            // merged, by any path (see `Cluster::distrusts`).
+            Body::Gossip(_) | Body::AeEntries(_) if self.distrusts(hello.node) => {}
             Body::Gossip(g) => {
                 self.hlc.observe(g.flushed_ts);
                 self.first_gossip

@@ -56,21 +56,42 @@ impl Replicator for RegionReplicator {
     fn serving(&self) -> bool {
         self.0.is_serving()
     }
+
+    fn unconfirmed(&self) {
+        self.0.lost_batch();
+    }
+
+    fn alone(&self) -> bool {
+        let ring = self.0.ring.load();
+        let own = &ring.regions()[ring.own_region()];
+        !ring.members().iter().any(|m| {
+            m.node != self.0.settings.node && &m.region == own && !self.0.unreachable(m.node)
+        })
+    }
 }
 
 impl Cluster {
     fn replicate_batch(self: &Arc<Self>, entries: Vec<LogEntry>, done: Waiter) {
-        if self.crash_after_record.load(Ordering::Relaxed)
-            && entries
-                .iter()
-                .any(|e| elsa_txn::record::is_record_key(&e.key))
-        {
-            // The batch is in the log (flushed before shipping); a process
-            // killed now keeps it there.
-            tracing::error!("fault injection: dying after logging a transaction record");
-            // SAFETY: raise has no memory-safety preconditions.
-            unsafe {
-                libc::raise(libc::SIGKILL);
+        let crash = self
+            .crash_before_ship
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some((prefix, signal)) = crash {
+            if entries.iter().any(|e| e.key.starts_with(&prefix)) {
+                // The batch is in the log (flushed before shipping); a
+                // process killed now keeps it there.
+                tracing::error!(
+                    "fault injection: signal {signal} to itself after logging a write, before shipping it"
+                );
+                if signal == libc::SIGSTOP {
+                    // Once: the test wakes it to see what it does next.
+                    self.set_crash_before_ship(None);
+                }
+                // SAFETY: raise has no memory-safety preconditions.
+                unsafe {
+                    libc::raise(signal);
+                }
             }
         }
         let items = entries
@@ -217,12 +238,7 @@ impl Cluster {
         r: wire::Replicate,
         tx: &mpsc::UnboundedSender<Out>,
     ) {
-        let distrusted = self
-            .distrusted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&from);
-        if distrusted {
+        if self.distrusts(from) {
             let _ = tx.send(Out {
                 frame: Frame::new(Body::ReplicateAck(wire::ReplicateAck {
                     id: r.id,

@@ -145,6 +145,8 @@ fn unconfirmed<T>() -> Result<T, Refusal> {
 struct Durability {
     wal: Wal,
     dir: DataDir,
+    /// The log segment being written.
+    seq: u64,
 }
 
 /// Where an installed lattice comes from, which decides what else happens.
@@ -417,7 +419,29 @@ impl Shard {
                 }
             }
             AdminMsg::Dump { seq, reply } => {
-                let _ = reply.send(self.op_dump(seq));
+                let dumped = self.op_dump(seq);
+                // The snapshot replaces the log, which tells confirmed own
+                // records from the rest: it may only hold what the region's
+                // replicas confirmed, so it is answered once they have.
+                match &self.repl {
+                    Some(r) if dumped.is_ok() && r.gate.confirmed_through() < r.horizon() => {
+                        let (gate, horizon) = (r.gate.clone(), r.horizon());
+                        let waiting = gate.clone();
+                        waiting.wait(
+                            horizon,
+                            Box::new(move |ok| {
+                                let _ = reply.send(if ok && !gate.any_failed() {
+                                    dumped
+                                } else {
+                                    Err("the region's replicas did not confirm every write the snapshot holds".into())
+                                });
+                            }),
+                        );
+                    }
+                    _ => {
+                        let _ = reply.send(dumped);
+                    }
+                }
             }
             AdminMsg::Thaw => self.frozen = false,
         }
@@ -606,8 +630,10 @@ impl Shard {
                 EntryState::Typed(s) => self.gossip.record_delta(key, s),
             }
         }
+        let mut own = false;
         if written && matches!(source, Source::Local | Source::Remote) {
             if let Some(r) = &mut self.repl {
+                own = true;
                 r.pending.push(crate::wal::codec::LogEntry {
                     key: Bytes::copy_from_slice(key),
                     state: state.clone(),
@@ -619,7 +645,7 @@ impl Shard {
         }
         if written && source != Source::Recovery {
             if let Some(d) = &mut self.durability {
-                d.wal.stage(key, state, start_ts, version);
+                d.wal.stage(key, state, start_ts, version, own);
             }
         }
         written

@@ -11,9 +11,9 @@ use crate::wal::Wal;
 use elsa_lattice::{Crdt, KeyState, Version};
 
 impl Shard {
-    /// Gives the shard a write-ahead log in `dir`.
-    pub fn attach_wal(&mut self, wal: Wal, dir: DataDir) {
-        self.durability = Some(Durability { wal, dir });
+    /// Gives the shard a write-ahead log in `dir`, writing segment `seq`.
+    pub fn attach_wal(&mut self, wal: Wal, dir: DataDir, seq: u64) {
+        self.durability = Some(Durability { wal, dir, seq });
     }
 
     /// Sends `value` now, or — if the message being handled wrote to the
@@ -94,6 +94,8 @@ impl Shard {
             pending: Vec::new(),
             next: 1,
             gate: std::sync::Arc::new(crate::repl::ReplGate::default()),
+            shipped: std::collections::VecDeque::new(),
+            logged: None,
         });
     }
 
@@ -106,13 +108,37 @@ impl Shard {
     /// Writes (and syncs, per policy) what the log holds, and ships what
     /// the region's other replicas need; sends the replies that waited for
     /// it. The worker calls this when the inbox runs dry.
+    ///
+    /// With both a log and replicas, the log also says how far the
+    /// replicas confirmed this shard's own records (a confirmation
+    /// record, when that moved since the last): on a restart, what they
+    /// never confirmed is dropped (`DataDir::recover`).
+    ///
+    /// A batch with nobody to ship it to (the region's other nodes are all
+    /// gone or unreachable) is its only copy: its confirmation is logged
+    /// with it, as nothing else would keep it through a crash.
     pub fn flush_wal(&mut self) {
+        let mut marked = false;
+        if let (Some(d), Some(r)) = (&mut self.durability, &mut self.repl) {
+            if let Some((seq, offset)) = r.newly_confirmed() {
+                d.wal.stage_confirmed(seq, offset);
+            }
+            if !r.pending.is_empty() && r.shipped.is_empty() && r.replicator.alone() {
+                r.logged = Some((d.seq, d.wal.stage_all_confirmed(d.seq)));
+                marked = true;
+            }
+        }
         if let Some(d) = &mut self.durability {
             d.wal.flush();
         }
         let index = self.index;
+        let at = self
+            .durability
+            .as_ref()
+            .filter(|_| !marked)
+            .map(|d| (d.seq, d.wal.position()));
         if let Some(r) = &mut self.repl {
-            r.ship(index);
+            r.ship(index, at);
         }
     }
 
@@ -123,8 +149,12 @@ impl Shard {
         }
     }
 
-    /// Periodic log duty: retry a failed flush, `everysec` fsync.
+    /// Periodic log duty: retry a failed flush, `everysec` fsync, and log
+    /// a confirmation that came after the shard went idle.
     pub fn tick_wal(&mut self) {
+        if self.repl.as_ref().is_some_and(|r| r.confirmation_due()) {
+            self.flush_wal();
+        }
         if let Some(d) = &mut self.durability {
             d.wal.tick();
         }
@@ -148,14 +178,6 @@ impl Shard {
             entry.version,
             Source::Recovery,
         );
-    }
-
-    /// True when restoring `entry` would change nothing here: a plain
-    /// value this shard holds at its version or a newer one. (A typed
-    /// delta may be missing from a newer state, so it never is.)
-    pub fn restores_nothing(&self, hash: u64, entry: &LogEntry) -> bool {
-        matches!(entry.state, crate::wal::codec::EntryState::Plain(_))
-            && self.version_of(hash, &entry.key) >= entry.version
     }
 
     /// Merges lattices received from a peer. Each is installed only if it
@@ -286,9 +308,16 @@ impl Shard {
             .dir
             .create_segment(seq, index)
             .map_err(|e| format!("new log segment: {e}"))?;
+        // What the old segment holds is shipped from it: a batch never
+        // spans two segments, so its confirmation names one.
+        self.flush_wal();
+        let Some(d) = &mut self.durability else {
+            return Err("this shard has no data directory".into());
+        };
         d.wal
             .rotate(Box::new(segment))
             .map_err(|e| format!("log rotation: {e}"))?;
+        d.seq = seq;
         let now = unix_ms();
         let entries = self
             .table

@@ -397,7 +397,7 @@ fn durable_shard(dir: &std::path::Path) -> Shard {
     let data = DataDir::open(dir).unwrap();
     let mut s = Shard::new(0, 7, KeyHasher::default(), Arc::new(Hlc::default()));
     let seg = data.create_segment(1, 0).unwrap();
-    s.attach_wal(Wal::new(Box::new(seg), crate::wal::Fsync::Always), data);
+    s.attach_wal(Wal::new(Box::new(seg), crate::wal::Fsync::Always), data, 1);
     s
 }
 
@@ -405,7 +405,7 @@ fn recovered(dir: &std::path::Path) -> Shard {
     let mut s = shard();
     let data = DataDir::open(dir).unwrap();
     let mut entries = Vec::new();
-    data.recover(|rec| entries.extend(rec)).unwrap();
+    data.recover(false, |rec| entries.extend(rec)).unwrap();
     for e in entries {
         let h = std::hash::BuildHasher::hash_one(s.table.hasher(), &e.key[..]);
         s.restore(h, &e);

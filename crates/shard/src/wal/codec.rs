@@ -8,8 +8,13 @@
 //! ```text
 //! frame:  [magic u32][payload_len u32][crc32 of payload_len and payload u32][payload]
 //! payload: [count u32] count × entry
+//!        | [count | OWN u32] count × entry  (this node's own commits, shipped
+//!                                      to the region's other replicas)
 //!        | [u32::MAX][floor u64]      (FLUSHALL: every lattice committed
 //!                                      before `floor` is gone)
+//!        | [u32::MAX - 1][seq u64][offset u64]  (the region's replicas
+//!                                      confirmed every own frame of segment
+//!                                      `seq` that ends by byte `offset`)
 //! entry:  [key_len u32][key][flags u8][expire_ms u64 if TTL]
 //!         [value_len u32][value] (absent for a tombstone)
 //!         [start_ts u64][commit_ts u64][origin u32]
@@ -24,6 +29,10 @@
 //!
 //! Replay merges every entry into the table with the lattice's merge, so the
 //! order in which files are replayed does not matter.
+//!
+//! Own frames and confirmation marks let a node of a region drop, when it
+//! restarts, the commits it logged that its region never confirmed: the
+//! region may have moved on without them (see `files::DataDir::recover`).
 
 use std::sync::Arc;
 
@@ -180,6 +189,17 @@ pub fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
 pub enum Logged {
     /// Lattices installed together.
     Lattices(Vec<LogEntry>),
+    /// Lattices this node committed and shipped to its region's other
+    /// replicas: trusted once a [`Logged::Confirmed`] covers them.
+    Own(Vec<LogEntry>),
+    /// Every own frame of segment `seq` (of the same shard) ending by
+    /// byte `offset` was confirmed by the region's replicas.
+    Confirmed {
+        /// The segment.
+        seq: u64,
+        /// Where its confirmed part ends.
+        offset: u64,
+    },
     /// FLUSHALL: every lattice committed before this timestamp is deleted
     /// (a range tombstone, so replay in any order gives the same result).
     Flush(Ts),
@@ -187,6 +207,19 @@ pub enum Logged {
 
 /// Marks a flush frame where a payload's entry count would be.
 const FLUSH_MARK: u32 = u32::MAX;
+/// Marks a confirmation frame (see [`Logged::Confirmed`]).
+const CONFIRMED_MARK: u32 = u32::MAX - 1;
+/// Set in an entry count: an own frame (see [`Logged::Own`]). Counts stay
+/// far below it (a frame is at most [`MAX_FRAME`] bytes).
+pub const OWN: u32 = 1 << 30;
+
+/// Appends a confirmation frame (see [`Logged::Confirmed`]) to `out`.
+pub fn encode_confirmed(out: &mut Vec<u8>, seq: u64, offset: u64) {
+    let mut body = [0u8; 16];
+    body[..8].copy_from_slice(&seq.to_le_bytes());
+    body[8..].copy_from_slice(&offset.to_le_bytes());
+    encode_frame(out, CONFIRMED_MARK, &body);
+}
 
 /// Appends a flush frame (see [`Logged::Flush`]) to `out`.
 pub fn encode_flush(out: &mut Vec<u8>, floor: Ts) {
@@ -288,6 +321,11 @@ fn valid_frame_follows(rest: &[u8]) -> bool {
 /// [`Tail::Torn`] and never passed to `each`; damage with valid frames
 /// after it is [`Corrupt`].
 pub fn decode_file(data: &[u8], mut each: impl FnMut(Logged)) -> Result<Tail, Corrupt> {
+    decode_file_at(data, |_, logged| each(logged))
+}
+
+/// [`decode_file`], telling `each` where in the file each frame ends.
+pub fn decode_file_at(data: &[u8], mut each: impl FnMut(u64, Logged)) -> Result<Tail, Corrupt> {
     let mut pos = 0;
     while pos < data.len() {
         let rest = &data[pos..];
@@ -301,8 +339,8 @@ pub fn decode_file(data: &[u8], mut each: impl FnMut(Logged)) -> Result<Tail, Co
             return Ok(Tail::Torn { valid_len: pos });
         };
         let entries = decode_payload(payload).map_err(|why| Corrupt { offset: pos, why })?;
-        each(entries);
         pos += HEADER + payload.len();
+        each(pos as u64, entries);
     }
     Ok(Tail::Clean)
 }
@@ -320,7 +358,7 @@ pub fn encode_lattices(out: &mut Vec<u8>, entries: &[LogEntry]) {
 pub fn decode_lattices(p: &[u8]) -> Result<Vec<LogEntry>, String> {
     match decode_payload(p)? {
         Logged::Lattices(l) => Ok(l),
-        Logged::Flush(_) => Err("a flush where lattices were expected".into()),
+        _ => Err("not a record of lattices".into()),
     }
 }
 
@@ -342,7 +380,16 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
         }
         return Ok(Logged::Flush(floor));
     }
-    let count = count as usize;
+    if count == CONFIRMED_MARK {
+        need(p, 16)?;
+        let (seq, offset) = (p.get_u64_le(), p.get_u64_le());
+        if p.has_remaining() {
+            return Err("trailing bytes in confirmation record".into());
+        }
+        return Ok(Logged::Confirmed { seq, offset });
+    }
+    let own = count & OWN != 0;
+    let count = (count & !OWN) as usize;
     // Each entry takes at least 29 bytes: bounds the allocation by the data.
     let mut out = Vec::with_capacity(count.min(p.len() / 29 + 1));
     for _ in 0..count {
@@ -396,7 +443,11 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
     if p.has_remaining() {
         return Err("trailing bytes in record".into());
     }
-    Ok(Logged::Lattices(out))
+    Ok(if own {
+        Logged::Own(out)
+    } else {
+        Logged::Lattices(out)
+    })
 }
 
 #[cfg(test)]
@@ -433,10 +484,46 @@ mod tests {
     fn decode_all(data: &[u8]) -> (Vec<Vec<LogEntry>>, Result<Tail, Corrupt>) {
         let mut got = Vec::new();
         let tail = decode_file(data, |r| match r {
-            Logged::Lattices(r) => got.push(r),
+            Logged::Lattices(r) | Logged::Own(r) => got.push(r),
             Logged::Flush(ts) => got.push(vec![entry("FLUSH", None, None, ts)]),
+            Logged::Confirmed { seq, offset } => {
+                got.push(vec![entry("CONFIRMED", None, None, seq + offset)])
+            }
         });
         (got, tail)
+    }
+
+    #[test]
+    fn own_and_confirmation_records_roundtrip() {
+        let r1 = vec![entry("a", Some("1"), None, 1), entry("b", None, None, 2)];
+        let mut file = frame(&r1);
+        let at = open_frame(&mut file);
+        for e in &r1 {
+            encode_entry(
+                &mut file,
+                EntryRef::of(&e.key, &e.state, e.start_ts, e.version),
+            );
+        }
+        close_frame(&mut file, at, 2 | OWN);
+        encode_confirmed(&mut file, 7, 1234);
+        let mut got = Vec::new();
+        let tail = decode_file_at(&file, |end, r| got.push((end, r)));
+        assert_eq!(tail, Ok(Tail::Clean));
+        let ends: Vec<u64> = got.iter().map(|(e, _)| *e).collect();
+        assert_eq!(*ends.last().unwrap(), file.len() as u64);
+        assert!(ends.windows(2).all(|w| w[0] < w[1]));
+        let kinds: Vec<Logged> = got.into_iter().map(|(_, r)| r).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                Logged::Lattices(r1.clone()),
+                Logged::Own(r1),
+                Logged::Confirmed {
+                    seq: 7,
+                    offset: 1234
+                }
+            ]
+        );
     }
 
     #[test]

@@ -72,28 +72,69 @@ pub struct Recovery {
     /// The latest FLUSHALL logged: lattices committed before it are gone
     /// (the caller drops them once everything is replayed).
     pub flush_floor: u64,
+    /// Own lattices left out: the region's replicas never confirmed them.
+    pub unconfirmed: u64,
 }
 
+/// Own records (see [`codec::Logged::Own`]) not known confirmed yet, and
+/// how far each (segment, shard) is confirmed. A confirmation may come in
+/// a later segment of the shard than the records it covers.
+#[derive(Default)]
+struct Confirmations {
+    /// Per (segment, shard): own records not covered yet, with where each
+    /// ends in its file.
+    waiting: std::collections::HashMap<(u64, usize), Vec<OwnRecord>>,
+    confirmed: std::collections::HashMap<(u64, usize), u64>,
+}
+
+/// An own record and where it ends in its file.
+type OwnRecord = (u64, Vec<LogEntry>);
+
 /// Replays one file's records through `apply`, counting them in `r`.
+/// With `own` (the file's segment and shard, and the confirmations seen so
+/// far), own records wait for a confirmation covering them; without, they
+/// are replayed like any.
 fn replay(
     data: &[u8],
     r: &mut Recovery,
     apply: &mut impl FnMut(Vec<LogEntry>),
+    mut own: Option<(u64, usize, &mut Confirmations)>,
 ) -> Result<Tail, Corrupt> {
     r.bytes += data.len() as u64;
     r.files += 1;
-    codec::decode_file(data, |rec| {
+    let mut replay = |r: &mut Recovery, rec: Vec<LogEntry>| {
+        // Elsa's own keys (transaction records) are not counted.
+        r.entries += rec
+            .iter()
+            .filter(|e| !e.key.starts_with(crate::INTERNAL_PREFIX))
+            .count() as u64;
+        apply(rec);
+    };
+    codec::decode_file_at(data, |end, rec| {
         r.records += 1;
-        match rec {
-            codec::Logged::Lattices(rec) => {
-                // Elsa's own keys (transaction records) are not counted.
-                r.entries += rec
-                    .iter()
-                    .filter(|e| !e.key.starts_with(crate::INTERNAL_PREFIX))
-                    .count() as u64;
-                apply(rec);
+        match (rec, &mut own) {
+            (codec::Logged::Lattices(rec), _) | (codec::Logged::Own(rec), None) => replay(r, rec),
+            (codec::Logged::Own(rec), Some((seq, shard, c))) => {
+                if c.confirmed.get(&(*seq, *shard)).is_some_and(|&o| o >= end) {
+                    replay(r, rec);
+                } else {
+                    c.waiting
+                        .entry((*seq, *shard))
+                        .or_default()
+                        .push((end, rec));
+                }
             }
-            codec::Logged::Flush(floor) => r.flush_floor = r.flush_floor.max(floor),
+            (codec::Logged::Confirmed { seq, offset }, Some((_, shard, c))) => {
+                let at = c.confirmed.entry((seq, *shard)).or_default();
+                *at = (*at).max(offset);
+                if let Some(waiting) = c.waiting.get_mut(&(seq, *shard)) {
+                    for (_, rec) in waiting.extract_if(.., |(end, _)| *end <= offset) {
+                        replay(r, rec);
+                    }
+                }
+            }
+            (codec::Logged::Confirmed { .. }, None) => {}
+            (codec::Logged::Flush(floor), _) => r.flush_floor = r.flush_floor.max(floor),
         }
     })
 }
@@ -265,7 +306,19 @@ impl DataDir {
     /// Loads the snapshot and replays the log, calling `apply` for each
     /// record. Cuts torn tails of log segments (reported in the result);
     /// stops at damage anywhere else.
-    pub fn recover(&self, mut apply: impl FnMut(Vec<LogEntry>)) -> Result<Recovery, RecoverError> {
+    ///
+    /// With `drop_unconfirmed` (a node whose keys have other replicas in its
+    /// region), the node's own commits that the log never says the replicas
+    /// confirmed are left out: the node died (or was cut off) before they
+    /// reached the region, which may have moved on without them — put back,
+    /// they would appear late, behind writes made since (a list's element in
+    /// its middle). Nothing acknowledged at level `region` is among them,
+    /// and every one of them that did reach a replica comes back from it.
+    pub fn recover(
+        &self,
+        drop_unconfirmed: bool,
+        mut apply: impl FnMut(Vec<LogEntry>),
+    ) -> Result<Recovery, RecoverError> {
         let mut r = Recovery::default();
         let manifest = self.manifest()?;
         if let Some(m) = &manifest {
@@ -276,7 +329,7 @@ impl DataDir {
                 let path = self.snap_dir().join(name);
                 let data = fs::read(&path)
                     .map_err(|e| RecoverError::Snapshot(path.clone(), e.to_string()))?;
-                let tail = replay(&data, &mut r, &mut apply)
+                let tail = replay(&data, &mut r, &mut apply, None)
                     .map_err(|c| RecoverError::Snapshot(path.clone(), c.to_string()))?;
                 if tail != Tail::Clean {
                     return Err(RecoverError::Snapshot(path, "truncated".into()));
@@ -287,13 +340,15 @@ impl DataDir {
         let segments = self
             .segments()
             .map_err(|e| RecoverError::Io(self.wal_dir(), e))?;
-        for (seq, _, path) in segments {
+        let mut confirmations = Confirmations::default();
+        for (seq, shard, path) in segments {
             r.max_seq = r.max_seq.max(seq);
             if seq < floor {
                 continue; // superseded by the snapshot; deletion was interrupted
             }
             let data = fs::read(&path).map_err(|e| RecoverError::Io(path.clone(), e))?;
-            let tail = replay(&data, &mut r, &mut apply)
+            let own = drop_unconfirmed.then_some((seq, shard, &mut confirmations));
+            let tail = replay(&data, &mut r, &mut apply, own)
                 .map_err(|c| RecoverError::Corrupt(path.clone(), c))?;
             if let Tail::Torn { valid_len } = tail {
                 let f = OpenOptions::new()
@@ -306,6 +361,12 @@ impl DataDir {
                 r.torn.push((path, valid_len));
             }
         }
+        r.unconfirmed = confirmations
+            .waiting
+            .values()
+            .flatten()
+            .map(|(_, rec)| rec.len() as u64)
+            .sum();
         Ok(r)
     }
 }

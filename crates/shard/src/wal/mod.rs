@@ -121,6 +121,8 @@ pub struct Wal {
     /// Where the frame of the message being handled starts in `buf`, and
     /// how many lattices it holds so far (see [`codec::open_frame`]).
     open: Option<usize>,
+    /// The open frame holds own commits (see [`codec::Logged::Own`]).
+    open_own: bool,
     staged_count: u32,
     buf: Vec<u8>,
     acks: Vec<Ack>,
@@ -260,6 +262,7 @@ impl Wal {
             sink,
             policy,
             open: None,
+            open_own: false,
             staged_count: 0,
             buf: Vec::new(),
             acks: Vec::new(),
@@ -275,10 +278,23 @@ impl Wal {
         self.policy
     }
 
-    /// Adds one lattice to the record of the message being handled.
-    pub fn stage(&mut self, key: &[u8], state: &codec::EntryState, start_ts: Ts, version: Version) {
+    /// Adds one lattice to the record of the message being handled; `own`
+    /// for a commit of this node shipped to its region's other replicas
+    /// (own and other lattices go in separate records).
+    pub fn stage(
+        &mut self,
+        key: &[u8],
+        state: &codec::EntryState,
+        start_ts: Ts,
+        version: Version,
+        own: bool,
+    ) {
+        if self.open.is_some() && self.open_own != own {
+            self.seal();
+        }
         if self.open.is_none() {
             self.open = Some(codec::open_frame(&mut self.buf));
+            self.open_own = own;
         }
         codec::encode_entry(
             &mut self.buf,
@@ -294,6 +310,29 @@ impl Wal {
         self.stats.records += 1;
     }
 
+    /// Logs that the region's replicas confirmed every own record of
+    /// segment `seq` that ends by byte `offset` (see [`Wal::position`]).
+    pub fn stage_confirmed(&mut self, seq: u64, offset: u64) {
+        self.seal();
+        codec::encode_confirmed(&mut self.buf, seq, offset);
+        self.stats.records += 1;
+    }
+
+    /// Logs that every own record staged so far is confirmed — records
+    /// whose only copy is this node's (it has no replica to ship them to).
+    pub fn stage_all_confirmed(&mut self, seq: u64) -> u64 {
+        self.seal();
+        let end = self.stats.segment_bytes + self.buf.len() as u64;
+        self.stage_confirmed(seq, end);
+        end
+    }
+
+    /// Where the current segment ends once everything flushed so far is
+    /// written: the end of every record sealed before the last flush.
+    pub fn position(&self) -> u64 {
+        self.stats.segment_bytes
+    }
+
     /// True when the message being handled staged something.
     pub fn has_staged(&self) -> bool {
         self.staged_count > 0
@@ -302,7 +341,8 @@ impl Wal {
     /// Ends the message being handled: its staged lattices become one record.
     pub fn seal(&mut self) {
         if let Some(at) = self.open.take() {
-            codec::close_frame(&mut self.buf, at, self.staged_count);
+            let own = if self.open_own { codec::OWN } else { 0 };
+            codec::close_frame(&mut self.buf, at, self.staged_count | own);
             self.staged_count = 0;
             self.stats.records += 1;
         }

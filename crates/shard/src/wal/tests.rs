@@ -90,6 +90,7 @@ fn write_records(
             &current(&i.to_string()),
             1,
             Version::new(i as u64 + 1, 1),
+            false,
         );
         wal.seal();
         let acked = acked.clone();
@@ -285,4 +286,66 @@ fn everysec_syncs_on_tick_after_a_second() {
     wal.tick();
     assert!(!sink.0.lock().unwrap().synced.is_empty());
     assert!(sink.0.lock().unwrap().unsynced.is_empty());
+}
+
+/// Own records (this node's commits, shipped to its region's replicas)
+/// replay only where a confirmation covers them — in their segment or in
+/// the shard's next one — when recovery drops unconfirmed ones; all of
+/// them otherwise.
+#[test]
+fn recovery_leaves_out_own_records_no_confirmation_covers() {
+    let dir = tempdir("own");
+    let data = files::DataDir::open(&dir).unwrap();
+    let stage = |wal: &mut Wal, k: &str, own: bool| {
+        wal.stage(k.as_bytes(), &current(k), 1, Version::new(2, 1), own);
+        wal.seal();
+    };
+    // Segment 1: a peer's lattice, two own ones confirmed in place, one
+    // confirmed only from segment 2, one never.
+    let mut wal = Wal::new(Box::new(data.create_segment(1, 0).unwrap()), Fsync::Always);
+    stage(&mut wal, "peer", false);
+    stage(&mut wal, "own1", true);
+    stage(&mut wal, "own2", true);
+    wal.flush();
+    let confirmed_in_place = wal.position();
+    wal.stage_confirmed(1, confirmed_in_place);
+    stage(&mut wal, "own3", true);
+    wal.flush();
+    let confirmed_later = wal.position();
+    stage(&mut wal, "own4", true);
+    wal.close();
+    let mut wal = Wal::new(Box::new(data.create_segment(2, 0).unwrap()), Fsync::Always);
+    wal.stage_confirmed(1, confirmed_later);
+    stage(&mut wal, "own5", true);
+    wal.close();
+    let keys = |drop: bool| {
+        let mut got = Vec::new();
+        let r = data
+            .recover(drop, |rec| {
+                got.extend(
+                    rec.into_iter()
+                        .map(|e| String::from_utf8(e.key.to_vec()).unwrap()),
+                )
+            })
+            .unwrap();
+        got.sort();
+        (got, r.unconfirmed)
+    };
+    assert_eq!(
+        keys(true),
+        (
+            vec!["own1".into(), "own2".into(), "own3".into(), "peer".into()],
+            2
+        )
+    );
+    let (all, dropped) = keys(false);
+    assert_eq!(all.len(), 6);
+    assert_eq!(dropped, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempdir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("elsa-wal-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
 }
