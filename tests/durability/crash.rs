@@ -1,6 +1,9 @@
 //! The crash loop: writers commit unique keys — strings, single and in
 //! groups, a counter's increments, new fields of a hash, new members of a
-//! set — and note every acknowledgement; the server is killed with SIGKILL
+//! set, and MULTI/EXEC commits that give one of the writer's keys a
+//! short TTL while they set another (its old value must never come back
+//! once the short-lived one expired, issue 12 item 3) — and note every
+//! acknowledgement; the server is killed with SIGKILL
 //! at a random moment (sometimes just after a BGSAVE); a new server recovers from the same data dir and every
 //! acknowledged key must be there with its value, every commit whose reply
 //! never came must be all there or all absent, and what a restart decided
@@ -35,6 +38,22 @@ enum Kind {
     ZAdd,
     /// `RPUSH` of a new element to the writer's own list.
     RPush,
+    /// `MULTI; SET a v PX 20; SET b w; EXEC` where `a` held an older value
+    /// (set by an acknowledged `Set`): once committed, `a` is absent (its
+    /// new value expired) and never its older value again.
+    TtlTxn,
+}
+
+/// A ledger value meaning "absent: expired" (see [`Kind::TtlTxn`]).
+const EXPIRED: &str = "\u{0}expired";
+
+/// True when `found` shows what the ledger expects of `k`.
+fn holds(found: &HashMap<String, String>, k: &str, v: &str) -> bool {
+    if v == EXPIRED {
+        !found.contains_key(k)
+    } else {
+        found.get(k).map(String::as_str) == Some(v)
+    }
 }
 
 /// The ledger's name for field `field` of hash `key` (read with HGET).
@@ -135,6 +154,8 @@ struct Ledger {
     /// Groups to be found all-or-nothing at the next restart, then fixed.
     in_doubt: Vec<Group>,
     acked_groups: u64,
+    /// Acknowledged TtlTxn groups.
+    ttl_groups: u64,
     in_doubt_committed: u64,
     in_doubt_dropped: u64,
     /// Error replies, by command kind and error code.
@@ -184,8 +205,10 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
     // The writer's counter: only it increments it.
     let counter = format!("{prefix}:ctr");
     let mut count: Option<i64> = None;
+    // A key of this writer with an acknowledged value, for a TtlTxn.
+    let mut spare: Option<(String, String)> = None;
     loop {
-        let kind = match rng.gen_range(0..17) {
+        let kind = match rng.gen_range(0..19) {
             0..=3 => Kind::Set,
             4..=6 => Kind::Mset,
             7..=9 => Kind::Txn,
@@ -193,8 +216,28 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
             12..=13 => Kind::HSet,
             14 => Kind::SAdd,
             15 => Kind::ZAdd,
-            _ => Kind::RPush,
+            16 => Kind::RPush,
+            _ if spare.is_some() => Kind::TtlTxn,
+            _ => Kind::Set,
         };
+        if kind == Kind::TtlTxn {
+            let (a, old) = spare.take().expect("chosen only with a spare key");
+            n += 1;
+            let b = format!("{prefix}:{n}");
+            let w = value(&mut rng, &b);
+            let group = Group {
+                kind,
+                pairs: vec![(a, EXPIRED.into()), (b, w)],
+                before: vec![Some(old), None],
+            };
+            let fate = commit(&mut c, &group);
+            let gone = matches!(fate, Fate::InDoubt | Fate::NotCommitted);
+            out.push((group, fate));
+            if gone {
+                return out;
+            }
+            continue;
+        }
         if matches!(kind, Kind::HSet | Kind::SAdd | Kind::ZAdd | Kind::RPush) {
             n += 1;
             let pair = if kind == Kind::HSet {
@@ -271,6 +314,9 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
         let fate = commit(&mut c, &group);
         let gone = matches!(fate, Fate::InDoubt | Fate::NotCommitted);
         let refused = matches!(fate, Fate::Refused(_));
+        if kind == Kind::Set && fate == Fate::Acked {
+            spare = Some(group.pairs[0].clone());
+        }
         out.push((group, fate));
         if gone {
             return out;
@@ -334,6 +380,23 @@ fn commit(c: &mut Connection, g: &Group) -> Fate {
                 Err(e) => failed(e, true),
             }
         }
+        Kind::TtlTxn => {
+            let ((a, _), (b, w)) = (&g.pairs[0], &g.pairs[1]);
+            let mut pipe = redis::pipe();
+            pipe.atomic()
+                .cmd("SET")
+                .arg(a)
+                .arg("short-lived")
+                .arg("PX")
+                .arg(20)
+                .cmd("SET")
+                .arg(b)
+                .arg(w);
+            match pipe.query::<Value>(c) {
+                Ok(_) => Fate::Acked,
+                Err(e) => failed(e, true),
+            }
+        }
         Kind::Set => {
             let (k, v) = &g.pairs[0];
             match redis::cmd("SET").arg(k).arg(v).query::<Value>(c) {
@@ -376,7 +439,8 @@ impl Ledger {
         match fate {
             Fate::Acked => {
                 self.acked_groups += 1;
-                self.present.extend(group.pairs);
+                self.ttl_groups += u64::from(group.kind == Kind::TtlTxn);
+                self.settle(group.pairs);
             }
             Fate::InDoubt => self.in_doubt.push(group),
             Fate::NotCommitted => self.keep_before(group),
@@ -388,6 +452,19 @@ impl Ledger {
                     .or_default() += 1;
                 self.refusal_example.get_or_insert(why);
                 self.keep_before(group);
+            }
+        }
+    }
+
+    /// A group that committed: its keys hold what it gave them.
+    fn settle(&mut self, pairs: Vec<(String, String)>) {
+        for (k, v) in pairs {
+            if v == EXPIRED {
+                self.present.remove(&k);
+                self.absent.insert(k);
+            } else {
+                self.absent.remove(&k);
+                self.present.insert(k, v);
             }
         }
     }
@@ -440,11 +517,7 @@ impl Ledger {
             }
         }
         for g in std::mem::take(&mut self.in_doubt) {
-            let here = g
-                .pairs
-                .iter()
-                .filter(|(k, v)| found.get(k.as_str()) == Some(v))
-                .count();
+            let here = g.pairs.iter().filter(|(k, v)| holds(&found, k, v)).count();
             let as_before = g
                 .pairs
                 .iter()
@@ -452,7 +525,7 @@ impl Ledger {
                 .all(|((k, _), b)| found.get(k.as_str()) == b.as_ref());
             if here == g.pairs.len() {
                 self.in_doubt_committed += 1;
-                self.present.extend(g.pairs);
+                self.settle(g.pairs);
             } else if as_before {
                 self.in_doubt_dropped += 1;
                 self.keep_before(g);
@@ -543,12 +616,14 @@ fn crash_loop(policy: &str) -> Outcome {
     }
     println!(
         "crash loop (appendfsync {policy}, seed {seed}): {cycles} kill -9 cycles in {:.1?}; \
-         {} acknowledged keys checked ({} groups), lost {lost_total}; in-doubt commits: {} \
+         {} acknowledged keys checked ({} groups, {} of them a MULTI giving a key a 20 ms TTL), \
+         lost {lost_total}; in-doubt commits: {} \
          recovered whole, {} absent whole, 0 half; refused: {:?} (e.g. {:?}); \
          {bgsaves} BGSAVEs; {torn_tails} torn tails cut",
         started.elapsed(),
         ledger.present.len(),
         ledger.acked_groups,
+        ledger.ttl_groups,
         ledger.in_doubt_committed,
         ledger.in_doubt_dropped,
         ledger.refused,
