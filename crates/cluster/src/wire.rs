@@ -128,6 +128,10 @@ pub struct AeEntries {
     pub lattices: Vec<Lattice>,
     #[prost(uint32, repeated, tag = "3")]
     pub pull: Vec<u32>,
+    /// The sender is catching up: answer its pull with every lattice of
+    /// those buckets, young ones too (see `Cluster::ae_compare`).
+    #[prost(bool, tag = "4")]
+    pub full: bool,
 }
 
 /// A request forwarded to a shard of the receiver (see `remote`).

@@ -217,10 +217,10 @@ impl Cluster {
             Body::ReplicateAck(a) => self.on_replicate_ack(link.node, a),
             Body::AeEntries(_) if self.distrusts(link.node) => {}
             Body::AeEntries(e) => {
-                let received = e.lattices.len();
+                let received: Vec<u64> = e.lattices.iter().map(|l| l.commit_ts).collect();
                 let arrival = self.arrival(&link.region, Arrival::Repair);
                 self.merge_lattices(e.lattices, None, arrival);
-                self.ae_finish(link.node, e.round, received);
+                self.ae_finish(link.node, e.round, &received);
             }
             Body::WatermarkReply(w) => {
                 if let Some(tx) = self
@@ -433,8 +433,9 @@ impl Cluster {
                 });
             }
             // What a peer this node counts as dead or stale sends is not
-            // merged, by any path (see `Cluster::distrusts`).
-            Body::Gossip(_) | Body::AeEntries(_) if self.distrusts(hello.node) => {}
+            // merged, by any path (see `Cluster::distrusts`); its pulls are
+            // still answered, so it can catch up.
+            Body::Gossip(_) if self.distrusts(hello.node) => {}
             Body::Gossip(g) => {
                 self.hlc.observe(g.flushed_ts);
                 self.first_gossip
@@ -486,18 +487,22 @@ impl Cluster {
                 });
             }
             Body::AeEntries(e) => {
-                let arrival = self.arrival(&hello.region, Arrival::Repair);
-                self.merge_lattices(e.lattices, None, arrival);
+                if !self.distrusts(hello.node) {
+                    let arrival = self.arrival(&hello.region, Arrival::Repair);
+                    self.merge_lattices(e.lattices, None, arrival);
+                }
                 if !e.pull.is_empty() {
                     let me = self.clone();
                     let tx = tx.clone();
                     self.handle.spawn(async move {
-                        let (lattices, _) = me.bucket_lattices(&e.pull, me.cutoff()).await;
+                        let cutoff = if e.full { u64::MAX } else { me.cutoff() };
+                        let (lattices, _) = me.bucket_lattices(&e.pull, cutoff).await;
                         let _ = tx.send(Out {
                             frame: Frame::new(Body::AeEntries(wire::AeEntries {
                                 round: e.round,
                                 lattices,
                                 pull: Vec::new(),
+                                full: false,
                             })),
                             at: Instant::now(),
                         });

@@ -163,12 +163,20 @@ impl Cluster {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(id, round);
+            // Catching up, it asks for the young lattices too. A key
+            // written all the time is always young, so a pull bounded by
+            // the cutoff never brings it whole: this node would then take
+            // its slots back without a part only its own log had — one it
+            // left out as unconfirmed that a replica had got (a counter's
+            // own running total, which a newer, lower one would overwrite).
+            let full = !this.is_ready();
             this.send(
                 peer,
                 Frame::new(Body::AeEntries(wire::AeEntries {
                     round: id,
                     lattices,
                     pull: differ,
+                    full,
                 })),
                 true,
             );
@@ -183,7 +191,10 @@ impl Cluster {
     /// older than the cutoff whose gossip was lost, which the peer then has
     /// in no version (the watermark must not pass it; found by the
     /// simulation, `ae_finish_cutoff_sync_covers_replaced_writes`).
-    pub(super) fn ae_finish(&self, peer: NodeId, round_id: u64, received: usize) {
+    /// `received`: the commit timestamps of the lattices the peer sent;
+    /// only those older than the round's cutoff count (a full pull brings
+    /// young ones too).
+    pub(super) fn ae_finish(&self, peer: NodeId, round_id: u64, received: &[u64]) {
         let round = self
             .rounds
             .lock()
@@ -191,6 +202,7 @@ impl Cluster {
             .remove(&round_id)
             .filter(|r| r.peer == peer);
         if let Some(r) = round {
+            let received = received.iter().filter(|&&ts| ts < r.cutoff).count();
             if r.shipped == Some(0) && received == 0 {
                 self.mark_synced(peer, r.cutoff, !r.younger);
             }

@@ -1053,6 +1053,7 @@ impl Node {
                         round: e.round,
                         lattices,
                         pull: Vec::new(),
+                        full: false,
                     })));
                 }
             }
@@ -1256,6 +1257,7 @@ impl Node {
                 round: b.round,
                 lattices,
                 pull: differ,
+                full: false,
             })),
         );
     }
