@@ -230,10 +230,7 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
                 pairs: vec![(a, EXPIRED.into()), (b, w)],
                 before: vec![Some(old), None],
             };
-            let fate = commit(&mut c, &group);
-            let gone = matches!(fate, Fate::InDoubt | Fate::NotCommitted);
-            out.push((group, fate));
-            if gone {
+            if commit_noting(&mut c, group, &mut out) {
                 return out;
             }
             continue;
@@ -265,10 +262,7 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
                 pairs: vec![pair],
                 before: vec![None],
             };
-            let fate = commit(&mut c, &group);
-            let gone = matches!(fate, Fate::InDoubt | Fate::NotCommitted);
-            out.push((group, fate));
-            if gone {
+            if commit_noting(&mut c, group, &mut out) {
                 return out;
             }
             continue;
@@ -326,6 +320,15 @@ fn writer(url: String, prefix: String, seed: u64) -> Vec<(Group, Fate)> {
             let _ = redis::cmd("ABORT").query::<Value>(&mut c);
         }
     }
+}
+
+/// Commits `group` and notes its fate in `out`; true when the server is
+/// gone (the writer stops).
+fn commit_noting(c: &mut Connection, group: Group, out: &mut Vec<(Group, Fate)>) -> bool {
+    let fate = commit(c, &group);
+    let gone = matches!(fate, Fate::InDoubt | Fate::NotCommitted);
+    out.push((group, fate));
+    gone
 }
 
 /// Runs one group; Acked, or how it failed.
