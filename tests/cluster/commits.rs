@@ -420,3 +420,29 @@ fn a_node_alone_in_its_region_loses_nothing_acknowledged_to_kill9() {
         want.iter().find(|w| !got.contains(w))
     );
 }
+
+/// A snapshot in a region holds only confirmed writes: SAVE right after a
+/// stream of writes acknowledged at level `local` (not waiting for the
+/// replicas) answers once the replicas have them, and after kill -9 the
+/// node recovers every write from snapshot and log.
+#[test]
+fn a_snapshot_in_a_region_waits_for_its_writes_to_be_confirmed() {
+    let _one = one_at_a_time();
+    let mut c = three_nodes();
+    let mut con = c.conn(0);
+    let _: () = redis::cmd("ACK")
+        .arg("local")
+        .query(&mut con)
+        .expect("ACK local");
+    let mut pipe = redis::pipe();
+    for i in 0..300 {
+        pipe.cmd("RPUSH").arg("snap:l").arg(i).ignore();
+    }
+    let _: () = pipe.query(&mut con).expect("RPUSH");
+    let saved: String = redis::cmd("SAVE").query(&mut con).expect("SAVE");
+    assert_eq!(saved, "OK");
+    c.kill9(0);
+    c.restart(0);
+    let got: Vec<String> = c.query_retrying(0, redis::cmd("LRANGE").arg("snap:l").arg(0).arg(-1));
+    assert_eq!(got.len(), 300, "{got:?}");
+}

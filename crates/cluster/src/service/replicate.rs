@@ -71,29 +71,27 @@ impl Replicator for RegionReplicator {
 }
 
 impl Cluster {
-    fn replicate_batch(self: &Arc<Self>, entries: Vec<LogEntry>, done: Waiter) {
-        let crash = self
-            .crash_before_ship
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some((prefix, signal)) = crash {
-            if entries.iter().any(|e| e.key.starts_with(&prefix)) {
-                // The batch is in the log (flushed before shipping); a
-                // process killed now keeps it there.
-                tracing::error!(
-                    "fault injection: signal {signal} to itself after logging a write, before shipping it"
-                );
-                if signal == libc::SIGSTOP {
-                    // Once: the test wakes it to see what it does next.
-                    self.set_crash_before_ship(None);
-                }
-                // SAFETY: raise has no memory-safety preconditions.
-                unsafe {
-                    libc::raise(signal);
-                }
-            }
+    /// Sets what happens when a batch of this node's commits is not
+    /// confirmed by the region's replicas: the writes are in this node's
+    /// memory and log and may be in no other replica while the region
+    /// moves on without them, so the server restarts the process, whose
+    /// recovery leaves them out (`DataDir::recover`).
+    pub fn on_lost_batch(&self, f: Box<dyn Fn() + Send + Sync>) {
+        *self.on_lost_batch.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    pub(crate) fn lost_batch(&self) {
+        let hook = self.on_lost_batch.lock().unwrap_or_else(|e| e.into_inner());
+        match &*hook {
+            Some(f) => f(),
+            None => tracing::error!(
+                "a batch of this node's writes was not confirmed by the region's replicas"
+            ),
         }
+    }
+
+    fn replicate_batch(self: &Arc<Self>, entries: Vec<LogEntry>, done: Waiter) {
+        self.fault_before_ship(&entries);
         let items = entries
             .iter()
             .map(|e| {

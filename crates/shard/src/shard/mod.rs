@@ -425,10 +425,9 @@ impl Shard {
                 // replicas confirmed, so it is answered once they have.
                 match &self.repl {
                     Some(r) if dumped.is_ok() && r.gate.confirmed_through() < r.horizon() => {
-                        let (gate, horizon) = (r.gate.clone(), r.horizon());
-                        let waiting = gate.clone();
-                        waiting.wait(
-                            horizon,
+                        let gate = r.gate.clone();
+                        r.gate.wait(
+                            r.horizon(),
                             Box::new(move |ok| {
                                 let _ = reply.send(if ok && !gate.any_failed() {
                                     dumped

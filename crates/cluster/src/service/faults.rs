@@ -1,0 +1,128 @@
+//! Fault injection (`ELSA.FAULT`, needs `fault-injection = true`): the
+//! switches tests use to cut this node off from other regions, drop, delay
+//! or refuse what it answers peers, act as if paused, or stop the process
+//! at a chosen point of the commit path.
+
+use super::*;
+
+impl Cluster {
+    /// Whether this node is cut off from other regions (fault injection).
+    pub fn isolated(&self) -> bool {
+        self.isolated.load(Ordering::Relaxed)
+    }
+
+    /// Testing: ignore (or not) the installs of multi-shard commits that
+    /// other nodes coordinate — as a node that dies right after a commit's
+    /// decision would.
+    pub fn set_drop_installs(&self, on: bool) {
+        self.drop_installs.store(on, Ordering::Relaxed);
+        tracing::warn!(
+            "fault injection: {} installs coordinated elsewhere",
+            if on { "dropping" } else { "serving" }
+        );
+    }
+
+    /// Testing: send itself `signal` (SIGKILL: die; SIGSTOP: pause) right
+    /// after logging a write of a key starting with `prefix` that this
+    /// node made as its primary, before shipping it to the other replicas
+    /// — the window in which the write exists on one node only and the
+    /// region may move on without it.
+    pub fn set_crash_before_ship(&self, prefix: Option<(bytes::Bytes, i32)>) {
+        *self
+            .crash_before_ship
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = prefix;
+    }
+
+    /// Testing: hold every answer to a forwarded call for `ms` before
+    /// sending it (0: none) — a node slow to answer, e.g. one paused
+    /// between running a request and answering it.
+    pub fn set_answer_delay(&self, ms: u64) {
+        self.answer_delay_ms.store(ms, Ordering::Relaxed);
+        tracing::warn!("fault injection: answers to peers wait {ms} ms");
+    }
+
+    /// Testing: answer the installs of multi-shard commits coordinated
+    /// elsewhere Busy without running them (or not) — as a node that is
+    /// not the keys' primary any more would.
+    pub fn set_busy_installs(&self, on: bool) {
+        self.busy_installs.store(on, Ordering::Relaxed);
+        tracing::warn!(
+            "fault injection: installs {}",
+            if on { "answered Busy" } else { "run" }
+        );
+    }
+
+    /// The injected answer delay, if any.
+    pub(crate) fn answer_delay(&self) -> Option<Duration> {
+        match self.answer_delay_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// Testing: behave as if this process had just been paused long enough
+    /// to be declared dead — what its pulse does on noticing a gap.
+    pub fn simulate_pause(&self) {
+        self.hlc.lapsed();
+        self.serving.store(false, Ordering::SeqCst);
+        self.rejoin("fault injection: as if paused");
+    }
+
+    /// Cuts this node off from every other region, or heals it.
+    pub fn set_isolated(&self, on: bool) {
+        self.isolated.store(on, Ordering::Relaxed);
+        tracing::warn!(
+            "fault injection: {} other regions",
+            if on { "cut off from" } else { "reconnected to" }
+        );
+    }
+
+    /// Is peer address `addr` cut off by fault injection?
+    pub(crate) fn cut_addr(&self, addr: SocketAddr) -> bool {
+        self.isolated()
+            && self
+                .seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&addr)
+                .is_some_and(|r| self.other_region(r))
+    }
+
+    /// Blocked by fault injection?
+    pub(crate) fn cut(&self, region: &str) -> bool {
+        self.isolated() && self.other_region(region)
+    }
+
+    /// Stops the process as [`Cluster::set_crash_before_ship`] asked, if a
+    /// key of `entries` has the prefix. Called with a batch that is in the
+    /// log and not shipped yet.
+    pub(super) fn fault_before_ship(&self, entries: &[LogEntry]) {
+        if !self.settings.fault_injection {
+            return;
+        }
+        let crash = self
+            .crash_before_ship
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some((prefix, signal)) = crash else {
+            return;
+        };
+        if !entries.iter().any(|e| e.key.starts_with(&prefix)) {
+            return;
+        }
+        // A process killed now keeps the batch in its log.
+        tracing::error!(
+            "fault injection: signal {signal} to itself after logging a write, before shipping it"
+        );
+        if signal == libc::SIGSTOP {
+            // Once: the test wakes it to see what it does next.
+            self.set_crash_before_ship(None);
+        }
+        // SAFETY: raise has no memory-safety preconditions.
+        unsafe {
+            libc::raise(signal);
+        }
+    }
+}
