@@ -393,7 +393,7 @@ impl Conn {
         match spec.kind {
             Kind::Control(c) => Step::Control(c, args),
             Kind::Data(parse) => {
-                let parsed = parse(&args);
+                let parsed = self.data_cmd(parse, &args);
                 let plain = self.s.txn.is_none() && self.s.multi.is_none();
                 match parsed {
                     Ok(mut dc) if plain && dc.shape == Shape::One && dc.is_single_key() => {
@@ -410,6 +410,17 @@ impl Conn {
                 }
             }
         }
+    }
+
+    /// Parses a data command's arguments into ops for this connection:
+    /// every path that turns a request into ops (a request, a queued
+    /// command, a script's `redis.call`) goes through here.
+    pub(crate) fn data_cmd(
+        &self,
+        parse: fn(&cmd::Args) -> Result<DataCmd, CmdError>,
+        args: &[Bytes],
+    ) -> Result<DataCmd, CmdError> {
+        parse(args)
     }
 
     /// Runs lone commands; exactly one reply per command, in order, each
