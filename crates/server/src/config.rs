@@ -53,6 +53,9 @@ pub struct Keys {
     /// Most arguments in one command.
     #[arg(long, env = "ELSA_MAX_ARGS")]
     pub max_args: Option<usize>,
+    /// Numbered databases SELECT offers (1 to 256).
+    #[arg(long, env = "ELSA_DATABASES")]
+    pub databases: Option<usize>,
     /// Bytes of unsent replies after which a client is disconnected.
     #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT")]
     pub client_output_buffer_limit: Option<usize>,
@@ -134,6 +137,7 @@ impl Keys {
             maxclients,
             proto_max_bulk_len,
             max_args,
+            databases,
             client_output_buffer_limit,
             default_isolation,
             ack,
@@ -175,6 +179,8 @@ pub struct Config {
     pub proto_max_bulk_len: usize,
     /// Most arguments per command.
     pub max_args: usize,
+    /// Numbered databases (SELECT 0 to databases - 1).
+    pub databases: usize,
     /// Output buffer limit per client.
     pub client_output_buffer_limit: usize,
     /// Default isolation level.
@@ -308,6 +314,15 @@ impl Config {
             maxclients: need(c.maxclients, "maxclients")?,
             proto_max_bulk_len: need(c.proto_max_bulk_len, "proto-max-bulk-len")?,
             max_args: need(c.max_args, "max-args")?,
+            databases: match need(c.databases, "databases")? {
+                n @ 1..=256 => n,
+                n => {
+                    return Err(ConfigError::Value(
+                        "databases",
+                        format!("{n} (must be 1 to 256)"),
+                    ))
+                }
+            },
             client_output_buffer_limit: need(
                 c.client_output_buffer_limit,
                 "client-output-buffer-limit",

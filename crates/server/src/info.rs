@@ -180,14 +180,9 @@ impl Conn {
             self.info_replication(&mut t, pending);
         }
         if want("keyspace") {
-            let keys = total.live;
             let _ = write!(t, "# Keyspace\r\n");
-            if keys > 0 {
-                let _ = write!(
-                    t,
-                    "db0:keys={},expires={},avg_ttl=0\r\n",
-                    keys, total.expires
-                );
+            for (db, keys, expires) in self.keyspace().await.unwrap_or_default() {
+                let _ = write!(t, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
             }
         }
         self.w().verbatim(&t);

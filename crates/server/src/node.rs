@@ -118,9 +118,9 @@ fn recover(
             }
         }
     })?;
-    hlc.observe(max_ts.max(recovery.flush_floor));
+    hlc.observe(max_ts.max(recovery.flush_floor.highest()));
     for shard in &mut shards {
-        shard.apply_flush_floor(recovery.flush_floor);
+        shard.apply_flush_floor(&recovery.flush_floor);
     }
     let recovery_ms = started.elapsed().as_millis() as u64;
     for (path, len) in &recovery.torn {
@@ -170,6 +170,7 @@ fn recover(
 
 /// Runs a node until SIGINT or SIGTERM.
 pub fn run(config: Config) -> Result<(), StartError> {
+    crate::cmd::set_databases(config.databases);
     let listener = listen(&config)?;
     let workers = config.workers;
     let hlc = Arc::new(Hlc::default());

@@ -418,7 +418,7 @@ impl ListOp {
                     if exists {
                         let popped = pop(k, view, end, count);
                         return OpReply::Array(vec![
-                            OpReply::Bulk(Bytes::copy_from_slice(k)),
+                            OpReply::Bulk(Bytes::copy_from_slice(crate::db::user_key(k))),
                             bulks(popped),
                         ]);
                     }
