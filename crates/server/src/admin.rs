@@ -505,10 +505,11 @@ impl Conn {
                 .unwrap_or_default()
         };
         format!(
-            "id={} addr={} name={} db=0 multi={} resp={} lib-name={} lib-ver={} txn={}\n",
+            "id={} addr={} name={} db={} multi={} resp={} lib-name={} lib-ver={} txn={}\n",
             s.id,
             s.addr,
             txt(&s.name),
+            s.db,
             s.multi.as_ref().map_or(-1, |q| q.len() as i64),
             if s.resp3 { 3 } else { 2 },
             txt(&s.lib_name),
