@@ -56,6 +56,10 @@ pub struct Keys {
     /// Bytes of unsent replies after which a client is disconnected.
     #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT")]
     pub client_output_buffer_limit: Option<usize>,
+    /// Subscribers' limit, as Redis's `client-output-buffer-limit pubsub`:
+    /// "<hard> <soft> <soft-seconds>" (units b, k, kb, m, mb, g, gb).
+    #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT_PUBSUB")]
+    pub client_output_buffer_limit_pubsub: Option<String>,
     /// Isolation for BEGIN without a level: RC, RR or SI.
     #[arg(long, env = "ELSA_DEFAULT_ISOLATION")]
     pub default_isolation: Option<String>,
@@ -117,6 +121,9 @@ pub struct Keys {
     /// Testing: allow ELSA.FAULT to cut this node off from other regions.
     #[arg(long, env = "ELSA_FAULT_INJECTION")]
     pub fault_injection: Option<bool>,
+    /// Whether PUBLISH reaches subscribers in other regions too.
+    #[arg(long, env = "ELSA_PUBSUB_ACROSS_REGIONS")]
+    pub pubsub_across_regions: Option<bool>,
 }
 
 impl Keys {
@@ -135,6 +142,7 @@ impl Keys {
             proto_max_bulk_len,
             max_args,
             client_output_buffer_limit,
+            client_output_buffer_limit_pubsub,
             default_isolation,
             ack,
             node_id,
@@ -153,7 +161,8 @@ impl Keys {
             tombstone_ttl_sec,
             wan_delay_ms,
             wan_loss,
-            fault_injection
+            fault_injection,
+            pubsub_across_regions
         );
     }
 }
@@ -177,6 +186,8 @@ pub struct Config {
     pub max_args: usize,
     /// Output buffer limit per client.
     pub client_output_buffer_limit: usize,
+    /// Output limit of subscribed clients.
+    pub pubsub_output_limit: crate::pubsub::Limit,
     /// Default isolation level.
     pub default_isolation: Isolation,
     /// Default acknowledgement level (`replication = 2pc` makes it `all`).
@@ -222,6 +233,8 @@ pub struct ClusterKeys {
     pub wan_loss: f64,
     /// ELSA.FAULT allowed.
     pub fault_injection: bool,
+    /// PUBLISH reaches other regions.
+    pub pubsub_across_regions: bool,
 }
 
 /// A configuration problem, reported at startup.
@@ -312,6 +325,12 @@ impl Config {
                 c.client_output_buffer_limit,
                 "client-output-buffer-limit",
             )?,
+            pubsub_output_limit: need(
+                c.client_output_buffer_limit_pubsub,
+                "client-output-buffer-limit-pubsub",
+            )?
+            .parse()
+            .map_err(|e| ConfigError::Value("client-output-buffer-limit-pubsub", e))?,
             default_isolation,
             default_ack,
             node_id,
@@ -368,6 +387,7 @@ impl Config {
                     }
                 },
                 fault_injection: need(c.fault_injection, "fault-injection")?,
+                pubsub_across_regions: need(c.pubsub_across_regions, "pubsub-across-regions")?,
             },
         })
     }
