@@ -39,6 +39,14 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Bgsave
             | Control::Lastsave
             | Control::LastCommit
+            | Control::Publish
+            | Control::Spublish
+            | Control::Pubsub
+            | Control::Subscribe
+            | Control::Psubscribe
+            | Control::Unsubscribe
+            | Control::Punsubscribe
+            | Control::Sunsubscribe
     )
 }
 
@@ -73,6 +81,8 @@ impl Conn {
     /// Serves a non-transactional control command.
     pub(crate) async fn admin(&mut self, c: Control, args: &[Bytes]) {
         match c {
+            c if crate::pubsub::commands::is_pubsub(c) => self.pubsub(c, args),
+            Control::Ping if self.pubsub_ping(args) => {}
             Control::Ping => match args.get(1) {
                 Some(msg) if args.len() == 2 => self.w().bulk(msg),
                 Some(_) => self.w().error(&cmd::wrong_arity("ping")),

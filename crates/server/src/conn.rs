@@ -101,6 +101,8 @@ pub struct Conn {
     /// A command that may have made a list non-empty ran (or was queued)
     /// since blocked clients were last rung (`blocking`).
     list_written: bool,
+    /// Channels and patterns it is subscribed to (`crate::pubsub`).
+    pub(crate) subs: crate::pubsub::Subscriptions,
 }
 
 /// How one request will run.
@@ -124,6 +126,7 @@ impl Conn {
         let authed = shared.config.requirepass.is_none();
         let ack = shared.config.default_ack;
         let _ = stream.set_nodelay(true);
+        let subs = crate::pubsub::Subscriptions::new(shared.pubsub.clone());
         Conn {
             stream,
             inbuf: BytesMut::with_capacity(16 * 1024),
@@ -132,6 +135,7 @@ impl Conn {
             coord,
             shared,
             list_written: false,
+            subs,
             s: Session {
                 id,
                 addr,
@@ -180,9 +184,15 @@ impl Conn {
     /// writes a whole pipeline before it reads a reply never deadlocks
     /// against us. What waits is bounded: `client-output-buffer-limit` for
     /// replies, [`QUERY_BUFFER_LIMIT`] for requests; past either the
-    /// connection is closed with a log line, never left to stall.
+    /// connection is closed with a log line, never left to stall. A
+    /// subscriber's messages, queued by publishers on any thread, wake the
+    /// loop and go out ahead of the replies to requests read after them
+    /// (past `client-output-buffer-limit pubsub`, the connection closes).
     pub async fn serve(mut self) {
         loop {
+            if !self.drain_pushes() {
+                return;
+            }
             if !self.run_buffered().await {
                 return;
             }
@@ -199,6 +209,7 @@ impl Conn {
                 return;
             }
             let write = !self.out.is_empty();
+            let pushed = crate::pubsub::commands::pushed(self.subs.queue().cloned());
             tokio::select! {
                 r = self.stream.readable() => {
                     if r.is_err() || !self.read_some() {
@@ -213,6 +224,7 @@ impl Conn {
                         return;
                     }
                 }
+                _ = pushed => {}
             }
         }
     }
@@ -393,6 +405,9 @@ impl Conn {
         // A container's unknown subcommand or wrong count is refused before
         // anything runs (inside MULTI it fails the transaction), as in Redis.
         if let Some(e) = cmd::subcommand_error(spec, &args) {
+            return refuse(e);
+        }
+        if let Some(e) = self.pubsub_refusal(spec, &args) {
             return refuse(e);
         }
         if blocking::may_wake_a_blocked_pop(spec.name) {

@@ -46,6 +46,8 @@ pub struct Shared {
     /// clients blocked in BLPOP, BZPOPMIN and their relatives try again
     /// (`conn::blocking`).
     pub pushes: tokio::sync::Notify,
+    /// Pub/sub subscriptions of this node's connections.
+    pub pubsub: Arc<crate::pubsub::Registry>,
 }
 
 /// Why a node could not start.
@@ -228,6 +230,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         rejected: AtomicU64::new(0),
         next_client_id: AtomicU64::new(1),
         persistence: Arc::new(persistence),
+        pubsub: crate::pubsub::Registry::attached(cluster.as_deref()),
         cluster,
         pushes: tokio::sync::Notify::new(),
     });
@@ -339,6 +342,7 @@ fn start_cluster(
         fault_injection: c.fault_injection,
         region_nodes: c.region_nodes,
         fresh,
+        pubsub_across_regions: c.pubsub_across_regions,
     };
     let cluster = elsa_cluster::Cluster::start(settings, inboxes.to_vec(), hlc.clone(), hasher)
         .map_err(|e| StartError::Peer(peer.to_string(), e))?;

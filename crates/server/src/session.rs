@@ -57,6 +57,7 @@ impl Conn {
                 self.s.closing = true;
             }
             Control::Reset => {
+                self.pubsub_reset();
                 self.s.txn = None;
                 self.s.multi = None;
                 self.s.multi_failed = false;

@@ -111,6 +111,16 @@ pub enum Control {
     WaitRegion,
     ElsaDigest,
     ElsaFault,
+    // pub/sub (`crate::pubsub::commands`)
+    Subscribe,
+    Unsubscribe,
+    Psubscribe,
+    Punsubscribe,
+    Ssubscribe,
+    Sunsubscribe,
+    Publish,
+    Spublish,
+    Pubsub,
 }
 
 /// What kind of command a name is.
@@ -255,6 +265,8 @@ const W: &[&str] = &["write", "denyoom", "fast"];
 const WS: &[&str] = &["write", "denyoom"];
 const A: &[&str] = &["fast", "loading", "stale"];
 const N: &[&str] = &["noscript", "loading", "stale"];
+const SUB: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+const PUB: &[&str] = &["pubsub", "loading", "stale", "fast"];
 
 macro_rules! spec {
     ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $kind:expr) => {
@@ -630,6 +642,16 @@ pub static COMMANDS: &[Spec] = &[
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
     spec!("elsa.digest", 1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
     spec!("elsa.fault", -2, N, 0, 0, 0, Ctl(C::ElsaFault)),
+    // pub/sub
+    spec!("subscribe", -2, SUB, 0, 0, 0, Ctl(C::Subscribe)),
+    spec!("unsubscribe", -1, SUB, 0, 0, 0, Ctl(C::Unsubscribe)),
+    spec!("psubscribe", -2, SUB, 0, 0, 0, Ctl(C::Psubscribe)),
+    spec!("punsubscribe", -1, SUB, 0, 0, 0, Ctl(C::Punsubscribe)),
+    spec!("ssubscribe", -2, SUB, 1, -1, 1, Ctl(C::Ssubscribe)),
+    spec!("sunsubscribe", -1, SUB, 1, -1, 1, Ctl(C::Sunsubscribe)),
+    spec!("publish", 3, PUB, 0, 0, 0, Ctl(C::Publish)),
+    spec!("spublish", 3, PUB, 1, 1, 1, Ctl(C::Spublish)),
+    spec!("pubsub", -2, &[], 0, 0, 0, Ctl(C::Pubsub)),
     // transactions
     spec!("begin", -1, A, 0, 0, 0, Ctl(C::Begin)),
     spec!("ack", -1, A, 0, 0, 0, Ctl(C::Ack)),
@@ -761,6 +783,17 @@ const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
         ],
     ),
     (
+        "pubsub",
+        &[
+            ("channels", -2),
+            ("help", 2),
+            ("numpat", 2),
+            ("numsub", -2),
+            ("shardchannels", -2),
+            ("shardnumsub", -2),
+        ],
+    ),
+    (
         "memory",
         &[
             ("doctor", 2),
@@ -792,6 +825,22 @@ pub fn subcommand_error(spec: &Spec, args: &Args) -> Option<String> {
         args.len() >= (-arity) as usize
     };
     (!ok).then(|| wrong_arity(&format!("{}|{sub_name}", spec.name)))
+}
+
+/// Redis's full name of a command (`c->cmd->fullname`): `config|get` for
+/// a container's subcommand, else the name.
+pub fn full_name(spec: &Spec, args: &Args) -> String {
+    let sub = SUBCOMMANDS
+        .iter()
+        .find(|(name, _)| *name == spec.name)
+        .and_then(|(_, subs)| {
+            let arg = args.get(1)?;
+            subs.iter().find(|(name, _)| is(arg, name))
+        });
+    match sub {
+        Some((sub, _)) => format!("{}|{sub}", spec.name),
+        None => spec.name.to_string(),
+    }
 }
 
 /// An argument as C code sees it: up to its first NUL byte. Redis reads
