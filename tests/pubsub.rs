@@ -28,7 +28,6 @@ mod resp;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -36,46 +35,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use resp::{Conn, Reply};
 
-use common::{env_or, free_port, Elsa, Node, TestDir};
-
-/// A `redis-server` on a free loopback port, killed (by PID) on drop.
-struct Redis {
-    port: u16,
-    child: Child,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn redis-server");
-        // Owned (killed on drop) before anything can fail.
-        let server = Redis { port, child };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut c) = Conn::connect(port) {
-                if c.call(&[b"PING"]) == Reply::Simple(b"PONG".to_vec()) {
-                    return server;
-                }
-            }
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::redis_server::RedisServer;
+use common::{env_or, Elsa, Node, TestDir};
 
 const CHANNELS: &[&str] = &["c0", "c1", "c2", "news.a", "news.b", "c*"];
 const PATTERNS: &[&str] = &[
@@ -324,7 +285,7 @@ fn run(port: u16, resp3: &[bool], steps: &[Step]) -> Vec<Vec<Vec<String>>> {
 
 #[test]
 fn replies_and_messages_match_redis() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let elsa = Elsa::start(&["--workers", "2"]);
     eprintln!("redis on {}, elsa on {}", redis.port, elsa.port);
     let sequences: u64 = env_or("ELSA_PUBSUB_SEQUENCES", 200);

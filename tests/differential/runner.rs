@@ -3,63 +3,13 @@
 //! chunks) and every reply compared; plus the shrinker that cuts a failing
 //! sequence down to the commands that still make it fail.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::gen::{well_formed, Cmd, Step};
 use super::norm::{compare, Norm};
 use super::resp::{Conn, Reply};
 
-/// A `redis-server` on a free loopback port, killed (by PID) on drop.
-pub struct RedisServer {
-    pub port: u16,
-    child: Child,
-    dir: PathBuf,
-}
-
-impl RedisServer {
-    /// Starts `redis-server` with no persistence and waits for PING.
-    pub fn start() -> RedisServer {
-        let port = crate::common::free_port();
-        let dir =
-            std::env::temp_dir().join(format!("elsa-diff-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create redis dir");
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            // SAVE is generated: keep its dump.rdb out of the work tree.
-            .arg("--dir")
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn redis-server (scripts/test.sh installs redis-server)");
-        let server = RedisServer { port, child, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut c) = Conn::connect(port) {
-                if c.call(&[b"PING"]) == Reply::Simple(b"PONG".to_vec()) {
-                    return server;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server on port {port} did not answer PING"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+pub use crate::common::redis_server::RedisServer;
 
 /// Where the two servers listen.
 #[derive(Clone, Copy, Debug)]

@@ -415,6 +415,19 @@ impl Cluster {
         });
     }
 
+    /// True when this node holds a replica of every key of its region (no
+    /// more nodes in the region than the replication factor): then every
+    /// change to any key is installed here too (what CLIENT TRACKING needs).
+    pub fn holds_every_key(&self) -> bool {
+        let ring = self.ring.load();
+        let here = ring
+            .members()
+            .iter()
+            .filter(|m| !self.other_region(&m.region))
+            .count();
+        here <= self.settings.replication_factor.max(1)
+    }
+
     fn other_region(&self, region: &str) -> bool {
         region != self.settings.region
     }

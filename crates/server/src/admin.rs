@@ -248,7 +248,10 @@ impl Conn {
             return self.w().error("ERR syntax error");
         }
         match self.each_shard(|reply| AdminMsg::Flush { db, reply }).await {
-            Ok(_) => self.w().simple("OK"),
+            Ok(_) => {
+                self.shared.tracking.flushed_by_command();
+                self.w().simple("OK")
+            }
             Err(e) => self.w().error(&e.to_string()),
         }
     }
@@ -489,6 +492,7 @@ impl Conn {
             self.w().verbatim(&line);
         } else if is(sub, "NO-EVICT") || is(sub, "NO-TOUCH") {
             self.w().simple("OK");
+        } else if self.client_tracking(sub, args) {
         } else {
             self.w().error(&not_supported("CLIENT", sub));
         }

@@ -74,6 +74,8 @@ pub(crate) struct Session {
     pub authed: bool,
     /// The database SELECT chose (see `elsa_shard::db`).
     pub db: u8,
+    /// CLIENT TRACKING's options while it is on (`crate::tracking`).
+    pub tracking: Option<crate::tracking::Options>,
     /// Between MULTI and EXEC: the database before MULTI, which DISCARD
     /// (or a refused EXEC) goes back to — a queued SELECT changes the
     /// database of the commands queued after it at once.
@@ -103,6 +105,8 @@ pub struct Conn {
     list_written: bool,
     /// Channels and patterns it is subscribed to (`crate::pubsub`).
     pub(crate) subs: crate::pubsub::Subscriptions,
+    /// Turns CLIENT TRACKING off when the connection ends.
+    _tracking: crate::tracking::Guard,
 }
 
 /// How one request will run.
@@ -127,6 +131,10 @@ impl Conn {
         let ack = shared.config.default_ack;
         let _ = stream.set_nodelay(true);
         let subs = crate::pubsub::Subscriptions::new(shared.pubsub.clone());
+        let tracking = crate::tracking::Guard {
+            tracking: shared.tracking.clone(),
+            id,
+        };
         Conn {
             stream,
             inbuf: BytesMut::with_capacity(16 * 1024),
@@ -136,6 +144,7 @@ impl Conn {
             shared,
             list_written: false,
             subs,
+            _tracking: tracking,
             s: Session {
                 id,
                 addr,
@@ -146,6 +155,7 @@ impl Conn {
                 authed,
                 db: 0,
                 db_before_multi: None,
+                tracking: None,
                 ack,
                 txn: None,
                 multi: None,
@@ -363,8 +373,10 @@ impl Conn {
                 step => {
                     if !lone.is_empty() {
                         self.run_lone(std::mem::take(&mut lone)).await;
+                        self.drain_pushes_between();
                     }
                     self.dispatch(step).await;
+                    self.drain_pushes_between();
                     if self.out.len() > FLUSH_AT
                         && (!self.within_output_limit() || !self.write_some())
                     {
@@ -379,6 +391,7 @@ impl Conn {
         }
         if !lone.is_empty() {
             self.run_lone(lone).await;
+            self.drain_pushes_between();
         }
         // Blocked clients try again once what this batch wrote is
         // committed (a transaction's writes: at its end).
@@ -389,6 +402,7 @@ impl Conn {
     }
 
     fn classify(&mut self, args: Vec<Bytes>) -> Step {
+        let caching = self.take_caching(&args);
         let Some(spec) = cmd::lookup(&args[0]) else {
             return Step::Refuse(cmd::unknown_command(&args));
         };
@@ -417,6 +431,9 @@ impl Conn {
             Kind::Control(c) => Step::Control(c, args),
             Kind::Data(parse) => {
                 let parsed = self.data_cmd(parse, &args);
+                if let Ok(dc) = &parsed {
+                    self.remember_reads(spec.flags.contains(&"readonly"), caching, dc);
+                }
                 let plain = self.s.txn.is_none() && self.s.multi.is_none();
                 match parsed {
                     Ok(mut dc) if plain && dc.shape == Shape::One && dc.is_single_key() => {
@@ -432,6 +449,16 @@ impl Conn {
                     other => Step::Data(other),
                 }
             }
+        }
+    }
+
+    /// Between two commands of a batch: what a command made others push to
+    /// this connection (an invalidation of a key it wrote, a message it
+    /// published to itself) goes out right after that command's reply, as
+    /// Redis sends it — for a run of lone commands, after the run's replies.
+    fn drain_pushes_between(&mut self) {
+        if self.subs.queue().is_some() && !self.drain_pushes() {
+            self.s.closing = true;
         }
     }
 

@@ -24,6 +24,7 @@ pub mod pubsub;
 mod replication;
 pub mod resp;
 mod session;
+pub mod tracking;
 
 /// The Redis version whose commands and replies Elsa follows (clients
 /// read it from INFO and HELLO to pick features).

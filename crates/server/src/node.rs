@@ -48,6 +48,8 @@ pub struct Shared {
     pub pushes: tokio::sync::Notify,
     /// Pub/sub subscriptions of this node's connections.
     pub pubsub: Arc<crate::pubsub::Registry>,
+    /// CLIENT TRACKING's tables; every shard tells it of its changes.
+    pub tracking: Arc<crate::tracking::Tracking>,
 }
 
 /// Why a node could not start.
@@ -206,6 +208,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
             shard.attach_replicator(replicator.clone());
         }
     }
+    let tracking = Arc::new(crate::tracking::Tracking::default());
+    for shard in &mut shards {
+        shard.set_change_hook(tracking.clone());
+    }
     let placement: Arc<dyn Placement> = match &cluster {
         Some(c) => Arc::new(elsa_cluster::Router(c.clone())),
         None => Arc::new(elsa_cluster::Standalone::new(
@@ -231,6 +237,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         next_client_id: AtomicU64::new(1),
         persistence: Arc::new(persistence),
         pubsub: crate::pubsub::Registry::attached(cluster.as_deref()),
+        tracking,
         cluster,
         pushes: tokio::sync::Notify::new(),
     });

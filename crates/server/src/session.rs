@@ -64,6 +64,7 @@ impl Conn {
                 self.s.watches.clear();
                 self.s.db = 0;
                 self.s.db_before_multi = None;
+                self.tracking_off();
                 self.s.resp3 = false;
                 self.s.name = None;
                 self.s.ack = self.shared.config.default_ack;

@@ -104,7 +104,7 @@ impl Conn {
     }
 
     /// This connection's queue, made at its first subscription.
-    fn own_queue(&self) -> Arc<Subscriber> {
+    pub(crate) fn own_queue(&self) -> Arc<Subscriber> {
         match &self.subs.me {
             Some(q) => q.clone(),
             None => Arc::new(Subscriber::new(

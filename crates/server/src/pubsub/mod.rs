@@ -156,6 +156,18 @@ impl Registry {
         self.lock().space(space).get(channel).map_or(0, Vec::len)
     }
 
+    /// The queue of connection `id`, if it is subscribed to anything here
+    /// (where CLIENT TRACKING … REDIRECT finds its redirect).
+    pub fn subscriber(&self, id: u64) -> Option<Arc<Subscriber>> {
+        let t = self.lock();
+        let found = [&t.channels, &t.shard_channels, &t.patterns]
+            .into_iter()
+            .flat_map(|table| table.values().flatten())
+            .find(|s| s.id == id)
+            .cloned();
+        found
+    }
+
     /// PUBSUB NUMPAT: patterns with a subscriber here.
     pub fn numpat(&self) -> usize {
         self.lock().patterns.len()
@@ -199,6 +211,12 @@ impl Subscriptions {
             Space::Plain => self.channels.len() + self.patterns.len(),
             Space::Shard => self.shard_channels.len(),
         }
+    }
+
+    /// This connection's queue, `made` if it has none yet (CLIENT TRACKING
+    /// fills it too).
+    pub fn ensure_queue(&mut self, made: Arc<Subscriber>) -> Arc<Subscriber> {
+        self.me.get_or_insert(made).clone()
     }
 
     /// The queue publishers fill, if this connection ever subscribed.

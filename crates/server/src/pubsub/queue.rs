@@ -93,6 +93,9 @@ pub enum Msg {
         channel: Bytes,
         payload: Bytes,
     },
+    /// A client-side caching invalidation (`crate::tracking`): these keys,
+    /// or every key (None).
+    Invalidate(Option<Vec<Bytes>>),
 }
 
 impl Msg {
@@ -109,6 +112,12 @@ impl Msg {
                 channel,
                 payload,
             } => FRAME + pattern.len() + channel.len() + payload.len(),
+            Msg::Invalidate(keys) => {
+                FRAME
+                    + keys
+                        .as_ref()
+                        .map_or(0, |k| k.iter().map(|k| k.len() + 8).sum())
+            }
         }
     }
 
@@ -135,6 +144,27 @@ impl Msg {
                 w.bulk(pattern);
                 w.bulk(channel);
                 w.bulk(payload);
+            }
+            Msg::Invalidate(keys) => {
+                // RESP3: `>2 invalidate [keys]`; RESP2 (a redirect's
+                // subscriber): a message of `__redis__:invalidate`.
+                if w.resp3 {
+                    w.push(2);
+                    w.bulk(b"invalidate");
+                } else {
+                    w.push(3);
+                    w.bulk(b"message");
+                    w.bulk(crate::tracking::CHANNEL);
+                }
+                match keys {
+                    Some(keys) => {
+                        w.array(keys.len());
+                        for k in keys {
+                            w.bulk(k);
+                        }
+                    }
+                    None => w.nil_array(),
+                }
             }
         }
     }

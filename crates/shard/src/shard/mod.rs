@@ -67,6 +67,17 @@ struct Hold {
     readers: Vec<TxnId>,
 }
 
+/// Told of every change a shard installs (its own commits, replicated and
+/// merged lattices, deletions, collected expired keys and flushes) — what
+/// client-side caching (`CLIENT TRACKING`) invalidates. Called on the
+/// shard's thread in the middle of an install: it must only queue work.
+pub trait ChangeHook: Send + Sync {
+    /// `key` (as stored) changed.
+    fn changed(&self, key: &[u8]);
+    /// Every key (`db` None) or every key of one database was dropped.
+    fn flushed(&self, db: Option<u8>);
+}
+
 /// One shard: a private lattice table served by a single thread.
 pub struct Shard {
     index: usize,
@@ -108,6 +119,8 @@ pub struct Shard {
     gc: upkeep::GcSweep,
     /// The last FLUSHALL here: everything committed before it was deleted.
     flush_floor: crate::db::Floors,
+    /// Told of every change installed here (see [`ChangeHook`]).
+    on_change: Option<Arc<dyn ChangeHook>>,
     /// Where the last anti-entropy batch stopped: (segment, records into
     /// it). The next batch resumes there, so when more lattices differ
     /// than one batch holds, successive rounds cover the whole table
@@ -256,6 +269,7 @@ impl Shard {
             tombstone_floor: 0,
             gc: upkeep::GcSweep::default(),
             flush_floor: Default::default(),
+            on_change: None,
             ae_cursor: std::cell::Cell::new((0, 0)),
             freeze_waiters: Vec::new(),
             parked: std::collections::VecDeque::new(),
@@ -626,6 +640,11 @@ impl Shard {
                         self.unit = unit;
                     }
                 }
+            }
+        }
+        if written && source != Source::Recovery {
+            if let Some(hook) = &self.on_change {
+                hook.changed(key);
             }
         }
         if written && source == Source::Local {

@@ -11,6 +11,11 @@ use crate::wal::Wal;
 use elsa_lattice::{Crdt, KeyState, Version};
 
 impl Shard {
+    /// Tells `hook` of every change installed from now on.
+    pub fn set_change_hook(&mut self, hook: std::sync::Arc<dyn super::ChangeHook>) {
+        self.on_change = Some(hook);
+    }
+
     /// Gives the shard a write-ahead log in `dir`, writing segment `seq`.
     pub fn attach_wal(&mut self, wal: Wal, dir: DataDir, seq: u64) {
         self.durability = Some(Durability { wal, dir, seq });

@@ -94,6 +94,9 @@ impl Shard {
         if let Some(d) = &mut self.durability {
             d.wal.stage_flush(db, floor);
         }
+        if let Some(hook) = &self.on_change {
+            hook.flushed(db);
+        }
     }
 
     /// After recovery: drops what a logged FLUSHALL or FLUSHDB deleted
@@ -258,6 +261,7 @@ impl Shard {
         tombstone_before: Ts,
     ) -> usize {
         let gossip = &self.gossip;
+        let hook = &self.on_change;
         let mut expired = 0;
         let horizon = elsa_lattice::Version::new(tombstone_before, 0);
         let removed = self.table.retain_mut_segments(segments, |r| {
@@ -277,6 +281,9 @@ impl Shard {
             }
             if r.expire_ms().is_some_and(|at| at <= now_ms) {
                 expired += 1;
+                if let Some(hook) = hook {
+                    hook.changed(r.key()); // cached copies expire too
+                }
                 if old {
                     return false;
                 }

@@ -1,0 +1,439 @@
+//! Client-side caching: `CLIENT TRACKING`, `CLIENT CACHING`,
+//! `CLIENT GETREDIR`, `CLIENT TRACKINGINFO`, and the invalidation messages
+//! they promise, as Redis 7.0 sends them.
+//!
+//! A tracking connection (default mode) may cache what it reads: the keys
+//! of its read-only commands are remembered here, and the first change to
+//! one sends it one `invalidate` message naming the key, after which the
+//! key is forgotten until read again. In BCAST mode nothing is remembered:
+//! every change to a key under one of its prefixes (any key, with none) is
+//! sent. Messages go into the connection's queue (the one pub/sub fills),
+//! as a RESP3 push — or, with `REDIRECT id`, into that client's queue, a
+//! RESP2 client receiving them as messages of `__redis__:invalidate`.
+//!
+//! Where changes come from: every shard of the node tells the [`Tracking`]
+//! (a [`elsa_shard::ChangeHook`]) of each change it installs — commits
+//! made here, lattices replicated or merged from other nodes and regions,
+//! expired values collected, FLUSHALL/FLUSHDB (which invalidate every key:
+//! a null message, as Redis sends). So a key is invalidated wherever the
+//! change came from, as long as this node holds it. In a region of several
+//! nodes a node holds only the keys it replicates: caching is exact on one
+//! node and for the keys a node replicates (`docs/commands.md`).
+//!
+//! One mutex guards the tables: reads are remembered only by tracking
+//! connections, and a change costs one atomic load when nobody on the node
+//! tracks anything.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use elsa_shard::db;
+
+use crate::cmd::{is, DataCmd};
+use crate::conn::Conn;
+use crate::pubsub::{Msg, Subscriber};
+
+/// The channel RESP2 clients receive redirected invalidations on.
+pub const CHANNEL: &[u8] = b"__redis__:invalidate";
+
+/// Where one tracking connection's invalidations go.
+struct Client {
+    /// Its own queue (RESP3) or its redirect's; None: nowhere (a RESP2
+    /// client without REDIRECT, to which Redis sends nothing either).
+    target: Option<Arc<Subscriber>>,
+    /// BCAST prefixes (empty with BCAST: every key); None: default mode.
+    bcast: Option<Vec<Bytes>>,
+}
+
+#[derive(Default)]
+struct Tables {
+    /// Default mode: stored key → the connections that may cache it.
+    keys: HashMap<Bytes, Vec<u64>>,
+    clients: HashMap<u64, Client>,
+}
+
+/// The node's tracking tables.
+#[derive(Default)]
+pub struct Tracking {
+    /// Connections with tracking on: zero makes a change cost nothing.
+    on: AtomicUsize,
+    tables: Mutex<Tables>,
+}
+
+impl Tracking {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn enable(&self, id: u64, client: Client) {
+        if self.lock().clients.insert(id, client).is_none() {
+            self.on.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn disable(&self, id: u64) {
+        let mut t = self.lock();
+        if t.clients.remove(&id).is_some() {
+            self.on.fetch_sub(1, Ordering::Relaxed);
+            // Its remembered keys go when next invalidated (a scan of the
+            // key table here would cost every other client a pause).
+        }
+    }
+
+    /// Remembers that connection `id` read these keys (as stored).
+    fn remember<'a>(&self, id: u64, keys: impl Iterator<Item = &'a Bytes>) {
+        let mut t = self.lock();
+        for key in keys {
+            let ids = t.keys.entry(key.clone()).or_default();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+
+    /// FLUSHALL / FLUSHDB ran: one null invalidation to every tracking
+    /// client (every shard's flush already emptied the key table).
+    pub(crate) fn flushed_by_command(&self) {
+        if self.on.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        for c in self.lock().clients.values() {
+            Tracking::send(&c.target, None);
+        }
+    }
+
+    fn send(target: &Option<Arc<Subscriber>>, keys: Option<Vec<Bytes>>) {
+        if let Some(q) = target {
+            q.push(Msg::Invalidate(keys));
+        }
+    }
+}
+
+impl elsa_shard::ChangeHook for Tracking {
+    fn changed(&self, key: &[u8]) {
+        if self.on.load(Ordering::Relaxed) == 0 || key.starts_with(elsa_shard::INTERNAL_PREFIX) {
+            return; // nobody tracks, or a transaction record: no client key
+        }
+        let mut t = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        let name = Bytes::copy_from_slice(db::user_key(key));
+        if let Some(ids) = t.keys.remove(key) {
+            for id in ids {
+                if let Some(c) = t.clients.get(&id).filter(|c| c.bcast.is_none()) {
+                    Tracking::send(&c.target, Some(vec![name.clone()]));
+                }
+            }
+        }
+        for c in t.clients.values() {
+            if let Some(prefixes) = &c.bcast {
+                if prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p)) {
+                    Tracking::send(&c.target, Some(vec![name.clone()]));
+                }
+            }
+        }
+    }
+
+    fn flushed(&self, _db: Option<u8>) {
+        // As Redis: any flush forgets every remembered key (the clients are
+        // told once, by the command: `Tracking::flushed_by_command`).
+        self.lock().keys.clear();
+    }
+}
+
+/// One connection's tracking options (`CLIENT TRACKING ON …`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Options {
+    redirect: u64,
+    bcast: bool,
+    /// BCAST prefixes, every `ON` adding its own (none: the empty one),
+    /// listed in order as Redis's radix tree lists them.
+    prefixes: std::collections::BTreeSet<Bytes>,
+    optin: bool,
+    optout: bool,
+    noloop: bool,
+    /// `CLIENT CACHING yes|no` for the next command.
+    caching: bool,
+}
+
+impl Conn {
+    /// CLIENT TRACKING | CACHING | GETREDIR | TRACKINGINFO (`sub`); false
+    /// when `sub` is none of them.
+    pub(crate) fn client_tracking(&mut self, sub: &[u8], args: &[Bytes]) -> bool {
+        if is(sub, "TRACKING") {
+            self.tracking(args);
+        } else if is(sub, "CACHING") {
+            self.caching(&args[2]);
+        } else if is(sub, "GETREDIR") {
+            let r = self.s.tracking.as_ref().map_or(-1, |o| o.redirect as i64);
+            self.w().int(r);
+        } else if is(sub, "TRACKINGINFO") {
+            self.tracking_info();
+        } else {
+            return false;
+        }
+        true
+    }
+
+    fn tracking(&mut self, args: &[Bytes]) {
+        let mut o = Options::default();
+        let mut new_prefixes: Vec<Bytes> = Vec::new();
+        let mut j = 3;
+        while j < args.len() {
+            let more = j + 1 < args.len();
+            let a = &args[j];
+            if is(a, "REDIRECT") && more {
+                j += 1;
+                if o.redirect != 0 {
+                    return self
+                        .w()
+                        .error("ERR A client can only redirect to a single other client");
+                }
+                match elsa_shard::ops::parse_i64(&args[j]) {
+                    Some(id) if id > 0 => o.redirect = id as u64,
+                    Some(_) => {
+                        return self
+                            .w()
+                            .error("ERR The client ID you want redirect to does not exist")
+                    }
+                    None => {
+                        return self
+                            .w()
+                            .error("ERR value is not an integer or out of range")
+                    }
+                }
+                if o.redirect != self.s.id && self.shared.pubsub.subscriber(o.redirect).is_none() {
+                    // Elsa finds a redirect among subscribed connections:
+                    // the redirect must be subscribed to receive anything.
+                    return self
+                        .w()
+                        .error("ERR The client ID you want redirect to does not exist");
+                }
+            } else if is(a, "BCAST") {
+                o.bcast = true;
+            } else if is(a, "OPTIN") {
+                o.optin = true;
+            } else if is(a, "OPTOUT") {
+                o.optout = true;
+            } else if is(a, "NOLOOP") {
+                o.noloop = true;
+            } else if is(a, "PREFIX") && more {
+                j += 1;
+                new_prefixes.push(args[j].clone());
+            } else {
+                return self.w().error("ERR syntax error");
+            }
+            j += 1;
+        }
+        if is(&args[2], "OFF") {
+            self.tracking_off();
+            return self.w().simple("OK");
+        }
+        if !is(&args[2], "ON") {
+            return self.w().error("ERR syntax error");
+        }
+        if self
+            .shared
+            .cluster
+            .as_ref()
+            .is_some_and(|c| !c.holds_every_key())
+        {
+            // Invalidations come from the changes installed on this node:
+            // caching a key it does not replicate would never be told.
+            return self.w().error("ERR CLIENT TRACKING needs a node that holds every key of its region (replication-factor at least the region's node count); this one does not");
+        }
+        if !o.bcast && !new_prefixes.is_empty() {
+            return self
+                .w()
+                .error("ERR PREFIX option requires BCAST mode to be enabled");
+        }
+        if let Some(old) = &self.s.tracking {
+            if old.bcast != o.bcast {
+                return self.w().error("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
+            }
+        }
+        if o.bcast && (o.optin || o.optout) {
+            return self
+                .w()
+                .error("ERR OPTIN and OPTOUT are not compatible with BCAST");
+        }
+        if o.optin && o.optout {
+            return self
+                .w()
+                .error("ERR You can't specify both OPTIN mode and OPTOUT mode");
+        }
+        if let Some(old) = &self.s.tracking {
+            if (o.optin && old.optout) || (o.optout && old.optin) {
+                return self.w().error("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
+            }
+        }
+        if o.bcast {
+            if let Some(e) = prefix_collision(self.s.tracking.as_ref(), &new_prefixes) {
+                return self.w().error(&e);
+            }
+            if let Some(old) = &self.s.tracking {
+                o.prefixes = old.prefixes.clone();
+            }
+            if new_prefixes.is_empty() {
+                new_prefixes.push(Bytes::new());
+            }
+            o.prefixes.extend(new_prefixes);
+        }
+        let target = if o.redirect != 0 && o.redirect != self.s.id {
+            self.shared.pubsub.subscriber(o.redirect)
+        } else if self.s.resp3 {
+            Some(self.subs.ensure_queue(self.own_queue()))
+        } else {
+            None
+        };
+        let bcast = o.bcast.then(|| o.prefixes.iter().cloned().collect());
+        self.shared
+            .tracking
+            .enable(self.s.id, Client { target, bcast });
+        self.s.tracking = Some(o);
+        self.w().simple("OK");
+    }
+
+    /// Turns tracking off (CLIENT TRACKING OFF, RESET, the connection's end).
+    pub(crate) fn tracking_off(&mut self) {
+        if self.s.tracking.take().is_some() {
+            self.shared.tracking.disable(self.s.id);
+        }
+    }
+
+    fn caching(&mut self, opt: &[u8]) {
+        let Some(o) = self.s.tracking.as_mut() else {
+            return self.w().error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
+        };
+        if is(opt, "YES") {
+            if !o.optin {
+                return self.w().error(
+                    "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+                );
+            }
+        } else if is(opt, "NO") {
+            if !o.optout {
+                return self.w().error(
+                    "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+                );
+            }
+        } else {
+            return self.w().error("ERR syntax error");
+        }
+        o.caching = true;
+        self.w().simple("OK");
+    }
+
+    fn tracking_info(&mut self) {
+        let o = self.s.tracking.clone();
+        let mut flags: Vec<&str> = vec![if o.is_some() { "on" } else { "off" }];
+        if let Some(o) = &o {
+            let pairs = [
+                (o.bcast, "bcast"),
+                (o.optin, "optin"),
+                (o.optin && o.caching, "caching-yes"),
+                (o.optout, "optout"),
+                (o.optout && o.caching, "caching-no"),
+                (o.noloop, "noloop"),
+            ];
+            flags.extend(pairs.iter().filter(|(on, _)| *on).map(|(_, f)| *f));
+        }
+        let mut w = self.w();
+        w.map(3);
+        w.bulk(b"flags");
+        w.set(flags.len());
+        for f in flags {
+            w.bulk(f.as_bytes());
+        }
+        w.bulk(b"redirect");
+        w.int(o.as_ref().map_or(-1, |o| o.redirect as i64));
+        w.bulk(b"prefixes");
+        let prefixes = o.map(|o| o.prefixes).unwrap_or_default();
+        w.array(prefixes.len());
+        for p in &prefixes {
+            w.bulk(p);
+        }
+    }
+
+    /// Whether CLIENT CACHING was set for this command; every command
+    /// after it ends it (refused ones too) — except CLIENT commands and
+    /// commands queued in MULTI, as Redis's `resetClient`.
+    pub(crate) fn take_caching(&mut self, args: &[Bytes]) -> bool {
+        let multi = self.s.multi.is_some();
+        let Some(o) = self.s.tracking.as_mut() else {
+            return false;
+        };
+        if multi || is(&args[0], "CLIENT") {
+            return o.caching;
+        }
+        std::mem::take(&mut o.caching)
+    }
+
+    /// A data command was parsed: a tracking connection in default mode
+    /// may cache the keys a read-only one reads (as Redis's
+    /// `trackingRememberKeys`: OPTIN only after `CLIENT CACHING yes`,
+    /// OPTOUT unless `CLIENT CACHING no`; `caching` says whether it came).
+    pub(crate) fn remember_reads(&mut self, readonly: bool, caching: bool, dc: &DataCmd) {
+        let Some(o) = &self.s.tracking else {
+            return;
+        };
+        // OPTIN: only when asked; OPTOUT: unless asked not to; else always.
+        let cache = !o.bcast
+            && if o.optin {
+                caching
+            } else {
+                !(o.optout && caching)
+            };
+        if !readonly || !cache {
+            return;
+        }
+        let keys = dc
+            .ops
+            .iter()
+            .flat_map(|(k, op)| std::iter::once(k).chain(op.other_keys()));
+        self.shared.tracking.remember(self.s.id, keys);
+    }
+}
+
+/// Redis's `checkPrefixCollisionsOrReply`: a new BCAST prefix may not
+/// start another one (or be started by it), old or new.
+fn prefix_collision(old: Option<&Options>, new: &[Bytes]) -> Option<String> {
+    let overlap = |a: &[u8], b: &[u8]| {
+        let n = a.len().min(b.len());
+        a[..n] == b[..n]
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    for (i, p) in new.iter().enumerate() {
+        if let Some(hit) = old
+            .into_iter()
+            .flat_map(|o| o.prefixes.iter())
+            .find(|e| overlap(e, p))
+        {
+            return Some(format!(
+                "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                text(p),
+                text(hit)
+            ));
+        }
+        if let Some(hit) = new[i + 1..].iter().find(|q| overlap(p, q)) {
+            return Some(format!(
+                "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                text(p),
+                text(hit)
+            ));
+        }
+    }
+    None
+}
+
+/// Turns tracking off when a connection ends.
+pub(crate) struct Guard {
+    pub tracking: Arc<Tracking>,
+    pub id: u64,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.tracking.disable(self.id);
+    }
+}
