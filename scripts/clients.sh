@@ -211,7 +211,7 @@ for target in $TARGETS; do
       why=""
       if [[ $target == elsa ]] && why=$(known_failure "$prog" "$feat"); then
         if [[ $verdict == FAIL ]]; then
-          expected=$((expected + 1)); echo "  known  $prog $feat ($why)"
+          expected=$((expected + 1)); echo "  known  $prog $feat: $reason"
         elif [[ $verdict == PASS ]]; then
           failed=$((failed + 1)); problems+=("$target $prog $feat: listed in known-elsa-failures.txt but PASSES now; remove the line")
           echo "  UNEXPECTED PASS $prog $feat"
