@@ -84,7 +84,7 @@ install_go() {
 }
 install_java() {
   local s
-  s=$(stamp_of "$SRC/java/pom.xml" "$SRC"/java/src/main/java/*.java)
+  s=$(stamp_of "$SRC/java/pom.xml" "$SRC"/java/src/main/java/clients/*.java)
   fresh "$WORK/java.stamp" "$s" && return 0
   (cd "$SRC/java" && mvn -q -B package -DskipTests -Dmaven.test.skip=true \
     -DbuildDir="$WORK/java-build" &&
@@ -115,8 +115,8 @@ command_for() {
       mode=${rest%%-*}; rest=${rest#*-resp}; resp=${rest%%-*}; parser=${rest#*-}
       echo "env RESP=$resp PARSER=$parser $WORK/venv/bin/python $SRC/python/app_$mode.py" ;;
     go-redis) echo "$WORK/go-redis" ;;
-    jedis) echo "java -cp $WORK/java-build/classes:$(cat "$WORK/java.classpath") JedisApp" ;;
-    lettuce) echo "java -cp $WORK/java-build/classes:$(cat "$WORK/java.classpath") LettuceApp" ;;
+    jedis) echo "java -cp $WORK/java-build/classes:$(cat "$WORK/java.classpath") clients.JedisApp" ;;
+    lettuce) echo "java -cp $WORK/java-build/classes:$(cat "$WORK/java.classpath") clients.LettuceApp" ;;
     node-redis) echo "node $SRC/node/node-redis.mjs" ;;
     ioredis) echo "node $SRC/node/ioredis.mjs" ;;
   esac
