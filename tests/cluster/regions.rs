@@ -222,3 +222,50 @@ fn ack_all_waits_for_every_region_in_crdt_mode() {
         stale.join("\n")
     );
 }
+
+/// Numbered databases across nodes and regions: what a client writes in
+/// database 1 on one node is database 1's on the other node of its region
+/// (whichever node is the key's primary) and, once `WAITREGION` says so,
+/// in the other region — never database 0's, which keeps its own values.
+#[test]
+fn numbered_databases_stay_apart_on_every_node_and_region() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["a", "a", "b"], &["--wan-delay-ms", "10"]);
+    let select = |con: &mut redis::Connection, db: u8| {
+        let _: () = redis::cmd("SELECT").arg(db).query(con).expect("SELECT");
+    };
+    let keys: Vec<String> = (0..40).map(|i| format!("db:{i}")).collect();
+    let mut w = c.conn(0);
+    for k in &keys {
+        let _: () = redis::cmd("SET")
+            .arg(k)
+            .arg(format!("zero-{k}"))
+            .query(&mut w)
+            .unwrap();
+    }
+    select(&mut w, 1);
+    let mut pairs = redis::cmd("MSET");
+    for k in &keys {
+        pairs.arg(k).arg(format!("one-{k}"));
+    }
+    let _: () = pairs.query(&mut w).expect("MSET in db 1");
+    let waited: i64 = redis::cmd("WAITREGION")
+        .arg("b")
+        .arg(10_000)
+        .query(&mut w)
+        .unwrap();
+    assert_eq!(waited, 1, "WAITREGION b");
+    for node in 0..3 {
+        let mut r = c.conn(node);
+        let zero = get_all(&mut r, &keys);
+        select(&mut r, 1);
+        let one = get_all(&mut r, &keys);
+        select(&mut r, 2);
+        let two = get_all(&mut r, &keys);
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(zero[i], Some(format!("zero-{k}")), "node {node} db 0 {k}");
+            assert_eq!(one[i], Some(format!("one-{k}")), "node {node} db 1 {k}");
+            assert_eq!(two[i], None, "node {node} db 2 {k}");
+        }
+    }
+}

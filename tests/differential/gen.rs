@@ -3,8 +3,9 @@
 //! valid, invalid and edge-case forms alike.
 //!
 //! What is deliberately NOT generated, and why:
-//! - `SELECT 1`..`SELECT 15`: Elsa has only database 0 for now (a design
-//!   choice). `SELECT 0`, and indexes out of Redis's range, are generated.
+//! - `SWAPDB`: Elsa refuses it (databases are key namespaces replicated
+//!   across regions; `docs/commands.md`). SELECT, MOVE and `COPY … DB` over
+//!   databases 0–2 are generated, with indexes out of range.
 //! - Elsa's own commands (PUT, DELETE, BEGIN, COMMIT, ABORT, ROLLBACK,
 //!   LASTCOMMIT, WAITREGION, ELSA.*): Redis has no counterpart to compare
 //!   with. Redis commands Elsa lacks (LCS, SORT, streams, …) are not
@@ -378,6 +379,8 @@ const WRONG_ARITY: &[&[&str]] = &[
     &["DBSIZE", "V"],
     &["TIME", "V"],
     &["SELECT"],
+    &["MOVE", "K"],
+    &["SWAPDB", "V"],
     &["MULTI", "V"],
     &["EXEC", "V"],
     &["DISCARD", "V"],
@@ -815,7 +818,17 @@ impl Gen {
             72 => self.flush(),
             73 => self.cmd("TIME", vec![]).with(Norm::Time),
             74 => {
-                let db = self.pick(&[b"0", b"-1", b"16", b"abc", b"", b"99999999999999999999"]);
+                let db = self.pick(&[
+                    b"0",
+                    b"1",
+                    b"2",
+                    b"0",
+                    b"-1",
+                    b"16",
+                    b"abc",
+                    b"",
+                    b"99999999999999999999",
+                ]);
                 self.cmd("SELECT", vec![lit(db)])
             }
             75 => {

@@ -2,8 +2,10 @@
 //! PEXPIRETIME, RENAME, RENAMENX, COPY, OBJECT, MEMORY USAGE, RANDOMKEY —
 //! and the probes that compare exactly what the general norms relax.
 //!
-//! Not generated: `COPY … DB 1`..`DB 15` (Elsa has only database 0, as
-//! for SELECT), `MEMORY DOCTOR|STATS|MALLOC-STATS|PURGE` (they describe
+//! MOVE and `COPY … DB n` cross databases 0–2 (the generator's SELECT
+//! visits the same three).
+//!
+//! Not generated: `MEMORY DOCTOR|STATS|MALLOC-STATS|PURGE` (they describe
 //! Redis's allocator; Elsa refuses them).
 
 use rand::Rng;
@@ -13,7 +15,7 @@ use super::{lit, Arg, Cmd, Gen, Norm, Step};
 impl Gen {
     /// One key command.
     pub(super) fn key_command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..16) {
+        match self.rng.gen_range(0..18) {
             0 => {
                 let k = self.keys(4);
                 self.cmd("TOUCH", k)
@@ -30,6 +32,11 @@ impl Gen {
             7..=9 => self.copy(),
             10..=12 => self.object(),
             13..=14 => self.memory(),
+            15..=16 => {
+                let k = self.key();
+                let db = self.pick(&[b"0", b"1", b"2", b"1", b"16", b"-1", b"x"]);
+                self.cmd("MOVE", vec![k, lit(db)])
+            }
             // Which key comes out is random in both servers.
             _ => self.cmd("RANDOMKEY", vec![]).with(Norm::Shape),
         }
@@ -63,7 +70,10 @@ impl Gen {
         match self.rng.gen_range(0..10) {
             0..=3 => {}
             4..=5 => args.push(self.name("REPLACE")),
-            6 => args.extend([self.name("DB"), lit(b"0")]),
+            6 => {
+                let db = self.pick(&[b"0", b"1", b"2"]);
+                args.extend([self.name("DB"), lit(db)]);
+            }
             7 => {
                 let db = self.pick(&[b"-1", b"16", b"abc", b"99999999999", b""]);
                 args.extend([self.name("DB"), lit(db)]);

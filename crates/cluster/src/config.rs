@@ -105,4 +105,7 @@ pub struct Settings {
     /// True when the node started with no data: it has never been part of
     /// a formed region.
     pub fresh: bool,
+    /// Whether PUBLISH reaches subscribers in other regions too (and
+    /// messages from other regions are delivered here).
+    pub pubsub_across_regions: bool,
 }

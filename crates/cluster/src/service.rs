@@ -16,16 +16,19 @@
 //! The state lives here; the work is split by job: [`links`] (connections
 //! and every frame that arrives), [`routing`] (key → shard, the
 //! one-primary fence, 2pc push), [`rounds`] (anti-entropy rounds) and
-//! [`catchup`] (catch-up after a start, hand-back of slots).
+//! [`catchup`] (catch-up after a start, hand-back of slots); [`pubsub`]
+//! carries PUBLISH to the other nodes.
 
 mod catchup;
 mod faults;
 mod links;
+mod pubsub;
 mod replicate;
 mod rounds;
 mod routing;
 mod units;
 
+pub use pubsub::PublishHook;
 pub use replicate::RegionReplicator;
 pub use routing::{Router, Standalone};
 pub(crate) use units::Arrival;
@@ -37,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use elsa_lattice::{Hlc, NodeId};
 use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::{HashedKey, KeyHasher, ShardMsg};
@@ -237,6 +240,8 @@ pub struct Cluster {
     /// Where whole transactions of other regions go to be installed here
     /// as one (see [`units`]); set once the installer runs.
     units_tx: Mutex<Option<mpsc::UnboundedSender<Vec<LogEntry>>>>,
+    /// Delivers messages other nodes published to this node's subscribers.
+    publish_hook: std::sync::OnceLock<PublishHook>,
 }
 
 impl Cluster {
@@ -315,6 +320,7 @@ impl Cluster {
             not_serving: Mutex::new(HashMap::new()),
             not_serving_count: AtomicUsize::new(0),
             units_tx: Mutex::new(None),
+            publish_hook: std::sync::OnceLock::new(),
         });
         let c = cluster.clone();
         std::thread::Builder::new()

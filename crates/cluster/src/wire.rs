@@ -219,10 +219,26 @@ pub struct ReplicateAck {
     pub stranger: bool,
 }
 
+/// A PUBLISH (or SPUBLISH) made on the sending node, for its subscribers
+/// here (see `service::pubsub`). Fire and forget: never acknowledged.
+#[derive(Clone, PartialEq, Message)]
+pub struct Publish {
+    #[prost(bytes = "bytes", tag = "1")]
+    pub channel: Bytes,
+    #[prost(bytes = "bytes", tag = "2")]
+    pub message: Bytes,
+    /// SPUBLISH: for SSUBSCRIBE subscribers (patterns never match).
+    #[prost(bool, tag = "3")]
+    pub sharded: bool,
+}
+
 /// Everything that travels between nodes.
 #[derive(Clone, PartialEq, Message)]
 pub struct Frame {
-    #[prost(oneof = "Body", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14")]
+    #[prost(
+        oneof = "Body",
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15"
+    )]
     pub body: Option<Body>,
 }
 
@@ -257,6 +273,8 @@ pub enum Body {
     Replicate(Replicate),
     #[prost(message, tag = "14")]
     ReplicateAck(ReplicateAck),
+    #[prost(message, tag = "15")]
+    Publish(Publish),
 }
 
 impl Frame {

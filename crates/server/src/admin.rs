@@ -30,6 +30,8 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Dbsize
             | Control::Randomkey
             | Control::Flushall
+            | Control::Flushdb
+            | Control::Swapdb
             | Control::Keys
             | Control::Scan
             | Control::Unwatch
@@ -37,6 +39,14 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Bgsave
             | Control::Lastsave
             | Control::LastCommit
+            | Control::Publish
+            | Control::Spublish
+            | Control::Pubsub
+            | Control::Subscribe
+            | Control::Psubscribe
+            | Control::Unsubscribe
+            | Control::Punsubscribe
+            | Control::Sunsubscribe
     )
 }
 
@@ -51,6 +61,7 @@ pub fn splits_exec(c: Control) -> bool {
         Control::Dbsize
             | Control::Randomkey
             | Control::Flushall
+            | Control::Flushdb
             | Control::Keys
             | Control::Scan
             | Control::Msetnx
@@ -70,6 +81,8 @@ impl Conn {
     /// Serves a non-transactional control command.
     pub(crate) async fn admin(&mut self, c: Control, args: &[Bytes]) {
         match c {
+            c if crate::pubsub::commands::is_pubsub(c) => self.pubsub(c, args),
+            Control::Ping if self.pubsub_ping(args) => {}
             Control::Ping => match args.get(1) {
                 Some(msg) if args.len() == 2 => self.w().bulk(msg),
                 Some(_) => self.w().error(&cmd::wrong_arity("ping")),
@@ -85,10 +98,22 @@ impl Conn {
                 w.bulk(now.as_secs().to_string().as_bytes());
                 w.bulk(now.subsec_micros().to_string().as_bytes());
             }
-            Control::Select => match int_arg(&args[1]) {
-                Ok(0) => self.w().simple("OK"),
-                Ok(_) => self.w().error("ERR DB index is out of range"),
+            Control::Select => match cmd::db_index(&args[1]) {
+                Ok(db) => {
+                    self.s.db = db;
+                    self.w().simple("OK")
+                }
                 Err(e) => self.w().error(&e.0),
+            },
+            Control::Swapdb => match (cmd::db_index(&args[1]), cmd::db_index(&args[2])) {
+                (Err(_), _) => self.w().error("ERR invalid first DB index"),
+                (_, Err(_)) => self.w().error("ERR invalid second DB index"),
+                // Swapping is renaming every key of both databases on every
+                // node of every region at one instant: a global step that a
+                // coordination-free store cannot take (docs/commands.md).
+                _ => self.w().error(
+                    "ERR SWAPDB is not supported: Elsa's databases are key namespaces replicated across regions, and swapping two needs every node at once (use MOVE, or RENAME keys, instead)",
+                ),
             },
             Control::LastCommit => match self.s.last_commit {
                 Some(ts) => self.w().int(ts as i64),
@@ -103,7 +128,8 @@ impl Conn {
                 Ok(None) => self.w().nil(),
                 Err(e) => self.w().error(&e.to_string()),
             },
-            Control::Flushall => self.flushall(args).await,
+            Control::Flushall => self.flush(args, None).await,
+            Control::Flushdb => self.flush(args, Some(self.s.db)).await,
             Control::Scan => self.scan(args).await,
             Control::Keys => self.keys(&args[1]).await,
             Control::Info => self.info(args).await,
@@ -164,7 +190,25 @@ impl Conn {
     }
 
     async fn dbsize(&self) -> Result<usize, TxnError> {
-        Ok(self.each_shard(AdminMsg::Dbsize).await?.into_iter().sum())
+        let db = self.s.db;
+        Ok(self
+            .each_shard(|reply| AdminMsg::Dbsize { db, reply })
+            .await?
+            .into_iter()
+            .sum())
+    }
+
+    /// Per database with keys: its keys and keys with a TTL (INFO keyspace).
+    pub(crate) async fn keyspace(&self) -> Result<Vec<(u8, usize, usize)>, TxnError> {
+        let mut per_db = std::collections::BTreeMap::<u8, (usize, usize)>::new();
+        for rows in self.each_shard(AdminMsg::Keyspace).await? {
+            for (db, keys, expires) in rows {
+                let row = per_db.entry(db).or_default();
+                row.0 += keys;
+                row.1 += expires;
+            }
+        }
+        Ok(per_db.into_iter().map(|(db, (k, e))| (db, k, e)).collect())
     }
 
     /// RANDOMKEY: a live key of a shard picked at random (the next one if
@@ -173,13 +217,14 @@ impl Conn {
     async fn random_key(&self) -> Result<Option<Bytes>, TxnError> {
         let shards = self.coord.node.shards();
         let seed: u64 = rand::random();
+        let db = self.s.db;
         for i in 0..shards {
             let shard = self.coord.node.local((seed as usize + i) % shards);
             let seed = seed.rotate_left(17);
             let got = self
                 .coord
                 .ask(shard, |reply| {
-                    ShardMsg::Admin(AdminMsg::RandomKey { seed, reply })
+                    ShardMsg::Admin(AdminMsg::RandomKey { db, seed, reply })
                 })
                 .await?;
             if got.is_some() {
@@ -193,7 +238,8 @@ impl Conn {
         self.each_shard(AdminMsg::Stats).await
     }
 
-    async fn flushall(&mut self, args: &[Bytes]) {
+    /// FLUSHALL (`db` None) or FLUSHDB.
+    async fn flush(&mut self, args: &[Bytes], db: Option<u8>) {
         if args.len() > 2
             || args
                 .get(1)
@@ -201,7 +247,7 @@ impl Conn {
         {
             return self.w().error("ERR syntax error");
         }
-        match self.each_shard(AdminMsg::Flush).await {
+        match self.each_shard(|reply| AdminMsg::Flush { db, reply }).await {
             Ok(_) => self.w().simple("OK"),
             Err(e) => self.w().error(&e.to_string()),
         }
@@ -255,12 +301,14 @@ impl Conn {
         }
         let mut keys = Vec::new();
         let kind = type_filter;
+        let db = self.s.db;
         let next = loop {
             let pat = pattern.clone();
             let answer = self
                 .coord
                 .ask(self.coord.node.local(shard), |reply| {
                     ShardMsg::Admin(AdminMsg::Scan {
+                        db,
                         segment,
                         count: count - keys.len().min(count),
                         pattern: pat,
@@ -297,8 +345,10 @@ impl Conn {
     async fn keys(&mut self, pattern: &Bytes) {
         let all_match = &pattern[..] == b"*";
         let pat = (!all_match).then(|| pattern.clone());
+        let db = self.s.db;
         let got = self
             .each_shard(move |reply| AdminMsg::Scan {
+                db,
                 segment: 0,
                 count: usize::MAX,
                 pattern: pat.clone(),
@@ -465,10 +515,11 @@ impl Conn {
                 .unwrap_or_default()
         };
         format!(
-            "id={} addr={} name={} db=0 multi={} resp={} lib-name={} lib-ver={} txn={}\n",
+            "id={} addr={} name={} db={} multi={} resp={} lib-name={} lib-ver={} txn={}\n",
             s.id,
             s.addr,
             txt(&s.name),
+            s.db,
             s.multi.as_ref().map_or(-1, |q| q.len() as i64),
             if s.resp3 { 3 } else { 2 },
             txt(&s.lib_name),

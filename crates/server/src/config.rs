@@ -53,9 +53,16 @@ pub struct Keys {
     /// Most arguments in one command.
     #[arg(long, env = "ELSA_MAX_ARGS")]
     pub max_args: Option<usize>,
+    /// Numbered databases SELECT offers (1 to 256).
+    #[arg(long, env = "ELSA_DATABASES")]
+    pub databases: Option<usize>,
     /// Bytes of unsent replies after which a client is disconnected.
     #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT")]
     pub client_output_buffer_limit: Option<usize>,
+    /// Subscribers' limit, as Redis's `client-output-buffer-limit pubsub`:
+    /// "<hard> <soft> <soft-seconds>" (units b, k, kb, m, mb, g, gb).
+    #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT_PUBSUB")]
+    pub client_output_buffer_limit_pubsub: Option<String>,
     /// Isolation for BEGIN without a level: RC, RR or SI.
     #[arg(long, env = "ELSA_DEFAULT_ISOLATION")]
     pub default_isolation: Option<String>,
@@ -117,6 +124,9 @@ pub struct Keys {
     /// Testing: allow ELSA.FAULT to cut this node off from other regions.
     #[arg(long, env = "ELSA_FAULT_INJECTION")]
     pub fault_injection: Option<bool>,
+    /// Whether PUBLISH reaches subscribers in other regions too.
+    #[arg(long, env = "ELSA_PUBSUB_ACROSS_REGIONS")]
+    pub pubsub_across_regions: Option<bool>,
 }
 
 impl Keys {
@@ -134,7 +144,9 @@ impl Keys {
             maxclients,
             proto_max_bulk_len,
             max_args,
+            databases,
             client_output_buffer_limit,
+            client_output_buffer_limit_pubsub,
             default_isolation,
             ack,
             node_id,
@@ -153,7 +165,8 @@ impl Keys {
             tombstone_ttl_sec,
             wan_delay_ms,
             wan_loss,
-            fault_injection
+            fault_injection,
+            pubsub_across_regions
         );
     }
 }
@@ -175,8 +188,12 @@ pub struct Config {
     pub proto_max_bulk_len: usize,
     /// Most arguments per command.
     pub max_args: usize,
+    /// Numbered databases (SELECT 0 to databases - 1).
+    pub databases: usize,
     /// Output buffer limit per client.
     pub client_output_buffer_limit: usize,
+    /// Output limit of subscribed clients.
+    pub pubsub_output_limit: crate::pubsub::Limit,
     /// Default isolation level.
     pub default_isolation: Isolation,
     /// Default acknowledgement level (`replication = 2pc` makes it `all`).
@@ -222,6 +239,8 @@ pub struct ClusterKeys {
     pub wan_loss: f64,
     /// ELSA.FAULT allowed.
     pub fault_injection: bool,
+    /// PUBLISH reaches other regions.
+    pub pubsub_across_regions: bool,
 }
 
 /// A configuration problem, reported at startup.
@@ -308,10 +327,25 @@ impl Config {
             maxclients: need(c.maxclients, "maxclients")?,
             proto_max_bulk_len: need(c.proto_max_bulk_len, "proto-max-bulk-len")?,
             max_args: need(c.max_args, "max-args")?,
+            databases: match need(c.databases, "databases")? {
+                n @ 1..=256 => n,
+                n => {
+                    return Err(ConfigError::Value(
+                        "databases",
+                        format!("{n} (must be 1 to 256)"),
+                    ))
+                }
+            },
             client_output_buffer_limit: need(
                 c.client_output_buffer_limit,
                 "client-output-buffer-limit",
             )?,
+            pubsub_output_limit: need(
+                c.client_output_buffer_limit_pubsub,
+                "client-output-buffer-limit-pubsub",
+            )?
+            .parse()
+            .map_err(|e| ConfigError::Value("client-output-buffer-limit-pubsub", e))?,
             default_isolation,
             default_ack,
             node_id,
@@ -368,6 +402,7 @@ impl Config {
                     }
                 },
                 fault_injection: need(c.fault_injection, "fault-injection")?,
+                pubsub_across_regions: need(c.pubsub_across_regions, "pubsub-across-regions")?,
             },
         })
     }

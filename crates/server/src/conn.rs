@@ -72,6 +72,12 @@ pub(crate) struct Session {
     pub lib_ver: Option<Bytes>,
     pub resp3: bool,
     pub authed: bool,
+    /// The database SELECT chose (see `elsa_shard::db`).
+    pub db: u8,
+    /// Between MULTI and EXEC: the database before MULTI, which DISCARD
+    /// (or a refused EXEC) goes back to — a queued SELECT changes the
+    /// database of the commands queued after it at once.
+    pub db_before_multi: Option<u8>,
     /// When this connection's commits are acknowledged (ACK).
     pub ack: elsa_shard::AckLevel,
     pub txn: Option<Txn>,
@@ -95,6 +101,8 @@ pub struct Conn {
     /// A command that may have made a list non-empty ran (or was queued)
     /// since blocked clients were last rung (`blocking`).
     list_written: bool,
+    /// Channels and patterns it is subscribed to (`crate::pubsub`).
+    pub(crate) subs: crate::pubsub::Subscriptions,
 }
 
 /// How one request will run.
@@ -118,6 +126,7 @@ impl Conn {
         let authed = shared.config.requirepass.is_none();
         let ack = shared.config.default_ack;
         let _ = stream.set_nodelay(true);
+        let subs = crate::pubsub::Subscriptions::new(shared.pubsub.clone());
         Conn {
             stream,
             inbuf: BytesMut::with_capacity(16 * 1024),
@@ -126,6 +135,7 @@ impl Conn {
             coord,
             shared,
             list_written: false,
+            subs,
             s: Session {
                 id,
                 addr,
@@ -134,6 +144,8 @@ impl Conn {
                 lib_ver: None,
                 resp3: false,
                 authed,
+                db: 0,
+                db_before_multi: None,
                 ack,
                 txn: None,
                 multi: None,
@@ -172,9 +184,15 @@ impl Conn {
     /// writes a whole pipeline before it reads a reply never deadlocks
     /// against us. What waits is bounded: `client-output-buffer-limit` for
     /// replies, [`QUERY_BUFFER_LIMIT`] for requests; past either the
-    /// connection is closed with a log line, never left to stall.
+    /// connection is closed with a log line, never left to stall. A
+    /// subscriber's messages, queued by publishers on any thread, wake the
+    /// loop and go out ahead of the replies to requests read after them
+    /// (past `client-output-buffer-limit pubsub`, the connection closes).
     pub async fn serve(mut self) {
         loop {
+            if !self.drain_pushes() {
+                return;
+            }
             if !self.run_buffered().await {
                 return;
             }
@@ -191,6 +209,7 @@ impl Conn {
                 return;
             }
             let write = !self.out.is_empty();
+            let pushed = crate::pubsub::commands::pushed(self.subs.queue().cloned());
             tokio::select! {
                 r = self.stream.readable() => {
                     if r.is_err() || !self.read_some() {
@@ -205,6 +224,7 @@ impl Conn {
                         return;
                     }
                 }
+                _ = pushed => {}
             }
         }
     }
@@ -387,6 +407,9 @@ impl Conn {
         if let Some(e) = cmd::subcommand_error(spec, &args) {
             return refuse(e);
         }
+        if let Some(e) = self.pubsub_refusal(spec, &args) {
+            return refuse(e);
+        }
         if blocking::may_wake_a_blocked_pop(spec.name) {
             self.list_written = true;
         }
@@ -420,7 +443,32 @@ impl Conn {
         parse: fn(&cmd::Args) -> Result<DataCmd, CmdError>,
         args: &[Bytes],
     ) -> Result<DataCmd, CmdError> {
-        parse(args)
+        let db = self.s.db;
+        if db == 0
+            && !args
+                .iter()
+                .skip(1)
+                .any(|a| a.starts_with(elsa_shard::db::MARK))
+        {
+            return parse(args); // database 0, keys stored as named
+        }
+        let Some(spec) = cmd::lookup(&args[0]) else {
+            return parse(args);
+        };
+        let mut args = args.to_vec();
+        for i in cmd::key_positions(spec, &args) {
+            args[i] = self.db_key(&args[i]);
+        }
+        parse(&args)
+    }
+
+    /// A key as stored in the selected database.
+    pub(crate) fn db_key(&self, key: &Bytes) -> Bytes {
+        if elsa_shard::db::needs_encoding(self.s.db, key) {
+            elsa_shard::db::encode(self.s.db, key)
+        } else {
+            key.clone()
+        }
     }
 
     /// Runs lone commands; exactly one reply per command, in order, each
@@ -477,6 +525,13 @@ impl Conn {
                     if let Some(e) = refusal {
                         self.s.multi_failed = true;
                         return self.w().error(&e);
+                    }
+                    if c == Control::Select {
+                        // The commands queued after it name keys of the
+                        // database it selects (EXEC runs it again in place).
+                        if let Ok(db) = cmd::db_index(&args[1]) {
+                            self.s.db = db;
+                        }
                     }
                     Queued::Admin(c, args)
                 }
@@ -620,6 +675,11 @@ pub(crate) fn write_shaped(w: &mut ReplyWriter<'_>, shape: Shape, replies: &[OpR
                 .sum(),
         ),
         Shape::Ok => w.simple("OK"),
+        Shape::Move => match replies.first() {
+            Some(OpReply::Error(e)) if *e == elsa_shard::ops::ERR_NO_SUCH_KEY => w.int(0),
+            Some(r) => write_op(w, r),
+            None => w.int(0),
+        },
         Shape::Help(lines) => {
             w.array(lines.len());
             for l in lines {

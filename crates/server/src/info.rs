@@ -29,6 +29,10 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
             c.client_output_buffer_limit.to_string(),
         ),
         (
+            "client-output-buffer-limit-pubsub".into(),
+            c.pubsub_output_limit.to_string(),
+        ),
+        (
             "default-isolation".into(),
             c.default_isolation.name().into(),
         ),
@@ -180,14 +184,9 @@ impl Conn {
             self.info_replication(&mut t, pending);
         }
         if want("keyspace") {
-            let keys = total.live;
             let _ = write!(t, "# Keyspace\r\n");
-            if keys > 0 {
-                let _ = write!(
-                    t,
-                    "db0:keys={},expires={},avg_ttl=0\r\n",
-                    keys, total.expires
-                );
+            for (db, keys, expires) in self.keyspace().await.unwrap_or_default() {
+                let _ = write!(t, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
             }
         }
         self.w().verbatim(&t);

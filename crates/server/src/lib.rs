@@ -8,6 +8,7 @@
 //! - `session`: transactions, MULTI/EXEC/WATCH, AUTH, HELLO.
 //! - `admin`, `info`: server and keyspace commands, INFO, CONFIG GET.
 //! - `replication`: INFO replication, WAITREGION, ELSA.DIGEST, ELSA.FAULT.
+//! - [`pubsub`]: channels and patterns, subscribers' queues, PUBLISH.
 //!
 //! Per-key semantics live in `elsa-shard` (`Op`), commit protocols in
 //! `elsa-txn`; this crate only parses, routes and encodes.
@@ -19,6 +20,7 @@ pub mod conn;
 mod info;
 pub mod node;
 pub mod persistence;
+pub mod pubsub;
 mod replication;
 pub mod resp;
 mod session;

@@ -46,6 +46,8 @@ pub struct Shared {
     /// clients blocked in BLPOP, BZPOPMIN and their relatives try again
     /// (`conn::blocking`).
     pub pushes: tokio::sync::Notify,
+    /// Pub/sub subscriptions of this node's connections.
+    pub pubsub: Arc<crate::pubsub::Registry>,
 }
 
 /// Why a node could not start.
@@ -118,9 +120,9 @@ fn recover(
             }
         }
     })?;
-    hlc.observe(max_ts.max(recovery.flush_floor));
+    hlc.observe(max_ts.max(recovery.flush_floor.highest()));
     for shard in &mut shards {
-        shard.apply_flush_floor(recovery.flush_floor);
+        shard.apply_flush_floor(&recovery.flush_floor);
     }
     let recovery_ms = started.elapsed().as_millis() as u64;
     for (path, len) in &recovery.torn {
@@ -170,6 +172,7 @@ fn recover(
 
 /// Runs a node until SIGINT or SIGTERM.
 pub fn run(config: Config) -> Result<(), StartError> {
+    crate::cmd::set_databases(config.databases);
     let listener = listen(&config)?;
     let workers = config.workers;
     let hlc = Arc::new(Hlc::default());
@@ -227,6 +230,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         rejected: AtomicU64::new(0),
         next_client_id: AtomicU64::new(1),
         persistence: Arc::new(persistence),
+        pubsub: crate::pubsub::Registry::attached(cluster.as_deref()),
         cluster,
         pushes: tokio::sync::Notify::new(),
     });
@@ -338,6 +342,7 @@ fn start_cluster(
         fault_injection: c.fault_injection,
         region_nodes: c.region_nodes,
         fresh,
+        pubsub_across_regions: c.pubsub_across_regions,
     };
     let cluster = elsa_cluster::Cluster::start(settings, inboxes.to_vec(), hlc.clone(), hasher)
         .map_err(|e| StartError::Peer(peer.to_string(), e))?;

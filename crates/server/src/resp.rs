@@ -335,6 +335,12 @@ impl ReplyWriter<'_> {
         self.int_line(b'*', n as i64);
     }
 
+    /// `>n` push header (RESP3), or `*n` (RESP2): pub/sub messages and
+    /// subscription confirmations.
+    pub fn push(&mut self, n: usize) {
+        self.int_line(if self.resp3 { b'>' } else { b'*' }, n as i64);
+    }
+
     /// `%n` map header (RESP3), or `*2n` flat array (RESP2).
     pub fn map(&mut self, n: usize) {
         if self.resp3 {

@@ -11,6 +11,7 @@ use crate::cmd::{is, Control};
 use crate::conn::{run_in_txn, write_shaped, Conn, Queued};
 
 fn conflict_message(key: &[u8]) -> String {
+    let key = elsa_shard::db::user_key(key);
     if key.is_empty() {
         "CONFLICT transaction lost to a concurrent commit; nothing was written, retry".into()
     } else {
@@ -36,6 +37,7 @@ impl Conn {
             Control::Exec => self.exec().await,
             Control::Discard => match self.s.multi.take() {
                 Some(_) => {
+                    self.leave_multi_db();
                     self.s.watches.clear();
                     self.s.multi_failed = false;
                     self.w().simple("OK");
@@ -55,10 +57,13 @@ impl Conn {
                 self.s.closing = true;
             }
             Control::Reset => {
+                self.pubsub_reset();
                 self.s.txn = None;
                 self.s.multi = None;
                 self.s.multi_failed = false;
                 self.s.watches.clear();
+                self.s.db = 0;
+                self.s.db_before_multi = None;
                 self.s.resp3 = false;
                 self.s.name = None;
                 self.s.ack = self.shared.config.default_ack;
@@ -147,6 +152,7 @@ impl Conn {
         }
         self.s.multi = Some(Vec::new());
         self.s.multi_failed = false;
+        self.s.db_before_multi = Some(self.s.db);
         self.w().simple("OK");
     }
 
@@ -164,7 +170,7 @@ impl Conn {
             self.s.watches.open = Some(self.coord.node.open_reads.open(now));
         }
         for key in &args[1..] {
-            let key = self.coord.hashed(key.clone());
+            let key = self.coord.hashed(self.db_key(key));
             match elsa_txn::txn::read(&self.coord, key.clone(), self.s.ack).await {
                 Ok(state) => self.s.watches.keys.push((key, Expect::unchanged(&state))),
                 Err(e) => return self.w().error(&e.to_string()),
@@ -178,6 +184,9 @@ impl Conn {
             return self.w().error("ERR EXEC without MULTI");
         };
         let watches = std::mem::take(&mut self.s.watches);
+        // The queued SELECTs run again in their place below; until then the
+        // queued keyless commands see the database MULTI started in.
+        self.leave_multi_db();
         if std::mem::take(&mut self.s.multi_failed) {
             return self
                 .w()
@@ -281,6 +290,13 @@ impl Conn {
         }
     }
 
+    /// Back to the database MULTI started in (DISCARD, EXEC).
+    fn leave_multi_db(&mut self) {
+        if let Some(db) = self.s.db_before_multi.take() {
+            self.s.db = db;
+        }
+    }
+
     /// A control command queued in MULTI, run at EXEC in its place.
     async fn run_queued(&mut self, c: Control, args: &[Bytes]) {
         match c {
@@ -298,6 +314,9 @@ impl Conn {
     /// Answers a refused EXEC (wrong arity, not authenticated) as Redis
     /// does: the transaction, if any, is discarded and the watches dropped.
     pub(crate) fn exec_abort(&mut self, why: &str) {
+        if self.s.multi.is_some() {
+            self.leave_multi_db();
+        }
         self.s.multi = None;
         self.s.multi_failed = false;
         self.s.watches.clear();
@@ -316,7 +335,7 @@ impl Conn {
         }
         let pairs: Vec<(Bytes, Bytes)> = args[1..]
             .chunks_exact(2)
-            .map(|kv| (kv[0].clone(), kv[1].clone()))
+            .map(|kv| (self.db_key(&kv[0]), kv[1].clone()))
             .collect();
         if let Some(mut txn) = self.s.txn.take() {
             let r = msetnx_in(&self.coord, &mut txn, &pairs).await;

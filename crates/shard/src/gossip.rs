@@ -80,4 +80,9 @@ impl GossipBuffer {
     pub fn clear(&mut self) {
         self.dirty.clear();
     }
+
+    /// Forgets the keys `keep` refuses (FLUSHDB).
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        self.dirty.retain(|k, _| keep(k));
+    }
 }

@@ -18,6 +18,7 @@
 //! Nothing here knows about sockets, RESP or other shards: routing and the
 //! coordinator side of commits live in `elsa-txn`.
 
+pub mod db;
 pub mod glob;
 pub mod gossip;
 pub mod msg;

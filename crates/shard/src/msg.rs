@@ -410,13 +410,27 @@ impl ShardMsg {
 /// Administrative requests.
 #[derive(Debug)]
 pub enum AdminMsg {
-    /// Count live keys.
-    Dbsize(oneshot::Sender<usize>),
-    /// Delete everything.
-    Flush(oneshot::Sender<()>),
+    /// Count live keys of a database.
+    Dbsize {
+        /// The database (see [`crate::db`]).
+        db: u8,
+        /// How many.
+        reply: oneshot::Sender<usize>,
+    },
+    /// Per database with keys: live keys and keys with a TTL.
+    Keyspace(oneshot::Sender<Vec<(u8, usize, usize)>>),
+    /// Delete everything (`db` None) or one database.
+    Flush {
+        /// The database, or all.
+        db: Option<u8>,
+        /// Done.
+        reply: oneshot::Sender<()>,
+    },
     /// Live keys of segments starting at `segment`, at least `count` keys or
     /// until the shard ends; answers the keys and the next segment (None at end).
     Scan {
+        /// Only keys of this database, named as its clients name them.
+        db: u8,
         /// First segment to read.
         segment: usize,
         /// Minimum keys wanted (a hint, as in Redis).
@@ -430,6 +444,8 @@ pub enum AdminMsg {
     },
     /// A live key picked with `seed` (RANDOMKEY), if the shard has one.
     RandomKey {
+        /// Of this database.
+        db: u8,
         /// Where to look: a random segment, then a random key in it.
         seed: u64,
         /// The key.

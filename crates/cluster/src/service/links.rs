@@ -517,6 +517,7 @@ impl Cluster {
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(hello.node);
             }
+            Body::Publish(p) => self.on_published(&hello.region, p),
             Body::WatermarkQuery(q) => {
                 let ts = self.watermark(&q.region);
                 reply(Body::WatermarkReply(wire::WatermarkReply { id: q.id, ts }));

@@ -1,6 +1,7 @@
 //! Generic key commands: DEL/UNLINK, EXISTS/TOUCH, TYPE, the TTL and
-//! EXPIRETIME families, the EXPIRE family, PERSIST, RENAME, COPY.
+//! EXPIRETIME families, the EXPIRE family, PERSIST, RENAME, COPY, MOVE.
 
+use elsa_shard::db;
 use elsa_shard::ops::ExpireCond;
 use elsa_shard::{unix_ms, Op};
 
@@ -75,44 +76,53 @@ pub fn renamenx(args: &Args) -> Result<DataCmd, CmdError> {
     )
 }
 
+/// MOVE key db: RENAMENX into the same name in database `db` (the key
+/// arrives stored in the connection's database, see `Conn::data_cmd`), a
+/// missing key answering 0 as Redis does (`Shape::Move`).
+pub fn move_(args: &Args) -> Result<DataCmd, CmdError> {
+    let (from, key) = db::decode(&args[1]);
+    let to = super::db_index(&args[2])?;
+    if to == from {
+        return Err("ERR source and destination objects are the same".into());
+    }
+    Ok(DataCmd {
+        ops: vec![(
+            args[1].clone(),
+            Op::Rename {
+                to: db::encode(to, key),
+                nx: true,
+            },
+        )],
+        shape: Shape::Move,
+    })
+}
+
 /// COPY source destination [DB index] [REPLACE]
 ///
-/// Options are read in order, as Redis reads them. Elsa has one database:
-/// `DB 0` is accepted, any other index is refused as SELECT refuses it.
+/// Options are read in order, as Redis reads them. Both keys arrive stored
+/// in the connection's database (`Conn::data_cmd`); `DB n` moves the
+/// destination to database `n`.
 pub fn copy(args: &Args) -> Result<DataCmd, CmdError> {
     let mut replace = false;
+    let mut to = args[2].clone();
     let mut i = 3;
     while i < args.len() {
         let opt = c_str(&args[i]);
         if is(opt, "REPLACE") {
             replace = true;
         } else if is(opt, "DB") && i + 1 < args.len() {
-            let db = int_arg(&args[i + 1])?;
-            if i32::try_from(db).is_err() {
-                return Err(
-                    "ERR value is out of range, value must between -2147483648 and 2147483647"
-                        .into(),
-                );
-            }
-            if db != 0 {
-                return Err("ERR DB index is out of range".into());
-            }
+            let db = super::db_index(&args[i + 1])?;
+            to = db::encode(db, db::user_key(&args[2]));
             i += 1;
         } else {
             return Err(CmdError::syntax());
         }
         i += 1;
     }
-    if args[1] == args[2] {
+    if args[1] == to {
         return Err("ERR source and destination objects are the same".into());
     }
-    one(
-        args,
-        Op::Copy {
-            to: args[2].clone(),
-            replace,
-        },
-    )
+    one(args, Op::Copy { to, replace })
 }
 
 /// Parses EXPIRE's NX / XX / GT / LT options the way Redis 7 does: every

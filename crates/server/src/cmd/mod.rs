@@ -36,6 +36,8 @@ pub enum Shape {
     Sum,
     /// MSET: `+OK`.
     Ok,
+    /// MOVE: its RENAMENX's answer, a missing key answering 0.
+    Move,
     /// OBJECT HELP, MEMORY HELP: these lines, whatever the ops answered
     /// (they have none).
     Help(&'static [&'static str]),
@@ -85,6 +87,8 @@ pub enum Control {
     Dbsize,
     Randomkey,
     Flushall,
+    Flushdb,
+    Swapdb,
     Scan,
     Keys,
     Auth,
@@ -107,6 +111,16 @@ pub enum Control {
     WaitRegion,
     ElsaDigest,
     ElsaFault,
+    // pub/sub (`crate::pubsub::commands`)
+    Subscribe,
+    Unsubscribe,
+    Psubscribe,
+    Punsubscribe,
+    Ssubscribe,
+    Sunsubscribe,
+    Publish,
+    Spublish,
+    Pubsub,
 }
 
 /// What kind of command a name is.
@@ -161,6 +175,69 @@ impl Spec {
     }
 }
 
+/// How many databases SELECT offers (`databases`; set once at startup).
+static DATABASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(16);
+
+/// Sets how many databases SELECT, MOVE and COPY … DB accept.
+pub fn set_databases(n: usize) {
+    DATABASES.store(n.clamp(1, 256), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A database index as SELECT, MOVE and COPY … DB read it: Redis's
+/// errors for a non-integer and for an index out of range.
+pub fn db_index(arg: &[u8]) -> Result<u8, CmdError> {
+    let n = elsa_shard::ops::parse_i64(arg).ok_or_else(CmdError::not_integer)?;
+    if i32::try_from(n).is_err() {
+        return Err(
+            "ERR value is out of range, value must between -2147483648 and 2147483647".into(),
+        );
+    }
+    match usize::try_from(n) {
+        Ok(n) if n < DATABASES.load(std::sync::atomic::Ordering::Relaxed) => Ok(n as u8),
+        _ => Err("ERR DB index is out of range".into()),
+    }
+}
+
+/// Where a request names keys (Redis's `getKeysFromCommand`): the fixed
+/// positions of the command table, or, for the commands whose keys follow
+/// a count (`numkeys`), the positions that count gives. A count that is
+/// not a number, or reaches past the arguments, gives what fits: the
+/// command's own parse refuses it anyway.
+pub fn key_positions(spec: &Spec, args: &Args) -> Vec<usize> {
+    let counted = |at: usize, first: Vec<usize>| {
+        let n = args
+            .get(at)
+            .and_then(|a| elsa_shard::ops::parse_i64(a))
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0);
+        let end = (at + 1).saturating_add(n).min(args.len());
+        first.into_iter().chain(at + 1..end).collect()
+    };
+    match spec.name {
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => {
+            counted(1, vec![])
+        }
+        "zunionstore" | "zinterstore" | "zdiffstore" => counted(2, vec![1]),
+        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
+        | "fcall_ro" => counted(2, vec![]),
+        // OBJECT ENCODING key, MEMORY USAGE key [SAMPLES n]
+        "object" | "memory" if args.len() >= 3 => vec![2],
+        _ if spec.first_key <= 0 => vec![],
+        _ => {
+            let last = if spec.last_key < 0 {
+                args.len() as i64 + spec.last_key as i64
+            } else {
+                spec.last_key as i64
+            };
+            let step = spec.step.max(1) as usize;
+            (spec.first_key as usize..=last.max(0) as usize)
+                .step_by(step)
+                .filter(|&i| i < args.len())
+                .collect()
+        }
+    }
+}
+
 /// A command-level error, answered as a Redis error line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CmdError(pub String);
@@ -188,6 +265,8 @@ const W: &[&str] = &["write", "denyoom", "fast"];
 const WS: &[&str] = &["write", "denyoom"];
 const A: &[&str] = &["fast", "loading", "stale"];
 const N: &[&str] = &["noscript", "loading", "stale"];
+const SUB: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+const PUB: &[&str] = &["pubsub", "loading", "stale", "fast"];
 
 macro_rules! spec {
     ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $kind:expr) => {
@@ -540,7 +619,9 @@ pub static COMMANDS: &[Spec] = &[
     spec!("keys", 2, &["readonly"], 0, 0, 0, Ctl(C::Keys)),
     spec!("dbsize", 1, R, 0, 0, 0, Ctl(C::Dbsize)),
     spec!("flushall", -1, &["write"], 0, 0, 0, Ctl(C::Flushall)),
-    spec!("flushdb", -1, &["write"], 0, 0, 0, Ctl(C::Flushall)),
+    spec!("flushdb", -1, &["write"], 0, 0, 0, Ctl(C::Flushdb)),
+    spec!("swapdb", 3, &["write", "fast"], 0, 0, 0, Ctl(C::Swapdb)),
+    spec!("move", 3, &["write", "fast"], 1, 1, 1, Data(keys::move_)),
     // connection and server
     spec!("ping", -1, A, 0, 0, 0, Ctl(C::Ping)),
     spec!("echo", 2, A, 0, 0, 0, Ctl(C::Echo)),
@@ -561,6 +642,16 @@ pub static COMMANDS: &[Spec] = &[
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
     spec!("elsa.digest", 1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
     spec!("elsa.fault", -2, N, 0, 0, 0, Ctl(C::ElsaFault)),
+    // pub/sub
+    spec!("subscribe", -2, SUB, 0, 0, 0, Ctl(C::Subscribe)),
+    spec!("unsubscribe", -1, SUB, 0, 0, 0, Ctl(C::Unsubscribe)),
+    spec!("psubscribe", -2, SUB, 0, 0, 0, Ctl(C::Psubscribe)),
+    spec!("punsubscribe", -1, SUB, 0, 0, 0, Ctl(C::Punsubscribe)),
+    spec!("ssubscribe", -2, SUB, 1, -1, 1, Ctl(C::Ssubscribe)),
+    spec!("sunsubscribe", -1, SUB, 1, -1, 1, Ctl(C::Sunsubscribe)),
+    spec!("publish", 3, PUB, 0, 0, 0, Ctl(C::Publish)),
+    spec!("spublish", 3, PUB, 1, 1, 1, Ctl(C::Spublish)),
+    spec!("pubsub", -2, &[], 0, 0, 0, Ctl(C::Pubsub)),
     // transactions
     spec!("begin", -1, A, 0, 0, 0, Ctl(C::Begin)),
     spec!("ack", -1, A, 0, 0, 0, Ctl(C::Ack)),
@@ -692,6 +783,17 @@ const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
         ],
     ),
     (
+        "pubsub",
+        &[
+            ("channels", -2),
+            ("help", 2),
+            ("numpat", 2),
+            ("numsub", -2),
+            ("shardchannels", -2),
+            ("shardnumsub", -2),
+        ],
+    ),
+    (
         "memory",
         &[
             ("doctor", 2),
@@ -723,6 +825,22 @@ pub fn subcommand_error(spec: &Spec, args: &Args) -> Option<String> {
         args.len() >= (-arity) as usize
     };
     (!ok).then(|| wrong_arity(&format!("{}|{sub_name}", spec.name)))
+}
+
+/// Redis's full name of a command (`c->cmd->fullname`): `config|get` for
+/// a container's subcommand, else the name.
+pub fn full_name(spec: &Spec, args: &Args) -> String {
+    let sub = SUBCOMMANDS
+        .iter()
+        .find(|(name, _)| *name == spec.name)
+        .and_then(|(_, subs)| {
+            let arg = args.get(1)?;
+            subs.iter().find(|(name, _)| is(arg, name))
+        });
+    match sub {
+        Some((sub, _)) => format!("{}|{sub}", spec.name),
+        None => spec.name.to_string(),
+    }
 }
 
 /// An argument as C code sees it: up to its first NUL byte. Redis reads

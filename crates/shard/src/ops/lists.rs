@@ -418,7 +418,7 @@ impl ListOp {
                     if exists {
                         let popped = pop(k, view, end, count);
                         return OpReply::Array(vec![
-                            OpReply::Bulk(Bytes::copy_from_slice(k)),
+                            OpReply::Bulk(Bytes::copy_from_slice(crate::db::user_key(k))),
                             bulks(popped),
                         ]);
                     }
@@ -731,9 +731,8 @@ fn trim(key: &[u8], view: &mut impl KeyView, start: i64, stop: i64) -> OpReply {
         Ok(Some(s)) => list(&s).len(),
     };
     let (from, to) = span(len, start, stop);
-    if from == 0 && to == len {
-        return OpReply::Ok;
-    }
+    // A trim that removes nothing still writes (an empty change): Redis
+    // counts LTRIM on an existing list as a change, so a WATCH on it fails.
     match write(view, key, |l, dot| l.remove((0..from).chain(to..len), dot)) {
         Err(e) => e,
         Ok(()) => OpReply::Ok,

@@ -806,7 +806,7 @@ fn mpop(key: &[u8], keys: &[Bytes], view: &mut impl KeyView, max: bool, count: u
                 .map(|(m, s)| OpReply::Array(vec![OpReply::Bulk(m), OpReply::Double(s)]))
                 .collect();
             return OpReply::Array(vec![
-                OpReply::Bulk(Bytes::copy_from_slice(k)),
+                OpReply::Bulk(Bytes::copy_from_slice(crate::db::user_key(k))),
                 OpReply::Array(pairs),
             ]);
         }

@@ -107,7 +107,7 @@ pub struct Shard {
     /// The garbage sweep under way.
     gc: upkeep::GcSweep,
     /// The last FLUSHALL here: everything committed before it was deleted.
-    flush_floor: Ts,
+    flush_floor: crate::db::Floors,
     /// Where the last anti-entropy batch stopped: (segment, records into
     /// it). The next batch resumes there, so when more lattices differ
     /// than one batch holds, successive rounds cover the whole table
@@ -255,7 +255,7 @@ impl Shard {
             frozen: false,
             tombstone_floor: 0,
             gc: upkeep::GcSweep::default(),
-            flush_floor: 0,
+            flush_floor: Default::default(),
             ae_cursor: std::cell::Cell::new((0, 0)),
             freeze_waiters: Vec::new(),
             parked: std::collections::VecDeque::new(),
@@ -382,26 +382,31 @@ impl Shard {
 
     fn handle_admin(&mut self, msg: AdminMsg) {
         match msg {
-            AdminMsg::Dbsize(reply) => {
-                let n = self.live_keys();
+            AdminMsg::Dbsize { db, reply } => {
+                let n = self.live_keys(db);
                 self.respond(reply, n);
             }
-            AdminMsg::Flush(reply) => {
-                self.op_flush();
+            AdminMsg::Keyspace(reply) => {
+                let rows = self.keyspace();
+                self.respond(reply, rows);
+            }
+            AdminMsg::Flush { db, reply } => {
+                self.op_flush(db);
                 self.respond(reply, ());
             }
             AdminMsg::Scan {
+                db,
                 segment,
                 count,
                 pattern,
                 kind,
                 reply,
             } => {
-                let r = self.op_scan(segment, count, pattern.as_deref(), kind.as_deref());
+                let r = self.op_scan(db, segment, count, pattern.as_deref(), kind.as_deref());
                 self.respond(reply, r);
             }
-            AdminMsg::RandomKey { seed, reply } => {
-                let k = self.op_random_key(seed);
+            AdminMsg::RandomKey { db, seed, reply } => {
+                let k = self.op_random_key(db, seed);
                 self.respond(reply, k);
             }
             AdminMsg::Stats(reply) => {
@@ -978,7 +983,7 @@ impl Shard {
             }
             let version = self.version_of(c.key.hash, &c.key.key);
             let ok = match c.expect {
-                Expect::Version(v) => version == v || self.collected_since(v, version),
+                Expect::Version(v) => version == v || self.collected_since(&c.key.key, v, version),
                 Expect::LiveVersion(v, until) => version == v && until > unix_ms(),
                 Expect::CommittedBefore(start_ts) => version.commit_ts < start_ts,
             };
@@ -997,8 +1002,8 @@ impl Shard {
     /// this a WATCH on a deleted key failed once the sweep went by. A
     /// FLUSHALL since `read` leaves no record either, and then nobody can
     /// tell whether the key was written meanwhile: not unchanged.
-    fn collected_since(&self, read: Version, now: Version) -> bool {
-        now == Version::ZERO && read != Version::ZERO && self.flush_floor <= read.commit_ts
+    fn collected_since(&self, key: &[u8], read: Version, now: Version) -> bool {
+        now == Version::ZERO && read != Version::ZERO && self.flush_floor.of(key) <= read.commit_ts
     }
 
     /// Single-shard commit: validate, then install, in one actor step. A key

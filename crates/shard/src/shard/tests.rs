@@ -270,14 +270,14 @@ fn garbage_collection_keeps_fresh_tombstones_and_unflushed_changes() {
     );
     let t = key(&s, "t");
     assert!(s.table.get(t.hash, b"t").is_some_and(Record::is_tombstone));
-    assert_eq!(s.live_keys(), 1);
+    assert_eq!(s.live_keys(0), 1);
     assert_eq!(
         s.collect_garbage(now + 100, u64::MAX),
         1,
         "then goes as one"
     );
     assert_eq!(s.table.len(), 1);
-    assert_eq!(s.live_keys(), 1);
+    assert_eq!(s.live_keys(0), 1);
 }
 
 #[test]
@@ -302,7 +302,7 @@ fn a_tombstone_collected_after_a_read_still_validates() {
     );
     s.op_batch(&[kop(&s, "k", set("2"))]);
     assert!(s.validate(&[check(&s)], None, Refusal::Busy).is_err());
-    s.op_flush();
+    s.op_flush(None);
     assert!(
         s.validate(&[check(&s)], None, Refusal::Busy).is_err(),
         "after a FLUSHALL nothing tells whether the key was written meanwhile"
@@ -510,7 +510,7 @@ fn scan_covers_all_segments() {
     let mut seg = 0;
     let mut all = Vec::new();
     loop {
-        let (keys, next) = s.op_scan(seg, 10, None, None);
+        let (keys, next) = s.op_scan(0, seg, 10, None, None);
         all.extend(keys);
         match next {
             Some(n) => seg = n,
@@ -520,7 +520,7 @@ fn scan_covers_all_segments() {
     all.sort();
     all.dedup();
     assert_eq!(all.len(), 1000);
-    let (some, _) = s.op_scan(0, usize::MAX, Some(b"k99*"), None);
+    let (some, _) = s.op_scan(0, 0, usize::MAX, Some(b"k99*"), None);
     assert_eq!(some.len(), 11);
 }
 
@@ -777,7 +777,7 @@ fn a_garbage_sweep_in_slices_collects_what_one_sweep_does() {
     }
     s.collect_garbage_step(unix_ms(), u64::MAX, slices);
     assert_eq!(s.table.len(), 1000, "every tombstone went, nothing else");
-    assert_eq!(s.live_keys(), 1000);
+    assert_eq!(s.live_keys(0), 1000);
     assert_eq!(s.tombstone_floor, u64::MAX);
 }
 

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 
 use super::{unix_ms, Shard, ShardStats};
+use crate::db;
 use crate::gossip::Dirty;
 use crate::ops::Current;
 use crate::record::Record;
@@ -45,42 +46,72 @@ fn entry_of(rec: &Record, key: Bytes) -> LogEntry {
 }
 
 impl Shard {
-    pub(super) fn live_keys(&self) -> usize {
+    pub(super) fn live_keys(&self, db: u8) -> usize {
         let now = unix_ms();
         self.table
             .iter()
-            .filter(|r| r.is_live(now) && !is_internal(r.key()))
+            .filter(|r| r.is_live(now) && !is_internal(r.key()) && db::db_of(r.key()) == db)
             .count()
     }
 
-    /// Drops every key (FLUSHALL / FLUSHDB).
-    pub fn op_flush(&mut self) {
+    /// Live keys and keys with a TTL per database that has any (INFO
+    /// keyspace).
+    pub fn keyspace(&self) -> Vec<(u8, usize, usize)> {
+        let now = unix_ms();
+        let mut per_db = std::collections::BTreeMap::<u8, (usize, usize)>::new();
+        for r in self.table.iter() {
+            if !r.is_live(now) || is_internal(r.key()) {
+                continue;
+            }
+            let row = per_db.entry(db::db_of(r.key())).or_default();
+            row.0 += 1;
+            if r.expire_ms().is_some() || r.typed().is_some_and(|t| t.expire_ms(now).is_some()) {
+                row.1 += 1;
+            }
+        }
+        per_db.into_iter().map(|(db, (k, e))| (db, k, e)).collect()
+    }
+
+    /// Drops every key (FLUSHALL, `db` None) or every key of one database
+    /// (FLUSHDB).
+    pub fn op_flush(&mut self, db: Option<u8>) {
         // A range tombstone: everything committed before now is gone, and
         // the log says so, so recovery (which replays in any order) drops
         // what came before it too.
         let floor = self.hlc.now();
-        self.table.clear();
-        self.gossip.clear();
-        self.flush_floor = floor;
+        match db {
+            None => {
+                self.table.clear();
+                self.gossip.clear();
+            }
+            Some(db) => {
+                self.table
+                    .retain(|r| is_internal(r.key()) || db::db_of(r.key()) != db);
+                self.gossip.retain(|key| db::db_of(key) != db);
+            }
+        }
+        self.flush_floor.raise(db, floor);
         if let Some(d) = &mut self.durability {
-            d.wal.stage_flush(floor);
+            d.wal.stage_flush(db, floor);
         }
     }
 
-    /// After recovery: drops what a logged FLUSHALL deleted (lattices
-    /// committed before `floor`), whatever order the files replayed in.
-    pub fn apply_flush_floor(&mut self, floor: Ts) {
-        if floor == 0 {
+    /// After recovery: drops what a logged FLUSHALL or FLUSHDB deleted
+    /// (lattices committed before their floors), whatever order the files
+    /// replayed in.
+    pub fn apply_flush_floor(&mut self, floors: &db::Floors) {
+        if floors.is_empty() {
             return;
         }
-        self.table.retain(|r| r.commit_ts >= floor);
-        self.flush_floor = self.flush_floor.max(floor);
+        self.table.retain(|r| r.commit_ts >= floors.of(r.key()));
+        self.flush_floor.merge(floors);
     }
 
     /// Live keys from `segment` on, until at least `count` were seen;
     /// only those matching `pattern` and, with `kind`, of that type.
     pub fn op_scan(
         &self,
+        db: u8,
         mut segment: usize,
         count: usize,
         pattern: Option<&[u8]>,
@@ -93,9 +124,13 @@ impl Shard {
                 self.table
                     .segment(segment)
                     .filter(|r| r.is_live(now) && !is_internal(r.key()))
-                    .filter(|r| pattern.is_none_or(|p| crate::glob::matches(p, r.key())))
-                    .filter(|r| kind.is_none_or(|k| r.kind_name(now).as_bytes() == k))
-                    .map(|r| Bytes::copy_from_slice(r.key())),
+                    .filter_map(|r| match db::decode(r.key()) {
+                        (d, key) if d == db => Some((r, key)),
+                        _ => None,
+                    })
+                    .filter(|(_, key)| pattern.is_none_or(|p| crate::glob::matches(p, key)))
+                    .filter(|(r, _)| kind.is_none_or(|k| r.kind_name(now).as_bytes() == k))
+                    .map(|(_, key)| Bytes::copy_from_slice(key)),
             );
             segment += 1;
             if keys.len() >= count {
@@ -107,7 +142,7 @@ impl Shard {
 
     /// A live key for RANDOMKEY: the first segment from a random one that
     /// has live keys, and a random key of it (never an internal one).
-    pub fn op_random_key(&self, seed: u64) -> Option<Bytes> {
+    pub fn op_random_key(&self, db: u8, seed: u64) -> Option<Bytes> {
         let now = unix_ms();
         let first = (seed as usize) % SEGMENTS;
         (0..SEGMENTS).find_map(|i| {
@@ -115,7 +150,10 @@ impl Shard {
                 .table
                 .segment((first + i) % SEGMENTS)
                 .filter(|r| r.is_live(now) && !is_internal(r.key()))
-                .map(|r| r.key())
+                .filter_map(|r| match db::decode(r.key()) {
+                    (d, key) if d == db => Some(key),
+                    _ => None,
+                })
                 .collect();
             let pick = (seed >> 8) as usize % live.len().max(1);
             live.get(pick).map(|k| Bytes::copy_from_slice(k))

@@ -203,12 +203,17 @@ pub enum Logged {
     /// FLUSHALL: every lattice committed before this timestamp is deleted
     /// (a range tombstone, so replay in any order gives the same result).
     Flush(Ts),
+    /// FLUSHDB of one database: its lattices committed before the
+    /// timestamp are deleted (see [`crate::db`]).
+    FlushDb(u8, Ts),
 }
 
 /// Marks a flush frame where a payload's entry count would be.
 const FLUSH_MARK: u32 = u32::MAX;
 /// Marks a confirmation frame (see [`Logged::Confirmed`]).
 const CONFIRMED_MARK: u32 = u32::MAX - 1;
+/// Marks a one-database flush frame (see [`Logged::FlushDb`]).
+const FLUSH_DB_MARK: u32 = u32::MAX - 2;
 /// Set in an entry count: an own frame (see [`Logged::Own`]). Counts stay
 /// far below it (a frame is at most [`MAX_FRAME`] bytes).
 pub const OWN: u32 = 1 << 30;
@@ -221,9 +226,18 @@ pub fn encode_confirmed(out: &mut Vec<u8>, seq: u64, offset: u64) {
     encode_frame(out, CONFIRMED_MARK, &body);
 }
 
-/// Appends a flush frame (see [`Logged::Flush`]) to `out`.
-pub fn encode_flush(out: &mut Vec<u8>, floor: Ts) {
-    encode_frame(out, FLUSH_MARK, &floor.to_le_bytes());
+/// Appends a flush frame (see [`Logged::Flush`], [`Logged::FlushDb`]) to
+/// `out`: every database (None) or one.
+pub fn encode_flush(out: &mut Vec<u8>, db: Option<u8>, floor: Ts) {
+    match db {
+        None => encode_frame(out, FLUSH_MARK, &floor.to_le_bytes()),
+        Some(db) => {
+            let mut body = [0u8; 9];
+            body[..8].copy_from_slice(&floor.to_le_bytes());
+            body[8] = db;
+            encode_frame(out, FLUSH_DB_MARK, &body);
+        }
+    }
 }
 
 /// Bytes of a frame before its entries: magic, length, checksum, count.
@@ -380,6 +394,15 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
         }
         return Ok(Logged::Flush(floor));
     }
+    if count == FLUSH_DB_MARK {
+        need(p, 9)?;
+        let floor = p.get_u64_le();
+        let db = p.get_u8();
+        if p.has_remaining() {
+            return Err("trailing bytes in flush record".into());
+        }
+        return Ok(Logged::FlushDb(db, floor));
+    }
     if count == CONFIRMED_MARK {
         need(p, 16)?;
         let (seq, offset) = (p.get_u64_le(), p.get_u64_le());
@@ -486,6 +509,7 @@ mod tests {
         let tail = decode_file(data, |r| match r {
             Logged::Lattices(r) | Logged::Own(r) => got.push(r),
             Logged::Flush(ts) => got.push(vec![entry("FLUSH", None, None, ts)]),
+            Logged::FlushDb(db, ts) => got.push(vec![entry(&format!("FLUSH{db}"), None, None, ts)]),
             Logged::Confirmed { seq, offset } => {
                 got.push(vec![entry("CONFIRMED", None, None, seq + offset)])
             }
@@ -530,11 +554,19 @@ mod tests {
     fn flush_records_roundtrip() {
         let r1 = vec![entry("a", Some("1"), None, 1)];
         let mut file = frame(&r1);
-        encode_flush(&mut file, 77);
+        encode_flush(&mut file, None, 77);
+        encode_flush(&mut file, Some(3), 78);
         let mut got = Vec::new();
         let tail = decode_file(&file, |r| got.push(r));
         assert_eq!(tail, Ok(Tail::Clean));
-        assert_eq!(got, vec![Logged::Lattices(r1), Logged::Flush(77)]);
+        assert_eq!(
+            got,
+            vec![
+                Logged::Lattices(r1),
+                Logged::Flush(77),
+                Logged::FlushDb(3, 78)
+            ]
+        );
     }
 
     #[test]

@@ -69,9 +69,9 @@ pub struct Recovery {
     pub torn: Vec<(PathBuf, usize)>,
     /// Largest sequence number seen in any file name.
     pub max_seq: u64,
-    /// The latest FLUSHALL logged: lattices committed before it are gone
-    /// (the caller drops them once everything is replayed).
-    pub flush_floor: u64,
+    /// The latest FLUSHALL and FLUSHDBs logged: lattices committed before
+    /// them are gone (the caller drops them once everything is replayed).
+    pub flush_floor: crate::db::Floors,
     /// Own lattices left out: the region's replicas never confirmed them.
     pub unconfirmed: u64,
 }
@@ -134,7 +134,8 @@ fn replay(
                 }
             }
             (codec::Logged::Confirmed { .. }, None) => {}
-            (codec::Logged::Flush(floor), _) => r.flush_floor = r.flush_floor.max(floor),
+            (codec::Logged::Flush(floor), _) => r.flush_floor.raise(None, floor),
+            (codec::Logged::FlushDb(db, floor), _) => r.flush_floor.raise(Some(db), floor),
         }
     })
 }

@@ -303,10 +303,11 @@ impl Wal {
         self.staged_count += 1;
     }
 
-    /// Logs a FLUSHALL: everything committed before `floor` is deleted.
-    pub fn stage_flush(&mut self, floor: Ts) {
+    /// Logs a FLUSHALL (`db` None) or FLUSHDB: everything (of `db`)
+    /// committed before `floor` is deleted.
+    pub fn stage_flush(&mut self, db: Option<u8>, floor: Ts) {
         self.seal();
-        codec::encode_flush(&mut self.buf, floor);
+        codec::encode_flush(&mut self.buf, db, floor);
         self.stats.records += 1;
     }
 
