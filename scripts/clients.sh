@@ -43,6 +43,18 @@ esac
 [[ $ONLY == *[*?[]* ]] || ONLY="$ONLY*"
 
 mkdir -p "$WORK/run"
+
+# redis-server (a target) and redis-cli (the readiness check), as scripts/test.sh.
+need=()
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+if ((${#need[@]})); then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "installing ${need[*]} ..."
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
 PY_PROGRAMS=()
 for mode in sync async; do
   for resp in 2 3; do
@@ -191,12 +203,18 @@ known_failure() {
 passed=0 failed=0 skipped=0 expected=0
 problems=()
 suite_t0=$(now)
-cleanup() { for t in redis elsa; do [[ -x $WORK/run/$t.stop ]] && "$WORK/run/$t.stop"; done; }
+DIRS=()
+cleanup() {
+  local t d
+  for t in redis elsa; do [[ -x $WORK/run/$t.stop ]] && "$WORK/run/$t.stop"; done
+  for d in "${DIRS[@]}"; do rm -rf "$d"; done
+}
 trap cleanup EXIT
 
 for target in $TARGETS; do
   read -r port dir < <(setup_server "$target") || exit 1
   [[ -n ${port:-} ]] || exit 1
+  DIRS+=("$dir")
   "$WORK/run/$target.start" || exit 1
   echo "== $target on 127.0.0.1:$port (data $dir)"
   for prog in "${PROGRAMS[@]}"; do
