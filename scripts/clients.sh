@@ -3,7 +3,7 @@
 # Lettuce, node-redis, ioredis) run small application-style programs
 # (tests/clients/) against Elsa and against redis-server.
 #
-#   scripts/clients.sh [--target elsa|redis|both] [--only PROGRAM-GLOB] [--no-install]
+#   scripts/clients.sh [--target elsa|redis|both] [--only PROGRAM-GLOB] [--no-install] [--serial]
 #
 # Installs what it needs under target/clients (a Python venv, node_modules via
 # `npm ci`, a Go binary, a Java jar and its classpath), once: later runs reuse it
@@ -13,7 +13,8 @@
 # Against redis-server every feature must PASS (or SKIP where the library has
 # no such feature). Against Elsa, a feature listed in
 # tests/clients/known-elsa-failures.txt may FAIL; one listed that passes fails
-# the run, so the list only shrinks.
+# the run, so the list only shrinks. The targets run side by side (--serial:
+# one after the other).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,13 +25,15 @@ PASSWORD=elsa-clients-pw
 TARGETS=both
 ONLY='*'
 INSTALL=1
+SERIAL=0
 
 while (($#)); do
   case $1 in
     --target) TARGETS=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
     --no-install) INSTALL=0; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --serial) SERIAL=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -200,30 +203,21 @@ known_failure() {
 }
 
 # ---------------------------------------------------------------- run
-passed=0 failed=0 skipped=0 expected=0
-problems=()
-suite_t0=$(now)
-DIRS=()
-cleanup() {
-  local t d
-  for t in redis elsa; do [[ -x $WORK/run/$t.stop ]] && "$WORK/run/$t.stop"; done
-  for d in "${DIRS[@]}"; do rm -rf "$d"; done
-}
-trap cleanup EXIT
-
-for target in $TARGETS; do
-  read -r port dir < <(setup_server "$target") || exit 1
-  [[ -n ${port:-} ]] || exit 1
-  DIRS+=("$dir")
-  "$WORK/run/$target.start" || exit 1
-  echo "== $target on 127.0.0.1:$port (data $dir)"
+# run_target TARGET PORT: every program against one running server. Prints
+# its report; leaves "passed failed skipped expected" in run/TARGET.counts and
+# one problem a line in run/TARGET.problems.
+run_target() {
+  local target=$1 port=$2 prog t0 log rc seen verdict feat reason why
+  local passed=0 failed=0 skipped=0 expected=0
+  : >"$WORK/run/$target.problems"
+  problem() { failed=$((failed + 1)); echo "$target $1" >>"$WORK/run/$target.problems"; }
   for prog in "${PROGRAMS[@]}"; do
     t0=$(now)
     log=$WORK/run/$prog-$target.log
     # shellcheck disable=SC2046
     TARGET=$target HOST=127.0.0.1 PORT=$port PASSWORD=$PASSWORD \
       RESTART_CMD="$WORK/run/$target.restart" \
-      timeout 300 $(command_for "$prog") >"$log" 2>&1
+      timeout 300 $(command_for "$prog") >"$log" 2>&1 </dev/null
     rc=$?
     seen=0
     while read -r verdict feat reason; do
@@ -232,12 +226,11 @@ for target in $TARGETS; do
         PASS|FAIL|SKIP) seen=$((seen + 1)) ;;
         *) continue ;;
       esac
-      why=""
       if [[ $target == elsa ]] && why=$(known_failure "$prog" "$feat"); then
         if [[ $verdict == FAIL ]]; then
           expected=$((expected + 1)); echo "  known  $prog $feat: $reason"
         elif [[ $verdict == PASS ]]; then
-          failed=$((failed + 1)); problems+=("$target $prog $feat: listed in known-elsa-failures.txt but PASSES now; remove the line")
+          problem "$prog $feat: listed in known-elsa-failures.txt but PASSES now; remove the line"
           echo "  UNEXPECTED PASS $prog $feat"
         else
           skipped=$((skipped + 1))
@@ -247,19 +240,56 @@ for target in $TARGETS; do
       case $verdict in
         PASS) passed=$((passed + 1)) ;;
         SKIP) skipped=$((skipped + 1)); echo "  skip   $prog $feat: $reason" ;;
-        FAIL) failed=$((failed + 1)); problems+=("$target $prog $feat: $reason"); echo "  FAIL   $prog $feat: $reason" ;;
+        FAIL) problem "$prog $feat: $reason"; echo "  FAIL   $prog $feat: $reason" ;;
       esac
     done <"$log"
     if ((seen == 0)) || { ((rc != 0)) && ! grep -q '^FAIL ' "$log"; }; then
-      failed=$((failed + 1)); problems+=("$target $prog: exited $rc (log $log)")
+      problem "$prog: exited $rc (log $log)"
       echo "  CRASH  $prog exited $rc:"; tail -20 "$log" | sed 's/^/    /'
     fi
     echo "$target $prog: $(grep -c '^PASS ' "$log") pass, $(grep -c '^FAIL ' "$log") fail, $(grep -c '^SKIP ' "$log") skip in $(elapsed "$t0")s"
   done
+  echo "$passed $failed $skipped $expected" >"$WORK/run/$target.counts"
+}
+
+suite_t0=$(now)
+DIRS=()
+cleanup() {
+  local t d
+  for t in redis elsa; do [[ -x $WORK/run/$t.stop ]] && "$WORK/run/$t.stop"; done
+  for d in "${DIRS[@]}"; do rm -rf "$d"; done
+}
+trap cleanup EXIT
+
+# The targets run side by side (each program is mostly waiting), unless --serial.
+declare -A PORT_OF
+for target in $TARGETS; do
+  read -r port dir < <(setup_server "$target") || exit 1
+  [[ -n ${port:-} ]] || exit 1
+  DIRS+=("$dir")
+  "$WORK/run/$target.start" || exit 1
+  PORT_OF[$target]=$port
+  echo "== $target on 127.0.0.1:$port (data $dir)"
+done
+pids=()
+for target in $TARGETS; do
+  if ((SERIAL)); then
+    run_target "$target" "${PORT_OF[$target]}"
+  else
+    run_target "$target" "${PORT_OF[$target]}" >"$WORK/run/$target.out" 2>&1 &
+    pids+=($!)
+  fi
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+passed=0 failed=0 skipped=0 expected=0
+for target in $TARGETS; do
+  ((SERIAL)) || { echo "== $target"; cat "$WORK/run/$target.out"; }
+  read -r p f s e <"$WORK/run/$target.counts" 2>/dev/null || { p=0 f=1 s=0 e=0; echo "$target: the run did not finish" >>"$WORK/run/$target.problems"; }
+  passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s)) expected=$((expected + e))
   "$WORK/run/$target.stop"
 done
 
 echo "suite ran in $(elapsed "$suite_t0")s ($expected known Elsa failures, listed in tests/clients/known-elsa-failures.txt)"
-for p in "${problems[@]}"; do echo "problem: $p"; done
+for target in $TARGETS; do sed 's/^/problem: /' "$WORK/run/$target.problems"; done
 echo "clients: $passed passed, $failed failed, $skipped skipped"
 ((failed == 0))
