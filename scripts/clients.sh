@@ -7,8 +7,8 @@
 #
 # Installs what it needs under target/clients (a Python venv, node_modules via
 # `npm ci`, a Go binary, a Java jar and its classpath), once: later runs reuse it
-# while the lock files are unchanged. Elsa's binary: $ELSA_BIN, else
-# target/release/elsa, else target/debug/elsa (built with cargo if missing).
+# while the lock files are unchanged. Elsa's binary: $ELSA_BIN, else the newer
+# of target/release/elsa and target/debug/elsa (built with cargo if missing).
 #
 # Against redis-server every feature must PASS (or SKIP where the library has
 # no such feature). Against Elsa, a feature listed in
@@ -140,14 +140,13 @@ command_for() {
 # ---------------------------------------------------------------- servers
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# $ELSA_BIN, else a release build, else the debug build that `cargo test`
-# leaves behind, else a debug build made now (what `cargo test` would build).
+# $ELSA_BIN, else the newer of target/release/elsa and target/debug/elsa (the
+# one `cargo test` builds), else a debug build made now.
 elsa_bin() {
   if [[ -n ${ELSA_BIN:-} ]]; then echo "$ELSA_BIN"; return; fi
   local b
-  for b in "$ROOT/target/release/elsa" "$ROOT/target/debug/elsa"; do
-    [[ -x $b ]] && { echo "$b"; return; }
-  done
+  b=$(ls -t "$ROOT/target/release/elsa" "$ROOT/target/debug/elsa" 2>/dev/null | head -1)
+  [[ -n $b ]] && { echo "$b"; return; }
   cargo build --bin elsa >&2 || return 1
   echo "$ROOT/target/debug/elsa"
 }
