@@ -402,17 +402,19 @@ func main() {
 		if err != nil {
 			panic(fmt.Errorf("restart: %v: %s", err, out))
 		}
-		deadline := time.Now().Add(20 * time.Second)
+		deadline, errs, last := time.Now().Add(20*time.Second), 0, ""
 		for {
 			err := rdb.Set(ctx, k+":after", "after", 0).Err()
 			if err == nil {
 				break
 			}
+			errs, last = errs+1, err.Error()
 			if time.Now().After(deadline) {
 				panic(err)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+		fmt.Printf("INFO reconnect: %d errors reached the application before it worked again %s\n", errs, last)
 		eq(val(rdb.Get(ctx, k+":after").Result()), "after", "GET after the restart")
 		eq(val(rdb.ClientGetName(ctx).Result()), name+"-app", "client name after reconnect")
 		if target == "elsa" {

@@ -265,15 +265,18 @@ await feature('reconnect', async () => {
   await r.set(k, 'before');
   execSync(RESTART_CMD, { stdio: 'inherit' });
   const deadline = Date.now() + 20000;
+  let errors = 0, last = '';
   for (;;) {
     try {
       await r.set(`${k}:after`, 'after');
       break;
     } catch (e) {
+      errors++; last = String(e?.message ?? e);
       if (Date.now() > deadline) throw e;
       await sleep(200);
     }
   }
+  console.log(`INFO reconnect: ${errors} errors reached the application before it worked again ${last}`);
   eq(await r.get(`${k}:after`), 'after');
   eq(await r.client('GETNAME'), `${NAME}-app`, 'client name after reconnect');
   if (TARGET === 'elsa') eq(await r.get(k), 'before', 'a key written before the restart');

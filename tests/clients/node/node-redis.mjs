@@ -295,15 +295,18 @@ await feature('reconnect', async () => {
   await client.set(k, 'before');
   execSync(RESTART_CMD, { stdio: 'inherit' });
   const deadline = Date.now() + 20000;
+  let errors = 0, last = '';
   for (;;) {
     try {
       await client.set(`${k}:after`, 'after');
       break;
     } catch (e) {
+      errors++; last = String(e?.message ?? e);
       if (Date.now() > deadline) throw e;
       await sleep(200);
     }
   }
+  console.log(`INFO reconnect: ${errors} errors reached the application before it worked again ${last}`);
   eq(await client.get(`${k}:after`), 'after');
   eq(await client.clientGetName(), `${NAME}-app`, 'client name after reconnect');
   if (TARGET === 'elsa') eq(await client.get(k), 'before', 'a key written before the restart');

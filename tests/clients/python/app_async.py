@@ -359,15 +359,17 @@ async def f_reconnect():
     await r.set(k, "before")
     proc = await asyncio.create_subprocess_shell(cmd)
     eq(await proc.wait(), 0, "restart command")
-    deadline = time.time() + 20
+    deadline, errors, last = time.time() + 20, 0, ""
     while True:
         try:
             await r.set(k + ":after", "after")
             break
-        except redis.ConnectionError:
+        except redis.ConnectionError as e:
+            errors, last = errors + 1, str(e)
             if time.time() > deadline:
                 raise
             await asyncio.sleep(0.2)
+    print(f"INFO reconnect: {errors} errors reached the application before it worked again {last}", flush=True)
     eq(await r.get(k + ":after"), "after")
     eq(await r.client_getname(), f"{NAME}-app", "client name after reconnect")
     if TARGET == "elsa":

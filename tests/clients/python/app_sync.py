@@ -430,16 +430,17 @@ def f_reconnect():
     k = P + "restart"
     r.set(k, "before")
     subprocess.run(cmd, shell=True, check=True)
-    deadline, errors = time.time() + 20, 0
+    deadline, errors, last = time.time() + 20, 0, ""
     while True:
         try:
             r.set(k + ":after", "after")
             break
-        except redis.ConnectionError:
-            errors += 1
+        except redis.ConnectionError as e:
+            errors, last = errors + 1, str(e)
             if time.time() > deadline:
                 raise
             time.sleep(0.2)
+    print(f"INFO reconnect: {errors} errors reached the application before it worked again {last}", flush=True)
     eq(r.get(k + ":after"), "after")
     eq(r.client_getname(), f"{NAME}-app", "client name after reconnect")
     if TARGET == "elsa":

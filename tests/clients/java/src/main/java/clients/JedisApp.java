@@ -366,15 +366,20 @@ public final class JedisApp {
       try (Jedis j = pool.getResource()) { j.set(k, "before"); }
       restart();
       long deadline = System.nanoTime() + 20_000_000_000L;
+      int errors = 0;
+      String last = "";
       while (true) {
         try (Jedis j = pool.getResource()) {
           j.set(k + ":after", "after");
           break;
         } catch (JedisConnectionException e) {
+          errors++;
+          last = String.valueOf(e.getMessage());
           if (System.nanoTime() > deadline) throw e;
           Thread.sleep(200);
         }
       }
+      System.out.println("INFO reconnect: " + errors + " errors reached the application before it worked again " + last);
       try (Jedis j = pool.getResource()) {
         eq(j.get(k + ":after"), "after", "GET after the restart");
         eq(j.clientGetname(), NAME + "-app", "client name after reconnect");

@@ -330,15 +330,20 @@ public final class LettuceApp {
       r.set(k, "before");
       restart();
       long deadline = System.nanoTime() + 20_000_000_000L;
+      int errors = 0;
+      String last = "";
       while (true) {
         try {
           r.set(k + ":after", "after");
           break;
         } catch (RedisException e) {
+          errors++;
+          last = String.valueOf(e.getMessage());
           if (System.nanoTime() > deadline) throw e;
           Thread.sleep(200);
         }
       }
+      System.out.println("INFO reconnect: " + errors + " errors reached the application before it worked again " + last);
       eq(r.get(k + ":after"), "after", "GET after the restart");
       eq(r.clientGetname(), NAME + "-app", "client name after reconnect");
       if (TARGET.equals("elsa")) eq(r.get(k), "before", "a key written before the restart");
