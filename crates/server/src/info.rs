@@ -43,7 +43,7 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
             c.requirepass.clone().unwrap_or_default(),
         ),
         // Redis parameters clients probe; Elsa's answers for them.
-        ("databases".into(), "1".into()),
+        ("databases".into(), c.databases.to_string()),
         (
             "save".into(),
             if c.snapshot_interval_sec == 0 {
