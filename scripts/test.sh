@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, installing first what the tests need on a
 # fresh Debian machine: redis-server and redis-tools (the tests drive the real
-# redis-cli, and compare against a real Redis).
+# redis-cli, and compare against a real Redis). Then the client-library suite
+# (scripts/clients.sh: redis-py, go-redis, Jedis, Lettuce, node-redis, ioredis
+# against Elsa and redis-server; it installs their packages itself) — unless
+# arguments narrow `cargo test` to part of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,3 +22,6 @@ if ((${#need[@]})); then
 fi
 
 cargo test --workspace "$@"
+if (($# == 0)); then
+  ./scripts/clients.sh
+fi
