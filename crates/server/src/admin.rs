@@ -37,6 +37,8 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Bgsave
             | Control::Lastsave
             | Control::LastCommit
+            | Control::Eval
+            | Control::Script
     )
 }
 
@@ -132,6 +134,8 @@ impl Conn {
             Control::WaitRegion => self.w().error(&cmd::wrong_arity("waitregion")),
             Control::ElsaDigest => self.elsa_digest().await,
             Control::ElsaFault => self.elsa_fault(args),
+            Control::Eval => self.eval(args).await,
+            Control::Script => self.script(args).await,
             Control::Lastsave => {
                 let t = self
                     .shared

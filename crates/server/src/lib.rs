@@ -8,6 +8,7 @@
 //! - `session`: transactions, MULTI/EXEC/WATCH, AUTH, HELLO.
 //! - `admin`, `info`: server and keyspace commands, INFO, CONFIG GET.
 //! - `replication`: INFO replication, WAITREGION, ELSA.DIGEST, ELSA.FAULT.
+//! - `script`: Lua scripting (EVAL, EVALSHA, SCRIPT) on script threads.
 //!
 //! Per-key semantics live in `elsa-shard` (`Op`), commit protocols in
 //! `elsa-txn`; this crate only parses, routes and encodes.
@@ -21,6 +22,7 @@ pub mod node;
 pub mod persistence;
 mod replication;
 pub mod resp;
+mod script;
 mod session;
 
 /// The Redis version whose commands and replies Elsa follows (clients

@@ -46,6 +46,9 @@ pub struct Shared {
     /// clients blocked in BLPOP, BZPOPMIN and their relatives try again
     /// (`conn::blocking`).
     pub pushes: tokio::sync::Notify,
+    /// Lua scripting: the script cache, the script threads and the scripts
+    /// running now (`crate::script`).
+    pub scripts: crate::script::Scripts,
 }
 
 /// Why a node could not start.
@@ -229,6 +232,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         persistence: Arc::new(persistence),
         cluster,
         pushes: tokio::sync::Notify::new(),
+        scripts: crate::script::Scripts::new(&config),
     });
 
     let mut conn_txs = Vec::with_capacity(workers);
