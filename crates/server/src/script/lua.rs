@@ -180,7 +180,7 @@ fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
 /// Runs once per Lua state, before any script; its own frames are named
 /// `=elsa` so the error handler can skip them.
 const SETUP: &str = r#"
-local rawcall, errtext, call, sha1, log, setresp = ...
+local rawcall, errtext, call, sha1, log, setresp, killed = ...
 local dbg = debug
 debug = nil
 dofile = nil; loadfile = nil; load = nil; loadstring = nil; print = nil
@@ -230,7 +230,7 @@ local function handler(err)
   local l = 2
   local i = dbg.getinfo(l, 'nSl')
   if i and i.what == 'C' then l = l + 1; i = dbg.getinfo(l, 'nSl') end
-  if i and i.source == '=elsa' then l = l + 1; i = dbg.getinfo(l, 'nSl') end
+  while i and i.source == '=elsa' do l = l + 1; i = dbg.getinfo(l, 'nSl') end
   if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
   if i then err['source'] = i.source; err['line'] = i.currentline end
   return err
@@ -248,6 +248,18 @@ local function fixpcall(ok, ...)
   return false, e
 end
 pcall = function(...) return fixpcall(pcall0(...)) end
+-- A killed script must not catch its kill: the catchers raise it again.
+local function rekill(ok, ...)
+  if not ok and killed() then error((...), 0) end
+  return ok, ...
+end
+local pcall1, xpcall0 = pcall, xpcall
+pcall = function(...) return rekill(pcall1(...)) end
+xpcall = function(...) return rekill(xpcall0(...)) end
+if coroutine then
+  local resume = coroutine.resume
+  coroutine.resume = function(...) return rekill(resume(...)) end
+end
 
 local protected = {}
 local function readonly() error('Attempt to modify a readonly table', 2) end
@@ -274,7 +286,7 @@ setmetatable(G, {__index = function(_, k)
 end, __metatable = false})
 local env = protect(G)
 G._G = env
-return xpcall, handler, env
+return xpcall0, handler, env
 "#;
 
 impl State {
@@ -314,6 +326,11 @@ impl State {
             Ok((Value::String(lua.create_string(sha1hex(&data))?), false))
         })?;
         let log = lua.create_function(log)?;
+        let killed = lua.create_function(|lua, ()| {
+            Ok(lua
+                .app_data_ref::<Ctx>()
+                .is_some_and(|c| c.ctl.killed.load(Ordering::Relaxed)))
+        })?;
         let setresp = lua.create_function(|lua, args: MultiValue| {
             let fail = |m: &str| Ok((Value::Table(err_table(lua, m.as_bytes())?), true));
             let Some(ctx) = lua.app_data_ref::<Ctx>() else {
@@ -348,7 +365,7 @@ impl State {
         let (xpcall, handler, env): (Function, Function, Table) = lua
             .load(SETUP)
             .set_name("=elsa")
-            .call((rawcall, errtext, call_c, sha1_c, log_c, setresp_c))?;
+            .call((rawcall, errtext, call_c, sha1_c, log_c, setresp_c, killed))?;
         // SCRIPT KILL: checked every HOOK_EVERY instructions. Once killed,
         // every check raises again, so a `pcall` in the script cannot
         // swallow the kill for long (Redis re-raises on every line).
