@@ -211,11 +211,12 @@ impl RedisServer {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn redis-server");
+        let server = RedisServer { port, child, dir };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(mut c) = Conn::connect(port) {
                 if c.call(&[b"PING"]) == Reply::Simple(b"PONG".to_vec()) {
-                    return RedisServer { port, child, dir };
+                    return server;
                 }
             }
             assert!(Instant::now() < deadline, "redis-server did not start");
@@ -350,10 +351,10 @@ fn step(p: &mut Pair, rng: &mut StdRng) {
             p.call(eval(LIST, &[key], &[word.clone(), n.clone()]));
         }
         12 => {
-            p.call(eval(STRING, &[key], &[word.clone()]));
+            p.call(eval(STRING, &[key], std::slice::from_ref(&word)));
         }
         13 => {
-            p.call(eval(COUNTER, &[key], &[n.clone()]));
+            p.call(eval(COUNTER, &[key], std::slice::from_ref(&n)));
         }
         14 => {
             p.call(eval(MULTI_KEY, &[key, key2], &[word.clone(), n.clone()]));
@@ -403,7 +404,7 @@ fn step(p: &mut Pair, rng: &mut StdRng) {
         23 => {
             // Scripts inside MULTI.
             p.call(cmd(&["MULTI"]));
-            p.call(eval(COUNTER, &[key], &[n.clone()]));
+            p.call(eval(COUNTER, &[key], std::slice::from_ref(&n)));
             p.call(cmd(&["GET", key2]));
             p.call(eval("return redis.call('exists', KEYS[1])", &[key2], &[]));
             p.call(cmd(&["EXEC"]));

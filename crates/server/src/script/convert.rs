@@ -235,7 +235,7 @@ fn from_lua_at(v: &Value, resp3: bool, depth: usize) -> Reply {
         Value::Boolean(false) => Reply::Nil,
         // C's `(long long)` cast: toward zero.
         Value::Number(n) => Reply::Int(*n as i64),
-        Value::Integer(n) => Reply::Int(*n as i64),
+        Value::Integer(n) => Reply::Int(*n),
         Value::Table(t) => table(t, resp3, depth),
         _ => Reply::Nil,
     }
