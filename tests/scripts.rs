@@ -321,7 +321,7 @@ fn step(p: &mut Pair, rng: &mut StdRng) {
     let tok = TOKENS[rng.gen_range(0..TOKENS.len())].to_string();
     let n = rng.gen_range(-5i64..20).to_string();
     let word = ["a", "b", "c", "x y", ""][rng.gen_range(0..5)].to_string();
-    match rng.gen_range(0..26) {
+    match rng.gen_range(0..28) {
         // redis-py Lock: acquire is a plain SET NX PX.
         0 | 1 => {
             p.call(cmd(&["SET", "lock", &tok, "NX", "PX", "100000"]));
@@ -418,6 +418,22 @@ fn step(p: &mut Pair, rng: &mut StdRng) {
                 3 => p.call(cmd(&["RPUSH", key, &word])),
                 _ => p.call(cmd(&["DEL", key])),
             };
+        }
+        25 => {
+            // The same scripts for a RESP3 client (HELLO's own reply names
+            // the servers, so it is not compared).
+            p.redis.call(&[b"HELLO", b"3"]);
+            p.elsa.call(&[b"HELLO", b"3"]);
+            let body = EDGES[rng.gen_range(0..EDGES.len())];
+            p.call(eval(body, &[key], &[]));
+            p.call(eval(
+                "return {1, true, false, {ok='x'}, {double=2.5}, {map={a=1}}, {set={z=true}}}",
+                &[],
+                &[],
+            ));
+            p.call(eval("redis.setresp(3)\nreturn {true, false}", &[], &[]));
+            p.redis.call(&[b"HELLO", b"2"]);
+            p.elsa.call(&[b"HELLO", b"2"]);
         }
         _ => {
             p.call(cmd(&["GET", key]));
