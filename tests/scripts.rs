@@ -726,3 +726,106 @@ fn busy_script_and_script_kill() {
     );
     assert_eq!(nb.call(&[b"EVAL", b"return 1", b"0"]), Reply::Int(1));
 }
+
+// ------------------------------------------------- Elsa's own semantics
+
+/// What Elsa does on purpose differently from (or beyond) Redis: a failed
+/// script writes nothing; inside BEGIN a script joins the transaction;
+/// inside MULTI a script runs with the queue as one transaction, WATCH
+/// included; the cache is node-wide.
+#[test]
+fn scripts_in_transactions_and_failures() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut a = Conn::connect(elsa.port).expect("connect");
+    let mut b = Conn::connect(elsa.port).expect("connect");
+    let ok = Reply::Simple(b"OK".to_vec());
+    let bulk = |s: &str| Reply::Bulk(s.as_bytes().to_vec());
+
+    // A script that fails after writing writes nothing (Redis keeps "1").
+    let r = a.call(&[
+        b"EVAL",
+        b"redis.call('set', KEYS[1], '1')\nredis.call('incr', KEYS[2])\nerror('boom')",
+        b"2",
+        b"x",
+        b"n",
+    ]);
+    assert!(
+        matches!(&r, Reply::Error(e) if e.starts_with(b"ERR user_script:3: boom")),
+        "{r}"
+    );
+    assert_eq!(b.call(&[b"EXISTS", b"x", b"n"]), Reply::Int(0));
+    // Returning an error reply is not a failure: its writes commit.
+    let r = a.call(&[
+        b"EVAL",
+        b"redis.call('set', KEYS[1], '1')\nreturn redis.error_reply('MY err')",
+        b"1",
+        b"x",
+    ]);
+    assert_eq!(r, Reply::Error(b"MY err".to_vec()));
+    assert_eq!(b.call(&[b"GET", b"x"]), bulk("1"));
+
+    // SCRIPT LOAD on one connection, EVALSHA on another; FLUSH clears it.
+    let sha = match a.call(&[b"SCRIPT", b"LOAD", b"return redis.call('get', KEYS[1])"]) {
+        Reply::Bulk(s) => s,
+        r => panic!("SCRIPT LOAD answered {r}"),
+    };
+    assert_eq!(b.call(&[b"EVALSHA", &sha, b"1", b"x"]), bulk("1"));
+    assert_eq!(
+        b.call(&[b"SCRIPT", b"EXISTS", &sha]),
+        Reply::Array(vec![Reply::Int(1)])
+    );
+    assert_eq!(a.call(&[b"SCRIPT", b"FLUSH"]), ok);
+    assert!(
+        matches!(b.call(&[b"EVALSHA", &sha, b"1", b"x"]), Reply::Error(e) if e.starts_with(b"NOSCRIPT"))
+    );
+
+    // Inside BEGIN: the script sees the transaction's writes and its own
+    // writes stay in the transaction until COMMIT.
+    assert_eq!(a.call(&[b"BEGIN"]), ok);
+    assert_eq!(a.call(&[b"SET", b"t", b"10"]), ok);
+    let inc =
+        b"local v = redis.call('incrby', KEYS[1], 5)\nredis.call('set', KEYS[2], v)\nreturn v";
+    assert_eq!(a.call(&[b"EVAL", inc, b"2", b"t", b"copy"]), Reply::Int(15));
+    assert_eq!(
+        b.call(&[b"MGET", b"t", b"copy"]),
+        Reply::Array(vec![Reply::NilBulk, Reply::NilBulk])
+    );
+    assert!(matches!(a.call(&[b"COMMIT"]), Reply::Int(_)));
+    assert_eq!(
+        b.call(&[b"MGET", b"t", b"copy"]),
+        Reply::Array(vec![bulk("15"), bulk("15")])
+    );
+
+    // Inside MULTI: queued, then run at EXEC with the rest.
+    assert_eq!(a.call(&[b"MULTI"]), ok);
+    assert_eq!(
+        a.call(&[b"EVAL", inc, b"2", b"t", b"copy"]),
+        Reply::Simple(b"QUEUED".to_vec())
+    );
+    assert_eq!(
+        a.call(&[b"GET", b"copy"]),
+        Reply::Simple(b"QUEUED".to_vec())
+    );
+    assert_eq!(
+        a.call(&[b"EXEC"]),
+        Reply::Array(vec![Reply::Int(20), bulk("20")])
+    );
+    // A WATCHed key changed by another client: EXEC answers nil, the
+    // script did not run.
+    assert_eq!(a.call(&[b"WATCH", b"t"]), ok);
+    assert_eq!(b.call(&[b"SET", b"t", b"100"]), ok);
+    assert_eq!(a.call(&[b"MULTI"]), ok);
+    assert_eq!(
+        a.call(&[b"EVAL", inc, b"2", b"t", b"copy"]),
+        Reply::Simple(b"QUEUED".to_vec())
+    );
+    assert_eq!(a.call(&[b"EXEC"]), Reply::NilArray);
+    assert_eq!(
+        b.call(&[b"MGET", b"t", b"copy"]),
+        Reply::Array(vec![bulk("100"), bulk("20")])
+    );
+
+    // Config: the threshold, under both names.
+    let r = a.call(&[b"CONFIG", b"GET", b"lua-time-limit"]);
+    assert_eq!(r, Reply::Array(vec![bulk("lua-time-limit"), bulk("5000")]));
+}
