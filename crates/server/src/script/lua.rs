@@ -14,7 +14,8 @@
 //! The state is sandboxed as Redis 7.0's: the base, table, string and math
 //! libraries; no `os`, `io`, `package`/`require`, `debug` (its `getinfo`
 //! is kept only inside the error handler), `dofile`, `loadfile`, `load`,
-//! `loadstring` or `print`. Globals are protected: scripts see them
+//! `loadstring`, `print`, `getfenv` or `setfenv` (which would reach the
+//! real globals table behind the proxy). Globals are protected: scripts see them
 //! through a read-only proxy, so creating or changing one is refused
 //! ("Attempt to modify a readonly table") and reading a missing one is an
 //! error ("Script attempted to access nonexistent global variable …"),
@@ -184,6 +185,8 @@ local rawcall, errtext, call, sha1, log, setresp, killed = ...
 local dbg = debug
 debug = nil
 dofile = nil; loadfile = nil; load = nil; loadstring = nil; print = nil
+-- getfenv/setfenv would reach the real globals table behind the proxy.
+getfenv = nil; setfenv = nil
 module = nil; require = nil; package = nil
 local error, type, tostring, select, setmetatable, rawget = error, type, tostring, select, setmetatable, rawget
 local rawset0 = rawset
@@ -283,7 +286,7 @@ if strmt then
 end
 setmetatable(G, {__index = function(_, k)
   error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-end, __metatable = false})
+end, __newindex = readonly, __metatable = false})
 local env = protect(G)
 G._G = env
 return xpcall0, handler, env
