@@ -463,6 +463,34 @@ fn scripts_match_redis() {
         for _ in 0..len {
             step(&mut p, &mut rng);
         }
+        // A pipelined chunk: scripts between other commands, written at
+        // once, replies read afterwards.
+        if p.mismatch.is_none() {
+            let n = rng.gen_range(0..50).to_string();
+            let reqs = vec![
+                cmd(&["SET", "p1", &n]),
+                eval(COUNTER, &["p1"], std::slice::from_ref(&n)),
+                eval("error('in a pipeline')", &[], &[]),
+                cmd(&["INCR", "p1"]),
+                eval(RO_WRITE, &["p1"], &[]),
+                cmd(&["MULTI"]),
+                eval(RATE_LIMIT, &["p2"], &["100".to_string()]),
+                cmd(&["EXEC"]),
+                cmd(&["MGET", "p1", "p2"]),
+            ];
+            p.redis.send(&reqs);
+            p.elsa.send(&reqs);
+            for req in &reqs {
+                let (r, e) = (p.redis.read(), p.elsa.read());
+                p.log.push(format!("(pipelined) {}", line(req)));
+                if r != e && p.mismatch.is_none() {
+                    p.mismatch = Some(format!(
+                        "pipelined {}\n    redis: {r}\n    elsa:  {e}",
+                        line(req)
+                    ));
+                }
+            }
+        }
         // Every fixed edge case, once per sequence, on some key state.
         for body in EDGES {
             p.call(eval(body, &["k1"], &[]));
