@@ -558,6 +558,8 @@ fn transfers_keep_the_total(
             let moved = &moved;
             let gave_up = &gave_up;
             handles.push(s.spawn(move || {
+                // A failing writer stops the readers too (else they loop on).
+                let _stop = StopOnPanic(done);
                 let mut c = connect(w);
                 let mut rng = StdRng::seed_from_u64(w as u64);
                 for _ in 0..per_writer {
@@ -583,7 +585,6 @@ fn transfers_keep_the_total(
                         Err(e) => panic!("transfer failed: {e}"),
                     }
                 }
-                let _ = done;
             }));
         }
         for r in 0..3 {
@@ -647,6 +648,17 @@ fn transfers_keep_the_total(
         moved.load(Ordering::Relaxed) > 0,
         "no transfer went through"
     );
+}
+
+/// Sets the flag when dropped by a panic.
+struct StopOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 #[test]

@@ -33,7 +33,9 @@ use crate::conn::{run_in_txn, write_shaped, Conn, Queued, Watched};
 use crate::node::Shared;
 
 /// Most runs of one script (or EXEC) that lose to concurrent commits
-/// before the client gets the CONFLICT.
+/// before the client gets the CONFLICT. With the backoff (past 32 quick
+/// retries it sleeps up to a few ms), a second or so of losing: longer
+/// would run into clients' read timeouts.
 const MAX_ATTEMPTS: u32 = 200;
 
 /// A script to run, and with what.
