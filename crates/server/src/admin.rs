@@ -47,6 +47,8 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Unsubscribe
             | Control::Punsubscribe
             | Control::Sunsubscribe
+            | Control::Eval
+            | Control::Script
     )
 }
 
@@ -158,6 +160,8 @@ impl Conn {
             Control::WaitRegion => self.w().error(&cmd::wrong_arity("waitregion")),
             Control::ElsaDigest => self.elsa_digest().await,
             Control::ElsaFault => self.elsa_fault(args),
+            Control::Eval => self.eval(args).await,
+            Control::Script => self.script(args).await,
             Control::Lastsave => {
                 let t = self
                     .shared

@@ -127,6 +127,12 @@ pub struct Keys {
     /// Whether PUBLISH reaches subscribers in other regions too.
     #[arg(long, env = "ELSA_PUBSUB_ACROSS_REGIONS")]
     pub pubsub_across_regions: Option<bool>,
+    /// Milliseconds a Lua script runs before other clients get -BUSY and
+    /// SCRIPT KILL may stop it (Redis's `busy-reply-threshold`, alias
+    /// `lua-time-limit`).
+    #[arg(long, env = "ELSA_BUSY_REPLY_THRESHOLD", alias = "lua-time-limit")]
+    #[serde(alias = "lua-time-limit")]
+    pub busy_reply_threshold: Option<u64>,
 }
 
 impl Keys {
@@ -166,7 +172,8 @@ impl Keys {
             wan_delay_ms,
             wan_loss,
             fault_injection,
-            pubsub_across_regions
+            pubsub_across_regions,
+            busy_reply_threshold
         );
     }
 }
@@ -206,6 +213,8 @@ pub struct Config {
     pub appendfsync: elsa_shard::wal::Fsync,
     /// Automatic snapshot period (0 = off).
     pub snapshot_interval_sec: u64,
+    /// Lua scripts: ms before other clients get -BUSY (`script`).
+    pub busy_reply_threshold: u64,
     /// Region and peers.
     pub cluster: ClusterKeys,
 }
@@ -354,6 +363,7 @@ impl Config {
                 .parse()
                 .map_err(|e| ConfigError::Value("appendfsync", e))?,
             snapshot_interval_sec: need(c.snapshot_interval_sec, "snapshot-interval-sec")?,
+            busy_reply_threshold: need(c.busy_reply_threshold, "busy-reply-threshold")?,
             cluster: ClusterKeys {
                 region: need(c.region, "region")?,
                 peer_port: need(c.peer_port, "peer-port")?,

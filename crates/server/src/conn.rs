@@ -413,6 +413,9 @@ impl Conn {
         if !self.s.authed && !spec.allowed_unauthenticated() {
             return refuse("NOAUTH Authentication required.".into());
         }
+        if self.shared.scripts.busy() && !crate::script::allowed_while_busy(spec, &args) {
+            return refuse(crate::script::BUSY.into());
+        }
         if !cmd::arity_ok_for(spec, &args) {
             return refuse(cmd::wrong_arity(spec.name));
         }

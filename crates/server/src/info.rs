@@ -39,6 +39,11 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
         ("node-id".into(), c.node_id.to_string()),
         ("merge-epoch-ms".into(), c.merge_epoch_ms.to_string()),
         (
+            "busy-reply-threshold".into(),
+            c.busy_reply_threshold.to_string(),
+        ),
+        ("lua-time-limit".into(), c.busy_reply_threshold.to_string()),
+        (
             "requirepass".into(),
             c.requirepass.clone().unwrap_or_default(),
         ),

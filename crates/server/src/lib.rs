@@ -9,6 +9,7 @@
 //! - `admin`, `info`: server and keyspace commands, INFO, CONFIG GET.
 //! - `replication`: INFO replication, WAITREGION, ELSA.DIGEST, ELSA.FAULT.
 //! - [`pubsub`]: channels and patterns, subscribers' queues, PUBLISH.
+//! - `script`: Lua scripting (EVAL, EVALSHA, SCRIPT) on script threads.
 //!
 //! Per-key semantics live in `elsa-shard` (`Op`), commit protocols in
 //! `elsa-txn`; this crate only parses, routes and encodes.
@@ -23,6 +24,7 @@ pub mod persistence;
 pub mod pubsub;
 mod replication;
 pub mod resp;
+mod script;
 mod session;
 pub mod tracking;
 

@@ -50,6 +50,9 @@ pub struct Shared {
     pub pubsub: Arc<crate::pubsub::Registry>,
     /// CLIENT TRACKING's tables; every shard tells it of its changes.
     pub tracking: Arc<crate::tracking::Tracking>,
+    /// Lua scripting: the script cache, the script threads and the scripts
+    /// running now (`crate::script`).
+    pub scripts: crate::script::Scripts,
 }
 
 /// Why a node could not start.
@@ -240,6 +243,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         tracking,
         cluster,
         pushes: tokio::sync::Notify::new(),
+        scripts: crate::script::Scripts::new(&config),
     });
 
     let mut conn_txs = Vec::with_capacity(workers);

@@ -193,6 +193,13 @@ impl Conn {
                 .w()
                 .error("EXECABORT Transaction discarded because of previous errors.");
         }
+        // A queue holding a script runs as one SI transaction (`script::run`).
+        if queued
+            .iter()
+            .any(|q| matches!(q, Queued::Admin(Control::Eval, _)))
+        {
+            return self.exec_as_one_txn(queued, watches).await;
+        }
         let total = queued.len();
         // Commands run in the order queued, and EXEC is one atomic step
         // from the first to the last — except around a command that reads

@@ -121,6 +121,10 @@ pub enum Control {
     Publish,
     Spublish,
     Pubsub,
+    /// EVAL, EVALSHA, EVAL_RO, EVALSHA_RO (`crate::script`).
+    Eval,
+    /// SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP.
+    Script,
 }
 
 /// What kind of command a name is.
@@ -267,6 +271,21 @@ const A: &[&str] = &["fast", "loading", "stale"];
 const N: &[&str] = &["noscript", "loading", "stale"];
 const SUB: &[&str] = &["pubsub", "noscript", "loading", "stale"];
 const PUB: &[&str] = &["pubsub", "loading", "stale", "fast"];
+const EV: &[&str] = &[
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "no_mandatory_keys",
+    "movablekeys",
+];
+const EVRO: &[&str] = &[
+    "readonly",
+    "noscript",
+    "stale",
+    "skip_monitor",
+    "no_mandatory_keys",
+    "movablekeys",
+];
 
 macro_rules! spec {
     ($name:expr, $arity:expr, $flags:expr, $first:expr, $last:expr, $step:expr, $kind:expr) => {
@@ -652,6 +671,13 @@ pub static COMMANDS: &[Spec] = &[
     spec!("publish", 3, PUB, 0, 0, 0, Ctl(C::Publish)),
     spec!("spublish", 3, PUB, 1, 1, 1, Ctl(C::Spublish)),
     spec!("pubsub", -2, &[], 0, 0, 0, Ctl(C::Pubsub)),
+    // Lua scripts (`crate::script`): keys are EVAL's `numkeys` form, so
+    // the fixed positions are 0 and the flags say `movablekeys`.
+    spec!("eval", -3, EV, 0, 0, 0, Ctl(C::Eval)),
+    spec!("evalsha", -3, EV, 0, 0, 0, Ctl(C::Eval)),
+    spec!("eval_ro", -3, EVRO, 0, 0, 0, Ctl(C::Eval)),
+    spec!("evalsha_ro", -3, EVRO, 0, 0, 0, Ctl(C::Eval)),
+    spec!("script", -2, &[], 0, 0, 0, Ctl(C::Script)),
     // transactions
     spec!("begin", -1, A, 0, 0, 0, Ctl(C::Begin)),
     spec!("ack", -1, A, 0, 0, 0, Ctl(C::Ack)),
@@ -770,6 +796,17 @@ const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
             ("resetstat", 2),
             ("rewrite", 2),
             ("set", -4),
+        ],
+    ),
+    (
+        "script",
+        &[
+            ("debug", 3),
+            ("exists", -3),
+            ("flush", -2),
+            ("help", 2),
+            ("kill", 2),
+            ("load", 3),
         ],
     ),
     (

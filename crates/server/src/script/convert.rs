@@ -1,0 +1,415 @@
+//! Conversions between Redis replies and Lua values, exactly as Redis 7.0
+//! does them (`script_lua.c`):
+//!
+//! - a command's reply to Lua ([`to_lua`]): integer → number, bulk →
+//!   string, nil bulk or nil array → false, array → table, status →
+//!   `{ok=…}`, error → `{err=…}`; with `redis.setresp(3)` also null → nil,
+//!   boolean → boolean, double → `{double=…}`, map → `{map={…}}`, set →
+//!   `{set={…=true}}`, big number → `{big_number=…}`;
+//! - a script's result to a reply ([`from_lua`]): number → integer
+//!   (truncated), string → bulk, table → array up to its first nil,
+//!   `{ok=…}` → status, `{err=…}` → error, true → 1, false or nil → nil
+//!   (in RESP3 mode booleans stay booleans), `{double=…}`, `{map=…}`,
+//!   `{set=…}`.
+//!
+//! A command run for a script writes its reply as RESP into a scratch
+//! buffer (the same encoder every client gets); [`parse`] reads it back
+//! into a [`Reply`], which is what crosses from the connection to the
+//! script thread.
+
+use bytes::BytesMut;
+use mlua::{Lua, Table, Value};
+
+use crate::resp::ReplyWriter;
+
+/// A reply, owned: a command's answer on its way to Lua, or a script's
+/// result on its way to the client.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// Nil bulk string (RESP3: null).
+    Nil,
+    /// Nil array (RESP2 `*-1`).
+    NilArray,
+    /// RESP3 null (`_`).
+    Null,
+    Int(i64),
+    Bulk(Vec<u8>),
+    Status(Vec<u8>),
+    /// The whole error line, code included, without the `-`.
+    Error(Vec<u8>),
+    Array(Vec<Reply>),
+    Map(Vec<(Reply, Reply)>),
+    Set(Vec<Reply>),
+    Double(f64),
+    Bool(bool),
+    BigNum(Vec<u8>),
+}
+
+/// Parses one RESP2/RESP3 reply (a command's whole answer).
+pub fn parse(buf: &[u8]) -> Option<Reply> {
+    let mut pos = 0;
+    parse_at(buf, &mut pos)
+}
+
+fn line<'a>(buf: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
+    let start = *pos;
+    let end = start + buf.get(start..)?.windows(2).position(|w| w == b"\r\n")?;
+    *pos = end + 2;
+    Some(&buf[start..end])
+}
+
+fn num(b: &[u8]) -> Option<i64> {
+    std::str::from_utf8(b).ok()?.parse().ok()
+}
+
+fn parse_at(buf: &[u8], pos: &mut usize) -> Option<Reply> {
+    let kind = *buf.get(*pos)?;
+    *pos += 1;
+    let head = line(buf, pos)?;
+    Some(match kind {
+        b'+' => Reply::Status(head.to_vec()),
+        b'-' => Reply::Error(head.to_vec()),
+        b':' => Reply::Int(num(head)?),
+        b'_' => Reply::Null,
+        b'#' => Reply::Bool(head == b"t"),
+        b',' => Reply::Double(parse_double(head)?),
+        b'(' => Reply::BigNum(head.to_vec()),
+        b'$' | b'=' => {
+            let n = num(head)?;
+            if n < 0 {
+                return Some(Reply::Nil);
+            }
+            let n = n as usize;
+            let body = buf.get(*pos..*pos + n)?.to_vec();
+            *pos += n + 2;
+            // A verbatim string reaches Lua as its text (`txt:` dropped):
+            // Elsa's only one is INFO-like text.
+            match kind {
+                b'=' if body.len() >= 4 => Reply::Bulk(body[4..].to_vec()),
+                _ => Reply::Bulk(body),
+            }
+        }
+        b'*' | b'~' | b'>' => {
+            let n = num(head)?;
+            if n < 0 {
+                return Some(Reply::NilArray);
+            }
+            let items = (0..n)
+                .map(|_| parse_at(buf, pos))
+                .collect::<Option<Vec<_>>>()?;
+            if kind == b'~' {
+                Reply::Set(items)
+            } else {
+                Reply::Array(items)
+            }
+        }
+        b'%' => {
+            let n = num(head)?;
+            let mut pairs = Vec::with_capacity(n.max(0) as usize);
+            for _ in 0..n {
+                let k = parse_at(buf, pos)?;
+                let v = parse_at(buf, pos)?;
+                pairs.push((k, v));
+            }
+            Reply::Map(pairs)
+        }
+        _ => return None,
+    })
+}
+
+fn parse_double(b: &[u8]) -> Option<f64> {
+    match b {
+        b"inf" => Some(f64::INFINITY),
+        b"-inf" => Some(f64::NEG_INFINITY),
+        b"nan" => Some(f64::NAN),
+        _ => std::str::from_utf8(b).ok()?.parse().ok(),
+    }
+}
+
+/// The Lua error table Redis builds from an error text (`luaPushErrorBuff`):
+/// `-CODE msg` keeps its code, a text without a leading `-` gets `ERR`.
+pub fn error_text(err: &[u8]) -> Vec<u8> {
+    let (code, msg): (&[u8], &[u8]) = match err.strip_prefix(b"-") {
+        Some(rest) => match rest.iter().position(|&c| c == b' ') {
+            Some(sp) => (&rest[..sp], &rest[sp + 1..]),
+            None => (b"ERR", rest),
+        },
+        None => (b"ERR", err),
+    };
+    let mut msg = msg;
+    while let [rest @ .., b'\r' | b'\n'] = msg {
+        msg = rest;
+    }
+    while let [b'\r' | b'\n', rest @ ..] = msg {
+        msg = rest;
+    }
+    let mut out = code.to_vec();
+    out.push(b' ');
+    out.extend_from_slice(msg);
+    out
+}
+
+/// `{err = text}` as Redis's scripts see an error.
+pub fn err_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set("err", lua.create_string(text)?)?;
+    Ok(t)
+}
+
+/// A command's reply as the Lua value `redis.call` returns; `true` with it
+/// when it is an error (which `redis.call` raises).
+pub fn to_lua(lua: &Lua, r: &Reply) -> mlua::Result<(Value, bool)> {
+    Ok(match r {
+        Reply::Error(e) => {
+            let mut dashed = b"-".to_vec();
+            dashed.extend_from_slice(e);
+            (Value::Table(err_table(lua, &error_text(&dashed))?), true)
+        }
+        r => (value(lua, r)?, false),
+    })
+}
+
+fn value(lua: &Lua, r: &Reply) -> mlua::Result<Value> {
+    Ok(match r {
+        Reply::Nil | Reply::NilArray => Value::Boolean(false),
+        Reply::Null => Value::Nil,
+        Reply::Int(n) => Value::Number(*n as f64),
+        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
+        Reply::Bool(b) => Value::Boolean(*b),
+        Reply::Status(s) => single(lua, "ok", Value::String(lua.create_string(s)?))?,
+        Reply::Error(e) => {
+            let mut dashed = b"-".to_vec();
+            dashed.extend_from_slice(e);
+            Value::Table(err_table(lua, &error_text(&dashed))?)
+        }
+        Reply::Double(d) => single(lua, "double", Value::Number(*d))?,
+        Reply::BigNum(b) => single(lua, "big_number", Value::String(lua.create_string(b)?))?,
+        Reply::Array(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, value(lua, item)?)?;
+            }
+            Value::Table(t)
+        }
+        Reply::Map(pairs) => {
+            let t = lua.create_table()?;
+            for (k, v) in pairs {
+                t.raw_set(value(lua, k)?, value(lua, v)?)?;
+            }
+            single(lua, "map", Value::Table(t))?
+        }
+        Reply::Set(items) => {
+            let t = lua.create_table()?;
+            for item in items {
+                t.raw_set(value(lua, item)?, true)?;
+            }
+            single(lua, "set", Value::Table(t))?
+        }
+    })
+}
+
+fn single(lua: &Lua, field: &str, v: Value) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.raw_set(field, v)?;
+    Ok(Value::Table(t))
+}
+
+/// Deepest table nesting a script's result may have (Redis stops at the
+/// Lua stack's limit, with this error).
+const MAX_DEPTH: usize = 1000;
+
+/// A script's result as the reply its client gets. `resp3` is the
+/// script's protocol (`redis.setresp`), which decides what booleans are.
+pub fn from_lua(v: &Value, resp3: bool) -> Reply {
+    from_lua_at(v, resp3, 0)
+}
+
+fn from_lua_at(v: &Value, resp3: bool, depth: usize) -> Reply {
+    if depth > MAX_DEPTH {
+        return Reply::Error(b"ERR reached lua stack limit".to_vec());
+    }
+    match v {
+        Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
+        Value::Boolean(b) if resp3 => Reply::Bool(*b),
+        Value::Boolean(true) => Reply::Int(1),
+        Value::Boolean(false) => Reply::Nil,
+        // C's `(long long)` cast: toward zero.
+        Value::Number(n) => Reply::Int(*n as i64),
+        Value::Integer(n) => Reply::Int(*n),
+        Value::Table(t) => table(t, resp3, depth),
+        _ => Reply::Nil,
+    }
+}
+
+fn table(t: &Table, resp3: bool, depth: usize) -> Reply {
+    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+        return Reply::Error(e.as_bytes().to_vec());
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+        return Reply::Status(s.as_bytes().to_vec());
+    }
+    if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
+        return Reply::Double(d);
+    }
+    if let Ok(Value::Integer(d)) = t.raw_get::<Value>("double") {
+        return Reply::Double(d as f64);
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+        return Reply::BigNum(s.as_bytes().to_vec());
+    }
+    if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
+        let pairs = m
+            .pairs::<Value, Value>()
+            .filter_map(Result::ok)
+            .map(|(k, v)| {
+                (
+                    from_lua_at(&k, resp3, depth + 1),
+                    from_lua_at(&v, resp3, depth + 1),
+                )
+            })
+            .collect();
+        return Reply::Map(pairs);
+    }
+    if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
+        let items = s
+            .pairs::<Value, Value>()
+            .filter_map(Result::ok)
+            .map(|(k, _)| from_lua_at(&k, resp3, depth + 1))
+            .collect();
+        return Reply::Set(items);
+    }
+    let mut items = Vec::new();
+    for i in 1.. {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => items.push(from_lua_at(&v, resp3, depth + 1)),
+        }
+    }
+    Reply::Array(items)
+}
+
+/// Writes a reply in the client's protocol.
+pub fn write(w: &mut ReplyWriter<'_>, r: &Reply) {
+    match r {
+        Reply::Nil | Reply::Null => w.nil(),
+        Reply::NilArray => w.nil_array(),
+        Reply::Int(n) => w.int(*n),
+        Reply::Bulk(b) => w.bulk(b),
+        Reply::Status(s) => {
+            // A status line cannot hold CR or LF: Redis maps them to spaces.
+            let s: Vec<u8> = s
+                .iter()
+                .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
+                .collect();
+            w.simple(&String::from_utf8_lossy(&s));
+        }
+        Reply::Error(e) => w.error(&String::from_utf8_lossy(e)),
+        Reply::Array(items) => {
+            w.array(items.len());
+            for i in items {
+                write(w, i);
+            }
+        }
+        Reply::Map(pairs) => {
+            w.map(pairs.len());
+            for (k, v) in pairs {
+                write(w, k);
+                write(w, v);
+            }
+        }
+        Reply::Set(items) => {
+            w.set(items.len());
+            for i in items {
+                write(w, i);
+            }
+        }
+        Reply::Double(d) => w.double(*d),
+        Reply::Bool(b) => raw_bool(w.out, w.resp3, *b),
+        Reply::BigNum(b) => {
+            if w.resp3 {
+                w.out.extend_from_slice(b"(");
+                w.out.extend_from_slice(b);
+                w.out.extend_from_slice(b"\r\n");
+            } else {
+                w.bulk(b);
+            }
+        }
+    }
+}
+
+fn raw_bool(out: &mut BytesMut, resp3: bool, b: bool) {
+    out.extend_from_slice(match (resp3, b) {
+        (true, true) => b"#t\r\n",
+        (true, false) => b"#f\r\n",
+        (false, true) => b":1\r\n",
+        (false, false) => b":0\r\n",
+    });
+}
+
+/// A Lua number as a command argument: C's `%.17g`, as Redis formats it
+/// (`redis.call('set', k, 2.7)` stores `2.7000000000000002`).
+pub fn fmt_g17(x: f64) -> String {
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    let sci = format!("{x:.16e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..17).contains(&exp) {
+        let m = strip_zeros(mant);
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{m}e{sign}{:02}", exp.abs())
+    } else {
+        strip_zeros(&format!("{x:.*}", (16 - exp) as usize)).to_string()
+    }
+}
+
+fn strip_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_format_as_c_does() {
+        assert_eq!(fmt_g17(2.7), "2.7000000000000002");
+        assert_eq!(fmt_g17(10.0), "10");
+        assert_eq!(fmt_g17(-3.0), "-3");
+        assert_eq!(fmt_g17(0.5), "0.5");
+        assert_eq!(fmt_g17(1e20), "1e+20");
+        assert_eq!(fmt_g17(1e-5), "1.0000000000000001e-05");
+        assert_eq!(fmt_g17(123456789012345678.0), "1.2345678901234568e+17");
+    }
+
+    #[test]
+    fn error_codes_are_kept_or_added() {
+        assert_eq!(error_text(b"-WRONGTYPE Operation"), b"WRONGTYPE Operation");
+        assert_eq!(error_text(b"-x"), b"ERR x");
+        assert_eq!(error_text(b"plain text"), b"ERR plain text");
+    }
+
+    #[test]
+    fn replies_parse_back() {
+        let r = parse(b"*3\r\n:1\r\n$-1\r\n+OK\r\n").unwrap();
+        assert_eq!(
+            r,
+            Reply::Array(vec![
+                Reply::Int(1),
+                Reply::Nil,
+                Reply::Status(b"OK".to_vec())
+            ])
+        );
+    }
+}

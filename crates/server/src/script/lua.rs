@@ -1,0 +1,596 @@
+//! The script threads: each owns one Lua 5.1 state and runs scripts one at
+//! a time, taking them from a queue shared by all of them.
+//!
+//! Why threads of their own: a worker thread runs a single-threaded tokio
+//! runtime that owns a shard and serves many connections. A script is
+//! arbitrary code (`while true do end` included); run on a worker it
+//! would stall that worker's shard and every connection on it until it
+//! ended. Here, a script occupies only its script thread. Each
+//! `redis.call` is sent back to the connection's async task as an
+//! [`Event::Call`] — the task runs it inside the script's transaction, on
+//! its own worker, without blocking anything — and the script thread
+//! waits (blocking only itself) for the answer.
+//!
+//! The state is sandboxed as Redis 7.0's: the base, table, string and math
+//! libraries; no `os`, `io`, `package`/`require`, `debug` (its `getinfo`
+//! is kept only inside the error handler), `dofile`, `loadfile`, `load`,
+//! `loadstring`, `print`, `getfenv` or `setfenv` (which would reach the
+//! real globals table behind the proxy). Globals are protected: scripts see them
+//! through a read-only proxy, so creating or changing one is refused
+//! ("Attempt to modify a readonly table") and reading a missing one is an
+//! error ("Script attempted to access nonexistent global variable …"),
+//! with Redis's texts. The library tables are read-only proxies too.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+
+use super::cache::{sha1hex, ScriptCache};
+use super::convert::{self, err_table, Reply};
+use super::RunCtl;
+
+/// Instructions between two checks for SCRIPT KILL (Redis checks every
+/// 100 000; a kill is answered sooner with fewer, and the check is an
+/// atomic load).
+const HOOK_EVERY: u32 = 10_000;
+
+/// The text a killed script fails with.
+pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
+
+/// Work for a script thread.
+pub enum Job {
+    /// Compile a body (SCRIPT LOAD): `Err` is the compile error reply.
+    Compile {
+        body: Bytes,
+        reply: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
+    /// Run a script.
+    Run(Run),
+}
+
+/// One run of a script.
+pub struct Run {
+    pub sha: String,
+    pub body: Bytes,
+    pub keys: Vec<Bytes>,
+    pub argv: Vec<Bytes>,
+    /// EVAL_RO / EVALSHA_RO: write commands are refused.
+    pub ro: bool,
+    pub ctl: Arc<RunCtl>,
+    /// To the connection's task.
+    pub events: tokio::sync::mpsc::UnboundedSender<Event>,
+    /// The connection's answers to [`Event::Call`], in order.
+    pub answers: Receiver<Reply>,
+}
+
+/// What a running script asks of its connection.
+pub enum Event {
+    /// Run this command (answer on [`Run::answers`]); `resp3` is the
+    /// protocol the script asked for (`redis.setresp`).
+    Call { args: Vec<Bytes>, resp3: bool },
+    /// The script ended.
+    Done(Outcome),
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It ran to the end: its result (possibly an error reply it returned).
+    Ran(Reply),
+    /// It did not compile: this error reply; nothing ran.
+    Compile(String),
+    /// It raised an error, or was killed: this error reply.
+    Failed(String),
+}
+
+/// The pool of script threads.
+pub struct Pool {
+    jobs: Mutex<Sender<Job>>,
+}
+
+impl Pool {
+    /// Starts `threads` script threads.
+    pub fn start(threads: usize, cache: Arc<ScriptCache>) -> Pool {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..threads {
+            let rx = rx.clone();
+            let cache = cache.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("elsa-script-{i}"))
+                .spawn(move || thread_main(&rx, &cache));
+            if let Err(e) = spawned {
+                tracing::error!("cannot start script thread: {e}");
+            }
+        }
+        Pool {
+            jobs: Mutex::new(tx),
+        }
+    }
+
+    /// Queues a job; false if no script thread is left to take it.
+    pub fn send(&self, job: Job) -> bool {
+        let tx = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        tx.send(job).is_ok()
+    }
+}
+
+/// What the Lua callbacks of the run in progress use (Lua app data).
+struct Ctx {
+    ctl: Arc<RunCtl>,
+    ro: bool,
+    resp3: Cell<bool>,
+    events: tokio::sync::mpsc::UnboundedSender<Event>,
+    answers: Receiver<Reply>,
+}
+
+/// A script thread's Lua state and what it compiled.
+struct State {
+    lua: Lua,
+    /// `xpcall`, the error handler, and the function giving a compiled
+    /// script the protected globals.
+    xpcall: Function,
+    handler: Function,
+    env: Table,
+    globals: Table,
+    compiled: HashMap<String, Function>,
+    generation: u64,
+}
+
+fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
+    let mut state = match State::new() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot set up a Lua state: {e}");
+            return;
+        }
+    };
+    loop {
+        let job = {
+            let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
+            rx.recv()
+        };
+        let Ok(job) = job else { return };
+        let generation = cache.generation();
+        if generation != state.generation {
+            state.compiled.clear();
+            state.generation = generation;
+        }
+        match job {
+            Job::Compile { body, reply } => {
+                let sha = sha1hex(&body);
+                let _ = reply.send(state.function(&sha, &body).map(|_| ()));
+            }
+            Job::Run(run) => {
+                let events = run.events.clone();
+                let outcome = state.run(run);
+                let _ = events.send(Event::Done(outcome));
+            }
+        }
+        // Keep the garbage collector's work per script small and even.
+        let _ = state.lua.gc_step();
+    }
+}
+
+/// Builds the `redis` table, the error handler and the protected globals.
+/// Runs once per Lua state, before any script; its own frames are named
+/// `=elsa` so the error handler can skip them.
+const SETUP: &str = r#"
+local rawcall, errtext, call, sha1, log, setresp, killed = ...
+local dbg = debug
+debug = nil
+dofile = nil; loadfile = nil; load = nil; loadstring = nil; print = nil
+-- getfenv/setfenv would reach the real globals table behind the proxy.
+getfenv = nil; setfenv = nil
+module = nil; require = nil; package = nil
+local error, type, tostring, select, setmetatable, rawget = error, type, tostring, select, setmetatable, rawget
+local rawset0 = rawset
+local G = _G
+
+local redis = {}
+redis.call = call
+redis.pcall = function(...) return (rawcall(...)) end
+redis.sha1hex = sha1
+redis.log = log
+redis.setresp = setresp
+redis.error_reply = function(...)
+  local s = ...
+  if select('#', ...) ~= 1 or type(s) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  return {err = errtext(s)}
+end
+redis.status_reply = function(...)
+  local s = ...
+  if select('#', ...) ~= 1 or type(s) ~= 'string' then
+    return {err = 'ERR wrong number or type of arguments'}
+  end
+  return {ok = s}
+end
+redis.set_repl = function(...)
+  local f = ...
+  if select('#', ...) ~= 1 then error({err = 'ERR redis.set_repl() requires two arguments.'}) end
+  if type(f) ~= 'number' or f < 0 or f > 3 then
+    error({err = 'ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.'})
+  end
+end
+redis.replicate_commands = function() return true end
+redis.breakpoint = function() return false end
+redis.debug = function() end
+redis.REPL_NONE = 0; redis.REPL_AOF = 1; redis.REPL_SLAVE = 2; redis.REPL_REPLICA = 2; redis.REPL_ALL = 3
+redis.LOG_DEBUG = 0; redis.LOG_VERBOSE = 1; redis.LOG_NOTICE = 2; redis.LOG_WARNING = 3
+redis.REDIS_VERSION = '7.0.0'; redis.REDIS_VERSION_NUM = 458752
+
+-- As Redis's __redis__err__handler: the error as {err=…}, with where in
+-- the script it happened (past the C function that raised it, and past
+-- Elsa's own wrappers).
+local function handler(err)
+  local l = 2
+  local i = dbg.getinfo(l, 'nSl')
+  if i and i.what == 'C' then l = l + 1; i = dbg.getinfo(l, 'nSl') end
+  while i and i.source == '=elsa' do l = l + 1; i = dbg.getinfo(l, 'nSl') end
+  if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
+  if i then err['source'] = i.source; err['line'] = i.currentline end
+  return err
+end
+
+-- Redis 7's pcall: a caught {err=…} table comes back as its message.
+local pcall0 = pcall
+local function fixpcall(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if type(e) == 'table' then
+    local m = rawget(e, 'err')
+    if type(m) == 'string' or type(m) == 'number' then return false, m end
+  end
+  return false, e
+end
+pcall = function(...) return fixpcall(pcall0(...)) end
+-- A killed script must not catch its kill: the catchers raise it again.
+local function rekill(ok, ...)
+  if not ok and killed() then error((...), 0) end
+  return ok, ...
+end
+local pcall1, xpcall0 = pcall, xpcall
+pcall = function(...) return rekill(pcall1(...)) end
+xpcall = function(...) return rekill(xpcall0(...)) end
+if coroutine then
+  local resume = coroutine.resume
+  coroutine.resume = function(...) return rekill(resume(...)) end
+end
+
+local protected = {}
+local function readonly() error('Attempt to modify a readonly table', 2) end
+local function protect(t)
+  local p = setmetatable({}, {__index = t, __newindex = readonly, __metatable = false})
+  protected[p] = true
+  return p
+end
+rawset = function(t, k, v)
+  if protected[t] then error('Attempt to modify a readonly table', 2) end
+  return rawset0(t, k, v)
+end
+G.redis = protect(redis)
+for _, name in ipairs({'string', 'math', 'table', 'coroutine'}) do
+  if G[name] then G[name] = protect(G[name]) end
+end
+local strmt = getmetatable('')
+if strmt then
+  strmt.__index = G.string
+  strmt.__metatable = protect({__index = G.string})
+end
+setmetatable(G, {__index = function(_, k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end, __newindex = readonly, __metatable = false})
+local env = protect(G)
+G._G = env
+return xpcall0, handler, env
+"#;
+
+impl State {
+    fn new() -> mlua::Result<State> {
+        // SAFETY: `debug` is loaded only so the setup code can keep
+        // `debug.getinfo` for the error handler; it removes the global
+        // before any script runs, and no C module loader is loaded.
+        let lua = unsafe {
+            Lua::unsafe_new_with(
+                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+                LuaOptions::new(),
+            )
+        };
+        let rawcall = lua.create_function(call)?;
+        let errtext = lua.create_function(|lua, s: mlua::LuaString| {
+            let s = s.as_bytes();
+            let dashed = if s.first() == Some(&b'-') {
+                s.to_vec()
+            } else {
+                [b"-", &s[..]].concat()
+            };
+            lua.create_string(convert::error_text(&dashed))
+        })?;
+        let sha1 = lua.create_function(|lua, args: MultiValue| {
+            if args.len() != 1 {
+                return Ok((
+                    Value::Table(err_table(lua, b"ERR wrong number of arguments")?),
+                    true,
+                ));
+            }
+            let data = match &args[0] {
+                Value::String(s) => s.as_bytes().to_vec(),
+                Value::Number(n) => lua_number_text(*n).into_bytes(),
+                Value::Integer(n) => n.to_string().into_bytes(),
+                _ => Vec::new(),
+            };
+            Ok((Value::String(lua.create_string(sha1hex(&data))?), false))
+        })?;
+        let log = lua.create_function(log)?;
+        let killed = lua.create_function(|lua, ()| {
+            Ok(lua
+                .app_data_ref::<Ctx>()
+                .is_some_and(|c| c.ctl.killed.load(Ordering::Relaxed)))
+        })?;
+        let setresp = lua.create_function(|lua, args: MultiValue| {
+            let fail = |m: &str| Ok((Value::Table(err_table(lua, m.as_bytes())?), true));
+            let Some(ctx) = lua.app_data_ref::<Ctx>() else {
+                return fail("ERR redis.setresp can only be called inside a script invocation");
+            };
+            if args.len() != 1 {
+                return fail("ERR redis.setresp() requires one argument.");
+            }
+            match lua_number(&args[0]).map(|n| n as i64) {
+                Some(2) => ctx.resp3.set(false),
+                Some(3) => ctx.resp3.set(true),
+                _ => return fail("ERR RESP version must be 2 or 3."),
+            }
+            Ok((Value::Nil, false))
+        })?;
+        // The raising forms are C functions, as Redis's: a Lua wrapper
+        // would be tail-called by `return redis.call(…)`, and the error
+        // would lose the script's line.
+        for (i, f) in [&rawcall, &sha1, &log, &setresp].into_iter().enumerate() {
+            lua.set_named_registry_value(RAISING[i], f)?;
+        }
+        // SAFETY: `raising` only moves values on the Lua stack and calls a
+        // function of ours; it owns nothing that needs dropping.
+        let (call_c, sha1_c, log_c, setresp_c) = unsafe {
+            (
+                lua.create_c_function(raising::<0>)?,
+                lua.create_c_function(raising::<1>)?,
+                lua.create_c_function(raising::<2>)?,
+                lua.create_c_function(raising::<3>)?,
+            )
+        };
+        let (xpcall, handler, env): (Function, Function, Table) = lua
+            .load(SETUP)
+            .set_name("=elsa")
+            .call((rawcall, errtext, call_c, sha1_c, log_c, setresp_c, killed))?;
+        // SCRIPT KILL: checked every HOOK_EVERY instructions. Once killed,
+        // every check raises again, so a `pcall` in the script cannot
+        // swallow the kill for long (Redis re-raises on every line).
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            |lua, _| match lua.app_data_ref::<Ctx>() {
+                Some(ctx) if ctx.ctl.killed.load(Ordering::Relaxed) => {
+                    Err(mlua::Error::runtime(KILLED))
+                }
+                _ => Ok(VmState::Continue),
+            },
+        )?;
+        let globals = lua.globals();
+        Ok(State {
+            lua,
+            xpcall,
+            handler,
+            env,
+            globals,
+            compiled: HashMap::new(),
+            generation: 0,
+        })
+    }
+
+    /// The compiled script, compiling it on first use; `Err` is Redis's
+    /// compile error reply.
+    fn function(&mut self, sha: &str, body: &[u8]) -> Result<Function, String> {
+        if let Some(f) = self.compiled.get(sha) {
+            return Ok(f.clone());
+        }
+        let f = self
+            .lua
+            .load(body)
+            .set_name("@user_script")
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| {
+                let msg = match e {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    e => e.to_string(),
+                };
+                format!("ERR Error compiling script (new function): {msg}")
+            })?;
+        self.compiled.insert(sha.to_string(), f.clone());
+        Ok(f)
+    }
+
+    fn run(&mut self, run: Run) -> Outcome {
+        let f = match self.function(&run.sha, &run.body) {
+            Ok(f) => f,
+            Err(e) => return Outcome::Compile(e),
+        };
+        let set = |name: &str, items: &[Bytes]| -> mlua::Result<()> {
+            let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, b) in items.iter().enumerate() {
+                t.raw_set(i + 1, self.lua.create_string(b)?)?;
+            }
+            self.globals.raw_set(name, t)
+        };
+        if let Err(e) = set("KEYS", &run.keys).and_then(|_| set("ARGV", &run.argv)) {
+            return Outcome::Failed(format!("ERR {e}"));
+        }
+        let ctl = run.ctl.clone();
+        self.lua.set_app_data(Ctx {
+            ctl: run.ctl,
+            ro: run.ro,
+            resp3: Cell::new(false),
+            events: run.events,
+            answers: run.answers,
+        });
+        let result = self.xpcall.call::<MultiValue>((f, self.handler.clone()));
+        let ctx = self.lua.remove_app_data::<Ctx>();
+        let resp3 = ctx.as_ref().is_some_and(|c| c.resp3.get());
+        drop(ctx);
+        let killed = ctl.killed.load(Ordering::Relaxed);
+        let values: Vec<Value> = match result {
+            Ok(v) => v.into_iter().collect(),
+            Err(e) if killed => return Outcome::Failed(format!("{KILLED} {e}")),
+            Err(e) => return Outcome::Failed(format!("ERR {e}")),
+        };
+        let ok = matches!(values.first(), Some(Value::Boolean(true)));
+        let value = values.get(1).cloned().unwrap_or(Value::Nil);
+        if ok {
+            return Outcome::Ran(convert::from_lua(&value, resp3));
+        }
+        Outcome::Failed(failure(&value, &run.sha, killed))
+    }
+}
+
+/// The error reply of a script that raised `err` (as Redis's
+/// `luaCallFunction`: the message, then where it happened).
+fn failure(err: &Value, sha: &str, killed: bool) -> String {
+    let Value::Table(t) = err else {
+        return format!("ERR Error running script {sha}, execution failure");
+    };
+    let text = |k: &str| match t.raw_get::<Value>(k) {
+        Ok(Value::String(s)) => Some(s.to_string_lossy()),
+        Ok(Value::Number(n)) => Some(lua_number_text(n)),
+        Ok(Value::Integer(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let mut msg = if killed {
+        KILLED.to_string()
+    } else {
+        text("err").unwrap_or_else(|| "ERR unknown error".into())
+    };
+    if let (Some(source), Some(line)) = (text("source"), text("line")) {
+        msg.push_str(&format!(" script: {sha}, on {source}:{line}."));
+    }
+    msg
+}
+
+fn lua_number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => Some(*n),
+        Value::Integer(n) => Some(*n as f64),
+        Value::String(s) => s.to_str().ok()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A number as Lua's `tostring` writes it (`%.14g`).
+fn lua_number_text(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// Registry names of the functions [`raising`] calls.
+const RAISING: [&str; 4] = ["elsa.call", "elsa.sha1hex", "elsa.log", "elsa.setresp"];
+const RAISING_C: [&std::ffi::CStr; 4] =
+    [c"elsa.call", c"elsa.sha1hex", c"elsa.log", c"elsa.setresp"];
+
+/// A C function calling the registry function `RAISING[K]`, which answers
+/// `(value, is_error)`, and raising `value` (Redis's `{err=…}` table) as
+/// the Lua error when it is one — what Redis's C functions do with
+/// `lua_error`. mlua can only raise its own error objects from Rust.
+unsafe extern "C-unwind" fn raising<const K: usize>(
+    l: *mut mlua::ffi::lua_State,
+) -> std::ffi::c_int {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(l);
+    ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, RAISING_C[K].as_ptr());
+    ffi::lua_insert(l, 1);
+    ffi::lua_call(l, n, 2);
+    if ffi::lua_toboolean(l, -1) != 0 {
+        ffi::lua_pop(l, 1);
+        ffi::lua_error(l)
+    }
+    ffi::lua_pop(l, 1);
+    1
+}
+
+/// `redis.call`/`redis.pcall`: the command's reply, and whether it is an
+/// error (which `redis.call` raises, `redis.pcall` returns).
+fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+    let fail = |m: &str| Ok((Value::Table(err_table(lua, m.as_bytes())?), true));
+    let Some(ctx) = lua.app_data_ref::<Ctx>() else {
+        return fail("ERR redis.call/pcall can only be called inside a script invocation");
+    };
+    if ctx.ctl.killed.load(Ordering::Relaxed) {
+        return fail(KILLED);
+    }
+    if args.is_empty() {
+        return fail("ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv = Vec::with_capacity(args.len());
+    for a in args.iter() {
+        argv.push(match a {
+            Value::Number(n) => Bytes::from(convert::fmt_g17(*n)),
+            Value::Integer(n) => Bytes::from(n.to_string()),
+            Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
+            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
+        });
+    }
+    let _ = ctx.ro; // the connection checks read-only runs (it knows the command's flags)
+    let sent = ctx.events.send(Event::Call {
+        args: argv,
+        resp3: ctx.resp3.get(),
+    });
+    let reply = match sent {
+        Ok(()) => ctx.answers.recv().ok(),
+        Err(_) => None,
+    };
+    let Some(reply) = reply else {
+        // The connection is gone: end the script.
+        ctx.ctl.killed.store(true, Ordering::Relaxed);
+        return fail("ERR the client's connection closed");
+    };
+    convert::to_lua(lua, &reply)
+}
+
+/// `redis.log(level, message…)`, to `tracing`.
+fn log(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+    let fail = |m: &str| Ok((Value::Table(err_table(lua, m.as_bytes())?), true));
+    if args.len() < 2 {
+        return fail("ERR redis.log() requires two arguments or more.");
+    }
+    let Some(level) = lua_number(&args[0]) else {
+        return fail("ERR First argument must be a number (log level).");
+    };
+    let level = level as i64;
+    if !(0..=3).contains(&level) {
+        return fail("ERR Invalid debug level.");
+    }
+    let parts: Vec<String> = args
+        .iter()
+        .skip(1)
+        .filter_map(|v| match v {
+            Value::String(s) => Some(s.to_string_lossy()),
+            Value::Number(n) => Some(lua_number_text(*n)),
+            Value::Integer(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .collect();
+    let text = parts.join(" ");
+    match level {
+        0 | 1 => tracing::debug!(target: "elsa::script", "{text}"),
+        2 => tracing::info!(target: "elsa::script", "{text}"),
+        _ => tracing::warn!(target: "elsa::script", "{text}"),
+    }
+    Ok((Value::Nil, false))
+}

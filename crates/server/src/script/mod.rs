@@ -1,0 +1,239 @@
+//! Lua scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT
+//! LOAD|EXISTS|FLUSH|KILL, as Redis 7.0 — but each script runs as one
+//! Elsa transaction.
+//!
+//! - [`cache`]: the node-wide script cache (SHA1 → body).
+//! - [`lua`]: the script threads, their sandboxed Lua states and the
+//!   `redis.*` API.
+//! - [`convert`]: Redis reply ↔ Lua value conversions.
+//! - `run`: running one script for a connection — its transaction, its
+//!   `redis.call`s, retries on conflict, scripts inside MULTI.
+//!
+//! This file holds the node-wide state ([`Scripts`]): the cache, the
+//! thread pool, and the scripts running now, which is what -BUSY and
+//! SCRIPT KILL are about.
+
+pub mod cache;
+pub mod convert;
+pub mod lua;
+mod run;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::cmd::{is, Control, Kind, Spec};
+use crate::config::Config;
+use crate::conn::Conn;
+
+/// Redis's reply to other clients while a script runs past the threshold.
+pub const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+
+/// One script running now.
+pub struct RunCtl {
+    pub started: Instant,
+    /// Set by SCRIPT KILL (or when its connection went away).
+    pub killed: AtomicBool,
+}
+
+/// Scripting state shared by the whole node.
+pub struct Scripts {
+    pub cache: Arc<cache::ScriptCache>,
+    pub pool: lua::Pool,
+    running: Mutex<Vec<Arc<RunCtl>>>,
+    /// `running.len()`, read without the lock on every command.
+    count: AtomicUsize,
+    /// `busy-reply-threshold`; zero: never busy.
+    threshold: Duration,
+}
+
+impl Scripts {
+    /// The cache and the script threads (as many as the workers, at least
+    /// two, so one busy script does not hold up every other).
+    pub fn new(config: &Config) -> Scripts {
+        let cache = Arc::new(cache::ScriptCache::default());
+        let threads = config.workers.clamp(2, 16);
+        Scripts {
+            pool: lua::Pool::start(threads, cache.clone()),
+            cache,
+            running: Mutex::new(Vec::new()),
+            count: AtomicUsize::new(0),
+            threshold: Duration::from_millis(config.busy_reply_threshold),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<RunCtl>>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a script that starts now.
+    fn start(&self) -> Arc<RunCtl> {
+        let ctl = Arc::new(RunCtl {
+            started: Instant::now(),
+            killed: AtomicBool::new(false),
+        });
+        let mut running = self.lock();
+        running.push(ctl.clone());
+        self.count.store(running.len(), Ordering::Release);
+        ctl
+    }
+
+    /// Forgets a script that ended.
+    fn finish(&self, ctl: &Arc<RunCtl>) {
+        let mut running = self.lock();
+        running.retain(|c| !Arc::ptr_eq(c, ctl));
+        self.count.store(running.len(), Ordering::Release);
+    }
+
+    /// The scripts running for longer than the threshold.
+    fn busy_ones(&self) -> Vec<Arc<RunCtl>> {
+        if self.threshold.is_zero() || self.count.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        self.lock()
+            .iter()
+            .filter(|c| c.started.elapsed() >= self.threshold)
+            .cloned()
+            .collect()
+    }
+
+    /// True when some script has run past the threshold: other clients'
+    /// commands are answered -BUSY. One atomic load when none runs.
+    pub fn busy(&self) -> bool {
+        !self.busy_ones().is_empty()
+    }
+}
+
+/// True for what Redis still serves while a script is busy (its
+/// `allow-busy` commands that Elsa has): SCRIPT KILL, AUTH, HELLO, QUIT,
+/// and RESET.
+pub fn allowed_while_busy(spec: &Spec, args: &[Bytes]) -> bool {
+    match spec.kind {
+        Kind::Control(Control::Script) => args.get(1).is_some_and(|a| is(a, "KILL")),
+        Kind::Control(Control::Auth | Control::Hello | Control::Quit | Control::Reset) => true,
+        _ => false,
+    }
+}
+
+/// True for the commands a script may call. Redis refuses its `noscript`
+/// commands; of Elsa's control commands a script may call only those that
+/// answer without touching the connection's state or escaping the
+/// script's transaction.
+fn allowed_in_script(spec: &Spec) -> bool {
+    if spec.flags.contains(&"noscript") {
+        return false;
+    }
+    match spec.kind {
+        Kind::Data(_) => true,
+        Kind::Control(c) => matches!(
+            c,
+            Control::Ping
+                | Control::Echo
+                | Control::Time
+                | Control::Dbsize
+                | Control::Randomkey
+                | Control::Scan
+                | Control::Keys
+                | Control::Msetnx
+                | Control::Lastsave
+        ),
+    }
+}
+
+const SCRIPT_HELP: &[&str] = &[
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Prints this help.",
+];
+
+impl Conn {
+    /// SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP (arity and subcommand already
+    /// checked by the command table).
+    pub(crate) async fn script(&mut self, args: &[Bytes]) {
+        let shared = self.shared.clone();
+        let scripts = &shared.scripts;
+        let sub = &args[1];
+        if is(sub, "HELP") {
+            let mut w = self.w();
+            w.array(SCRIPT_HELP.len());
+            for l in SCRIPT_HELP {
+                w.simple(l);
+            }
+        } else if is(sub, "EXISTS") {
+            let found: Vec<bool> = args[2..]
+                .iter()
+                .map(|sha| scripts.cache.contains(sha))
+                .collect();
+            let mut w = self.w();
+            w.array(found.len());
+            for f in found {
+                w.int(f as i64);
+            }
+        } else if is(sub, "FLUSH") {
+            match &args[2..] {
+                [] => {}
+                [mode] if is(mode, "SYNC") || is(mode, "ASYNC") => {}
+                _ => {
+                    return self
+                        .w()
+                        .error("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+                }
+            }
+            scripts.cache.flush();
+            self.w().simple("OK");
+        } else if is(sub, "KILL") {
+            // Every script past the threshold: in Elsa several may run at
+            // once. Killing one that wrote is allowed (Redis answers
+            // UNKILLABLE): its writes were only buffered in its
+            // transaction, which is dropped, so nothing of it stays.
+            let busy = scripts.busy_ones();
+            if busy.is_empty() {
+                return self.w().error("NOTBUSY No scripts in execution right now.");
+            }
+            for c in busy {
+                c.killed.store(true, Ordering::Relaxed);
+            }
+            tracing::warn!("Lua script killed by user with SCRIPT KILL.");
+            self.w().simple("OK");
+        } else if is(sub, "LOAD") {
+            let body = args[2].clone();
+            let sha = cache::sha1hex(&body);
+            if !scripts.cache.contains(sha.as_bytes()) {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let sent = scripts.pool.send(lua::Job::Compile {
+                    body: body.clone(),
+                    reply: tx,
+                });
+                let compiled = match rx.await {
+                    Ok(r) if sent => r,
+                    _ => Err("ERR script threads are not running".into()),
+                };
+                if let Err(e) = compiled {
+                    return self.w().error(&e);
+                }
+                scripts.cache.insert(sha.clone(), body);
+            }
+            self.w().bulk(sha.as_bytes());
+        } else if is(sub, "DEBUG") {
+            self.w()
+                .error("ERR SCRIPT DEBUG is not supported by Elsa (no Lua debugger)");
+        }
+    }
+}

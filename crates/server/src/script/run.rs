@@ -1,0 +1,326 @@
+//! Running a script for a connection: as one SI transaction.
+//!
+//! A script is atomic in Redis because Redis runs nothing else meanwhile.
+//! Elsa runs other clients (and other scripts) meanwhile, on other shards
+//! and nodes, so a script is made atomic the way an interactive
+//! transaction is: it runs inside an SI `Txn`. Every `redis.call` of a data
+//! command becomes ops applied to that transaction — reads see the
+//! script's own writes, writes are buffered — and when the script ends the
+//! transaction commits, all of it or nothing, on every shard and node it
+//! touched. If the commit loses to a concurrent one (CONFLICT), the whole
+//! script runs again from the start, transparently (bounded, with the
+//! usual backoff). A script that raises an error (or is killed) writes
+//! nothing: its transaction is dropped. (Redis keeps the writes a script
+//! made before its error; see docs/transactions.md.)
+//!
+//! Inside `BEGIN … COMMIT` a script's calls join the open transaction
+//! instead (they commit with it). Inside MULTI, an EXEC whose queue holds a
+//! script runs the whole queue as one SI transaction the same way
+//! ([`Conn::exec_as_one_txn`]).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use elsa_shard::Check;
+use elsa_txn::router::backoff;
+use elsa_txn::{Isolation, Txn, TxnError};
+
+use super::convert::{self, Reply};
+use super::lua::{Event, Job, Outcome, Run};
+use super::{allowed_in_script, RunCtl};
+use crate::cmd::{self, Control, DataCmd, Kind};
+use crate::conn::{run_in_txn, write_shaped, Conn, Queued, Watched};
+use crate::node::Shared;
+
+/// Most runs of one script (or EXEC) that lose to concurrent commits
+/// before the client gets the CONFLICT. With the backoff (past 32 quick
+/// retries it sleeps up to a few ms), a second or so of losing: longer
+/// would run into clients' read timeouts.
+const MAX_ATTEMPTS: u32 = 200;
+
+/// A script to run, and with what.
+struct Script {
+    sha: String,
+    body: Bytes,
+    keys: Vec<Bytes>,
+    argv: Vec<Bytes>,
+    ro: bool,
+}
+
+/// Unregisters a run when it ends — or when the connection's task is
+/// dropped mid-run, which also kills the script (nobody would answer it).
+struct Running {
+    shared: Arc<Shared>,
+    ctl: Arc<RunCtl>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.ctl
+            .killed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.shared.scripts.finish(&self.ctl);
+    }
+}
+
+fn conflict() -> String {
+    "CONFLICT the script lost to concurrent commits too many times; nothing was written, retry"
+        .into()
+}
+
+impl Conn {
+    /// EVAL / EVALSHA / EVAL_RO / EVALSHA_RO script numkeys key… arg….
+    pub(crate) async fn eval(&mut self, args: &[Bytes]) {
+        let name = args[0].to_ascii_lowercase();
+        let by_sha = name.starts_with(b"evalsha");
+        let ro = name.ends_with(b"_ro");
+        // Redis's order: a SHA of the wrong length first, then numkeys,
+        // then the cache.
+        if by_sha && args[1].len() != 40 {
+            return self
+                .w()
+                .error("NOSCRIPT No matching script. Please use EVAL.");
+        }
+        let numkeys = match cmd::int_arg(&args[2]) {
+            Ok(n) => n,
+            Err(e) => return self.w().error(&e.0),
+        };
+        if numkeys > (args.len() - 3) as i64 {
+            return self
+                .w()
+                .error("ERR Number of keys can't be greater than number of args");
+        }
+        if numkeys < 0 {
+            return self.w().error("ERR Number of keys can't be negative");
+        }
+        let (sha, body) = if by_sha {
+            match self.shared.scripts.cache.get(&args[1]) {
+                Some(body) => (String::from_utf8_lossy(&args[1]).to_ascii_lowercase(), body),
+                None => {
+                    return self
+                        .w()
+                        .error("NOSCRIPT No matching script. Please use EVAL.")
+                }
+            }
+        } else {
+            (super::cache::sha1hex(&args[1]), args[1].clone())
+        };
+        let split = 3 + numkeys as usize;
+        let script = Script {
+            sha,
+            body,
+            keys: args[3..split].to_vec(),
+            argv: args[split..].to_vec(),
+            ro,
+        };
+        if self.s.txn.is_some() {
+            // Inside BEGIN (or an EXEC run as one transaction): join it.
+            let outcome = self.run_script(&script).await;
+            return self.answer(&script, outcome);
+        }
+        let mut attempt = 0;
+        loop {
+            self.s.txn = Some(Txn::begin(&self.coord, Isolation::Snapshot, self.s.ack));
+            let outcome = self.run_script(&script).await;
+            let Some(txn) = self.s.txn.take() else {
+                return self.w().error("ERR the script's transaction was lost");
+            };
+            if !matches!(outcome, Outcome::Ran(_)) {
+                // Failed or did not compile: its writes are dropped.
+                return self.answer(&script, outcome);
+            }
+            let wrote = txn.has_writes();
+            match txn.commit(&self.coord).await {
+                Ok(ts) => {
+                    if wrote {
+                        self.s.last_commit = Some(ts);
+                        // It may have pushed to a list a client waits on.
+                        self.shared.pushes.notify_waiters();
+                    }
+                    return self.answer(&script, outcome);
+                }
+                Err(TxnError::Conflict(_)) if attempt < MAX_ATTEMPTS => {
+                    backoff(attempt).await;
+                    attempt += 1;
+                }
+                Err(TxnError::Conflict(_)) => return self.w().error(&conflict()),
+                Err(e) => return self.w().error(&e.to_string()),
+            }
+        }
+    }
+
+    /// Writes how a script ended; a script that compiled is cached (EVAL
+    /// adds to the cache what it ran, as in Redis).
+    fn answer(&mut self, script: &Script, outcome: Outcome) {
+        if !matches!(outcome, Outcome::Compile(_)) {
+            self.shared
+                .scripts
+                .cache
+                .insert(script.sha.clone(), script.body.clone());
+        }
+        match outcome {
+            Outcome::Ran(reply) => convert::write(&mut self.w(), &reply),
+            Outcome::Compile(e) | Outcome::Failed(e) => self.w().error(&e),
+        }
+    }
+
+    /// Runs the script on a script thread, serving its `redis.call`s here
+    /// (inside `self.s.txn`) until it ends. The worker thread is never
+    /// blocked: this task only awaits the script thread's messages.
+    async fn run_script(&mut self, script: &Script) -> Outcome {
+        let shared = self.shared.clone();
+        let running = Running {
+            ctl: shared.scripts.start(),
+            shared: shared.clone(),
+        };
+        let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let (answers_tx, answers) = std::sync::mpsc::channel();
+        let job = Job::Run(Run {
+            sha: script.sha.clone(),
+            body: script.body.clone(),
+            keys: script.keys.clone(),
+            argv: script.argv.clone(),
+            ro: script.ro,
+            ctl: running.ctl.clone(),
+            events: events_tx,
+            answers,
+        });
+        if !shared.scripts.pool.send(job) {
+            return Outcome::Failed("ERR script threads are not running".into());
+        }
+        loop {
+            match events.recv().await {
+                Some(Event::Call { args, resp3 }) => {
+                    let reply = self.script_call(args, script.ro, resp3).await;
+                    let _ = answers_tx.send(reply);
+                }
+                Some(Event::Done(outcome)) => return outcome,
+                None => return Outcome::Failed("ERR the script thread stopped".into()),
+            }
+        }
+    }
+
+    /// One `redis.call`: checked as Redis checks a script's command, then
+    /// run inside the script's transaction; its reply, read back from the
+    /// RESP it was written as.
+    async fn script_call(&mut self, args: Vec<Bytes>, ro: bool, resp3: bool) -> Reply {
+        let refuse = |m: &str| Reply::Error(m.as_bytes().to_vec());
+        let Some(spec) = cmd::lookup(&args[0]) else {
+            return refuse("ERR Unknown Redis command called from script");
+        };
+        if !spec.arity_ok(args.len()) {
+            return refuse("ERR Wrong number of args calling Redis command from script");
+        }
+        if !allowed_in_script(spec) {
+            return refuse("ERR This Redis command is not allowed from script");
+        }
+        if ro && spec.is_write() {
+            return refuse("ERR Write commands are not allowed from read-only scripts.");
+        }
+        if let Some(e) = cmd::subcommand_error(spec, &args) {
+            return Reply::Error(e.into_bytes());
+        }
+        // The command writes its reply into a scratch buffer, in the
+        // script's protocol, exactly as it would for a client.
+        let saved_out = std::mem::take(&mut self.out);
+        let saved_resp3 = std::mem::replace(&mut self.s.resp3, resp3);
+        match spec.kind {
+            Kind::Data(parse) => match self.data_cmd(parse, &args) {
+                Ok(dc) => self.run_in_script_txn(dc).await,
+                Err(e) => self.w().error(&e.0),
+            },
+            // Boxed: this is a cycle (control → eval → here → control).
+            Kind::Control(c) => Box::pin(self.control(c, args)).await,
+        }
+        let out = std::mem::replace(&mut self.out, saved_out);
+        self.s.resp3 = saved_resp3;
+        convert::parse(&out).unwrap_or_else(|| refuse("ERR unreadable reply"))
+    }
+
+    /// Applies a data command's ops to the open transaction and writes its
+    /// reply.
+    async fn run_in_script_txn(&mut self, dc: DataCmd) {
+        let Some(mut txn) = self.s.txn.take() else {
+            return self.w().error("ERR no transaction open for the script");
+        };
+        let result = if dc.ops.is_empty() {
+            Ok(Vec::new())
+        } else {
+            run_in_txn(&self.coord, &mut txn, dc.ops).await
+        };
+        self.s.txn = Some(txn);
+        match result {
+            Ok(replies) => write_shaped(&mut self.w(), dc.shape, &replies),
+            Err(e) => self.w().error(&e.to_string()),
+        }
+    }
+
+    /// EXEC of a queue that holds a script: the whole queue as one SI
+    /// transaction — each command in order, the script's calls joining it —
+    /// committed at the end and run again from the start on CONFLICT. A
+    /// script cannot be one step among the atomic steps of a plain EXEC
+    /// (its calls are only known as it runs), and this keeps EXEC one
+    /// atomic unit. WATCHed keys are checked (atomically) before each
+    /// attempt.
+    pub(crate) async fn exec_as_one_txn(&mut self, queued: Vec<Queued>, watches: Watched) {
+        let checks: Vec<Check> = watches
+            .keys
+            .iter()
+            .map(|(key, expect)| Check {
+                key: key.clone(),
+                expect: expect.clone(),
+            })
+            .collect();
+        let mark = self.out.len();
+        let mut attempt = 0;
+        loop {
+            if !checks.is_empty() {
+                match self
+                    .coord
+                    .run_atomic(Vec::new(), checks.clone(), self.s.ack)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(TxnError::WatchFailed) => return self.w().nil_array(),
+                    Err(e) => return self.w().error(&e.to_string()),
+                }
+            }
+            self.s.txn = Some(Txn::begin(&self.coord, Isolation::Snapshot, self.s.ack));
+            self.w().array(queued.len());
+            for q in &queued {
+                match q {
+                    Queued::Data(Ok(dc)) => self.run_in_script_txn(dc.clone()).await,
+                    Queued::Data(Err(e)) => self.w().error(&e.0),
+                    Queued::Admin(Control::Eval, args) => Box::pin(self.eval(args)).await,
+                    Queued::Admin(c, args) => Box::pin(self.control(*c, args.clone())).await,
+                }
+            }
+            let Some(txn) = self.s.txn.take() else {
+                return;
+            };
+            let wrote = txn.has_writes();
+            match txn.commit(&self.coord).await {
+                Ok(ts) => {
+                    if wrote {
+                        self.s.last_commit = Some(ts);
+                        self.shared.pushes.notify_waiters();
+                    }
+                    return;
+                }
+                Err(TxnError::Conflict(_)) if attempt < MAX_ATTEMPTS => {
+                    self.out.truncate(mark);
+                    backoff(attempt).await;
+                    attempt += 1;
+                }
+                Err(TxnError::Conflict(_)) => {
+                    self.out.truncate(mark);
+                    return self.w().error(&conflict());
+                }
+                Err(e) => {
+                    self.out.truncate(mark);
+                    return self.w().error(&e.to_string());
+                }
+            }
+        }
+    }
+}
