@@ -235,7 +235,18 @@ mod tests {
             "ERR value is out of range, value must between -2147483648 and 2147483647"
         );
         assert_eq!(copy_err("COPY a b DB -1"), "ERR DB index is out of range");
-        assert_eq!(copy_err("COPY a b DB 1"), "ERR DB index is out of range");
+        assert_eq!(copy_err("COPY a b DB 16"), "ERR DB index is out of range");
+        // Another database: the destination is stored there, and the same
+        // name is not the same object.
+        let into_1 = copy(&args("COPY a b DB 1")).unwrap();
+        assert!(
+            matches!(&into_1.ops[0].1, Op::Copy { to, .. } if to[..] == db::encode(1, b"b")[..])
+        );
+        assert!(copy(&args("COPY a a DB 1")).is_ok());
+        assert_eq!(
+            copy_err("COPY a a DB 0"),
+            "ERR source and destination objects are the same"
+        );
         assert_eq!(
             copy_err("COPY a a"),
             "ERR source and destination objects are the same"
