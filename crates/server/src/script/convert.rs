@@ -234,7 +234,7 @@ fn from_lua_at(v: &Value, resp3: bool, depth: usize) -> Reply {
         Value::Boolean(true) => Reply::Int(1),
         Value::Boolean(false) => Reply::Nil,
         // C's `(long long)` cast: toward zero.
-        Value::Number(n) => Reply::Int(*n as i64),
+        Value::Number(n) => Reply::Int(c_long_long(*n)),
         Value::Integer(n) => Reply::Int(*n),
         Value::Table(t) => table(t, resp3, depth),
         _ => Reply::Nil,
@@ -344,6 +344,16 @@ fn raw_bool(out: &mut BytesMut, resp3: bool, b: bool) {
         (false, true) => b":1\r\n",
         (false, false) => b":0\r\n",
     });
+}
+
+/// C's `(long long)` cast of a double as x86-64 does it: out of range,
+/// NaN and the infinities all give `LLONG_MIN` (Rust's `as` saturates).
+fn c_long_long(n: f64) -> i64 {
+    if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&n) {
+        n as i64
+    } else {
+        i64::MIN
+    }
 }
 
 /// A Lua number as a command argument: C's `%.17g`, as Redis formats it

@@ -181,7 +181,7 @@ fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
 /// Runs once per Lua state, before any script; its own frames are named
 /// `=elsa` so the error handler can skip them.
 const SETUP: &str = r#"
-local rawcall, errtext, call, sha1, log, setresp, killed = ...
+local rawcall, errtext, call, sha1, log, setresp, killed, cjson = ...
 local dbg = debug
 debug = nil
 dofile = nil; loadfile = nil; load = nil; loadstring = nil; print = nil
@@ -276,6 +276,7 @@ rawset = function(t, k, v)
   return rawset0(t, k, v)
 end
 G.redis = protect(redis)
+G.cjson = protect(cjson)
 for _, name in ipairs({'string', 'math', 'table', 'coroutine'}) do
   if G[name] then G[name] = protect(G[name]) end
 end
@@ -352,23 +353,52 @@ impl State {
         // The raising forms are C functions, as Redis's: a Lua wrapper
         // would be tail-called by `return redis.call(…)`, and the error
         // would lose the script's line.
-        for (i, f) in [&rawcall, &sha1, &log, &setresp].into_iter().enumerate() {
+        // cjson's errors are raised as lua-cjson's `luaL_error` raises them:
+        // a message string (no position: it comes from a C function).
+        let raise = |lua: &Lua, r: super::cjson::Answer| -> mlua::Result<(Value, bool)> {
+            Ok(match r {
+                Ok(v) => (v, false),
+                Err(m) => (Value::String(lua.create_string(m)?), true),
+            })
+        };
+        let json_encode = lua.create_function(move |lua, args: MultiValue| {
+            raise(
+                lua,
+                super::cjson::encode(lua, &args.into_iter().collect::<Vec<_>>())?,
+            )
+        })?;
+        let json_decode = lua.create_function(move |lua, args: MultiValue| {
+            raise(
+                lua,
+                super::cjson::decode(lua, &args.into_iter().collect::<Vec<_>>())?,
+            )
+        })?;
+        for (i, f) in [&rawcall, &sha1, &log, &setresp, &json_encode, &json_decode]
+            .into_iter()
+            .enumerate()
+        {
             lua.set_named_registry_value(RAISING[i], f)?;
         }
         // SAFETY: `raising` only moves values on the Lua stack and calls a
         // function of ours; it owns nothing that needs dropping.
-        let (call_c, sha1_c, log_c, setresp_c) = unsafe {
+        let (call_c, sha1_c, log_c, setresp_c, encode_c, decode_c) = unsafe {
             (
                 lua.create_c_function(raising::<0>)?,
                 lua.create_c_function(raising::<1>)?,
                 lua.create_c_function(raising::<2>)?,
                 lua.create_c_function(raising::<3>)?,
+                lua.create_c_function(raising::<4>)?,
+                lua.create_c_function(raising::<5>)?,
             )
         };
-        let (xpcall, handler, env): (Function, Function, Table) = lua
-            .load(SETUP)
-            .set_name("=elsa")
-            .call((rawcall, errtext, call_c, sha1_c, log_c, setresp_c, killed))?;
+        let cjson = lua.create_table()?;
+        cjson.set("encode", encode_c)?;
+        cjson.set("decode", decode_c)?;
+        cjson.set("null", super::cjson::null())?;
+        let (xpcall, handler, env): (Function, Function, Table) =
+            lua.load(SETUP).set_name("=elsa").call((
+                rawcall, errtext, call_c, sha1_c, log_c, setresp_c, killed, cjson,
+            ))?;
         // SCRIPT KILL: checked every HOOK_EVERY instructions. Once killed,
         // every check raises again, so a `pcall` in the script cannot
         // swallow the kill for long (Redis re-raises on every line).
@@ -500,9 +530,22 @@ fn lua_number_text(n: f64) -> String {
 }
 
 /// Registry names of the functions [`raising`] calls.
-const RAISING: [&str; 4] = ["elsa.call", "elsa.sha1hex", "elsa.log", "elsa.setresp"];
-const RAISING_C: [&std::ffi::CStr; 4] =
-    [c"elsa.call", c"elsa.sha1hex", c"elsa.log", c"elsa.setresp"];
+const RAISING: [&str; 6] = [
+    "elsa.call",
+    "elsa.sha1hex",
+    "elsa.log",
+    "elsa.setresp",
+    "elsa.cjson.encode",
+    "elsa.cjson.decode",
+];
+const RAISING_C: [&std::ffi::CStr; 6] = [
+    c"elsa.call",
+    c"elsa.sha1hex",
+    c"elsa.log",
+    c"elsa.setresp",
+    c"elsa.cjson.encode",
+    c"elsa.cjson.decode",
+];
 
 /// A C function calling the registry function `RAISING[K]`, which answers
 /// `(value, is_error)`, and raising `value` (Redis's `{err=…}` table) as
@@ -518,6 +561,13 @@ unsafe extern "C-unwind" fn raising<const K: usize>(
     ffi::lua_call(l, n, 2);
     if ffi::lua_toboolean(l, -1) != 0 {
         ffi::lua_pop(l, 1);
+        if ffi::lua_type(l, -1) == ffi::LUA_TSTRING {
+            // A message, as `luaL_error` raises it: prefixed with where in
+            // the script the C function was called from.
+            ffi::luaL_where(l, 1);
+            ffi::lua_insert(l, -2);
+            ffi::lua_concat(l, 2);
+        }
         ffi::lua_error(l)
     }
     ffi::lua_pop(l, 1);

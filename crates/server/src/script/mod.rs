@@ -14,6 +14,7 @@
 //! SCRIPT KILL are about.
 
 pub mod cache;
+mod cjson;
 pub mod convert;
 pub mod lua;
 mod run;
