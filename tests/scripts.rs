@@ -26,13 +26,13 @@ mod common;
 #[path = "differential/resp.rs"]
 mod resp;
 
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use common::redis_server::RedisServer;
 use common::{env_or, Elsa};
 use resp::{Conn, Reply};
 
@@ -224,51 +224,6 @@ const EDGES: &[&str] = &[
 
 const KEYS: &[&str] = &["k1", "k2", "k3", "lock", "cnt"];
 const TOKENS: &[&str] = &["tok-a", "tok-b"];
-
-/// A `redis-server` on a free port, killed (by PID) on drop.
-struct RedisServer {
-    port: u16,
-    child: Child,
-    dir: std::path::PathBuf,
-}
-
-impl RedisServer {
-    fn start() -> RedisServer {
-        let port = common::free_port();
-        let dir =
-            std::env::temp_dir().join(format!("elsa-scripts-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create redis dir");
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn redis-server");
-        let server = RedisServer { port, child, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut c) = Conn::connect(port) {
-                if c.call(&[b"PING"]) == Reply::Simple(b"PONG".to_vec()) {
-                    return server;
-                }
-            }
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// One connection to each server, every request sent to both and the
 /// replies compared.

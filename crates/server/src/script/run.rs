@@ -129,16 +129,8 @@ impl Conn {
                 // Failed or did not compile: its writes are dropped.
                 return self.answer(&script, outcome);
             }
-            let wrote = txn.has_writes();
-            match txn.commit(&self.coord).await {
-                Ok(ts) => {
-                    if wrote {
-                        self.s.last_commit = Some(ts);
-                        // It may have pushed to a list a client waits on.
-                        self.shared.pushes.notify_waiters();
-                    }
-                    return self.answer(&script, outcome);
-                }
+            match self.commit_run(txn).await {
+                Ok(()) => return self.answer(&script, outcome),
                 Err(TxnError::Conflict(_)) if attempt < MAX_ATTEMPTS => {
                     backoff(attempt).await;
                     attempt += 1;
@@ -147,6 +139,19 @@ impl Conn {
                 Err(e) => return self.w().error(&e.to_string()),
             }
         }
+    }
+
+    /// Commits a script's (or a scripted EXEC's) transaction; once it
+    /// wrote, LASTCOMMIT answers its timestamp and blocked pops look again
+    /// (it may have pushed to a list a client waits on).
+    async fn commit_run(&mut self, txn: Txn) -> Result<(), TxnError> {
+        let wrote = txn.has_writes();
+        let ts = txn.commit(&self.coord).await?;
+        if wrote {
+            self.s.last_commit = Some(ts);
+            self.shared.pushes.notify_waiters();
+        }
+        Ok(())
     }
 
     /// Writes how a script ended; a script that compiled is cached (EVAL
@@ -298,15 +303,8 @@ impl Conn {
             let Some(txn) = self.s.txn.take() else {
                 return;
             };
-            let wrote = txn.has_writes();
-            match txn.commit(&self.coord).await {
-                Ok(ts) => {
-                    if wrote {
-                        self.s.last_commit = Some(ts);
-                        self.shared.pushes.notify_waiters();
-                    }
-                    return;
-                }
+            match self.commit_run(txn).await {
+                Ok(()) => return,
                 Err(TxnError::Conflict(_)) if attempt < MAX_ATTEMPTS => {
                     self.out.truncate(mark);
                     backoff(attempt).await;
