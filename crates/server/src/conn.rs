@@ -434,7 +434,8 @@ impl Conn {
             Kind::Control(c) => Step::Control(c, args),
             Kind::Data(parse) => {
                 let parsed = self.data_cmd(parse, &args);
-                if let Ok(dc) = &parsed {
+                if let (Ok(dc), Some(_)) = (&parsed, &self.s.tracking) {
+                    // (Only a tracking connection pays for the flag lookup.)
                     self.remember_reads(spec.flags.contains(&"readonly"), caching, dc);
                 }
                 let plain = self.s.txn.is_none() && self.s.multi.is_none();
