@@ -49,10 +49,9 @@ fuzz_target!(|data: &[u8]| {
     let whole = parse_all(input, input.len(), &limits);
     let pieces = parse_all(input, 1 + (knobs >> 1) as usize, &limits);
     assert_eq!(whole, pieces, "parsing in pieces changed the requests");
-    for args in &whole.0 {
-        assert!(args.len() <= limits.max_args || args.is_empty() || input[0] != b'*');
-        for a in args {
-            assert!(a.len() <= input.len());
-        }
-    }
+    // Nothing parsed is larger than what arrived (no length was believed
+    // beyond the bytes behind it). Inline requests have no argument limit
+    // but their line's (64 KiB), as in Redis, so counts are not checked.
+    let parsed: usize = whole.0.iter().flatten().map(|a| a.len()).sum();
+    assert!(parsed <= input.len());
 });
