@@ -47,6 +47,28 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
             "requirepass".into(),
             c.requirepass.clone().unwrap_or_default(),
         ),
+        (
+            "aclfile".into(),
+            c.acl
+                .file
+                .as_ref()
+                .map(|f| f.display().to_string())
+                .unwrap_or_default(),
+        ),
+        (
+            "protected-mode".into(),
+            if c.acl.protected_mode { "yes" } else { "no" }.into(),
+        ),
+        (
+            "acl-pubsub-default".into(),
+            if c.acl.allchannels_default {
+                "allchannels"
+            } else {
+                "resetchannels"
+            }
+            .into(),
+        ),
+        ("acllog-max-len".into(), c.acl.log_max_len.to_string()),
         // Redis parameters clients probe; Elsa's answers for them.
         ("databases".into(), c.databases.to_string()),
         (
