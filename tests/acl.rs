@@ -109,16 +109,14 @@ fn norm(req: &[Vec<u8>], reply: Reply) -> String {
     let (cmd, sub) = (up(0), up(1));
     match reply {
         Reply::Broken(_) => "(broken)".into(),
-        Reply::Array(items) if cmd == "ACL" && sub == "LIST" => Reply::Array(
-            items
-                .into_iter()
-                .map(|r| match r {
-                    Reply::Bulk(b) => Reply::Bulk(sort_rules(&b)),
-                    r => r,
-                })
-                .collect(),
-        )
-        .to_string(),
+        Reply::Array(items) if cmd == "ACL" && sub == "LIST" => items
+            .into_iter()
+            .map(|r| match r {
+                Reply::Bulk(b) => String::from_utf8_lossy(&sort_rules(&b)).into_owned(),
+                r => r.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
         Reply::Array(mut items) if cmd == "ACL" && sub == "GETUSER" => {
             for pair in items.chunks_mut(2) {
                 if pair[0] == Reply::Bulk(b"commands".to_vec()) {

@@ -188,6 +188,8 @@ pub struct Table {
     pub cmds: Vec<&'static CmdInfo>,
     /// Per id: the ids of its subcommands.
     pub children: Vec<Vec<u16>>,
+    /// Per id: one of Elsa's own commands, not Redis's.
+    pub elsa: Vec<bool>,
     by_name: HashMap<&'static str, u16>,
 }
 
@@ -220,9 +222,14 @@ pub static TABLE: LazyLock<Table> = LazyLock::new(|| {
             }
         }
     }
+    let elsa = cmds
+        .iter()
+        .map(|c| ELSA.iter().any(|e| std::ptr::eq(e, *c)))
+        .collect();
     Table {
         cmds,
         children,
+        elsa,
         by_name,
     }
 });

@@ -460,7 +460,9 @@ impl User {
     }
 
     /// The command rules (`ACLDescribeSelectorCommandRules`): `+@all` or
-    /// `-@all`, then the categories that fit best, then single commands.
+    /// `-@all`, then the categories that fit best, then single commands —
+    /// the categories chosen by Redis's commands alone, so the text is
+    /// Redis's but for rules naming Elsa's own commands.
     pub fn describe_commands(&self) -> String {
         let additive = !self.commands.get(FUTURE);
         let mut rules = String::from(if additive { "-@all " } else { "+@all " });
@@ -477,7 +479,13 @@ impl User {
                     continue;
                 }
                 let (mut on, mut off) = (0u64, 0u64);
+                // Redis's commands only: Elsa's own would tip the counts
+                // away from the categories Redis picks (the single rules
+                // below settle them).
                 for id in TABLE.in_category(1 << j) {
+                    if TABLE.elsa[id as usize] {
+                        continue;
+                    }
                     if temp.commands.get(id as usize) {
                         on += 1;
                     } else {
