@@ -194,12 +194,30 @@ fn sort_rules(text: &[u8]) -> Vec<u8> {
     out.join(" ").into_bytes()
 }
 
+/// What the compared replies were (so a run shows it tested something).
+#[derive(Default, Debug)]
+struct Seen {
+    noperm: usize,
+    wrongpass: usize,
+    closed: usize,
+    ok: usize,
+}
+
 /// Runs `(conn, line)` steps on both servers; the first difference.
-fn run_lines(p: &mut Pair, steps: &[(usize, String)]) -> Result<(), String> {
+fn run_lines(p: &mut Pair, steps: &[(usize, String)], seen: &mut Seen) -> Result<(), String> {
     let mut log = String::new();
     for (n, (i, line)) in steps.iter().enumerate() {
         let req = args(line);
         let (r, e) = p.step(*i, &req);
+        if r.contains("NOPERM") {
+            seen.noperm += 1;
+        } else if r.starts_with("-WRONGPASS") {
+            seen.wrongpass += 1;
+        } else if r == "(broken)" {
+            seen.closed += 1;
+        } else if !r.starts_with('-') {
+            seen.ok += 1;
+        }
         log.push_str(&format!("  {n:>3} [c{i}] {line}\n"));
         if r != e {
             return Err(format!("{log}replies differ:\n  redis: {r}\n  elsa:  {e}"));
@@ -209,7 +227,7 @@ fn run_lines(p: &mut Pair, steps: &[(usize, String)]) -> Result<(), String> {
 }
 
 const USERS: &[&str] = &["u1", "u2", "u3"];
-const PASSES: &[&str] = &["p1", "p2", "wrong"];
+const PASSES: &[&str] = &["p1", "p1", "p2", "wrong"];
 const KEYS: &[&str] = &["k1", "k2", "ka", "r1", "w1", "m1", "x"];
 const CHANNELS: &[&str] = &["ch1", "news", "other"];
 
@@ -308,7 +326,7 @@ fn data_command(rng: &mut StdRng) -> String {
     let k = pick(rng, KEYS);
     let k2 = pick(rng, KEYS);
     let ch = pick(rng, CHANNELS);
-    match rng.gen_range(0..14) {
+    match rng.gen_range(0..20) {
         0 => format!("GET {k}"),
         1 => format!("SET {k} v"),
         2 => format!("SET {k} v GET"),
@@ -322,6 +340,12 @@ fn data_command(rng: &mut StdRng) -> String {
         10 => format!("EVAL return\\sredis.call('get',KEYS[1]) 1 {k}"),
         11 => format!("EVAL return\\sredis.call('set',KEYS[1],'v') 1 {k}"),
         12 => "PING".into(),
+        13 => format!("COPY {k} {k2}"),
+        14 => format!("RENAME {k} {k2}"),
+        15 => format!("LMOVE l{k} l{k2} LEFT RIGHT"),
+        16 => format!("SINTERSTORE {k} s{k2}"),
+        17 => format!("EVAL return\\sredis.pcall('incr',KEYS[1]) 1 {k}"),
+        18 => format!("SPUBLISH {ch} m"),
         _ => format!("TYPE {k}"),
     }
 }
@@ -336,7 +360,13 @@ fn random_step(rng: &mut StdRng, rules: &[String]) -> Vec<(usize, String)> {
             let rs: Vec<&str> = (0..n)
                 .map(|_| rules[rng.gen_range(0..rules.len())].as_str())
                 .collect();
-            vec![(0, format!("ACL SETUSER {u} {}", rs.join(" ")))]
+            // Often a user that can log in, so its rules get exercised.
+            let login = match rng.gen_range(0..4) {
+                0 => "on >p1 ",
+                1 => "on nopass ",
+                _ => "",
+            };
+            vec![(0, format!("ACL SETUSER {u} {login}{}", rs.join(" ")))]
         }
         18..=22 => vec![(0, format!("ACL GETUSER {u}"))],
         23..=25 => vec![(0, "ACL LIST".into())],
@@ -359,20 +389,20 @@ fn random_step(rng: &mut StdRng, rules: &[String]) -> Vec<(usize, String)> {
         }
         39..=48 => {
             let user = if rng.gen_bool(0.1) { "DEFAULT" } else { u };
-            vec![(c, format!("AUTH {user} {}", pick(rng, PASSES)))]
+            let pass = pick(rng, PASSES);
+            if rng.gen_bool(0.2) {
+                vec![(c, format!("HELLO 2 AUTH {user} {pass}"))]
+            } else {
+                vec![(c, format!("AUTH {user} {pass}"))]
+            }
         }
         49..=51 => {
             let ch = pick(rng, CHANNELS);
-            let sub = if rng.gen_bool(0.5) {
-                format!("SUBSCRIBE {ch}")
-            } else {
-                format!("PSUBSCRIBE {ch}*")
-            };
-            vec![
-                (c, sub),
-                (c, "UNSUBSCRIBE".into()),
-                (c, "PUNSUBSCRIBE".into()),
-            ]
+            match rng.gen_range(0..3) {
+                0 => vec![(c, format!("SUBSCRIBE {ch}")), (c, "UNSUBSCRIBE".into())],
+                1 => vec![(c, format!("PSUBSCRIBE {ch}*")), (c, "PUNSUBSCRIBE".into())],
+                _ => vec![(c, format!("SSUBSCRIBE {ch}")), (c, "SUNSUBSCRIBE".into())],
+            }
         }
         52..=57 => {
             // MULTI … EXEC, sometimes with the rules changed in between.
@@ -498,6 +528,18 @@ fn fixed() -> Vec<(usize, String)> {
         (0, "ACL SETUSER u3 +config|get|x"),
         (0, "ACL SETUSER u3 -select|0"),
         (0, "ACL GETUSER u3"),
+        // A subscriber whose channel is taken away is disconnected.
+        (0, "ACL SETUSER u5 on >p1 +@all ~* &ch*"),
+        (2, "AUTH u5 p1"),
+        (2, "SUBSCRIBE ch1"),
+        (0, "ACL SETUSER u5 resetchannels &other"),
+        (2, "PING"),
+        (2, "AUTH u5 p1"),
+        (2, "SUBSCRIBE other"),
+        (0, "ACL SETUSER u5 &more"),
+        (2, "PING"),
+        (0, "ACL DELUSER u5"),
+        (2, "PING"),
         (0, "ACL DELUSER u1 u2 u3 nosuch"),
         (0, "ACL USERS"),
     ];
@@ -517,7 +559,8 @@ fn acl_replies_equal_redis() {
     let redis = RedisServer::start();
     let elsa = Elsa::start(&["--workers", "2"]);
     let mut p = Pair::new(elsa.port, redis.port);
-    if let Err(e) = run_lines(&mut p, &fixed()) {
+    let mut seen = Seen::default();
+    if let Err(e) = run_lines(&mut p, &fixed(), &mut seen) {
         panic!("fixed edge cases:\n{e}");
     }
     let sequences: u64 = env_or("ELSA_ACL_SEQUENCES", 30);
@@ -533,7 +576,7 @@ fn acl_replies_equal_redis() {
             (0, "ACL LOG RESET".to_string()),
             (0, "FLUSHALL".to_string()),
         ];
-        run_lines(&mut p, &reset).expect("reset");
+        run_lines(&mut p, &reset, &mut Seen::default()).expect("reset");
         for i in 1..CONNS {
             p.reconnect(i);
         }
@@ -542,12 +585,12 @@ fn acl_replies_equal_redis() {
             steps.extend(random_step(&mut rng, &rules));
         }
         total += steps.len();
-        if let Err(e) = run_lines(&mut p, &steps) {
+        if let Err(e) = run_lines(&mut p, &steps, &mut seen) {
             panic!("seed {seed} (replay: ELSA_ACL_SEED={seed} ELSA_ACL_SEQUENCES=1):\n{e}");
         }
     }
     eprintln!(
-        "acl differential: {sequences} sequences, {total} commands, all equal to redis-server"
+        "acl differential: {sequences} sequences, {total} commands, all equal to redis-server ({seen:?})"
     );
 }
 

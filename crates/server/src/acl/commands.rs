@@ -55,6 +55,15 @@ impl Conn {
         self.s.acl_epoch = epoch;
         match self.shared.acl.get(&self.s.user.name) {
             Some(u) if u.serial == self.s.user.serial => {
+                // A subscriber whose channels the new rules no longer
+                // allow is disconnected, as Redis does.
+                if !u.allchannels && self.subs.active() && !self.subscriptions_allowed(&u) {
+                    tracing::info!(
+                        client = self.s.id,
+                        "closing connection: its ACL user may no longer use a channel it subscribed to"
+                    );
+                    return false;
+                }
                 self.s.acl_free = u.unrestricted();
                 self.s.user = u;
                 true
@@ -71,6 +80,15 @@ impl Conn {
                 false
             }
         }
+    }
+
+    fn subscriptions_allowed(&self, u: &super::User) -> bool {
+        use crate::pubsub::Space;
+        let plain = |ch: &Bytes| u.channels.iter().any(|p| elsa_shard::glob::matches(p, ch));
+        let literal = |pat: &Bytes| u.channels.iter().any(|p| p[..] == pat[..]);
+        self.subs.names(Some(Space::Plain)).iter().all(plain)
+            && self.subs.names(Some(Space::Shard)).iter().all(plain)
+            && self.subs.names(None).iter().all(literal)
     }
 
     /// The ACL check of a command about to run or be queued: None when
