@@ -641,7 +641,6 @@ fn elsa_commands_have_categories() {
         assert!(cat.contains(&format!("\"{name}\"")), "{name} in {cat}");
     }
     assert!(line("ACL CAT dangerous").contains("\"elsa.fault\""));
-    drop(line);
     let mut t = Conn::connect(elsa.port).unwrap();
     assert_eq!(t.call_line("AUTH txn x"), "+OK");
     assert_eq!(t.call_line("BEGIN"), "+OK");

@@ -91,7 +91,7 @@ impl Denied {
     }
 
     /// What ACL LOG names: the command, or the key or channel refused.
-    fn object<'a>(self, args: &'a [Bytes]) -> &'a [u8] {
+    fn object(self, args: &[Bytes]) -> &[u8] {
         match self {
             Denied::Command(name) => name.as_bytes(),
             Denied::Key(i) | Denied::Channel(i) => args.get(i).map_or(&[][..], |a| &a[..]),

@@ -47,7 +47,7 @@ impl Bits {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Sanitize {
     Unset,
-    Sanitize,
+    On,
     Skip,
 }
 
@@ -194,7 +194,7 @@ impl User {
         } else if is("skip-sanitize-payload") {
             self.sanitize = Sanitize::Skip;
         } else if is("sanitize-payload") {
-            self.sanitize = Sanitize::Sanitize;
+            self.sanitize = Sanitize::On;
         } else if is("nopass") {
             self.nopass = true;
             self.passwords.clear();
@@ -239,7 +239,7 @@ impl User {
             self.allchannels = allchannels_default;
             self.channels.clear();
             self.enabled = false;
-            self.sanitize = Sanitize::Sanitize;
+            self.sanitize = Sanitize::On;
             self.set_all_commands(false);
         } else {
             self.apply_selector(op)?;
@@ -395,7 +395,7 @@ impl User {
         }
         match self.sanitize {
             Sanitize::Skip => f.push("skip-sanitize-payload"),
-            Sanitize::Sanitize => f.push("sanitize-payload"),
+            Sanitize::On => f.push("sanitize-payload"),
             Sanitize::Unset => {}
         }
         f
