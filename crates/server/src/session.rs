@@ -197,7 +197,9 @@ impl Conn {
                 .w()
                 .error("EXECABORT Transaction discarded because of previous errors.");
         }
-        self.acl_recheck_queued(&mut queued, &queued_args);
+        if !self.acl_recheck_queued(&mut queued, &queued_args) {
+            return;
+        }
         // A queue holding a script runs as one SI transaction (`script::run`).
         if queued
             .iter()
@@ -305,12 +307,15 @@ impl Conn {
 
     /// EXEC checks every queued command against the user's rules again, as
     /// Redis does: a command no longer allowed answers -NOPERM in its place.
-    fn acl_recheck_queued(&mut self, queued: &mut [Queued], args: &[Vec<Bytes>]) {
+    /// False when the connection's user is gone: nothing runs, and the
+    /// connection closes.
+    fn acl_recheck_queued(&mut self, queued: &mut [Queued], args: &[Vec<Bytes>]) -> bool {
         if !self.acl_current() {
             self.s.closing = true;
+            return false;
         }
         if self.s.acl_free {
-            return;
+            return true;
         }
         for (q, a) in queued.iter_mut().zip(args) {
             let Some(spec) = a.first().and_then(|n| crate::cmd::lookup(n)) else {
@@ -323,6 +328,7 @@ impl Conn {
                 ))));
             }
         }
+        true
     }
 
     /// Back to the database MULTI started in (DISCARD, EXEC).
@@ -441,7 +447,7 @@ impl Conn {
                 ));
             }
         }
-        if !self.s.authed {
+        if !self.s.authed && !self.shared.acl.default_open() {
             return self.w().error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         }
         self.s.resp3 = proto == 3;

@@ -74,8 +74,9 @@ impl Conn {
                     user = %String::from_utf8_lossy(&self.s.user.name),
                     "closing connection: its ACL user was deleted"
                 );
-                self.s.user = self.shared.acl.default_user();
-                self.s.acl_free = self.s.user.unrestricted();
+                // Until it closes, the connection may run nothing.
+                self.s.user = Arc::new(super::User::new(b"", u64::MAX, false));
+                self.s.acl_free = false;
                 self.s.authed = false;
                 false
             }
