@@ -139,18 +139,30 @@ fn norm(req: &[Vec<u8>], reply: Reply) -> String {
         Reply::Array(entries) if cmd == "ACL" && sub == "LOG" => Reply::Array(
             entries
                 .into_iter()
-                .map(|e| match e {
-                    Reply::Array(mut kv) => {
-                        for pair in kv.chunks_mut(2) {
-                            if pair[0] == Reply::Bulk(b"age-seconds".to_vec())
-                                || pair[0] == Reply::Bulk(b"client-info".to_vec())
-                            {
-                                pair[1] = Reply::Bulk(b"*".to_vec());
+                .map(|e| {
+                    let hide = |k: &Reply| {
+                        *k == Reply::Bulk(b"age-seconds".to_vec())
+                            || *k == Reply::Bulk(b"client-info".to_vec())
+                    };
+                    match e {
+                        Reply::Array(mut kv) => {
+                            for pair in kv.chunks_mut(2) {
+                                if hide(&pair[0]) {
+                                    pair[1] = Reply::Bulk(b"*".to_vec());
+                                }
                             }
+                            Reply::Array(kv)
                         }
-                        Reply::Array(kv)
+                        Reply::Map(mut kv) => {
+                            for (k, v) in kv.iter_mut() {
+                                if hide(k) {
+                                    *v = Reply::Bulk(b"*".to_vec());
+                                }
+                            }
+                            Reply::Map(kv)
+                        }
+                        e => e,
                     }
-                    e => e,
                 })
                 .collect(),
         )
@@ -551,6 +563,20 @@ fn fixed() -> Vec<(usize, String)> {
     out.push((3, "GET w1".into()));
     out.push((0, "ACL LIST".into()));
     out.push((0, "ACL DELUSER u4".into()));
+    // RESP3: maps, sets and nulls where Redis sends them.
+    for l in [
+        "PING", // (u4 is gone: this finds its connection closed)
+        "HELLO 3",
+        "ACL GETUSER default",
+        "ACL GETUSER nosuch",
+        "AUTH nosuch x",
+        "ACL LOG 1",
+        "ACL USERS",
+        "ACL WHOAMI",
+        "HELLO 2",
+    ] {
+        out.push((3, l.into()));
+    }
     out
 }
 
