@@ -717,6 +717,8 @@ fn auth_user_names_are_case_sensitive_and_setname_is_checked() {
         log.contains("\"auth\"") && log.contains("\"DEFAULT\""),
         "{log}"
     );
+    let stats = c.call_line("INFO stats");
+    assert!(stats.contains("acl_access_denied_auth:1"), "{stats}");
     // HELLO SETNAME is checked as CLIENT SETNAME: no line injected into
     // CLIENT LIST.
     let mut h = Conn::connect(elsa.port).unwrap();

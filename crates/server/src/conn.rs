@@ -217,6 +217,7 @@ impl Conn {
     /// (past `client-output-buffer-limit pubsub`, the connection closes).
     pub async fn serve(mut self) {
         if self.shared.acl.refuses(&self.s.addr) {
+            self.shared.rejected.fetch_add(1, Ordering::Relaxed);
             self.out.extend_from_slice(crate::acl::DENIED.as_bytes());
             return self.finish().await;
         }

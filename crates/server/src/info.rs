@@ -184,11 +184,12 @@ impl Conn {
         if want("stats") {
             let _ = write!(
                 t,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\n\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\n{}\r\n",
                 sh.total_connections.load(Ordering::Relaxed),
                 sh.total_commands.load(Ordering::Relaxed),
                 sh.rejected.load(Ordering::Relaxed),
                 total.expired,
+                sh.acl.info_stats(),
             );
         }
         if want("transactions") {

@@ -126,6 +126,8 @@ pub struct Acl {
     default_open: AtomicBool,
     serial: AtomicU64,
     log: Mutex<log::Log>,
+    /// INFO's acl_access_denied_{auth,cmd,key,channel}.
+    denied: [AtomicU64; 4],
     /// The settings it was started with.
     pub settings: Settings,
 }
@@ -146,6 +148,7 @@ impl Acl {
             default_open: AtomicBool::new(false),
             serial: AtomicU64::new(1),
             log: Mutex::new(log::Log::default()),
+            denied: Default::default(),
             settings,
         };
         if acl.settings.file.is_some() {
@@ -310,6 +313,13 @@ impl Acl {
         username: &[u8],
         client_info: String,
     ) {
+        let counter = match reason {
+            Reason::Auth => 0,
+            Reason::Command => 1,
+            Reason::Key => 2,
+            Reason::Channel => 3,
+        };
+        self.denied[counter].fetch_add(1, Ordering::Relaxed);
         let max = self.settings.log_max_len;
         self.log.lock().unwrap_or_else(|e| e.into_inner()).add(
             reason,
@@ -319,6 +329,18 @@ impl Acl {
             client_info,
             max,
         );
+    }
+
+    /// INFO stats lines: refusals since start, as Redis counts them.
+    pub fn info_stats(&self) -> String {
+        let n = |i: usize| self.denied[i].load(Ordering::Relaxed);
+        format!(
+            "acl_access_denied_auth:{}\r\nacl_access_denied_cmd:{}\r\nacl_access_denied_key:{}\r\nacl_access_denied_channel:{}\r\n",
+            n(0),
+            n(1),
+            n(2),
+            n(3)
+        )
     }
 
     /// Protected mode's verdict on a new client (its `ip:port`), logged.
