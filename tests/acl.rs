@@ -11,7 +11,7 @@
 //! client info, ACL GENPASS's random digits (length and alphabet only), and
 //! HELLO's server description.
 //!
-//! Size: `ELSA_ACL_SEQUENCES` sequences (default 30) of `ELSA_ACL_LEN`
+//! Size: `ELSA_ACL_SEQUENCES` sequences (default 200) of `ELSA_ACL_LEN`
 //! steps (default 60), seeds from `ELSA_ACL_SEED` (default 1).
 
 mod common;
@@ -589,7 +589,7 @@ fn acl_replies_equal_redis() {
     if let Err(e) = run_lines(&mut p, &fixed(), &mut seen) {
         panic!("fixed edge cases:\n{e}");
     }
-    let sequences: u64 = env_or("ELSA_ACL_SEQUENCES", 30);
+    let sequences: u64 = env_or("ELSA_ACL_SEQUENCES", 200);
     let len: usize = env_or("ELSA_ACL_LEN", 60);
     let seed0: u64 = env_or("ELSA_ACL_SEED", 1);
     let rules = rules();
