@@ -49,6 +49,7 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Sunsubscribe
             | Control::Eval
             | Control::Script
+            | Control::Acl
     )
 }
 
@@ -162,6 +163,7 @@ impl Conn {
             Control::ElsaFault => self.elsa_fault(args),
             Control::Eval => self.eval(args).await,
             Control::Script => self.script(args).await,
+            Control::Acl => self.acl(args),
             Control::Lastsave => {
                 let t = self
                     .shared
@@ -515,7 +517,7 @@ impl Conn {
         true
     }
 
-    fn client_line(&self) -> String {
+    pub(crate) fn client_line(&self) -> String {
         let s = &self.s;
         let txt = |b: &Option<Bytes>| {
             b.as_ref()
@@ -523,12 +525,13 @@ impl Conn {
                 .unwrap_or_default()
         };
         format!(
-            "id={} addr={} name={} db={} multi={} resp={} lib-name={} lib-ver={} txn={}\n",
+            "id={} addr={} name={} db={} multi={} user={} resp={} lib-name={} lib-ver={} txn={}\n",
             s.id,
             s.addr,
             txt(&s.name),
             s.db,
             s.multi.as_ref().map_or(-1, |q| q.len() as i64),
+            String::from_utf8_lossy(&s.user.name),
             if s.resp3 { 3 } else { 2 },
             txt(&s.lib_name),
             txt(&s.lib_ver),

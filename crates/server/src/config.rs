@@ -44,6 +44,20 @@ pub struct Keys {
     /// Password clients must AUTH with.
     #[arg(long, env = "ELSA_REQUIREPASS")]
     pub requirepass: Option<String>,
+    /// ACL file (Redis's format): users loaded at start and by ACL LOAD,
+    /// written by ACL SAVE ("" = none).
+    #[arg(long, env = "ELSA_ACLFILE")]
+    pub aclfile: Option<String>,
+    /// Refuse clients from outside loopback while the default user has no
+    /// password.
+    #[arg(long, env = "ELSA_PROTECTED_MODE")]
+    pub protected_mode: Option<bool>,
+    /// Channels a new ACL user may use: resetchannels (none) or allchannels.
+    #[arg(long, env = "ELSA_ACL_PUBSUB_DEFAULT")]
+    pub acl_pubsub_default: Option<String>,
+    /// Most ACL LOG entries kept.
+    #[arg(long, env = "ELSA_ACLLOG_MAX_LEN")]
+    pub acllog_max_len: Option<usize>,
     /// Most simultaneous client connections.
     #[arg(long, env = "ELSA_MAXCLIENTS")]
     pub maxclients: Option<usize>,
@@ -147,6 +161,10 @@ impl Keys {
             data_dir,
             workers,
             requirepass,
+            aclfile,
+            protected_mode,
+            acl_pubsub_default,
+            acllog_max_len,
             maxclients,
             proto_max_bulk_len,
             max_args,
@@ -189,6 +207,8 @@ pub struct Config {
     pub workers: usize,
     /// Password, if any.
     pub requirepass: Option<String>,
+    /// ACL file, protected mode, new users' channels, ACL LOG length.
+    pub acl: crate::acl::Settings,
     /// Connection limit.
     pub maxclients: usize,
     /// Longest bulk string.
@@ -332,7 +352,28 @@ impl Config {
             addr: SocketAddr::new(ip, port),
             data_dir: need(c.data_dir, "data-dir")?,
             workers,
-            requirepass: c.requirepass.filter(|p| !p.is_empty()),
+            requirepass: c.requirepass.clone().filter(|p| !p.is_empty()),
+            acl: crate::acl::Settings {
+                file: c
+                    .aclfile
+                    .filter(|f| !f.is_empty())
+                    .map(std::path::PathBuf::from),
+                allchannels_default: match need(c.acl_pubsub_default, "acl-pubsub-default")?
+                    .as_str()
+                {
+                    "allchannels" => true,
+                    "resetchannels" => false,
+                    v => {
+                        return Err(ConfigError::Value(
+                            "acl-pubsub-default",
+                            format!("'{v}' (allchannels or resetchannels)"),
+                        ))
+                    }
+                },
+                log_max_len: need(c.acllog_max_len, "acllog-max-len")?,
+                protected_mode: need(c.protected_mode, "protected-mode")?,
+                requirepass: c.requirepass.filter(|p| !p.is_empty()),
+            },
             maxclients: need(c.maxclients, "maxclients")?,
             proto_max_bulk_len: need(c.proto_max_bulk_len, "proto-max-bulk-len")?,
             max_args: need(c.max_args, "max-args")?,

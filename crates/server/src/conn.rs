@@ -72,6 +72,15 @@ pub(crate) struct Session {
     pub lib_ver: Option<Bytes>,
     pub resp3: bool,
     pub authed: bool,
+    /// The ACL user, as of `acl_epoch` (`crate::acl`).
+    pub user: Arc<crate::acl::User>,
+    pub acl_epoch: u64,
+    /// The user may run every command on every key and channel.
+    pub acl_free: bool,
+    /// Between MULTI and EXEC: each queued command's arguments, checked
+    /// again at EXEC (`multi_args`), and the one being classified.
+    pub multi_args: Vec<Vec<Bytes>>,
+    pub classified: Option<Vec<Bytes>>,
     /// The database SELECT chose (see `elsa_shard::db`).
     pub db: u8,
     /// CLIENT TRACKING's options while it is on (`crate::tracking`).
@@ -115,6 +124,8 @@ enum Step {
     Data(Result<DataCmd, CmdError>),
     Control(Control, Vec<Bytes>),
     Refuse(String),
+    /// Close without an answer (the connection's ACL user was deleted).
+    Drop,
     /// A refused EXEC: Redis discards the transaction.
     ExecAbort(String),
 }
@@ -127,7 +138,8 @@ impl Conn {
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        let authed = shared.config.requirepass.is_none();
+        let (user, acl_epoch, authed) = crate::acl::initial_user(&shared.acl);
+        let acl_free = user.unrestricted();
         let ack = shared.config.default_ack;
         let _ = stream.set_nodelay(true);
         let subs = crate::pubsub::Subscriptions::new(shared.pubsub.clone());
@@ -153,6 +165,11 @@ impl Conn {
                 lib_ver: None,
                 resp3: false,
                 authed,
+                user,
+                acl_epoch,
+                acl_free,
+                multi_args: Vec::new(),
+                classified: None,
                 db: 0,
                 db_before_multi: None,
                 tracking: None,
@@ -199,6 +216,11 @@ impl Conn {
     /// loop and go out ahead of the replies to requests read after them
     /// (past `client-output-buffer-limit pubsub`, the connection closes).
     pub async fn serve(mut self) {
+        if self.shared.acl.refuses(&self.s.addr) {
+            self.shared.rejected.fetch_add(1, Ordering::Relaxed);
+            self.out.extend_from_slice(crate::acl::DENIED.as_bytes());
+            return self.finish().await;
+        }
         loop {
             if !self.drain_pushes() {
                 return;
@@ -403,14 +425,18 @@ impl Conn {
 
     fn classify(&mut self, args: Vec<Bytes>) -> Step {
         let caching = self.take_caching(&args);
-        let Some(spec) = cmd::lookup(&args[0]) else {
+        let Some(spec) = cmd::lookup(&args[0]).filter(|s| self.command_exists(s)) else {
             return Step::Refuse(cmd::unknown_command(&args));
         };
         let refuse = |msg: String| match spec.kind {
             Kind::Control(Control::Exec) => Step::ExecAbort(msg),
             _ => Step::Refuse(msg),
         };
-        if !self.s.authed && !spec.allowed_unauthenticated() {
+        if !self.acl_current() {
+            self.s.closing = true;
+            return Step::Drop;
+        }
+        if !self.s.authed && !spec.allowed_unauthenticated() && !self.shared.acl.default_open() {
             return refuse("NOAUTH Authentication required.".into());
         }
         if self.shared.scripts.busy() && !crate::script::allowed_while_busy(spec, &args) {
@@ -423,6 +449,12 @@ impl Conn {
         // anything runs (inside MULTI it fails the transaction), as in Redis.
         if let Some(e) = cmd::subcommand_error(spec, &args) {
             return refuse(e);
+        }
+        if let Some(d) = self.acl_denied(spec, &args) {
+            return refuse(d.message());
+        }
+        if self.s.multi.is_some() {
+            self.s.classified = Some(args.clone());
         }
         if let Some(e) = self.pubsub_refusal(spec, &args) {
             return refuse(e);
@@ -522,6 +554,7 @@ impl Conn {
         match step {
             Step::Lone(kop) => self.run_lone(vec![kop]).await,
             Step::Refuse(msg) => self.w().error(&msg),
+            Step::Drop => {}
             Step::ExecAbort(msg) => self.exec_abort(&msg),
             Step::Data(Err(e)) => self.w().error(&e.0),
             Step::Data(Ok(dc)) => self.run_data(dc).await,
@@ -537,6 +570,7 @@ impl Conn {
                 return self.w().error(&msg);
             }
             Step::ExecAbort(msg) => return self.exec_abort(&msg),
+            Step::Drop => return,
             Step::Lone(kop) => Queued::Data(Ok(DataCmd {
                 ops: vec![(kop.key, kop.op)],
                 shape: Shape::One,
@@ -576,6 +610,8 @@ impl Conn {
         };
         if let Some(q) = self.s.multi.as_mut() {
             q.push(queued);
+            let args = self.s.classified.take().unwrap_or_default();
+            self.s.multi_args.push(args);
         }
         self.w().simple("QUEUED");
     }

@@ -47,6 +47,28 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
             "requirepass".into(),
             c.requirepass.clone().unwrap_or_default(),
         ),
+        (
+            "aclfile".into(),
+            c.acl
+                .file
+                .as_ref()
+                .map(|f| f.display().to_string())
+                .unwrap_or_default(),
+        ),
+        (
+            "protected-mode".into(),
+            if c.acl.protected_mode { "yes" } else { "no" }.into(),
+        ),
+        (
+            "acl-pubsub-default".into(),
+            if c.acl.allchannels_default {
+                "allchannels"
+            } else {
+                "resetchannels"
+            }
+            .into(),
+        ),
+        ("acllog-max-len".into(), c.acl.log_max_len.to_string()),
         // Redis parameters clients probe; Elsa's answers for them.
         ("databases".into(), c.databases.to_string()),
         (
@@ -162,11 +184,12 @@ impl Conn {
         if want("stats") {
             let _ = write!(
                 t,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\n\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\n{}\r\n",
                 sh.total_connections.load(Ordering::Relaxed),
                 sh.total_commands.load(Ordering::Relaxed),
                 sh.rejected.load(Ordering::Relaxed),
                 total.expired,
+                sh.acl.info_stats(),
             );
         }
         if want("transactions") {

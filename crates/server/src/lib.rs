@@ -9,11 +9,13 @@
 //! - `admin`, `info`: server and keyspace commands, INFO, CONFIG GET.
 //! - `replication`: INFO replication, WAITREGION, ELSA.DIGEST, ELSA.FAULT.
 //! - [`pubsub`]: channels and patterns, subscribers' queues, PUBLISH.
+//! - [`acl`]: users, passwords and permissions (ACL, AUTH), protected mode.
 //! - `script`: Lua scripting (EVAL, EVALSHA, SCRIPT) on script threads.
 //!
 //! Per-key semantics live in `elsa-shard` (`Op`), commit protocols in
 //! `elsa-txn`; this crate only parses, routes and encodes.
 
+pub mod acl;
 mod admin;
 pub mod cmd;
 pub mod config;

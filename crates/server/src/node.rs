@@ -53,6 +53,8 @@ pub struct Shared {
     /// Lua scripting: the script cache, the script threads and the scripts
     /// running now (`crate::script`).
     pub scripts: crate::script::Scripts,
+    /// ACL users and log (`crate::acl`).
+    pub acl: Arc<crate::acl::Acl>,
 }
 
 /// Why a node could not start.
@@ -60,6 +62,8 @@ pub struct Shared {
 pub enum StartError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error("ACL: {0}")]
+    Acl(String),
     #[error("cannot create data dir {0}: {1}")]
     DataDir(String, std::io::Error),
     #[error("cannot listen on {0}: {1}")]
@@ -178,6 +182,7 @@ fn recover(
 /// Runs a node until SIGINT or SIGTERM.
 pub fn run(config: Config) -> Result<(), StartError> {
     crate::cmd::set_databases(config.databases);
+    let acl = Arc::new(crate::acl::Acl::new(config.acl.clone()).map_err(StartError::Acl)?);
     let listener = listen(&config)?;
     let workers = config.workers;
     let hlc = Arc::new(Hlc::default());
@@ -244,6 +249,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         cluster,
         pushes: tokio::sync::Notify::new(),
         scripts: crate::script::Scripts::new(&config),
+        acl,
     });
 
     let mut conn_txs = Vec::with_capacity(workers);

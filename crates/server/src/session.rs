@@ -37,6 +37,7 @@ impl Conn {
             Control::Exec => self.exec().await,
             Control::Discard => match self.s.multi.take() {
                 Some(_) => {
+                    self.s.multi_args.clear();
                     self.leave_multi_db();
                     self.s.watches.clear();
                     self.s.multi_failed = false;
@@ -68,7 +69,8 @@ impl Conn {
                 self.s.resp3 = false;
                 self.s.name = None;
                 self.s.ack = self.shared.config.default_ack;
-                self.s.authed = self.shared.config.requirepass.is_none();
+                self.s.multi_args.clear();
+                self.acl_reset_user();
                 self.w().simple("RESET");
             }
             other => self.admin(other, &args).await,
@@ -152,6 +154,7 @@ impl Conn {
             return self.w().error("ERR MULTI calls can not be nested");
         }
         self.s.multi = Some(Vec::new());
+        self.s.multi_args.clear();
         self.s.multi_failed = false;
         self.s.db_before_multi = Some(self.s.db);
         self.w().simple("OK");
@@ -181,9 +184,10 @@ impl Conn {
     }
 
     async fn exec(&mut self) {
-        let Some(queued) = self.s.multi.take() else {
+        let Some(mut queued) = self.s.multi.take() else {
             return self.w().error("ERR EXEC without MULTI");
         };
+        let queued_args = std::mem::take(&mut self.s.multi_args);
         let watches = std::mem::take(&mut self.s.watches);
         // The queued SELECTs run again in their place below; until then the
         // queued keyless commands see the database MULTI started in.
@@ -192,6 +196,9 @@ impl Conn {
             return self
                 .w()
                 .error("EXECABORT Transaction discarded because of previous errors.");
+        }
+        if !self.acl_recheck_queued(&mut queued, &queued_args) {
+            return;
         }
         // A queue holding a script runs as one SI transaction (`script::run`).
         if queued
@@ -298,6 +305,32 @@ impl Conn {
         }
     }
 
+    /// EXEC checks every queued command against the user's rules again, as
+    /// Redis does: a command no longer allowed answers -NOPERM in its place.
+    /// False when the connection's user is gone: nothing runs, and the
+    /// connection closes.
+    fn acl_recheck_queued(&mut self, queued: &mut [Queued], args: &[Vec<Bytes>]) -> bool {
+        if !self.acl_current() {
+            self.s.closing = true;
+            return false;
+        }
+        if self.s.acl_free {
+            return true;
+        }
+        for (q, a) in queued.iter_mut().zip(args) {
+            let Some(spec) = a.first().and_then(|n| crate::cmd::lookup(n)) else {
+                continue;
+            };
+            if let Some(d) = self.acl_check_logged(spec, a, crate::acl::Context::Multi) {
+                *q = Queued::Data(Err(crate::cmd::CmdError(format!(
+                    "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {}",
+                    d.exec_reason()
+                ))));
+            }
+        }
+        true
+    }
+
     /// Back to the database MULTI started in (DISCARD, EXEC).
     fn leave_multi_db(&mut self) {
         if let Some(db) = self.s.db_before_multi.take() {
@@ -326,6 +359,7 @@ impl Conn {
             self.leave_multi_db();
         }
         self.s.multi = None;
+        self.s.multi_args.clear();
         self.s.multi_failed = false;
         self.s.watches.clear();
         // Redis quotes its internal error text, which has no `ERR ` prefix.
@@ -372,45 +406,6 @@ impl Conn {
         }
     }
 
-    /// AUTH [user] password, as Redis 7.0 with its one `default` user:
-    /// without `requirepass` that user takes any password, but the
-    /// one-argument form is still refused, as Redis refuses it.
-    fn auth(&mut self, args: &[Bytes]) {
-        let (user, given) = match args {
-            [_, pass] => {
-                if self.shared.config.requirepass.is_none() {
-                    return self.w().error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
-                }
-                (&b"default"[..], pass)
-            }
-            [_, user, pass] => (&user[..], pass),
-            _ => return self.w().error("ERR syntax error"),
-        };
-        if !self.authenticate(user, given) {
-            return self
-                .w()
-                .error("WRONGPASS invalid username-password pair or user is disabled.");
-        }
-        self.w().simple("OK");
-    }
-
-    /// Checks a user and password like Redis's ACL with only the `default`
-    /// user (its name is case-sensitive; it has no password unless
-    /// `requirepass` gives it one); marks the connection authenticated.
-    fn authenticate(&mut self, user: &[u8], pass: &[u8]) -> bool {
-        let ok = user == b"default"
-            && self
-                .shared
-                .config
-                .requirepass
-                .as_ref()
-                .is_none_or(|p| p.as_bytes() == pass);
-        if ok {
-            self.s.authed = true;
-        }
-        ok
-    }
-
     /// HELLO [protover [AUTH user pass] [SETNAME name]], as Redis 7.0: each
     /// option takes effect as it is read (an error after SETNAME keeps the
     /// name), and the protocol switches only once all of them passed.
@@ -434,7 +429,7 @@ impl Conn {
             // Redis reads option names as C strings: a NUL ends them.
             let opt = crate::cmd::c_str(&args[i]);
             if is(opt, "AUTH") && more >= 2 {
-                if !self.authenticate(&args[i + 1], &args[i + 2]) {
+                if !self.login(&args[i + 1], &args[i + 2], &args[0]) {
                     return self
                         .w()
                         .error("WRONGPASS invalid username-password pair or user is disabled.");
@@ -452,7 +447,7 @@ impl Conn {
                 ));
             }
         }
-        if !self.s.authed {
+        if !self.s.authed && !self.shared.acl.default_open() {
             return self.w().error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         }
         self.s.resp3 = proto == 3;

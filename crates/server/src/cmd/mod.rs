@@ -125,6 +125,8 @@ pub enum Control {
     Eval,
     /// SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP.
     Script,
+    /// ACL SETUSER|GETUSER|… (`crate::acl`).
+    Acl,
 }
 
 /// What kind of command a name is.
@@ -648,6 +650,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!("quit", -1, A, 0, 0, 0, Ctl(C::Quit)),
     spec!("reset", 1, A, 0, 0, 0, Ctl(C::Reset)),
     spec!("auth", -2, N, 0, 0, 0, Ctl(C::Auth)),
+    spec!("acl", -2, N, 0, 0, 0, Ctl(C::Acl)),
     spec!("select", 2, A, 0, 0, 0, Ctl(C::Select)),
     spec!("client", -2, N, 0, 0, 0, Ctl(C::Client)),
     spec!("command", -1, N, 0, 0, 0, Ctl(C::Command)),
@@ -753,6 +756,24 @@ pub fn wrong_arity(name: &str) -> String {
 /// at once — inside MULTI too, where it fails the transaction. The last
 /// entries of CLIENT are Redis 7.2's, which Elsa answers as well.
 const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
+    (
+        "acl",
+        &[
+            ("cat", -2),
+            ("deluser", -3),
+            ("dryrun", -4),
+            ("genpass", -2),
+            ("getuser", 3),
+            ("help", 2),
+            ("list", 2),
+            ("load", 2),
+            ("log", -2),
+            ("save", 2),
+            ("setuser", -3),
+            ("users", 2),
+            ("whoami", 2),
+        ],
+    ),
     (
         "client",
         &[

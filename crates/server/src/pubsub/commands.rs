@@ -88,6 +88,15 @@ impl Conn {
     /// the connection is closing and its output is dropped, as Redis
     /// drops such a client.
     pub(crate) fn drain_pushes(&mut self) -> bool {
+        if self.subs.me.is_none() {
+            return true;
+        }
+        // A subscriber's user deleted, or its channels taken away: closed.
+        if !self.acl_current() {
+            self.s.closing = true;
+            self.out.clear();
+            return false;
+        }
         let Some(q) = &self.subs.me else {
             return true;
         };

@@ -210,7 +210,7 @@ impl Conn {
     /// RESP it was written as.
     async fn script_call(&mut self, args: Vec<Bytes>, ro: bool, resp3: bool) -> Reply {
         let refuse = |m: &str| Reply::Error(m.as_bytes().to_vec());
-        let Some(spec) = cmd::lookup(&args[0]) else {
+        let Some(spec) = cmd::lookup(&args[0]).filter(|s| self.command_exists(s)) else {
             return refuse("ERR Unknown Redis command called from script");
         };
         if !spec.arity_ok(args.len()) {
@@ -224,6 +224,12 @@ impl Conn {
         }
         if let Some(e) = cmd::subcommand_error(spec, &args) {
             return Reply::Error(e.into_bytes());
+        }
+        if let Some(d) = self.acl_check_logged(spec, &args, crate::acl::Context::Lua) {
+            return refuse(&format!(
+                "ERR The user executing the script {}",
+                d.script_message()
+            ));
         }
         // The command writes its reply into a scratch buffer, in the
         // script's protocol, exactly as it would for a client.
