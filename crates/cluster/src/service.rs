@@ -27,6 +27,7 @@ mod replicate;
 mod rounds;
 mod routing;
 mod units;
+mod untrusted;
 
 pub use pubsub::PublishHook;
 pub use replicate::RegionReplicator;
@@ -242,6 +243,10 @@ pub struct Cluster {
     units_tx: Mutex<Option<mpsc::UnboundedSender<Vec<LogEntry>>>>,
     /// Delivers messages other nodes published to this node's subscribers.
     publish_hook: std::sync::OnceLock<PublishHook>,
+    /// Peer frames and datagrams refused (bad timestamps or counts, failed
+    /// authentication), and the log's rate limit (see [`untrusted`]).
+    frames_refused: AtomicU64,
+    refused_log: AtomicU64,
 }
 
 impl Cluster {
@@ -321,6 +326,8 @@ impl Cluster {
             not_serving_count: AtomicUsize::new(0),
             units_tx: Mutex::new(None),
             publish_hook: std::sync::OnceLock::new(),
+            frames_refused: AtomicU64::new(0),
+            refused_log: AtomicU64::new(0),
         });
         let c = cluster.clone();
         std::thread::Builder::new()
