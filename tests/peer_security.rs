@@ -93,7 +93,11 @@ fn wait_log(c: &Cluster, i: usize, needle: &str) {
 fn without_the_secret_the_peer_port_reads_and_writes_nothing() {
     let c = Cluster::start(&["r1"], &[]);
     let mut conn = c.conn(0);
-    let _: () = redis::cmd("SET").arg("k").arg("v1").query(&mut conn).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v1")
+        .query(&mut conn)
+        .unwrap();
     let addr = peer_addr(&c, 0);
     let rt = rt();
 
@@ -105,7 +109,10 @@ fn without_the_secret_the_peer_port_reads_and_writes_nothing() {
         let _ = p
             .send(gossip(
                 now_ts(),
-                vec![lattice("k", "pwned", now_ts()), lattice("planted", "x", now_ts())],
+                vec![
+                    lattice("k", "pwned", now_ts()),
+                    lattice("planted", "x", now_ts()),
+                ],
             ))
             .await;
         let got = p.recv(Duration::from_secs(2)).await;
@@ -120,7 +127,11 @@ fn without_the_secret_the_peer_port_reads_and_writes_nothing() {
     wait_log(&c, 0, "wrong cluster secret");
 
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(get(&c, "k").as_deref(), Some("v1"), "the key was overwritten");
+    assert_eq!(
+        get(&c, "k").as_deref(),
+        Some("v1"),
+        "the key was overwritten"
+    );
     assert_eq!(get(&c, "planted"), None, "a key was planted");
 }
 
@@ -128,7 +139,11 @@ fn without_the_secret_the_peer_port_reads_and_writes_nothing() {
 fn with_the_secret_far_future_timestamps_are_refused() {
     let c = Cluster::start(&["r1"], &[]);
     let mut conn = c.conn(0);
-    let _: () = redis::cmd("SET").arg("k").arg("v1").query(&mut conn).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v1")
+        .query(&mut conn)
+        .unwrap();
     let addr = peer_addr(&c, 0);
     let rt = rt();
     rt.block_on(async {
@@ -143,7 +158,12 @@ fn with_the_secret_far_future_timestamps_are_refused() {
             .unwrap();
         let ack = p.recv(Duration::from_secs(5)).await;
         assert!(
-            matches!(ack, Some(Frame { body: Some(Body::GossipAck(_)) })),
+            matches!(
+                ack,
+                Some(Frame {
+                    body: Some(Body::GossipAck(_))
+                })
+            ),
             "no ack for an honest frame: {ack:?}"
         );
 
@@ -173,7 +193,11 @@ fn with_the_secret_far_future_timestamps_are_refused() {
     assert_eq!(get(&c, "other"), None);
 
     // The key still takes writes and deletes.
-    let _: () = redis::cmd("SET").arg("k").arg("v2").query(&mut conn).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v2")
+        .query(&mut conn)
+        .unwrap();
     assert_eq!(get(&c, "k").as_deref(), Some("v2"));
     let n: i64 = redis::cmd("DEL").arg("k").query(&mut conn).unwrap();
     assert_eq!(n, 1);
@@ -182,7 +206,11 @@ fn with_the_secret_far_future_timestamps_are_refused() {
     // The clock stayed near wall time: a commit's timestamp is positive
     // and within seconds of now.
     let _: () = redis::cmd("BEGIN").query(&mut conn).unwrap();
-    let _: () = redis::cmd("SET").arg("t").arg("1").query(&mut conn).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("t")
+        .arg("1")
+        .query(&mut conn)
+        .unwrap();
     let ts: i64 = redis::cmd("COMMIT").query(&mut conn).unwrap();
     assert!(ts > 0, "COMMIT answered {ts}");
     let ms = (ts as u64) >> 16;
@@ -232,7 +260,10 @@ fn a_node_with_another_secret_never_joins() {
         if r.is_ok() {
             break;
         }
-        assert!(Instant::now() < deadline, "the intruder never took a write: {r:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the intruder never took a write: {r:?}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     // Several membership and anti-entropy periods.

@@ -63,7 +63,9 @@ pub struct Cluster {
 pub fn new_secret() -> String {
     use rand::Rng;
     let mut rng = rand::thread_rng();
-    (0..32).map(|_| format!("{:02x}", rng.gen::<u8>())).collect()
+    (0..32)
+        .map(|_| format!("{:02x}", rng.gen::<u8>()))
+        .collect()
 }
 
 /// Writes `secret` into `dir` (mode 600), for `--cluster-secret-file`.
@@ -131,10 +133,14 @@ impl Cluster {
                     args.push(seeds.join(","));
                 }
                 let dir = TestDir::new(&format!("cluster-n{id}"));
-                // Peer links over TLS, as `elsa cluster up` runs them.
-                let secret_file = write_secret(&dir, &secret);
-                args.push("--cluster-secret-file".into());
-                args.push(secret_file.display().to_string());
+                // Peer links over TLS, as `elsa cluster up` runs them
+                // (ELSA_TEST_PLAINTEXT_PEERS=1: plaintext loopback links, to
+                // measure what TLS costs).
+                if std::env::var_os("ELSA_TEST_PLAINTEXT_PEERS").is_none() {
+                    let secret_file = write_secret(&dir, &secret);
+                    args.push("--cluster-secret-file".into());
+                    args.push(secret_file.display().to_string());
+                }
                 args.extend(extra.iter().map(|s| s.to_string()));
                 Spec {
                     id,

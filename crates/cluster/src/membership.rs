@@ -246,7 +246,9 @@ pub const REPLAY_WINDOW: Duration = Duration::from_secs(60);
 impl Transport for FaultTransport {
     async fn open(&self, listen_addr: SocketAddr) -> anyhow::Result<Box<dyn Socket>> {
         let inner: Box<dyn Socket> = match &self.cluster.settings().auth {
-            Some(a) => Box::new(SealedSocket::open(listen_addr, Sealer::new(a.membership_key())).await?),
+            Some(a) => {
+                Box::new(SealedSocket::open(listen_addr, Sealer::new(a.membership_key())).await?)
+            }
             None => UdpTransport.open(listen_addr).await?,
         };
         Ok(Box::new(FaultSocket {
@@ -400,7 +402,10 @@ impl Socket for SealedSocket {
             .sealer
             .seal(&msg.serialize_to_vec(), elsa_shard::unix_ms());
         if sealed.len() > MAX_DATAGRAM {
-            tracing::warn!("membership: a {}-byte message does not fit a datagram", sealed.len());
+            tracing::warn!(
+                "membership: a {}-byte message does not fit a datagram",
+                sealed.len()
+            );
             return Ok(());
         }
         if let Err(e) = self.socket.send_to(&sealed, to).await {
@@ -451,7 +456,10 @@ mod tests {
         let mut d = a.seal(b"hello", 1_000_000);
         assert_eq!(a.open(&mut d.clone(), 1_000_500), Ok(&b"hello"[..]));
         assert_eq!(b.open(&mut d.clone(), 1_000_500), Err(Unsealed::Forged));
-        assert_eq!(a.open(&mut d.clone(), 1_000_000 + 61_000), Err(Unsealed::Stale));
+        assert_eq!(
+            a.open(&mut d.clone(), 1_000_000 + 61_000),
+            Err(Unsealed::Stale)
+        );
         let last = d.len() - 1;
         d[last] ^= 1;
         assert_eq!(a.open(&mut d, 1_000_500), Err(Unsealed::Forged));

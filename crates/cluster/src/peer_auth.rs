@@ -7,8 +7,10 @@
 //! `HMAC(K, label ‖ role ‖ exporter ‖ own nonce ‖ peer nonce ‖ node ‖ region)`
 //! with `K` derived from the secret. A man in the middle terminates two TLS
 //! sessions with different exporter values, so a proof it relays fails and
-//! it cannot make one itself without the secret. Nothing else is read from
-//! or sent to a peer before both proofs check (`docs/security.md`).
+//! it cannot make one itself without the secret. The exchange: caller
+//! Hello(nonce) → callee Hello(nonce) → caller Hello(proof) → callee
+//! checks it, Hello(proof) → caller checks it. Nothing else is read from or
+//! sent to a peer before its proof checks (`docs/security.md`).
 //!
 //! Without a secret (loopback development, or `peer-insecure yes`) links
 //! are plaintext and start with a bare Hello, as before.
@@ -53,6 +55,8 @@ pub enum AuthError {
     Io(#[from] std::io::Error),
     #[error("tls: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("no TLS handshake (a peer without the cluster secret speaks plaintext): {0}")]
+    NotTls(std::io::Error),
     #[error("handshake timed out")]
     Timeout,
     #[error("bad frame: {0}")]
@@ -175,7 +179,10 @@ impl PeerAuth {
             membership_key: derive(secret, b"elsa membership v1"),
             cluster_id: format!(
                 "elsa-{}",
-                id[..8].iter().map(|b| format!("{b:02x}")).collect::<String>()
+                id[..8]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
             ),
             server: Arc::new(server),
             client: Arc::new(client),
@@ -193,9 +200,15 @@ impl PeerAuth {
         &self.cluster_id
     }
 
-    fn proof(&self, role: &[u8], exporter: &[u8], own: &[u8], peer: &[u8], hello: &wire::Hello) -> Vec<u8> {
-        let mut mac =
-            <HmacSha256 as Mac>::new_from_slice(&self.auth_key).expect("any key length");
+    fn proof(
+        &self,
+        role: &[u8],
+        exporter: &[u8],
+        own: &[u8],
+        peer: &[u8],
+        hello: &wire::Hello,
+    ) -> Vec<u8> {
+        let mut mac = <HmacSha256 as Mac>::new_from_slice(&self.auth_key).expect("any key length");
         mac.update(b"elsa peer proof v1");
         mac.update(role);
         mac.update(exporter);
@@ -207,7 +220,14 @@ impl PeerAuth {
         mac.finalize().into_bytes().to_vec()
     }
 
-    fn check(&self, role: &[u8], exporter: &[u8], peer_nonce: &[u8], own_nonce: &[u8], hello: &wire::Hello) -> Result<(), AuthError> {
+    fn check(
+        &self,
+        role: &[u8],
+        exporter: &[u8],
+        peer_nonce: &[u8],
+        own_nonce: &[u8],
+        hello: &wire::Hello,
+    ) -> Result<(), AuthError> {
         if hello.proof.is_empty() {
             return Err(AuthError::NoProof);
         }
@@ -385,14 +405,24 @@ async fn connect_on(
     write_frame(&mut io, Frame::new(Body::Hello(hello.clone()))).await?;
     let mut buf = BytesMut::new();
     let theirs = read_hello(&mut io, &mut buf).await?;
-    auth.check(b"server", &exporter, &theirs.nonce, &mine, &theirs)?;
+    if theirs.nonce.len() != NONCE {
+        return Err(AuthError::NoProof);
+    }
+    // The caller proves itself first, so the callee (the side an intruder
+    // dials) is the one that can tell, and log, a wrong secret.
     hello.proof = auth
         .proof(b"client", &exporter, &mine, &theirs.nonce, &hello)
         .into();
     write_frame(&mut io, Frame::new(Body::Hello(hello))).await?;
+    let proved = read_hello(&mut io, &mut buf).await?;
+    if proved.node != theirs.node || proved.region != theirs.region || proved.nonce != theirs.nonce
+    {
+        return Err(AuthError::Unexpected("the same Hello with its proof"));
+    }
+    auth.check(b"server", &exporter, &proved.nonce, &mine, &proved)?;
     Ok(Authed {
         io,
-        hello: theirs,
+        hello: proved,
         buf,
     })
 }
@@ -421,7 +451,7 @@ async fn accept_on(
         return Ok(Authed { io, hello, buf });
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(auth.server.clone());
-    let tls = acceptor.accept(stream).await?;
+    let tls = acceptor.accept(stream).await.map_err(AuthError::NotTls)?;
     let mut exporter = [0u8; 32];
     tls.get_ref()
         .1
@@ -435,15 +465,16 @@ async fn accept_on(
     let mine = nonce();
     let mut hello = bare(me);
     hello.nonce = mine.clone().into();
-    hello.proof = auth
-        .proof(b"server", &exporter, &mine, &first.nonce, &hello)
-        .into();
-    write_frame(&mut io, Frame::new(Body::Hello(hello))).await?;
+    write_frame(&mut io, Frame::new(Body::Hello(hello.clone()))).await?;
     let second = read_hello(&mut io, &mut buf).await?;
     if second.node != first.node || second.region != first.region || second.nonce != first.nonce {
         return Err(AuthError::Unexpected("the same Hello with its proof"));
     }
     auth.check(b"client", &exporter, &first.nonce, &mine, &second)?;
+    hello.proof = auth
+        .proof(b"server", &exporter, &mine, &first.nonce, &hello)
+        .into();
+    write_frame(&mut io, Frame::new(Body::Hello(hello))).await?;
     Ok(Authed {
         io,
         hello: second,
@@ -552,8 +583,8 @@ mod tests {
     #[tokio::test]
     async fn a_wrong_secret_is_refused() {
         let (s, c) = pair(Some(b"0123456789abcdef"), Some(b"0123456789abcdeX")).await;
-        assert!(matches!(s, Err(_)));
-        assert!(matches!(c, Err(AuthError::BadProof)));
+        assert!(matches!(s, Err(AuthError::BadProof)), "the callee tells");
+        assert!(c.is_err());
     }
 
     #[tokio::test]

@@ -524,7 +524,10 @@ mod tests {
         args.keys.cluster_secret = Some("0123456789abcdef0123".into());
         let c = Config::resolve(&args).unwrap();
         assert!(c.cluster.secret.is_some());
-        assert!(!format!("{c:?}").contains("0123456789abcdef"), "the secret is never printed");
+        assert!(
+            !format!("{c:?}").contains("0123456789abcdef"),
+            "the secret is never printed"
+        );
         // Loopback without a secret: plaintext, for development.
         args.keys.cluster_secret = None;
         args.keys.bind = Some("127.0.0.1".into());

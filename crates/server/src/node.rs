@@ -341,7 +341,9 @@ fn start_cluster(
                 .map_err(|e| StartError::Peer(peer.to_string(), std::io::Error::other(e)))?,
         )),
         None if peer.ip().is_loopback() => {
-            tracing::info!("peers on loopback without a cluster secret: plaintext links (development)");
+            tracing::info!(
+                "peers on loopback without a cluster secret: plaintext links (development)"
+            );
             None
         }
         None => {

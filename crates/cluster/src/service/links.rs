@@ -6,7 +6,10 @@ use super::routing::busy_answer;
 use super::*;
 
 /// Writes and flushes (TLS holds records back until flushed).
-async fn write_out<W: tokio::io::AsyncWrite + Unpin>(wr: &mut W, buf: &[u8]) -> std::io::Result<()> {
+async fn write_out<W: tokio::io::AsyncWrite + Unpin>(
+    wr: &mut W,
+    buf: &[u8],
+) -> std::io::Result<()> {
     wr.write_all(buf).await?;
     wr.flush().await
 }
@@ -112,11 +115,7 @@ impl Cluster {
                             link.unreachable.store(true, Ordering::Relaxed);
                             self.frames_refused.fetch_add(1, Ordering::Relaxed);
                             if self.log_budget() {
-                                tracing::warn!(
-                                    "peer {} at {}: refused: {e}",
-                                    link.node,
-                                    link.addr
-                                );
+                                tracing::warn!("peer {} at {}: refused: {e}", link.node, link.addr);
                             }
                         }
                     }
