@@ -529,6 +529,11 @@ fn down(a: DownArgs) -> Result<i32, String> {
                 Err(e) => return Err(format!("cannot remove {}: {e}", node_dir.display())),
             }
         }
+        match std::fs::remove_file(dir.join(SECRET_FILE)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot remove {SECRET_FILE}: {e}")),
+        }
         let _ = std::fs::remove_dir(&dir); // only if now empty
         println!("{stopped}; data removed");
     } else {
