@@ -188,6 +188,12 @@ fn with_the_secret_far_future_timestamps_are_refused() {
         }
     });
     wait_log(&c, 0, "frame refused");
+    assert_eq!(c.replication_field(0, "peer_links").as_deref(), Some("tls"));
+    let refused: u64 = c
+        .replication_field(0, "peer_frames_refused")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(refused >= 6, "INFO counts {refused} refused frames");
     assert_eq!(get(&c, "honest").as_deref(), Some("yes"));
     assert_eq!(get(&c, "k").as_deref(), Some("v1"), "a forged lattice won");
     assert_eq!(get(&c, "other"), None);

@@ -43,11 +43,7 @@ impl Cluster {
             self.ts_ok("a lattice's commit timestamp", l.commit_ts)?;
             self.ts_ok("a lattice's start timestamp", l.start_ts)?;
             if let Some(t) = &l.typed {
-                // Only the newest version matters for the clock and for
-                // who wins; an undecodable state merges as empty anyway.
-                if let Some(s) = elsa_lattice::KeyState::from_bytes(t.clone()) {
-                    self.ts_ok("a typed state's version", s.newest().commit_ts)?;
-                }
+                self.typed_ok(t)?;
             }
         }
         Ok(())
@@ -107,7 +103,21 @@ impl Cluster {
             // `until` is an expiry (wall time), not a version.
             self.ts_ok("a check's version", c.ts)?;
         }
+        for w in &call.writes {
+            for t in [&w.typed, &w.base, &w.delta].into_iter().flatten() {
+                self.typed_ok(t)?;
+            }
+        }
         self.lattices_ok(&call.entries)
+    }
+
+    fn typed_ok(&self, t: &bytes::Bytes) -> Result<(), Refused> {
+        // Only the newest version matters for the clock and for who wins;
+        // an undecodable state merges as empty anyway.
+        match elsa_lattice::KeyState::from_bytes(t.clone()) {
+            Some(s) => self.ts_ok("a typed state's version", s.newest().commit_ts),
+            None => Ok(()),
+        }
     }
 
     /// Checks an answer's timestamps.
