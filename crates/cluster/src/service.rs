@@ -17,7 +17,9 @@
 //! and every frame that arrives), [`routing`] (key → shard, the
 //! one-primary fence, 2pc push), [`rounds`] (anti-entropy rounds) and
 //! [`catchup`] (catch-up after a start, hand-back of slots); [`pubsub`]
-//! carries PUBLISH to the other nodes.
+//! carries PUBLISH to the other nodes; [`untrusted`] checks every peer
+//! frame's timestamps and counts before anything in it is used (links are
+//! authenticated by `crate::peer_auth` before any frame is read).
 
 mod catchup;
 mod faults;
