@@ -282,4 +282,9 @@ fn a_node_with_another_secret_never_joins() {
     );
     assert_eq!(get(&c, "intruder"), None, "the intruder's write arrived");
     wait_log(&c, 0, "membership: dropped a datagram");
+    let dropped: u64 = c
+        .replication_field(0, "peer_datagrams_dropped")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(dropped > 0, "INFO counts no dropped datagram");
 }

@@ -246,9 +246,11 @@ pub const REPLAY_WINDOW: Duration = Duration::from_secs(60);
 impl Transport for FaultTransport {
     async fn open(&self, listen_addr: SocketAddr) -> anyhow::Result<Box<dyn Socket>> {
         let inner: Box<dyn Socket> = match &self.cluster.settings().auth {
-            Some(a) => {
-                Box::new(SealedSocket::open(listen_addr, Sealer::new(a.membership_key())).await?)
-            }
+            Some(a) => Box::new(
+                SealedSocket::open(listen_addr, Sealer::new(a.membership_key()))
+                    .await?
+                    .count_into(self.cluster.datagram_counter()),
+            ),
             None => UdpTransport.open(listen_addr).await?,
         };
         Ok(Box::new(FaultSocket {
@@ -373,7 +375,7 @@ pub struct SealedSocket {
     socket: tokio::net::UdpSocket,
     sealer: Sealer,
     buf: Vec<u8>,
-    dropped: u64,
+    dropped: Arc<std::sync::atomic::AtomicU64>,
     last_log_ms: u64,
 }
 
@@ -384,14 +386,20 @@ impl SealedSocket {
             socket: tokio::net::UdpSocket::bind(addr).await?,
             sealer,
             buf: vec![0u8; MAX_DATAGRAM],
-            dropped: 0,
+            dropped: Arc::default(),
             last_log_ms: 0,
         })
     }
 
+    /// Counts its drops in `counter` (the node's, for INFO).
+    pub fn count_into(mut self, counter: Arc<std::sync::atomic::AtomicU64>) -> SealedSocket {
+        self.dropped = counter;
+        self
+    }
+
     /// Datagrams dropped so far (forged, or replayed late).
     pub fn dropped(&self) -> u64 {
-        self.dropped
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -433,12 +441,14 @@ impl Socket for SealedSocket {
                 Err(Unsealed::Forged) => "does not authenticate (another secret, or forged)",
                 Err(Unsealed::Stale) => "is too old (a replay?)",
             };
-            self.dropped += 1;
+            let n = self
+                .dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
             if now >= self.last_log_ms + 10_000 {
                 self.last_log_ms = now;
                 tracing::warn!(
-                    "membership: dropped a datagram from {from}: it {why} ({} dropped so far)",
-                    self.dropped
+                    "membership: dropped a datagram from {from}: it {why} ({n} dropped so far)"
                 );
             }
         }

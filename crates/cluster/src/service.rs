@@ -249,6 +249,8 @@ pub struct Cluster {
     /// authentication), and the log's rate limit (see [`untrusted`]).
     frames_refused: AtomicU64,
     refused_log: AtomicU64,
+    /// Membership datagrams dropped (do not open, or too old).
+    datagrams_dropped: Arc<AtomicU64>,
 }
 
 impl Cluster {
@@ -330,6 +332,7 @@ impl Cluster {
             publish_hook: std::sync::OnceLock::new(),
             frames_refused: AtomicU64::new(0),
             refused_log: AtomicU64::new(0),
+            datagrams_dropped: Arc::new(AtomicU64::new(0)),
         });
         let c = cluster.clone();
         std::thread::Builder::new()

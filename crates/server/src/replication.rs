@@ -46,13 +46,14 @@ impl Conn {
         );
         let _ = write!(
             t,
-            "peer_links:{}\r\npeer_frames_refused:{}\r\n",
+            "peer_links:{}\r\npeer_frames_refused:{}\r\npeer_datagrams_dropped:{}\r\n",
             if cl.settings().auth.is_some() {
                 "tls"
             } else {
                 "plaintext"
             },
             cl.frames_refused(),
+            cl.datagrams_dropped(),
         );
         let now = elsa_shard::unix_ms();
         for (i, p) in cl.peer_info().iter().enumerate() {

@@ -160,4 +160,14 @@ impl Cluster {
     pub fn frames_refused(&self) -> u64 {
         self.frames_refused.load(Ordering::Relaxed)
     }
+
+    /// Membership datagrams dropped so far (INFO).
+    pub fn datagrams_dropped(&self) -> u64 {
+        self.datagrams_dropped.load(Ordering::Relaxed)
+    }
+
+    /// The counter the membership socket adds its drops to.
+    pub(crate) fn datagram_counter(&self) -> Arc<AtomicU64> {
+        self.datagrams_dropped.clone()
+    }
 }
