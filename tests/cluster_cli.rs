@@ -279,6 +279,12 @@ fn up_status_down() {
         stdout.contains(&format!("stop with: elsa cluster down --dir {d}")),
         "{stdout}"
     );
+    // Peer links run over TLS with a secret only the owner can read.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(dir.join("cluster.secret")).expect("cluster.secret");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
 
     let pids = recorded_pids(&dir);
     assert_eq!(pids.len(), 2, "two nodes recorded");

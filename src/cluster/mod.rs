@@ -12,7 +12,7 @@ mod process;
 
 use plan::{
     layout, parse_loss, parse_rtt, server_args, shell_quote, wan_delay_ms, Appendfsync,
-    ClusterFile, NodeRecord, NodeSpec, Replication, ServerOptions, CLUSTER_FILE, HOST,
+    ClusterFile, NodeRecord, NodeSpec, Replication, ServerOptions, CLUSTER_FILE, HOST, SECRET_FILE,
 };
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -147,6 +147,28 @@ fn running(n: &NodeRecord) -> bool {
     process::is_running(n.pid, &n.data_dir)
 }
 
+/// The cluster's secret file: kept if a valid one is there (a restarted
+/// cluster keeps its secret), else 32 random bytes, hex, mode 600.
+fn ensure_secret(path: &Path) -> Result<(), String> {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.exists() {
+        return elsa_cluster::peer_auth::Secret::from_file(path).map(|_| ());
+    }
+    let mut raw = [0u8; 32];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut raw))
+        .map_err(|e| format!("cannot read random bytes: {e}"))?;
+    let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(hex.as_bytes()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
 fn up(a: UpArgs) -> Result<i32, String> {
     let nodes = layout(a.regions, a.nodes_per_region, a.base_port)?;
     let opts = ServerOptions {
@@ -211,6 +233,8 @@ fn up(a: UpArgs) -> Result<i32, String> {
             .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
         logs.push(log);
     }
+
+    ensure_secret(&dir.join(SECRET_FILE))?;
 
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the elsa executable: {e}"))?;
@@ -504,6 +528,11 @@ fn down(a: DownArgs) -> Result<i32, String> {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(format!("cannot remove {}: {e}", node_dir.display())),
             }
+        }
+        match std::fs::remove_file(dir.join(SECRET_FILE)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot remove {SECRET_FILE}: {e}")),
         }
         let _ = std::fs::remove_dir(&dir); // only if now empty
         println!("{stopped}; data removed");

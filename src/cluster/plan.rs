@@ -262,8 +262,17 @@ pub fn server_args(
     if let Some(a) = opts.appendfsync {
         flag("appendfsync", a.as_str().into());
     }
+    // Peer links over TLS, authenticated with the cluster's secret.
+    flag(
+        "cluster-secret-file",
+        cluster_dir.join(SECRET_FILE).into_os_string(),
+    );
     args
 }
+
+/// `<cluster dir>/cluster.secret`: the cluster secret `up` generates (mode
+/// 600) and every node reads (`cluster-secret-file`).
+pub const SECRET_FILE: &str = "cluster.secret";
 
 /// `<cluster dir>/cluster.toml`: what `up` started, read by `down` and
 /// `status`.
@@ -485,6 +494,8 @@ mod tests {
                 "1.0",
                 "--fault-injection",
                 "true",
+                "--cluster-secret-file",
+                "/tmp/c/cluster.secret",
             ]
         );
     }
@@ -523,6 +534,8 @@ mod tests {
                 "20",
                 "--appendfsync",
                 "always",
+                "--cluster-secret-file",
+                "/c/cluster.secret",
             ]
         );
         // A single region's seed has nobody to dial: no --seeds at all.

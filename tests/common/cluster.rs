@@ -55,6 +55,33 @@ pub struct Spec {
 pub struct Cluster {
     nodes: Vec<Option<Node>>,
     pub specs: Vec<Spec>,
+    /// The cluster secret every node was started with.
+    pub secret: String,
+}
+
+/// A fresh random cluster secret (64 hex digits).
+pub fn new_secret() -> String {
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    (0..32)
+        .map(|_| format!("{:02x}", rng.gen::<u8>()))
+        .collect()
+}
+
+/// Writes `secret` into `dir` (mode 600), for `--cluster-secret-file`.
+pub fn write_secret(dir: &TestDir, secret: &str) -> std::path::PathBuf {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.root.join("cluster.secret");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(secret.as_bytes()))
+        .expect("write the cluster secret");
+    path
 }
 
 impl Cluster {
@@ -68,6 +95,7 @@ impl Cluster {
             .iter()
             .map(|_| (free_tcp_udp_port(), free_tcp_udp_port()))
             .collect();
+        let secret = new_secret();
         let specs: Vec<Spec> = regions
             .iter()
             .enumerate()
@@ -104,6 +132,15 @@ impl Cluster {
                     args.push("--seeds".into());
                     args.push(seeds.join(","));
                 }
+                let dir = TestDir::new(&format!("cluster-n{id}"));
+                // Peer links over TLS, as `elsa cluster up` runs them
+                // (ELSA_TEST_PLAINTEXT_PEERS=1: plaintext loopback links, to
+                // measure what TLS costs).
+                if std::env::var_os("ELSA_TEST_PLAINTEXT_PEERS").is_none() {
+                    let secret_file = write_secret(&dir, &secret);
+                    args.push("--cluster-secret-file".into());
+                    args.push(secret_file.display().to_string());
+                }
                 args.extend(extra.iter().map(|s| s.to_string()));
                 Spec {
                     id,
@@ -111,13 +148,14 @@ impl Cluster {
                     port: ports[i].0,
                     peer: ports[i].1,
                     args,
-                    dir: TestDir::new(&format!("cluster-n{id}")),
+                    dir,
                 }
             })
             .collect();
         let mut cluster = Cluster {
             nodes: specs.iter().map(|_| None).collect(),
             specs,
+            secret,
         };
         for i in 0..cluster.specs.len() {
             cluster.spawn(i);

@@ -108,4 +108,11 @@ pub struct Settings {
     /// Whether PUBLISH reaches subscribers in other regions too (and
     /// messages from other regions are delivered here).
     pub pubsub_across_regions: bool,
+    /// The cluster secret's keys and this process's TLS certificate: every
+    /// peer link runs over TLS and is authenticated, membership datagrams
+    /// are sealed. None = plaintext (loopback development, `peer-insecure`).
+    pub auth: Option<std::sync::Arc<crate::peer_auth::PeerAuth>>,
+    /// How far ahead of this node's clock a peer's timestamp may be before
+    /// its frame is refused (`max-clock-drift-ms`).
+    pub max_clock_drift: Duration,
 }

@@ -5,6 +5,12 @@
 //! is a replica but no slot's primary); the live set becomes the ring. A restarted node joins with a new
 //! generation; a node the detector declares dead leaves the ring, and the
 //! keys it replicated move to the next shards clockwise.
+//!
+//! With a cluster secret every datagram is sealed ([`Sealer`]:
+//! ChaCha20-Poly1305 under a key derived from the secret, a random nonce
+//! per datagram, the send time inside), and chitchat's cluster id is
+//! derived from the secret too. A datagram that does not open is dropped
+//! and counted; one older than [`REPLAY_WINDOW`] is dropped as a replay.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -14,7 +20,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chitchat::transport::{Socket, Transport, UdpTransport};
 use chitchat::{
-    spawn_chitchat, ChitchatConfig, ChitchatId, ChitchatMessage, FailureDetectorConfig,
+    spawn_chitchat, ChitchatConfig, ChitchatId, ChitchatMessage, Deserializable,
+    FailureDetectorConfig, Serializable,
 };
 use elsa_lattice::NodeId;
 
@@ -27,7 +34,10 @@ pub async fn run(cluster: Arc<Cluster>) {
     let generation = elsa_shard::unix_ms();
     let config = ChitchatConfig {
         chitchat_id: ChitchatId::new(s.node.to_string(), generation, s.peer),
-        cluster_id: "elsa".into(),
+        cluster_id: match &s.auth {
+            Some(a) => a.cluster_id().to_string(),
+            None => "elsa".into(),
+        },
         gossip_interval: Duration::from_millis(200),
         listen_addr: s.peer,
         seed_nodes: s.seeds.clone(),
@@ -94,9 +104,13 @@ pub async fn run(cluster: Arc<Cluster>) {
             ) else {
                 continue; // not all keys gossiped yet
             };
-            let (Ok(client), Ok(shards)) = (client.parse(), shards.parse()) else {
+            let (Ok(client), Ok(shards)) = (client.parse::<SocketAddr>(), shards.parse::<u16>())
+            else {
                 continue;
             };
+            if shards == 0 || shards > MAX_SHARDS {
+                continue; // absurd: the ring would be sized by it
+            }
             let ready: u64 = state.get("ready").and_then(|r| r.parse().ok()).unwrap_or(0);
             let m = Member {
                 node,
@@ -221,10 +235,24 @@ struct FaultTransport {
     cluster: Arc<Cluster>,
 }
 
+/// Most shards a member may announce (a node runs at most 256 workers).
+const MAX_SHARDS: u16 = 256;
+
+/// How old a sealed datagram may be (by the sender's clock) before it is
+/// dropped as a replay.
+pub const REPLAY_WINDOW: Duration = Duration::from_secs(60);
+
 #[async_trait]
 impl Transport for FaultTransport {
     async fn open(&self, listen_addr: SocketAddr) -> anyhow::Result<Box<dyn Socket>> {
-        let inner = UdpTransport.open(listen_addr).await?;
+        let inner: Box<dyn Socket> = match &self.cluster.settings().auth {
+            Some(a) => Box::new(
+                SealedSocket::open(listen_addr, Sealer::new(a.membership_key()))
+                    .await?
+                    .count_into(self.cluster.datagram_counter()),
+            ),
+            None => UdpTransport.open(listen_addr).await?,
+        };
         Ok(Box::new(FaultSocket {
             inner,
             cluster: self.cluster.clone(),
@@ -259,5 +287,221 @@ impl Socket for FaultSocket {
                 return Ok((from, msg));
             }
         }
+    }
+}
+
+/// Seals and opens membership datagrams:
+/// `[version 1][nonce 12][ChaCha20-Poly1305(send ms ‖ chitchat bytes) + tag 16]`.
+pub struct Sealer {
+    key: ring::aead::LessSafeKey,
+}
+
+const SEAL_VERSION: u8 = 1;
+const NONCE_LEN: usize = 12;
+const TAG_LEN: usize = 16;
+const AAD: &[u8] = b"elsa membership v1";
+/// Largest UDP payload.
+const MAX_DATAGRAM: usize = 65_507;
+
+/// Why a datagram was dropped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Unsealed {
+    /// Too short, another version, or it does not authenticate (another
+    /// key, or changed on the way).
+    Forged,
+    /// Authentic but sent longer ago than [`REPLAY_WINDOW`] (or as far in
+    /// the future).
+    Stale,
+}
+
+impl Sealer {
+    /// A sealer for a 32-byte key (`PeerAuth::membership_key`).
+    pub fn new(key: &[u8; 32]) -> Sealer {
+        let unbound = ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, key)
+            .expect("a 32-byte key is a ChaCha20-Poly1305 key");
+        Sealer {
+            key: ring::aead::LessSafeKey::new(unbound),
+        }
+    }
+
+    /// Seals `payload` sent at `now_ms`.
+    pub fn seal(&self, payload: &[u8], now_ms: u64) -> Vec<u8> {
+        use rand::RngCore;
+        let mut nonce = [0u8; NONCE_LEN];
+        rand::rngs::OsRng.fill_bytes(&mut nonce);
+        let mut out = Vec::with_capacity(1 + NONCE_LEN + 8 + payload.len() + TAG_LEN);
+        out.push(SEAL_VERSION);
+        out.extend_from_slice(&nonce);
+        let mut body = Vec::with_capacity(8 + payload.len() + TAG_LEN);
+        body.extend_from_slice(&now_ms.to_be_bytes());
+        body.extend_from_slice(payload);
+        // Cannot fail for lengths far below ChaCha20's limit.
+        let _ = self.key.seal_in_place_append_tag(
+            ring::aead::Nonce::assume_unique_for_key(nonce),
+            ring::aead::Aad::from(AAD),
+            &mut body,
+        );
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Opens a datagram received at `now_ms`: the chitchat bytes inside.
+    pub fn open<'a>(&self, datagram: &'a mut [u8], now_ms: u64) -> Result<&'a [u8], Unsealed> {
+        if datagram.len() < 1 + NONCE_LEN + 8 + TAG_LEN || datagram[0] != SEAL_VERSION {
+            return Err(Unsealed::Forged);
+        }
+        let (head, body) = datagram.split_at_mut(1 + NONCE_LEN);
+        let mut nonce = [0u8; NONCE_LEN];
+        nonce.copy_from_slice(&head[1..]);
+        let plain = self
+            .key
+            .open_in_place(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::from(AAD),
+                body,
+            )
+            .map_err(|_| Unsealed::Forged)?;
+        let (sent, payload) = plain.split_at(8);
+        let sent = u64::from_be_bytes(sent.try_into().map_err(|_| Unsealed::Forged)?);
+        if sent.abs_diff(now_ms) > REPLAY_WINDOW.as_millis() as u64 {
+            return Err(Unsealed::Stale);
+        }
+        Ok(payload)
+    }
+}
+
+/// Chitchat's UDP socket, with every datagram sealed.
+pub struct SealedSocket {
+    socket: tokio::net::UdpSocket,
+    sealer: Sealer,
+    buf: Vec<u8>,
+    dropped: Arc<std::sync::atomic::AtomicU64>,
+    last_log_ms: u64,
+}
+
+impl SealedSocket {
+    /// Binds `addr`.
+    pub async fn open(addr: SocketAddr, sealer: Sealer) -> anyhow::Result<SealedSocket> {
+        Ok(SealedSocket {
+            socket: tokio::net::UdpSocket::bind(addr).await?,
+            sealer,
+            buf: vec![0u8; MAX_DATAGRAM],
+            dropped: Arc::default(),
+            last_log_ms: 0,
+        })
+    }
+
+    /// Counts its drops in `counter` (the node's, for INFO).
+    pub fn count_into(mut self, counter: Arc<std::sync::atomic::AtomicU64>) -> SealedSocket {
+        self.dropped = counter;
+        self
+    }
+
+    /// Datagrams dropped so far (forged, or replayed late).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[async_trait]
+impl Socket for SealedSocket {
+    async fn send(&mut self, to: SocketAddr, msg: ChitchatMessage) -> anyhow::Result<()> {
+        let sealed = self
+            .sealer
+            .seal(&msg.serialize_to_vec(), elsa_shard::unix_ms());
+        if sealed.len() > MAX_DATAGRAM {
+            tracing::warn!(
+                "membership: a {}-byte message does not fit a datagram",
+                sealed.len()
+            );
+            return Ok(());
+        }
+        if let Err(e) = self.socket.send_to(&sealed, to).await {
+            tracing::debug!("membership: send to {to}: {e}");
+        }
+        Ok(())
+    }
+
+    async fn recv(&mut self) -> anyhow::Result<(SocketAddr, ChitchatMessage)> {
+        loop {
+            let (len, from) = match self.socket.recv_from(&mut self.buf).await {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::debug!("membership: recv: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let now = elsa_shard::unix_ms();
+            let why = match self.sealer.open(&mut self.buf[..len], now) {
+                Ok(mut payload) => match ChitchatMessage::deserialize(&mut payload) {
+                    Ok(msg) => return Ok((from, msg)),
+                    Err(_) => "does not decode",
+                },
+                Err(Unsealed::Forged) => "does not authenticate (another secret, or forged)",
+                Err(Unsealed::Stale) => "is too old (a replay?)",
+            };
+            let n = self
+                .dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            if now >= self.last_log_ms + 10_000 {
+                self.last_log_ms = now;
+                tracing::warn!(
+                    "membership: dropped a datagram from {from}: it {why} ({n} dropped so far)"
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sealed_datagram_opens_only_with_its_key_and_in_time() {
+        let a = Sealer::new(&[7u8; 32]);
+        let b = Sealer::new(&[8u8; 32]);
+        let mut d = a.seal(b"hello", 1_000_000);
+        assert_eq!(a.open(&mut d.clone(), 1_000_500), Ok(&b"hello"[..]));
+        assert_eq!(b.open(&mut d.clone(), 1_000_500), Err(Unsealed::Forged));
+        assert_eq!(
+            a.open(&mut d.clone(), 1_000_000 + 61_000),
+            Err(Unsealed::Stale)
+        );
+        let last = d.len() - 1;
+        d[last] ^= 1;
+        assert_eq!(a.open(&mut d, 1_000_500), Err(Unsealed::Forged));
+        assert_eq!(a.open(&mut [1u8, 2, 3], 0), Err(Unsealed::Forged));
+    }
+
+    #[tokio::test]
+    async fn the_socket_drops_datagrams_sealed_with_another_key() {
+        let mut rx = SealedSocket::open("127.0.0.1:0".parse().unwrap(), Sealer::new(&[1u8; 32]))
+            .await
+            .unwrap();
+        let to = rx.socket.local_addr().unwrap();
+        let mut wrong = SealedSocket::open("127.0.0.1:0".parse().unwrap(), Sealer::new(&[2u8; 32]))
+            .await
+            .unwrap();
+        let mut right = SealedSocket::open("127.0.0.1:0".parse().unwrap(), Sealer::new(&[1u8; 32]))
+            .await
+            .unwrap();
+        let plain = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        plain
+            .send_to(&ChitchatMessage::BadCluster.serialize_to_vec(), to)
+            .await
+            .unwrap();
+        wrong.send(to, ChitchatMessage::BadCluster).await.unwrap();
+        let got = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
+        assert!(got.is_err(), "a forged or unsealed datagram was delivered");
+        assert_eq!(rx.dropped(), 2);
+        right.send(to, ChitchatMessage::BadCluster).await.unwrap();
+        let (_, msg) = tokio::time::timeout(Duration::from_secs(2), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(matches!(msg, ChitchatMessage::BadCluster));
     }
 }

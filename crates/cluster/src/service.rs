@@ -17,7 +17,9 @@
 //! and every frame that arrives), [`routing`] (key → shard, the
 //! one-primary fence, 2pc push), [`rounds`] (anti-entropy rounds) and
 //! [`catchup`] (catch-up after a start, hand-back of slots); [`pubsub`]
-//! carries PUBLISH to the other nodes.
+//! carries PUBLISH to the other nodes; [`untrusted`] checks every peer
+//! frame's timestamps and counts before anything in it is used (links are
+//! authenticated by `crate::peer_auth` before any frame is read).
 
 mod catchup;
 mod faults;
@@ -27,6 +29,7 @@ mod replicate;
 mod rounds;
 mod routing;
 mod units;
+mod untrusted;
 
 pub use pubsub::PublishHook;
 pub use replicate::RegionReplicator;
@@ -242,6 +245,12 @@ pub struct Cluster {
     units_tx: Mutex<Option<mpsc::UnboundedSender<Vec<LogEntry>>>>,
     /// Delivers messages other nodes published to this node's subscribers.
     publish_hook: std::sync::OnceLock<PublishHook>,
+    /// Peer frames and datagrams refused (bad timestamps or counts, failed
+    /// authentication), and the log's rate limit (see [`untrusted`]).
+    frames_refused: AtomicU64,
+    refused_log: AtomicU64,
+    /// Membership datagrams dropped (do not open, or too old).
+    datagrams_dropped: Arc<AtomicU64>,
 }
 
 impl Cluster {
@@ -321,6 +330,9 @@ impl Cluster {
             not_serving_count: AtomicUsize::new(0),
             units_tx: Mutex::new(None),
             publish_hook: std::sync::OnceLock::new(),
+            frames_refused: AtomicU64::new(0),
+            refused_log: AtomicU64::new(0),
+            datagrams_dropped: Arc::new(AtomicU64::new(0)),
         });
         let c = cluster.clone();
         std::thread::Builder::new()

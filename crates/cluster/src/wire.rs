@@ -62,6 +62,14 @@ pub struct Hello {
     pub node: u32,
     #[prost(string, tag = "2")]
     pub region: String,
+    /// With a cluster secret: this side's random challenge (32 bytes).
+    #[prost(bytes = "bytes", tag = "3")]
+    pub nonce: Bytes,
+    /// With a cluster secret: this side's proof that it knows the secret,
+    /// bound to the TLS session (`peer_auth`); empty in the caller's first
+    /// Hello, which has not seen the callee's nonce yet.
+    #[prost(bytes = "bytes", tag = "4")]
+    pub proof: Bytes,
 }
 
 /// One merge epoch's lattices from a shard, for one shard of the receiver.
@@ -300,7 +308,10 @@ pub enum FrameError {
     Decode(#[from] prost::DecodeError),
 }
 
-/// Takes one whole frame off the front of `buf`, if one is there.
+/// Takes one whole frame off the front of `buf`, if one is there: the one
+/// entry point from peer bytes to a [`Frame`] (the fuzz target calls it).
+/// The length prefix is checked against [`MAX_FRAME`] before anything is
+/// reserved; prost bounds every inner length by the frame's bytes.
 pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
     if buf.len() < 4 {
         return Ok(None);

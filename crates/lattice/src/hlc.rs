@@ -117,6 +117,24 @@ impl<C: PhysicalClock> Hlc<C> {
         self.last.fetch_max(ts, Ordering::AcqRel);
     }
 
+    /// Whether `ts` lies no more than `max_drift_ms` past this clock's
+    /// physical time: the test a timestamp from a peer must pass before it
+    /// is observed or installed. A forged far-future one (2^64−2 would lock
+    /// a key for good; 2^63−1 would push every later commit past it) fails.
+    pub fn plausible(&self, ts: Ts, max_drift_ms: u64) -> bool {
+        Self::millis(ts) <= self.clock.now_ms().saturating_add(max_drift_ms)
+    }
+
+    /// [`Hlc::observe`], but only for a [`plausible`](Hlc::plausible)
+    /// timestamp; false (and the clock untouched) otherwise.
+    pub fn observe_within(&self, ts: Ts, max_drift_ms: u64) -> bool {
+        if !self.plausible(ts, max_drift_ms) {
+            return false;
+        }
+        self.observe(ts);
+        true
+    }
+
     /// The latest timestamp handed out or observed (without advancing).
     pub fn peek(&self) -> Ts {
         self.last.load(Ordering::Acquire)
@@ -177,6 +195,22 @@ mod tests {
         let remote = 9_000 << LOGICAL_BITS;
         hlc.observe(remote);
         assert!(hlc.now() > remote);
+    }
+
+    #[test]
+    fn a_far_future_timestamp_is_not_observed() {
+        let phys = Arc::new(Manual(AtomicU64::new(1_000_000)));
+        let hlc = Hlc::new(phys);
+        let before = hlc.now();
+        for forged in [u64::MAX - 1, (1u64 << 63) - 1, 1_000_600 << LOGICAL_BITS] {
+            assert!(!hlc.plausible(forged, 500));
+            assert!(!hlc.observe_within(forged, 500));
+        }
+        assert!(Hlc::<Arc<Manual>>::millis(hlc.now()) <= 1_000_000);
+        assert!(hlc.now() > before);
+        let near = 1_000_400 << LOGICAL_BITS;
+        assert!(hlc.observe_within(near, 500));
+        assert!(hlc.now() > near);
     }
 
     #[test]

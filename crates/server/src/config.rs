@@ -141,6 +141,20 @@ pub struct Keys {
     /// Whether PUBLISH reaches subscribers in other regions too.
     #[arg(long, env = "ELSA_PUBSUB_ACROSS_REGIONS")]
     pub pubsub_across_regions: Option<bool>,
+    /// The cluster secret peers authenticate with (prefer
+    /// cluster-secret-file: a flag shows in `ps`).
+    #[arg(long, env = "ELSA_CLUSTER_SECRET")]
+    pub cluster_secret: Option<String>,
+    /// A file holding the cluster secret (not readable by others).
+    #[arg(long, env = "ELSA_CLUSTER_SECRET_FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
+    /// Plaintext, unauthenticated peer links beyond loopback (unsafe).
+    #[arg(long, env = "ELSA_PEER_INSECURE")]
+    pub peer_insecure: Option<bool>,
+    /// How far ahead of this node's clock a peer's timestamps may be, ms.
+    #[arg(long, env = "ELSA_MAX_CLOCK_DRIFT_MS", alias = "max-clock-drift")]
+    #[serde(alias = "max-clock-drift")]
+    pub max_clock_drift_ms: Option<u64>,
     /// Milliseconds a Lua script runs before other clients get -BUSY and
     /// SCRIPT KILL may stop it (Redis's `busy-reply-threshold`, alias
     /// `lua-time-limit`).
@@ -191,6 +205,10 @@ impl Keys {
             wan_loss,
             fault_injection,
             pubsub_across_regions,
+            cluster_secret,
+            cluster_secret_file,
+            peer_insecure,
+            max_clock_drift_ms,
             busy_reply_threshold
         );
     }
@@ -270,6 +288,12 @@ pub struct ClusterKeys {
     pub fault_injection: bool,
     /// PUBLISH reaches other regions.
     pub pubsub_across_regions: bool,
+    /// The cluster secret (TLS and authentication on every peer link).
+    pub secret: Option<elsa_cluster::peer_auth::Secret>,
+    /// Plaintext peers allowed beyond loopback.
+    pub peer_insecure: bool,
+    /// Largest lead of a peer's timestamps over this node's clock, ms.
+    pub max_clock_drift_ms: u64,
 }
 
 /// A configuration problem, reported at startup.
@@ -291,6 +315,48 @@ fn parse_file(name: &str, text: &str) -> Result<Keys, ConfigError> {
     toml::from_str(text).map_err(|e| ConfigError::Parse(name.to_string(), e))
 }
 
+/// The cluster secret, and whether plaintext peers beyond loopback were
+/// asked for: peers that listen beyond loopback need one or the other.
+fn peer_security(
+    c: &Keys,
+    ip: std::net::IpAddr,
+) -> Result<(Option<elsa_cluster::peer_auth::Secret>, bool), ConfigError> {
+    use elsa_cluster::peer_auth::Secret;
+    let secret = match (
+        c.cluster_secret.as_deref().filter(|s| !s.is_empty()),
+        &c.cluster_secret_file,
+    ) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::Value(
+                "cluster-secret",
+                "set cluster-secret or cluster-secret-file, not both".into(),
+            ))
+        }
+        (Some(s), None) => Some(
+            Secret::new(s.as_bytes().to_vec())
+                .map_err(|e| ConfigError::Value("cluster-secret", e))?,
+        ),
+        (None, Some(f)) => {
+            Some(Secret::from_file(f).map_err(|e| ConfigError::Value("cluster-secret-file", e))?)
+        }
+        (None, None) => None,
+    };
+    let insecure = need(c.peer_insecure, "peer-insecure")?;
+    let peers = c.peer_port.unwrap_or(0) != 0;
+    if peers && secret.is_none() && !insecure && !ip.is_loopback() {
+        return Err(ConfigError::Value(
+            "cluster-secret",
+            format!(
+                "peers would listen on {ip}, beyond loopback, with neither authentication nor \
+                 encryption: set cluster-secret-file (a file of at least 16 random bytes, \
+                 mode 600, the same on every node; `elsa cluster up` makes one), or \
+                 peer-insecure true to accept that risk"
+            ),
+        ));
+    }
+    Ok((secret, insecure))
+}
+
 impl Config {
     /// Resolves defaults, file, environment and flags (in that order).
     pub fn resolve(args: &ServerArgs) -> Result<Config, ConfigError> {
@@ -304,7 +370,7 @@ impl Config {
         // clap already merged environment and flags (flags win).
         c.overlay(&args.keys);
 
-        let bind = need(c.bind, "bind")?;
+        let bind = need(c.bind.clone(), "bind")?;
         let port = need(c.port, "port")?;
         let ip: std::net::IpAddr = bind
             .parse()
@@ -316,6 +382,7 @@ impl Config {
             }
             n => n,
         };
+        let (secret, peer_insecure) = peer_security(&c, ip)?;
         let iso = need(c.default_isolation, "default-isolation")?;
         let default_isolation = iso
             .parse()
@@ -454,6 +521,17 @@ impl Config {
                 },
                 fault_injection: need(c.fault_injection, "fault-injection")?,
                 pubsub_across_regions: need(c.pubsub_across_regions, "pubsub-across-regions")?,
+                secret,
+                peer_insecure,
+                max_clock_drift_ms: match need(c.max_clock_drift_ms, "max-clock-drift-ms")? {
+                    v @ 1..=3_600_000 => v,
+                    v => {
+                        return Err(ConfigError::Value(
+                            "max-clock-drift-ms",
+                            format!("{v} (must be 1..=3600000)"),
+                        ))
+                    }
+                },
             },
         })
     }
@@ -470,6 +548,48 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("./elsa-data"));
         assert!(c.workers >= 1);
         assert_eq!(c.default_isolation, Isolation::Snapshot);
+    }
+
+    #[test]
+    fn peers_beyond_loopback_need_a_secret_or_an_explicit_opt_out() {
+        let mut args = ServerArgs::default();
+        args.keys.bind = Some("10.1.2.3".into());
+        args.keys.peer_port = Some(7100);
+        let err = Config::resolve(&args).unwrap_err().to_string();
+        assert!(err.contains("cluster-secret"), "{err}");
+        args.keys.peer_insecure = Some(true);
+        assert!(Config::resolve(&args).is_ok());
+        args.keys.peer_insecure = None;
+        args.keys.cluster_secret = Some("short".into());
+        assert!(Config::resolve(&args).is_err(), "a short secret");
+        args.keys.cluster_secret = Some("0123456789abcdef0123".into());
+        let c = Config::resolve(&args).unwrap();
+        assert!(c.cluster.secret.is_some());
+        assert!(
+            !format!("{c:?}").contains("0123456789abcdef"),
+            "the secret is never printed"
+        );
+        // Loopback without a secret: plaintext, for development.
+        args.keys.cluster_secret = None;
+        args.keys.bind = Some("127.0.0.1".into());
+        assert!(Config::resolve(&args).unwrap().cluster.secret.is_none());
+    }
+
+    #[test]
+    fn a_secret_file_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("elsa-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("secret");
+        std::fs::write(&f, "0123456789abcdef0123456789abcdef\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut args = ServerArgs::default();
+        args.keys.cluster_secret_file = Some(f.clone());
+        let err = Config::resolve(&args).unwrap_err().to_string();
+        assert!(err.contains("readable by other users"), "{err}");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(Config::resolve(&args).unwrap().cluster.secret.is_some());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

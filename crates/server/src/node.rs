@@ -341,6 +341,25 @@ fn start_cluster(
         return Ok(None);
     }
     let peer = std::net::SocketAddr::new(config.addr.ip(), c.peer_port);
+    let auth = match &c.secret {
+        Some(s) => Some(Arc::new(
+            elsa_cluster::peer_auth::PeerAuth::new(s.bytes())
+                .map_err(|e| StartError::Peer(peer.to_string(), std::io::Error::other(e)))?,
+        )),
+        None if peer.ip().is_loopback() => {
+            tracing::info!(
+                "peers on loopback without a cluster secret: plaintext links (development)"
+            );
+            None
+        }
+        None => {
+            tracing::warn!(
+                "peer-insecure: peers on {peer} are neither authenticated nor encrypted; \
+                 anyone who reaches this port can read and write every key"
+            );
+            None
+        }
+    };
     let settings = elsa_cluster::Settings {
         node: config.node_id,
         region: c.region.clone(),
@@ -360,6 +379,8 @@ fn start_cluster(
         region_nodes: c.region_nodes,
         fresh,
         pubsub_across_regions: c.pubsub_across_regions,
+        max_clock_drift: Duration::from_millis(c.max_clock_drift_ms),
+        auth,
     };
     let cluster = elsa_cluster::Cluster::start(settings, inboxes.to_vec(), hlc.clone(), hasher)
         .map_err(|e| StartError::Peer(peer.to_string(), e))?;

@@ -44,6 +44,17 @@ impl Conn {
             cl.isolated() as u8,
             !cl.is_serving() as u8,
         );
+        let _ = write!(
+            t,
+            "peer_links:{}\r\npeer_frames_refused:{}\r\npeer_datagrams_dropped:{}\r\n",
+            if cl.settings().auth.is_some() {
+                "tls"
+            } else {
+                "plaintext"
+            },
+            cl.frames_refused(),
+            cl.datagrams_dropped(),
+        );
         let now = elsa_shard::unix_ms();
         for (i, p) in cl.peer_info().iter().enumerate() {
             let ae_ago = if p.stats.last_ae_unix_ms == 0 {

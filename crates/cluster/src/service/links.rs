@@ -5,6 +5,15 @@
 use super::routing::busy_answer;
 use super::*;
 
+/// Writes and flushes (TLS holds records back until flushed).
+async fn write_out<W: tokio::io::AsyncWrite + Unpin>(
+    wr: &mut W,
+    buf: &[u8],
+) -> std::io::Result<()> {
+    wr.write_all(buf).await?;
+    wr.flush().await
+}
+
 impl Cluster {
     pub(super) fn link(self: &Arc<Self>, node: NodeId) -> Option<Arc<Link>> {
         let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
@@ -85,12 +94,31 @@ impl Cluster {
                     tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(link.addr))
                         .await;
                 if let Ok(Ok(stream)) = conn {
-                    backoff = Duration::from_millis(50);
                     let _ = stream.set_nodelay(true);
-                    link.unreachable.store(false, Ordering::Relaxed);
-                    link.connected.store(true, Ordering::Relaxed);
-                    self.serve_link(&link, stream, &mut rx).await;
-                    link.connected.store(false, Ordering::Relaxed);
+                    match crate::peer_auth::client_handshake(
+                        stream,
+                        self.settings.auth.as_deref(),
+                        &self.my_hello(),
+                    )
+                    .await
+                    {
+                        Ok(authed) => {
+                            backoff = Duration::from_millis(50);
+                            link.unreachable.store(false, Ordering::Relaxed);
+                            link.connected.store(true, Ordering::Relaxed);
+                            self.serve_link(&link, authed, &mut rx).await;
+                            link.connected.store(false, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            // Not one of ours (another secret, or none):
+                            // as good as down, and worth a line in the log.
+                            link.unreachable.store(true, Ordering::Relaxed);
+                            self.frames_refused.fetch_add(1, Ordering::Relaxed);
+                            if self.log_budget() {
+                                tracing::warn!("peer {} at {}: refused: {e}", link.node, link.addr);
+                            }
+                        }
+                    }
                 } else {
                     link.unreachable.store(true, Ordering::Relaxed);
                 }
@@ -115,22 +143,23 @@ impl Cluster {
         }
     }
 
+    /// This node's first frame on a connection.
+    fn my_hello(&self) -> wire::Hello {
+        wire::Hello {
+            node: self.settings.node,
+            region: self.settings.region.clone(),
+            ..Default::default()
+        }
+    }
+
     pub(super) async fn serve_link(
         self: &Arc<Self>,
         link: &Link,
-        stream: TcpStream,
+        authed: crate::peer_auth::Authed,
         rx: &mut mpsc::UnboundedReceiver<Out>,
     ) {
-        let (mut rd, mut wr) = stream.into_split();
-        let hello = Frame::new(Body::Hello(wire::Hello {
-            node: self.settings.node,
-            region: self.settings.region.clone(),
-        }));
-        let mut buf = BytesMut::new();
-        hello.encode_to(&mut buf);
-        if wr.write_all(&buf).await.is_err() {
-            return;
-        }
+        let (mut rd, mut wr) = tokio::io::split(authed.io);
+        let first = authed.buf;
         let delay = self.delay_for(&link.region);
         let writer = async {
             let mut buf = BytesMut::new();
@@ -146,7 +175,7 @@ impl Cluster {
                     let Ok(o) = rx.try_recv() else { break };
                     link.queued.fetch_sub(1, Ordering::Relaxed);
                     if !delay.is_zero() && o.at + delay > Instant::now() {
-                        if wr.write_all(&buf).await.is_err() {
+                        if write_out(&mut wr, &buf).await.is_err() {
                             return;
                         }
                         buf.clear();
@@ -154,18 +183,23 @@ impl Cluster {
                     }
                     o.frame.encode_to(&mut buf);
                 }
-                if self.cut(&link.region) || wr.write_all(&buf).await.is_err() {
+                if self.cut(&link.region) || write_out(&mut wr, &buf).await.is_err() {
                     return;
                 }
             }
         };
         let reader = async {
-            let mut buf = BytesMut::with_capacity(64 * 1024);
+            let mut buf = first;
+            buf.reserve(64 * 1024);
             loop {
                 match wire::decode_frame(&mut buf) {
                     Ok(Some(frame)) => {
                         if self.cut(&link.region) {
                             return;
+                        }
+                        if let Err(why) = self.check_frame(&frame) {
+                            self.note_refused(&link.addr.to_string(), &why);
+                            continue;
                         }
                         self.on_link_frame(link, frame);
                         continue;
@@ -193,6 +227,7 @@ impl Cluster {
         let Some(body) = frame.body else { return };
         match body {
             Body::Response(r) => {
+                // Checked by `check_frame`.
                 self.hlc.observe(r.hlc);
                 if r.not_serving {
                     self.note_not_serving(link.node);
@@ -203,7 +238,11 @@ impl Cluster {
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&r.id);
                 if let (Some((_, done)), Ok(answer)) = (done, Answer::decode(r.answer)) {
-                    done(answer);
+                    match self.check_answer(&answer) {
+                        Ok(()) => done(answer),
+                        // Dropped: the caller sees the shard as gone.
+                        Err(why) => self.note_refused(&link.addr.to_string(), &why),
+                    }
                 }
             }
             Body::GossipAck(a) => {
@@ -239,9 +278,9 @@ impl Cluster {
     pub(super) async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
         loop {
             match listener.accept().await {
-                Ok((stream, _)) => {
+                Ok((stream, from)) => {
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(self.clone().serve_peer(stream));
+                    tokio::spawn(self.clone().serve_peer(stream, from));
                 }
                 Err(e) => {
                     tracing::warn!("peer accept: {e}");
@@ -252,22 +291,28 @@ impl Cluster {
     }
 
     /// A connection a peer opened: its requests, gossip and anti-entropy.
-    pub(super) async fn serve_peer(self: Arc<Self>, stream: TcpStream) {
-        let (mut rd, mut wr) = stream.into_split();
-        let mut buf = BytesMut::with_capacity(64 * 1024);
-        let hello = loop {
-            match wire::decode_frame(&mut buf) {
-                Ok(Some(Frame {
-                    body: Some(Body::Hello(h)),
-                })) => break h,
-                Ok(Some(_)) | Err(_) => return,
-                Ok(None) => {}
-            }
-            match rd.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
+    /// Nothing it sends is read past its Hello until it has proved it holds
+    /// the cluster secret (with one configured; `peer_auth`).
+    pub(super) async fn serve_peer(self: Arc<Self>, stream: TcpStream, from: SocketAddr) {
+        let authed = match crate::peer_auth::server_handshake(
+            stream,
+            self.settings.auth.as_deref(),
+            &self.my_hello(),
+        )
+        .await
+        {
+            Ok(a) => a,
+            Err(e) => {
+                self.frames_refused.fetch_add(1, Ordering::Relaxed);
+                if self.log_budget() {
+                    tracing::warn!("peer connection from {from}: refused: {e}");
+                }
+                return;
             }
         };
+        let hello = authed.hello;
+        let mut buf = authed.buf;
+        let (mut rd, mut wr) = tokio::io::split(authed.io);
         if self.cut(&hello.region) {
             return;
         }
@@ -292,7 +337,7 @@ impl Cluster {
                         break;
                     }
                 }
-                if me.cut(&region) || wr.write_all(&out_buf).await.is_err() {
+                if me.cut(&region) || write_out(&mut wr, &out_buf).await.is_err() {
                     return;
                 }
             }
@@ -307,6 +352,10 @@ impl Cluster {
                     Ok(Some(frame)) => {
                         if self.cut(&hello.region) {
                             break 'conn;
+                        }
+                        if let Err(why) = self.check_frame(&frame) {
+                            self.note_refused(&format!("{} at {from}", hello.node), &why);
+                            continue;
                         }
                         self.on_peer_frame(&hello, frame, &tx);
                     }
@@ -340,10 +389,17 @@ impl Cluster {
         };
         match body {
             Body::Request(req) => {
-                self.hlc.observe(req.hlc);
                 let Ok(call) = Call::decode(req.call) else {
                     return;
                 };
+                if let Err(why) = self.check_call(&call) {
+                    // No answer: the caller's request times out as if
+                    // this node were gone.
+                    self.note_refused(&hello.node.to_string(), &why);
+                    return;
+                }
+                // Checked by `check_frame`.
+                self.hlc.observe(req.hlc);
                 if call.kind == 9 {
                     // A synchronous-replication push (2pc mode).
                     let entries = call.entries;
@@ -437,6 +493,7 @@ impl Cluster {
             // still answered, so it can catch up.
             Body::Gossip(_) if self.distrusts(hello.node) => {}
             Body::Gossip(g) => {
+                // Checked by `check_frame`, with every lattice.
                 self.hlc.observe(g.flushed_ts);
                 self.first_gossip
                     .lock()

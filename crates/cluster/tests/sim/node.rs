@@ -875,6 +875,7 @@ impl Node {
         Frame::new(Body::Hello(wire::Hello {
             node: self.me,
             region: self.region.clone(),
+            ..Default::default()
         }))
         .encode_to(&mut buf);
         if wr.write_all(&buf).await.is_err() {
