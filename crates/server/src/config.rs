@@ -59,6 +59,33 @@ pub struct Keys {
     /// Bytes of unsent replies after which a client is disconnected.
     #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT")]
     pub client_output_buffer_limit: Option<usize>,
+    /// Largest unparsed input kept for one client, in bytes.
+    #[arg(long, env = "ELSA_CLIENT_QUERY_BUFFER_LIMIT")]
+    pub client_query_buffer_limit: Option<usize>,
+    /// TCP port for TLS clients (0 = none).
+    #[arg(long, env = "ELSA_TLS_PORT")]
+    pub tls_port: Option<u16>,
+    /// The server's certificate chain (PEM).
+    #[arg(long, env = "ELSA_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<String>,
+    /// The server's private key (PEM).
+    #[arg(long, env = "ELSA_TLS_KEY_FILE")]
+    pub tls_key_file: Option<String>,
+    /// CA certificates client certificates must chain to (PEM).
+    #[arg(long, env = "ELSA_TLS_CA_CERT_FILE")]
+    pub tls_ca_cert_file: Option<String>,
+    /// Client certificates: yes (required), optional, or no.
+    #[arg(long, env = "ELSA_TLS_AUTH_CLIENTS")]
+    pub tls_auth_clients: Option<String>,
+    /// TLS versions offered: "TLSv1.2 TLSv1.3" (empty = both).
+    #[arg(long, env = "ELSA_TLS_PROTOCOLS")]
+    pub tls_protocols: Option<String>,
+    /// TLS 1.3 cipher suites, colon-separated (empty = all rustls has).
+    #[arg(long, env = "ELSA_TLS_CIPHERSUITES")]
+    pub tls_ciphersuites: Option<String>,
+    /// TLS 1.2 cipher suites by IANA name, colon-separated (empty = all).
+    #[arg(long, env = "ELSA_TLS_CIPHERS")]
+    pub tls_ciphers: Option<String>,
     /// Subscribers' limit, as Redis's `client-output-buffer-limit pubsub`:
     /// "<hard> <soft> <soft-seconds>" (units b, k, kb, m, mb, g, gb).
     #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT_PUBSUB")]
@@ -153,6 +180,15 @@ impl Keys {
             databases,
             client_output_buffer_limit,
             client_output_buffer_limit_pubsub,
+            client_query_buffer_limit,
+            tls_port,
+            tls_cert_file,
+            tls_key_file,
+            tls_ca_cert_file,
+            tls_auth_clients,
+            tls_protocols,
+            tls_ciphersuites,
+            tls_ciphers,
             default_isolation,
             ack,
             node_id,
@@ -201,6 +237,10 @@ pub struct Config {
     pub client_output_buffer_limit: usize,
     /// Output limit of subscribed clients.
     pub pubsub_output_limit: crate::pubsub::Limit,
+    /// Largest unparsed input of one client (`client-query-buffer-limit`).
+    pub client_query_buffer_limit: usize,
+    /// The `tls-*` settings as given at startup (`crate::tls`).
+    pub tls: crate::tls::TlsSettings,
     /// Default isolation level.
     pub default_isolation: Isolation,
     /// Default acknowledgement level (`replication = 2pc` makes it `all`).
@@ -355,6 +395,31 @@ impl Config {
             )?
             .parse()
             .map_err(|e| ConfigError::Value("client-output-buffer-limit-pubsub", e))?,
+            client_query_buffer_limit: need(
+                c.client_query_buffer_limit,
+                "client-query-buffer-limit",
+            )?,
+            tls: crate::tls::TlsSettings {
+                port: need(c.tls_port, "tls-port")?,
+                cert_file: c.tls_cert_file.unwrap_or_default(),
+                key_file: c.tls_key_file.unwrap_or_default(),
+                ca_cert_file: c.tls_ca_cert_file.unwrap_or_default(),
+                auth_clients: match need(c.tls_auth_clients, "tls-auth-clients")?
+                    .to_ascii_lowercase()
+                    .as_str()
+                {
+                    v @ ("yes" | "no" | "optional") => v.to_string(),
+                    v => {
+                        return Err(ConfigError::Value(
+                            "tls-auth-clients",
+                            format!("'{v}' (yes, no or optional)"),
+                        ))
+                    }
+                },
+                protocols: c.tls_protocols.unwrap_or_default(),
+                ciphersuites: c.tls_ciphersuites.unwrap_or_default(),
+                ciphers: c.tls_ciphers.unwrap_or_default(),
+            },
             default_isolation,
             default_ack,
             node_id,
