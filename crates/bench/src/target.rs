@@ -268,6 +268,6 @@ mod tests {
         assert!(Isolation::Watch.check(System::Postgres).is_err());
         assert!(Isolation::Serializable.check(System::Postgres).is_ok());
         assert_eq!(Isolation::default_for(System::Redis), Isolation::Watch);
-        assert!(Target::detect("http://example").is_err());
+        assert!(Target::detect("http://example", &TlsFiles::default()).is_err());
     }
 }

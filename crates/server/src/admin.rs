@@ -419,7 +419,7 @@ impl Conn {
     /// CONFIG SET: the `tls-*` keys (a new TLS configuration for new
     /// connections, all pairs or none); other keys need a restart.
     fn config_set(&mut self, args: &[Bytes]) {
-        if args.is_empty() || args.len() % 2 != 0 {
+        if args.is_empty() || !args.len().is_multiple_of(2) {
             return self
                 .w()
                 .error("ERR wrong number of arguments for 'config|set' command");
