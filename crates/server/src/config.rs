@@ -56,9 +56,11 @@ pub struct Keys {
     /// Numbered databases SELECT offers (1 to 256).
     #[arg(long, env = "ELSA_DATABASES")]
     pub databases: Option<usize>,
-    /// Bytes of unsent replies after which a client is disconnected.
+    /// Unsent reply bytes after which a client is disconnected: a size
+    /// (`536870912`, `512mb`; 0 = none), or Redis's `[normal] <hard>
+    /// <soft> <soft-seconds>`.
     #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT")]
-    pub client_output_buffer_limit: Option<usize>,
+    pub client_output_buffer_limit: Option<OutputLimit>,
     /// Largest unparsed input kept for one client, in bytes.
     #[arg(long, env = "ELSA_CLIENT_QUERY_BUFFER_LIMIT")]
     pub client_query_buffer_limit: Option<usize>,
@@ -233,8 +235,12 @@ pub struct Config {
     pub max_args: usize,
     /// Numbered databases (SELECT 0 to databases - 1).
     pub databases: usize,
-    /// Output buffer limit per client.
+    /// Output buffer limit per client (hard; 0 = none).
     pub client_output_buffer_limit: usize,
+    /// Past this many unsent bytes (0 = never) for longer than
+    /// `client_output_soft_secs`, a client is disconnected too.
+    pub client_output_soft_limit: usize,
+    pub client_output_soft_secs: u64,
     /// Output limit of subscribed clients.
     pub pubsub_output_limit: crate::pubsub::Limit,
     /// Largest unparsed input of one client (`client-query-buffer-limit`).
@@ -290,6 +296,56 @@ pub struct ClusterKeys {
     pub fault_injection: bool,
     /// PUBLISH reaches other regions.
     pub pubsub_across_regions: bool,
+}
+
+/// `client-output-buffer-limit` as given: a number in TOML, a string in
+/// TOML or on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputLimit(String);
+
+impl std::str::FromStr for OutputLimit {
+    type Err = String;
+    fn from_str(s: &str) -> Result<OutputLimit, String> {
+        let o = OutputLimit(s.to_string());
+        o.limit()?;
+        Ok(o)
+    }
+}
+
+impl<'de> Deserialize<'de> for OutputLimit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<OutputLimit, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bytes(u64),
+            Text(String),
+        }
+        Ok(OutputLimit(match Raw::deserialize(d)? {
+            Raw::Bytes(n) => n.to_string(),
+            Raw::Text(s) => s,
+        }))
+    }
+}
+
+impl OutputLimit {
+    /// Hard and soft limits: `536870912` or `512mb` (hard only), or
+    /// Redis's `normal <hard> <soft> <soft-seconds>` (the class word is
+    /// optional; only `normal` applies here, pub/sub has its own key).
+    pub fn limit(&self) -> Result<crate::pubsub::Limit, String> {
+        let words: Vec<&str> = self.0.split_whitespace().collect();
+        let words = match words.split_first() {
+            Some((class, rest)) if class.eq_ignore_ascii_case("normal") => rest,
+            _ => &words[..],
+        };
+        match words {
+            [hard] => format!("{hard} 0 0").parse(),
+            [_, _, _] => words.join(" ").parse(),
+            _ => Err(format!(
+                "'{}' (a size, or \"[normal] <hard> <soft> <soft-seconds>\")",
+                self.0
+            )),
+        }
+    }
 }
 
 /// A configuration problem, reported at startup.
@@ -368,6 +424,9 @@ impl Config {
                 format!("{node_id} (must be below 8388608)"),
             ));
         }
+        let output_limit = need(c.client_output_buffer_limit, "client-output-buffer-limit")?
+            .limit()
+            .map_err(|e| ConfigError::Value("client-output-buffer-limit", e))?;
         Ok(Config {
             addr: SocketAddr::new(ip, port),
             data_dir: need(c.data_dir, "data-dir")?,
@@ -385,10 +444,9 @@ impl Config {
                     ))
                 }
             },
-            client_output_buffer_limit: need(
-                c.client_output_buffer_limit,
-                "client-output-buffer-limit",
-            )?,
+            client_output_buffer_limit: output_limit.hard,
+            client_output_soft_limit: output_limit.soft,
+            client_output_soft_secs: output_limit.soft_secs,
             pubsub_output_limit: need(
                 c.client_output_buffer_limit_pubsub,
                 "client-output-buffer-limit-pubsub",
@@ -494,6 +552,28 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("./elsa-data"));
         assert!(c.workers >= 1);
         assert_eq!(c.default_isolation, Isolation::Snapshot);
+    }
+
+    #[test]
+    fn output_limit_as_a_size_or_as_redis_spells_it() {
+        let l = |s: &str| s.parse::<OutputLimit>().and_then(|o| o.limit());
+        assert_eq!(l("10485760").unwrap().hard, 10485760);
+        assert_eq!(l("10mb").unwrap().hard, 10 * 1024 * 1024);
+        let r = l("normal 64mb 16mb 30").unwrap();
+        assert_eq!((r.hard, r.soft, r.soft_secs), (64 << 20, 16 << 20, 30));
+        assert_eq!(l("0 0 0").unwrap().hard, 0);
+        assert!(l("normal 1 2").is_err());
+        assert!(l("lots").is_err());
+        let k: Keys = toml::from_str("client-output-buffer-limit = 100\n").unwrap();
+        assert_eq!(
+            k.client_output_buffer_limit.unwrap().limit().unwrap().hard,
+            100
+        );
+        let k: Keys = toml::from_str("client-output-buffer-limit = \"normal 1mb 0 0\"\n").unwrap();
+        assert_eq!(
+            k.client_output_buffer_limit.unwrap().limit().unwrap().hard,
+            1 << 20
+        );
     }
 
     #[test]

@@ -105,6 +105,8 @@ pub struct Conn {
     _tracking: crate::tracking::Guard,
     /// The client shut down its side while replies were still going out.
     input_closed: bool,
+    /// Since when unsent replies are over the soft output limit.
+    over_soft_since: Option<std::time::Instant>,
 }
 
 /// Why parsing stopped before the input buffer was used up.
@@ -173,6 +175,7 @@ impl Conn {
             subs,
             _tracking: tracking,
             input_closed: false,
+            over_soft_since: None,
             s: Session {
                 id,
                 addr,
@@ -387,7 +390,22 @@ impl Conn {
     /// replies not yet encoded into the buffer.
     fn within_output_limit_with(&mut self, held: usize) -> bool {
         let pending = self.out.len() + held;
-        if pending <= self.shared.config.client_output_buffer_limit {
+        let config = &self.shared.config;
+        let hard = config.client_output_buffer_limit;
+        let soft = config.client_output_soft_limit;
+        let over_hard = hard != 0 && pending > hard;
+        let over_soft = soft != 0 && pending > soft;
+        if !over_soft {
+            self.over_soft_since = None;
+        }
+        let soft_expired = over_soft
+            && self
+                .over_soft_since
+                .get_or_insert_with(std::time::Instant::now)
+                .elapsed()
+                .as_secs()
+                >= config.client_output_soft_secs;
+        if !over_hard && !soft_expired {
             return true;
         }
         // Redis: "Client … scheduled to be closed ASAP for overcoming of

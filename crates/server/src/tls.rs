@@ -472,3 +472,44 @@ pub fn take_early(stream: &mut ClientStream, buf: &mut BytesMut) -> bool {
         ClientStream::Tls(t) => t.pull(buf),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suites_and_versions_by_their_openssl_names() {
+        let s = cipher_suites("TLS_AES_256_GCM_SHA384", "").unwrap();
+        assert!(s
+            .iter()
+            .any(|s| matches!(s, SupportedCipherSuite::Tls13(_))));
+        assert_eq!(
+            s.iter()
+                .filter(|s| matches!(s, SupportedCipherSuite::Tls13(_)))
+                .count(),
+            1
+        );
+        assert!(cipher_suites("TLS_NOPE", "").is_err());
+        assert!(cipher_suites("", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256").is_ok());
+        assert_eq!(protocols("TLSv1.3").unwrap().len(), 1);
+        assert_eq!(protocols("").unwrap().len(), 2);
+        assert!(protocols("SSLv3").is_err());
+    }
+
+    #[test]
+    fn a_ca_is_required_to_check_client_certificates() {
+        let s = TlsSettings {
+            port: 1,
+            cert_file: "/nonexistent".into(),
+            key_file: "/nonexistent".into(),
+            auth_clients: "yes".into(),
+            ..Default::default()
+        };
+        assert!(server_config(&s).unwrap_err().contains("/nonexistent"));
+        let mut t = s.clone();
+        assert!(t.set("tls-auth-clients", "maybe").is_err());
+        assert!(t.set("tls-port", "7000").is_err());
+        assert!(t.set("tls-auth-clients", "OPTIONAL").is_ok());
+        assert_eq!(t.auth_clients, "optional");
+    }
+}
