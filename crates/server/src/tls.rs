@@ -27,6 +27,8 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Encrypted bytes rustls queues before a write must wait for the socket
 /// (the plaintext waits in the connection's own output buffer).
 const TLS_SEND_BUFFER: usize = 256 * 1024;
+/// Encrypted input taken from the socket per readiness event, at most.
+const TLS_READ_AT_ONCE: usize = 256 * 1024;
 
 /// The `tls-*` settings, as given (file names, not their contents).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -404,14 +406,26 @@ impl ClientStream {
 }
 
 impl TlsStream {
+    /// Reads and decrypts up to [`TLS_READ_AT_ONCE`] bytes (rustls takes
+    /// a few KB per `read_tls`; one wakeup per call would make a big
+    /// pipeline pay many rounds through the event loop).
     fn read_some(&mut self, buf: &mut BytesMut) -> bool {
-        let eof = match self.tls.read_tls(&mut Io(&self.tcp)) {
-            Ok(0) => true,
-            Ok(_) => false,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return self.pull(buf),
-            Err(_) => return false,
-        };
-        self.pull(buf) && !eof
+        let mut taken = 0;
+        while taken < TLS_READ_AT_ONCE {
+            match self.tls.read_tls(&mut Io(&self.tcp)) {
+                Ok(0) => {
+                    let _ = self.pull(buf);
+                    return false;
+                }
+                Ok(n) => taken += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => return false,
+            }
+            if !self.pull(buf) {
+                return false;
+            }
+        }
+        self.pull(buf)
     }
 
     /// Decrypts what rustls holds into `buf`; false on a TLS error or once
