@@ -379,3 +379,25 @@ fn query_buffer_limit_closes_the_connection() {
     let v: Option<String> = redis::cmd("GET").arg("k").query(&mut con).unwrap();
     assert_eq!(v, None);
 }
+
+#[test]
+fn output_limit_in_redis_spelling_with_a_soft_limit() {
+    // No hard limit; past 2 MB for 0 seconds the client is closed.
+    let elsa = Elsa::start(&["--client-output-buffer-limit", "normal 0 2mb 0"]);
+    let mut con = elsa.conn();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("client-output-buffer-limit")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(got[1], "0", "CONFIG GET answers the hard limit");
+    let value = vec![b'v'; MB as usize];
+    let _: () = redis::cmd("SET")
+        .arg("big")
+        .arg(&value)
+        .query(&mut con)
+        .unwrap();
+    let mut s = pipeline_unread(elsa.port, resp(&[b"GET", b"big"]), 256);
+    let got = read_to_close(&mut s);
+    assert!((got.len() as u64) < 64 * MB, "closed past the soft limit");
+}
