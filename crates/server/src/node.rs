@@ -529,10 +529,17 @@ async fn accept_loop(
             accepted = async {
                 tokio::select! {
                     a = accept_on(&plain) => (a, None),
-                    a = accept_on(&tls) => (a, shared.tls.current()),
+                    a = accept_on(&tls) => (a, Some(shared.tls.current())),
                 }
             } => {
-                let (accepted, tls_config) = accepted;
+                let (accepted, on_tls_port) = accepted;
+                // Never plaintext on the TLS port, whatever happened to
+                // its configuration.
+                let tls_config = match on_tls_port {
+                    None => None,
+                    Some(Some(config)) => Some(config),
+                    Some(None) => continue,
+                };
                 let (stream, _) = match accepted {
                     Ok(s) => s,
                     Err(e) => {
