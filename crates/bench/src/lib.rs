@@ -84,6 +84,19 @@ pub struct Common {
     /// Target: redis://HOST:PORT (Elsa or Redis, detected) or postgres://USER@HOST:PORT/DB.
     #[arg(long, short = 'u', default_value = "redis://127.0.0.1:6379")]
     pub url: String,
+    /// TLS for a `redis://` --url (as `rediss://`); `rediss://` URLs (also
+    /// in --compare) always use TLS, with the files below.
+    #[arg(long)]
+    pub tls: bool,
+    /// CA certificate(s) that sign the server's certificate (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Client certificate, for servers that require one (PEM); needs --key.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// Private key of --cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
     /// Run the same workload against two targets, alternating, and print the throughput ratio A/B.
     #[arg(long, num_args = 2, value_names = ["URL_A", "URL_B"])]
     pub compare: Option<Vec<String>>,
@@ -181,11 +194,17 @@ where
     common.validate()?;
     let urls: Vec<String> = match &common.compare {
         Some(pair) => pair.clone(),
+        None if common.tls => vec![common.url.replacen("redis://", "rediss://", 1).replacen(
+            "REDIS://",
+            "rediss://",
+            1,
+        )],
         None => vec![common.url.clone()],
     };
+    let tls = target::TlsFiles::read(common)?;
     let targets = urls
         .iter()
-        .map(|u| Target::detect(u))
+        .map(|u| Target::detect(u, &tls))
         .collect::<Result<Vec<_>, _>>()?;
     let mut records: Vec<RunRecord> = Vec::new();
     for round in 0..common.rounds {

@@ -48,18 +48,45 @@ pub struct Target {
     pub url: String,
     /// Detected at start.
     pub system: System,
+    /// Certificates for a `rediss://` URL.
+    pub tls: TlsFiles,
+}
+
+/// `--cacert`, `--cert`, `--key`, read once.
+#[derive(Clone, Debug, Default)]
+pub struct TlsFiles {
+    pub cacert: Option<Vec<u8>>,
+    pub cert_key: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TlsFiles {
+    /// Reads the files the flags name.
+    pub fn read(common: &crate::Common) -> Result<TlsFiles, BenchError> {
+        let read = |p: &std::path::PathBuf| {
+            std::fs::read(p)
+                .map_err(|e| BenchError::Config(format!("cannot read {}: {e}", p.display())))
+        };
+        Ok(TlsFiles {
+            cacert: common.cacert.as_ref().map(read).transpose()?,
+            cert_key: match (&common.cert, &common.key) {
+                (Some(c), Some(k)) => Some((read(c)?, read(k)?)),
+                _ => None,
+            },
+        })
+    }
 }
 
 impl Target {
     /// Connects once to find out what `url` is: `postgres://` and
     /// `postgresql://` are PostgreSQL; `redis://` is Elsa if `INFO server`
     /// reports `elsa_version:`, Redis otherwise.
-    pub fn detect(url: &str) -> Result<Target, BenchError> {
+    pub fn detect(url: &str, tls: &TlsFiles) -> Result<Target, BenchError> {
         let lower = url.to_ascii_lowercase();
         if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
             let t = Target {
                 url: url.to_string(),
                 system: System::Postgres,
+                tls: TlsFiles::default(),
             };
             t.postgres()?;
             return Ok(t);
@@ -75,6 +102,7 @@ impl Target {
         let probe = Target {
             url: url.to_string(),
             system: System::Redis,
+            tls: tls.clone(),
         };
         let mut con = probe.redis()?;
         let info: String = redis::cmd("INFO").arg("server").query(&mut con)?;
@@ -88,7 +116,21 @@ impl Target {
 
     /// A new RESP connection.
     pub fn redis(&self) -> Result<redis::Connection, BenchError> {
-        let client = redis::Client::open(self.url.as_str())?;
+        let client = if self.url.to_ascii_lowercase().starts_with("rediss://") {
+            let certs =
+                redis::TlsCertificates {
+                    client_tls: self.tls.cert_key.as_ref().map(|(cert, key)| {
+                        redis::ClientTlsConfig {
+                            client_cert: cert.clone(),
+                            client_key: key.clone(),
+                        }
+                    }),
+                    root_cert: self.tls.cacert.clone(),
+                };
+            redis::Client::build_with_tls(self.url.as_str(), certs)?
+        } else {
+            redis::Client::open(self.url.as_str())?
+        };
         Ok(client.get_connection()?)
     }
 
@@ -226,6 +268,6 @@ mod tests {
         assert!(Isolation::Watch.check(System::Postgres).is_err());
         assert!(Isolation::Serializable.check(System::Postgres).is_ok());
         assert_eq!(Isolation::default_for(System::Redis), Isolation::Watch);
-        assert!(Target::detect("http://example").is_err());
+        assert!(Target::detect("http://example", &TlsFiles::default()).is_err());
     }
 }

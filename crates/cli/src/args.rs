@@ -33,6 +33,23 @@ pub struct CliArgs {
     #[arg(short = 'n', long)]
     pub db: Option<i64>,
 
+    /// Connect with TLS (as `redis-cli --tls`); `rediss://` URLs imply it.
+    #[arg(long)]
+    pub tls: bool,
+
+    /// CA certificate(s) to trust for the server's certificate (PEM);
+    /// without it, the system's roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<std::path::PathBuf>,
+
+    /// Client certificate for servers that require one (PEM); needs --key.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<std::path::PathBuf>,
+
+    /// Private key of --cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<std::path::PathBuf>,
+
     /// Server URL, instead of --host/--port: `redis://[[user]:password@]host[:port][/db]`.
     #[arg(short = 'u', long, conflicts_with_all = ["host", "port"])]
     pub url: Option<String>,
@@ -67,11 +84,23 @@ impl CliArgs {
                 .as_str()
                 .into_connection_info()
                 .map_err(|e| format!("invalid --url {url:?}: {e}"))?,
+            None if self.tls => ConnectionInfo {
+                addr: ConnectionAddr::TcpTls {
+                    host: self.host.clone(),
+                    port: self.port,
+                    insecure: false,
+                    tls_params: None,
+                },
+                redis: RedisConnectionInfo::default(),
+            },
             None => ConnectionInfo {
                 addr: ConnectionAddr::Tcp(self.host.clone(), self.port),
                 redis: RedisConnectionInfo::default(),
             },
         };
+        if let ConnectionAddr::TcpTls { .. } = info.addr {
+            info = self.with_tls_files(info)?;
+        }
         if let Some(password) = &self.password {
             info.redis.password = Some(password.clone());
         }
@@ -82,6 +111,30 @@ impl CliArgs {
             info.redis.db = db;
         }
         Ok(info)
+    }
+}
+
+impl CliArgs {
+    /// The connection with --cacert/--cert/--key loaded into it.
+    fn with_tls_files(&self, info: ConnectionInfo) -> Result<ConnectionInfo, String> {
+        let read = |p: &std::path::PathBuf| {
+            std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+        };
+        let client_tls = match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+                client_cert: read(cert)?,
+                client_key: read(key)?,
+            }),
+            _ => None,
+        };
+        let root_cert = self.cacert.as_ref().map(read).transpose()?;
+        let certs = redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        };
+        let client = redis::Client::build_with_tls(info, certs)
+            .map_err(|e| format!("TLS setup failed: {e}"))?;
+        Ok(client.get_connection_info().clone())
     }
 }
 

@@ -393,7 +393,8 @@ impl Conn {
             return;
         }
         if is(&args[1], "GET") {
-            let pairs = crate::info::config_pairs(&self.shared.config);
+            let mut pairs = crate::info::config_pairs(&self.shared.config);
+            pairs.extend(self.shared.tls.settings().pairs());
             let hits: Vec<&(String, String)> = pairs
                 .iter()
                 .filter(|(k, _)| {
@@ -411,10 +412,35 @@ impl Conn {
         } else if is(&args[1], "RESETSTAT") {
             self.w().simple("OK");
         } else if is(&args[1], "SET") {
-            self.w()
-                .error("ERR CONFIG SET is not supported yet: restart with the new value in elsa.toml, ELSA_* or a flag");
+            self.config_set(&args[2..]);
         } else {
             self.w().error(&not_supported("CONFIG", &args[1]));
+        }
+    }
+
+    /// CONFIG SET: the `tls-*` keys (a new TLS configuration for new
+    /// connections, all pairs or none); other keys need a restart.
+    fn config_set(&mut self, args: &[Bytes]) {
+        if args.is_empty() || !args.len().is_multiple_of(2) {
+            return self
+                .w()
+                .error("ERR wrong number of arguments for 'config|set' command");
+        }
+        let mut changes = Vec::new();
+        for pair in args.chunks(2) {
+            let key = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+            if !crate::tls::KEYS.contains(&key.as_str()) {
+                return self.w().error(&format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{key}') - not supported at runtime by Elsa yet: restart with the new value in elsa.toml, ELSA_* or a flag"
+                ));
+            }
+            changes.push((key, String::from_utf8_lossy(&pair[1]).into_owned()));
+        }
+        match self.shared.tls.reconfigure(&changes) {
+            Ok(()) => self.w().simple("OK"),
+            Err((arg, why)) => self.w().error(&format!(
+                "ERR CONFIG SET failed (possibly related to argument '{arg}') - {why}"
+            )),
         }
     }
 

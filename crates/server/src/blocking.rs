@@ -21,7 +21,7 @@ use std::time::Duration;
 use elsa_shard::{Op, OpReply};
 use tokio::time::Instant;
 
-use super::{write_op, write_shaped, Conn, QUERY_BUFFER_LIMIT};
+use super::{write_op, write_shaped, Conn};
 use crate::cmd::{DataCmd, Shape};
 
 /// Longest wait between two tries when nothing on this node rang.
@@ -66,7 +66,7 @@ impl Conn {
                 }
                 let until = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
                 let write = !self.out.is_empty();
-                let read = self.inbuf.len() <= QUERY_BUFFER_LIMIT;
+                let read = self.inbuf.len() <= self.shared.config.client_query_buffer_limit;
                 tokio::select! {
                     _ = &mut rang => break,
                     _ = &mut poll => break,

@@ -70,9 +70,38 @@ pub struct Keys {
     /// Numbered databases SELECT offers (1 to 256).
     #[arg(long, env = "ELSA_DATABASES")]
     pub databases: Option<usize>,
-    /// Bytes of unsent replies after which a client is disconnected.
+    /// Unsent reply bytes after which a client is disconnected: a size
+    /// (`536870912`, `512mb`; 0 = none), or Redis's `[normal] <hard>
+    /// <soft> <soft-seconds>`.
     #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT")]
-    pub client_output_buffer_limit: Option<usize>,
+    pub client_output_buffer_limit: Option<OutputLimit>,
+    /// Largest unparsed input kept for one client, in bytes.
+    #[arg(long, env = "ELSA_CLIENT_QUERY_BUFFER_LIMIT")]
+    pub client_query_buffer_limit: Option<usize>,
+    /// TCP port for TLS clients (0 = none).
+    #[arg(long, env = "ELSA_TLS_PORT")]
+    pub tls_port: Option<u16>,
+    /// The server's certificate chain (PEM).
+    #[arg(long, env = "ELSA_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<String>,
+    /// The server's private key (PEM).
+    #[arg(long, env = "ELSA_TLS_KEY_FILE")]
+    pub tls_key_file: Option<String>,
+    /// CA certificates client certificates must chain to (PEM).
+    #[arg(long, env = "ELSA_TLS_CA_CERT_FILE")]
+    pub tls_ca_cert_file: Option<String>,
+    /// Client certificates: yes (required), optional, or no.
+    #[arg(long, env = "ELSA_TLS_AUTH_CLIENTS")]
+    pub tls_auth_clients: Option<String>,
+    /// TLS versions offered: "TLSv1.2 TLSv1.3" (empty = both).
+    #[arg(long, env = "ELSA_TLS_PROTOCOLS")]
+    pub tls_protocols: Option<String>,
+    /// TLS 1.3 cipher suites, colon-separated (empty = all rustls has).
+    #[arg(long, env = "ELSA_TLS_CIPHERSUITES")]
+    pub tls_ciphersuites: Option<String>,
+    /// TLS 1.2 cipher suites by IANA name, colon-separated (empty = all).
+    #[arg(long, env = "ELSA_TLS_CIPHERS")]
+    pub tls_ciphers: Option<String>,
     /// Subscribers' limit, as Redis's `client-output-buffer-limit pubsub`:
     /// "<hard> <soft> <soft-seconds>" (units b, k, kb, m, mb, g, gb).
     #[arg(long, env = "ELSA_CLIENT_OUTPUT_BUFFER_LIMIT_PUBSUB")]
@@ -185,6 +214,15 @@ impl Keys {
             databases,
             client_output_buffer_limit,
             client_output_buffer_limit_pubsub,
+            client_query_buffer_limit,
+            tls_port,
+            tls_cert_file,
+            tls_key_file,
+            tls_ca_cert_file,
+            tls_auth_clients,
+            tls_protocols,
+            tls_ciphersuites,
+            tls_ciphers,
             default_isolation,
             ack,
             node_id,
@@ -235,10 +273,18 @@ pub struct Config {
     pub max_args: usize,
     /// Numbered databases (SELECT 0 to databases - 1).
     pub databases: usize,
-    /// Output buffer limit per client.
+    /// Output buffer limit per client (hard; 0 = none).
     pub client_output_buffer_limit: usize,
+    /// Past this many unsent bytes (0 = never) for longer than
+    /// `client_output_soft_secs`, a client is disconnected too.
+    pub client_output_soft_limit: usize,
+    pub client_output_soft_secs: u64,
     /// Output limit of subscribed clients.
     pub pubsub_output_limit: crate::pubsub::Limit,
+    /// Largest unparsed input of one client (`client-query-buffer-limit`).
+    pub client_query_buffer_limit: usize,
+    /// The `tls-*` settings as given at startup (`crate::tls`).
+    pub tls: crate::tls::TlsSettings,
     /// Default isolation level.
     pub default_isolation: Isolation,
     /// Default acknowledgement level (`replication = 2pc` makes it `all`).
@@ -294,6 +340,56 @@ pub struct ClusterKeys {
     pub peer_insecure: bool,
     /// Largest lead of a peer's timestamps over this node's clock, ms.
     pub max_clock_drift_ms: u64,
+}
+
+/// `client-output-buffer-limit` as given: a number in TOML, a string in
+/// TOML or on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputLimit(String);
+
+impl std::str::FromStr for OutputLimit {
+    type Err = String;
+    fn from_str(s: &str) -> Result<OutputLimit, String> {
+        let o = OutputLimit(s.to_string());
+        o.limit()?;
+        Ok(o)
+    }
+}
+
+impl<'de> Deserialize<'de> for OutputLimit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<OutputLimit, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bytes(u64),
+            Text(String),
+        }
+        Ok(OutputLimit(match Raw::deserialize(d)? {
+            Raw::Bytes(n) => n.to_string(),
+            Raw::Text(s) => s,
+        }))
+    }
+}
+
+impl OutputLimit {
+    /// Hard and soft limits: `536870912` or `512mb` (hard only), or
+    /// Redis's `normal <hard> <soft> <soft-seconds>` (the class word is
+    /// optional; only `normal` applies here, pub/sub has its own key).
+    pub fn limit(&self) -> Result<crate::pubsub::Limit, String> {
+        let words: Vec<&str> = self.0.split_whitespace().collect();
+        let words = match words.split_first() {
+            Some((class, rest)) if class.eq_ignore_ascii_case("normal") => rest,
+            _ => &words[..],
+        };
+        match words {
+            [hard] => format!("{hard} 0 0").parse(),
+            [_, _, _] => words.join(" ").parse(),
+            _ => Err(format!(
+                "'{}' (a size, or \"[normal] <hard> <soft> <soft-seconds>\")",
+                self.0
+            )),
+        }
+    }
 }
 
 /// A configuration problem, reported at startup.
@@ -415,6 +511,9 @@ impl Config {
                 format!("{node_id} (must be below 8388608)"),
             ));
         }
+        let output_limit = need(c.client_output_buffer_limit, "client-output-buffer-limit")?
+            .limit()
+            .map_err(|e| ConfigError::Value("client-output-buffer-limit", e))?;
         Ok(Config {
             addr: SocketAddr::new(ip, port),
             data_dir: need(c.data_dir, "data-dir")?,
@@ -453,16 +552,40 @@ impl Config {
                     ))
                 }
             },
-            client_output_buffer_limit: need(
-                c.client_output_buffer_limit,
-                "client-output-buffer-limit",
-            )?,
+            client_output_buffer_limit: output_limit.hard,
+            client_output_soft_limit: output_limit.soft,
+            client_output_soft_secs: output_limit.soft_secs,
             pubsub_output_limit: need(
                 c.client_output_buffer_limit_pubsub,
                 "client-output-buffer-limit-pubsub",
             )?
             .parse()
             .map_err(|e| ConfigError::Value("client-output-buffer-limit-pubsub", e))?,
+            client_query_buffer_limit: need(
+                c.client_query_buffer_limit,
+                "client-query-buffer-limit",
+            )?,
+            tls: crate::tls::TlsSettings {
+                port: need(c.tls_port, "tls-port")?,
+                cert_file: c.tls_cert_file.unwrap_or_default(),
+                key_file: c.tls_key_file.unwrap_or_default(),
+                ca_cert_file: c.tls_ca_cert_file.unwrap_or_default(),
+                auth_clients: match need(c.tls_auth_clients, "tls-auth-clients")?
+                    .to_ascii_lowercase()
+                    .as_str()
+                {
+                    v @ ("yes" | "no" | "optional") => v.to_string(),
+                    v => {
+                        return Err(ConfigError::Value(
+                            "tls-auth-clients",
+                            format!("'{v}' (yes, no or optional)"),
+                        ))
+                    }
+                },
+                protocols: c.tls_protocols.unwrap_or_default(),
+                ciphersuites: c.tls_ciphersuites.unwrap_or_default(),
+                ciphers: c.tls_ciphers.unwrap_or_default(),
+            },
             default_isolation,
             default_ack,
             node_id,
@@ -590,6 +713,28 @@ mod tests {
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(Config::resolve(&args).unwrap().cluster.secret.is_some());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn output_limit_as_a_size_or_as_redis_spells_it() {
+        let l = |s: &str| s.parse::<OutputLimit>().and_then(|o| o.limit());
+        assert_eq!(l("10485760").unwrap().hard, 10485760);
+        assert_eq!(l("10mb").unwrap().hard, 10 * 1024 * 1024);
+        let r = l("normal 64mb 16mb 30").unwrap();
+        assert_eq!((r.hard, r.soft, r.soft_secs), (64 << 20, 16 << 20, 30));
+        assert_eq!(l("0 0 0").unwrap().hard, 0);
+        assert!(l("normal 1 2").is_err());
+        assert!(l("lots").is_err());
+        let k: Keys = toml::from_str("client-output-buffer-limit = 100\n").unwrap();
+        assert_eq!(
+            k.client_output_buffer_limit.unwrap().limit().unwrap().hard,
+            100
+        );
+        let k: Keys = toml::from_str("client-output-buffer-limit = \"normal 1mb 0 0\"\n").unwrap();
+        assert_eq!(
+            k.client_output_buffer_limit.unwrap().limit().unwrap().hard,
+            1 << 20
+        );
     }
 
     #[test]

@@ -13,8 +13,6 @@ use bytes::{Bytes, BytesMut};
 use elsa_lattice::Ts;
 use elsa_shard::{HashedKey, KeyOp, OpReply};
 use elsa_txn::{Coordinator, Txn, TxnError};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 #[path = "blocking.rs"]
 mod blocking;
@@ -22,6 +20,7 @@ mod blocking;
 use crate::cmd::{self, CmdError, Control, DataCmd, Kind, Shape};
 use crate::node::Shared;
 use crate::resp::{parse_request_resuming, Limits, Partial, ReplyWriter};
+use crate::tls::ClientStream;
 
 /// Before AUTH, a client may send only tiny requests (CVE-2021-32675).
 const UNAUTHENTICATED: Limits = Limits {
@@ -34,9 +33,6 @@ const FLUSH_AT: usize = 64 * 1024;
 const OUT_KEEP: usize = 1024 * 1024;
 /// Most requests taken from the input buffer before running them.
 const MAX_BATCH: usize = 1024;
-/// Largest unparsed input kept for one connection (Redis's
-/// `client-query-buffer-limit`).
-const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
 
 /// A command queued between MULTI and EXEC.
 pub(crate) enum Queued {
@@ -101,7 +97,7 @@ pub(crate) struct Session {
 
 /// A connection and its state.
 pub struct Conn {
-    stream: TcpStream,
+    stream: ClientStream,
     inbuf: BytesMut,
     /// How far parsing got into a request not yet complete in `inbuf`.
     partial: Option<Partial>,
@@ -116,6 +112,38 @@ pub struct Conn {
     pub(crate) subs: crate::pubsub::Subscriptions,
     /// Turns CLIENT TRACKING off when the connection ends.
     _tracking: crate::tracking::Guard,
+    /// The client shut down its side while replies were still going out.
+    input_closed: bool,
+    /// Since when unsent replies are over the soft output limit.
+    over_soft_since: Option<std::time::Instant>,
+}
+
+/// Why parsing stopped before the input buffer was used up.
+enum Stop {
+    /// Answered with `-ERR Protocol error: …`, then the connection closes.
+    Protocol(crate::resp::ProtocolError),
+    /// `POST` or `Host:` as a command: an HTTP request (cross-protocol
+    /// scripting, e.g. a browser made to post to the port). Closed without
+    /// a reply, nothing after it runs, as in Redis (`securityWarningCommand`).
+    CrossProtocol,
+}
+
+/// A command name no Redis client sends but every HTTP request starts with
+/// (or carries as a header line).
+fn is_cross_protocol(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"POST") || name.eq_ignore_ascii_case(b"Host:")
+}
+
+/// Before AUTH a length over the (small) unauthenticated limits is refused
+/// with Redis's words for it.
+fn unauthenticated(e: crate::resp::ProtocolError) -> crate::resp::ProtocolError {
+    match e.0.as_str() {
+        "invalid multibulk length" => {
+            crate::resp::ProtocolError("unauthenticated multibulk length".into())
+        }
+        "invalid bulk length" => crate::resp::ProtocolError("unauthenticated bulk length".into()),
+        _ => e,
+    }
 }
 
 /// How one request will run.
@@ -131,17 +159,18 @@ enum Step {
 }
 
 impl Conn {
-    /// Wraps an accepted socket.
-    pub fn new(stream: TcpStream, coord: Coordinator, shared: Arc<Shared>) -> Conn {
+    /// Wraps an accepted socket (after its TLS handshake, on the TLS port).
+    pub fn new(stream: ClientStream, coord: Coordinator, shared: Arc<Shared>) -> Conn {
         let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
         let addr = stream
+            .tcp()
             .peer_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
         let (user, acl_epoch, authed) = crate::acl::initial_user(&shared.acl);
         let acl_free = user.unrestricted();
         let ack = shared.config.default_ack;
-        let _ = stream.set_nodelay(true);
+        let _ = stream.tcp().set_nodelay(true);
         let subs = crate::pubsub::Subscriptions::new(shared.pubsub.clone());
         let tracking = crate::tracking::Guard {
             tracking: shared.tracking.clone(),
@@ -157,6 +186,8 @@ impl Conn {
             list_written: false,
             subs,
             _tracking: tracking,
+            input_closed: false,
+            over_soft_since: None,
             s: Session {
                 id,
                 addr,
@@ -216,6 +247,9 @@ impl Conn {
     /// loop and go out ahead of the replies to requests read after them
     /// (past `client-output-buffer-limit pubsub`, the connection closes).
     pub async fn serve(mut self) {
+        if !crate::tls::take_early(&mut self.stream, &mut self.inbuf) {
+            return;
+        }
         if self.shared.acl.refuses(&self.s.addr) {
             self.shared.rejected.fetch_add(1, Ordering::Relaxed);
             self.out.extend_from_slice(crate::acl::DENIED.as_bytes());
@@ -228,19 +262,13 @@ impl Conn {
             if !self.run_buffered().await {
                 return;
             }
-            if self.s.closing {
+            if self.s.closing || self.input_closed {
                 return self.finish().await;
             }
-            let read = self.inbuf.len() <= QUERY_BUFFER_LIMIT;
-            if !read {
-                tracing::warn!(
-                    client = self.s.id,
-                    "closing connection: query buffer over {} bytes",
-                    QUERY_BUFFER_LIMIT
-                );
+            if !self.within_query_limit() {
                 return;
             }
-            let write = !self.out.is_empty();
+            let write = !self.out.is_empty() || self.stream.wants_write();
             let pushed = crate::pubsub::commands::pushed(self.subs.queue().cloned());
             tokio::select! {
                 r = self.stream.readable() => {
@@ -261,22 +289,49 @@ impl Conn {
         }
     }
 
+    /// False (and a log line) when the unparsed input passed
+    /// `client-query-buffer-limit`.
+    fn within_query_limit(&self) -> bool {
+        let limit = self.shared.config.client_query_buffer_limit;
+        if self.inbuf.len() <= limit {
+            return true;
+        }
+        tracing::warn!(
+            client = self.s.id,
+            addr = %self.s.addr,
+            "closing connection: query buffer over client-query-buffer-limit ({limit} bytes)"
+        );
+        false
+    }
+
     /// Runs every complete request in the input buffer, batch by batch,
     /// sending replies as the socket takes them. False when the connection
     /// must close at once (client gone, output over its limit).
     async fn run_buffered(&mut self) -> bool {
         loop {
-            let (reqs, broken) = self.take_batch();
-            if reqs.is_empty() && broken.is_none() {
+            let (reqs, stop) = self.take_batch();
+            if reqs.is_empty() && stop.is_none() {
                 return true;
             }
             if !reqs.is_empty() {
                 self.execute(reqs).await;
             }
-            if let Some(e) = broken {
-                tracing::debug!(client = self.s.id, "closing connection: {e}");
-                self.w().error(&format!("ERR {e}"));
-                self.s.closing = true;
+            match stop {
+                Some(Stop::Protocol(e)) => {
+                    tracing::debug!(client = self.s.id, "closing connection: {e}");
+                    self.w().error(&format!("ERR {e}"));
+                    self.s.closing = true;
+                }
+                Some(Stop::CrossProtocol) => {
+                    // As Redis: no reply, nothing after it runs.
+                    tracing::warn!(
+                        client = self.s.id,
+                        addr = %self.s.addr,
+                        "Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Elsa. This is likely due to an attacker attempting to use Cross Protocol Scripting to compromise your Elsa instance. Connection aborted."
+                    );
+                    self.s.closing = true;
+                }
+                None => {}
             }
             if !self.within_output_limit() || !self.write_some() {
                 return false;
@@ -287,16 +342,19 @@ impl Conn {
         }
     }
 
-    /// Up to [`MAX_BATCH`] complete requests from the input buffer, and the
-    /// protocol error that stopped parsing, if one did. Before AUTH a batch
-    /// ends after AUTH/HELLO, so what follows is parsed with the limits of
-    /// an authenticated client, as Redis parses one request at a time.
-    fn take_batch(&mut self) -> (Vec<Vec<Bytes>>, Option<crate::resp::ProtocolError>) {
+    /// Up to [`MAX_BATCH`] complete requests from the input buffer, and
+    /// what stopped parsing, if something did. Before AUTH a batch ends
+    /// after AUTH/HELLO, so what follows is parsed with the limits of an
+    /// authenticated client, as Redis parses one request at a time.
+    fn take_batch(&mut self) -> (Vec<Vec<Bytes>>, Option<Stop>) {
         let mut reqs = Vec::new();
         let limits = self.limits();
         while reqs.len() < MAX_BATCH {
             match parse_request_resuming(&mut self.inbuf, &limits, &mut self.partial) {
                 Ok(Some(args)) => {
+                    if args.first().is_some_and(|a| is_cross_protocol(a)) {
+                        return (reqs, Some(Stop::CrossProtocol));
+                    }
                     let authenticates = !self.s.authed
                         && args
                             .first()
@@ -307,14 +365,17 @@ impl Conn {
                     }
                 }
                 Ok(None) => break,
-                Err(e) => return (reqs, Some(e)),
+                Err(e) => {
+                    let e = if self.s.authed { e } else { unauthenticated(e) };
+                    return (reqs, Some(Stop::Protocol(e)));
+                }
             }
         }
         (reqs, None)
     }
 
     /// Reads what the socket has; false at EOF or on an error.
-    fn read_some(&mut self) -> bool {
+    pub(crate) fn read_some(&mut self) -> bool {
         // A request known to need more: room for all of it at once (its
         // length was checked against the limits), so a big value is not
         // copied at every doubling of the buffer.
@@ -325,25 +386,16 @@ impl Conn {
         if self.inbuf.capacity() - self.inbuf.len() < 4096 {
             self.inbuf.reserve(16 * 1024);
         }
-        match self.stream.try_read_buf(&mut self.inbuf) {
-            Ok(0) => false,
-            Ok(_) => true,
-            Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
-        }
+        self.stream.read_some(&mut self.inbuf)
     }
 
     /// Writes as much queued output as the socket takes without waiting;
     /// false when the client is gone.
     fn write_some(&mut self) -> bool {
-        while !self.out.is_empty() {
-            match self.stream.try_write(&self.out) {
-                Ok(0) => return false,
-                Ok(n) => bytes::Buf::advance(&mut self.out, n),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
-                Err(_) => return false,
-            }
+        if !self.stream.write_some(&mut self.out) {
+            return false;
         }
-        if self.out.capacity() > OUT_KEEP {
+        if self.out.is_empty() && self.out.capacity() > OUT_KEEP {
             // A burst grew the buffer: give the memory back.
             self.out = BytesMut::with_capacity(16 * 1024);
         }
@@ -353,13 +405,37 @@ impl Conn {
     /// False (and a log line) when unsent replies passed
     /// `client-output-buffer-limit`: the client is not reading them.
     fn within_output_limit(&mut self) -> bool {
-        if self.out.len() <= self.shared.config.client_output_buffer_limit {
+        self.within_output_limit_with(0)
+    }
+
+    /// [`Self::within_output_limit`], counting `held` more bytes of
+    /// replies not yet encoded into the buffer.
+    fn within_output_limit_with(&mut self, held: usize) -> bool {
+        let pending = self.out.len() + held;
+        let config = &self.shared.config;
+        let hard = config.client_output_buffer_limit;
+        let soft = config.client_output_soft_limit;
+        let over_hard = hard != 0 && pending > hard;
+        let over_soft = soft != 0 && pending > soft;
+        if !over_soft {
+            self.over_soft_since = None;
+        }
+        let soft_expired = over_soft
+            && self
+                .over_soft_since
+                .get_or_insert_with(std::time::Instant::now)
+                .elapsed()
+                .as_secs()
+                >= config.client_output_soft_secs;
+        if !over_hard && !soft_expired {
             return true;
         }
+        // Redis: "Client … scheduled to be closed ASAP for overcoming of
+        // output buffer limits."
         tracing::warn!(
             client = self.s.id,
             addr = %self.s.addr,
-            bytes = self.out.len(),
+            bytes = pending,
             "closing connection: output buffer over client-output-buffer-limit"
         );
         self.s.closing = true;
@@ -367,18 +443,32 @@ impl Conn {
         false
     }
 
+    /// Waits for the socket once: output leaves as it takes it, input is
+    /// read meanwhile (so a client writing a long pipeline before it
+    /// reads cannot deadlock against us). False when the client is gone.
+    async fn wait_socket(&mut self) -> bool {
+        if !self.within_query_limit() {
+            return false;
+        }
+        let read = !self.input_closed;
+        tokio::select! {
+            r = self.stream.readable(), if read => {
+                if r.is_err() || !self.read_some() {
+                    // Half-closed: it may still read what it asked for.
+                    self.input_closed = true;
+                }
+                true
+            }
+            r = self.stream.writable() => r.is_ok() && self.write_some(),
+        }
+    }
+
     /// Sends what is left (the client may still be reading a half-closed
     /// connection), then closes.
     async fn finish(&mut self) {
-        if !self.out.is_empty() {
-            let _ = tokio::time::timeout(
-                std::time::Duration::from_secs(10),
-                self.stream.write_all(&self.out),
-            )
+        self.stream
+            .finish(&mut self.out, std::time::Duration::from_secs(10))
             .await;
-            self.out.clear();
-        }
-        let _ = self.stream.shutdown().await;
     }
 
     async fn execute(&mut self, reqs: Vec<Vec<Bytes>>) {
@@ -396,6 +486,9 @@ impl Conn {
                     if !lone.is_empty() {
                         self.run_lone(std::mem::take(&mut lone)).await;
                         self.drain_pushes_between();
+                        if self.s.closing {
+                            return;
+                        }
                     }
                     self.dispatch(step).await;
                     self.drain_pushes_between();
@@ -536,14 +629,42 @@ impl Conn {
 
     /// Runs lone commands; exactly one reply per command, in order, each
     /// its answer or the error saying whether it was applied.
+    ///
+    /// The replies are encoded into the output buffer as it drains, not all
+    /// at once: a value read by a GET is the shard's own buffer (shared,
+    /// not copied) until it is encoded, so 40 GETs of a 64 MB value hold
+    /// one encoded copy at a time rather than 40. What is not encoded yet
+    /// still counts against `client-output-buffer-limit`, as it would in
+    /// Redis's reply list: a client that does not read is closed at once.
     async fn run_lone(&mut self, ops: Vec<KeyOp>) {
         let replies = self.coord.run_lone(ops, self.s.ack).await;
-        let mut w = self.w();
-        for r in &replies {
-            match r {
-                Ok(r) => write_op(&mut w, r),
-                Err(e) => w.error(&e.to_string()),
+        let mut rest = replies.iter();
+        let mut held: Option<usize> = None;
+        loop {
+            let mut w = self.w();
+            while w.out.len() < FLUSH_AT {
+                match rest.next() {
+                    Some(Ok(r)) => write_op(&mut w, r),
+                    Some(Err(e)) => w.error(&e.to_string()),
+                    None => return,
+                }
             }
+            // Past FLUSH_AT with replies left: the slow path.
+            let left = match held {
+                Some(h) => h,
+                None => rest.clone().map(lone_size).sum(),
+            };
+            if !self.within_output_limit_with(left) || !self.write_some() {
+                self.s.closing = true;
+                return;
+            }
+            while self.out.len() >= FLUSH_AT {
+                if !self.wait_socket().await {
+                    self.s.closing = true;
+                    return;
+                }
+            }
+            held = Some(rest.clone().map(lone_size).sum());
         }
     }
 
@@ -681,6 +802,34 @@ pub(crate) async fn run_in_txn(
         replies.push(txn.apply(coord, kop).await?);
     }
     Ok(replies)
+}
+
+/// About the bytes a lone command's reply takes once encoded.
+fn lone_size(r: &elsa_txn::lone::LoneReply) -> usize {
+    match r {
+        Ok(r) => reply_size(r),
+        Err(_) => 64,
+    }
+}
+
+/// About the bytes an op's reply takes once encoded (bulk lengths plus a
+/// header each): what an unencoded reply stands for in the output limit.
+fn reply_size(r: &OpReply) -> usize {
+    match r {
+        OpReply::Bulk(b) => b.len() + 16,
+        OpReply::Array(items) => 16 + items.iter().map(reply_size).sum::<usize>(),
+        OpReply::Map(pairs) => {
+            16 + pairs
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 32)
+                .sum::<usize>()
+        }
+        OpReply::Set(m) => 16 + m.iter().map(|m| m.len() + 16).sum::<usize>(),
+        OpReply::Pairs(p) => 16 + p.iter().map(|(k, v)| k.len() + v.len() + 32).sum::<usize>(),
+        OpReply::Scored(p) => 16 + p.iter().map(|(m, _)| m.len() + 48).sum::<usize>(),
+        OpReply::Error(e) | OpReply::Status(e) => e.len() + 3,
+        _ => 16,
+    }
 }
 
 /// Encodes one op's answer.

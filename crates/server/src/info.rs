@@ -29,6 +29,10 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
             c.client_output_buffer_limit.to_string(),
         ),
         (
+            "client-query-buffer-limit".into(),
+            c.client_query_buffer_limit.to_string(),
+        ),
+        (
             "client-output-buffer-limit-pubsub".into(),
             c.pubsub_output_limit.to_string(),
         ),

@@ -28,6 +28,7 @@ mod replication;
 pub mod resp;
 mod script;
 mod session;
+pub mod tls;
 pub mod tracking;
 
 /// The Redis version whose commands and replies Elsa follows (clients

@@ -55,7 +55,14 @@ pub struct Shared {
     pub scripts: crate::script::Scripts,
     /// ACL users and log (`crate::acl`).
     pub acl: Arc<crate::acl::Acl>,
+    /// Client TLS: its settings and the configuration new TLS connections
+    /// get (`CONFIG SET tls-*` swaps it).
+    pub tls: crate::tls::Tls,
 }
+
+/// An accepted socket on its way to a worker, with the TLS configuration
+/// it must be served with (none on the plaintext port).
+type Accepted = (std::net::TcpStream, Option<Arc<rustls::ServerConfig>>);
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -78,14 +85,18 @@ pub enum StartError {
     Segment(String, std::io::Error),
     #[error("cannot listen for peers on {0}: {1}")]
     Peer(String, std::io::Error),
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("port and tls-port are both 0: nothing to listen on")]
+    NoListener,
 }
 
-fn listen(config: &Config) -> Result<StdListener, StartError> {
-    let err = |e| StartError::Listen(config.addr.to_string(), e);
-    let domain = socket2::Domain::for_address(config.addr);
+fn listen(addr: std::net::SocketAddr) -> Result<StdListener, StartError> {
+    let err = |e| StartError::Listen(addr.to_string(), e);
+    let domain = socket2::Domain::for_address(addr);
     let sock = socket2::Socket::new(domain, socket2::Type::STREAM, None).map_err(err)?;
     sock.set_reuse_address(true).map_err(err)?;
-    sock.bind(&config.addr.into()).map_err(err)?;
+    sock.bind(&addr.into()).map_err(err)?;
     sock.listen(511).map_err(err)?;
     sock.set_nonblocking(true).map_err(err)?;
     Ok(sock.into())
@@ -183,7 +194,19 @@ fn recover(
 pub fn run(config: Config) -> Result<(), StartError> {
     crate::cmd::set_databases(config.databases);
     let acl = Arc::new(crate::acl::Acl::new(config.acl.clone()).map_err(StartError::Acl)?);
-    let listener = listen(&config)?;
+    // `port 0` turns plaintext off, `tls-port 0` (the default) TLS.
+    let tls = crate::tls::Tls::new(config.tls.clone()).map_err(StartError::Tls)?;
+    let plain_listener = match config.addr.port() {
+        0 => None,
+        _ => Some(listen(config.addr)?),
+    };
+    let tls_listener = match config.tls.port {
+        0 => None,
+        port => Some(listen(std::net::SocketAddr::new(config.addr.ip(), port))?),
+    };
+    if plain_listener.is_none() && tls_listener.is_none() {
+        return Err(StartError::NoListener);
+    }
     let workers = config.workers;
     let hlc = Arc::new(Hlc::default());
     let hasher = KeyHasher::default();
@@ -250,12 +273,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
         pushes: tokio::sync::Notify::new(),
         scripts: crate::script::Scripts::new(&config),
         acl,
+        tls,
     });
 
     let mut conn_txs = Vec::with_capacity(workers);
     let mut threads = Vec::with_capacity(workers);
     for ((index, inbox), shard) in inbox_rxs.into_iter().enumerate().zip(shards) {
-        let (conn_tx, conn_rx) = mpsc::unbounded_channel::<std::net::TcpStream>();
+        let (conn_tx, conn_rx) = mpsc::unbounded_channel::<Accepted>();
         conn_txs.push(conn_tx);
         let node = node.clone();
         let shared = shared.clone();
@@ -266,6 +290,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
         threads.push(t);
     }
 
+    if config.tls.port != 0 {
+        tracing::info!(
+            "TLS clients on port {} (tls-auth-clients {})",
+            config.tls.port,
+            config.tls.auth_clients
+        );
+    }
     tracing::info!(
         "Elsa {} ready: listening on {}, {} workers (one shard each), data dir {}, appendfsync {}, node id {}, default isolation {}",
         env!("CARGO_PKG_VERSION"),
@@ -293,7 +324,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
             .as_ref()
             .and_then(|c| c.take_remote_units())
             .map(|rx| tokio::task::spawn_local(install_remote_units(coord.clone(), rx)));
-        let served = accept_loop(listener, &conn_txs, shared.clone()).await;
+        let served = accept_loop(plain_listener, tls_listener, &conn_txs, shared.clone()).await;
         snapshots.abort();
         resolver.abort();
         if let Some(u) = units {
@@ -491,14 +522,30 @@ async fn logged_records(coord: &Coordinator) -> u64 {
     total
 }
 
+/// Accepts on a listener, or never when there is none.
+async fn accept_on(
+    listener: &Option<tokio::net::TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn accept_loop(
-    listener: StdListener,
-    conn_txs: &[mpsc::UnboundedSender<std::net::TcpStream>],
+    plain: Option<StdListener>,
+    tls: Option<StdListener>,
+    conn_txs: &[mpsc::UnboundedSender<Accepted>],
     shared: Arc<Shared>,
 ) -> Result<(), StartError> {
     use tokio::signal::unix::{signal, SignalKind};
-    let listener = tokio::net::TcpListener::from_std(listener)
-        .map_err(|e| StartError::Listen(shared.config.addr.to_string(), e))?;
+    let tokio_listener = |l: Option<StdListener>| {
+        l.map(tokio::net::TcpListener::from_std)
+            .transpose()
+            .map_err(|e| StartError::Listen(shared.config.addr.to_string(), e))
+    };
+    let plain = tokio_listener(plain)?;
+    let tls = tokio_listener(tls)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(StartError::Runtime)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(StartError::Runtime)?;
     let mut next = 0usize;
@@ -506,7 +553,20 @@ async fn accept_loop(
         tokio::select! {
             _ = sigint.recv() => { tracing::info!("SIGINT received, shutting down"); break; }
             _ = sigterm.recv() => { tracing::info!("SIGTERM received, shutting down"); break; }
-            accepted = listener.accept() => {
+            accepted = async {
+                tokio::select! {
+                    a = accept_on(&plain) => (a, None),
+                    a = accept_on(&tls) => (a, Some(shared.tls.current())),
+                }
+            } => {
+                let (accepted, on_tls_port) = accepted;
+                // Never plaintext on the TLS port, whatever happened to
+                // its configuration.
+                let tls_config = match on_tls_port {
+                    None => None,
+                    Some(Some(config)) => Some(config),
+                    Some(None) => continue,
+                };
                 let (stream, _) = match accepted {
                     Ok(s) => s,
                     Err(e) => {
@@ -530,7 +590,7 @@ async fn accept_loop(
                 // counted. The worker uncounts it when it ends.
                 shared.clients.fetch_add(1, Ordering::Relaxed);
                 // Round-robin; a worker that is gone has shut down.
-                if conn_txs[next % conn_txs.len()].send(std_stream).is_err() {
+                if conn_txs[next % conn_txs.len()].send((std_stream, tls_config)).is_err() {
                     shared.clients.fetch_sub(1, Ordering::Relaxed);
                 }
                 next = next.wrapping_add(1);
@@ -546,7 +606,7 @@ fn worker(
     index: usize,
     shard: Shard,
     mut inbox: mpsc::UnboundedReceiver<ShardMsg>,
-    mut conns: mpsc::UnboundedReceiver<std::net::TcpStream>,
+    mut conns: mpsc::UnboundedReceiver<Accepted>,
     node: Arc<NodeContext>,
     shared: Arc<Shared>,
 ) {
@@ -639,17 +699,33 @@ fn worker(
             flush,
         };
         let coord = Coordinator::new(node, Some(local_shard));
-        while let Some(std_stream) = conns.recv().await {
+        while let Some((std_stream, tls)) = conns.recv().await {
             let _ = std_stream.set_nonblocking(true);
             let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) else {
                 shared.clients.fetch_sub(1, Ordering::Relaxed);
                 continue;
             };
-            let conn = Conn::new(stream, coord.clone(), shared.clone());
+            let coord = coord.clone();
             let shared = shared.clone();
             // (Counted by the acceptor.)
             tokio::task::spawn_local(async move {
-                conn.serve().await;
+                let stream = match tls {
+                    None => Ok(crate::tls::ClientStream::Plain(stream)),
+                    // The handshake runs here, in the connection's own
+                    // task: a slow or silent client holds nothing else up.
+                    Some(config) => {
+                        let peer = stream
+                            .peer_addr()
+                            .map(|a| a.to_string())
+                            .unwrap_or_default();
+                        crate::tls::accept(stream, config).await.inspect_err(|e| {
+                            tracing::info!(addr = %peer, "TLS handshake failed: {e}");
+                        })
+                    }
+                };
+                if let Ok(stream) = stream {
+                    Conn::new(stream, coord, shared.clone()).serve().await;
+                }
                 shared.clients.fetch_sub(1, Ordering::Relaxed);
             });
         }

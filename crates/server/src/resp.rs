@@ -99,6 +99,10 @@ impl Partial {
 /// [`parse_request`], resuming a multibulk request from `partial` (set when
 /// it returns `Ok(None)` with part of one buffered; the buffer must only
 /// have grown since).
+///
+/// This is the entry point every connection parses through, public so a
+/// fuzz target (`fuzz/`) can drive it exactly as `conn.rs` does: feed
+/// bytes in arbitrary splits, keep `partial` between calls.
 pub fn parse_request_resuming(
     buf: &mut BytesMut,
     limits: &Limits,
