@@ -3,7 +3,7 @@
 # Lettuce, node-redis, ioredis) run small application-style programs
 # (tests/clients/) against Elsa and against redis-server.
 #
-#   scripts/clients.sh [--target elsa|redis|both] [--only PROGRAM-GLOB] [--no-install] [--serial]
+#   scripts/clients.sh [--target elsa|redis|both] [--only PROGRAM-GLOB] [--no-install] [--install-only] [--serial]
 #
 # Installs what it needs under target/clients (a Python venv, node_modules via
 # `npm ci`, a Go binary, a Java jar and its classpath), once: later runs reuse it
@@ -25,6 +25,7 @@ PASSWORD=elsa-clients-pw
 TARGETS=both
 ONLY='*'
 INSTALL=1
+INSTALL_ONLY=0
 SERIAL=0
 
 while (($#)); do
@@ -32,6 +33,7 @@ while (($#)); do
     --target) TARGETS=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
     --no-install) INSTALL=0; shift ;;
+    --install-only) INSTALL_ONLY=1; shift ;;
     --serial) SERIAL=1; shift ;;
     -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
@@ -122,6 +124,7 @@ if ((INSTALL)); then
     echo "install $lang: $(elapsed "$t0")s"
   done
 fi
+((INSTALL_ONLY)) && exit 0
 
 command_for() {
   case $1 in

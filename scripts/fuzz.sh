@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../fuzz"
 secs="${1:-40}"
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(resp_request peer_frame lattice_state)
+((${#targets[@]})) || targets=(resp_request peer_frame lattice_state membership_datagram)
 
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked --version 0.13.2

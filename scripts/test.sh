@@ -21,6 +21,9 @@ if ((${#need[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# tests/tls.rs drives redis-py over TLS: the client suite's venv
+# (target/clients/venv) is made first.
+./scripts/clients.sh --install-only --only py
 cargo test --workspace "$@"
 if (($# == 0)); then
   ./scripts/clients.sh
