@@ -643,6 +643,11 @@ fn elsa_commands_have_categories() {
     );
     // ELSA.FAULT is unknown without fault-injection, whoever asks.
     assert!(line("ELSA.FAULT isolate").starts_with("-ERR unknown command 'ELSA.FAULT'"));
+    // …and COMMAND does not list it.
+    let listed = line("COMMAND LIST");
+    assert!(listed.contains("\"elsa.digest\""), "{listed}");
+    assert!(!listed.contains("\"elsa.fault\""), "{listed}");
+    assert!(!line("COMMAND INFO elsa.fault").contains("elsa.fault"));
     assert_eq!(
         line("ACL DRYRUN safe elsa.digest"),
         "\"This user has no permissions to run the 'elsa.digest' command\""
@@ -687,6 +692,7 @@ fn elsa_commands_have_categories() {
     // allowed @dangerous.
     let elsa = Elsa::start(&["--fault-injection", "true"]);
     let mut c = Conn::connect(elsa.port).unwrap();
+    assert!(c.call_line("COMMAND LIST").contains("\"elsa.fault\""));
     assert_eq!(
         c.call_line("ACL SETUSER safe on nopass +@all -@dangerous ~* &*"),
         "+OK"

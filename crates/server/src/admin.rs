@@ -448,30 +448,30 @@ impl Conn {
         if self.refuse_subcommand("command", args) {
             return;
         }
+        // Only the commands this node runs: ELSA.FAULT is listed only with
+        // `fault-injection` on, as it exists only then.
+        let listed: Vec<&cmd::Spec> = COMMANDS.iter().filter(|s| self.command_exists(s)).collect();
         let sub = args.get(1);
-        if sub.is_none() {
+        if sub.is_none() || sub.is_some_and(|s| is(s, "INFO")) && args.len() == 2 {
             let mut w = self.w();
-            w.array(COMMANDS.len());
-            for spec in COMMANDS {
+            w.array(listed.len());
+            for spec in &listed {
                 write_command_info(&mut w, spec);
             }
         } else if sub.is_some_and(|s| is(s, "COUNT")) {
-            self.w().int(COMMANDS.len() as i64);
+            self.w().int(listed.len() as i64);
         } else if sub.is_some_and(|s| is(s, "INFO")) {
             let names = &args[2..];
+            let found: Vec<Option<&cmd::Spec>> = names
+                .iter()
+                .map(|n| cmd::lookup(n).filter(|s| self.command_exists(s)))
+                .collect();
             let mut w = self.w();
-            if names.is_empty() {
-                w.array(COMMANDS.len());
-                for spec in COMMANDS {
-                    write_command_info(&mut w, spec);
-                }
-            } else {
-                w.array(names.len());
-                for n in names {
-                    match cmd::lookup(n) {
-                        Some(spec) => write_command_info(&mut w, spec),
-                        None => w.nil_array(),
-                    }
+            w.array(found.len());
+            for spec in found {
+                match spec {
+                    Some(spec) => write_command_info(&mut w, spec),
+                    None => w.nil_array(),
                 }
             }
         } else if sub.is_some_and(|s| is(s, "DOCS")) {
@@ -480,8 +480,8 @@ impl Conn {
             self.w().map(0);
         } else if sub.is_some_and(|s| is(s, "LIST")) {
             let mut w = self.w();
-            w.array(COMMANDS.len());
-            for spec in COMMANDS {
+            w.array(listed.len());
+            for spec in &listed {
                 w.bulk(spec.name.as_bytes());
             }
         } else if let Some(sub) = sub {

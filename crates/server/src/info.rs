@@ -25,8 +25,16 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
         ),
         ("max-args".into(), c.max_args.to_string()),
         (
+            // Redis's form, every class: Elsa has no replica clients of
+            // Redis's kind, so their class shows no limit.
             "client-output-buffer-limit".into(),
-            c.client_output_buffer_limit.to_string(),
+            format!(
+                "normal {} {} {} slave 0 0 0 pubsub {}",
+                c.client_output_buffer_limit,
+                c.client_output_soft_limit,
+                c.client_output_soft_secs,
+                c.pubsub_output_limit
+            ),
         ),
         (
             "client-query-buffer-limit".into(),

@@ -300,7 +300,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
     tracing::info!(
         "Elsa {} ready: listening on {}, {} workers (one shard each), data dir {}, appendfsync {}, node id {}, default isolation {}",
         env!("CARGO_PKG_VERSION"),
-        config.addr,
+        match config.addr.port() {
+            0 => format!("{} (TLS only)", std::net::SocketAddr::new(config.addr.ip(), config.tls.port)),
+            _ => config.addr.to_string(),
+        },
         workers,
         config.data_dir.display(),
         config.appendfsync.name(),
