@@ -254,7 +254,11 @@ impl Conn {
             self.w().simple("OK");
         } else if is(sub, "GET") {
             if args.len() > 3 {
-                return self.w().error(&cmd::wrong_arity("slowlog|get"));
+                // Redis's `addReplySubcommandSyntaxError`.
+                return self.w().error(&format!(
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
+                    String::from_utf8_lossy(&sub[..sub.len().min(128)])
+                ));
             }
             let count = match args.get(2) {
                 None => Some(10),

@@ -165,8 +165,8 @@ pub fn config_set(
     if !args.len().is_multiple_of(2) {
         return Err("ERR syntax error".into());
     }
-    // Redis reports the first unknown name if any, else the first other
-    // refusal (immutable, duplicate), else the first bad value.
+    // Redis stops at the first name it refuses (unknown, immutable,
+    // duplicate) and reports that one; only then does it check values.
     let mut unknown: Option<String> = None;
     let mut refused: Option<(String, &str)> = None;
     let mut ours: Vec<(&Param, String, String)> = Vec::new();
@@ -176,6 +176,9 @@ pub fn config_set(
         let given = String::from_utf8_lossy(&pair[0]).into_owned();
         let name = given.to_ascii_lowercase();
         let value = String::from_utf8_lossy(&pair[1]).into_owned();
+        if unknown.is_some() || refused.is_some() {
+            break;
+        }
         let param = PARAMS.iter().find(|p| p.name == name);
         let is_tls = crate::tls::KEYS.contains(&name.as_str());
         if param.is_none() && !is_tls {
