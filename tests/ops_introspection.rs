@@ -729,3 +729,149 @@ fn keyspace_avg_ttl_and_transactions_per_isolation() {
     assert_eq!(row("txn_si"), ("2", "0", "1"));
     assert_eq!(row("txn_multi_exec"), ("1", "0", "1"));
 }
+
+/// Commands both servers have, whose COMMAND DOCS must be Redis's own.
+const DOCUMENTED: &[&str] = &[
+    "get",
+    "set",
+    "mget",
+    "mset",
+    "incr",
+    "del",
+    "exists",
+    "expire",
+    "ttl",
+    "hset",
+    "hget",
+    "hgetall",
+    "lpush",
+    "lrange",
+    "blpop",
+    "sadd",
+    "smembers",
+    "zadd",
+    "zrange",
+    "zunionstore",
+    "scan",
+    "keys",
+    "select",
+    "ping",
+    "info",
+    "eval",
+    "multi",
+    "exec",
+    "watch",
+    "subscribe",
+    "publish",
+    "getex",
+    "copy",
+    "object",
+    "script",
+    "slowlog",
+    "latency",
+];
+
+/// A reply with its maps' entries in one order (Redis answers COMMAND
+/// DOCS from hash tables: its order is not part of the reply's meaning).
+fn sorted(r: Reply) -> Reply {
+    match r {
+        Reply::Map(pairs) => {
+            let mut pairs: Vec<(Reply, Reply)> = pairs
+                .into_iter()
+                .map(|(k, v)| (sorted(k), sorted(v)))
+                .collect();
+            pairs.sort_by_key(|(k, _)| k.to_string());
+            Reply::Map(pairs)
+        }
+        Reply::Array(items) => Reply::Array(items.into_iter().map(sorted).collect()),
+        Reply::Set(items) => {
+            let mut items: Vec<Reply> = items.into_iter().map(sorted).collect();
+            items.sort_by_key(|r| r.to_string());
+            Reply::Set(items)
+        }
+        r => r,
+    }
+}
+
+#[test]
+fn command_docs_and_getkeys_match_redis() {
+    let mut p = Pair::new(&[]);
+    // RESP3: maps and sets are typed, so their order can be normalised.
+    p.both("HELLO 3");
+    for name in DOCUMENTED {
+        let (e, r) = p.both(&format!("COMMAND DOCS {name}"));
+        let (e, r) = (sorted(e), sorted(r));
+        if ["object", "script", "latency"].contains(name) {
+            // Containers: Elsa shows only the subcommands it has (LATENCY
+            // GRAPH, OBJECT…, SCRIPT DEBUG are Redis's alone): compare
+            // each subcommand Elsa shows with Redis's.
+            let subs = |r: &Reply| -> BTreeMap<String, Reply> {
+                let Reply::Map(top) = r else { panic!("{r}") };
+                let Reply::Map(fields) = &top[0].1 else {
+                    panic!()
+                };
+                let Some((_, Reply::Map(subs))) = fields
+                    .iter()
+                    .find(|(k, _)| k.to_string() == "\"subcommands\"")
+                else {
+                    panic!("no subcommands")
+                };
+                subs.iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect()
+            };
+            let (es, rs) = (subs(&e), subs(&r));
+            assert!(!es.is_empty());
+            for (k, v) in &es {
+                assert_eq!(Some(v), rs.get(k), "COMMAND DOCS {name}: {k}");
+            }
+        } else {
+            assert_eq!(e, r, "COMMAND DOCS {name}");
+        }
+    }
+    p.same("COMMAND DOCS config|get");
+    p.same("COMMAND DOCS nosuchcommand");
+    let (Reply::Map(all), _) = p.both("COMMAND DOCS") else {
+        panic!("COMMAND DOCS")
+    };
+    let Reply::Int(count) = call(&mut p.e, "COMMAND COUNT") else {
+        panic!()
+    };
+    assert_eq!(all.len() as i64, count, "every command has docs");
+    for line in [
+        "COMMAND GETKEYS SET k v",
+        "COMMAND GETKEYS MSET a 1 b 2",
+        "COMMAND GETKEYS ZUNIONSTORE dst 2 a b",
+        "COMMAND GETKEYS EVAL return 2 x y",
+        "COMMAND GETKEYS EVAL return 0",
+        "COMMAND GETKEYS LMOVE a b LEFT RIGHT",
+        "COMMAND GETKEYS PING",
+        "COMMAND GETKEYS GET",
+        "COMMAND GETKEYS NOSUCH x",
+        "COMMAND GETKEYSANDFLAGS SET k v",
+        "COMMAND GETKEYSANDFLAGS SET k v GET",
+        "COMMAND GETKEYSANDFLAGS LMOVE a b LEFT RIGHT",
+        "COMMAND GETKEYSANDFLAGS DEL a b",
+        "COMMAND GETKEYSANDFLAGS GET k",
+        "COMMAND GETKEYSANDFLAGS SMOVE a b m",
+        "COMMAND GETKEYS",
+        "COMMAND LIST FILTERBY PATTERN hkey*",
+        "COMMAND LIST FILTERBY MODULE nosuch",
+        "COMMAND LIST FILTERBY ACLCAT nosuchcategory",
+        "COMMAND LIST FILTERBY FOO x",
+        "COMMAND LIST BAR",
+    ] {
+        let (e, r) = p.both(line);
+        assert_eq!(sorted(e), sorted(r), "{line}");
+    }
+    // ACLCAT: Elsa's commands of a category are Redis's that Elsa has.
+    let list = |r: Reply| -> BTreeSet<String> {
+        let Reply::Array(items) = r else { panic!() };
+        items.iter().map(|i| i.to_string()).collect()
+    };
+    let (e, r) = p.both("COMMAND LIST FILTERBY ACLCAT hash");
+    let (e, r) = (list(e), list(r));
+    assert!(e.len() > 10 && e.is_subset(&r), "{e:?}");
+    let (e, r) = p.both("COMMAND LIST FILTERBY PATTERN config*");
+    assert_eq!(list(e), list(r));
+}

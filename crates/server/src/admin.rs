@@ -461,15 +461,13 @@ impl Conn {
                 }
             }
         } else if sub.is_some_and(|s| is(s, "DOCS")) {
-            // redis-cli asks for docs to show hints; an empty map is a valid
-            // "no docs" answer that every client accepts.
-            self.w().map(0);
+            self.command_docs(&args[2..], &listed);
         } else if sub.is_some_and(|s| is(s, "LIST")) {
-            let mut w = self.w();
-            w.array(listed.len());
-            for spec in &listed {
-                w.bulk(spec.name.as_bytes());
-            }
+            self.command_list(args, &listed);
+        } else if sub.is_some_and(|s| is(s, "GETKEYS")) {
+            self.command_getkeys(args, false);
+        } else if sub.is_some_and(|s| is(s, "GETKEYSANDFLAGS")) {
+            self.command_getkeys(args, true);
         } else if let Some(sub) = sub {
             self.w().error(&not_supported("COMMAND", sub));
         }
@@ -579,7 +577,21 @@ fn write_command_info(w: &mut crate::resp::ReplyWriter<'_>, spec: &cmd::Spec) {
     w.int(spec.first_key as i64);
     w.int(spec.last_key as i64);
     w.int(spec.step as i64);
-    w.set(0); // ACL categories
+    // ACL categories, as Redis: `@read`, `@string`…
+    let table = &crate::acl::TABLE;
+    let cats = table
+        .id(spec.name.as_bytes())
+        .map_or(0, |id| table.cmds[id as usize].cats);
+    let names: Vec<&str> = crate::acl::CATEGORIES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| cats & (1 << i) != 0)
+        .map(|(_, c)| *c)
+        .collect();
+    w.set(names.len());
+    for c in names {
+        w.simple(&format!("@{c}"));
+    }
     w.set(0); // tips
     w.array(0); // key specs
     w.array(0); // subcommands

@@ -22,6 +22,7 @@ pub mod acl;
 mod admin;
 pub mod cmd;
 pub mod cmdstats;
+mod command_cmd;
 pub mod config;
 pub mod conn;
 mod info;

@@ -8,6 +8,8 @@
 //! Everything else is a [`Control`] command the connection serves itself.
 
 mod bits;
+pub mod docs;
+mod docs_table;
 mod hashes;
 mod keys;
 mod lists;
