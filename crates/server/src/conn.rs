@@ -511,7 +511,7 @@ impl Conn {
                             return;
                         }
                     }
-                    let token = self.stat_before(&step);
+                    let token = self.stat_before(&step, t0);
                     self.dispatch(step).await;
                     self.stat_after(token);
                     self.drain_pushes_between();

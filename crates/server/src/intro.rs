@@ -126,8 +126,9 @@ fn txn_outcome(out: &[u8], start: usize, slot: u32) -> TxnOutcome {
 }
 
 impl Conn {
-    /// Before dispatching `step`.
-    pub(crate) fn stat_before(&mut self, step: &Step) -> Token {
+    /// Before dispatching `step`; `t0`, when its classification started
+    /// (given when no lone run was pending: one clock read saved).
+    pub(crate) fn stat_before(&mut self, step: &Step, t0: Option<Instant>) -> Token {
         let kind = match step {
             Step::Refuse(_) | Step::ExecAbort(_) => TokenKind::Rejected,
             Step::Control(
@@ -154,7 +155,7 @@ impl Conn {
             slot: self.stat.slot,
             kind,
             start: self.out.len(),
-            t0: Instant::now(),
+            t0: t0.unwrap_or_else(Instant::now),
             args: self.stat.pending.take(),
         }
     }
@@ -439,5 +440,38 @@ impl Conn {
                 self.w().error(&format!("ERR Rewriting config file: {e}"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_prefixes_are_read_from_the_reply() {
+        let out = b"+OK\r\n-WRONGTYPE Operation against a key\r\n-ERR\r\n";
+        assert_eq!(error_at(out, 0), None);
+        assert_eq!(error_at(out, 5), Some("WRONGTYPE"));
+        assert_eq!(error_at(out, 41), Some("ERR"));
+        assert_eq!(error_at(out, 500), None);
+    }
+
+    #[test]
+    fn transaction_outcomes_from_replies() {
+        let exec = crate::cmdstats::slot(cmd::lookup(b"exec").unwrap(), &[]);
+        let abort = crate::cmdstats::slot(cmd::lookup(b"abort").unwrap(), &[]);
+        assert_eq!(txn_outcome(b":17\r\n", 0, exec), TxnOutcome::Commit);
+        assert_eq!(txn_outcome(b"*2\r\n", 0, exec), TxnOutcome::Commit);
+        assert_eq!(txn_outcome(b"*-1\r\n", 0, exec), TxnOutcome::Conflict);
+        assert_eq!(txn_outcome(b"_\r\n", 0, exec), TxnOutcome::Conflict);
+        assert_eq!(
+            txn_outcome(b"-CONFLICT k changed\r\n", 0, exec),
+            TxnOutcome::Conflict
+        );
+        assert_eq!(
+            txn_outcome(b"-EXECABORT Transaction discarded\r\n", 0, exec),
+            TxnOutcome::Abort
+        );
+        assert_eq!(txn_outcome(b"+OK\r\n", 0, abort), TxnOutcome::Abort);
     }
 }
