@@ -265,6 +265,14 @@ const SEQUENCE: &[&str] = &[
     "CONFIG",
     "GET",
     "EXISTS a",
+    "MULTI",
+    "SET m 1",
+    "INCR m",
+    "LPUSH m x",
+    "EXEC",
+    "MULTI",
+    "INCR m x",
+    "EXEC",
 ];
 
 fn cmdstats(c: &mut resp::Conn) -> BTreeMap<String, BTreeMap<String, String>> {

@@ -45,6 +45,9 @@ pub(crate) struct Token {
     /// A transaction this command ends (COMMIT, ABORT, EXEC), told from
     /// its reply afterwards.
     ends: Option<TxnKind>,
+    /// EXEC: the slots of the commands it runs (each a call of its own,
+    /// as in Redis).
+    queued: Vec<u32>,
     kind: TokenKind,
     start: usize,
     t0: Instant,
@@ -125,6 +128,73 @@ fn txn_outcome(out: &[u8], start: usize, slot: u32) -> TxnOutcome {
     }
 }
 
+/// The commands an EXEC ran, each a call (with an equal share of the
+/// EXEC's time) that failed when its element of EXEC's reply is an error,
+/// as Redis counts them. Nothing when EXEC ran nothing (its reply is not
+/// an array of as many elements).
+fn exec_calls(local: &Local, slots: &[u32], out: &[u8], start: usize, us: u64) {
+    let Some(errors) = element_errors(out, start) else {
+        return;
+    };
+    if errors.len() != slots.len() {
+        return;
+    }
+    let share = us / slots.len() as u64;
+    for (slot, err) in slots.iter().zip(errors) {
+        if let Some(e) = err {
+            local.error(e);
+        }
+        local.call(*slot, share, err.is_some());
+    }
+}
+
+/// For the array reply at `start`: each element's error prefix, if it is
+/// an error. `None` when the reply there is not a whole array.
+fn element_errors(out: &[u8], start: usize) -> Option<Vec<Option<&str>>> {
+    if out.get(start) != Some(&b'*') {
+        return None;
+    }
+    let (n, mut at) = header(out, start)?;
+    let mut errors = Vec::with_capacity(n.max(0) as usize);
+    for _ in 0..n.max(0) {
+        errors.push(error_at(out, at));
+        at = skip(out, at, 0)?;
+    }
+    Some(errors)
+}
+
+/// A RESP line's number (after its type byte) and where the next starts.
+fn header(out: &[u8], at: usize) -> Option<(i64, usize)> {
+    let rest = out.get(at + 1..)?;
+    let end = rest.windows(2).position(|w| w == b"\r\n")?;
+    let n = std::str::from_utf8(&rest[..end]).ok()?.parse().ok();
+    Some((n.unwrap_or(0), at + 1 + end + 2))
+}
+
+/// Where the RESP value at `at` ends (nested at most 32 deep).
+fn skip(out: &[u8], at: usize, depth: usize) -> Option<usize> {
+    if depth > 32 {
+        return None;
+    }
+    let (n, next) = header(out, at)?;
+    match out.get(at)? {
+        b'$' | b'=' | b'!' if n >= 0 => Some(next + n as usize + 2),
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let items = if matches!(out[at], b'%' | b'|') {
+                2 * n
+            } else {
+                n
+            };
+            let mut at = next;
+            for _ in 0..items.max(0) {
+                at = skip(out, at, depth + 1)?;
+            }
+            Some(at)
+        }
+        _ => Some(next),
+    }
+}
+
 impl Conn {
     /// Before dispatching `step`; `t0`, when its classification started
     /// (given when no lone run was pending: one clock read saved).
@@ -150,8 +220,21 @@ impl Conn {
             Step::Control(Control::Exec, _) if self.s.multi.is_some() => Some(TxnKind::MultiExec),
             _ => None,
         };
+        let queued = match ends {
+            Some(TxnKind::MultiExec) => self
+                .s
+                .multi_args
+                .iter()
+                .map(|a| match a.first().and_then(|n| cmd::lookup(n)) {
+                    Some(spec) => crate::cmdstats::slot(spec, a),
+                    None => NO_SLOT,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         Token {
             ends,
+            queued,
             slot: self.stat.slot,
             kind,
             start: self.out.len(),
@@ -176,6 +259,9 @@ impl Conn {
             TokenKind::Queued if err.is_some() => local.rejected(token.slot),
             TokenKind::Queued => {}
             TokenKind::Run => {
+                if !token.queued.is_empty() {
+                    exec_calls(&local, &token.queued, &self.out, token.start, us);
+                }
                 local.call(token.slot, us, err.is_some());
                 self.after_call(token.slot, us, token.args);
             }
@@ -454,6 +540,19 @@ mod tests {
         assert_eq!(error_at(out, 5), Some("WRONGTYPE"));
         assert_eq!(error_at(out, 41), Some("ERR"));
         assert_eq!(error_at(out, 500), None);
+    }
+
+    #[test]
+    fn exec_replies_are_read_element_by_element() {
+        let out = b"xx*4\r\n+OK\r\n-ERR bad\r\n*2\r\n$1\r\na\r\n-WRONGTYPE x\r\n:3\r\n";
+        assert_eq!(
+            element_errors(out, 2),
+            Some(vec![None, Some("ERR"), None, None])
+        );
+        assert_eq!(element_errors(b"*-1\r\n", 0), Some(vec![]));
+        // Cut short (flushed meanwhile): not read.
+        assert_eq!(element_errors(b"*2\r\n+OK\r\n", 0), None);
+        assert_eq!(element_errors(b"+OK\r\n", 0), None);
     }
 
     #[test]
