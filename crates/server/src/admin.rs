@@ -50,6 +50,8 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Eval
             | Control::Script
             | Control::Acl
+            | Control::Slowlog
+            | Control::Latency
     )
 }
 
@@ -136,7 +138,9 @@ impl Conn {
             Control::Scan => self.scan(args).await,
             Control::Keys => self.keys(&args[1]).await,
             Control::Info => self.info(args).await,
-            Control::Config => self.config(args),
+            Control::Config => self.config(args).await,
+            Control::Slowlog => self.slowlog(args),
+            Control::Latency => self.latency(args),
             Control::Command => self.command(args),
             Control::Client => self.client(args),
             Control::Save => {
@@ -204,17 +208,22 @@ impl Conn {
             .sum())
     }
 
-    /// Per database with keys: its keys and keys with a TTL (INFO keyspace).
-    pub(crate) async fn keyspace(&self) -> Result<Vec<(u8, usize, usize)>, TxnError> {
-        let mut per_db = std::collections::BTreeMap::<u8, (usize, usize)>::new();
+    /// Per database with keys: its keys, keys with a TTL and their mean
+    /// remaining TTL in ms (INFO keyspace).
+    pub(crate) async fn keyspace(&self) -> Result<Vec<(u8, usize, usize, u64)>, TxnError> {
+        let mut per_db = std::collections::BTreeMap::<u8, (usize, usize, u64)>::new();
         for rows in self.each_shard(AdminMsg::Keyspace).await? {
-            for (db, keys, expires) in rows {
+            for (db, keys, expires, ttl) in rows {
                 let row = per_db.entry(db).or_default();
                 row.0 += keys;
                 row.1 += expires;
+                row.2 += ttl;
             }
         }
-        Ok(per_db.into_iter().map(|(db, (k, e))| (db, k, e)).collect())
+        Ok(per_db
+            .into_iter()
+            .map(|(db, (k, e, ttl))| (db, k, e, ttl.checked_div(e as u64).unwrap_or(0)))
+            .collect())
     }
 
     /// RANDOMKEY: a live key of a shard picked at random (the next one if
@@ -388,13 +397,14 @@ impl Conn {
         }
     }
 
-    fn config(&mut self, args: &[Bytes]) {
+    async fn config(&mut self, args: &[Bytes]) {
         if self.refuse_subcommand("config", args) {
             return;
         }
         if is(&args[1], "GET") {
             let mut pairs = crate::info::config_pairs(&self.shared.config);
             pairs.extend(self.shared.tls.settings().pairs());
+            pairs.extend(crate::runtime::pairs(&self.shared));
             let hits: Vec<&(String, String)> = pairs
                 .iter()
                 .filter(|(k, _)| {
@@ -410,37 +420,13 @@ impl Conn {
                 w.bulk(v.as_bytes());
             }
         } else if is(&args[1], "RESETSTAT") {
-            self.w().simple("OK");
+            self.config_resetstat().await;
         } else if is(&args[1], "SET") {
-            self.config_set(&args[2..]);
+            self.config_set_runtime(&args[2..]);
+        } else if is(&args[1], "REWRITE") {
+            self.config_rewrite();
         } else {
             self.w().error(&not_supported("CONFIG", &args[1]));
-        }
-    }
-
-    /// CONFIG SET: the `tls-*` keys (a new TLS configuration for new
-    /// connections, all pairs or none); other keys need a restart.
-    fn config_set(&mut self, args: &[Bytes]) {
-        if args.is_empty() || !args.len().is_multiple_of(2) {
-            return self
-                .w()
-                .error("ERR wrong number of arguments for 'config|set' command");
-        }
-        let mut changes = Vec::new();
-        for pair in args.chunks(2) {
-            let key = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
-            if !crate::tls::KEYS.contains(&key.as_str()) {
-                return self.w().error(&format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{key}') - not supported at runtime by Elsa yet: restart with the new value in elsa.toml, ELSA_* or a flag"
-                ));
-            }
-            changes.push((key, String::from_utf8_lossy(&pair[1]).into_owned()));
-        }
-        match self.shared.tls.reconfigure(&changes) {
-            Ok(()) => self.w().simple("OK"),
-            Err((arg, why)) => self.w().error(&format!(
-                "ERR CONFIG SET failed (possibly related to argument '{arg}') - {why}"
-            )),
         }
     }
 
@@ -475,15 +461,13 @@ impl Conn {
                 }
             }
         } else if sub.is_some_and(|s| is(s, "DOCS")) {
-            // redis-cli asks for docs to show hints; an empty map is a valid
-            // "no docs" answer that every client accepts.
-            self.w().map(0);
+            self.command_docs(&args[2..], &listed);
         } else if sub.is_some_and(|s| is(s, "LIST")) {
-            let mut w = self.w();
-            w.array(listed.len());
-            for spec in &listed {
-                w.bulk(spec.name.as_bytes());
-            }
+            self.command_list(args, &listed);
+        } else if sub.is_some_and(|s| is(s, "GETKEYS")) {
+            self.command_getkeys(args, false);
+        } else if sub.is_some_and(|s| is(s, "GETKEYSANDFLAGS")) {
+            self.command_getkeys(args, true);
         } else if let Some(sub) = sub {
             self.w().error(&not_supported("COMMAND", sub));
         }
@@ -593,7 +577,21 @@ fn write_command_info(w: &mut crate::resp::ReplyWriter<'_>, spec: &cmd::Spec) {
     w.int(spec.first_key as i64);
     w.int(spec.last_key as i64);
     w.int(spec.step as i64);
-    w.set(0); // ACL categories
+    // ACL categories, as Redis: `@read`, `@string`…
+    let table = &crate::acl::TABLE;
+    let cats = table
+        .id(spec.name.as_bytes())
+        .map_or(0, |id| table.cmds[id as usize].cats);
+    let names: Vec<&str> = crate::acl::CATEGORIES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| cats & (1 << i) != 0)
+        .map(|(_, c)| *c)
+        .collect();
+    w.set(names.len());
+    for c in names {
+        w.simple(&format!("@{c}"));
+    }
     w.set(0); // tips
     w.array(0); // key specs
     w.array(0); // subcommands

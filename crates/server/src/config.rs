@@ -190,6 +190,22 @@ pub struct Keys {
     #[arg(long, env = "ELSA_BUSY_REPLY_THRESHOLD", alias = "lua-time-limit")]
     #[serde(alias = "lua-time-limit")]
     pub busy_reply_threshold: Option<u64>,
+    /// SLOWLOG: commands running at least this many µs are logged
+    /// (-1 = none, 0 = all). CONFIG SET changes it.
+    #[arg(long, env = "ELSA_SLOWLOG_LOG_SLOWER_THAN", allow_hyphen_values = true)]
+    pub slowlog_log_slower_than: Option<i64>,
+    /// SLOWLOG: entries kept.
+    #[arg(long, env = "ELSA_SLOWLOG_MAX_LEN")]
+    pub slowlog_max_len: Option<u64>,
+    /// LATENCY: spikes of at least this many ms are recorded (0 = off).
+    #[arg(long, env = "ELSA_LATENCY_MONITOR_THRESHOLD")]
+    pub latency_monitor_threshold: Option<u64>,
+    /// INFO latencystats: per-command latency percentiles on or off.
+    #[arg(long, env = "ELSA_LATENCY_TRACKING")]
+    pub latency_tracking: Option<bool>,
+    /// INFO latencystats: which percentiles ("50 99 99.9").
+    #[arg(long, env = "ELSA_LATENCY_TRACKING_INFO_PERCENTILES")]
+    pub latency_tracking_info_percentiles: Option<String>,
 }
 
 impl Keys {
@@ -247,7 +263,12 @@ impl Keys {
             cluster_secret_file,
             peer_insecure,
             max_clock_drift_ms,
-            busy_reply_threshold
+            busy_reply_threshold,
+            slowlog_log_slower_than,
+            slowlog_max_len,
+            latency_monitor_threshold,
+            latency_tracking,
+            latency_tracking_info_percentiles
         );
     }
 }
@@ -297,6 +318,12 @@ pub struct Config {
     pub appendfsync: elsa_shard::wal::Fsync,
     /// Automatic snapshot period (0 = off).
     pub snapshot_interval_sec: u64,
+    /// The file the node was started with (`--config`), which CONFIG
+    /// REWRITE rewrites.
+    pub config_file: Option<PathBuf>,
+    /// SLOWLOG and LATENCY settings as given at startup (`crate::runtime`
+    /// holds the ones CONFIG SET changes).
+    pub introspection: crate::runtime::Startup,
     /// Lua scripts: ms before other clients get -BUSY (`script`).
     pub busy_reply_threshold: u64,
     /// Region and peers.
@@ -595,6 +622,24 @@ impl Config {
                 .map_err(|e| ConfigError::Value("appendfsync", e))?,
             snapshot_interval_sec: need(c.snapshot_interval_sec, "snapshot-interval-sec")?,
             busy_reply_threshold: need(c.busy_reply_threshold, "busy-reply-threshold")?,
+            config_file: args.config.clone(),
+            introspection: crate::runtime::Startup {
+                slowlog_log_slower_than: need(
+                    c.slowlog_log_slower_than,
+                    "slowlog-log-slower-than",
+                )?,
+                slowlog_max_len: need(c.slowlog_max_len, "slowlog-max-len")?,
+                latency_monitor_threshold: need(
+                    c.latency_monitor_threshold,
+                    "latency-monitor-threshold",
+                )?,
+                latency_tracking: need(c.latency_tracking, "latency-tracking")?,
+                latency_tracking_info_percentiles: crate::runtime::parse_percentiles(&need(
+                    c.latency_tracking_info_percentiles,
+                    "latency-tracking-info-percentiles",
+                )?)
+                .map_err(|e| ConfigError::Value("latency-tracking-info-percentiles", e))?,
+            },
             cluster: ClusterKeys {
                 region: need(c.region, "region")?,
                 peer_port: need(c.peer_port, "peer-port")?,

@@ -116,6 +116,9 @@ pub struct Conn {
     input_closed: bool,
     /// Since when unsent replies are over the soft output limit.
     over_soft_since: Option<std::time::Instant>,
+    /// This connection's view of its worker's command statistics
+    /// (`crate::cmdstats`, `crate::intro`).
+    pub(crate) stat: crate::intro::ConnStat,
 }
 
 /// Why parsing stopped before the input buffer was used up.
@@ -147,7 +150,7 @@ fn unauthenticated(e: crate::resp::ProtocolError) -> crate::resp::ProtocolError 
 }
 
 /// How one request will run.
-enum Step {
+pub(crate) enum Step {
     Lone(KeyOp),
     Data(Result<DataCmd, CmdError>),
     Control(Control, Vec<Bytes>),
@@ -171,6 +174,7 @@ impl Conn {
         let acl_free = user.unrestricted();
         let ack = shared.config.default_ack;
         let _ = stream.tcp().set_nodelay(true);
+        let shared_stats = shared.cmdstats.local();
         let subs = crate::pubsub::Subscriptions::new(shared.pubsub.clone());
         let tracking = crate::tracking::Guard {
             tracking: shared.tracking.clone(),
@@ -188,6 +192,7 @@ impl Conn {
             _tracking: tracking,
             input_closed: false,
             over_soft_since: None,
+            stat: crate::intro::ConnStat::new(&shared_stats),
             s: Session {
                 id,
                 addr,
@@ -386,13 +391,23 @@ impl Conn {
         if self.inbuf.capacity() - self.inbuf.len() < 4096 {
             self.inbuf.reserve(16 * 1024);
         }
-        self.stream.read_some(&mut self.inbuf)
+        let before = self.inbuf.len();
+        let open = self.stream.read_some(&mut self.inbuf);
+        self.stat
+            .local
+            .read(self.inbuf.len().saturating_sub(before));
+        open
     }
 
     /// Writes as much queued output as the socket takes without waiting;
     /// false when the client is gone.
     fn write_some(&mut self) -> bool {
-        if !self.stream.write_some(&mut self.out) {
+        let before = self.out.len();
+        let open = self.stream.write_some(&mut self.out);
+        if before > self.out.len() {
+            self.stat.local.wrote(before - self.out.len());
+        }
+        if !open {
             return false;
         }
         if self.out.is_empty() && self.out.capacity() > OUT_KEEP {
@@ -480,8 +495,14 @@ impl Conn {
             if args.is_empty() {
                 continue;
             }
+            // A run of lone commands is timed as a whole, from its first
+            // command's classification (`crate::intro::ConnStat`).
+            let t0 = lone.is_empty().then(std::time::Instant::now);
             match self.classify(args) {
-                Step::Lone(kop) => lone.push(kop),
+                Step::Lone(kop) => {
+                    self.stat.lone_queued(t0);
+                    lone.push(kop)
+                }
                 step => {
                     if !lone.is_empty() {
                         self.run_lone(std::mem::take(&mut lone)).await;
@@ -490,7 +511,9 @@ impl Conn {
                             return;
                         }
                     }
+                    let token = self.stat_before(&step, t0);
                     self.dispatch(step).await;
+                    self.stat_after(token);
                     self.drain_pushes_between();
                     if self.out.len() > FLUSH_AT
                         && (!self.within_output_limit() || !self.write_some())
@@ -518,9 +541,11 @@ impl Conn {
 
     fn classify(&mut self, args: Vec<Bytes>) -> Step {
         let caching = self.take_caching(&args);
+        self.stat.slot = crate::cmdstats::NO_SLOT;
         let Some(spec) = cmd::lookup(&args[0]).filter(|s| self.command_exists(s)) else {
             return Step::Refuse(cmd::unknown_command(&args));
         };
+        self.stat.slot = crate::cmdstats::slot(spec, &args);
         let refuse = |msg: String| match spec.kind {
             Kind::Control(Control::Exec) => Step::ExecAbort(msg),
             _ => Step::Refuse(msg),
@@ -556,12 +581,21 @@ impl Conn {
             self.list_written = true;
         }
         match spec.kind {
-            Kind::Control(c) => Step::Control(c, args),
+            Kind::Control(c) => {
+                if self.shared.slowlog.enabled() {
+                    // For the slow log; a data command's are kept without a copy.
+                    self.stat.keep_args(args.clone());
+                }
+                Step::Control(c, args)
+            }
             Kind::Data(parse) => {
                 let parsed = self.data_cmd(parse, &args);
                 if let (Ok(dc), Some(_)) = (&parsed, &self.s.tracking) {
                     // (Only a tracking connection pays for the flag lookup.)
                     self.remember_reads(spec.flags.contains(&"readonly"), caching, dc);
+                }
+                if self.shared.slowlog.enabled() {
+                    self.stat.keep_args(args);
                 }
                 let plain = self.s.txn.is_none() && self.s.multi.is_none();
                 match parsed {
@@ -638,6 +672,7 @@ impl Conn {
     /// Redis's reply list: a client that does not read is closed at once.
     async fn run_lone(&mut self, ops: Vec<KeyOp>) {
         let replies = self.coord.run_lone(ops, self.s.ack).await;
+        self.stat_lone(&replies);
         let mut rest = replies.iter();
         let mut held: Option<usize> = None;
         loop {

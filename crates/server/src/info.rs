@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use elsa_shard::ShardStats;
 
-use crate::cmd::is;
 use crate::config::Config;
 use crate::conn::Conn;
 
@@ -115,12 +114,8 @@ fn rss_bytes() -> u64 {
 impl Conn {
     /// INFO [section …]
     pub(crate) async fn info(&mut self, args: &[Bytes]) {
-        let want = |name: &str| {
-            args.len() == 1
-                || args[1..]
-                    .iter()
-                    .any(|a| is(a, name) || is(a, "all") || is(a, "everything") || is(a, "default"))
-        };
+        let sections = crate::info_sections::Sections::of(&args[1..]);
+        let want = |name: &str| sections.wants(name);
         let stats = match self.shard_stats().await {
             Ok(s) => s,
             Err(e) => return self.w().error(&e.to_string()),
@@ -129,20 +124,10 @@ impl Conn {
         let sh = &self.shared;
         let c = &sh.config;
         let mut t = String::new();
+        let totals = sh.cmdstats.totals();
+        let counters = crate::info_sections::ShardCounters::of(sh, &stats);
         if want("server") {
-            let _ = write!(
-                t,
-                "# Server\r\nredis_version:{}\r\nelsa_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nworkers:{}\r\nnode_id:{}\r\ndefault_isolation:{}\r\n\r\n",
-                crate::REDIS_COMPAT_VERSION,
-                env!("CARGO_PKG_VERSION"),
-                std::env::consts::OS,
-                std::process::id(),
-                c.addr.port(),
-                sh.started.elapsed().as_secs(),
-                c.workers,
-                c.node_id,
-                c.default_isolation.name(),
-            );
+            crate::info_sections::server(&mut t, sh);
         }
         if want("clients") {
             let _ = write!(
@@ -161,55 +146,13 @@ impl Conn {
             );
         }
         if want("persistence") {
-            let p = &sh.persistence;
-            let wal = stats.iter().filter_map(|s| s.wal.clone());
-            let (mut records, mut fsyncs, mut errors, mut failure) = (0, 0, 0, None);
-            for w in wal {
-                records += w.records;
-                fsyncs += w.fsyncs;
-                errors += w.errors;
-                failure = failure.or(w.failure);
-            }
-            let last_error = p.last_error.lock().map(|e| e.clone()).unwrap_or(None);
-            let _ = write!(
-                t,
-                "# Persistence\r\nloading:0\r\naof_enabled:1\r\nappendfsync:{}\r\nwal_bytes:{}\r\nwal_records_written:{}\r\nwal_fsyncs:{}\r\nwal_write_errors:{}\r\nwal_status:{}\r\naof_last_write_status:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nlast_snapshot_ms:{}\r\nlast_snapshot_error:{}\r\nsnapshot_interval_sec:{}\r\nrecovery_ms:{}\r\nrecovered_lattices:{}\r\nrecovered_files:{}\r\ntorn_tails_cut:{}\r\n\r\n",
-                c.appendfsync.name(),
-                p.dir.wal_bytes(),
-                records,
-                fsyncs,
-                errors,
-                failure.as_deref().unwrap_or("ok"),
-                if failure.is_some() { "err" } else { "ok" },
-                p.in_progress.load(Ordering::Relaxed) as u8,
-                p.last_save_unix.load(Ordering::Relaxed),
-                if last_error.is_some() { "err" } else { "ok" },
-                p.last_save_ms.load(Ordering::Relaxed),
-                last_error.as_deref().unwrap_or(""),
-                c.snapshot_interval_sec,
-                p.recovery_ms,
-                p.recovery.entries,
-                p.recovery.files,
-                p.recovery.torn.len(),
-            );
+            crate::info_sections::persistence(&mut t, sh, &stats);
         }
         if want("stats") {
-            let _ = write!(
-                t,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\n{}\r\n",
-                sh.total_connections.load(Ordering::Relaxed),
-                sh.total_commands.load(Ordering::Relaxed),
-                sh.rejected.load(Ordering::Relaxed),
-                total.expired,
-                sh.acl.info_stats(),
-            );
+            crate::info_sections::stats(&mut t, sh, &totals, &counters);
         }
         if want("transactions") {
-            let _ = write!(
-                t,
-                "# Transactions\r\nlone_ops:{}\r\ncommits:{}\r\nconflicts:{}\r\nbusy_retries:{}\r\nrefused_while_not_serving:{}\r\ninstalls_superseded:{}\r\n\r\n",
-                total.ops, total.commits, total.conflicts, total.busy, total.refused_stale, total.installs_superseded
-            );
+            crate::info_sections::transactions(&mut t, &totals, &total);
         }
         if want("gossip") {
             let peers = sh.cluster.as_ref().map_or(0, |cl| cl.peer_info().len());
@@ -223,11 +166,27 @@ impl Conn {
             let pending: usize = stats.iter().map(|s| s.gossip_pending).sum();
             self.info_replication(&mut t, pending);
         }
+        if want("cpu") {
+            crate::info_sections::cpu(&mut t);
+        }
+        if want("commandstats") {
+            crate::info_sections::commandstats(&mut t, &totals);
+        }
+        if want("errorstats") {
+            crate::info_sections::errorstats(&mut t, &totals);
+        }
+        if want("latencystats") {
+            crate::info_sections::latencystats(&mut t, &self.shared, &totals);
+        }
+        if want("cluster") {
+            crate::info_sections::cluster(&mut t);
+        }
         if want("keyspace") {
-            let _ = write!(t, "# Keyspace\r\n");
-            for (db, keys, expires) in self.keyspace().await.unwrap_or_default() {
-                let _ = write!(t, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
-            }
+            let rows = self.keyspace().await.unwrap_or_default();
+            crate::info_sections::keyspace(&mut t, &rows);
+        }
+        if want("regions") {
+            crate::info_sections::regions(&mut t, &self.shared);
         }
         self.w().verbatim(&t);
     }

@@ -7,6 +7,9 @@
 //! - [`cmd`]: the command table and the data commands' parsers.
 //! - `session`: transactions, MULTI/EXEC/WATCH, AUTH, HELLO.
 //! - `admin`, `info`: server and keyspace commands, INFO, CONFIG GET.
+//! - [`cmdstats`], [`slowlog`], [`latency`], [`runtime`], `rates`, `intro`:
+//!   introspection — command statistics, SLOWLOG, LATENCY, CONFIG SET's
+//!   runtime parameters, sampled rates, COMMAND DOCS/GETKEYS.
 //! - `replication`: INFO replication, WAITREGION, ELSA.DIGEST, ELSA.FAULT.
 //! - [`pubsub`]: channels and patterns, subscribers' queues, PUBLISH.
 //! - [`acl`]: users, passwords and permissions (ACL, AUTH), protected mode.
@@ -18,16 +21,24 @@
 pub mod acl;
 mod admin;
 pub mod cmd;
+pub mod cmdstats;
+mod command_cmd;
 pub mod config;
 pub mod conn;
 mod info;
+mod info_sections;
+mod intro;
+pub mod latency;
 pub mod node;
 pub mod persistence;
 pub mod pubsub;
+mod rates;
 mod replication;
 pub mod resp;
+pub mod runtime;
 mod script;
 mod session;
+pub mod slowlog;
 pub mod tls;
 pub mod tracking;
 

@@ -58,6 +58,14 @@ pub struct Shared {
     /// Client TLS: its settings and the configuration new TLS connections
     /// get (`CONFIG SET tls-*` swaps it).
     pub tls: crate::tls::Tls,
+    /// Introspection (`crate::cmdstats`, `crate::slowlog`, `crate::latency`,
+    /// `crate::runtime`, `crate::rates`): command statistics per worker,
+    /// the slow log, the latency monitor, runtime settings, sampled rates.
+    pub cmdstats: crate::cmdstats::CmdStats,
+    pub slowlog: crate::slowlog::SlowLog,
+    pub latency: crate::latency::Latency,
+    pub runtime: crate::runtime::Runtime,
+    pub rates: crate::rates::Rates,
 }
 
 /// An accepted socket on its way to a worker, with the TLS configuration
@@ -274,7 +282,16 @@ pub fn run(config: Config) -> Result<(), StartError> {
         scripts: crate::script::Scripts::new(&config),
         acl,
         tls,
+        cmdstats: Default::default(),
+        slowlog: crate::slowlog::SlowLog::new(
+            config.introspection.slowlog_log_slower_than,
+            config.introspection.slowlog_max_len,
+        ),
+        latency: crate::latency::Latency::new(config.introspection.latency_monitor_threshold),
+        runtime: crate::runtime::Runtime::new(&config.introspection),
+        rates: Default::default(),
     });
+    crate::rates::start_sampler(&shared);
 
     let mut conn_txs = Vec::with_capacity(workers);
     let mut threads = Vec::with_capacity(workers);

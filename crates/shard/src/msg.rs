@@ -418,7 +418,8 @@ pub enum AdminMsg {
         reply: oneshot::Sender<usize>,
     },
     /// Per database with keys: live keys and keys with a TTL.
-    Keyspace(oneshot::Sender<Vec<(u8, usize, usize)>>),
+    /// Per database: keys, keys with a TTL, the sum of their TTLs (ms).
+    Keyspace(oneshot::Sender<Vec<(u8, usize, usize, u64)>>),
     /// Delete everything (`db` None) or one database.
     Flush {
         /// The database, or all.

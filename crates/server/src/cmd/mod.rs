@@ -8,6 +8,8 @@
 //! Everything else is a [`Control`] command the connection serves itself.
 
 mod bits;
+pub mod docs;
+mod docs_table;
 mod hashes;
 mod keys;
 mod lists;
@@ -127,6 +129,10 @@ pub enum Control {
     Script,
     /// ACL SETUSER|GETUSER|… (`crate::acl`).
     Acl,
+    /// SLOWLOG GET|LEN|RESET|HELP (`crate::intro`).
+    Slowlog,
+    /// LATENCY LATEST|HISTORY|RESET|HISTOGRAM|DOCTOR|HELP (`crate::intro`).
+    Latency,
 }
 
 /// What kind of command a name is.
@@ -272,6 +278,7 @@ const WS: &[&str] = &["write", "denyoom"];
 const A: &[&str] = &["fast", "loading", "stale"];
 const N: &[&str] = &["noscript", "loading", "stale"];
 const SUB: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+const ADM: &[&str] = &["admin", "noscript", "loading", "stale"];
 const PUB: &[&str] = &["pubsub", "loading", "stale", "fast"];
 const EV: &[&str] = &[
     "noscript",
@@ -660,6 +667,9 @@ pub static COMMANDS: &[Spec] = &[
     spec!("save", 1, N, 0, 0, 0, Ctl(C::Save)),
     spec!("bgsave", -1, N, 0, 0, 0, Ctl(C::Bgsave)),
     spec!("lastsave", 1, A, 0, 0, 0, Ctl(C::Lastsave)),
+    // introspection (`crate::intro`)
+    spec!("slowlog", -2, ADM, 0, 0, 0, Ctl(C::Slowlog)),
+    spec!("latency", -2, ADM, 0, 0, 0, Ctl(C::Latency)),
     // regions
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
     spec!("elsa.digest", 1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
@@ -852,6 +862,21 @@ const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
         ],
     ),
     (
+        "slowlog",
+        &[("get", -2), ("help", 2), ("len", 2), ("reset", 2)],
+    ),
+    (
+        "latency",
+        &[
+            ("doctor", 2),
+            ("help", 2),
+            ("histogram", -2),
+            ("history", 3),
+            ("latest", 2),
+            ("reset", -2),
+        ],
+    ),
+    (
         "memory",
         &[
             ("doctor", 2),
@@ -863,6 +888,20 @@ const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
         ],
     ),
 ];
+
+/// A container command's subcommands and their arities (`crate::cmdstats`
+/// names each one's counters `container|sub`), if `name` is a container.
+pub fn subcommands_of(name: &str) -> Option<&'static [(&'static str, i32)]> {
+    SUBCOMMANDS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, subs)| *subs)
+}
+
+/// A command's index in [`COMMANDS`] (`spec` is one of its rows).
+pub fn spec_index(spec: &'static Spec) -> usize {
+    (spec as *const Spec as usize - COMMANDS.as_ptr() as usize) / std::mem::size_of::<Spec>()
+}
 
 /// Redis's refusal of a container command's subcommand (unknown, or the
 /// wrong number of arguments), if any.

@@ -56,6 +56,11 @@ pub struct ShardStats {
     /// Installs that found a newer version of their key already stored
     /// (see `Shard::op_install`).
     pub installs_superseded: u64,
+    /// Lone read-only commands that found their key (Redis's
+    /// `keyspace_hits`, counted where its `lookupKeyRead` counts).
+    pub keyspace_hits: u64,
+    /// Lone read-only commands that did not find their key.
+    pub keyspace_misses: u64,
     /// The write-ahead log's counters, if the shard has one.
     pub wal: Option<crate::wal::WalStats>,
 }
@@ -206,6 +211,9 @@ struct LoneView<'a> {
     now_ms: u64,
     /// The last [`KeyView::stamp`].
     stamp: (Ts, Version),
+    /// Whether the op's first lookup found something (keyspace hits and
+    /// misses); `None` until it looks.
+    found: Option<bool>,
 }
 
 impl LoneView<'_> {
@@ -220,7 +228,11 @@ impl LoneView<'_> {
 
 impl KeyView for LoneView<'_> {
     fn lookup(&mut self, key: &[u8]) -> Option<Value> {
-        self.shard.lookup(self.hash_of(key), key, self.now_ms)
+        let v = self.shard.lookup(self.hash_of(key), key, self.now_ms);
+        if self.found.is_none() {
+            self.found = Some(v.is_some());
+        }
+        v
     }
 
     fn store(&mut self, key: &[u8], value: Option<Value>) {
@@ -947,8 +959,16 @@ impl Shard {
                 hash: kop.hash,
                 now_ms,
                 stamp: (0, Version::ZERO),
+                found: None,
             };
             out.push(kop.op.apply(&kop.key, &mut view));
+            if let (Some(found), HoldMode::Read) = (view.found, mode) {
+                if found {
+                    self.stats.keyspace_hits += 1;
+                } else {
+                    self.stats.keyspace_misses += 1;
+                }
+            }
         }
         self.stats.ops += out.len() as u64;
         out

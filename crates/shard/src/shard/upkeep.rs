@@ -56,20 +56,27 @@ impl Shard {
 
     /// Live keys and keys with a TTL per database that has any (INFO
     /// keyspace).
-    pub fn keyspace(&self) -> Vec<(u8, usize, usize)> {
+    pub fn keyspace(&self) -> Vec<(u8, usize, usize, u64)> {
         let now = unix_ms();
-        let mut per_db = std::collections::BTreeMap::<u8, (usize, usize)>::new();
+        let mut per_db = std::collections::BTreeMap::<u8, (usize, usize, u64)>::new();
         for r in self.table.iter() {
             if !r.is_live(now) || is_internal(r.key()) {
                 continue;
             }
             let row = per_db.entry(db::db_of(r.key())).or_default();
             row.0 += 1;
-            if r.expire_ms().is_some() || r.typed().is_some_and(|t| t.expire_ms(now).is_some()) {
+            let expire = r
+                .expire_ms()
+                .or_else(|| r.typed().and_then(|t| t.expire_ms(now)));
+            if let Some(at) = expire {
                 row.1 += 1;
+                row.2 += at.saturating_sub(now);
             }
         }
-        per_db.into_iter().map(|(db, (k, e))| (db, k, e)).collect()
+        per_db
+            .into_iter()
+            .map(|(db, (k, e, ttl))| (db, k, e, ttl))
+            .collect()
     }
 
     /// Drops every key (FLUSHALL, `db` None) or every key of one database
