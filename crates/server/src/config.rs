@@ -190,6 +190,10 @@ pub struct Keys {
     #[arg(long, env = "ELSA_BUSY_REPLY_THRESHOLD", alias = "lua-time-limit")]
     #[serde(alias = "lua-time-limit")]
     pub busy_reply_threshold: Option<u64>,
+    /// HTTP port for Prometheus metrics and the status page, on the bind
+    /// address, unauthenticated (0 = off).
+    #[arg(long, env = "ELSA_METRICS_PORT")]
+    pub metrics_port: Option<u16>,
 }
 
 impl Keys {
@@ -247,7 +251,8 @@ impl Keys {
             cluster_secret_file,
             peer_insecure,
             max_clock_drift_ms,
-            busy_reply_threshold
+            busy_reply_threshold,
+            metrics_port
         );
     }
 }
@@ -299,6 +304,8 @@ pub struct Config {
     pub snapshot_interval_sec: u64,
     /// Lua scripts: ms before other clients get -BUSY (`script`).
     pub busy_reply_threshold: u64,
+    /// The metrics port (`crate::http`; 0 = off).
+    pub metrics_port: u16,
     /// Region and peers.
     pub cluster: ClusterKeys,
 }
@@ -595,6 +602,7 @@ impl Config {
                 .map_err(|e| ConfigError::Value("appendfsync", e))?,
             snapshot_interval_sec: need(c.snapshot_interval_sec, "snapshot-interval-sec")?,
             busy_reply_threshold: need(c.busy_reply_threshold, "busy-reply-threshold")?,
+            metrics_port: need(c.metrics_port, "metrics-port")?,
             cluster: ClusterKeys {
                 region: need(c.region, "region")?,
                 peer_port: need(c.peer_port, "peer-port")?,

@@ -11,6 +11,7 @@
 //! - [`pubsub`]: channels and patterns, subscribers' queues, PUBLISH.
 //! - [`acl`]: users, passwords and permissions (ACL, AUTH), protected mode.
 //! - `script`: Lua scripting (EVAL, EVALSHA, SCRIPT) on script threads.
+//! - `http`: the metrics port — Prometheus `/metrics` and the status page.
 //!
 //! Per-key semantics live in `elsa-shard` (`Op`), commit protocols in
 //! `elsa-txn`; this crate only parses, routes and encodes.
@@ -20,6 +21,7 @@ mod admin;
 pub mod cmd;
 pub mod config;
 pub mod conn;
+mod http;
 mod info;
 pub mod node;
 pub mod persistence;

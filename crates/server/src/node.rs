@@ -207,6 +207,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     if plain_listener.is_none() && tls_listener.is_none() {
         return Err(StartError::NoListener);
     }
+    let metrics_listener = crate::http::bind(&config)?;
     let workers = config.workers;
     let hlc = Arc::new(Hlc::default());
     let hasher = KeyHasher::default();
@@ -290,6 +291,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
         threads.push(t);
     }
 
+    if let Some(l) = metrics_listener {
+        crate::http::start(l, shared.clone(), node.clone())?;
+    }
     if config.tls.port != 0 {
         tracing::info!(
             "TLS clients on port {} (tls-auth-clients {})",
