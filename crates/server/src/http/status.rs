@@ -42,16 +42,18 @@ pub(crate) fn render(v: &NodeView) -> Value {
         // its region (its own commits' watermark) into each other.
         let mut lag: Vec<Value> = Vec::new();
         for r in &c.regions {
-            let from: Vec<u64> = c
-                .peers
-                .iter()
-                .filter(|p| &p.region == r)
-                .map(|p| p.stats.lag_ms)
-                .collect();
-            if !from.is_empty() {
+            let peers: Vec<_> = c.peers.iter().filter(|p| &p.region == r).collect();
+            if !peers.is_empty() {
+                // -1 (unknown) until one of them has sent something.
+                let lag_ms = peers
+                    .iter()
+                    .filter(|p| p.stats.received > 0)
+                    .map(|p| p.stats.lag_ms as i64)
+                    .max()
+                    .unwrap_or(-1);
                 lag.push(json!({
                     "from": r, "to": v.region,
-                    "lag_ms": from.iter().max(),
+                    "lag_ms": lag_ms,
                     "source": "newest lattice received from the region's peers",
                 }));
             }
