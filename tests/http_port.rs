@@ -169,6 +169,76 @@ fn metrics_match_info_after_a_known_workload() {
         "the lone SETs ran as lone ops"
     );
 
+    // How clients' transactions ended, by isolation level: an RC commit,
+    // an SI transaction that loses to another (write-write conflict), an
+    // RR one ended by ABORT; the WATCH above aborted one EXEC, and an EXEC
+    // after a refused queued command is an EXECABORT.
+    let q = |c: &mut redis::Connection, args: &[&str]| -> redis::RedisResult<redis::Value> {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(c)
+    };
+    q(&mut c, &["BEGIN", "RC"]).unwrap();
+    q(&mut c, &["SET", "rc-key", "1"]).unwrap();
+    q(&mut c, &["COMMIT"]).unwrap();
+    q(&mut c, &["BEGIN", "SI"]).unwrap();
+    q(&mut other, &["BEGIN", "SI"]).unwrap();
+    q(&mut c, &["GET", "si-key"]).unwrap();
+    q(&mut other, &["GET", "si-key"]).unwrap();
+    q(&mut c, &["SET", "si-key", "mine"]).unwrap();
+    q(&mut other, &["SET", "si-key", "theirs"]).unwrap();
+    q(&mut other, &["COMMIT"]).unwrap();
+    let lost = q(&mut c, &["COMMIT"]).expect_err("the second SI writer conflicts");
+    assert!(lost.to_string().contains("CONFLICT"), "{lost}");
+    q(&mut c, &["BEGIN", "RR"]).unwrap();
+    q(&mut c, &["SET", "rr-key", "1"]).unwrap();
+    q(&mut c, &["ABORT"]).unwrap();
+    q(&mut c, &["MULTI"]).unwrap();
+    assert!(q(&mut c, &["NOSUCHCOMMAND"]).is_err());
+    let execabort = q(&mut c, &["EXEC"]).unwrap_err();
+    assert_eq!(
+        execabort.kind(),
+        redis::ErrorKind::ExecAbortError,
+        "{execabort}"
+    );
+    let m = scrape(mport);
+    let ended = |iso: &str, outcome: &str| {
+        m.value(
+            "elsa_transactions_total",
+            &[("isolation", iso), ("outcome", outcome)],
+        )
+        .unwrap_or_else(|| panic!("no elsa_transactions_total for {iso} {outcome}"))
+    };
+    for iso in ["RC", "RR", "SI"] {
+        for outcome in ["committed", "conflict", "error", "aborted"] {
+            let want = match (iso, outcome) {
+                ("RC", "committed") | ("SI", "committed") => 1.0,
+                ("SI", "conflict") => 1.0,
+                ("RR", "aborted") => 1.0,
+                _ => 0.0,
+            };
+            assert_eq!(ended(iso, outcome), want, "{iso} {outcome}");
+        }
+    }
+    assert_eq!(
+        m.value("elsa_exec_aborted_total", &[("reason", "watch")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        m.value("elsa_exec_aborted_total", &[("reason", "execabort")]),
+        Some(1.0)
+    );
+    // The conflict was found by a shard's validation: INFO and /metrics
+    // count it there too.
+    let tx = info(&mut c, "transactions");
+    assert_eq!(
+        m.value("elsa_conflicts_total", &[]),
+        Some(num(&tx, "conflicts"))
+    );
+    assert!(num(&tx, "conflicts") >= 1.0);
+
     // Clients and memory, read while nothing changes them.
     let now = scrape(mport);
     let clients = info(&mut c, "clients");

@@ -58,6 +58,9 @@ pub struct Shared {
     /// Client TLS: its settings and the configuration new TLS connections
     /// get (`CONFIG SET tls-*` swaps it).
     pub tls: crate::tls::Tls,
+    /// How clients' transactions ended, by isolation level (the metrics
+    /// port's `elsa_transactions_total`).
+    pub txn_stats: crate::txnstats::TxnStats,
 }
 
 /// An accepted socket on its way to a worker, with the TLS configuration
@@ -275,6 +278,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         scripts: crate::script::Scripts::new(&config),
         acl,
         tls,
+        txn_stats: Default::default(),
     });
 
     let mut conn_txs = Vec::with_capacity(workers);

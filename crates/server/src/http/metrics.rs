@@ -26,6 +26,7 @@ const FAMILIES: &[Family] = &[
     node,
     keyspace,
     transactions,
+    client_transactions,
     wal,
     membership,
     replication,
@@ -219,6 +220,25 @@ fn transactions(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
         "elsa_installs_superseded",
         "Installs that found a newer version of their key already stored.",
         t.installs_superseded,
+    )
+}
+
+fn client_transactions(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
+    counters(
+        enc,
+        "elsa_transactions",
+        "BEGIN transactions ended, by isolation level and outcome (committed, conflict, error, aborted by ABORT).",
+        v.txn_ends.iter().map(|(i, o, n)| {
+            (vec![("isolation", i.to_string()), ("outcome", o.to_string())], *n)
+        }),
+    )?;
+    let (watch, execabort) = v.exec_aborted;
+    counters(
+        enc,
+        "elsa_exec_aborted",
+        "EXECs aborted: a WATCHed key had changed (reason watch), or a queued command was refused (reason execabort).",
+        [("watch", watch), ("execabort", execabort)]
+            .map(|(r, n)| (vec![("reason", r.to_string())], n)),
     )
 }
 

@@ -32,6 +32,10 @@ pub(crate) struct NodeView {
     pub total: ShardStats,
     /// Bytes of log files on disk.
     pub wal_bytes: u64,
+    /// BEGIN transactions ended: (isolation, outcome, count).
+    pub txn_ends: Vec<(&'static str, &'static str, u64)>,
+    /// EXECs aborted: (by a WATCHed key, by EXECABORT).
+    pub exec_aborted: (u64, u64),
     pub cluster: Option<ClusterView>,
 }
 
@@ -112,6 +116,15 @@ pub(crate) async fn read(shared: &Shared, coord: &Coordinator) -> Result<NodeVie
             .as_ref()
             .map(|cl| cluster_view(cl, shards.iter().map(|s| s.gossip_pending).sum())),
         wal_bytes: shared.persistence.dir.wal_bytes(),
+        txn_ends: crate::txnstats::LEVELS
+            .iter()
+            .flat_map(|i| {
+                crate::txnstats::Outcome::ALL
+                    .iter()
+                    .map(move |o| (i.name(), o.name(), shared.txn_stats.count(*i, *o)))
+            })
+            .collect(),
+        exec_aborted: shared.txn_stats.exec(),
         total,
         shards,
     })
