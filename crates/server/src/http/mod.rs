@@ -46,10 +46,21 @@ pub(crate) fn bind(config: &crate::config::Config) -> Result<Option<StdListener>
         return Ok(None);
     }
     let addr = std::net::SocketAddr::new(config.addr.ip(), config.metrics_port);
-    let l = StdListener::bind(addr).map_err(|e| StartError::Listen(addr.to_string(), e))?;
-    l.set_nonblocking(true)
-        .map_err(|e| StartError::Listen(addr.to_string(), e))?;
-    Ok(Some(l))
+    let err = |e| StartError::Listen(addr.to_string(), e);
+    // SO_REUSEADDR as the client ports: a node that restarts in place
+    // (`node::restart_in_place`) must bind again while its old scrape
+    // connections sit in TIME_WAIT.
+    let sock = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .map_err(err)?;
+    sock.set_reuse_address(true).map_err(err)?;
+    sock.bind(&addr.into()).map_err(err)?;
+    sock.listen(128).map_err(err)?;
+    sock.set_nonblocking(true).map_err(err)?;
+    Ok(Some(sock.into()))
 }
 
 /// Serves `listener` on the `elsa-http` thread for the life of the process.
