@@ -7,7 +7,9 @@
 //! Every figure is read at scrape time (a custom `Collector`), none is
 //! kept here: the node's counters live where they are counted. Families
 //! come in groups, one function each, listed in [`FAMILIES`]; a new group
-//! (per-command statistics, say) plugs in as one more function there.
+//! (per-command statistics, say) plugs in as one more function there,
+//! reading its counters through `NodeView::shared` if the view does not
+//! carry them.
 
 use std::fmt;
 
@@ -49,8 +51,13 @@ pub(crate) fn render(view: NodeView) -> String {
     out
 }
 
-#[derive(Debug)]
 struct Exposition(NodeView);
+
+impl fmt::Debug for Exposition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Exposition")
+    }
+}
 
 impl Collector for Exposition {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
@@ -223,16 +230,24 @@ fn transactions(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
     )
 }
 
+/// Read from the connections' counters (`crate::txnstats`) as encoded.
 fn client_transactions(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
+    use crate::txnstats::{Outcome, LEVELS};
+    let stats = &v.shared.txn_stats;
     counters(
         enc,
         "elsa_transactions",
         "BEGIN transactions ended, by isolation level and outcome (committed, conflict, error, aborted by ABORT).",
-        v.txn_ends.iter().map(|(i, o, n)| {
-            (vec![("isolation", i.to_string()), ("outcome", o.to_string())], *n)
+        LEVELS.iter().flat_map(|i| {
+            Outcome::ALL.iter().map(move |o| {
+                (
+                    vec![("isolation", i.name().to_string()), ("outcome", o.name().to_string())],
+                    stats.count(*i, *o),
+                )
+            })
         }),
     )?;
-    let (watch, execabort) = v.exec_aborted;
+    let (watch, execabort) = stats.exec();
     counters(
         enc,
         "elsa_exec_aborted",

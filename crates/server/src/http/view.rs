@@ -13,8 +13,10 @@ use elsa_txn::{Coordinator, TxnError};
 use crate::node::Shared;
 
 /// The node as one scrape saw it.
-#[derive(Debug)]
 pub(crate) struct NodeView {
+    /// The node's shared state, for families that read their own
+    /// counters at encoding time (per-command statistics, say).
+    pub shared: std::sync::Arc<Shared>,
     pub node: u32,
     pub region: String,
     pub addr: String,
@@ -32,10 +34,6 @@ pub(crate) struct NodeView {
     pub total: ShardStats,
     /// Bytes of log files on disk.
     pub wal_bytes: u64,
-    /// BEGIN transactions ended: (isolation, outcome, count).
-    pub txn_ends: Vec<(&'static str, &'static str, u64)>,
-    /// EXECs aborted: (by a WATCHed key, by EXECABORT).
-    pub exec_aborted: (u64, u64),
     pub cluster: Option<ClusterView>,
 }
 
@@ -79,7 +77,10 @@ pub(crate) struct ClusterView {
 }
 
 /// Reads the node. Fails only when a shard is gone (shutting down).
-pub(crate) async fn read(shared: &Shared, coord: &Coordinator) -> Result<NodeView, TxnError> {
+pub(crate) async fn read(
+    shared: &std::sync::Arc<Shared>,
+    coord: &Coordinator,
+) -> Result<NodeView, TxnError> {
     let mut shards = Vec::with_capacity(coord.node.shards());
     let mut per_db = std::collections::BTreeMap::<u8, (usize, usize)>::new();
     for s in 0..coord.node.shards() {
@@ -101,6 +102,7 @@ pub(crate) async fn read(shared: &Shared, coord: &Coordinator) -> Result<NodeVie
     let total = crate::info::sum(&shards);
     let c = &shared.config;
     Ok(NodeView {
+        shared: shared.clone(),
         node: c.node_id,
         region: c.cluster.region.clone(),
         addr: c.addr.to_string(),
@@ -116,15 +118,6 @@ pub(crate) async fn read(shared: &Shared, coord: &Coordinator) -> Result<NodeVie
             .as_ref()
             .map(|cl| cluster_view(cl, shards.iter().map(|s| s.gossip_pending).sum())),
         wal_bytes: shared.persistence.dir.wal_bytes(),
-        txn_ends: crate::txnstats::LEVELS
-            .iter()
-            .flat_map(|i| {
-                crate::txnstats::Outcome::ALL
-                    .iter()
-                    .map(move |o| (i.name(), o.name(), shared.txn_stats.count(*i, *o)))
-            })
-            .collect(),
-        exec_aborted: shared.txn_stats.exec(),
         total,
         shards,
     })
