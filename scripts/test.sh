@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, installing first what the tests need on a
 # fresh Debian machine: redis-server and redis-tools (the tests drive the real
-# redis-cli, and compare against a real Redis). Then the client-library suite
+# redis-cli, and compare against a real Redis), chromium and chromium-driver
+# (tests/status_page.rs drives the status page in headless Chromium). Then the client-library suite
 # (scripts/clients.sh: redis-py, go-redis, Jedis, Lettuce, node-redis, ioredis
 # against Elsa and redis-server; it installs their packages itself) — unless
 # arguments narrow `cargo test` to part of the workspace.
@@ -11,6 +12,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 # PostgreSQL (elsa bench's live tests): Debian keeps initdb/pg_ctl off PATH.
 compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || command -v pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 if ((${#need[@]})); then

@@ -91,6 +91,16 @@ impl Cluster {
     /// 300 --fault-injection true` and then `extra`. Waits until every node
     /// answers PING and lists all of them as members.
     pub fn start(regions: &[&str], extra: &[&str]) -> Cluster {
+        Cluster::start_each(regions, extra, |_| Vec::new())
+    }
+
+    /// As [`Cluster::start`], with `each(i)`'s flags added to node `i`'s
+    /// (flags that differ per node, such as `--metrics-port`).
+    pub fn start_each(
+        regions: &[&str],
+        extra: &[&str],
+        each: impl Fn(usize) -> Vec<String>,
+    ) -> Cluster {
         let ports: Vec<(u16, u16)> = regions
             .iter()
             .map(|_| (free_tcp_udp_port(), free_tcp_udp_port()))
@@ -142,6 +152,7 @@ impl Cluster {
                     args.push(secret_file.display().to_string());
                 }
                 args.extend(extra.iter().map(|s| s.to_string()));
+                args.extend(each(i));
                 Spec {
                     id,
                     region: region.to_string(),

@@ -110,6 +110,8 @@ pub struct PeerStats {
     pub ae_shipped: u64,
     /// Wall time of the last anti-entropy round (ms since the epoch).
     pub last_ae_unix_ms: u64,
+    /// Anti-entropy rounds with it that got its digests back.
+    pub ae_rounds: u64,
 }
 
 /// A peer as INFO shows it.
@@ -172,6 +174,9 @@ pub struct Cluster {
     /// Every peer address ever in the ring, with its region: a node that
     /// left the ring must stay cut off while isolated (fault injection).
     seen: Mutex<HashMap<SocketAddr, String>>,
+    /// Every node ever in the ring, as last seen there: the metrics port
+    /// and status page show those that left it as down.
+    known: Mutex<HashMap<NodeId, Member>>,
     /// (local shard, peer) → what that peer has confirmed of the shard's
     /// gossip stream.
     acked: Mutex<HashMap<(u16, NodeId), Stream>>,
@@ -297,6 +302,7 @@ impl Cluster {
             isolated: AtomicBool::new(false),
             boot_ts,
             seen: Mutex::new(HashMap::new()),
+            known: Mutex::new(HashMap::new()),
             acked: Mutex::new(HashMap::new()),
             peers: Mutex::new(HashMap::new()),
             rounds: Mutex::new(HashMap::new()),
@@ -376,6 +382,12 @@ impl Cluster {
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
             for m in &members {
                 seen.insert(m.peer, m.region.clone());
+            }
+        }
+        {
+            let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+            for m in &members {
+                known.insert(m.node, m.clone());
             }
         }
         let s = &self.settings;
@@ -687,6 +699,23 @@ impl Cluster {
                 }
             })
             .collect()
+    }
+
+    /// Every node that was ever in this node's ring (itself included),
+    /// each with whether it is in the ring now (alive as membership sees
+    /// it), by node id.
+    pub fn known_members(&self) -> Vec<(Member, bool)> {
+        let ring = self.ring.load();
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<(Member, bool)> =
+            ring.members().iter().map(|m| (m.clone(), true)).collect();
+        for (node, m) in known.iter() {
+            if ring.member(*node).is_none() {
+                all.push((m.clone(), false));
+            }
+        }
+        all.sort_by_key(|(m, _)| m.node);
+        all
     }
 
     /// Merge epochs flushed so far (all shards).

@@ -206,6 +206,10 @@ pub struct Keys {
     /// INFO latencystats: which percentiles ("50 99 99.9").
     #[arg(long, env = "ELSA_LATENCY_TRACKING_INFO_PERCENTILES")]
     pub latency_tracking_info_percentiles: Option<String>,
+    /// HTTP port for Prometheus metrics and the status page, on the bind
+    /// address, unauthenticated (0 = off).
+    #[arg(long, env = "ELSA_METRICS_PORT")]
+    pub metrics_port: Option<u16>,
 }
 
 impl Keys {
@@ -268,7 +272,8 @@ impl Keys {
             slowlog_max_len,
             latency_monitor_threshold,
             latency_tracking,
-            latency_tracking_info_percentiles
+            latency_tracking_info_percentiles,
+            metrics_port
         );
     }
 }
@@ -326,6 +331,8 @@ pub struct Config {
     pub introspection: crate::runtime::Startup,
     /// Lua scripts: ms before other clients get -BUSY (`script`).
     pub busy_reply_threshold: u64,
+    /// The metrics port (`crate::http`; 0 = off).
+    pub metrics_port: u16,
     /// Region and peers.
     pub cluster: ClusterKeys,
 }
@@ -640,6 +647,7 @@ impl Config {
                 )?)
                 .map_err(|e| ConfigError::Value("latency-tracking-info-percentiles", e))?,
             },
+            metrics_port: need(c.metrics_port, "metrics-port")?,
             cluster: ClusterKeys {
                 region: need(c.region, "region")?,
                 peer_port: need(c.peer_port, "peer-port")?,

@@ -103,7 +103,7 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
     ]
 }
 
-fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     // /proc/self/statm: size resident … in pages.
     std::fs::read_to_string("/proc/self/statm")
         .ok()
@@ -192,7 +192,7 @@ impl Conn {
     }
 }
 
-fn sum(stats: &[ShardStats]) -> ShardStats {
+pub(crate) fn sum(stats: &[ShardStats]) -> ShardStats {
     let mut t = ShardStats::default();
     for s in stats {
         t.records += s.records;

@@ -14,6 +14,8 @@
 //! - [`pubsub`]: channels and patterns, subscribers' queues, PUBLISH.
 //! - [`acl`]: users, passwords and permissions (ACL, AUTH), protected mode.
 //! - `script`: Lua scripting (EVAL, EVALSHA, SCRIPT) on script threads.
+//! - `http`: the metrics port — Prometheus `/metrics` and the status page;
+//!   `txnstats`: how clients' transactions end, by isolation level.
 //!
 //! Per-key semantics live in `elsa-shard` (`Op`), commit protocols in
 //! `elsa-txn`; this crate only parses, routes and encodes.
@@ -25,6 +27,7 @@ pub mod cmdstats;
 mod command_cmd;
 pub mod config;
 pub mod conn;
+mod http;
 mod info;
 mod info_sections;
 mod intro;
@@ -41,6 +44,7 @@ mod session;
 pub mod slowlog;
 pub mod tls;
 pub mod tracking;
+mod txnstats;
 
 /// The Redis version whose commands and replies Elsa follows (clients
 /// read it from INFO and HELLO to pick features).

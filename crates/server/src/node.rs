@@ -66,6 +66,9 @@ pub struct Shared {
     pub latency: crate::latency::Latency,
     pub runtime: crate::runtime::Runtime,
     pub rates: crate::rates::Rates,
+    /// How clients' transactions ended, by isolation level (the metrics
+    /// port's `elsa_transactions_total`).
+    pub txn_stats: crate::txnstats::TxnStats,
 }
 
 /// An accepted socket on its way to a worker, with the TLS configuration
@@ -215,6 +218,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     if plain_listener.is_none() && tls_listener.is_none() {
         return Err(StartError::NoListener);
     }
+    let metrics_listener = crate::http::bind(&config)?;
     let workers = config.workers;
     let hlc = Arc::new(Hlc::default());
     let hasher = KeyHasher::default();
@@ -290,6 +294,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         latency: crate::latency::Latency::new(config.introspection.latency_monitor_threshold),
         runtime: crate::runtime::Runtime::new(&config.introspection),
         rates: Default::default(),
+        txn_stats: Default::default(),
     });
     crate::rates::start_sampler(&shared);
 
@@ -307,6 +312,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
         threads.push(t);
     }
 
+    if let Some(l) = metrics_listener {
+        crate::http::start(l, shared.clone(), node.clone())?;
+    }
     if config.tls.port != 0 {
         tracing::info!(
             "TLS clients on port {} (tls-auth-clients {})",

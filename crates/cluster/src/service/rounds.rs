@@ -142,6 +142,7 @@ impl Cluster {
             let p = peers.entry(peer).or_default();
             p.last_ae_buckets = differ.len();
             p.last_ae_unix_ms = elsa_shard::unix_ms();
+            p.ae_rounds += 1;
         }
         if differ.is_empty() {
             // Identical: everything either side committed before the round

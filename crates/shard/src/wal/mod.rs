@@ -16,6 +16,7 @@
 
 pub mod codec;
 pub mod files;
+pub mod latency;
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -112,6 +113,8 @@ pub struct WalStats {
     pub errors: u64,
     /// The error that stops writes now, if any.
     pub failure: Option<String>,
+    /// How long its fsyncs took (the metrics port's histogram).
+    pub fsync_latency: latency::FsyncLatency,
 }
 
 /// One shard's write-ahead log.
@@ -132,6 +135,8 @@ pub struct Wal {
     last_sync: Instant,
     stats: WalStats,
     syncer: Option<Syncer>,
+    /// Fsync durations, whichever thread syncs (see [`latency`]).
+    fsync_latency: std::sync::Arc<latency::FsyncHistogram>,
 }
 
 /// Work for the syncer thread, in order.
@@ -159,7 +164,7 @@ struct Syncer {
 }
 
 impl Syncer {
-    fn start(mut sync: SyncFn) -> Option<Syncer> {
+    fn start(mut sync: SyncFn, latency: std::sync::Arc<latency::FsyncHistogram>) -> Option<Syncer> {
         use std::sync::{Arc, Mutex};
         let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
         let failure = Arc::new(Mutex::new(None));
@@ -181,8 +186,12 @@ impl Syncer {
                               taken: &mut usize| {
                     if *dirty {
                         loop {
+                            let started = Instant::now();
                             match sync() {
-                                Ok(()) => break,
+                                Ok(()) => {
+                                    latency.observe(started.elapsed());
+                                    break;
+                                }
                                 Err(e) => {
                                     let msg = format!("write-ahead log fsync failed: {e}");
                                     let mut slot = f.lock().unwrap_or_else(|p| p.into_inner());
@@ -253,12 +262,16 @@ impl Wal {
     /// A log appending to `sink`. Syncs run on a syncer thread when the sink
     /// allows it, inline otherwise.
     pub fn new(sink: Box<dyn LogSink>, policy: Fsync) -> Wal {
+        let fsync_latency = std::sync::Arc::new(latency::FsyncHistogram::default());
         let syncer = match policy {
             Fsync::No => None,
-            _ => sink.sync_handle().and_then(Syncer::start),
+            _ => sink
+                .sync_handle()
+                .and_then(|sync| Syncer::start(sync, fsync_latency.clone())),
         };
         Wal {
             syncer,
+            fsync_latency,
             sink,
             policy,
             open: None,
@@ -447,7 +460,9 @@ impl Wal {
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        let started = Instant::now();
         self.sink.sync()?;
+        self.fsync_latency.observe(started.elapsed());
         self.unsynced = false;
         self.last_sync = Instant::now();
         self.stats.fsyncs += 1;
@@ -536,6 +551,7 @@ impl Wal {
             s.fsyncs += sy.fsyncs.load(std::sync::atomic::Ordering::Relaxed);
         }
         s.failure = self.failure();
+        s.fsync_latency = self.fsync_latency.read();
         s
     }
 }
