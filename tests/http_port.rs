@@ -107,6 +107,28 @@ fn metrics_match_info_after_a_known_workload() {
         after.value("elsa_commands_processed_total", &[]).unwrap() + 1.0
     );
 
+    // Per command: the same calls INFO's commandstats shows (read after
+    // the scrape, so INFO's own calls are not in the scrape).
+    let cmdstats = info(&mut c, "commandstats");
+    let set_calls: f64 = cmdstats
+        .get("cmdstat_set")
+        .and_then(|v| v.strip_prefix("calls="))
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .expect("cmdstat_set in INFO commandstats");
+    assert_eq!(
+        after.value("elsa_command_calls_total", &[("cmd", "set")]),
+        Some(set_calls)
+    );
+    // 40 + 7 SETs, the 2 of the EXEC and `other`'s one; the SET queued
+    // behind the changed WATCH never ran (as in Redis, it is not a call).
+    assert_eq!(set_calls, 50.0, "the SETs that ran");
+    assert_eq!(
+        after.value("elsa_command_duration_seconds_count", &[("cmd", "select")]),
+        after.value("elsa_command_calls_total", &[("cmd", "select")]),
+        "every SELECT was timed"
+    );
+
     // Keys per database = DBSIZE.
     let db0: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(after.value("elsa_keys", &[("db", "0")]), Some(db0 as f64));
@@ -212,7 +234,7 @@ fn metrics_match_info_after_a_known_workload() {
         .unwrap_or_else(|| panic!("no elsa_transactions_total for {iso} {outcome}"))
     };
     for iso in ["RC", "RR", "SI"] {
-        for outcome in ["committed", "conflict", "error", "aborted"] {
+        for outcome in ["committed", "conflict", "aborted"] {
             let want = match (iso, outcome) {
                 ("RC", "committed") | ("SI", "committed") => 1.0,
                 ("SI", "conflict") => 1.0,
@@ -222,17 +244,28 @@ fn metrics_match_info_after_a_known_workload() {
             assert_eq!(ended(iso, outcome), want, "{iso} {outcome}");
         }
     }
+    // MULTI/EXEC: the EXECs above committed, the WATCHed one is a
+    // conflict, the EXECABORT an abort.
+    assert!(ended("MULTI", "committed") >= 1.0);
+    assert_eq!(ended("MULTI", "conflict"), 1.0);
+    assert_eq!(ended("MULTI", "aborted"), 1.0);
+    // The same counters INFO's # Transactions shows.
+    let tx = info(&mut c, "transactions");
     assert_eq!(
-        m.value("elsa_exec_aborted_total", &[("reason", "watch")]),
-        Some(1.0)
-    );
-    assert_eq!(
-        m.value("elsa_exec_aborted_total", &[("reason", "execabort")]),
-        Some(1.0)
+        tx.get("txn_si").map(String::as_str),
+        Some(
+            format!(
+                "commits={},aborts={},conflicts={}",
+                ended("SI", "committed"),
+                ended("SI", "aborted"),
+                ended("SI", "conflict")
+            )
+            .as_str()
+        ),
+        "{tx:?}"
     );
     // The conflict was found by a shard's validation: INFO and /metrics
     // count it there too.
-    let tx = info(&mut c, "transactions");
     assert_eq!(
         m.value("elsa_conflicts_total", &[]),
         Some(num(&tx, "conflicts"))

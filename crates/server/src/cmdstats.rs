@@ -190,6 +190,10 @@ impl TxnKind {
     pub fn name(self) -> &'static str {
         ["rc", "rr", "si", "multi_exec"][self as usize]
     }
+    /// The metrics port's label: `RC`, `RR`, `SI`, `MULTI`.
+    pub fn label(self) -> &'static str {
+        ["RC", "RR", "SI", "MULTI"][self as usize]
+    }
     pub const ALL: [TxnKind; TXN_KINDS] =
         [TxnKind::Rc, TxnKind::Rr, TxnKind::Si, TxnKind::MultiExec];
     pub fn of(iso: elsa_txn::Isolation) -> TxnKind {

@@ -15,7 +15,6 @@
 //! - [`acl`]: users, passwords and permissions (ACL, AUTH), protected mode.
 //! - `script`: Lua scripting (EVAL, EVALSHA, SCRIPT) on script threads.
 //! - `http`: the metrics port — Prometheus `/metrics` and the status page;
-//!   `txnstats`: how clients' transactions end, by isolation level.
 //!
 //! Per-key semantics live in `elsa-shard` (`Op`), commit protocols in
 //! `elsa-txn`; this crate only parses, routes and encodes.
@@ -44,7 +43,6 @@ mod session;
 pub mod slowlog;
 pub mod tls;
 pub mod tracking;
-mod txnstats;
 
 /// The Redis version whose commands and replies Elsa follows (clients
 /// read it from INFO and HELLO to pick features).

@@ -66,9 +66,6 @@ pub struct Shared {
     pub latency: crate::latency::Latency,
     pub runtime: crate::runtime::Runtime,
     pub rates: crate::rates::Rates,
-    /// How clients' transactions ended, by isolation level (the metrics
-    /// port's `elsa_transactions_total`).
-    pub txn_stats: crate::txnstats::TxnStats,
 }
 
 /// An accepted socket on its way to a worker, with the TLS configuration
@@ -294,7 +291,6 @@ pub fn run(config: Config) -> Result<(), StartError> {
         latency: crate::latency::Latency::new(config.introspection.latency_monitor_threshold),
         runtime: crate::runtime::Runtime::new(&config.introspection),
         rates: Default::default(),
-        txn_stats: Default::default(),
     });
     crate::rates::start_sampler(&shared);
 

@@ -30,11 +30,7 @@ impl Conn {
             Control::Ack => self.ack(&args),
             Control::Commit => self.commit().await,
             Control::Abort => match self.s.txn.take() {
-                Some(txn) => {
-                    let stats = &self.shared.txn_stats;
-                    stats.ended(txn.isolation, crate::txnstats::Outcome::Aborted);
-                    self.w().simple("OK")
-                }
+                Some(_) => self.w().simple("OK"),
                 None => self.w().error("ERR ABORT without BEGIN"),
             },
             Control::Multi => self.multi(),
@@ -138,18 +134,7 @@ impl Conn {
         let Some(txn) = self.s.txn.take() else {
             return self.w().error("ERR COMMIT without BEGIN");
         };
-        use crate::txnstats::Outcome;
-        let isolation = txn.isolation;
-        let result = txn.commit(&self.coord).await;
-        self.shared.txn_stats.ended(
-            isolation,
-            match &result {
-                Ok(_) => Outcome::Committed,
-                Err(TxnError::Conflict(_)) => Outcome::Conflict,
-                Err(_) => Outcome::Error,
-            },
-        );
-        match result {
+        match txn.commit(&self.coord).await {
             Ok(ts) => {
                 self.s.last_commit = Some(ts);
                 self.w().int(ts as i64);
@@ -208,7 +193,6 @@ impl Conn {
         // queued keyless commands see the database MULTI started in.
         self.leave_multi_db();
         if std::mem::take(&mut self.s.multi_failed) {
-            self.shared.txn_stats.exec_aborted();
             return self
                 .w()
                 .error("EXECABORT Transaction discarded because of previous errors.");
@@ -270,10 +254,7 @@ impl Conn {
                     .run_atomic(ops, std::mem::take(&mut checks), self.s.ack)
                     .await;
                 match result {
-                    Err(TxnError::WatchFailed) if !opened => {
-                        self.shared.txn_stats.exec_watch_failed();
-                        return self.w().nil_array();
-                    }
+                    Err(TxnError::WatchFailed) if !opened => return self.w().nil_array(),
                     Err(e) if !opened => return self.w().error(&e.to_string()),
                     // A later step failed (the log cannot write…): its
                     // commands answer the error in their place.

@@ -6,10 +6,9 @@
 //!
 //! Every figure is read at scrape time (a custom `Collector`), none is
 //! kept here: the node's counters live where they are counted. Families
-//! come in groups, one function each, listed in [`FAMILIES`]; a new group
-//! (per-command statistics, say) plugs in as one more function there,
-//! reading its counters through `NodeView::shared` if the view does not
-//! carry them.
+//! come in groups, one function each, listed in [`FAMILIES`]; a group may
+//! read its counters through `NodeView::shared` (per-command statistics
+//! and transaction outcomes do, from `crate::cmdstats`).
 
 use std::fmt;
 
@@ -29,6 +28,7 @@ const FAMILIES: &[Family] = &[
     keyspace,
     transactions,
     client_transactions,
+    commands,
     wal,
     membership,
     replication,
@@ -230,31 +230,105 @@ fn transactions(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
     )
 }
 
-/// Read from the connections' counters (`crate::txnstats`) as encoded.
+/// How clients' transactions ended (BEGIN at each level, MULTI/EXEC), read
+/// from the per-worker command statistics (`crate::cmdstats`) that INFO's
+/// `# Transactions` shows too, so the two never disagree.
 fn client_transactions(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
-    use crate::txnstats::{Outcome, LEVELS};
-    let stats = &v.shared.txn_stats;
+    use crate::cmdstats::{TxnKind, TxnOutcome};
+    let totals = v.shared.cmdstats.totals();
+    let outcomes = [
+        (TxnOutcome::Commit, "committed"),
+        (TxnOutcome::Conflict, "conflict"),
+        (TxnOutcome::Abort, "aborted"),
+    ];
     counters(
         enc,
         "elsa_transactions",
-        "BEGIN transactions ended, by isolation level and outcome (committed, conflict, error, aborted by ABORT).",
-        LEVELS.iter().flat_map(|i| {
-            Outcome::ALL.iter().map(move |o| {
+        "Client transactions ended, by kind (RC, RR, SI: BEGIN…COMMIT; MULTI: MULTI/EXEC) and outcome (committed; conflict: validation failed or a WATCHed key changed; aborted: ABORT, EXECABORT or another error).",
+        TxnKind::ALL.into_iter().flat_map(|k| {
+            let totals = &totals;
+            outcomes.iter().map(move |(o, name)| {
                 (
-                    vec![("isolation", i.name().to_string()), ("outcome", o.name().to_string())],
-                    stats.count(*i, *o),
+                    vec![
+                        ("isolation", k.label().to_string()),
+                        ("outcome", name.to_string()),
+                    ],
+                    totals.txns(k, *o),
                 )
             })
         }),
-    )?;
-    let (watch, execabort) = stats.exec();
+    )
+}
+
+/// Prometheus buckets for command latency (µs): fixed bounds, the same for
+/// every command so series aggregate; each is filled from the finer
+/// per-command histogram (`crate::cmdstats`), counting the fine buckets
+/// whose upper bound is at most the bound.
+const COMMAND_BOUNDS_US: [u64; 16] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    1_000_000, 10_000_000,
+];
+
+/// Per command (Redis's names, `client|list`): calls, time, refused and
+/// failed calls, and latency — INFO's `# Commandstats`.
+fn commands(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let stats = crate::cmdstats::snapshot(&v.shared);
+    let cmd = |s: &crate::cmdstats::CommandStat| vec![("cmd", s.name.to_string())];
     counters(
         enc,
-        "elsa_exec_aborted",
-        "EXECs aborted: a WATCHed key had changed (reason watch), or a queued command was refused (reason execabort).",
-        [("watch", watch), ("execabort", execabort)]
-            .map(|(r, n)| (vec![("reason", r.to_string())], n)),
-    )
+        "elsa_command_calls",
+        "Calls per command (INFO commandstats calls).",
+        stats.iter().map(|s| (cmd(s), s.calls)),
+    )?;
+    counters(
+        enc,
+        "elsa_command_rejected_calls",
+        "Calls refused before running (arity, ACL, OOM, …), per command.",
+        stats.iter().map(|s| (cmd(s), s.rejected_calls)),
+    )?;
+    counters(
+        enc,
+        "elsa_command_failed_calls",
+        "Calls that ran and answered an error, per command.",
+        stats.iter().map(|s| (cmd(s), s.failed_calls)),
+    )?;
+    let mut m = enc.encode_descriptor(
+        "elsa_command_duration_seconds",
+        "How long calls ran, per command.",
+        None,
+        MetricType::Histogram,
+    )?;
+    for s in &stats {
+        let below = |bound: u64| {
+            s.buckets
+                .iter()
+                .take_while(|(le, _)| *le <= bound)
+                .last()
+                .map_or(0, |(_, n)| *n)
+        };
+        // prometheus-client takes each bucket's own count (it sums them)
+        // and the last bound as f64::MAX for +Inf. The histogram holds the
+        // calls timed while latency-tracking was on; its count is theirs.
+        let timed = s.buckets.last().map_or(0, |(_, n)| *n);
+        let mut seen = 0;
+        let mut buckets: Vec<(f64, u64)> = COMMAND_BOUNDS_US
+            .iter()
+            .map(|&b| {
+                let upto = below(b);
+                let own = upto - seen;
+                seen = upto;
+                (b as f64 / 1e6, own)
+            })
+            .collect();
+        buckets.push((f64::MAX, timed - seen));
+        m.encode_family(&cmd(s))?.encode_histogram::<NoLabelSet>(
+            s.usec as f64 / 1e6,
+            timed,
+            &buckets,
+            None,
+        )?;
+    }
+    Ok(())
 }
 
 fn wal(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {

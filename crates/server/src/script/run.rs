@@ -292,10 +292,7 @@ impl Conn {
                     .await
                 {
                     Ok(_) => {}
-                    Err(TxnError::WatchFailed) => {
-                        self.shared.txn_stats.exec_watch_failed();
-                        return self.w().nil_array();
-                    }
+                    Err(TxnError::WatchFailed) => return self.w().nil_array(),
                     Err(e) => return self.w().error(&e.to_string()),
                 }
             }
