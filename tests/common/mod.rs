@@ -2,6 +2,7 @@
 //! port, and stop it by PID when the test ends.
 #![allow(dead_code)]
 pub mod cluster;
+pub mod hosts;
 pub mod redis_server;
 
 use std::net::TcpListener;

@@ -22,15 +22,18 @@
 //! authenticated by `crate::peer_auth` before any frame is read).
 
 mod catchup;
+mod decommission;
 mod faults;
 mod links;
 mod pubsub;
 mod replicate;
 mod rounds;
 mod routing;
+mod seeds;
 mod units;
 mod untrusted;
 
+pub use decommission::DecommissionStatus;
 pub use pubsub::PublishHook;
 pub use replicate::RegionReplicator;
 pub use routing::{Router, Standalone};
@@ -110,6 +113,9 @@ pub struct PeerStats {
     pub ae_shipped: u64,
     /// Wall time of the last anti-entropy round (ms since the epoch).
     pub last_ae_unix_ms: u64,
+    /// Like `synced_ts`, for this node's own data: the peer had all of it
+    /// committed before this (HLC; see `decommission`).
+    pub handoff_ts: u64,
 }
 
 /// A peer as INFO shows it.
@@ -251,6 +257,11 @@ pub struct Cluster {
     refused_log: AtomicU64,
     /// Membership datagrams dropped (do not open, or too old).
     datagrams_dropped: Arc<AtomicU64>,
+    /// Per seed (as given): the addresses it resolved to (empty: not
+    /// resolved yet; see [`seeds`]).
+    seed_addrs: Mutex<Vec<Vec<SocketAddr>>>,
+    /// This node's decommission, if one was asked for.
+    decommission: decommission::Decommission,
 }
 
 impl Cluster {
@@ -275,6 +286,7 @@ impl Cluster {
             peer: settings.peer,
             client: settings.client,
             ready: false,
+            leaving: false,
         };
         let ring = Ring::new(
             vec![me],
@@ -333,6 +345,8 @@ impl Cluster {
             frames_refused: AtomicU64::new(0),
             refused_log: AtomicU64::new(0),
             datagrams_dropped: Arc::new(AtomicU64::new(0)),
+            seed_addrs: Mutex::new(Vec::new()),
+            decommission: decommission::Decommission::default(),
         });
         let c = cluster.clone();
         std::thread::Builder::new()
@@ -351,6 +365,7 @@ impl Cluster {
                     tokio::spawn(c.clone().expire_requests());
                     tokio::spawn(c.clone().replication_loop());
                     tokio::spawn(c.clone().pulse());
+                    tokio::spawn(c.clone().resolve_seeds());
                     crate::membership::run(c).await;
                 })
             })?;
@@ -435,7 +450,7 @@ impl Cluster {
         let here = ring
             .members()
             .iter()
-            .filter(|m| !self.other_region(&m.region))
+            .filter(|m| !self.other_region(&m.region) && !m.leaving)
             .count();
         here <= self.settings.replication_factor.max(1)
     }
