@@ -353,3 +353,34 @@ fn join_decommission_and_partition_across_hosts() {
         check_reads(&hosts, i, &acked.lock().unwrap(), "after the partition");
     }
 }
+
+/// ELSA.DECOMMISSION is refused where nothing could take the node's
+/// slots: a node without peers, the last node of its region (on
+/// loopback: no namespaces needed). Nothing changes on the node.
+#[test]
+fn decommission_is_refused_where_no_node_could_take_the_slots() {
+    let alone = common::Elsa::start(&[]);
+    let err = redis::cmd("ELSA.DECOMMISSION")
+        .query::<String>(&mut alone.conn())
+        .unwrap_err();
+    assert_eq!(err.code(), Some("ERR"), "{err}");
+    assert_eq!(err.detail(), Some("this node has no peers"), "{err}");
+    let c = common::cluster::Cluster::start(&["a", "b"], &[]);
+    let err = redis::cmd("ELSA.DECOMMISSION")
+        .query::<String>(&mut c.conn(0))
+        .unwrap_err();
+    assert_eq!(err.code(), Some("ERR"), "{err}");
+    assert_eq!(
+        err.detail(),
+        Some("this node is the last ready node of region a: no node could take its slots"),
+        "{err}"
+    );
+    assert_eq!(
+        c.replication_field(0, "decommission").as_deref(),
+        Some("none")
+    );
+    assert_eq!(
+        c.replication_field(0, "slots_primary").as_deref(),
+        Some("65536")
+    );
+}
