@@ -229,11 +229,34 @@ fn join_decommission_and_partition_across_hosts() {
 
     // Decommission h2 while the writer goes on.
     let before = acked.lock().unwrap().keys.len();
-    let ok: String = hosts.query(H2, &redis::cmd("ELSA.DECOMMISSION"));
-    assert_eq!(ok, "OK");
-    hosts.wait_until(H2, "h2 decommissioned", long, || {
-        hosts.replication_field(H2, "decommission").as_deref() == Some("done")
-    });
+    // The operator's way: `elsa cluster decommission`, run on h1 and
+    // naming h2 by host name; it returns once h2 reports `done`.
+    let out = hosts.elsa(
+        H1,
+        &[
+            "cluster",
+            "decommission",
+            "--node",
+            "h2:6379",
+            "--password",
+            common::hosts::PASSWORD,
+            "--timeout-secs",
+            "120",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "elsa cluster decommission: {}\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("h2:6379: draining"), "{stdout}");
+    assert!(stdout.contains("h2:6379: done"), "{stdout}");
+    assert_eq!(
+        hosts.replication_field(H2, "decommission").as_deref(),
+        Some("done")
+    );
     assert_eq!(field(&hosts, H2, "slots_primary"), 0);
     assert_eq!(field(&hosts, H2, "decommission_slots_remaining"), 0);
     // Its slots have their replicas back: with two replicas and two nodes

@@ -504,6 +504,18 @@ impl Hosts {
         }
     }
 
+    /// Runs `elsa <args>` on host `i` (inside its namespace, where the
+    /// host names resolve) and returns its output.
+    pub fn elsa(&self, i: usize, args: &[&str]) -> std::process::Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.hosts[i].ns])
+            .arg(elsa_bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run elsa in a namespace")
+    }
+
     /// Sends SIGTERM to host `i`'s node and waits (60 s) for it to exit.
     pub fn stop(&mut self, i: usize) -> std::process::ExitStatus {
         let mut child = self.hosts[i].node.take().expect("a node runs there");
