@@ -407,3 +407,34 @@ fn decommission_is_refused_where_no_node_could_take_the_slots() {
         Some("65536")
     );
 }
+
+/// Two fresh nodes of a new region, each seeded with the other by host
+/// name: the region forms once each has seen the other, and one of them
+/// goes first — so the first `INCR`s on both count, 1 then 2. (A seed
+/// given by name used to count as seen at once: each node, alone in its
+/// first view, went first and served every slot, and both answered 1.)
+#[test]
+fn a_region_seeded_by_host_names_forms_with_one_primary_per_slot() {
+    let mut hosts = Hosts::new("form", 2);
+    hosts.start(H1, "a", 1, &[H2], &[]);
+    hosts.start(H2, "a", 2, &[H1], &[]);
+    // Right after both answer PING, before the region may have formed.
+    let incr = |i: usize| {
+        let mut c = hosts.conn(i);
+        std::thread::spawn(move || {
+            redis::cmd("INCR")
+                .arg("first")
+                .query::<i64>(&mut c)
+                .unwrap()
+        })
+    };
+    let (a, b) = (incr(H2), incr(H1));
+    let mut got = vec![a.join().unwrap(), b.join().unwrap()];
+    got.sort();
+    assert_eq!(got, vec![1, 2], "both nodes served the key as its primary");
+    hosts.wait_settled(&[H1, H2], 2, Duration::from_secs(60));
+    assert_eq!(
+        field(&hosts, H1, "slots_primary") + field(&hosts, H2, "slots_primary"),
+        65536
+    );
+}
