@@ -43,6 +43,7 @@ const ELSA_ONLY: &[&str] = &[
     "waitregion",
     "elsa.digest",
     "elsa.fault",
+    "elsa.decommission",
     "client|no-touch",
     "client|setinfo",
 ];
@@ -651,6 +652,11 @@ fn elsa_commands_have_categories() {
     assert_eq!(
         line("ACL DRYRUN safe elsa.digest"),
         "\"This user has no permissions to run the 'elsa.digest' command\""
+    );
+    // ELSA.DECOMMISSION removes the node from its cluster: @dangerous.
+    assert_eq!(
+        line("ACL DRYRUN safe elsa.decommission"),
+        "\"This user has no permissions to run the 'elsa.decommission' command\""
     );
     assert_eq!(line("ACL DRYRUN safe begin"), "+OK");
     assert_eq!(line("ACL DRYRUN txn begin"), "+OK");

@@ -4,9 +4,13 @@
 //! `<dir>/cluster.toml`, reporting on them, and stopping them by PID. It
 //! never talks to the nodes beyond PING: all replication is the servers' own.
 //!
+//! `decommission` removes a node of any running cluster (it talks to that
+//! node: ELSA.DECOMMISSION, then INFO until its slots have drained).
+//!
 //! - `plan`: pure layout, flag parsing and server command lines (unit-tested);
 //! - `process`: liveness by PID, signals, PING, port checks, log tails.
 
+mod decommission;
 mod plan;
 mod process;
 
@@ -35,6 +39,9 @@ enum ClusterCommand {
     Down(DownArgs),
     /// Show each node of the cluster in --dir: process alive or dead, PING.
     Status(DirArg),
+    /// Remove one node of a running cluster (any hosts): its slots drain
+    /// to the other nodes, then it can be stopped.
+    Decommission(decommission::DecommissionArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -102,6 +109,7 @@ pub fn run(args: ClusterArgs) -> i32 {
         ClusterCommand::Up(a) => up(a),
         ClusterCommand::Down(a) => down(a),
         ClusterCommand::Status(a) => status(a),
+        ClusterCommand::Decommission(a) => decommission::decommission(a),
     };
     match result {
         Ok(code) => code,

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 pub mod cluster;
 pub mod openmetrics;
+pub mod hosts;
 pub mod redis_server;
 
 use std::net::TcpListener;

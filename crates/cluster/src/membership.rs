@@ -75,6 +75,9 @@ pub async fn run(cluster: Arc<Cluster>) {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut published: Option<u64> = None;
+    let mut published_leaving = false;
+    let mut published_excluding: Option<String> = None;
+    let own_id = s.node.to_string();
     let mut seen = Seen::default();
     loop {
         let ready = cluster.catch_up_done();
@@ -88,8 +91,16 @@ pub async fn run(cluster: Arc<Cluster>) {
                 .await;
             published = Some(epoch);
         }
+        if cluster.publishes_leaving() && !published_leaving {
+            handle
+                .with_chitchat(|c| c.self_node_state().set("leaving", "1"))
+                .await;
+            published_leaving = true;
+        }
         let live = watcher.borrow_and_update().clone();
         let mut newest: HashMap<NodeId, (u64, Member, u64)> = HashMap::new();
+        // node → whether it publishes that it excludes this one (leaving).
+        let mut excludes: HashMap<NodeId, bool> = HashMap::new();
         for (id, state) in &live {
             let Ok(node) = id.node_id.parse::<NodeId>() else {
                 continue;
@@ -112,6 +123,12 @@ pub async fn run(cluster: Arc<Cluster>) {
                 continue; // absurd: the ring would be sized by it
             }
             let ready: u64 = state.get("ready").and_then(|r| r.parse().ok()).unwrap_or(0);
+            excludes.insert(
+                node,
+                state
+                    .get("excluding")
+                    .is_some_and(|x| x.split(',').any(|n| n == own_id)),
+            );
             let m = Member {
                 node,
                 region: region.to_string(),
@@ -119,6 +136,7 @@ pub async fn run(cluster: Arc<Cluster>) {
                 peer: id.gossip_advertise_addr,
                 client,
                 ready: ready > 0,
+                leaving: state.get("leaving") == Some("1"),
             };
             match newest.get(&node) {
                 Some((g, _, _)) if *g >= id.generation_id => {}
@@ -139,11 +157,30 @@ pub async fn run(cluster: Arc<Cluster>) {
             peer: s.peer,
             client: s.client,
             ready: serving,
+            leaving: cluster.leaving(),
         });
         members.sort_by_key(|m| m.node);
         if members != cluster.ring().members() {
             cluster.set_members(members).await;
         }
+        // Which leaving nodes this node's installed view excludes: a
+        // leaving node drains once every live node says it excludes it.
+        let excluding = cluster
+            .ring()
+            .members()
+            .iter()
+            .filter(|m| m.leaving && m.node != s.node)
+            .map(|m| m.node.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        if published_excluding.as_deref() != Some(excluding.as_str()) {
+            let value = excluding.clone();
+            handle
+                .with_chitchat(|c| c.self_node_state().set("excluding", value.clone()))
+                .await;
+            published_excluding = Some(excluding);
+        }
+        cluster.decommission_tick(excludes.values().all(|&x| x));
         tokio::select! {
             changed = watcher.changed() => {
                 if changed.is_err() {

@@ -37,6 +37,10 @@ pub struct Member {
     /// False while it catches up after (re)joining: it is a replica of its
     /// slots but not their primary (see `Cluster::catch_up_done`).
     pub ready: bool,
+    /// Being decommissioned: it holds no slot in this view, but its old
+    /// slots are still shared with their new replicas until it has handed
+    /// its data over (see `service/decommission.rs`).
+    pub leaving: bool,
 }
 
 /// The placement of every slot, for one membership view.
@@ -50,6 +54,9 @@ pub struct Ring {
     table: Vec<ShardId>,
     /// slot → this node's shard for it (the first of its points clockwise).
     own_shard: Vec<u16>,
+    /// With a member leaving: the placement as if none were, which says
+    /// which slots a leaving member held (what it hands over).
+    before_leaving: Option<Box<Ring>>,
 }
 
 const NONE: ShardId = ShardId { node: 0, index: 0 };
@@ -74,6 +81,16 @@ impl Ring {
     pub fn new(mut members: Vec<Member>, own: NodeId, vnodes: u32, rf: usize) -> Ring {
         members.sort_by_key(|m| m.node);
         members.dedup_by_key(|m| m.node);
+        let before_leaving = members.iter().any(|m| m.leaving).then(|| {
+            let all = members
+                .iter()
+                .map(|m| Member {
+                    leaving: false,
+                    ..m.clone()
+                })
+                .collect();
+            Box::new(Ring::new(all, own, vnodes, rf))
+        });
         let mut regions: Vec<String> = members.iter().map(|m| m.region.clone()).collect();
         regions.sort();
         regions.dedup();
@@ -89,7 +106,9 @@ impl Ring {
         let mut own_shard = vec![0u16; DIGEST_BUCKETS];
         for (r, region) in regions.iter().enumerate() {
             let mut points: Vec<(u16, ShardId)> = Vec::new();
-            for m in members.iter().filter(|m| &m.region == region) {
+            // A leaving member puts no point on the ring: its slots go to
+            // the next nodes clockwise, as when a node dies.
+            for m in members.iter().filter(|m| &m.region == region && !m.leaving) {
                 for s in 0..m.shards {
                     for i in 0..vnodes {
                         let id = ShardId {
@@ -101,7 +120,10 @@ impl Ring {
                 }
             }
             points.sort();
-            let nodes = members.iter().filter(|m| &m.region == region).count();
+            let nodes = members
+                .iter()
+                .filter(|m| &m.region == region && !m.leaving)
+                .count();
             let want = rf.min(nodes);
             // Replica list for each point: walk clockwise, one shard per node.
             let lists: Vec<Vec<ShardId>> = (0..points.len())
@@ -159,6 +181,7 @@ impl Ring {
             rf,
             table,
             own_shard,
+            before_leaving,
         }
     }
 
@@ -173,6 +196,7 @@ impl Ring {
             peer: addr,
             client: addr,
             ready: true,
+            leaving: false,
         };
         Ring::new(vec![me], node, vnodes, 1)
     }
@@ -220,18 +244,65 @@ impl Ring {
         self.all_replicas(slot).any(|id| id.node == node)
     }
 
-    /// The buckets both this node and `peer` replicate.
+    /// The buckets both this node and `peer` replicate — where one of
+    /// them is leaving, the buckets it held before it left: the data it
+    /// hands over travels by anti-entropy over these (see [`Ring::holds`]).
     pub fn shared_with(&self, peer: NodeId) -> Vec<u16> {
         (0..DIGEST_BUCKETS)
-            .filter(|&b| self.replicates(b, self.own_node) && self.replicates(b, peer))
+            .filter(|&b| self.holds(b, self.own_node) && self.holds(b, peer))
             .map(|b| b as u16)
             .collect()
+    }
+
+    /// Whether `node` has `slot`'s data to compare: it replicates it, or
+    /// it is leaving and replicated it before. Symmetric on both sides of a
+    /// pair with the same view, as anti-entropy needs.
+    pub fn holds(&self, slot: usize, node: NodeId) -> bool {
+        match &self.before_leaving {
+            Some(before) if self.member(node).is_some_and(|m| m.leaving) => {
+                before.replicates(slot, node)
+            }
+            _ => self.replicates(slot, node),
+        }
+    }
+
+    /// The slots `node` is the primary of in its region.
+    pub fn primary_slots(&self, node: NodeId) -> usize {
+        let Some(r) = self
+            .member(node)
+            .and_then(|m| self.regions.iter().position(|x| *x == m.region))
+        else {
+            return 0;
+        };
+        (0..DIGEST_BUCKETS)
+            .filter(|&s| {
+                self.replicas(s, r)
+                    .first()
+                    .is_some_and(|id| id.node == node)
+            })
+            .count()
+    }
+
+    /// The slots `node` replicates (primary or not).
+    pub fn replica_slots(&self, node: NodeId) -> usize {
+        (0..DIGEST_BUCKETS)
+            .filter(|&s| self.replicates(s, node))
+            .count()
     }
 
     /// [`Ring::shared_with`] for every other member at once, in one pass
     /// over the slots (a view change must not stall the peer thread: one
     /// pass per peer took ~0.4 s for 8 nodes in a debug build).
     pub fn shared_lists(&self) -> HashMap<NodeId, Vec<u16>> {
+        if self.before_leaving.is_some() {
+            // Rare (a decommission under way): one pass per peer is fine.
+            return self
+                .members
+                .iter()
+                .filter(|m| m.node != self.own_node)
+                .map(|m| (m.node, self.shared_with(m.node)))
+                .collect();
+        }
         let mut out: HashMap<NodeId, Vec<u16>> = self
             .members
             .iter()
@@ -272,6 +343,7 @@ mod tests {
             peer: addr,
             client: addr,
             ready: true,
+            leaving: false,
         }
     }
 
@@ -365,5 +437,44 @@ mod tests {
             }
         }
         assert!(moved > 0, "node 2 was primary of no slot");
+    }
+
+    #[test]
+    fn a_leaving_member_holds_no_slot_and_shares_its_old_ones_with_their_new_replicas() {
+        let ms: Vec<Member> = (1..=3).map(|n| member(n, "a", 2)).collect();
+        let before = Ring::new(ms.clone(), 1, 128, 2);
+        let mut leaving = ms.clone();
+        leaving[1].leaving = true;
+        let without: Vec<Member> = vec![ms[0].clone(), ms[2].clone()];
+        let after = Ring::new(leaving.clone(), 1, 128, 2);
+        let gone = Ring::new(without, 1, 128, 2);
+        assert_eq!(after.primary_slots(2), 0);
+        assert_eq!(after.replica_slots(2), 0);
+        assert_eq!(
+            after.primary_slots(1) + after.primary_slots(3),
+            DIGEST_BUCKETS
+        );
+        for slot in 0..DIGEST_BUCKETS {
+            // Placed as if the node were gone: when it stops, nothing moves.
+            assert_eq!(
+                after.replicas(slot, 0),
+                gone.replicas(slot, 0),
+                "slot {slot}"
+            );
+            // A slot it did not hold keeps its primary.
+            if !before.replicates(slot, 2) {
+                assert_eq!(after.replicas(slot, 0)[0], before.replicas(slot, 0)[0]);
+            }
+        }
+        // Node 1 and the leaving node 2 compare the slots 2 held that 1
+        // holds now; node 3 (leaving, from its view) sees the same list.
+        let from_2 = Ring::new(leaving, 2, 128, 2);
+        let shared = after.shared_with(2);
+        assert_eq!(shared, from_2.shared_with(1));
+        assert!(!shared.is_empty());
+        for &b in &shared {
+            assert!(before.replicates(b as usize, 2) && after.replicates(b as usize, 1));
+        }
+        assert_eq!(after.shared_lists()[&2], shared);
     }
 }

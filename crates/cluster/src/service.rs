@@ -22,15 +22,18 @@
 //! authenticated by `crate::peer_auth` before any frame is read).
 
 mod catchup;
+mod decommission;
 mod faults;
 mod links;
 mod pubsub;
 mod replicate;
 mod rounds;
 mod routing;
+mod seeds;
 mod units;
 mod untrusted;
 
+pub use decommission::DecommissionStatus;
 pub use pubsub::PublishHook;
 pub use replicate::RegionReplicator;
 pub use routing::{Router, Standalone};
@@ -112,6 +115,9 @@ pub struct PeerStats {
     pub last_ae_unix_ms: u64,
     /// Anti-entropy rounds with it that got its digests back.
     pub ae_rounds: u64,
+    /// Like `synced_ts`, for this node's own data: the peer had all of it
+    /// committed before this (HLC; see `decommission`).
+    pub handoff_ts: u64,
 }
 
 /// A peer as INFO shows it.
@@ -256,6 +262,11 @@ pub struct Cluster {
     refused_log: AtomicU64,
     /// Membership datagrams dropped (do not open, or too old).
     datagrams_dropped: Arc<AtomicU64>,
+    /// Per seed (as given): the addresses it resolved to (empty: not
+    /// resolved yet; see [`seeds`]).
+    seed_addrs: Mutex<Vec<Vec<SocketAddr>>>,
+    /// This node's decommission, if one was asked for.
+    decommission: decommission::Decommission,
 }
 
 impl Cluster {
@@ -280,6 +291,7 @@ impl Cluster {
             peer: settings.peer,
             client: settings.client,
             ready: false,
+            leaving: false,
         };
         let ring = Ring::new(
             vec![me],
@@ -339,6 +351,8 @@ impl Cluster {
             frames_refused: AtomicU64::new(0),
             refused_log: AtomicU64::new(0),
             datagrams_dropped: Arc::new(AtomicU64::new(0)),
+            seed_addrs: Mutex::new(Vec::new()),
+            decommission: decommission::Decommission::default(),
         });
         let c = cluster.clone();
         std::thread::Builder::new()
@@ -357,6 +371,7 @@ impl Cluster {
                     tokio::spawn(c.clone().expire_requests());
                     tokio::spawn(c.clone().replication_loop());
                     tokio::spawn(c.clone().pulse());
+                    tokio::spawn(c.clone().resolve_seeds());
                     crate::membership::run(c).await;
                 })
             })?;
@@ -447,7 +462,7 @@ impl Cluster {
         let here = ring
             .members()
             .iter()
-            .filter(|m| !self.other_region(&m.region))
+            .filter(|m| !self.other_region(&m.region) && !m.leaving)
             .count();
         here <= self.settings.replication_factor.max(1)
     }

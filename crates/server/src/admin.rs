@@ -165,6 +165,7 @@ impl Conn {
             Control::WaitRegion => self.w().error(&cmd::wrong_arity("waitregion")),
             Control::ElsaDigest => self.elsa_digest().await,
             Control::ElsaFault => self.elsa_fault(args),
+            Control::ElsaDecommission => self.elsa_decommission(),
             Control::Eval => self.eval(args).await,
             Control::Script => self.script(args).await,
             Control::Acl => self.acl(args),

@@ -55,6 +55,17 @@ impl Conn {
             cl.frames_refused(),
             cl.datagrams_dropped(),
         );
+        // Where this node sits on the ring, and its decommission (see
+        // `elsa_cluster::service::decommission`).
+        let d = cl.decommission_status();
+        let _ = write!(
+            t,
+            "slots_primary:{}\r\nslots_replica:{}\r\ndecommission:{}\r\ndecommission_slots_remaining:{}\r\n",
+            ring.primary_slots(cl.settings().node),
+            ring.replica_slots(cl.settings().node),
+            d.phase,
+            d.slots_remaining,
+        );
         let now = elsa_shard::unix_ms();
         for (i, p) in cl.peer_info().iter().enumerate() {
             let ae_ago = if p.stats.last_ae_unix_ms == 0 {
@@ -158,6 +169,19 @@ impl Conn {
         w.array(2);
         w.bulk(format!("{xor:016x}").as_bytes());
         w.int(records as i64);
+    }
+
+    /// `ELSA.DECOMMISSION`: this node leaves the cluster gracefully — it
+    /// stops being primary of anything and hands its slots' data to their
+    /// new replicas; progress in INFO replication (`decommission:`).
+    pub(crate) fn elsa_decommission(&mut self) {
+        let Some(cl) = self.shared.cluster.clone() else {
+            return self.w().error("ERR this node has no peers");
+        };
+        match cl.decommission() {
+            Ok(()) => self.w().simple("OK"),
+            Err(e) => self.w().error(&e),
+        }
     }
 
     /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|DELAY-INSTALLS

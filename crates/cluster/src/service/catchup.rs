@@ -50,7 +50,8 @@ impl Cluster {
         let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
         ring.members()
             .iter()
-            .filter(|m| m.node != self.settings.node && m.ready && &m.region == own)
+            // A leaving node is no teacher: it stops receiving writes.
+            .filter(|m| m.node != self.settings.node && m.ready && !m.leaving && &m.region == own)
             .filter(|m| shared.get(&m.node).is_some_and(|l| !l.is_empty()))
             .map(|m| m.node)
             .collect()
@@ -116,15 +117,10 @@ impl Cluster {
                 format!("{} of {expected} nodes of the region", own.len()),
             )
         } else {
-            let unseen: Vec<&String> = self
-                .settings
-                .seeds
-                .iter()
-                .filter(|s| {
-                    s.parse::<SocketAddr>()
-                        .is_ok_and(|a| !ring.members().iter().any(|m| m.peer == a))
-                })
-                .collect();
+            // Seeds given as host names count once resolved and seen (a
+            // name used to count as seen at once: two fresh nodes seeded
+            // by name each went first, both primary of every slot).
+            let unseen = self.unseen_seeds(&ring);
             (unseen.is_empty(), format!("seeds not seen yet: {unseen:?}"))
         };
         if !formed {
@@ -324,7 +320,7 @@ impl Cluster {
     /// then installed or aborted here. Shadow holds are the backups' and
     /// do not count. New holds on those keys cannot appear: requests for
     /// them are refused since the switch.
-    async fn drain_moved_holds(&self, peer: NodeId) {
+    pub(super) async fn drain_moved_holds(&self, peer: NodeId) {
         let deadline = Instant::now() + HOLD_DRAIN_LIMIT;
         loop {
             let held = self.holds_routed_elsewhere().await;
@@ -372,6 +368,28 @@ impl Cluster {
         out
     }
 
+    /// Waits until every local shard has shipped two merge epochs (at
+    /// most 20 epochs): the one under way may have taken its lattices
+    /// before a switch of primaries; the next one holds everything after.
+    pub(super) async fn two_flushes(&self) {
+        let start: Vec<u64> = self
+            .flushes
+            .iter()
+            .map(|f| f.load(Ordering::Relaxed))
+            .collect();
+        let deadline =
+            Instant::now() + 20 * self.settings.merge_epoch.max(Duration::from_millis(50));
+        while Instant::now() < deadline
+            && self
+                .flushes
+                .iter()
+                .zip(&start)
+                .any(|(f, s)| f.load(Ordering::Relaxed) < s + 2)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// A peer that caught up asks for its slots back: once this node routes
     /// them to it, every local shard ships a merge epoch begun after that,
     /// then [`wire::HandBack`] follows that gossip on the same link.
@@ -401,24 +419,7 @@ impl Cluster {
             // reads around them and overwrites them (a lost append, a
             // transaction half applied: the long isolation run found both).
             me.drain_moved_holds(peer).await;
-            // Two flushes: the one under way may have taken its lattices
-            // before the switch; the next one holds everything after it.
-            let start: Vec<u64> = me
-                .flushes
-                .iter()
-                .map(|f| f.load(Ordering::Relaxed))
-                .collect();
-            let deadline =
-                Instant::now() + 20 * me.settings.merge_epoch.max(Duration::from_millis(50));
-            while Instant::now() < deadline
-                && me
-                    .flushes
-                    .iter()
-                    .zip(&start)
-                    .any(|(f, s)| f.load(Ordering::Relaxed) < s + 2)
-            {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            me.two_flushes().await;
             me.send(peer, Frame::new(Body::HandBack(wire::HandBack {})), false);
             me.handing_back
                 .lock()

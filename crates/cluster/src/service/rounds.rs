@@ -147,6 +147,7 @@ impl Cluster {
         if differ.is_empty() {
             // Identical: everything either side committed before the round
             // started is on both, whatever gossip frames were lost.
+            self.mark_handed_over(peer, round.started);
             self.mark_synced(peer, round.started, true);
             return;
         }
@@ -203,6 +204,15 @@ impl Cluster {
             .remove(&round_id)
             .filter(|r| r.peer == peer);
         if let Some(r) = round {
+            // Everything here older than the cutoff in the buckets that
+            // differed went in this round (not cut short by the batch cap),
+            // and the peer merged it before answering: it has all of this
+            // node's data up to the cutoff, even if it has newer versions
+            // (what a decommissioning node, which no longer gets writes,
+            // needs; a clean round may never come while keys change).
+            if r.shipped.is_some_and(|n| n < AE_BATCH) {
+                self.mark_handed_over(peer, r.cutoff);
+            }
             let received = received.iter().filter(|&&ts| ts < r.cutoff).count();
             if r.shipped == Some(0) && received == 0 {
                 self.mark_synced(peer, r.cutoff, !r.younger);
@@ -229,6 +239,14 @@ impl Cluster {
                 .or_insert_with(|| Stream::after_boot(self.boot_ts))
                 .synced(ts);
         }
+    }
+
+    /// `peer` holds every lattice this node committed or merged before
+    /// `ts` (see `decommission`).
+    fn mark_handed_over(&self, peer: NodeId, ts: u64) {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let p = peers.entry(peer).or_default();
+        p.handoff_ts = p.handoff_ts.max(ts);
     }
 
     /// Anti-entropy leaves alone lattices younger than two merge epochs

@@ -92,6 +92,7 @@ fn fingerprint_collision_hides_a_differing_version_from_anti_entropy() {
             peer: addr,
             client: addr,
             ready: true,
+            leaving: false,
         })
         .collect();
     let ring = Ring::new(members, 1, 16, 2);
@@ -171,6 +172,7 @@ fn ae_finish_cutoff_sync_covers_replaced_writes() {
             peer: addr,
             client: addr,
             ready: true,
+            leaving: false,
         })
         .collect();
     let ring = Ring::new(members, 1, 16, 2);

@@ -306,6 +306,7 @@ fn world_of(s: &Scenario) -> World {
             peer: addr,
             client: addr,
             ready: true,
+            leaving: false,
         })
         .collect();
     let topology = topology(&members);

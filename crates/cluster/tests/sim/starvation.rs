@@ -68,6 +68,7 @@ fn ae_batch_limit_starves_anti_entropy_of_large_shards() {
             peer: addr,
             client: addr,
             ready: true,
+            leaving: false,
         })
         .collect();
     let ring_a = Ring::new(members.clone(), 1, 16, 2);

@@ -165,6 +165,14 @@ static ELSA: &[CmdInfo] = &[
         no_auth: false,
         keys: &[],
     },
+    // Removes this node from the cluster (ADMIN is @admin @dangerous).
+    CmdInfo {
+        name: "elsa.decommission",
+        sub: false,
+        cats: SLOW | ADMIN,
+        no_auth: false,
+        keys: &[],
+    },
     // Redis 7.2's CLIENT subcommands that Elsa answers.
     CmdInfo {
         name: "client|no-touch",
@@ -321,6 +329,9 @@ mod tests {
         assert!(TABLE.cmds[TABLE.id(b"auth").unwrap() as usize].no_auth);
         let fault = TABLE.cmds[TABLE.id(b"elsa.fault").unwrap() as usize];
         assert!(fault.cats & bit("dangerous") != 0);
+        let decommission = TABLE.cmds[TABLE.id(b"elsa.decommission").unwrap() as usize];
+        assert!(decommission.cats & bit("dangerous") != 0);
+        assert!(decommission.cats & bit("admin") != 0);
         assert_eq!(TABLE.lookup_rule(b"CONFIG|get"), TABLE.id(b"config|get"));
         assert_eq!(TABLE.lookup_rule(b"get|x"), None);
         assert_eq!(TABLE.lookup_rule(b"config|get|x"), None);

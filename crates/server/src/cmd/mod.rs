@@ -113,6 +113,7 @@ pub enum Control {
     WaitRegion,
     ElsaDigest,
     ElsaFault,
+    ElsaDecommission,
     // pub/sub (`crate::pubsub::commands`)
     Subscribe,
     Unsubscribe,
@@ -674,6 +675,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
     spec!("elsa.digest", 1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
     spec!("elsa.fault", -2, N, 0, 0, 0, Ctl(C::ElsaFault)),
+    spec!("elsa.decommission", 1, N, 0, 0, 0, Ctl(C::ElsaDecommission)),
     // pub/sub
     spec!("subscribe", -2, SUB, 0, 0, 0, Ctl(C::Subscribe)),
     spec!("unsubscribe", -1, SUB, 0, 0, 0, Ctl(C::Unsubscribe)),
