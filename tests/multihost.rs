@@ -181,13 +181,35 @@ fn field(hosts: &Hosts, i: usize, name: &str) -> i64 {
         })
 }
 
+/// The metrics port of h1 and h2.
+const METRICS_PORT: &str = "9100";
+
+/// `GET path` on host `i`'s metrics port, from inside its namespace.
+fn http_get(hosts: &Hosts, i: usize, path: &str) -> String {
+    let url = format!("http://{}:{METRICS_PORT}{path}", hosts.hosts[i].addr);
+    common::hosts::in_netns(&hosts.hosts[i].ns, move || {
+        ureq::get(&url)
+            .call()
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+            .into_string()
+            .expect("body")
+    })
+}
+
+/// Host `i`'s `/status.json`.
+fn status_json(hosts: &Hosts, i: usize) -> serde_json::Value {
+    serde_json::from_str(&http_get(hosts, i, "/status.json")).expect("status.json")
+}
+
 #[test]
 fn join_decommission_and_partition_across_hosts() {
     let mut hosts = Hosts::new("mh", 4);
     let long = Duration::from_secs(60);
     // Every node seeded by host name with the others (not with itself).
-    hosts.start(H1, "a", 1, &[H2, H3], &[]);
-    hosts.start(H2, "a", 2, &[H1, H3], &[]);
+    // h1 and h2 serve the metrics port (status page, /metrics) on their
+    // own addresses: the decommission shows there too.
+    hosts.start(H1, "a", 1, &[H2, H3], &["--metrics-port", METRICS_PORT]);
+    hosts.start(H2, "a", 2, &[H1, H3], &["--metrics-port", METRICS_PORT]);
     hosts.start(H3, "b", 3, &[H1, H2], &[]);
     hosts.wait_settled(&[H1, H2, H3], 3, long);
     for i in [H1, H2, H3] {
@@ -269,6 +291,27 @@ fn join_decommission_and_partition_across_hosts() {
     );
     assert_eq!(field(&hosts, H2, "slots_primary"), 0);
     assert_eq!(field(&hosts, H2, "decommission_slots_remaining"), 0);
+    // The status page's data and /metrics say the same: h2 done, and h1
+    // lists h2 as leaving, with no slot.
+    let h2_status = status_json(&hosts, H2);
+    assert_eq!(h2_status["cluster"]["decommission"]["phase"], "done");
+    assert_eq!(h2_status["cluster"]["decommission"]["slots_remaining"], 0);
+    let h1_status = status_json(&hosts, H1);
+    let h2_seen: Vec<&serde_json::Value> = h1_status["cluster"]["regions"]
+        .as_array()
+        .expect("regions")
+        .iter()
+        .flat_map(|r| r["nodes"].as_array().expect("nodes").iter())
+        .filter(|n| n["node"] == 2)
+        .collect();
+    assert_eq!(h2_seen.len(), 1, "{h1_status}");
+    assert_eq!(h2_seen[0]["leaving"], true, "{h1_status}");
+    assert_eq!(h2_seen[0]["slots_primary"], 0, "{h1_status}");
+    let h2_metrics = http_get(&hosts, H2, "/metrics");
+    assert!(
+        h2_metrics.contains("elsa_decommission_phase{phase=\"done\"} 1"),
+        "{h2_metrics}"
+    );
     // Its slots have their replicas back: with two replicas and two nodes
     // left, h1 and h4 each hold every key acknowledged so far.
     let done_at: Vec<u64> = acked.lock().unwrap().keys.clone();

@@ -2,8 +2,8 @@
 //! port, and stop it by PID when the test ends.
 #![allow(dead_code)]
 pub mod cluster;
-pub mod openmetrics;
 pub mod hosts;
+pub mod openmetrics;
 pub mod redis_server;
 
 use std::net::TcpListener;

@@ -438,6 +438,23 @@ fn membership(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
         "1 when this node serves its slots (caught up), 0 while catching up.",
         i64::from(c.serving),
     )?;
+    gauges(
+        enc,
+        "elsa_decommission_phase",
+        "1 for this node's decommission phase (none, stopping, draining, done).",
+        ["none", "stopping", "draining", "done"].map(|p| {
+            (
+                vec![("phase", p.to_string())],
+                i64::from(c.decommission.0 == p),
+            )
+        }),
+    )?;
+    gauge(
+        enc,
+        "elsa_decommission_slots_remaining",
+        "Slots this node held whose replicas are not yet restored elsewhere.",
+        c.decommission.1 as i64,
+    )?;
     gauge(
         enc,
         "elsa_fault_isolated",

@@ -27,6 +27,7 @@ pub(crate) fn render(v: &NodeView) -> Value {
                             "alive": m.alive,
                             "ready": m.ready,
                             "catching_up": m.alive && !m.ready,
+                            "leaving": m.leaving,
                             "slots_primary": m.slots_primary,
                             "self": m.node == v.node,
                             // The link from this node (None: itself).
@@ -73,6 +74,7 @@ pub(crate) fn render(v: &NodeView) -> Value {
             "replication": c.replication,
             "serving": c.serving,
             "catching_up": !c.serving,
+            "decommission": { "phase": c.decommission.0, "slots_remaining": c.decommission.1 },
             "pending_deltas": c.pending_deltas,
             "convergence_lag_ms": { "p50": c.lag_ms.0, "p99": c.lag_ms.1, "max": c.lag_ms.2 },
             "epochs": c.epochs,

@@ -50,6 +50,8 @@ pub(crate) struct MemberView {
     pub ready: bool,
     /// Slots (of 65536) it is the primary of in its region.
     pub slots_primary: usize,
+    /// Being decommissioned: it holds no slot, its old ones are draining.
+    pub leaving: bool,
 }
 
 /// The replication service's view.
@@ -61,6 +63,8 @@ pub(crate) struct ClusterView {
     pub peers: Vec<PeerInfo>,
     /// This node serves its slots (false while catching up).
     pub serving: bool,
+    /// This node's decommission: its phase and the slots still draining.
+    pub decommission: (&'static str, usize),
     pub replication: &'static str,
     pub epochs: u64,
     /// Convergence lag over lattices received: p50, p99, max (ms).
@@ -147,6 +151,7 @@ fn cluster_view(cl: &elsa_cluster::Cluster, pending_deltas: usize) -> ClusterVie
             client: m.client.to_string(),
             alive,
             ready: m.ready,
+            leaving: m.leaving,
         })
         .collect();
     let now = elsa_shard::unix_ms();
@@ -167,6 +172,10 @@ fn cluster_view(cl: &elsa_cluster::Cluster, pending_deltas: usize) -> ClusterVie
         members,
         peers: cl.peer_info(),
         serving: cl.is_serving(),
+        decommission: {
+            let d = cl.decommission_status();
+            (d.phase, d.slots_remaining)
+        },
         replication: cl.replication().name(),
         epochs: cl.epochs(),
         lag_ms: cl.lag_percentiles(),
