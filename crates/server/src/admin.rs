@@ -50,6 +50,7 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Eval
             | Control::Script
             | Control::Acl
+            | Control::Memory
     )
 }
 
@@ -164,6 +165,7 @@ impl Conn {
             Control::Eval => self.eval(args).await,
             Control::Script => self.script(args).await,
             Control::Acl => self.acl(args),
+            Control::Memory => self.memory_cmd(args).await,
             Control::Lastsave => {
                 let t = self
                     .shared
@@ -395,6 +397,7 @@ impl Conn {
         if is(&args[1], "GET") {
             let mut pairs = crate::info::config_pairs(&self.shared.config);
             pairs.extend(self.shared.tls.settings().pairs());
+            pairs.extend(crate::memory::config_pairs(&self.shared.memory.limit));
             let hits: Vec<&(String, String)> = pairs
                 .iter()
                 .filter(|(k, _)| {
@@ -425,6 +428,34 @@ impl Conn {
             return self
                 .w()
                 .error("ERR wrong number of arguments for 'config|set' command");
+        }
+        // The memory settings (`crate::memory`): applied here, all or
+        // nothing, when every key of the request is one of them.
+        let memory_only = args.chunks(2).all(|p| {
+            let key = String::from_utf8_lossy(&p[0]).to_ascii_lowercase();
+            crate::memory::CONFIG_KEYS.contains(&key.as_str())
+        });
+        if memory_only {
+            let pairs: Vec<(String, String)> = args
+                .chunks(2)
+                .map(|p| {
+                    (
+                        String::from_utf8_lossy(&p[0]).to_ascii_lowercase(),
+                        String::from_utf8_lossy(&p[1]).into_owned(),
+                    )
+                })
+                .collect();
+            return match crate::memory::config_set(&self.shared.memory.limit, &pairs) {
+                Ok(()) => {
+                    // Measured again at once: the next command already
+                    // meets the new limit.
+                    self.shared.memory.sample();
+                    self.w().simple("OK")
+                }
+                Err((arg, why)) => self.w().error(&format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{arg}') - {why}"
+                )),
+            };
         }
         let mut changes = Vec::new();
         for pair in args.chunks(2) {

@@ -546,6 +546,11 @@ impl Conn {
         if let Some(d) = self.acl_denied(spec, &args) {
             return refuse(d.message());
         }
+        // Over maxmemory with nothing to evict (`crate::memory`).
+        let queued = self.s.multi.as_ref().map(|_| &self.s.multi_args[..]);
+        if self.shared.memory.refuses(spec, &args, queued) {
+            return refuse(crate::memory::ERR_OOM.into());
+        }
         if self.s.multi.is_some() {
             self.s.classified = Some(args.clone());
         }
@@ -739,7 +744,7 @@ impl Conn {
 
     /// A data command outside MULTI: inside BEGIN it joins the transaction;
     /// otherwise it runs atomically on its own.
-    async fn run_data(&mut self, dc: DataCmd) {
+    pub(crate) async fn run_data(&mut self, dc: DataCmd) {
         if let Shape::Blocking { timeout_ms, .. } = dc.shape {
             if self.s.txn.is_none() {
                 return self.run_blocking(dc, timeout_ms).await;

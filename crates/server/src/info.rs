@@ -97,19 +97,9 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
             "snapshot-interval-sec".into(),
             c.snapshot_interval_sec.to_string(),
         ),
-        ("maxmemory".into(), "0".into()),
-        ("maxmemory-policy".into(), "noeviction".into()),
         ("timeout".into(), "0".into()),
         ("cluster-enabled".into(), "no".into()),
     ]
-}
-
-fn rss_bytes() -> u64 {
-    // /proc/self/statm: size resident … in pages.
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
 }
 
 impl Conn {
@@ -153,12 +143,12 @@ impl Conn {
             );
         }
         if want("memory") {
-            let _ = write!(
-                t,
-                "# Memory\r\nused_memory_rss:{}\r\nused_memory_dataset:{}\r\nmaxmemory:0\r\n\r\n",
-                rss_bytes(),
-                total.memory
+            let f = crate::memory::report::Figures::measure(
+                &sh.memory,
+                total.memory as u64,
+                total.live as u64,
             );
+            t.push_str(&crate::memory::report::info_section(&sh.memory, &f));
         }
         if want("persistence") {
             let p = &sh.persistence;
@@ -196,11 +186,12 @@ impl Conn {
         if want("stats") {
             let _ = write!(
                 t,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\n{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\n{}\r\n",
                 sh.total_connections.load(Ordering::Relaxed),
                 sh.total_commands.load(Ordering::Relaxed),
                 sh.rejected.load(Ordering::Relaxed),
                 total.expired,
+                sh.memory.limit.evicted(),
                 sh.acl.info_stats(),
             );
         }

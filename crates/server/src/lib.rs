@@ -21,6 +21,7 @@ pub mod cmd;
 pub mod config;
 pub mod conn;
 mod info;
+pub mod memory;
 pub mod node;
 pub mod persistence;
 pub mod pubsub;

@@ -58,6 +58,8 @@ pub struct Shared {
     /// Client TLS: its settings and the configuration new TLS connections
     /// get (`CONFIG SET tls-*` swaps it).
     pub tls: crate::tls::Tls,
+    /// Memory use, `maxmemory` and eviction (`crate::memory`).
+    pub memory: Arc<crate::memory::Memory>,
 }
 
 /// An accepted socket on its way to a worker, with the TLS configuration
@@ -243,6 +245,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
     for shard in &mut shards {
         shard.set_change_hook(tracking.clone());
     }
+    let memory = Arc::new(crate::memory::Memory::from_settings(&config.memory));
+    for shard in &mut shards {
+        shard.set_memory_limit(memory.limit.clone());
+    }
     let placement: Arc<dyn Placement> = match &cluster {
         Some(c) => Arc::new(elsa_cluster::Router(c.clone())),
         None => Arc::new(elsa_cluster::Standalone::new(
@@ -274,7 +280,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
         scripts: crate::script::Scripts::new(&config),
         acl,
         tls,
+        memory: memory.clone(),
     });
+    memory.start_sampler(workers).map_err(StartError::Thread)?;
 
     let mut conn_txs = Vec::with_capacity(workers);
     let mut threads = Vec::with_capacity(workers);
@@ -673,6 +681,9 @@ fn worker(
             loop {
                 tick.tick().await;
                 let mut shard = s.borrow_mut();
+                // Over maxmemory, a shard that sees no commands evicts too
+                // (`crate::memory`); its deletes go out with this epoch.
+                shard.evict_on_tick(elsa_shard::unix_ms());
                 // The epoch's lattices go to the key's other replicas; with
                 // no peers there is no one to tell.
                 let gossip = shard.flush_gossip();

@@ -11,7 +11,7 @@ mod bits;
 mod hashes;
 mod keys;
 mod lists;
-mod object;
+pub(crate) mod object;
 mod sets;
 mod strings;
 mod zsets;
@@ -127,6 +127,8 @@ pub enum Control {
     Script,
     /// ACL SETUSER|GETUSER|… (`crate::acl`).
     Acl,
+    /// MEMORY USAGE|STATS|DOCTOR|MALLOC-STATS|PURGE (`crate::memory`).
+    Memory,
 }
 
 /// What kind of command a name is.
@@ -586,7 +588,7 @@ pub static COMMANDS: &[Spec] = &[
     ),
     spec!("copy", -3, WS, 1, 2, 1, Data(keys::copy)),
     spec!("object", -2, &[], 0, 0, 0, Data(object::object)),
-    spec!("memory", -2, &[], 0, 0, 0, Data(object::memory)),
+    spec!("memory", -2, &[], 0, 0, 0, Ctl(C::Memory)),
     spec!("randomkey", 1, &["readonly"], 0, 0, 0, Ctl(C::Randomkey)),
     spec!("type", 2, R, 1, 1, 1, Data(keys::type_)),
     spec!("ttl", 2, R, 1, 1, 1, Data(keys::ttl)),

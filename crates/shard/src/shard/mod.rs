@@ -41,6 +41,8 @@ pub struct ShardStats {
     pub busy: u64,
     /// Keys expired by the active expiry cycle.
     pub expired: u64,
+    /// Keys evicted to stay under `maxmemory` (see `shard/evict.rs`).
+    pub evicted: u64,
     /// Lattices flushed from the gossip buffer.
     pub gossiped: u64,
     /// Keys changed this epoch, waiting in the gossip buffer.
@@ -126,6 +128,12 @@ pub struct Shard {
     /// than one batch holds, successive rounds cover the whole table
     /// instead of re-shipping one part (which stalled repair).
     ae_cursor: std::cell::Cell<(usize, usize)>,
+    /// The node's memory limit, when the server set one up.
+    limit: Option<Arc<crate::evict::MemoryLimit>>,
+    /// The best eviction candidates seen lately (Redis's eviction pool).
+    evict_pool: Vec<evict::Candidate>,
+    /// Where eviction sampling draws its places from.
+    evict_seed: u64,
 }
 
 /// The answer channel of a lone batch.
@@ -206,6 +214,9 @@ struct LoneView<'a> {
     now_ms: u64,
     /// The last [`KeyView::stamp`].
     stamp: (Ts, Version),
+    /// Whether a lookup counts as an access (not for OBJECT, MEMORY
+    /// USAGE, TYPE…: Redis's `LOOKUP_NOTOUCH`).
+    touch: bool,
 }
 
 impl LoneView<'_> {
@@ -220,7 +231,17 @@ impl LoneView<'_> {
 
 impl KeyView for LoneView<'_> {
     fn lookup(&mut self, key: &[u8]) -> Option<Value> {
-        self.shard.lookup(self.hash_of(key), key, self.now_ms)
+        let hash = self.hash_of(key);
+        if self.touch {
+            self.shard.table.get_touched(hash, key);
+        }
+        self.shard.lookup(hash, key, self.now_ms)
+    }
+
+    fn access(&mut self, key: &[u8]) -> Option<(u32, crate::evict::AccessClock)> {
+        let hash = self.hash_of(key);
+        let clock = *self.shard.table.clock();
+        self.shard.table.get(hash, key).map(|r| (r.access(), clock))
     }
 
     fn store(&mut self, key: &[u8], value: Option<Value>) {
@@ -275,6 +296,9 @@ impl Shard {
             parked: std::collections::VecDeque::new(),
             parked_on: FastMap::default(),
             repl: None,
+            limit: None,
+            evict_pool: Vec::new(),
+            evict_seed: index as u64,
         }
     }
 
@@ -929,6 +953,7 @@ impl Shard {
     /// by a transaction other than `me`.
     fn run_ops(&mut self, ops: &[KeyOp], me: Option<TxnId>) -> Vec<OpReply> {
         let now_ms = unix_ms();
+        self.memory_check(now_ms);
         let refuse_writes = self.write_refusal().is_some();
         let mut out = Vec::with_capacity(ops.len());
         for kop in ops {
@@ -947,6 +972,7 @@ impl Shard {
                 hash: kop.hash,
                 now_ms,
                 stamp: (0, Version::ZERO),
+                touch: !kop.op.no_touch(),
             };
             out.push(kop.op.apply(&kop.key, &mut view));
         }
@@ -1321,6 +1347,7 @@ impl Shard {
     }
 }
 
+mod evict;
 mod persist;
 mod upkeep;
 pub use upkeep::AeBatch;
