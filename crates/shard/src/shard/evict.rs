@@ -121,9 +121,17 @@ impl Shard {
             self.evict_pool.insert(at, Candidate { score, hash, key });
         }
         // The best first; a candidate gone meanwhile (deleted, held) is
-        // dropped from the pool.
+        // dropped from the pool, and so is one used since it was sampled
+        // (its score fell): Redis would evict it on its stale score.
         while let Some(c) = self.evict_pool.pop() {
-            if self.evictable(c.hash, &c.key, volatile, now_ms) {
+            if !self.evictable(c.hash, &c.key, volatile, now_ms) {
+                continue;
+            }
+            let now = self
+                .table
+                .get(c.hash, &c.key)
+                .map_or(0, |r| clock.score(policy, r.access(), expiry(r, now_ms)));
+            if now >= c.score {
                 return Some((c.hash, c.key));
             }
         }
