@@ -43,18 +43,18 @@ impl Shard {
     /// Before a batch: sets the table's access clock and, when the node is
     /// over its limit, evicts. Costs one relaxed load when it is not.
     pub(super) fn memory_check(&mut self, now_ms: u64) {
-        let Some(limit) = self.limit.clone() else {
-            self.table.set_clock(crate::evict::AccessClock {
+        let clock = match &self.limit {
+            Some(limit) => limit.clock(now_ms),
+            None => crate::evict::AccessClock {
                 now_ms,
                 ..Default::default()
-            });
-            return;
+            },
         };
-        self.table.set_clock(limit.clock(now_ms));
-        if limit.excess() == 0 {
-            return;
+        self.table.set_clock(clock);
+        // The Arc is cloned only on the way to evicting.
+        if let Some(limit) = self.limit.as_ref().filter(|l| l.excess() > 0).cloned() {
+            self.evict(&limit, now_ms);
         }
-        self.evict(&limit, now_ms);
     }
 
     /// Evicts while the node is over its limit (at most [`MAX_PER_CALL`]

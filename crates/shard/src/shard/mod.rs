@@ -195,6 +195,18 @@ pub const PART_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 pub const ERR_WAL: &str =
     "MISCONF the write-ahead log cannot write (see INFO persistence and the server log); writes are refused until it can";
 
+/// What a stored record shows a command at `now_ms`.
+fn value_of(rec: &Record, now_ms: u64) -> Option<Value> {
+    if let Some(s) = rec.typed() {
+        return Some(Value::Typed(s.clone()));
+    }
+    rec.live_value(now_ms)?;
+    Some(Value::Str(Current {
+        value: rec.value_bytes()?,
+        expire_ms: rec.expire_ms(),
+    }))
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn unix_ms() -> u64 {
     std::time::SystemTime::now()
@@ -233,7 +245,9 @@ impl KeyView for LoneView<'_> {
     fn lookup(&mut self, key: &[u8]) -> Option<Value> {
         let hash = self.hash_of(key);
         if self.touch {
-            self.shard.table.get_touched(hash, key);
+            // One probe: the lookup is the access that touches the clock.
+            let rec = self.shard.table.get_touched(hash, key)?;
+            return value_of(rec, self.now_ms);
         }
         self.shard.lookup(hash, key, self.now_ms)
     }
@@ -491,15 +505,7 @@ impl Shard {
 
     /// What `key` holds (see [`KeyView::lookup`]).
     fn lookup(&self, hash: u64, key: &[u8], now_ms: u64) -> Option<Value> {
-        let rec = self.table.get(hash, key)?;
-        if let Some(s) = rec.typed() {
-            return Some(Value::Typed(s.clone()));
-        }
-        rec.live_value(now_ms)?;
-        Some(Value::Str(Current {
-            value: rec.value_bytes()?,
-            expire_ms: rec.expire_ms(),
-        }))
+        value_of(self.table.get(hash, key)?, now_ms)
     }
 
     /// A whole write committed here as `version` (a lone command's, or a
