@@ -91,7 +91,7 @@ pub fn info_section(mem: &Memory, f: &Figures) -> String {
     );
     let _ = write!(
         t,
-        "allocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmaxmemory_samples:{}\r\n",
+        "allocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n",
         a.allocated,
         a.active,
         a.resident,
@@ -99,7 +99,6 @@ pub fn info_section(mem: &Memory, f: &Figures) -> String {
         limit.maxmemory(),
         human(limit.maxmemory()),
         limit.policy().name(),
-        limit.samples(),
     );
     let _ = write!(
         t,
