@@ -562,6 +562,11 @@ impl Conn {
         }
         match spec.kind {
             Kind::Control(c) => Step::Control(c, args),
+            // MEMORY STATS, DOCTOR… are node-wide (`crate::memory`); USAGE
+            // is a data command like any other (it queues in MULTI).
+            Kind::Data(_) if spec.name == "memory" && crate::memory::node_wide(&args) => {
+                Step::Control(Control::Memory, args)
+            }
             Kind::Data(parse) => {
                 let parsed = self.data_cmd(parse, &args);
                 if let (Ok(dc), Some(_)) = (&parsed, &self.s.tracking) {
@@ -744,7 +749,7 @@ impl Conn {
 
     /// A data command outside MULTI: inside BEGIN it joins the transaction;
     /// otherwise it runs atomically on its own.
-    pub(crate) async fn run_data(&mut self, dc: DataCmd) {
+    async fn run_data(&mut self, dc: DataCmd) {
         if let Shape::Blocking { timeout_ms, .. } = dc.shape {
             if self.s.txn.is_none() {
                 return self.run_blocking(dc, timeout_ms).await;

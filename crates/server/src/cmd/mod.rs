@@ -588,7 +588,7 @@ pub static COMMANDS: &[Spec] = &[
     ),
     spec!("copy", -3, WS, 1, 2, 1, Data(keys::copy)),
     spec!("object", -2, &[], 0, 0, 0, Data(object::object)),
-    spec!("memory", -2, &[], 0, 0, 0, Ctl(C::Memory)),
+    spec!("memory", -2, &[], 0, 0, 0, Data(object::memory)),
     spec!("randomkey", 1, &["readonly"], 0, 0, 0, Ctl(C::Randomkey)),
     spec!("type", 2, R, 1, 1, 1, Data(keys::type_)),
     spec!("ttl", 2, R, 1, 1, 1, Data(keys::ttl)),

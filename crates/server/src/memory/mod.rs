@@ -155,6 +155,17 @@ impl Memory {
     }
 }
 
+/// True for the MEMORY subcommands about the whole node (STATS, DOCTOR,
+/// MALLOC-STATS, PURGE), which `report` answers; USAGE and HELP are data
+/// commands.
+pub fn node_wide(args: &[Bytes]) -> bool {
+    args.get(1).is_some_and(|s| {
+        ["STATS", "DOCTOR", "MALLOC-STATS", "PURGE"]
+            .iter()
+            .any(|n| s.eq_ignore_ascii_case(n.as_bytes()))
+    })
+}
+
 /// True for a request Redis flags `denyoom` (a subcommand by its
 /// `container|sub` name). Elsa's own PUT writes a value like SET.
 fn denyoom_request(args: &[Bytes]) -> bool {

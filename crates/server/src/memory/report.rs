@@ -169,16 +169,11 @@ fn malloc_stats() -> String {
 }
 
 impl Conn {
-    /// MEMORY USAGE|STATS|DOCTOR|MALLOC-STATS|PURGE|HELP (the subcommand
-    /// table has checked the subcommand and its count).
+    /// MEMORY STATS|DOCTOR|MALLOC-STATS|PURGE (the subcommand table has
+    /// checked the subcommand and its count; USAGE and HELP are data
+    /// commands, `cmd/object.rs`).
     pub(crate) async fn memory_cmd(&mut self, args: &[Bytes]) {
         let sub = c_str(&args[1]);
-        if is(sub, "USAGE") || is(sub, "HELP") {
-            return match self.data_cmd(crate::cmd::object::memory, args) {
-                Ok(dc) => self.run_data(dc).await,
-                Err(e) => self.w().error(&e.0),
-            };
-        }
         if is(sub, "PURGE") {
             return if super::purge() {
                 self.w().simple("OK")
