@@ -141,8 +141,7 @@ const ABSENT: &[(&str, &[&str])] = &[
             "expired_stale_perc",
             "expired_time_cap_reached_count",
             "expire_cycle_cpu_milliseconds",
-            // Eviction (the memory section's owner adds evicted_keys).
-            "evicted_keys",
+            // Eviction internals Elsa does not track (evicted_keys it has).
             "evicted_clients",
             "total_eviction_exceeded_time",
             "current_eviction_exceeded_time",

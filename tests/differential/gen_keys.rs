@@ -95,8 +95,8 @@ impl Gen {
         let (args, norm) = match self.rng.gen_range(0..10) {
             0..=2 => (vec![self.name("ENCODING"), k], Norm::Encoding),
             3..=4 => (vec![self.name("REFCOUNT"), k], Norm::Refcount),
-            // Redis counts seconds since the last access; Elsa keeps no
-            // access times and answers 0.
+            // Seconds since the last access: both keep it, but the two
+            // servers' clocks tick at different moments.
             5 => (vec![self.name("IDLETIME"), k], Norm::Shape),
             6 => (vec![self.name("FREQ"), k], Norm::Exact),
             7 => (vec![self.name("HELP")], Norm::Exact),

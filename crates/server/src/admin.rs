@@ -52,6 +52,7 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Acl
             | Control::Slowlog
             | Control::Latency
+            | Control::Memory
     )
 }
 
@@ -169,6 +170,7 @@ impl Conn {
             Control::Eval => self.eval(args).await,
             Control::Script => self.script(args).await,
             Control::Acl => self.acl(args),
+            Control::Memory => self.memory_cmd(args).await,
             Control::Lastsave => {
                 let t = self
                     .shared

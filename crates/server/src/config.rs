@@ -210,6 +210,23 @@ pub struct Keys {
     /// address, unauthenticated (0 = off).
     #[arg(long, env = "ELSA_METRICS_PORT")]
     pub metrics_port: Option<u16>,
+    /// Memory limit (Redis's `maxmemory`: bytes, or 100mb, 2gb…; 0 = none).
+    #[arg(long, env = "ELSA_MAXMEMORY")]
+    #[serde(default, deserialize_with = "memory_value")]
+    pub maxmemory: Option<String>,
+    /// What goes when over `maxmemory`: noeviction, allkeys-lru, allkeys-lfu,
+    /// allkeys-random, volatile-lru, volatile-lfu, volatile-random, volatile-ttl.
+    #[arg(long, env = "ELSA_MAXMEMORY_POLICY")]
+    pub maxmemory_policy: Option<String>,
+    /// Keys sampled per eviction (Redis's `maxmemory-samples`).
+    #[arg(long, env = "ELSA_MAXMEMORY_SAMPLES")]
+    pub maxmemory_samples: Option<u32>,
+    /// LFU counter's logarithm factor (Redis's `lfu-log-factor`).
+    #[arg(long, env = "ELSA_LFU_LOG_FACTOR")]
+    pub lfu_log_factor: Option<u32>,
+    /// Minutes per halving step of an idle key's LFU counter (`lfu-decay-time`).
+    #[arg(long, env = "ELSA_LFU_DECAY_TIME")]
+    pub lfu_decay_time: Option<u32>,
 }
 
 impl Keys {
@@ -273,7 +290,12 @@ impl Keys {
             latency_monitor_threshold,
             latency_tracking,
             latency_tracking_info_percentiles,
-            metrics_port
+            metrics_port,
+            maxmemory,
+            maxmemory_policy,
+            maxmemory_samples,
+            lfu_log_factor,
+            lfu_decay_time
         );
     }
 }
@@ -333,8 +355,26 @@ pub struct Config {
     pub busy_reply_threshold: u64,
     /// The metrics port (`crate::http`; 0 = off).
     pub metrics_port: u16,
+    /// Memory limit and eviction at start (`crate::memory`; CONFIG SET
+    /// changes the live values in `Shared::memory`).
+    pub memory: MemorySettings,
     /// Region and peers.
     pub cluster: ClusterKeys,
+}
+
+/// The resolved memory settings.
+#[derive(Debug, Clone)]
+pub struct MemorySettings {
+    /// `maxmemory` in bytes (0 = none).
+    pub maxmemory: u64,
+    /// `maxmemory-policy`.
+    pub policy: elsa_shard::evict::Policy,
+    /// `maxmemory-samples`.
+    pub samples: u32,
+    /// `lfu-log-factor`.
+    pub lfu_log_factor: u32,
+    /// `lfu-decay-time`.
+    pub lfu_decay_time: u32,
 }
 
 /// The resolved region and peer settings.
@@ -435,6 +475,20 @@ pub enum ConfigError {
     Parse(String, toml::de::Error),
     #[error("bad value for {0}: {1}")]
     Value(&'static str, String),
+}
+
+/// A memory value in the file: a number of bytes or a string ("100mb").
+fn memory_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Value {
+        Bytes(u64),
+        Text(String),
+    }
+    Ok(Some(match Value::deserialize(d)? {
+        Value::Bytes(n) => n.to_string(),
+        Value::Text(s) => s,
+    }))
 }
 
 fn need<T>(v: Option<T>, name: &'static str) -> Result<T, ConfigError> {
@@ -648,6 +702,34 @@ impl Config {
                 .map_err(|e| ConfigError::Value("latency-tracking-info-percentiles", e))?,
             },
             metrics_port: need(c.metrics_port, "metrics-port")?,
+            memory: MemorySettings {
+                maxmemory: {
+                    let v = need(c.maxmemory, "maxmemory")?;
+                    crate::memory::parse_memory(&v).ok_or_else(|| {
+                        ConfigError::Value(
+                            "maxmemory",
+                            format!("'{v}' (a memory value: 100mb, 2gb, bytes)"),
+                        )
+                    })?
+                },
+                policy: {
+                    let v = need(c.maxmemory_policy, "maxmemory-policy")?;
+                    elsa_shard::evict::Policy::parse(&v).ok_or_else(|| {
+                        ConfigError::Value("maxmemory-policy", format!("'{v}' (noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu, volatile-random or volatile-ttl)"))
+                    })?
+                },
+                samples: match need(c.maxmemory_samples, "maxmemory-samples")? {
+                    0 => {
+                        return Err(ConfigError::Value(
+                            "maxmemory-samples",
+                            "0 (at least 1)".into(),
+                        ))
+                    }
+                    n => n,
+                },
+                lfu_log_factor: need(c.lfu_log_factor, "lfu-log-factor")?,
+                lfu_decay_time: need(c.lfu_decay_time, "lfu-decay-time")?,
+            },
             cluster: ClusterKeys {
                 region: need(c.region, "region")?,
                 peer_port: need(c.peer_port, "peer-port")?,

@@ -571,6 +571,11 @@ impl Conn {
         if let Some(d) = self.acl_denied(spec, &args) {
             return refuse(d.message());
         }
+        // Over maxmemory with nothing to evict (`crate::memory`).
+        let queued = self.s.multi.as_ref().map(|_| &self.s.multi_args[..]);
+        if self.shared.memory.refuses(spec, &args, queued) {
+            return refuse(crate::memory::ERR_OOM.into());
+        }
         if self.s.multi.is_some() {
             self.s.classified = Some(args.clone());
         }
@@ -587,6 +592,11 @@ impl Conn {
                     self.stat.keep_args(args.clone());
                 }
                 Step::Control(c, args)
+            }
+            // MEMORY STATS, DOCTOR… are node-wide (`crate::memory`); USAGE
+            // is a data command like any other (it queues in MULTI).
+            Kind::Data(_) if spec.name == "memory" && crate::memory::node_wide(&args) => {
+                Step::Control(Control::Memory, args)
             }
             Kind::Data(parse) => {
                 let parsed = self.data_cmd(parse, &args);

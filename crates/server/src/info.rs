@@ -96,8 +96,6 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
             "snapshot-interval-sec".into(),
             c.snapshot_interval_sec.to_string(),
         ),
-        ("maxmemory".into(), "0".into()),
-        ("maxmemory-policy".into(), "noeviction".into()),
         ("timeout".into(), "0".into()),
         ("cluster-enabled".into(), "no".into()),
     ]
@@ -138,12 +136,12 @@ impl Conn {
             );
         }
         if want("memory") {
-            let _ = write!(
-                t,
-                "# Memory\r\nused_memory_rss:{}\r\nused_memory_dataset:{}\r\nmaxmemory:0\r\n\r\n",
-                rss_bytes(),
-                total.memory
+            let f = crate::memory::report::Figures::measure(
+                &sh.memory,
+                total.memory as u64,
+                total.live as u64,
             );
+            t.push_str(&crate::memory::report::info_section(&sh.memory, &f));
         }
         if want("persistence") {
             crate::info_sections::persistence(&mut t, sh, &stats);

@@ -31,6 +31,7 @@ mod info;
 mod info_sections;
 mod intro;
 pub mod latency;
+pub mod memory;
 pub mod node;
 pub mod persistence;
 pub mod pubsub;

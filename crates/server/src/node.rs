@@ -66,6 +66,8 @@ pub struct Shared {
     pub latency: crate::latency::Latency,
     pub runtime: crate::runtime::Runtime,
     pub rates: crate::rates::Rates,
+    /// Memory use, `maxmemory` and eviction (`crate::memory`).
+    pub memory: Arc<crate::memory::Memory>,
 }
 
 /// An accepted socket on its way to a worker, with the TLS configuration
@@ -252,6 +254,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
     for shard in &mut shards {
         shard.set_change_hook(tracking.clone());
     }
+    let memory = Arc::new(crate::memory::Memory::from_settings(&config.memory));
+    for shard in &mut shards {
+        shard.set_memory_limit(memory.limit.clone());
+    }
     let placement: Arc<dyn Placement> = match &cluster {
         Some(c) => Arc::new(elsa_cluster::Router(c.clone())),
         None => Arc::new(elsa_cluster::Standalone::new(
@@ -291,8 +297,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
         latency: crate::latency::Latency::new(config.introspection.latency_monitor_threshold),
         runtime: crate::runtime::Runtime::new(&config.introspection),
         rates: Default::default(),
+        memory: memory.clone(),
     });
     crate::rates::start_sampler(&shared);
+    memory.start_sampler(workers).map_err(StartError::Thread)?;
 
     let mut conn_txs = Vec::with_capacity(workers);
     let mut threads = Vec::with_capacity(workers);
@@ -694,6 +702,9 @@ fn worker(
             loop {
                 tick.tick().await;
                 let mut shard = s.borrow_mut();
+                // Over maxmemory, a shard that sees no commands evicts too
+                // (`crate::memory`); its deletes go out with this epoch.
+                shard.evict_on_tick(elsa_shard::unix_ms());
                 // The epoch's lattices go to the key's other replicas; with
                 // no peers there is no one to tell.
                 let gossip = shard.flush_gossip();

@@ -144,6 +144,32 @@ pub static PARAMS: &[Param] = &[
                 .join(" ")
         },
     },
+    // The memory limit (`crate::memory`).
+    Param {
+        name: "maxmemory",
+        check: |v| crate::memory::config_change("maxmemory", v),
+        get: |s| s.memory.limit.maxmemory().to_string(),
+    },
+    Param {
+        name: "maxmemory-policy",
+        check: |v| crate::memory::config_change("maxmemory-policy", v),
+        get: |s| s.memory.limit.policy().name().to_string(),
+    },
+    Param {
+        name: "maxmemory-samples",
+        check: |v| crate::memory::config_change("maxmemory-samples", v),
+        get: |s| s.memory.limit.samples().to_string(),
+    },
+    Param {
+        name: "lfu-log-factor",
+        check: |v| crate::memory::config_change("lfu-log-factor", v),
+        get: |s| s.memory.limit.lfu_log_factor().to_string(),
+    },
+    Param {
+        name: "lfu-decay-time",
+        check: |v| crate::memory::config_change("lfu-decay-time", v),
+        get: |s| s.memory.limit.lfu_decay_time().to_string(),
+    },
 ];
 
 /// The CONFIG GET pairs of [`PARAMS`].
@@ -238,6 +264,9 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
             "slowlog-log-slower-than"
             | "slowlog-max-len"
             | "latency-monitor-threshold"
+            | "maxmemory-samples"
+            | "lfu-log-factor"
+            | "lfu-decay-time"
             | "tls-port" => match value.parse::<i64>() {
                 Ok(n) => toml_edit::value(n),
                 Err(_) => continue,

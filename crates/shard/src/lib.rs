@@ -10,6 +10,8 @@
 //!   counts and collects garbage.
 //! - [`wal`] is durability: the record codec, the per-shard log with group
 //!   commit, snapshot files and recovery.
+//! - [`evict`] is the memory limit shards share and the eviction
+//!   policies' access clocks (the eviction itself: `shard/evict.rs`).
 //! - [`msg`] is the actor's typed inbox ([`ShardMsg`]).
 //! - [`gossip`] records what changed each merge epoch.
 //! - [`repl`] is in-region replication as the shard sees it: the batches
@@ -19,6 +21,7 @@
 //! coordinator side of commits live in `elsa-txn`.
 
 pub mod db;
+pub mod evict;
 pub mod glob;
 pub mod gossip;
 pub mod msg;

@@ -6,8 +6,13 @@
 //! Layout of `data`:
 //!
 //! ```text
-//! [flags u8][origin u32][key_len u32][expire_ms u64 if HAS_TTL][key][value]
+//! [flags u8][origin u32][key_len u32][access u24][expire_ms u64 if HAS_TTL][key][value]
 //! ```
+//!
+//! `access` is the key's eviction clock, Redis's 24 `lru` bits of an object:
+//! its last access in seconds, or (under an LFU policy) its last decrement
+//! in minutes and a logarithmic access counter (`crate::evict`). It lives in
+//! the record's own allocation, not the slot, so the slot stays 32 bytes.
 //!
 //! A value of [`SHARED_MIN`] bytes or more is not copied into the record:
 //! the record keeps a handle on the (reference-counted) buffer it arrived
@@ -35,7 +40,9 @@ const UNIT_HERE: u8 = 8;
 const UNIT_SHARDS: u8 = 16;
 /// `[value]` is a pointer to a boxed `Arc<KeyState>` owned by the record.
 const TYPED: u8 = 32;
-const HEADER: usize = 1 + 4 + 4;
+const HEADER: usize = 1 + 4 + 4 + 3;
+/// Where the access clock sits in `data`.
+const ACCESS: usize = 9;
 const PTR: usize = std::mem::size_of::<usize>();
 
 /// Values at least this long are kept by reference rather than copied.
@@ -214,7 +221,7 @@ impl Record {
         raw.copy_from_slice(&self.data[at..]);
         // SAFETY: set by `new_shared` from `Box::into_raw` of a `Bytes`
         // this record owns until it is dropped (see `Drop`); records are
-        // never cloned, and `data` is never changed after construction.
+        // never cloned, and the pointer bytes of `data` never change.
         Some(unsafe { &*(usize::from_le_bytes(raw) as *const Bytes) })
     }
 
@@ -248,6 +255,7 @@ impl Record {
         data.push(flags);
         data.extend_from_slice(&version.origin.to_le_bytes());
         data.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        data.extend_from_slice(&[0; 3]);
         if let Some(ms) = expire_ms {
             data.extend_from_slice(&ms.to_le_bytes());
         }
@@ -262,6 +270,22 @@ impl Record {
 
     fn flags(&self) -> u8 {
         self.data[0]
+    }
+
+    /// The eviction clock (24 bits; see the module doc).
+    pub fn access(&self) -> u32 {
+        u32::from_le_bytes([
+            self.data[ACCESS],
+            self.data[ACCESS + 1],
+            self.data[ACCESS + 2],
+            0,
+        ])
+    }
+
+    /// Sets the eviction clock (its low 24 bits). Not part of the
+    /// lattice: merges, digests and the log ignore it.
+    pub fn set_access(&mut self, clock: u32) {
+        self.data[ACCESS..ACCESS + 3].copy_from_slice(&clock.to_le_bytes()[..3]);
     }
 
     /// Marks which kind of commit wrote this state.
@@ -411,6 +435,12 @@ mod tests {
             prop_assert_eq!(r.expire_ms(), ttl);
             prop_assert_eq!(r.version(), Version::new(commit, origin));
             prop_assert_eq!(r.start_ts, start);
+            let mut r = r;
+            r.set_access(0x00ab_cdef);
+            prop_assert_eq!(r.access(), 0x00ab_cdef);
+            prop_assert_eq!(r.key(), &key[..]);
+            prop_assert_eq!(r.value(), value.as_deref());
+            prop_assert_eq!(r.expire_ms(), ttl);
         }
     }
 

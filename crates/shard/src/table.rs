@@ -8,6 +8,7 @@
 use elsa_lattice::Version;
 use hashbrown::HashTable;
 
+use crate::evict::AccessClock;
 use crate::record::Record;
 
 /// Segments per shard; a power of two (the low 8 bits of the hash's high word).
@@ -77,6 +78,13 @@ pub struct Table {
     /// XOR of [`fingerprint`]s per anti-entropy bucket, kept current on
     /// every change so comparing replicas never needs a scan.
     digests: Box<[u64]>,
+    /// How records' access clocks are stamped and touched now (the shard
+    /// sets it per batch; see [`crate::evict`]).
+    clock: AccessClock,
+    /// xorshift64* state for LFU's probabilistic increments. Hand-written:
+    /// one multiply per access on the shard's own thread, where a crate
+    /// generator would add a dependency for the same three lines.
+    rng: u64,
 }
 
 impl Table {
@@ -87,7 +95,37 @@ impl Table {
             hasher,
             len: 0,
             digests: vec![0; DIGEST_BUCKETS].into_boxed_slice(),
+            clock: AccessClock::default(),
+            rng: 0x2545_f491_4f6c_dd1d,
         }
+    }
+
+    /// Sets how access clocks are stamped from now on.
+    pub fn set_clock(&mut self, clock: AccessClock) {
+        self.clock = clock;
+    }
+
+    /// The clock records are stamped with now.
+    pub fn clock(&self) -> &AccessClock {
+        &self.clock
+    }
+
+    /// A uniform draw in [0, 1).
+    fn random(&mut self) -> f64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// The record for `key`, its access clock touched (a command read or
+    /// wrote it: Redis's `lookupKey`).
+    pub fn get_touched(&mut self, hash: u64, key: &[u8]) -> Option<&Record> {
+        let draw = if self.clock.lfu { self.random() } else { 0.0 };
+        let clock = self.clock;
+        let rec = self.segments[segment_of(hash)].find_mut(hash, |r| r.key() == key)?;
+        rec.set_access(clock.touched(rec.access(), draw));
+        Some(rec)
     }
 
     /// The digest of anti-entropy bucket `bucket`.
@@ -115,13 +153,18 @@ impl Table {
     }
 
     /// Replaces (or inserts) the record for its key.
-    pub fn put(&mut self, hash: u64, record: Record) {
+    pub fn put(&mut self, hash: u64, mut record: Record) {
         let hasher = &self.hasher;
         let seg = &mut self.segments[segment_of(hash)];
         let new = print_of(hash, &record);
         let old = match seg.find_mut(hash, |r| r.key() == record.key()) {
-            Some(slot) => Some(print_of(hash, &std::mem::replace(slot, record))),
+            Some(slot) => {
+                // A new state of a key keeps its access clock.
+                record.set_access(slot.access());
+                Some(print_of(hash, &std::mem::replace(slot, record)))
+            }
             None => {
+                record.set_access(self.clock.fresh());
                 seg.insert_unique(hash, record, |r| {
                     std::hash::BuildHasher::hash_one(hasher, r.key())
                 });
@@ -152,7 +195,8 @@ impl Table {
             |r| std::hash::BuildHasher::hash_one(hasher, r.key()),
         ) {
             hashbrown::hash_table::Entry::Occupied(mut o) => match decide(Some(o.get())) {
-                Some(rec) => {
+                Some(mut rec) => {
+                    rec.set_access(o.get().access());
                     let new = print_of(hash, &rec);
                     let old = print_of(hash, &std::mem::replace(o.get_mut(), rec));
                     (Some(old), new)
@@ -160,7 +204,8 @@ impl Table {
                 None => return false,
             },
             hashbrown::hash_table::Entry::Vacant(v) => match decide(None) {
-                Some(rec) => {
+                Some(mut rec) => {
+                    rec.set_access(self.clock.fresh());
                     let new = print_of(hash, &rec);
                     v.insert(rec);
                     self.len += 1;
@@ -196,7 +241,8 @@ impl Table {
                 match decide(Some(o.get_mut())) {
                     Update::Unchanged => return false,
                     Update::InPlace => (Some(old), print_of(hash, o.get())),
-                    Update::Put(rec) => {
+                    Update::Put(mut rec) => {
+                        rec.set_access(o.get().access());
                         let new = print_of(hash, &rec);
                         *o.get_mut() = rec;
                         (Some(old), new)
@@ -204,7 +250,8 @@ impl Table {
                 }
             }
             hashbrown::hash_table::Entry::Vacant(v) => match decide(None) {
-                Update::Put(rec) => {
+                Update::Put(mut rec) => {
+                    rec.set_access(self.clock.fresh());
                     let new = print_of(hash, &rec);
                     v.insert(rec);
                     self.len += 1;
@@ -234,6 +281,11 @@ impl Table {
             }
         }
         false
+    }
+
+    /// How many records segment `index` holds.
+    pub fn segment_len(&self, index: usize) -> usize {
+        self.segments[index].len()
     }
 
     /// Records of one segment.

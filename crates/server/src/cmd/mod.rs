@@ -13,7 +13,7 @@ mod docs_table;
 mod hashes;
 mod keys;
 mod lists;
-mod object;
+pub(crate) mod object;
 mod sets;
 mod strings;
 mod zsets;
@@ -134,6 +134,8 @@ pub enum Control {
     Slowlog,
     /// LATENCY LATEST|HISTORY|RESET|HISTOGRAM|DOCTOR|HELP (`crate::intro`).
     Latency,
+    /// MEMORY USAGE|STATS|DOCTOR|MALLOC-STATS|PURGE (`crate::memory`).
+    Memory,
 }
 
 /// What kind of command a name is.

@@ -80,7 +80,8 @@ pub fn object(args: &Args) -> Result<DataCmd, CmdError> {
 }
 
 /// MEMORY USAGE key [SAMPLES count], MEMORY HELP. DOCTOR, STATS,
-/// MALLOC-STATS and PURGE describe Redis's allocator; Elsa refuses them.
+/// MALLOC-STATS and PURGE are node-wide: `crate::memory::report` answers
+/// them and sends only USAGE and HELP here.
 pub fn memory(args: &Args) -> Result<DataCmd, CmdError> {
     let sub = c_str(&args[1]);
     if is(sub, "HELP") {

@@ -231,6 +231,11 @@ impl Conn {
                 d.script_message()
             ));
         }
+        // Over maxmemory with nothing to evict: a `denyoom` command is
+        // refused inside a script too (Redis's `scriptVerifyOOM`).
+        if self.shared.memory.refuses(spec, &args, None) {
+            return refuse(crate::memory::ERR_OOM);
+        }
         // The command writes its reply into a scratch buffer, in the
         // script's protocol, exactly as it would for a client.
         let saved_out = std::mem::take(&mut self.out);

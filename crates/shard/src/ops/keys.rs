@@ -7,8 +7,8 @@ use bytes::Bytes;
 use elsa_lattice::{Collection, KeyState, Kind, Ttl};
 
 use super::{
-    parse_i64, Current, ExpireCond, KeyView, ObjectField, OpReply, Value, ERR_NO_LFU,
-    ERR_NO_SUCH_KEY,
+    parse_i64, Current, ExpireCond, KeyView, ObjectField, OpReply, Value, ERR_LFU_NO_IDLE,
+    ERR_NO_LFU, ERR_NO_SUCH_KEY,
 };
 
 pub(super) fn del(key: &[u8], view: &mut impl KeyView) -> OpReply {
@@ -227,9 +227,17 @@ pub(super) fn object(key: &[u8], view: &mut impl KeyView, field: ObjectField) ->
             OpReply::Bulk(Bytes::from_static(name.as_bytes()))
         }
         ObjectField::Refcount => OpReply::Int(string.as_deref().map_or(1, refcount)),
-        // No access times are kept (it would cost a write per read).
-        ObjectField::IdleTime => OpReply::Int(0),
-        ObjectField::Freq => OpReply::Error(ERR_NO_LFU),
+        // Redis answers from the key's clock, and refuses the figure the
+        // policy does not keep (an LFU clock holds no idle time).
+        ObjectField::IdleTime => match view.access(key) {
+            Some((_, clock)) if clock.lfu => OpReply::Error(ERR_LFU_NO_IDLE),
+            Some((a, clock)) => OpReply::Int((clock.idle_ms(a) / 1000) as i64),
+            None => OpReply::Int(0),
+        },
+        ObjectField::Freq => match view.access(key) {
+            Some((a, clock)) if clock.lfu => OpReply::Int(i64::from(clock.freq(a))),
+            _ => OpReply::Error(ERR_NO_LFU),
+        },
     }
 }
 

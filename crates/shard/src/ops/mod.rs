@@ -254,6 +254,12 @@ pub trait KeyView {
     /// Milliseconds since the Unix epoch, for TTLs.
     fn now_ms(&self) -> u64;
 
+    /// `key`'s access clock and how to read it (OBJECT IDLETIME, FREQ);
+    /// `None` where no clock is kept.
+    fn access(&mut self, _key: &[u8]) -> Option<(u32, crate::evict::AccessClock)> {
+        None
+    }
+
     /// The live string value of `key`, or WRONGTYPE when it holds another
     /// type.
     fn read(&mut self, key: &[u8]) -> Result<Option<Current>, &'static str> {
@@ -702,6 +708,9 @@ pub const ERR_NO_SUCH_KEY: &str = "ERR no such key";
 /// GETEX's refused time (Redis names the command).
 pub const ERR_GETEX_EXPIRE: &str = "ERR invalid expire time in 'getex' command";
 /// OBJECT FREQ without an LFU eviction policy (Elsa has none).
+pub const ERR_LFU_NO_IDLE: &str = "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+
+/// OBJECT FREQ's error when the policy is not LFU (Redis's text).
 pub const ERR_NO_LFU: &str = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 
 /// Every error and status text an op can answer. Replies cross the wire
@@ -717,6 +726,7 @@ pub const REPLY_TEXTS: &[&str] = &[
     ERR_NO_SUCH_KEY,
     ERR_GETEX_EXPIRE,
     ERR_NO_LFU,
+    ERR_LFU_NO_IDLE,
     WRONGTYPE,
     hashes::ERR_HASH_NOT_INTEGER,
     hashes::ERR_HASH_NOT_FLOAT,
@@ -740,6 +750,20 @@ pub fn intern(text: &str) -> Option<&'static str> {
 }
 
 impl Op {
+    /// True when running the op is not an access of its key: its access
+    /// clock stays as it was (Redis's `LOOKUP_NOTOUCH`).
+    pub fn no_touch(&self) -> bool {
+        matches!(
+            self,
+            Op::Exists
+                | Op::Type
+                | Op::Ttl { .. }
+                | Op::ExpireTime { .. }
+                | Op::Object(_)
+                | Op::MemoryUsage
+        )
+    }
+
     /// True when the op may change a key (it needs write holds and a
     /// commit timestamp).
     pub fn is_write(&self) -> bool {

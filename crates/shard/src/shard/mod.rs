@@ -41,6 +41,8 @@ pub struct ShardStats {
     pub busy: u64,
     /// Keys expired by the active expiry cycle.
     pub expired: u64,
+    /// Keys evicted to stay under `maxmemory` (see `shard/evict.rs`).
+    pub evicted: u64,
     /// Lattices flushed from the gossip buffer.
     pub gossiped: u64,
     /// Keys changed this epoch, waiting in the gossip buffer.
@@ -131,6 +133,12 @@ pub struct Shard {
     /// than one batch holds, successive rounds cover the whole table
     /// instead of re-shipping one part (which stalled repair).
     ae_cursor: std::cell::Cell<(usize, usize)>,
+    /// The node's memory limit, when the server set one up.
+    limit: Option<Arc<crate::evict::MemoryLimit>>,
+    /// The best eviction candidates seen lately (Redis's eviction pool).
+    evict_pool: Vec<evict::Candidate>,
+    /// Where eviction sampling draws its places from.
+    evict_seed: u64,
 }
 
 /// The answer channel of a lone batch.
@@ -192,6 +200,18 @@ pub const PART_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 pub const ERR_WAL: &str =
     "MISCONF the write-ahead log cannot write (see INFO persistence and the server log); writes are refused until it can";
 
+/// What a stored record shows a command at `now_ms`.
+fn value_of(rec: &Record, now_ms: u64) -> Option<Value> {
+    if let Some(s) = rec.typed() {
+        return Some(Value::Typed(s.clone()));
+    }
+    rec.live_value(now_ms)?;
+    Some(Value::Str(Current {
+        value: rec.value_bytes()?,
+        expire_ms: rec.expire_ms(),
+    }))
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn unix_ms() -> u64 {
     std::time::SystemTime::now()
@@ -214,6 +234,9 @@ struct LoneView<'a> {
     /// Whether the op's first lookup found something (keyspace hits and
     /// misses); `None` until it looks.
     found: Option<bool>,
+    /// Whether a lookup counts as an access (not for OBJECT, MEMORY
+    /// USAGE, TYPE…: Redis's `LOOKUP_NOTOUCH`).
+    touch: bool,
 }
 
 impl LoneView<'_> {
@@ -228,11 +251,26 @@ impl LoneView<'_> {
 
 impl KeyView for LoneView<'_> {
     fn lookup(&mut self, key: &[u8]) -> Option<Value> {
-        let v = self.shard.lookup(self.hash_of(key), key, self.now_ms);
+        let hash = self.hash_of(key);
+        let v = if self.touch {
+            // One probe: the lookup is the access that touches the clock.
+            self.shard
+                .table
+                .get_touched(hash, key)
+                .and_then(|rec| value_of(rec, self.now_ms))
+        } else {
+            self.shard.lookup(hash, key, self.now_ms)
+        };
         if self.found.is_none() {
             self.found = Some(v.is_some());
         }
         v
+    }
+
+    fn access(&mut self, key: &[u8]) -> Option<(u32, crate::evict::AccessClock)> {
+        let hash = self.hash_of(key);
+        let clock = *self.shard.table.clock();
+        self.shard.table.get(hash, key).map(|r| (r.access(), clock))
     }
 
     fn store(&mut self, key: &[u8], value: Option<Value>) {
@@ -287,6 +325,9 @@ impl Shard {
             parked: std::collections::VecDeque::new(),
             parked_on: FastMap::default(),
             repl: None,
+            limit: None,
+            evict_pool: Vec::new(),
+            evict_seed: index as u64,
         }
     }
 
@@ -479,15 +520,7 @@ impl Shard {
 
     /// What `key` holds (see [`KeyView::lookup`]).
     fn lookup(&self, hash: u64, key: &[u8], now_ms: u64) -> Option<Value> {
-        let rec = self.table.get(hash, key)?;
-        if let Some(s) = rec.typed() {
-            return Some(Value::Typed(s.clone()));
-        }
-        rec.live_value(now_ms)?;
-        Some(Value::Str(Current {
-            value: rec.value_bytes()?,
-            expire_ms: rec.expire_ms(),
-        }))
+        value_of(self.table.get(hash, key)?, now_ms)
     }
 
     /// A whole write committed here as `version` (a lone command's, or a
@@ -941,6 +974,7 @@ impl Shard {
     /// by a transaction other than `me`.
     fn run_ops(&mut self, ops: &[KeyOp], me: Option<TxnId>) -> Vec<OpReply> {
         let now_ms = unix_ms();
+        self.memory_check(now_ms);
         let refuse_writes = self.write_refusal().is_some();
         let mut out = Vec::with_capacity(ops.len());
         for kop in ops {
@@ -960,6 +994,7 @@ impl Shard {
                 now_ms,
                 stamp: (0, Version::ZERO),
                 found: None,
+                touch: !kop.op.no_touch(),
             };
             out.push(kop.op.apply(&kop.key, &mut view));
             if let (Some(found), HoldMode::Read) = (view.found, mode) {
@@ -1341,6 +1376,7 @@ impl Shard {
     }
 }
 
+mod evict;
 mod persist;
 mod upkeep;
 pub use upkeep::AeBatch;

@@ -1221,3 +1221,60 @@ fn a_typed_part_is_never_dropped_for_a_newer_write_of_its_key() {
     assert_eq!(shown(&s, "l"), [b"x".to_vec(), b"y".to_vec()]);
     assert_eq!(s.stats().parts_waiting, 0);
 }
+
+#[test]
+fn eviction_deletes_like_del_and_prefers_the_least_recently_used() {
+    use crate::evict::{MemoryLimit, Policy};
+    let mut s = shard();
+    let limit = Arc::new(MemoryLimit::default());
+    limit.set_policy(Policy::AllkeysLru);
+    limit.set_maxmemory(1);
+    s.set_memory_limit(limit.clone());
+    let now = unix_ms();
+    for i in 0..50 {
+        s.op_batch(&[kop(&s, &format!("k{i}"), set("value"))]);
+    }
+    s.flush_gossip();
+    // Every key but hot:* has not been used for an hour (its clock set
+    // back); the hot ones were just read.
+    let hour_ago = crate::evict::AccessClock {
+        now_ms: now - 3_600_000,
+        ..Default::default()
+    }
+    .fresh();
+    s.table.retain_mut(|r| {
+        r.set_access(hour_ago);
+        true
+    });
+    for i in 0..5 {
+        s.op_batch(&[kop(&s, &format!("k{i}"), Op::Get)]);
+    }
+    // Over by a little: a few keys go, old ones.
+    limit.set_used(1 + 200);
+    s.evict(&limit, unix_ms());
+    let gone: Vec<usize> = (0..50)
+        .filter(|i| value(&mut s, &format!("k{i}")).is_none())
+        .collect();
+    assert!(!gone.is_empty(), "something was evicted");
+    assert!(
+        gone.iter().all(|&i| i >= 5),
+        "recently read keys stay: {gone:?}"
+    );
+    assert_eq!(limit.evicted(), gone.len() as u64);
+    assert_eq!(limit.excess(), 0, "what was freed comes off the excess");
+    // Each eviction is a committed delete: a tombstone gossiped to the
+    // other replicas, like DEL's.
+    let flushed = s.flush_gossip();
+    assert_eq!(flushed.len(), gone.len());
+    assert!(flushed
+        .iter()
+        .all(|e| matches!(e.state, EntryState::Plain(None)) && e.version.origin == 7));
+    // volatile-*: no key has a TTL, nothing may go; the shard says so.
+    limit.set_policy(Policy::VolatileLru);
+    limit.set_used(1 + 200);
+    s.evict(&limit, unix_ms());
+    assert_eq!(limit.evicted(), gone.len() as u64);
+    limit.set_shards(1);
+    limit.set_used(1 + 200);
+    assert!(limit.oom(), "every shard is stuck: writes are refused");
+}

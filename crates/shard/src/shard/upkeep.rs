@@ -23,7 +23,7 @@ pub(super) struct GcSweep {
 }
 
 /// A key Elsa keeps for itself (see [`crate::INTERNAL_PREFIX`]).
-fn is_internal(key: &[u8]) -> bool {
+pub(super) fn is_internal(key: &[u8]) -> bool {
     key.starts_with(crate::INTERNAL_PREFIX)
 }
 

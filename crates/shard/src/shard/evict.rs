@@ -1,0 +1,208 @@
+//! Eviction from one shard's table: which key goes (Redis's approximated
+//! LRU/LFU/TTL with a pool of the best candidates seen, or a random key)
+//! and how it goes — as a delete committed here, logged, gossiped to the
+//! other regions and shipped to the region's replicas exactly like a DEL,
+//! so replicas converge on its absence and anti-entropy never brings the
+//! key back (`docs/operations.md`, "Memory limit").
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use elsa_lattice::Version;
+
+use super::{upkeep::is_internal, Shard};
+use crate::evict::{MemoryLimit, Policy};
+use crate::table::SEGMENTS;
+
+/// Best candidates kept between evictions (Redis's `EVPOOL_SIZE`).
+const POOL_SIZE: usize = 16;
+
+/// At most this many keys go per call, so one batch's latency stays
+/// bounded; the next batch (or the epoch timer) evicts on.
+const MAX_PER_CALL: usize = 64;
+
+/// A candidate for eviction: a key and how good a victim it is (higher
+/// goes first).
+pub(super) struct Candidate {
+    score: u64,
+    hash: u64,
+    key: Bytes,
+}
+
+impl Shard {
+    /// Shares the node's memory limit with this shard.
+    pub fn set_memory_limit(&mut self, limit: Arc<MemoryLimit>) {
+        self.limit = Some(limit);
+    }
+
+    /// On the epoch timer: a shard no command reaches evicts too.
+    pub fn evict_on_tick(&mut self, now_ms: u64) {
+        self.memory_check(now_ms);
+    }
+
+    /// Before a batch: sets the table's access clock and, when the node is
+    /// over its limit, evicts. Costs one relaxed load when it is not.
+    pub(super) fn memory_check(&mut self, now_ms: u64) {
+        let clock = match &self.limit {
+            Some(limit) => limit.clock(now_ms),
+            None => crate::evict::AccessClock {
+                now_ms,
+                ..Default::default()
+            },
+        };
+        self.table.set_clock(clock);
+        // The Arc is cloned only on the way to evicting.
+        if let Some(limit) = self.limit.as_ref().filter(|l| l.excess() > 0).cloned() {
+            self.evict(&limit, now_ms);
+        }
+    }
+
+    /// Evicts while the node is over its limit (at most [`MAX_PER_CALL`]
+    /// keys). Not inside a commit of several keys: an eviction is a
+    /// commit of its own.
+    pub fn evict(&mut self, limit: &MemoryLimit, now_ms: u64) {
+        let policy = limit.policy();
+        if policy == Policy::NoEviction || self.unit != crate::record::Unit::None {
+            return;
+        }
+        let (mut keys, mut bytes) = (0, 0);
+        while limit.excess() > bytes && keys < MAX_PER_CALL as u64 {
+            let Some((hash, key)) = self.victim(policy, limit.samples() as usize, now_ms) else {
+                break;
+            };
+            let before = self.table.get(hash, &key).map_or(0, |r| r.heap_size());
+            let ts = self.hlc.now();
+            self.store(hash, &key, None, ts, Version::new(ts, self.node), now_ms);
+            let after = self.table.get(hash, &key).map_or(0, |r| r.heap_size());
+            bytes += before.saturating_sub(after) as u64;
+            keys += 1;
+        }
+        if keys > 0 {
+            self.stats.evicted += keys;
+            limit.freed(self.index, keys, bytes);
+        } else {
+            limit.stuck(self.index);
+        }
+    }
+
+    /// True when `key`'s record may be evicted: live, not Elsa's own, not
+    /// held by a transaction under way, and with a TTL if `volatile`.
+    fn evictable(&self, hash: u64, key: &[u8], volatile: bool, now_ms: u64) -> bool {
+        let Some(r) = self.table.get(hash, key) else {
+            return false;
+        };
+        r.is_live(now_ms)
+            && !is_internal(key)
+            && !self.holds.contains_key(key)
+            && (!volatile || expiry(r, now_ms).is_some())
+    }
+
+    /// The next key to evict, or None when nothing may go.
+    fn victim(&mut self, policy: Policy, samples: usize, now_ms: u64) -> Option<(u64, Bytes)> {
+        let volatile = policy.is_volatile();
+        if policy.is_random() {
+            let found = self.sample(1, volatile, now_ms);
+            return found.into_iter().next().map(|(h, k, _, _)| (h, k));
+        }
+        // Redis's evictionPoolPopulate: sample, keep the best POOL_SIZE.
+        let clock = *self.table.clock();
+        for (hash, key, access, expire) in self.sample(samples, volatile, now_ms) {
+            let score = clock.score(policy, access, expire);
+            if self.evict_pool.iter().any(|c| c.key == key) {
+                continue;
+            }
+            if self.evict_pool.len() == POOL_SIZE {
+                if self.evict_pool[0].score >= score {
+                    continue;
+                }
+                self.evict_pool.remove(0);
+            }
+            let at = self.evict_pool.partition_point(|c| c.score < score);
+            self.evict_pool.insert(at, Candidate { score, hash, key });
+        }
+        // The best first; a candidate gone meanwhile (deleted, held) is
+        // dropped from the pool, and so is one used since it was sampled
+        // (its score fell): Redis would evict it on its stale score.
+        while let Some(c) = self.evict_pool.pop() {
+            if !self.evictable(c.hash, &c.key, volatile, now_ms) {
+                continue;
+            }
+            let now = self
+                .table
+                .get(c.hash, &c.key)
+                .map_or(0, |r| clock.score(policy, r.access(), expiry(r, now_ms)));
+            if now >= c.score {
+                return Some((c.hash, c.key));
+            }
+        }
+        None
+    }
+
+    /// Up to `n` evictable records from a random place in the table (hash,
+    /// key, access clock, expiry); scans on until it has `n` or has seen
+    /// the whole table (with a volatile policy and few keys with a TTL).
+    fn sample(
+        &mut self,
+        n: usize,
+        volatile: bool,
+        now_ms: u64,
+    ) -> Vec<(u64, Bytes, u32, Option<u64>)> {
+        let mut out = Vec::with_capacity(n);
+        if self.table.is_empty() {
+            return out;
+        }
+        let r = self.next_random();
+        let first = (r as usize) % SEGMENTS;
+        let hasher = *self.table.hasher();
+        for i in 0..SEGMENTS {
+            let seg = (first + i) % SEGMENTS;
+            let len = self.table.segment_len(seg);
+            // Start at a random record of the first segment; later ones
+            // from their start.
+            let skip = if i == 0 && len > 0 {
+                (r >> 32) as usize % len.max(1)
+            } else {
+                0
+            };
+            for rec in self.table.segment(seg).skip(skip) {
+                if !rec.is_live(now_ms) || is_internal(rec.key()) {
+                    continue;
+                }
+                let expire = expiry(rec, now_ms);
+                if volatile && expire.is_none() {
+                    continue;
+                }
+                let hash = std::hash::BuildHasher::hash_one(&hasher, rec.key());
+                if self.holds.contains_key(rec.key()) {
+                    continue;
+                }
+                out.push((
+                    hash,
+                    Bytes::copy_from_slice(rec.key()),
+                    rec.access(),
+                    expire,
+                ));
+                if out.len() == n {
+                    return out;
+                }
+            }
+        }
+        out
+    }
+
+    /// A random 64-bit number (splitmix64 over a counter: the shard only
+    /// needs places to sample from, not secrecy).
+    fn next_random(&mut self) -> u64 {
+        self.evict_seed = self.evict_seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut x = self.evict_seed;
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
+    }
+}
+
+/// A record's expiry, plain or typed.
+fn expiry(r: &crate::record::Record, now_ms: u64) -> Option<u64> {
+    r.expire_ms()
+        .or_else(|| r.typed().and_then(|t| t.expire_ms(now_ms)))
+}
