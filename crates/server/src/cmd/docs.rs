@@ -199,6 +199,13 @@ static ELSA: &[Doc] = &[
         None,
     ),
     elsa(
+        "elsa.decommission",
+        "Remove this node from its cluster: its slots drain to the other nodes first",
+        "server",
+        "O(1); the drain runs in the background",
+        None,
+    ),
+    elsa(
         "elsa.fault",
         "Inject a fault (only with fault-injection on)",
         "server",
