@@ -139,6 +139,8 @@ impl Conn {
             Control::Config => self.config(args),
             Control::Command => self.command(args),
             Control::Client => self.client(args),
+            Control::Monitor => self.monitor(),
+            Control::Shutdown => self.shutdown(args).await,
             Control::Save => {
                 let p = self.shared.persistence.clone();
                 match p.snapshot(&self.coord).await {
@@ -493,6 +495,9 @@ impl Conn {
         if self.refuse_subcommand("client", args) {
             return;
         }
+        if self.client_ops(args) {
+            return; // LIST INFO KILL PAUSE UNPAUSE REPLY NO-EVICT UNBLOCK
+        }
         let sub = &args[1];
         if is(sub, "ID") {
             let id = self.s.id as i64;
@@ -518,11 +523,7 @@ impl Conn {
                 ));
             }
             self.w().simple("OK");
-        } else if is(sub, "INFO") || (is(sub, "LIST") && args.len() == 2) {
-            // A verbatim string under RESP3, as in Redis.
-            let line = self.client_line();
-            self.w().verbatim(&line);
-        } else if is(sub, "NO-EVICT") || is(sub, "NO-TOUCH") {
+        } else if is(sub, "NO-TOUCH") {
             self.w().simple("OK");
         } else if self.client_tracking(sub, args) {
         } else {

@@ -145,12 +145,7 @@ impl Conn {
             );
         }
         if want("clients") {
-            let _ = write!(
-                t,
-                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
-                sh.clients.load(Ordering::Relaxed),
-                c.maxclients
-            );
+            let _ = write!(t, "{}", crate::clients::info::section(sh));
         }
         if want("memory") {
             let _ = write!(

@@ -9,6 +9,8 @@
 //! - `admin`, `info`: server and keyspace commands, INFO, CONFIG GET.
 //! - `replication`: INFO replication, WAITREGION, ELSA.DIGEST, ELSA.FAULT.
 //! - [`pubsub`]: channels and patterns, subscribers' queues, PUBLISH.
+//! - [`clients`]: the registry of connections; CLIENT LIST/KILL/PAUSE/…,
+//!   MONITOR, SHUTDOWN.
 //! - [`acl`]: users, passwords and permissions (ACL, AUTH), protected mode.
 //! - `script`: Lua scripting (EVAL, EVALSHA, SCRIPT) on script threads.
 //!
@@ -17,6 +19,7 @@
 
 pub mod acl;
 mod admin;
+pub mod clients;
 pub mod cmd;
 pub mod config;
 pub mod conn;

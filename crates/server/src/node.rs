@@ -58,6 +58,9 @@ pub struct Shared {
     /// Client TLS: its settings and the configuration new TLS connections
     /// get (`CONFIG SET tls-*` swaps it).
     pub tls: crate::tls::Tls,
+    /// Every connection (CLIENT LIST/KILL, MONITOR, CLIENT PAUSE,
+    /// SHUTDOWN's request: `crate::clients`).
+    pub conns: Arc<crate::clients::Registry>,
 }
 
 /// An accepted socket on its way to a worker, with the TLS configuration
@@ -274,6 +277,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         scripts: crate::script::Scripts::new(&config),
         acl,
         tls,
+        conns: Arc::default(),
     });
 
     let mut conn_txs = Vec::with_capacity(workers);
@@ -334,8 +338,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
             u.abort();
         }
         // A clean shutdown leaves a snapshot, so the next start replays
-        // little or nothing.
-        let _ = shared.persistence.snapshot(&coord).await;
+        // little or nothing (unless SHUTDOWN took it, or said NOSAVE).
+        if shared.conns.shutdown.wants_snapshot() {
+            let _ = shared.persistence.snapshot(&coord).await;
+        }
         served
     })?;
     // Dropping the connection senders ends every worker loop.
@@ -556,6 +562,7 @@ async fn accept_loop(
         tokio::select! {
             _ = sigint.recv() => { tracing::info!("SIGINT received, shutting down"); break; }
             _ = sigterm.recv() => { tracing::info!("SIGTERM received, shutting down"); break; }
+            _ = shared.conns.shutdown.requested() => { tracing::info!("SHUTDOWN received, shutting down"); break; }
             accepted = async {
                 tokio::select! {
                     a = accept_on(&plain) => (a, None),

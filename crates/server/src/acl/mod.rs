@@ -29,6 +29,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 
+/// A category's bit (MONITOR leaves `@admin` commands out).
+pub(crate) use categories::category;
 pub use categories::TABLE;
 pub(crate) use commands::initial_user;
 pub use log::{Context, Reason};

@@ -127,6 +127,9 @@ pub enum Control {
     Script,
     /// ACL SETUSER|GETUSER|… (`crate::acl`).
     Acl,
+    /// MONITOR and SHUTDOWN (`crate::clients`).
+    Monitor,
+    Shutdown,
 }
 
 /// What kind of command a name is.
@@ -660,6 +663,8 @@ pub static COMMANDS: &[Spec] = &[
     spec!("save", 1, N, 0, 0, 0, Ctl(C::Save)),
     spec!("bgsave", -1, N, 0, 0, 0, Ctl(C::Bgsave)),
     spec!("lastsave", 1, A, 0, 0, 0, Ctl(C::Lastsave)),
+    spec!("monitor", 1, N, 0, 0, 0, Ctl(C::Monitor)),
+    spec!("shutdown", -1, N, 0, 0, 0, Ctl(C::Shutdown)),
     // regions
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
     spec!("elsa.digest", 1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
