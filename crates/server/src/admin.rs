@@ -50,6 +50,7 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Eval
             | Control::Script
             | Control::Acl
+            | Control::Monitor
     )
 }
 

@@ -48,7 +48,7 @@ impl Conn {
         if let Some(name) = self.cl.blocking_cmd.take() {
             self.publish_batch(Some((name, None)));
         }
-        let _blocked = self.client.block(deadline.is_some());
+        let _blocked = self.client.block(deadline.is_some(), true);
         loop {
             let rang = shared.pushes.notified();
             tokio::pin!(rang);

@@ -524,7 +524,9 @@ impl Conn {
                     self.s.closing = true;
                     return;
                 }
-                registry.pause.wait(may_write).await;
+                if !self.wait_paused(&args, may_write).await {
+                    return;
+                }
             }
             let monitored = registry
                 .monitors
@@ -541,9 +543,17 @@ impl Conn {
                 self.cl.blocking_cmd = Some(args[0].clone());
             }
             let step = self.classify(args);
+            // MONITOR: a control command is shown once it ran (see
+            // `feed_monitors`), anything else now.
+            let mut feed_after = None;
             if let Some((args, was_in_multi)) = monitored {
-                let ran = !matches!(step, Step::Refuse(_) | Step::Drop | Step::ExecAbort(_));
-                self.feed_monitors(&args, ran, was_in_multi);
+                if matches!(step, Step::Control(..)) {
+                    self.feed_queued(&args, was_in_multi);
+                    feed_after = Some((args, was_in_multi));
+                } else {
+                    let ran = !matches!(step, Step::Refuse(_) | Step::Drop | Step::ExecAbort(_));
+                    self.feed_monitors(&args, ran, was_in_multi);
+                }
             }
             match step {
                 Step::Lone(kop) if quiet => {
@@ -556,6 +566,9 @@ impl Conn {
                 step => {
                     if quiet {
                         self.dispatch(step).await;
+                        if let Some((args, in_multi)) = feed_after {
+                            self.feed_monitors(&args, true, in_multi);
+                        }
                         if self.cl.after_command() {
                             self.out.truncate(out_before);
                         }
@@ -572,7 +585,11 @@ impl Conn {
                             return;
                         }
                     }
+                    let out_before = self.out.len();
                     self.dispatch(step).await;
+                    if let Some((args, in_multi)) = feed_after {
+                        self.feed_monitors(&args, true, in_multi);
+                    }
                     // CLIENT REPLY OFF|SKIP just ran: it starts counting.
                     if self.cl.quiet() && self.cl.after_command() {
                         self.out.truncate(out_before);

@@ -121,6 +121,8 @@ pub struct Client {
     unblock: AtomicU8,
     /// Inside a blocking command now (flag `b`).
     blocked: AtomicBool,
+    /// Blocked in a way CLIENT UNBLOCK ends (BLPOP & co., not a pause).
+    unblockable: AtomicBool,
     /// In MONITOR mode (flag `O`).
     pub(crate) monitor: AtomicBool,
     /// Rung by KILL and UNBLOCK: the connection's task waits on it while
@@ -181,6 +183,7 @@ impl Client {
             killed: AtomicBool::new(false),
             unblock: AtomicU8::new(unblock::NONE),
             blocked: AtomicBool::new(false),
+            unblockable: AtomicBool::new(false),
             monitor: AtomicBool::new(false),
             wake: Notify::new(),
             state: Mutex::new(State {
@@ -233,7 +236,7 @@ impl Client {
     /// Asks a blocked client to stop waiting (`unblock::TIMEOUT` or
     /// `ERROR`); false when it is not blocked.
     pub(crate) fn unblock(&self, how: u8) -> bool {
-        if !self.is_blocked() {
+        if !self.is_blocked() || !self.unblockable.load(Ordering::Relaxed) {
             return false;
         }
         self.unblock.store(how, Ordering::Relaxed);
@@ -259,9 +262,13 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// Counts the connection as blocked until the guard is dropped.
-    pub(crate) fn block(&self, with_timeout: bool) -> BlockedGuard {
+    /// Counts the connection as blocked until the guard is dropped
+    /// (`unblockable`: CLIENT UNBLOCK may end the wait).
+    pub(crate) fn block(&self, with_timeout: bool, unblockable: bool) -> BlockedGuard {
         self.client.blocked.store(true, Ordering::Relaxed);
+        self.client
+            .unblockable
+            .store(unblockable, Ordering::Relaxed);
         self.client.unblock.store(unblock::NONE, Ordering::Relaxed);
         self.registry.blocked.fetch_add(1, Ordering::Relaxed);
         if with_timeout {

@@ -153,28 +153,41 @@ impl Conn {
     }
 
     /// Shows a command to the monitors, if it ran (`ran`: it was not
-    /// refused before running). Inside MULTI the commands queued are shown
-    /// when EXEC runs them, before EXEC itself, as Redis shows them.
+    /// refused before running). Redis shows a command once it ran, with the
+    /// database it left selected (`SELECT 2` shows as db 2): a control
+    /// command is fed after it ran, a data command (which changes no
+    /// database; a blocking one shows as it blocks) before. Inside MULTI
+    /// the commands queued are shown when EXEC runs them, before EXEC
+    /// itself ([`Conn::feed_queued`]).
     pub(crate) fn feed_monitors(&self, args: &[Bytes], ran: bool, was_in_multi: bool) {
         if !ran || args.is_empty() || is_admin(args) {
             return;
         }
-        let monitors = &self.shared.conns.monitors;
-        let name = &args[0];
         let acts_now = ["exec", "discard", "multi", "watch", "quit", "reset"]
             .iter()
-            .any(|n| is(name, n));
+            .any(|n| is(&args[0], n));
         if was_in_multi && !acts_now {
             return; // queued: shown at EXEC
         }
-        if was_in_multi && is(name, "exec") && !self.s.multi_failed {
-            for queued in &self.s.multi_args {
-                if !queued.is_empty() && !is_admin(queued) {
-                    monitors.feed(self.s.db, &self.s.addr, queued);
-                }
+        self.shared
+            .conns
+            .monitors
+            .feed(self.s.db, &self.s.addr, args);
+    }
+
+    /// Before an EXEC runs: shows the commands it will run.
+    pub(crate) fn feed_queued(&self, args: &[Bytes], was_in_multi: bool) {
+        if !was_in_multi || !is(&args[0], "exec") || self.s.multi_failed {
+            return;
+        }
+        for queued in &self.s.multi_args {
+            if !queued.is_empty() && !is_admin(queued) {
+                self.shared
+                    .conns
+                    .monitors
+                    .feed(self.s.db, &self.s.addr, queued);
             }
         }
-        monitors.feed(self.s.db, &self.s.addr, args);
     }
 }
 
