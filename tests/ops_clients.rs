@@ -614,6 +614,14 @@ fn monitor_lines(port: u16) -> Vec<String> {
         &[b"NOSUCHCOMMAND", b"x"],
         &[b"GET"],
         &[b"LPUSH", b"l", b"1", b"2"],
+        &[
+            b"EVAL",
+            b"redis.call('set', KEYS[1], ARGV[1]); return redis.call('get', KEYS[1])",
+            b"1",
+            b"sk",
+            b"sv",
+        ],
+        &[b"EVAL", b"return redis.call('nosuch')", b"0"],
         &[b"PING", b"last"],
     ];
     for req in script {
@@ -630,8 +638,10 @@ fn monitor_lines(port: u16) -> Vec<String> {
         // the client's port.
         let (_, rest) = s.split_once(' ').expect("timestamp");
         let (addr, args) = rest.split_once("] ").expect("address");
-        let db = addr.trim_start_matches('[').split(' ').next().unwrap();
-        let line = format!("[{db}] {args}");
+        // (A script's commands show `lua` instead of an address: kept.)
+        let (db, from) = addr.trim_start_matches('[').split_once(' ').unwrap();
+        let from = if from == "lua" { " lua" } else { "" };
+        let line = format!("[{db}{from}] {args}");
         let last = line.ends_with("\"PING\" \"last\"");
         lines.push(line);
         if last {
@@ -650,6 +660,10 @@ fn monitor_shows_commands_as_redis() {
     assert!(
         !e.iter().any(|l| l.contains("CONFIG")),
         "admin commands hidden"
+    );
+    assert!(
+        e.contains(&r#"[2 lua] "set" "sk" "sv""#.to_string()),
+        "{e:?}"
     );
 }
 

@@ -160,7 +160,14 @@ impl Conn {
                 });
                 self.w().simple("Background saving started");
             }
-            Control::WaitRegion if args.len() <= 4 => self.waitregion(args).await,
+            Control::WaitRegion if args.len() <= 4 => {
+                // Counted in blocked_clients while it waits, as Redis counts
+                // WAIT (`crate::clients`).
+                self.publish_client(args);
+                let timeout = cmd::int_arg(&args[2]).is_ok_and(|ms| ms > 0);
+                let _blocked = self.client.block(timeout, false);
+                self.waitregion(args).await
+            }
             Control::WaitRegion => self.w().error(&cmd::wrong_arity("waitregion")),
             Control::ElsaDigest => self.elsa_digest().await,
             Control::ElsaFault => self.elsa_fault(args),

@@ -547,7 +547,9 @@ impl Conn {
             // `feed_monitors`), anything else now.
             let mut feed_after = None;
             if let Some((args, was_in_multi)) = monitored {
-                if matches!(step, Step::Control(..)) {
+                // (EVAL shows before the `redis.call`s it makes, as Redis
+                // feeds it at its start.)
+                if matches!(step, Step::Control(c, _) if c != Control::Eval) {
                     self.feed_queued(&args, was_in_multi);
                     feed_after = Some((args, was_in_multi));
                 } else {

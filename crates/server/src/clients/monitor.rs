@@ -175,6 +175,15 @@ impl Conn {
             .feed(self.s.db, &self.s.addr, args);
     }
 
+    /// A script's `redis.call` that passed its checks, shown as from
+    /// `lua` (no script command changes the database, so shown before it
+    /// runs, as after).
+    pub(crate) fn feed_script_call(&self, args: &[Bytes]) {
+        if !is_admin(args) {
+            self.shared.conns.monitors.feed(self.s.db, "lua", args);
+        }
+    }
+
     /// Before an EXEC runs: shows the commands it will run.
     pub(crate) fn feed_queued(&self, args: &[Bytes], was_in_multi: bool) {
         if !was_in_multi || !is(&args[0], "exec") || self.s.multi_failed {

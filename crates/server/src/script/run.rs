@@ -231,6 +231,9 @@ impl Conn {
                 d.script_message()
             ));
         }
+        if self.shared.conns.monitors.any() {
+            self.feed_script_call(&args);
+        }
         // The command writes its reply into a scratch buffer, in the
         // script's protocol, exactly as it would for a client.
         let saved_out = std::mem::take(&mut self.out);
