@@ -59,11 +59,72 @@ fn subcommand_syntax(args: &[Bytes]) -> String {
 
 const SYNTAX: &str = "ERR syntax error";
 
+/// CLIENT HELP's lines, Redis 7.0's (`clientCommand`).
+const HELP: &[&str] = &[
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+];
+
 impl Conn {
     /// The CLIENT subcommands this module serves; false for the others.
     pub(crate) fn client_ops(&mut self, args: &[Bytes]) -> bool {
         let sub = &args[1];
-        if is(sub, "LIST") {
+        if is(sub, "HELP") {
+            let cmd = String::from_utf8_lossy(cmd::c_str(&args[0])).to_uppercase();
+            let mut w = self.w();
+            w.array(HELP.len() + 3);
+            w.simple(&format!(
+                "{cmd} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+            ));
+            for l in HELP {
+                w.simple(l);
+            }
+            w.simple("HELP");
+            w.simple("    Prints this help.");
+        } else if is(sub, "LIST") {
             self.client_list(args);
         } else if is(sub, "INFO") {
             self.publish_client(args);
