@@ -53,6 +53,7 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Slowlog
             | Control::Latency
             | Control::Memory
+            | Control::Monitor
     )
 }
 
@@ -144,6 +145,8 @@ impl Conn {
             Control::Latency => self.latency(args),
             Control::Command => self.command(args),
             Control::Client => self.client(args),
+            Control::Monitor => self.monitor(),
+            Control::Shutdown => self.shutdown(args).await,
             Control::Save => {
                 let p = self.shared.persistence.clone();
                 match p.snapshot(&self.coord).await {
@@ -162,7 +165,14 @@ impl Conn {
                 });
                 self.w().simple("Background saving started");
             }
-            Control::WaitRegion if args.len() <= 4 => self.waitregion(args).await,
+            Control::WaitRegion if args.len() <= 4 => {
+                // Counted in blocked_clients while it waits, as Redis counts
+                // WAIT (`crate::clients`).
+                self.publish_client(args);
+                let timeout = cmd::int_arg(&args[2]).is_ok_and(|ms| ms > 0);
+                let _blocked = self.client.block(timeout, false);
+                self.waitregion(args).await
+            }
             Control::WaitRegion => self.w().error(&cmd::wrong_arity("waitregion")),
             Control::ElsaDigest => self.elsa_digest().await,
             Control::ElsaFault => self.elsa_fault(args),
@@ -480,6 +490,9 @@ impl Conn {
         if self.refuse_subcommand("client", args) {
             return;
         }
+        if self.client_ops(args) {
+            return; // LIST INFO KILL PAUSE UNPAUSE REPLY NO-EVICT UNBLOCK
+        }
         let sub = &args[1];
         if is(sub, "ID") {
             let id = self.s.id as i64;
@@ -505,11 +518,7 @@ impl Conn {
                 ));
             }
             self.w().simple("OK");
-        } else if is(sub, "INFO") || (is(sub, "LIST") && args.len() == 2) {
-            // A verbatim string under RESP3, as in Redis.
-            let line = self.client_line();
-            self.w().verbatim(&line);
-        } else if is(sub, "NO-EVICT") || is(sub, "NO-TOUCH") {
+        } else if is(sub, "NO-TOUCH") {
             self.w().simple("OK");
         } else if self.client_tracking(sub, args) {
         } else {

@@ -22,6 +22,7 @@ use elsa_shard::{Op, OpReply};
 use tokio::time::Instant;
 
 use super::{write_op, write_shaped, Conn};
+use crate::clients::unblock;
 use crate::cmd::{DataCmd, Shape};
 
 /// Longest wait between two tries when nothing on this node rang.
@@ -41,6 +42,13 @@ impl Conn {
         let shape = dc.shape;
         let mut first = true;
         let shared = self.shared.clone();
+        // Counted in INFO's blocked_clients and flagged `b` while it waits;
+        // CLIENT KILL and CLIENT UNBLOCK ring `entry`.
+        let entry = self.client.client.clone();
+        if let Some(name) = self.cl.blocking_cmd.take() {
+            self.publish_batch(Some((name, None)));
+        }
+        let _blocked = self.client.block(deadline.is_some(), true);
         loop {
             let rang = shared.pushes.notified();
             tokio::pin!(rang);
@@ -68,6 +76,19 @@ impl Conn {
                 let write = !self.out.is_empty();
                 let read = self.inbuf.len() <= self.shared.config.client_query_buffer_limit;
                 tokio::select! {
+                    _ = entry.woken() => {
+                        if entry.is_killed() {
+                            self.s.closing = true;
+                            return;
+                        }
+                        match entry.take_unblock() {
+                            unblock::TIMEOUT => return write_op(&mut self.w(), &OpReply::NilArray),
+                            unblock::ERROR => {
+                                return self.w().error("UNBLOCKED client unblocked via CLIENT UNBLOCK")
+                            }
+                            _ => {}
+                        }
+                    }
                     _ = &mut rang => break,
                     _ = &mut poll => break,
                     _ = tokio::time::sleep_until(until) => {}

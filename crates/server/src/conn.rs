@@ -98,7 +98,7 @@ pub(crate) struct Session {
 /// A connection and its state.
 pub struct Conn {
     stream: ClientStream,
-    inbuf: BytesMut,
+    pub(crate) inbuf: BytesMut,
     /// How far parsing got into a request not yet complete in `inbuf`.
     partial: Option<Partial>,
     pub(crate) out: BytesMut,
@@ -119,6 +119,11 @@ pub struct Conn {
     /// This connection's view of its worker's command statistics
     /// (`crate::cmdstats`, `crate::intro`).
     pub(crate) stat: crate::intro::ConnStat,
+    /// Its entry in the node's registry of connections (`crate::clients`),
+    /// removed when the connection ends.
+    pub(crate) client: crate::clients::Handle,
+    /// CLIENT REPLY and NO-EVICT state.
+    pub(crate) cl: crate::clients::command::Local,
 }
 
 /// Why parsing stopped before the input buffer was used up.
@@ -180,6 +185,17 @@ impl Conn {
             tracking: shared.tracking.clone(),
             id,
         };
+        let client = shared.conns.register(crate::clients::Client::new(
+            id,
+            addr.clone(),
+            stream
+                .tcp()
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            std::os::fd::AsRawFd::as_raw_fd(stream.tcp()).into(),
+            user.clone(),
+        ));
         Conn {
             stream,
             inbuf: BytesMut::with_capacity(16 * 1024),
@@ -193,6 +209,8 @@ impl Conn {
             input_closed: false,
             over_soft_since: None,
             stat: crate::intro::ConnStat::new(&shared_stats),
+            client,
+            cl: Default::default(),
             s: Session {
                 id,
                 addr,
@@ -273,9 +291,14 @@ impl Conn {
             if !self.within_query_limit() {
                 return;
             }
+            if self.client.client.is_killed() {
+                return; // CLIENT KILL: closed at once, as Redis frees it
+            }
             let write = !self.out.is_empty() || self.stream.wants_write();
             let pushed = crate::pubsub::commands::pushed(self.subs.queue().cloned());
+            let entry = self.client.client.clone();
             tokio::select! {
+                _ = entry.woken() => {}
                 r = self.stream.readable() => {
                     if r.is_err() || !self.read_some() {
                         // EOF or a dead socket: answer what was asked
@@ -491,19 +514,96 @@ impl Conn {
             .total_commands
             .fetch_add(reqs.len() as u64, Ordering::Relaxed);
         let mut lone: Vec<KeyOp> = Vec::new();
+        // For CLIENT LIST's `cmd`: the batch's last command.
+        let last = reqs
+            .iter()
+            .rev()
+            .find_map(|a| Some((a.first()?.clone(), a.get(1).cloned())));
+        let registry = self.shared.conns.clone();
         for args in reqs {
             if args.is_empty() {
                 continue;
             }
+            // The rare paths (`crate::clients`), one relaxed load each
+            // when unused: CLIENT PAUSE, MONITOR, CLIENT REPLY OFF|SKIP.
+            if registry.pause.maybe() {
+                let may_write = crate::clients::pause::Pause::pauses_on_write(
+                    &args,
+                    self.s.multi.as_ref().map(|_| &self.s.multi_args[..]),
+                );
+                if !lone.is_empty() {
+                    // What came before the paused command answers first.
+                    self.run_lone(std::mem::take(&mut lone)).await;
+                }
+                if !self.out.is_empty() && !self.write_some() {
+                    self.s.closing = true;
+                    return;
+                }
+                if !self.wait_paused(&args, may_write).await {
+                    return;
+                }
+            }
+            let monitored = registry
+                .monitors
+                .any()
+                .then(|| (args.clone(), self.s.multi.is_some()));
+            let quiet = self.cl.quiet();
+            if quiet && !lone.is_empty() {
+                self.run_lone(std::mem::take(&mut lone)).await;
+            }
+            let out_before = self.out.len();
+            // Every blocking command's name starts with a B: one byte
+            // compared here, so that CLIENT LIST shows it while it waits.
+            if matches!(args[0].first(), Some(b'b' | b'B')) {
+                self.cl.blocking_cmd = Some(args[0].clone());
+            }
             // A run of lone commands is timed as a whole, from its first
             // command's classification (`crate::intro::ConnStat`).
             let t0 = lone.is_empty().then(std::time::Instant::now);
-            match self.classify(args) {
+            let step = self.classify(args);
+            // MONITOR: a control command is shown once it ran (see
+            // `feed_monitors`), anything else now.
+            let mut feed_after = None;
+            if let Some((args, was_in_multi)) = monitored {
+                // (EVAL shows before the `redis.call`s it makes, as Redis
+                // feeds it at its start.)
+                if matches!(step, Step::Control(c, _) if c != Control::Eval) {
+                    self.feed_queued(&args, was_in_multi);
+                    feed_after = Some((args, was_in_multi));
+                } else {
+                    let ran = !matches!(step, Step::Refuse(_) | Step::Drop | Step::ExecAbort(_));
+                    self.feed_monitors(&args, ran, was_in_multi);
+                }
+            }
+            match step {
+                Step::Lone(kop) if quiet => {
+                    self.stat.lone_queued(t0);
+                    self.run_lone(vec![kop]).await;
+                    if self.cl.after_command() {
+                        self.out.truncate(out_before);
+                    }
+                }
                 Step::Lone(kop) => {
                     self.stat.lone_queued(t0);
                     lone.push(kop)
                 }
                 step => {
+                    if quiet {
+                        let token = self.stat_before(&step, t0);
+                        self.dispatch(step).await;
+                        self.stat_after(token);
+                        if let Some((args, in_multi)) = feed_after {
+                            self.feed_monitors(&args, true, in_multi);
+                        }
+                        if self.cl.after_command() {
+                            self.out.truncate(out_before);
+                        }
+                        self.drain_pushes_between();
+                        if self.s.closing {
+                            return;
+                        }
+                        continue;
+                    }
                     if !lone.is_empty() {
                         self.run_lone(std::mem::take(&mut lone)).await;
                         self.drain_pushes_between();
@@ -512,8 +612,16 @@ impl Conn {
                         }
                     }
                     let token = self.stat_before(&step, t0);
+                    let out_before = self.out.len();
                     self.dispatch(step).await;
                     self.stat_after(token);
+                    if let Some((args, in_multi)) = feed_after {
+                        self.feed_monitors(&args, true, in_multi);
+                    }
+                    // CLIENT REPLY OFF|SKIP just ran: it starts counting.
+                    if self.cl.quiet() && self.cl.after_command() {
+                        self.out.truncate(out_before);
+                    }
                     self.drain_pushes_between();
                     if self.out.len() > FLUSH_AT
                         && (!self.within_output_limit() || !self.write_some())
@@ -531,6 +639,7 @@ impl Conn {
             self.run_lone(lone).await;
             self.drain_pushes_between();
         }
+        self.publish_batch(last);
         // Blocked clients try again once what this batch wrote is
         // committed (a transaction's writes: at its end).
         if self.list_written && self.s.multi.is_none() && self.s.txn.is_none() {

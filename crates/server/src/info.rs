@@ -1,7 +1,6 @@
 //! INFO sections and CONFIG GET values.
 
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use elsa_shard::ShardStats;
@@ -128,12 +127,7 @@ impl Conn {
             crate::info_sections::server(&mut t, sh);
         }
         if want("clients") {
-            let _ = write!(
-                t,
-                "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
-                sh.clients.load(Ordering::Relaxed),
-                c.maxclients
-            );
+            let _ = write!(t, "{}", crate::clients::info::section(sh));
         }
         if want("memory") {
             let f = crate::memory::report::Figures::measure(

@@ -12,6 +12,8 @@
 //!   runtime parameters, sampled rates, COMMAND DOCS/GETKEYS.
 //! - `replication`: INFO replication, WAITREGION, ELSA.DIGEST, ELSA.FAULT.
 //! - [`pubsub`]: channels and patterns, subscribers' queues, PUBLISH.
+//! - [`clients`]: the registry of connections; CLIENT LIST/KILL/PAUSE/…,
+//!   MONITOR, SHUTDOWN.
 //! - [`acl`]: users, passwords and permissions (ACL, AUTH), protected mode.
 //! - `script`: Lua scripting (EVAL, EVALSHA, SCRIPT) on script threads.
 //! - `http`: the metrics port — Prometheus `/metrics` and the status page;
@@ -21,6 +23,7 @@
 
 pub mod acl;
 mod admin;
+pub mod clients;
 pub mod cmd;
 pub mod cmdstats;
 mod command_cmd;

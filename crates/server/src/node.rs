@@ -68,6 +68,9 @@ pub struct Shared {
     pub rates: crate::rates::Rates,
     /// Memory use, `maxmemory` and eviction (`crate::memory`).
     pub memory: Arc<crate::memory::Memory>,
+    /// Every connection (CLIENT LIST/KILL, MONITOR, CLIENT PAUSE,
+    /// SHUTDOWN's request: `crate::clients`).
+    pub conns: Arc<crate::clients::Registry>,
 }
 
 /// An accepted socket on its way to a worker, with the TLS configuration
@@ -298,6 +301,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         runtime: crate::runtime::Runtime::new(&config.introspection),
         rates: Default::default(),
         memory: memory.clone(),
+        conns: Arc::default(),
     });
     crate::rates::start_sampler(&shared);
     memory.start_sampler(workers).map_err(StartError::Thread)?;
@@ -363,8 +367,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
             u.abort();
         }
         // A clean shutdown leaves a snapshot, so the next start replays
-        // little or nothing.
-        let _ = shared.persistence.snapshot(&coord).await;
+        // little or nothing (unless SHUTDOWN took it, or said NOSAVE).
+        if shared.conns.shutdown.wants_snapshot() {
+            let _ = shared.persistence.snapshot(&coord).await;
+        }
         served
     })?;
     // Dropping the connection senders ends every worker loop.
@@ -585,6 +591,7 @@ async fn accept_loop(
         tokio::select! {
             _ = sigint.recv() => { tracing::info!("SIGINT received, shutting down"); break; }
             _ = sigterm.recv() => { tracing::info!("SIGTERM received, shutting down"); break; }
+            _ = shared.conns.shutdown.requested() => { tracing::info!("SHUTDOWN received, shutting down"); break; }
             accepted = async {
                 tokio::select! {
                     a = accept_on(&plain) => (a, None),

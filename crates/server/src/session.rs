@@ -348,6 +348,10 @@ impl Conn {
             Control::Unwatch => self.w().simple("OK"),
             Control::Auth => self.auth(args),
             Control::Hello => self.hello(args),
+            // Redis queues MONITOR, then refuses it inside EXEC.
+            Control::Monitor => self
+                .w()
+                .error("ERR MONITOR isn't allowed for DENY BLOCKING client"),
             other => self.admin(other, args).await,
         }
     }

@@ -156,6 +156,18 @@ pub(crate) struct Options {
     caching: bool,
 }
 
+impl Options {
+    /// BCAST mode (CLIENT LIST's flag `B`).
+    pub(crate) fn is_bcast(&self) -> bool {
+        self.bcast
+    }
+
+    /// The client invalidations go to (CLIENT LIST's `redir`), 0 for none.
+    pub(crate) fn redirect_id(&self) -> u64 {
+        self.redirect
+    }
+}
+
 impl Conn {
     /// CLIENT TRACKING | CACHING | GETREDIR | TRACKINGINFO (`sub`); false
     /// when `sub` is none of them.

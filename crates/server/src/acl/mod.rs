@@ -30,7 +30,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use bytes::Bytes;
 
 pub use categories::TABLE;
-/// (For COMMAND LIST FILTERBY ACLCAT.)
+/// A category's bit (MONITOR leaves `@admin` commands out; COMMAND LIST
+/// FILTERBY ACLCAT).
 pub use categories::{category, CATEGORIES};
 pub(crate) use commands::initial_user;
 pub use log::{Context, Reason};

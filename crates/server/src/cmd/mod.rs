@@ -136,6 +136,9 @@ pub enum Control {
     Latency,
     /// MEMORY USAGE|STATS|DOCTOR|MALLOC-STATS|PURGE (`crate::memory`).
     Memory,
+    /// MONITOR and SHUTDOWN (`crate::clients`).
+    Monitor,
+    Shutdown,
 }
 
 /// What kind of command a name is.
@@ -673,6 +676,8 @@ pub static COMMANDS: &[Spec] = &[
     // introspection (`crate::intro`)
     spec!("slowlog", -2, ADM, 0, 0, 0, Ctl(C::Slowlog)),
     spec!("latency", -2, ADM, 0, 0, 0, Ctl(C::Latency)),
+    spec!("monitor", 1, N, 0, 0, 0, Ctl(C::Monitor)),
+    spec!("shutdown", -1, N, 0, 0, 0, Ctl(C::Shutdown)),
     // regions
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
     spec!("elsa.digest", 1, R, 0, 0, 0, Ctl(C::ElsaDigest)),

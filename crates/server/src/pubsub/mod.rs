@@ -213,6 +213,16 @@ impl Subscriptions {
         }
     }
 
+    /// How many channels, patterns and shard channels it is subscribed to
+    /// (CLIENT LIST's `sub`, `psub`, `ssub`).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (
+            self.channels.len(),
+            self.patterns.len(),
+            self.shard_channels.len(),
+        )
+    }
+
     /// This connection's queue, `made` if it has none yet (CLIENT TRACKING
     /// fills it too).
     pub fn ensure_queue(&mut self, made: Arc<Subscriber>) -> Arc<Subscriber> {

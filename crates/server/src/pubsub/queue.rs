@@ -96,6 +96,9 @@ pub enum Msg {
     /// A client-side caching invalidation (`crate::tracking`): these keys,
     /// or every key (None).
     Invalidate(Option<Vec<Bytes>>),
+    /// Bytes already encoded, sent as they are (a MONITOR line,
+    /// `crate::clients::monitor`).
+    Raw(Bytes),
 }
 
 impl Msg {
@@ -112,6 +115,7 @@ impl Msg {
                 channel,
                 payload,
             } => FRAME + pattern.len() + channel.len() + payload.len(),
+            Msg::Raw(b) => b.len(),
             Msg::Invalidate(keys) => {
                 FRAME
                     + keys
@@ -145,6 +149,7 @@ impl Msg {
                 w.bulk(channel);
                 w.bulk(payload);
             }
+            Msg::Raw(b) => w.out.extend_from_slice(b),
             Msg::Invalidate(keys) => {
                 // RESP3: `>2 invalidate [keys]`; RESP2 (a redirect's
                 // subscriber): a message of `__redis__:invalidate`.

@@ -236,6 +236,9 @@ impl Conn {
         if self.shared.memory.refuses(spec, &args, None) {
             return refuse(crate::memory::ERR_OOM);
         }
+        if self.shared.conns.monitors.any() {
+            self.feed_script_call(&args);
+        }
         // The command writes its reply into a scratch buffer, in the
         // script's protocol, exactly as it would for a client.
         let saved_out = std::mem::take(&mut self.out);
