@@ -622,6 +622,118 @@ fn config_set_get_round_trips_and_errors_match_redis() {
     p.same("CONFIG REWRITE");
 }
 
+/// The client limits, the script threshold, the ACL log's length and
+/// `requirepass` change at run time as in Redis: same replies to SET and
+/// GET, same errors, and the new value applies to the next connection.
+#[test]
+fn client_limits_and_requirepass_change_at_run_time_as_redis() {
+    let mut p = Pair::new(&[]);
+    for line in [
+        "CONFIG SET maxclients 500",
+        "CONFIG GET maxclients",
+        "CONFIG SET proto-max-bulk-len 2mb",
+        "CONFIG GET proto-max-bulk-len",
+        "CONFIG SET client-query-buffer-limit 4mb",
+        "CONFIG GET client-query-buffer-limit",
+        "CONFIG SET busy-reply-threshold 7000",
+        "CONFIG GET busy-reply-threshold",
+        "CONFIG GET lua-time-limit",
+        "CONFIG SET lua-time-limit 6000",
+        "CONFIG GET busy-reply-threshold",
+        "CONFIG SET acllog-max-len 3",
+        "CONFIG GET acllog-max-len",
+        // Errors, word for word.
+        "CONFIG SET maxclients 0",
+        "CONFIG SET maxclients x",
+        "CONFIG SET proto-max-bulk-len 1k",
+        "CONFIG SET proto-max-bulk-len lots",
+        "CONFIG SET client-query-buffer-limit 10",
+        "CONFIG SET acllog-max-len -1",
+        "CONFIG SET busy-reply-threshold -5",
+    ] {
+        p.same(line);
+    }
+    // Values of several words (sent as one argument).
+    for value in [
+        "normal 1mb 512kb 10 pubsub 16mb 4mb 30",
+        "normal 1mb 512kb",
+        "other 1mb 512kb 10",
+        "normal 1mb soft 10",
+        "",
+    ] {
+        let line: Vec<&[u8]> = vec![
+            b"CONFIG",
+            b"SET",
+            b"client-output-buffer-limit",
+            value.as_bytes(),
+        ];
+        let (e, r) = (p.e.call(&line), p.r.call(&line));
+        assert_eq!(e, r, "CONFIG SET client-output-buffer-limit {value:?}");
+    }
+    // Elsa has no replica clients: their class always shows no limit;
+    // the normal and pubsub classes are what was set.
+    let (e, _) = p.both("CONFIG GET client-output-buffer-limit");
+    assert_eq!(
+        e,
+        Reply::Array(vec![
+            Reply::Bulk(b"client-output-buffer-limit".to_vec()),
+            Reply::Bulk(
+                b"normal 1048576 524288 10 slave 0 0 0 pubsub 16777216 4194304 30".to_vec()
+            )
+        ])
+    );
+    // requirepass: new connections must AUTH; the old one stays in.
+    p.same("CONFIG SET requirepass s3cret");
+    p.same("CONFIG GET requirepass");
+    let (elsa_port, redis_port) = (p._elsa.port, p._redis.port);
+    for port in [elsa_port, redis_port] {
+        let mut c = resp::Conn::connect(port).unwrap();
+        let r = call(&mut c, "GET k");
+        assert!(
+            matches!(&r, Reply::Error(e) if e.starts_with(b"NOAUTH")),
+            "{r}"
+        );
+        assert_eq!(call(&mut c, "AUTH s3cret"), Reply::Simple(b"OK".to_vec()));
+    }
+    let clear: Vec<&[u8]> = vec![b"CONFIG", b"SET", b"requirepass", b""];
+    assert_eq!(p.e.call(&clear), p.r.call(&clear));
+    for port in [elsa_port, redis_port] {
+        let mut c = resp::Conn::connect(port).unwrap();
+        assert_eq!(call(&mut c, "PING"), Reply::Simple(b"PONG".to_vec()));
+    }
+    // maxclients: past it, a new connection is refused with Redis's error.
+    p.same("CONFIG SET maxclients 1");
+    for port in [elsa_port, redis_port] {
+        let mut c = resp::Conn::connect(port).unwrap();
+        let r = call(&mut c, "PING");
+        assert!(
+            matches!(&r, Reply::Error(e) if e.starts_with(b"ERR max number of clients reached")),
+            "{port}: {r}"
+        );
+    }
+    p.same("CONFIG SET maxclients 100");
+    // proto-max-bulk-len: a bulk over it is a protocol error.
+    p.same("CONFIG SET proto-max-bulk-len 1mb");
+    for port in [elsa_port, redis_port] {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        c.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000000\r\n")
+            .unwrap();
+        let mut reply = Vec::new();
+        let mut byte = [0u8; 1];
+        while !reply.ends_with(b"\r\n") && c.read(&mut byte).unwrap_or(0) == 1 {
+            reply.push(byte[0]);
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&reply),
+            "-ERR Protocol error: invalid bulk length\r\n",
+            "{port}"
+        );
+    }
+}
+
 #[test]
 fn config_rewrite_keeps_the_file_and_its_comments() {
     let dir = common::TestDir::new("intro-rewrite");
@@ -637,7 +749,10 @@ fn config_rewrite_keeps_the_file_and_its_comments() {
         ])
     );
     assert_eq!(
-        call(&mut c, "CONFIG SET slowlog-max-len 77 latency-tracking no"),
+        call(
+            &mut c,
+            "CONFIG SET slowlog-max-len 77 latency-tracking no maxclients 321 maxmemory 64mb"
+        ),
         Reply::Simple(b"OK".to_vec())
     );
     assert_eq!(
@@ -664,6 +779,15 @@ fn config_rewrite_keeps_the_file_and_its_comments() {
             Reply::Bulk(b"77".to_vec())
         ])
     );
+    for (name, value) in [("maxclients", "321"), ("maxmemory", "67108864")] {
+        assert_eq!(
+            call(&mut c, &format!("CONFIG GET {name}")),
+            Reply::Array(vec![
+                Reply::Bulk(name.as_bytes().to_vec()),
+                Reply::Bulk(value.as_bytes().to_vec())
+            ])
+        );
+    }
     let _ = std::fs::remove_file(&file);
 }
 

@@ -74,7 +74,12 @@ impl Conn {
                 }
                 let until = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
                 let write = !self.out.is_empty();
-                let read = self.inbuf.len() <= self.shared.config.client_query_buffer_limit;
+                let read = self.inbuf.len()
+                    <= self
+                        .shared
+                        .runtime
+                        .query_buffer_limit
+                        .load(std::sync::atomic::Ordering::Relaxed);
                 tokio::select! {
                     _ = entry.woken() => {
                         if entry.is_killed() {

@@ -249,7 +249,11 @@ impl Conn {
         if self.s.authed {
             Limits {
                 max_args: self.shared.config.max_args,
-                max_bulk: self.shared.config.proto_max_bulk_len,
+                max_bulk: self
+                    .shared
+                    .runtime
+                    .proto_max_bulk_len
+                    .load(Ordering::Relaxed),
             }
         } else {
             UNAUTHENTICATED
@@ -320,7 +324,11 @@ impl Conn {
     /// False (and a log line) when the unparsed input passed
     /// `client-query-buffer-limit`.
     fn within_query_limit(&self) -> bool {
-        let limit = self.shared.config.client_query_buffer_limit;
+        let limit = self
+            .shared
+            .runtime
+            .query_buffer_limit
+            .load(Ordering::Relaxed);
         if self.inbuf.len() <= limit {
             return true;
         }
@@ -450,9 +458,9 @@ impl Conn {
     /// replies not yet encoded into the buffer.
     fn within_output_limit_with(&mut self, held: usize) -> bool {
         let pending = self.out.len() + held;
-        let config = &self.shared.config;
-        let hard = config.client_output_buffer_limit;
-        let soft = config.client_output_soft_limit;
+        let r = &self.shared.runtime;
+        let hard = r.output_hard.load(Ordering::Relaxed);
+        let soft = r.output_soft.load(Ordering::Relaxed);
         let over_hard = hard != 0 && pending > hard;
         let over_soft = soft != 0 && pending > soft;
         if !over_soft {
@@ -464,7 +472,7 @@ impl Conn {
                 .get_or_insert_with(std::time::Instant::now)
                 .elapsed()
                 .as_secs()
-                >= config.client_output_soft_secs;
+                >= r.output_soft_secs.load(Ordering::Relaxed);
         if !over_hard && !soft_expired {
             return true;
         }

@@ -16,47 +16,13 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
         ("dir".into(), c.data_dir.display().to_string()),
         ("data-dir".into(), c.data_dir.display().to_string()),
         ("workers".into(), c.workers.to_string()),
-        ("maxclients".into(), c.maxclients.to_string()),
-        (
-            "proto-max-bulk-len".into(),
-            c.proto_max_bulk_len.to_string(),
-        ),
         ("max-args".into(), c.max_args.to_string()),
-        (
-            // Redis's form, every class: Elsa has no replica clients of
-            // Redis's kind, so their class shows no limit.
-            "client-output-buffer-limit".into(),
-            format!(
-                "normal {} {} {} slave 0 0 0 pubsub {}",
-                c.client_output_buffer_limit,
-                c.client_output_soft_limit,
-                c.client_output_soft_secs,
-                c.pubsub_output_limit
-            ),
-        ),
-        (
-            "client-query-buffer-limit".into(),
-            c.client_query_buffer_limit.to_string(),
-        ),
-        (
-            "client-output-buffer-limit-pubsub".into(),
-            c.pubsub_output_limit.to_string(),
-        ),
         (
             "default-isolation".into(),
             c.default_isolation.name().into(),
         ),
         ("node-id".into(), c.node_id.to_string()),
         ("merge-epoch-ms".into(), c.merge_epoch_ms.to_string()),
-        (
-            "busy-reply-threshold".into(),
-            c.busy_reply_threshold.to_string(),
-        ),
-        ("lua-time-limit".into(), c.busy_reply_threshold.to_string()),
-        (
-            "requirepass".into(),
-            c.requirepass.clone().unwrap_or_default(),
-        ),
         (
             "aclfile".into(),
             c.acl
@@ -78,7 +44,6 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
             }
             .into(),
         ),
-        ("acllog-max-len".into(), c.acl.log_max_len.to_string()),
         // Redis parameters clients probe; Elsa's answers for them.
         ("databases".into(), c.databases.to_string()),
         (

@@ -298,7 +298,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
             config.introspection.slowlog_max_len,
         ),
         latency: crate::latency::Latency::new(config.introspection.latency_monitor_threshold),
-        runtime: crate::runtime::Runtime::new(&config.introspection),
+        runtime: crate::runtime::Runtime::new(&config),
         rates: Default::default(),
         memory: memory.clone(),
         conns: Arc::default(),
@@ -616,7 +616,7 @@ async fn accept_loop(
                     }
                 };
                 shared.total_connections.fetch_add(1, Ordering::Relaxed);
-                if shared.clients.load(Ordering::Relaxed) >= shared.config.maxclients {
+                if shared.clients.load(Ordering::Relaxed) >= shared.runtime.maxclients.load(Ordering::Relaxed) {
                     shared.rejected.fetch_add(1, Ordering::Relaxed);
                     use tokio::io::AsyncWriteExt;
                     let mut stream = stream;

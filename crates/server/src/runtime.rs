@@ -9,7 +9,7 @@
 //! several pairs checks every value first and applies only when all are
 //! good, so no pair is applied alone.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -36,6 +36,21 @@ pub struct Runtime {
     /// The shards' counters at the last CONFIG RESETSTAT (INFO subtracts
     /// them: a shard's counters are its own thread's to write).
     pub shard_baseline: Mutex<ShardBaseline>,
+    /// Client limits CONFIG SET changes (the configuration's values at
+    /// start): read where they apply, one relaxed load each.
+    pub maxclients: AtomicUsize,
+    pub proto_max_bulk_len: AtomicUsize,
+    pub query_buffer_limit: AtomicUsize,
+    /// `client-output-buffer-limit`'s normal class: hard, soft (bytes),
+    /// soft seconds.
+    pub output_hard: AtomicUsize,
+    pub output_soft: AtomicUsize,
+    pub output_soft_secs: AtomicU64,
+    /// Its pubsub class, given to each new subscriber's queue.
+    pub pubsub_output: Mutex<crate::pubsub::Limit>,
+    /// `requirepass` as last set (the default user's password lives in
+    /// the ACL table; this is what CONFIG GET answers).
+    pub requirepass: Mutex<String>,
 }
 
 /// Shard counters CONFIG RESETSTAT zeroes, as they were when it ran.
@@ -59,12 +74,26 @@ impl ShardBaseline {
 }
 
 impl Runtime {
-    pub fn new(s: &Startup) -> Runtime {
+    pub fn new(c: &crate::config::Config) -> Runtime {
+        let s = &c.introspection;
         Runtime {
             latency_tracking: AtomicBool::new(s.latency_tracking),
             percentiles: Mutex::new(s.latency_tracking_info_percentiles.clone()),
             shard_baseline: Mutex::new(ShardBaseline::default()),
+            maxclients: AtomicUsize::new(c.maxclients),
+            proto_max_bulk_len: AtomicUsize::new(c.proto_max_bulk_len),
+            query_buffer_limit: AtomicUsize::new(c.client_query_buffer_limit),
+            output_hard: AtomicUsize::new(c.client_output_buffer_limit),
+            output_soft: AtomicUsize::new(c.client_output_soft_limit),
+            output_soft_secs: AtomicU64::new(c.client_output_soft_secs),
+            pubsub_output: Mutex::new(c.pubsub_output_limit),
+            requirepass: Mutex::new(c.requirepass.clone().unwrap_or_default()),
         }
+    }
+
+    /// The pubsub class of `client-output-buffer-limit`.
+    pub fn pubsub_output(&self) -> crate::pubsub::Limit {
+        *self.pubsub_output.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn percentiles(&self) -> Vec<f64> {
@@ -144,6 +173,148 @@ pub static PARAMS: &[Param] = &[
                 .join(" ")
         },
     },
+    // Clients' limits (`crate::conn`, the acceptor, pub/sub queues).
+    Param {
+        name: "maxclients",
+        check: |v| {
+            let n = long_long(v, 1, i64::from(u32::MAX))? as usize;
+            Ok(Box::new(move |s| s.runtime.maxclients.store(n, Relaxed)))
+        },
+        get: |s| s.runtime.maxclients.load(Relaxed).to_string(),
+    },
+    Param {
+        name: "proto-max-bulk-len",
+        check: |v| {
+            // Redis: at least 1mb; beyond that, any size.
+            let n = memory_value(v)?;
+            if n < 1024 * 1024 {
+                return Err(
+                    "argument must be between 1048576 and 9223372036854775807 inclusive".into(),
+                );
+            }
+            Ok(Box::new(move |s| {
+                s.runtime.proto_max_bulk_len.store(n, Relaxed)
+            }))
+        },
+        get: |s| s.runtime.proto_max_bulk_len.load(Relaxed).to_string(),
+    },
+    Param {
+        name: "client-query-buffer-limit",
+        check: |v| {
+            let n = memory_value(v)?;
+            if n < 1024 * 1024 {
+                return Err(
+                    "argument must be between 1048576 and 9223372036854775807 inclusive".into(),
+                );
+            }
+            Ok(Box::new(move |s| {
+                s.runtime.query_buffer_limit.store(n, Relaxed)
+            }))
+        },
+        get: |s| s.runtime.query_buffer_limit.load(Relaxed).to_string(),
+    },
+    Param {
+        name: "client-output-buffer-limit",
+        check: |v| {
+            let classes = output_classes(v)?;
+            Ok(Box::new(move |s| {
+                let r = &s.runtime;
+                for (class, limit) in classes {
+                    match class {
+                        OutputClass::Normal => {
+                            r.output_hard.store(limit.hard, Relaxed);
+                            r.output_soft.store(limit.soft, Relaxed);
+                            r.output_soft_secs.store(limit.soft_secs, Relaxed);
+                        }
+                        OutputClass::Pubsub => {
+                            *r.pubsub_output.lock().unwrap_or_else(|e| e.into_inner()) = limit;
+                        }
+                        // Elsa has no replica clients of Redis's kind.
+                        OutputClass::Replica => {}
+                    }
+                }
+            }))
+        },
+        get: |s| {
+            let r = &s.runtime;
+            let p = r.pubsub_output();
+            format!(
+                "normal {} {} {} slave 0 0 0 pubsub {} {} {}",
+                r.output_hard.load(Relaxed),
+                r.output_soft.load(Relaxed),
+                r.output_soft_secs.load(Relaxed),
+                p.hard,
+                p.soft,
+                p.soft_secs
+            )
+        },
+    },
+    Param {
+        name: "client-output-buffer-limit-pubsub",
+        check: |v| {
+            let limit: crate::pubsub::Limit = v.parse()?;
+            Ok(Box::new(move |s| {
+                *s.runtime
+                    .pubsub_output
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = limit;
+            }))
+        },
+        get: |s| s.runtime.pubsub_output().to_string(),
+    },
+    // Scripts (`crate::script`): when other clients start to get -BUSY.
+    Param {
+        name: "busy-reply-threshold",
+        check: |v| {
+            let n = long_long(v, 0, i64::MAX)? as u64;
+            Ok(Box::new(move |s| s.scripts.set_threshold_ms(n)))
+        },
+        get: |s| s.scripts.threshold_ms().to_string(),
+    },
+    // ACL (`crate::acl`).
+    Param {
+        name: "acllog-max-len",
+        check: |v| {
+            let n = long_long(v, 0, i64::MAX)? as usize;
+            Ok(Box::new(move |s| s.acl.set_log_max_len(n)))
+        },
+        get: |s| s.acl.log_max_len().to_string(),
+    },
+    Param {
+        // As Redis: the default user's password becomes this one (none:
+        // `nopass`), as `ACL SETUSER default resetpass >…` would.
+        name: "requirepass",
+        check: |v| {
+            let v = v.to_string();
+            Ok(Box::new(move |s| {
+                let rules: Vec<Bytes> = if v.is_empty() {
+                    vec![
+                        Bytes::from_static(b"resetpass"),
+                        Bytes::from_static(b"nopass"),
+                    ]
+                } else {
+                    vec![
+                        Bytes::from_static(b"resetpass"),
+                        Bytes::from(format!(">{v}")),
+                    ]
+                };
+                if let Err(e) = s.acl.set_user(b"default", &rules) {
+                    tracing::warn!("CONFIG SET requirepass: {e}");
+                }
+                *s.runtime
+                    .requirepass
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = v;
+            }))
+        },
+        get: |s| {
+            s.runtime
+                .requirepass
+                .lock()
+                .map(|p| p.clone())
+                .unwrap_or_default()
+        },
+    },
     // The memory limit (`crate::memory`).
     Param {
         name: "maxmemory",
@@ -172,12 +343,18 @@ pub static PARAMS: &[Param] = &[
     },
 ];
 
-/// The CONFIG GET pairs of [`PARAMS`].
+/// The CONFIG GET pairs of [`PARAMS`] (and `lua-time-limit`, Redis 7's
+/// alias of `busy-reply-threshold`).
 pub fn pairs(shared: &Shared) -> Vec<(String, String)> {
-    PARAMS
+    let mut pairs: Vec<(String, String)> = PARAMS
         .iter()
         .map(|p| (p.name.to_string(), (p.get)(shared)))
-        .collect()
+        .collect();
+    pairs.push((
+        "lua-time-limit".into(),
+        shared.scripts.threshold_ms().to_string(),
+    ));
+    pairs
 }
 
 /// CONFIG SET's pairs (the arguments after `SET`), all applied or none:
@@ -200,7 +377,11 @@ pub fn config_set(
     let mut seen: Vec<String> = Vec::new();
     for pair in args.chunks(2) {
         let given = String::from_utf8_lossy(&pair[0]).into_owned();
-        let name = given.to_ascii_lowercase();
+        let mut name = given.to_ascii_lowercase();
+        if name == "lua-time-limit" {
+            // Redis 7's alias of busy-reply-threshold.
+            name = "busy-reply-threshold".into();
+        }
         let value = String::from_utf8_lossy(&pair[1]).into_owned();
         if unknown.is_some() || refused.is_some() {
             break;
@@ -259,11 +440,34 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
     for (name, value) in pairs {
+        if name == "lua-time-limit" {
+            // An alias: the file keeps busy-reply-threshold.
+            continue;
+        }
+        if name == "requirepass" && value.is_empty() {
+            // No password: the key is left out (present, it would set one).
+            doc.remove(name);
+            continue;
+        }
         let item = match name.as_str() {
+            // The file takes the normal class; the pubsub class has its
+            // own key (client-output-buffer-limit-pubsub).
+            "client-output-buffer-limit" => toml_edit::value(
+                value
+                    .split_whitespace()
+                    .take(4)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
             "latency-tracking" => toml_edit::value(value == "yes"),
             "slowlog-log-slower-than"
             | "slowlog-max-len"
             | "latency-monitor-threshold"
+            | "maxclients"
+            | "proto-max-bulk-len"
+            | "client-query-buffer-limit"
+            | "busy-reply-threshold"
+            | "acllog-max-len"
             | "maxmemory-samples"
             | "lfu-log-factor"
             | "lfu-decay-time"
@@ -278,6 +482,51 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
     let tmp = path.with_extension("rewrite.tmp");
     std::fs::write(&tmp, doc.to_string()).map_err(|e| e.to_string())?;
     std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+}
+
+/// A class of `client-output-buffer-limit`.
+#[derive(Clone, Copy)]
+enum OutputClass {
+    Normal,
+    Replica,
+    Pubsub,
+}
+
+/// Redis's `<class> <hard> <soft> <soft-seconds>` groups, every one
+/// checked (`config.c`: `setConfigClientOutputBufferLimitOption`).
+fn output_classes(v: &str) -> Result<Vec<(OutputClass, crate::pubsub::Limit)>, String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    // (Nothing given changes nothing, as in Redis.)
+    if !words.len().is_multiple_of(4) {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    words
+        .chunks(4)
+        .map(|g| {
+            let class = match g[0].to_ascii_lowercase().as_str() {
+                "normal" => OutputClass::Normal,
+                "slave" | "replica" => OutputClass::Replica,
+                "pubsub" => OutputClass::Pubsub,
+                _ => {
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".into(),
+                    )
+                }
+            };
+            let limit: crate::pubsub::Limit = g[1..].join(" ").parse().map_err(|_| {
+                "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                    .to_string()
+            })?;
+            Ok((class, limit))
+        })
+        .collect()
+}
+
+/// A memory size as redis.conf spells it (`1mb`, `64k`, `100`).
+fn memory_value(v: &str) -> Result<usize, String> {
+    crate::memory::parse_memory(v)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| "argument must be a memory value".to_string())
 }
 
 fn failed(name: &str, why: &str) -> String {

@@ -131,6 +131,8 @@ pub struct Acl {
     log: Mutex<log::Log>,
     /// INFO's acl_access_denied_{auth,cmd,key,channel}.
     denied: [AtomicU64; 4],
+    /// `acllog-max-len` (CONFIG SET changes it).
+    log_max_len: std::sync::atomic::AtomicUsize,
     /// The settings it was started with.
     pub settings: Settings,
 }
@@ -146,6 +148,7 @@ impl Acl {
             let _ = default.apply(format!(">{p}").as_bytes(), false);
         }
         let acl = Acl {
+            log_max_len: settings.log_max_len.into(),
             users: RwLock::new(BTreeMap::from([(b"default".to_vec(), Arc::new(default))])),
             epoch: AtomicU64::new(0),
             default_open: AtomicBool::new(false),
@@ -236,6 +239,17 @@ impl Acl {
         Ok(())
     }
 
+    /// `acllog-max-len`.
+    pub fn log_max_len(&self) -> usize {
+        self.log_max_len.load(Ordering::Relaxed)
+    }
+
+    /// CONFIG SET acllog-max-len: the log keeps at most `n` entries from
+    /// its next addition on (as Redis trims at the next entry).
+    pub fn set_log_max_len(&self, n: usize) {
+        self.log_max_len.store(n, Ordering::Relaxed);
+    }
+
     /// ACL DELUSER: how many of the names existed.
     pub fn del_users(&self, names: &[Bytes]) -> Result<i64, String> {
         if names.iter().any(|n| &n[..] == b"default") {
@@ -323,7 +337,7 @@ impl Acl {
             Reason::Channel => 3,
         };
         self.denied[counter].fetch_add(1, Ordering::Relaxed);
-        let max = self.settings.log_max_len;
+        let max = self.log_max_len();
         self.log.lock().unwrap_or_else(|e| e.into_inner()).add(
             reason,
             context,

@@ -38,7 +38,9 @@ pub(crate) fn section(sh: &Shared) -> String {
         // peers talk on their own port), so 0, what Redis answers with
         // cluster mode off.
         0,
-        sh.config.maxclients,
+        sh.runtime
+            .maxclients
+            .load(std::sync::atomic::Ordering::Relaxed),
         reg.blocked(),
         reg.blocked_with_timeout(),
     );

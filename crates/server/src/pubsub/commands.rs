@@ -119,7 +119,7 @@ impl Conn {
             None => Arc::new(Subscriber::new(
                 self.s.id,
                 self.s.addr.clone(),
-                self.shared.config.pubsub_output_limit,
+                self.shared.runtime.pubsub_output(),
             )),
         }
     }

@@ -47,8 +47,9 @@ pub struct Scripts {
     running: Mutex<Vec<Arc<RunCtl>>>,
     /// `running.len()`, read without the lock on every command.
     count: AtomicUsize,
-    /// `busy-reply-threshold`; zero: never busy.
-    threshold: Duration,
+    /// `busy-reply-threshold` in ms (CONFIG SET changes it); zero: never
+    /// busy.
+    threshold_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Scripts {
@@ -62,8 +63,21 @@ impl Scripts {
             cache,
             running: Mutex::new(Vec::new()),
             count: AtomicUsize::new(0),
-            threshold: Duration::from_millis(config.busy_reply_threshold),
+            threshold_ms: config.busy_reply_threshold.into(),
         }
+    }
+
+    /// `busy-reply-threshold` (ms).
+    pub fn threshold_ms(&self) -> u64 {
+        self.threshold_ms.load(Ordering::Relaxed)
+    }
+
+    pub fn set_threshold_ms(&self, ms: u64) {
+        self.threshold_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn threshold(&self) -> Duration {
+        Duration::from_millis(self.threshold_ms())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<RunCtl>>> {
@@ -91,12 +105,13 @@ impl Scripts {
 
     /// The scripts running for longer than the threshold.
     fn busy_ones(&self) -> Vec<Arc<RunCtl>> {
-        if self.threshold.is_zero() || self.count.load(Ordering::Acquire) == 0 {
+        let threshold = self.threshold();
+        if threshold.is_zero() || self.count.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
         self.lock()
             .iter()
-            .filter(|c| c.started.elapsed() >= self.threshold)
+            .filter(|c| c.started.elapsed() >= threshold)
             .cloned()
             .collect()
     }
@@ -105,12 +120,11 @@ impl Scripts {
     /// commands are answered -BUSY. One atomic load when none runs.
     pub fn busy(&self) -> bool {
         // Asked before every command while any script runs: no Vec.
-        if self.threshold.is_zero() || self.count.load(Ordering::Acquire) == 0 {
+        let threshold = self.threshold();
+        if threshold.is_zero() || self.count.load(Ordering::Acquire) == 0 {
             return false;
         }
-        self.lock()
-            .iter()
-            .any(|c| c.started.elapsed() >= self.threshold)
+        self.lock().iter().any(|c| c.started.elapsed() >= threshold)
     }
 }
 
