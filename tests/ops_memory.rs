@@ -606,6 +606,14 @@ fn eviction_is_a_replicated_delete_regions_converge_and_nothing_resurrects() {
     eprintln!("writes refused with -OOM: {refused} of 40000");
     let evicted = num(&mut a, "stats", "evicted_keys");
     assert!(evicted > 0, "nothing evicted");
+    // The limit lifted, so that no eviction runs while the regions are
+    // compared (r1 goes on evicting on its epoch timer while over it).
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query(&mut a)
+        .unwrap();
     // Anti-entropy and gossip bring both regions to the same state…
     cluster.wait_same_digest(&[0, 1], Duration::from_secs(120));
     let mut b = cluster.conn(1);
