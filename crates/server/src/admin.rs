@@ -398,7 +398,7 @@ impl Conn {
 
     /// Redis's refusal of a container command's subcommand (unknown, or
     /// the wrong number of arguments): answered, true when there was one.
-    fn refuse_subcommand(&mut self, name: &str, args: &[Bytes]) -> bool {
+    pub(crate) fn refuse_subcommand(&mut self, name: &str, args: &[Bytes]) -> bool {
         let refusal =
             cmd::lookup(name.as_bytes()).and_then(|spec| cmd::subcommand_error(spec, args));
         match refusal {

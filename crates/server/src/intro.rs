@@ -327,7 +327,7 @@ impl Conn {
 
     /// SLOWLOG GET [count] | LEN | RESET | HELP
     pub(crate) fn slowlog(&mut self, args: &[Bytes]) {
-        if self.refuse_sub("slowlog", args) {
+        if self.refuse_subcommand("slowlog", args) {
             return;
         }
         let sub = &args[1];
@@ -377,7 +377,7 @@ impl Conn {
     /// LATENCY LATEST | HISTORY event | RESET [event …] | HISTOGRAM
     /// [command …] | DOCTOR | HELP
     pub(crate) fn latency(&mut self, args: &[Bytes]) {
-        if self.refuse_sub("latency", args) {
+        if self.refuse_subcommand("latency", args) {
             return;
         }
         let sub = &args[1];
@@ -461,19 +461,6 @@ impl Conn {
         }
         w.simple("HELP");
         w.simple("    Prints this help.");
-    }
-
-    /// Redis's refusal of a bad subcommand, answered; true when there was one.
-    fn refuse_sub(&mut self, name: &str, args: &[Bytes]) -> bool {
-        let refusal =
-            cmd::lookup(name.as_bytes()).and_then(|spec| cmd::subcommand_error(spec, args));
-        match refusal {
-            Some(e) => {
-                self.w().error(&e);
-                true
-            }
-            None => false,
-        }
     }
 
     /// CONFIG SET: every runtime parameter (`crate::runtime`), all pairs or

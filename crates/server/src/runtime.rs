@@ -185,13 +185,7 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "proto-max-bulk-len",
         check: |v| {
-            // Redis: at least 1mb; beyond that, any size.
-            let n = memory_value(v)?;
-            if n < 1024 * 1024 {
-                return Err(
-                    "argument must be between 1048576 and 9223372036854775807 inclusive".into(),
-                );
-            }
+            let n = at_least_1mb(v)?;
             Ok(Box::new(move |s| {
                 s.runtime.proto_max_bulk_len.store(n, Relaxed)
             }))
@@ -201,12 +195,7 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "client-query-buffer-limit",
         check: |v| {
-            let n = memory_value(v)?;
-            if n < 1024 * 1024 {
-                return Err(
-                    "argument must be between 1048576 and 9223372036854775807 inclusive".into(),
-                );
-            }
+            let n = at_least_1mb(v)?;
             Ok(Box::new(move |s| {
                 s.runtime.query_buffer_limit.store(n, Relaxed)
             }))
@@ -522,11 +511,16 @@ fn output_classes(v: &str) -> Result<Vec<(OutputClass, crate::pubsub::Limit)>, S
         .collect()
 }
 
-/// A memory size as redis.conf spells it (`1mb`, `64k`, `100`).
-fn memory_value(v: &str) -> Result<usize, String> {
-    crate::memory::parse_memory(v)
+/// A memory size as redis.conf spells it (`2mb`, `4096`) of at least 1mb,
+/// as Redis's `proto-max-bulk-len` and `client-query-buffer-limit` take.
+fn at_least_1mb(v: &str) -> Result<usize, String> {
+    let n = crate::memory::parse_memory(v)
         .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| "argument must be a memory value".to_string())
+        .ok_or_else(|| "argument must be a memory value".to_string())?;
+    if n < 1024 * 1024 {
+        return Err("argument must be between 1048576 and 9223372036854775807 inclusive".into());
+    }
+    Ok(n)
 }
 
 fn failed(name: &str, why: &str) -> String {

@@ -209,7 +209,7 @@ pub fn human(n: u64) -> String {
 }
 
 /// A redis.conf memory value (`100mb`, `1gb`, `4096`): Redis's `memtoull`,
-/// for `maxmemory`.
+/// for `maxmemory`, the client limits and the pubsub output limit.
 pub fn parse_memory(s: &str) -> Option<u64> {
     let lower = s.to_ascii_lowercase();
     let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());

@@ -63,21 +63,10 @@ impl std::fmt::Display for Limit {
     }
 }
 
-/// A redis.conf memory size: `1gb`, `64k`, `100`.
+/// A redis.conf memory size: `1gb`, `64k`, `100` (`crate::memory`'s
+/// parser, Redis's `memtoull`).
 fn memory(s: &str) -> Option<usize> {
-    let lower = s.to_ascii_lowercase();
-    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit: usize = match &lower[digits.len()..] {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    digits.parse::<usize>().ok()?.checked_mul(unit)
+    crate::memory::parse_memory(s).and_then(|n| usize::try_from(n).ok())
 }
 
 /// One message for one subscriber.
