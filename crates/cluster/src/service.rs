@@ -177,11 +177,10 @@ pub struct Cluster {
     isolated: AtomicBool,
     /// The HLC when the service started (see [`Stream::after_boot`]).
     boot_ts: u64,
-    /// Every peer address ever in the ring, with its region: a node that
-    /// left the ring must stay cut off while isolated (fault injection).
-    seen: Mutex<HashMap<SocketAddr, String>>,
     /// Every node ever in the ring, as last seen there: the metrics port
-    /// and status page show those that left it as down.
+    /// and status page show those that left it as down, and a node that
+    /// left the ring stays cut off while isolated (fault injection, by
+    /// its peer address and region).
     known: Mutex<HashMap<NodeId, Member>>,
     /// (local shard, peer) → what that peer has confirmed of the shard's
     /// gossip stream.
@@ -313,7 +312,6 @@ impl Cluster {
             next_id: AtomicU64::new(1),
             isolated: AtomicBool::new(false),
             boot_ts,
-            seen: Mutex::new(HashMap::new()),
             known: Mutex::new(HashMap::new()),
             acked: Mutex::new(HashMap::new()),
             peers: Mutex::new(HashMap::new()),
@@ -393,12 +391,6 @@ impl Cluster {
     /// membership's own heartbeats (on a busy host, long enough for the
     /// failure detector to declare live nodes dead).
     pub(crate) async fn set_members(self: &Arc<Self>, members: Vec<Member>) {
-        {
-            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            for m in &members {
-                seen.insert(m.peer, m.region.clone());
-            }
-        }
         {
             let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
             for m in &members {

@@ -80,13 +80,14 @@ impl Cluster {
 
     /// Is peer address `addr` cut off by fault injection?
     pub(crate) fn cut_addr(&self, addr: SocketAddr) -> bool {
+        // (Only while isolated: a scan of the nodes ever seen.)
         self.isolated()
             && self
-                .seen
+                .known
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .get(&addr)
-                .is_some_and(|r| self.other_region(r))
+                .values()
+                .any(|m| m.peer == addr && self.other_region(&m.region))
     }
 
     /// Blocked by fault injection?
