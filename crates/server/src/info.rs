@@ -65,14 +65,6 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
     ]
 }
 
-pub(crate) fn rss_bytes() -> u64 {
-    // /proc/self/statm: size resident … in pages.
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
-}
-
 impl Conn {
     /// INFO [section …]
     pub(crate) async fn info(&mut self, args: &[Bytes]) {
@@ -166,6 +158,8 @@ pub(crate) fn sum(stats: &[ShardStats]) -> ShardStats {
         t.parts_alone += s.parts_alone;
         t.refused_stale += s.refused_stale;
         t.installs_superseded += s.installs_superseded;
+        t.keyspace_hits += s.keyspace_hits;
+        t.keyspace_misses += s.keyspace_misses;
     }
     t
 }

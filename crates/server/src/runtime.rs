@@ -63,13 +63,12 @@ pub struct ShardBaseline {
 
 impl ShardBaseline {
     pub fn of(stats: &[elsa_shard::ShardStats]) -> ShardBaseline {
-        let mut b = ShardBaseline::default();
-        for s in stats {
-            b.keyspace_hits += s.keyspace_hits;
-            b.keyspace_misses += s.keyspace_misses;
-            b.expired += s.expired;
+        let t = crate::info::sum(stats);
+        ShardBaseline {
+            keyspace_hits: t.keyspace_hits,
+            keyspace_misses: t.keyspace_misses,
+            expired: t.expired,
         }
-        b
     }
 }
 

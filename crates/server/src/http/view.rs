@@ -115,7 +115,7 @@ pub(crate) async fn read(
         connections_total: shared.total_connections.load(Ordering::Relaxed),
         commands_total: shared.total_commands.load(Ordering::Relaxed),
         rejected_total: shared.rejected.load(Ordering::Relaxed),
-        rss_bytes: crate::info::rss_bytes(),
+        rss_bytes: crate::memory::rss_bytes(),
         keyspace: per_db.into_iter().map(|(db, (k, e))| (db, k, e)).collect(),
         cluster: shared
             .cluster
