@@ -108,8 +108,26 @@ fn writer(
     })
 }
 
-/// Asserts every acknowledged write is readable on host `i`.
+/// Asserts every acknowledged write becomes readable on host `i`. A host
+/// of the writer's region has them at once; one of another region within
+/// a few merge epochs (regions converge asynchronously), so a missing write
+/// is looked for again for up to 30 s before it counts as lost.
 fn check_reads(hosts: &Hosts, i: usize, acked: &Acked, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            reads_now(hosts, i, acked, what)
+        }));
+        match outcome {
+            Ok(()) => return,
+            Err(e) if std::time::Instant::now() >= deadline => std::panic::resume_unwind(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// [`check_reads`], once.
+fn reads_now(hosts: &Hosts, i: usize, acked: &Acked, what: &str) {
     let mut c = hosts.conn(i);
     for chunk in acked.keys.chunks(500) {
         let keys: Vec<String> = chunk.iter().map(|n| format!("j:{n}")).collect();
