@@ -302,17 +302,12 @@ impl Counter {
     /// The value at `now_ms`, or `None` when the key holds nothing (deleted
     /// or expired, and no increment since).
     pub fn value(&self, now_ms: u64) -> Option<Bytes> {
-        if self.expired(now_ms) {
+        if !self.shows(now_ms) {
             return None;
         }
         let unseen = self.unseen();
-        let observed = self.observed();
-        let increments_since = self
-            .tallies()
-            .iter()
-            .any(|(o, t)| t.version != observed.get(o).version);
         match &self.value {
-            None if !increments_since => None,
+            // (Shown, so some origin incremented since.)
             None => Some(Bytes::from(unseen.to_string())),
             Some(v) if unseen == 0 => Some(v.to_bytes()),
             Some(v) => match parse_i64(v) {
@@ -320,6 +315,20 @@ impl Counter {
                 None => Some(v.to_bytes()),
             },
         }
+    }
+
+    /// True when [`Counter::value`] at `now_ms` is `Some`, without
+    /// building the value (the collector and TYPE ask this of every key).
+    pub fn shows(&self, now_ms: u64) -> bool {
+        !self.expired(now_ms) && (self.value.is_some() || self.increments_since_base())
+    }
+
+    /// Some origin incremented after the base was written.
+    fn increments_since_base(&self) -> bool {
+        let observed = self.observed();
+        self.tallies()
+            .iter()
+            .any(|(o, t)| t.version != observed.get(o).version)
     }
 
     /// The newest write this value holds.

@@ -244,7 +244,7 @@ impl KeyState {
                 Some(coll) if !coll.is_empty() && !self.collection_expired(now_ms) => coll.kind(),
                 _ => Kind::None,
             },
-            _ if self.string.value(now_ms).is_some() => Kind::String,
+            _ if self.string.shows(now_ms) => Kind::String,
             _ => Kind::None,
         }
     }

@@ -107,8 +107,8 @@ impl Conn {
             let peers = sh.cluster.as_ref().map_or(0, |cl| cl.peer_info().len());
             let _ = write!(
                 t,
-                "# Gossip\r\nmerge_epoch_ms:{}\r\nlattices_flushed:{}\r\npeers:{peers}\r\nremote_parts_waiting:{}\r\nremote_parts_shown_alone:{}\r\n\r\n",
-                c.merge_epoch_ms, total.gossiped, total.parts_waiting, total.parts_alone
+                "# Gossip\r\nmerge_epoch_ms:{}\r\nlattices_flushed:{}\r\npeers:{peers}\r\nremote_parts_waiting:{}\r\nremote_parts_shown_alone:{}\r\ncollector_records_visited:{}\r\n\r\n",
+                c.merge_epoch_ms, total.gossiped, total.parts_waiting, total.parts_alone, total.gc_visited
             );
         }
         if want("replication") {
@@ -153,6 +153,7 @@ pub(crate) fn sum(stats: &[ShardStats]) -> ShardStats {
         t.conflicts += s.conflicts;
         t.busy += s.busy;
         t.expired += s.expired;
+        t.gc_visited += s.gc_visited;
         t.gossiped += s.gossiped;
         t.parts_waiting += s.parts_waiting;
         t.parts_alone += s.parts_alone;

@@ -181,6 +181,20 @@ impl Record {
         self.data[1..5].copy_from_slice(&v.origin.to_le_bytes());
     }
 
+    /// True when the collector may have work on this record, now or
+    /// later: a tombstone, a key with a TTL, or a typed state that shows
+    /// nothing, will stop showing anything, or keeps removed entries.
+    /// Anything else stays as it is until a write replaces it, so the
+    /// sweep passes it by (see `Table::sweep_segments`).
+    pub fn needs_upkeep(&self) -> bool {
+        match self.typed() {
+            // Expiry only ever hides more as time goes on, so what shows
+            // nothing at the end of time is what empties or expires.
+            Some(s) => s.has_removed_entries() || s.kind(u64::MAX) == elsa_lattice::Kind::None,
+            None => self.flags() & (TOMBSTONE | HAS_TTL) != 0,
+        }
+    }
+
     /// True for a typed record.
     pub fn is_typed(&self) -> bool {
         self.flags() & TYPED != 0

@@ -41,6 +41,9 @@ pub struct ShardStats {
     pub busy: u64,
     /// Keys expired by the active expiry cycle.
     pub expired: u64,
+    /// Records the garbage collector looked at (only those that may need
+    /// it: see `Record::needs_upkeep`).
+    pub gc_visited: u64,
     /// Keys evicted to stay under `maxmemory` (see `shard/evict.rs`).
     pub evicted: u64,
     /// Lattices flushed from the gossip buffer.

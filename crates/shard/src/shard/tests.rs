@@ -781,6 +781,67 @@ fn a_garbage_sweep_in_slices_collects_what_one_sweep_does() {
     assert_eq!(s.tombstone_floor, u64::MAX);
 }
 
+#[test]
+fn the_collector_looks_only_at_records_that_may_need_it() {
+    use crate::ops::sets::SetOp;
+    use crate::table::SEGMENTS;
+    let marked = |s: &Shard| {
+        (0..SEGMENTS)
+            .filter(|&i| s.table.may_need_upkeep(i))
+            .count()
+    };
+    let mut s = shard();
+    let ops: Vec<KeyOp> = (0..5000)
+        .map(|i| kop(&s, &format!("k{i}"), set("1")))
+        .collect();
+    s.op_batch(&ops);
+    s.flush_gossip();
+    // Plain keys with no TTL: no segment to sweep, no record looked at,
+    // however many sweeps run.
+    assert_eq!(marked(&s), 0);
+    for _ in 0..3 {
+        s.collect_garbage(unix_ms(), u64::MAX);
+    }
+    assert_eq!(s.stats.gc_visited, 0);
+    assert_eq!(s.table.len(), 5000);
+
+    // Each kind of record the collector has work on marks its segment.
+    let m = |v: &str| Bytes::copy_from_slice(v.as_bytes());
+    let far = unix_ms() + 3_600_000;
+    s.op_batch(&[
+        kop(
+            &s,
+            "ttl",
+            Op::Set {
+                value: m("v"),
+                cond: SetCond::Always,
+                expiry: Expiry::At(far),
+                reply: SetReply::Ok,
+            },
+        ),
+        kop(&s, "k1", Op::Del),
+        kop(&s, "set", Op::Sets(SetOp::Add(vec![m("a"), m("b")]))),
+    ]);
+    assert_eq!(marked(&s), 2, "the TTL and the tombstone; a set is not");
+    s.op_batch(&[kop(&s, "set", Op::Sets(SetOp::Rem(vec![m("a")])))]);
+    assert_eq!(marked(&s), 3, "a set that keeps a removed member");
+    s.flush_gossip();
+
+    // A sweep looks at those three records only, collects the tombstone
+    // and the removed member, and keeps the TTL key's segment marked.
+    s.collect_garbage(unix_ms(), u64::MAX);
+    assert_eq!(s.stats.gc_visited, 3);
+    assert_eq!(s.table.len(), 5000 - 1 + 2);
+    assert_eq!(marked(&s), 1, "only the key that will expire");
+    s.collect_garbage(unix_ms(), u64::MAX);
+    assert_eq!(s.stats.gc_visited, 4);
+
+    // Once it expires and is collected, nothing is left to look at.
+    s.collect_garbage(far + 1, u64::MAX);
+    assert_eq!(s.table.len(), 5000);
+    assert_eq!(marked(&s), 0);
+}
+
 fn part(key: &str, value: &str, commit_ts: u64, unit: Unit) -> LogEntry {
     LogEntry {
         unit,

@@ -270,8 +270,10 @@ impl Shard {
         let gossip = &self.gossip;
         let hook = &self.on_change;
         let mut expired = 0;
+        let mut visited = 0;
         let horizon = elsa_lattice::Version::new(tombstone_before, 0);
-        let removed = self.table.retain_mut_segments(segments, |r| {
+        let removed = self.table.sweep_segments(segments, |r| {
+            visited += 1;
             let dirty = gossip.contains(r.key());
             let old = r.commit_ts < tombstone_before && !dirty;
             if let Some(state) = r.typed_mut() {
@@ -300,6 +302,7 @@ impl Shard {
             !(r.is_tombstone() && old)
         });
         self.stats.expired += expired;
+        self.stats.gc_visited += visited;
         removed
     }
 
