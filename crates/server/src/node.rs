@@ -252,6 +252,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
         for shard in &mut shards {
             shard.attach_replicator(replicator.clone());
         }
+    } else {
+        for shard in &mut shards {
+            shard.run_alone();
+        }
     }
     let tracking = Arc::new(crate::tracking::Tracking::default());
     for shard in &mut shards {
