@@ -19,13 +19,16 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 //   gave ~18% more requests per CPU-second on SET and GET (docs/
 //   performance.md, "Per core"). Redis refuses THP because its fork for
 //   snapshots would copy 2 MiB pages on write; Elsa never forks.
-// - `percpu_arena:percpu`: one arena per CPU, as the shards are one per
-//   core; the default four per CPU each start with a huge page of their
-//   own (26 MB more RSS idle, against 10 MB with this).
+// - `narenas:1`: one arena for every thread but the shards' workers, which
+//   each create their own (`memory::own_arena`). jemalloc's default of four
+//   arenas per CPU cost one or two huge pages each (16 MB more RSS on two
+//   cores, growing with the cores); `percpu_arena` would do it too but is
+//   switched off, with a line on stderr, under any CPU affinity mask
+//   (`taskset`, a container's cpuset).
 #[cfg(not(target_env = "msvc"))]
 #[allow(non_upper_case_globals)]
 #[export_name = "_rjem_malloc_conf"]
-pub static malloc_conf: &[u8] = b"thp:always,percpu_arena:percpu\0";
+pub static malloc_conf: &[u8] = b"thp:always,narenas:1\0";
 
 #[derive(Parser)]
 #[command(

@@ -319,7 +319,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
         let shared = shared.clone();
         let t = std::thread::Builder::new()
             .name(format!("elsa-shard-{index}"))
-            .spawn(move || worker(index, shard, inbox, conn_rx, node, shared))
+            .spawn(move || {
+                crate::memory::own_arena();
+                worker(index, shard, inbox, conn_rx, node, shared)
+            })
             .map_err(StartError::Thread)?;
         threads.push(t);
     }
