@@ -58,6 +58,11 @@ pub struct Recorder {
     pub gave_up: u64,
     /// Key-value operations inside committed transactions or batches.
     pub kv_ops: u64,
+    /// Read-only transactions that committed (YCSB-T; see
+    /// [`Recorder::read_only`]).
+    pub ro_commits: u64,
+    /// Attempts of read-only transactions that lost a conflict.
+    pub ro_aborts: u64,
     /// While false (warm-up), nothing is recorded.
     pub enabled: bool,
 }
@@ -109,6 +114,17 @@ impl Recorder {
         };
     }
 
+    /// Counts a transaction that only read, after [`Recorder::txn`]:
+    /// its abort rate is reported apart, since a snapshot read never
+    /// needs to abort.
+    pub fn read_only(&mut self, committed: bool, aborts: u64) {
+        if !self.enabled {
+            return;
+        }
+        self.ro_commits += u64::from(committed);
+        self.ro_aborts += aborts;
+    }
+
     /// Folds another thread's recorder into this one.
     pub fn merge(&mut self, other: &Recorder) {
         for (name, s) in &other.ops {
@@ -123,6 +139,8 @@ impl Recorder {
         self.retries += other.retries;
         self.gave_up += other.gave_up;
         self.kv_ops += other.kv_ops;
+        self.ro_commits += other.ro_commits;
+        self.ro_aborts += other.ro_aborts;
     }
 }
 
@@ -141,7 +159,10 @@ mod tests {
         b.ok("READ", 20);
         b.ok("UPDATE", 100);
         b.txn(false, 3, 5);
+        b.read_only(false, 3);
+        a.read_only(true, 0);
         a.merge(&b);
+        assert_eq!((a.ro_commits, a.ro_aborts), (1, 3));
         let r = &a.ops["READ"];
         assert_eq!((r.ok, r.errors, r.operations()), (3, 1, 4));
         assert_eq!(r.hist.len(), 3);

@@ -340,6 +340,9 @@ impl Worker for TxnWorker {
             }
         };
         rec.txn(committed, aborts, ops.len() as u64);
+        if ops.iter().all(|op| matches!(op, TxnOp::Read(_))) {
+            rec.read_only(committed, aborts);
+        }
         Ok(StepResult::Done(Step {
             op: "TXN",
             ok: committed,
@@ -473,6 +476,11 @@ pub fn run(target: &Target, a: &YcsbtArgs, seed: u64) -> Result<(RunRecord, Stri
     } else {
         0.0
     };
+    let ro_abort_rate = if r.ro_commits + r.ro_aborts > 0 {
+        r.ro_aborts as f64 * 100.0 / (r.ro_commits + r.ro_aborts) as f64
+    } else {
+        0.0
+    };
     let extra = vec![
         ("Transactions".to_string(), r.commits.to_string()),
         (
@@ -481,6 +489,9 @@ pub fn run(target: &Target, a: &YcsbtArgs, seed: u64) -> Result<(RunRecord, Stri
         ),
         ("Aborts".to_string(), r.aborts.to_string()),
         ("AbortRate(%)".to_string(), java_f64(abort_rate)),
+        ("ReadOnlyTransactions".to_string(), r.ro_commits.to_string()),
+        ("ReadOnlyAborts".to_string(), r.ro_aborts.to_string()),
+        ("ReadOnlyAbortRate(%)".to_string(), java_f64(ro_abort_rate)),
         ("Retries".to_string(), r.retries.to_string()),
         ("GaveUp".to_string(), r.gave_up.to_string()),
     ];
