@@ -81,13 +81,28 @@ fn rr_and_si_repeat_reads_rc_does_not() {
             Some("1"),
             "{level}: repeatable read"
         );
-        // The read is stale now: committing must fail validation.
-        assert!(
-            is_conflict(q(&mut a, "COMMIT")),
-            "{level}: stale read set must not commit"
-        );
+        if level == "RR" {
+            // The read is stale now: committing must fail validation.
+            assert!(
+                is_conflict(q(&mut a, "COMMIT")),
+                "{level}: stale read set must not commit"
+            );
+        } else {
+            // SI read x from its snapshot and wrote nothing: it takes
+            // effect at its start, where x was 1, and cannot conflict.
+            ok(&mut a, "COMMIT");
+        }
         ok(&mut b, "SET x 1");
     }
+    // An SI transaction that read a key changed since its snapshot and
+    // then writes is validated as before: it must not commit.
+    ok(&mut a, "BEGIN SI");
+    assert_eq!(get(&mut a, "x").as_deref(), Some("1"));
+    ok(&mut b, "SET x 2");
+    ok(&mut a, "SET y from-x-1");
+    assert!(is_conflict(q(&mut a, "COMMIT")), "SI: read set changed");
+    assert_eq!(get(&mut b, "y"), None);
+    ok(&mut b, "SET x 1");
     ok(&mut a, "BEGIN RC");
     assert_eq!(get(&mut a, "x").as_deref(), Some("1"));
     ok(&mut b, "SET x 2");
@@ -97,6 +112,88 @@ fn rr_and_si_repeat_reads_rc_does_not() {
         "RC reads the latest commit"
     );
     ok(&mut a, "COMMIT");
+}
+
+#[test]
+fn si_reads_its_snapshot_so_read_only_transactions_never_abort() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let (mut a, mut b) = (elsa.conn(), elsa.conn());
+    ok(&mut b, "SET from 100");
+    ok(&mut b, "SET to 0");
+    ok(&mut b, "SET gone here");
+    ok(&mut a, "BEGIN SI");
+    // Everything below commits after the snapshot: a sees none of it,
+    // whichever key it reads first.
+    ok(&mut b, "MSET from 60 to 40");
+    ok(&mut b, "SET born now");
+    ok(&mut b, "DEL gone");
+    assert_eq!(get(&mut a, "to").as_deref(), Some("0"));
+    assert_eq!(get(&mut a, "from").as_deref(), Some("100"));
+    assert_eq!(get(&mut a, "born"), None, "created after the snapshot");
+    assert_eq!(get(&mut a, "gone").as_deref(), Some("here"));
+    ok(&mut b, "MSET from 10 to 90");
+    assert_eq!(get(&mut a, "to").as_deref(), Some("0"), "repeatable");
+    let ts = ok(&mut a, "COMMIT");
+    assert!(matches!(ts, Value::Int(n) if n > 0), "{ts:?}");
+    assert_eq!(get(&mut a, "from").as_deref(), Some("10"));
+
+    // Under a stream of transfers, every read-only SI transaction commits
+    // and sees the accounts' total unchanged.
+    let accounts = 8;
+    for i in 0..accounts {
+        ok(&mut b, &format!("SET acct{i} 100"));
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        let mut w = elsa.conn();
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (x, y) = (n % accounts, (n * 7 + 3) % accounts);
+                n += 1;
+                if x == y {
+                    continue;
+                }
+                let _ = redis::pipe()
+                    .atomic()
+                    .cmd("DECRBY")
+                    .arg(format!("acct{x}"))
+                    .arg(1)
+                    .cmd("INCRBY")
+                    .arg(format!("acct{y}"))
+                    .arg(1)
+                    .query::<Value>(&mut w);
+            }
+            n
+        })
+    };
+    for round in 0..300 {
+        ok(&mut a, "BEGIN SI");
+        let mut sum = 0i64;
+        for i in 0..accounts {
+            sum += get(&mut a, &format!("acct{i}"))
+                .expect("account")
+                .parse::<i64>()
+                .expect("number");
+        }
+        let r = q(&mut a, "COMMIT");
+        assert!(
+            r.is_ok(),
+            "round {round}: a read-only SI transaction aborted: {r:?}"
+        );
+        assert_eq!(
+            sum,
+            100 * accounts as i64,
+            "round {round}: not one snapshot"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let transfers = writer.join().expect("writer");
+    assert!(
+        transfers > 100,
+        "the readers overlapped the transfers ({transfers})"
+    );
 }
 
 #[test]

@@ -289,6 +289,7 @@ fn state(m: StateMsg) -> ReadState {
         }),
         typed: m.typed.map(typed_from),
         version: Version::new(m.commit_ts, m.origin),
+        snapshot: false,
     }
 }
 
@@ -344,7 +345,11 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                 let _ = reply.send((replies, rest));
             }))
         }
-        ShardMsg::Read { key, ack, reply } => {
+        // Snapshot reads are a lone node's (`elsa_shard::history`): a
+        // read that crosses nodes is of the latest state.
+        ShardMsg::Read {
+            key, ack, reply, ..
+        } => {
             call.kind = 2;
             call.ack = ack_code(ack);
             call.ops = vec![OpMsg {
@@ -358,6 +363,7 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                         current: None,
                         typed: None,
                         version: Version::ZERO,
+                        snapshot: false,
                     })
                 }));
             }))
@@ -533,7 +539,12 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
                 key: m.key,
                 hash: m.hash,
             };
-            send(ShardMsg::Read { key, ack, reply })?;
+            send(ShardMsg::Read {
+                key,
+                at: None,
+                ack,
+                reply,
+            })?;
             Started::Read(rx)
         }
         3 => {

@@ -154,6 +154,7 @@ pub(crate) fn sum(stats: &[ShardStats]) -> ShardStats {
         t.busy += s.busy;
         t.expired += s.expired;
         t.gc_visited += s.gc_visited;
+        t.history += s.history;
         t.gossiped += s.gossiped;
         t.parts_waiting += s.parts_waiting;
         t.parts_alone += s.parts_alone;

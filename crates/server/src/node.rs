@@ -273,13 +273,18 @@ pub fn run(config: Config) -> Result<(), StartError> {
             config.cluster.vnodes,
         )),
     };
-    let node = Arc::new(NodeContext::new(
-        config.node_id,
-        hlc.clone(),
-        hasher,
-        inboxes,
-        placement,
-    ));
+    let mut node = NodeContext::new(config.node_id, hlc.clone(), hasher, inboxes, placement);
+    if cluster.is_none() {
+        // Alone, every commit is stamped by this node's clock, as are
+        // snapshots: SI transactions read as of their start, from values
+        // the shards keep while one is open (`elsa_shard::history`).
+        let snapshots = Arc::new(elsa_shard::history::Snapshots::default());
+        for shard in &mut shards {
+            shard.keep_history(snapshots.clone());
+        }
+        node.snapshots = Some(snapshots);
+    }
+    let node = Arc::new(node);
     let shared = Arc::new(Shared {
         config: config.clone(),
         started: Instant::now(),
@@ -740,6 +745,7 @@ fn worker(
                     None => open_reads.oldest().unwrap_or_else(|| hlc.peek()),
                 };
                 shard.collect_garbage_step(now_ms, horizon, gc_slice);
+                shard.prune_history();
             }
         });
         let local_shard = LocalShard {

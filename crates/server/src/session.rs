@@ -175,7 +175,7 @@ impl Conn {
         }
         for key in &args[1..] {
             let key = self.coord.hashed(self.db_key(key));
-            match elsa_txn::txn::read(&self.coord, key.clone(), self.s.ack).await {
+            match elsa_txn::txn::read(&self.coord, key.clone(), self.s.ack, None).await {
                 Ok(state) => self.s.watches.keys.push((key, Expect::unchanged(&state))),
                 Err(e) => return self.w().error(&e.to_string()),
             }

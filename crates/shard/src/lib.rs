@@ -14,6 +14,7 @@
 //!   policies' access clocks (the eviction itself: `shard/evict.rs`).
 //! - [`msg`] is the actor's typed inbox ([`ShardMsg`]).
 //! - [`gossip`] records what changed each merge epoch.
+//! - [`history`] keeps replaced values while a snapshot may read them.
 //! - [`repl`] is in-region replication as the shard sees it: the batches
 //!   it ships and the replies that wait for other replicas (`AckLevel`).
 //!
@@ -24,6 +25,7 @@ pub mod db;
 pub mod evict;
 pub mod glob;
 pub mod gossip;
+pub mod history;
 pub mod msg;
 pub mod ops;
 pub mod record;

@@ -164,6 +164,9 @@ pub struct ReadState {
     pub typed: Option<std::sync::Arc<elsa_lattice::KeyState>>,
     /// The version of the stored state (ZERO if never written).
     pub version: Version,
+    /// Read as of the snapshot asked for (`ShardMsg::Read::at`); false
+    /// for the latest state.
+    pub snapshot: bool,
 }
 
 /// How a transaction holds a key between prepare and install.
@@ -259,6 +262,10 @@ pub enum ShardMsg {
     Read {
         /// The key.
         key: HashedKey,
+        /// Read as of this snapshot when the shard still knows the key's
+        /// version then (`crate::history`); else, and when None, the
+        /// latest state.
+        at: Option<Ts>,
         /// What the reply may reveal.
         ack: AckLevel,
         /// Its state, or Busy while another commit holds it for writing.

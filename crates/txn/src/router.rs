@@ -146,6 +146,10 @@ pub struct NodeContext {
     pub placement: Arc<dyn Placement>,
     /// Transactions and WATCHes open on the node.
     pub open_reads: Arc<OpenReads>,
+    /// Open snapshot-isolation transactions, when shards keep the values
+    /// they replace for them (a node without peers: see
+    /// `elsa_shard::history`); None, and SI reads the latest state.
+    pub snapshots: Option<Arc<elsa_shard::history::Snapshots>>,
     next_txn: AtomicU64,
     /// Fault injection (`ELSA.FAULT DELAY-INSTALLS ms`, tests only): how
     /// long a multi-shard commit waits between its decision and its
@@ -185,6 +189,7 @@ impl NodeContext {
             inboxes,
             placement,
             open_reads: Arc::new(OpenReads::default()),
+            snapshots: None,
             next_txn: AtomicU64::new(first_txn_counter()),
             install_delay_ms: AtomicU64::new(0),
         }

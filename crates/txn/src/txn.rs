@@ -83,6 +83,15 @@ pub struct Txn {
     stamps: u64,
     /// Keeps tombstones it may validate against from being collected.
     _open: crate::router::OpenGuard,
+    /// SI on a node that keeps history: the snapshot its reads are served
+    /// from until it writes (see `elsa_shard::history`).
+    snapshot: Option<elsa_shard::history::SnapshotGuard>,
+    /// Every read so far came from the snapshot (none fell back to the
+    /// latest state): with no writes, COMMIT has nothing to validate.
+    from_snapshot: bool,
+    /// The first of the TTLs the keys it read live had then, and the key:
+    /// a read-only snapshot transaction still fails if it passed.
+    first_expiry: Option<(u64, Bytes)>,
 }
 
 /// A key the transaction wrote.
@@ -173,8 +182,18 @@ fn is_blind(op: &Op) -> bool {
 impl Txn {
     /// Begins a transaction at `isolation`.
     pub fn begin(coord: &Coordinator, isolation: Isolation, ack: AckLevel) -> Txn {
-        let start_ts = coord.node.hlc.now();
+        let snapshot = match (&coord.node.snapshots, isolation) {
+            (Some(s), Isolation::Snapshot) => Some(s.open_now(&coord.node.hlc)),
+            _ => None,
+        };
+        let start_ts = match &snapshot {
+            Some(s) => s.ts(),
+            None => coord.node.hlc.now(),
+        };
         Txn {
+            snapshot,
+            from_snapshot: true,
+            first_expiry: None,
             _open: coord.node.open_reads.open(start_ts),
             isolation,
             start_ts,
@@ -244,7 +263,24 @@ impl Txn {
                     key: key.clone(),
                     hash,
                 };
-                let rs = read(coord, hk, self.ack).await?;
+                // Until it writes, an SI transaction reads its snapshot:
+                // if it never writes, those reads are all it did, and a
+                // snapshot needs no validation. Once it has written, it
+                // validates every read at COMMIT anyway, and reads the
+                // latest state, as before.
+                let at =
+                    (self.snapshot.is_some() && self.writes.is_empty()).then_some(self.start_ts);
+                let rs = read(coord, hk, self.ack, at).await?;
+                self.from_snapshot &= at.is_none() || rs.snapshot;
+                if let Some(t) = rs.expire_ms() {
+                    if self
+                        .first_expiry
+                        .as_ref()
+                        .is_none_or(|(first, _)| t < *first)
+                    {
+                        self.first_expiry = Some((t, key.clone()));
+                    }
+                }
                 let current = rs.value();
                 if self.isolation != Isolation::ReadCommitted {
                     self.reads.insert(key.clone(), (hash, rs));
@@ -309,6 +345,17 @@ impl Txn {
 
     async fn commit_here(self, coord: &Coordinator) -> Result<Ts, TxnError> {
         let validate_reads = self.isolation != Isolation::ReadCommitted;
+        if self.writes.is_empty() && self.snapshot.is_some() && self.from_snapshot {
+            // Read only, and only from its snapshot: it saw the state as of
+            // its start, so it takes effect there and no later commit can
+            // conflict with it. Expiry is the clock's, not a version: a key
+            // read live that has expired since still counts as changed,
+            // as everywhere else (Redis's rule for WATCH).
+            return match self.first_expiry {
+                Some((at, key)) if at <= unix_ms() => Err(TxnError::Conflict(key)),
+                _ => Ok(self.start_ts),
+            };
+        }
         if self.writes.is_empty() && (!validate_reads || self.reads.is_empty()) {
             return Ok(coord.node.hlc.now());
         }
@@ -480,10 +527,13 @@ async fn try_commit_across(
 
 /// Reads a key's state, waiting out a commit that holds it for writing (a
 /// few microseconds), so a read never sees half of a multi-shard commit.
+/// With `at`, as of that snapshot when the key's shard still knows it
+/// (`ReadState::snapshot` says whether it did).
 pub async fn read(
     coord: &Coordinator,
     key: HashedKey,
     ack: AckLevel,
+    at: Option<Ts>,
 ) -> Result<ReadState, TxnError> {
     let mut retry = Retry::new();
     loop {
@@ -492,7 +542,12 @@ pub async fn read(
         let shard = coord.shard_of(key.hash);
         let k = key.clone();
         match coord
-            .ask(shard, |reply| ShardMsg::Read { key: k, ack, reply })
+            .ask(shard, |reply| ShardMsg::Read {
+                key: k,
+                at,
+                ack,
+                reply,
+            })
             .await?
         {
             Ok(rs) => return Ok(rs),

@@ -87,7 +87,7 @@ async fn reads_and_multi_exec_give_up_with_tryagain() {
     let (c, _) = coordinator();
     let key = c.hashed(Bytes::from_static(b"k"));
     assert_eq!(
-        elsa_txn::txn::read(&c, key, AckLevel::Region)
+        elsa_txn::txn::read(&c, key, AckLevel::Region, None)
             .await
             .map(|_| ()),
         Err(TxnError::TryAgain)

@@ -275,6 +275,7 @@ impl Cluster {
             let (reply, rx) = oneshot::channel();
             let msg = ShardMsg::Read {
                 key: key.clone(),
+                at: None,
                 ack: elsa_shard::AckLevel::Local,
                 reply,
             };

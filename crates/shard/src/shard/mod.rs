@@ -44,6 +44,8 @@ pub struct ShardStats {
     /// Records the garbage collector looked at (only those that may need
     /// it: see `Record::needs_upkeep`).
     pub gc_visited: u64,
+    /// Old versions kept for open snapshots (see [`crate::history`]).
+    pub history: usize,
     /// Keys evicted to stay under `maxmemory` (see `shard/evict.rs`).
     pub evicted: u64,
     /// Lattices flushed from the gossip buffer.
@@ -122,6 +124,9 @@ pub struct Shard {
     /// In-region replication, when the shard's keys have replicas on
     /// other nodes (see [`crate::repl`]).
     repl: Option<crate::repl::Repl>,
+    /// Replaced values open snapshots may still read (a node without
+    /// peers only: see [`crate::history`]).
+    history: Option<crate::history::History>,
     /// Tombstones committed before this were collected here; one arriving
     /// again from a peer or the log is dropped rather than resurrected.
     tombstone_floor: Ts,
@@ -213,6 +218,28 @@ fn value_of(rec: &Record, now_ms: u64) -> Option<Value> {
         value: rec.value_bytes()?,
         expire_ms: rec.expire_ms(),
     }))
+}
+
+/// A key's state as a transaction reads it: `value` (a plain one shown
+/// only while live at `now_ms`) of version `version`.
+fn state_of(value: Option<Value>, version: Version, now_ms: u64) -> ReadState {
+    let (current, typed) = match value {
+        None => (None, None),
+        Some(Value::Str(c)) => (c.expire_ms.is_none_or(|at| at > now_ms).then_some(c), None),
+        Some(Value::Typed(s)) => (
+            s.visible_string(now_ms).map(|value| Current {
+                value,
+                expire_ms: s.string.expire_ms(),
+            }),
+            Some(s),
+        ),
+    };
+    ReadState {
+        current,
+        typed,
+        version,
+        snapshot: false,
+    }
 }
 
 /// Milliseconds since the Unix epoch.
@@ -328,6 +355,7 @@ impl Shard {
             parked: std::collections::VecDeque::new(),
             parked_on: FastMap::default(),
             repl: None,
+            history: None,
             limit: None,
             evict_pool: Vec::new(),
             evict_seed: index as u64,
@@ -375,8 +403,13 @@ impl Shard {
                 let rest = ops.split_off(replies.len());
                 self.respond_batch(ack, reply, replies, rest, &writes);
             }
-            ShardMsg::Read { key, ack, reply } => {
-                let r = self.op_read(&key);
+            ShardMsg::Read {
+                key,
+                at,
+                ack,
+                reply,
+            } => {
+                let r = self.op_read_at(&key, at);
                 self.respond_at(ack, reply, r, None);
             }
             ShardMsg::Commit { req, ack, reply } => {
@@ -626,6 +659,48 @@ impl Shard {
             .map_or(Version::ZERO, Record::version)
     }
 
+    /// What a snapshot would need of `key`'s stored version: its value
+    /// (a plain value's TTL not yet judged; None when absent or deleted)
+    /// and version (ZERO when nothing is stored); None for a collection,
+    /// whose past is not kept (see [`crate::history`]).
+    fn past_version(&self, hash: u64, key: &[u8]) -> Option<(Option<Value>, Version)> {
+        let Some(r) = self.table.get(hash, key) else {
+            return Some((None, Version::ZERO));
+        };
+        let value = match r.typed() {
+            Some(s) if s.collection.is_some() => return None,
+            Some(s) => Some(Value::Typed(s.clone())),
+            None => r.value_bytes().map(|value| {
+                Value::Str(Current {
+                    value,
+                    expire_ms: r.expire_ms(),
+                })
+            }),
+        };
+        Some((value, r.version()))
+    }
+
+    /// From now on, keeps what writes replace while `snapshots` may read
+    /// it (see [`crate::history`]).
+    pub fn keep_history(&mut self, snapshots: Arc<crate::history::Snapshots>) {
+        self.history = Some(crate::history::History::new(snapshots));
+    }
+
+    /// Forgets replaced values no open snapshot can read any more (the
+    /// merge-epoch timer).
+    pub fn prune_history(&mut self) {
+        if let Some(h) = &mut self.history {
+            h.prune();
+        }
+    }
+
+    /// Replaced values kept for snapshots.
+    pub fn history_len(&self) -> usize {
+        self.history
+            .as_ref()
+            .map_or(0, crate::history::History::len)
+    }
+
     /// Installs a state committed here unless the stored one is newer.
     fn install(
         &mut self,
@@ -649,6 +724,11 @@ impl Shard {
         version: Version,
         source: Source,
     ) -> bool {
+        // What a snapshot may still need of the version this replaces.
+        let replaced = match &self.history {
+            Some(h) if h.wanted() => Some(self.past_version(hash, key)),
+            _ => None,
+        };
         let written = match state {
             EntryState::Plain(p) => {
                 if self.table.get(hash, key).is_some_and(Record::is_typed) {
@@ -667,6 +747,17 @@ impl Shard {
             }
             EntryState::Typed(s) => self.install_typed(hash, key, (**s).clone(), start_ts, source),
         };
+        if let (true, Some(Some((value, version)))) = (written, replaced) {
+            let until = self.table.get(hash, key).map_or(0, |r| r.commit_ts);
+            if let Some(h) = &mut self.history {
+                let past = crate::history::Past {
+                    value,
+                    version,
+                    until,
+                };
+                h.keep(key, past);
+            }
+        }
         if written && !self.parts.is_empty() {
             if let Some((part, _)) = self.parts.get(key) {
                 if part.version <= version {
@@ -1014,30 +1105,47 @@ impl Shard {
 
     /// A transaction's read: the live value and the stored version.
     pub fn op_read(&mut self, key: &HashedKey) -> Result<ReadState, Refusal> {
+        self.op_read_at(key, None)
+    }
+
+    /// [`Shard::op_read`] as of snapshot `at` when given: the key's
+    /// version at that timestamp, from the table or the history, marked
+    /// `snapshot`; the latest state, unmarked, when that version is no
+    /// longer known (see [`crate::history`]). Either way it waits out a
+    /// commit that holds the key for writing: one that took its timestamp
+    /// before the snapshot is installed before the read answers.
+    pub fn op_read_at(&mut self, key: &HashedKey, at: Option<Ts>) -> Result<ReadState, Refusal> {
         if self.blocked(&key.key, HoldMode::Read, None) {
             self.stats.busy += 1;
             return Err(Refusal::Busy);
         }
-        Ok(self.read_state(key, unix_ms()))
+        let now_ms = unix_ms();
+        let mut state = self.read_state(key, now_ms);
+        let Some(at) = at else {
+            return Ok(state);
+        };
+        // A FLUSHALL/FLUSHDB after the snapshot emptied the keyspace
+        // without versions: what it dropped is not kept.
+        if self.flush_floor.of(&key.key) > at {
+            return Ok(state);
+        }
+        if state.version.commit_ts <= at {
+            state.snapshot = true;
+            return Ok(state);
+        }
+        if let Some(past) = self.history.as_ref().and_then(|h| h.at(&key.key, at)) {
+            state = state_of(past.value.clone(), past.version, now_ms);
+            state.snapshot = true;
+        }
+        Ok(state)
     }
 
     fn read_state(&self, key: &HashedKey, now_ms: u64) -> ReadState {
-        let (current, typed) = match self.lookup(key.hash, &key.key, now_ms) {
-            None => (None, None),
-            Some(Value::Str(c)) => (Some(c), None),
-            Some(Value::Typed(s)) => (
-                s.visible_string(now_ms).map(|value| Current {
-                    value,
-                    expire_ms: s.string.expire_ms(),
-                }),
-                Some(s),
-            ),
-        };
-        ReadState {
-            current,
-            typed,
-            version: self.version_of(key.hash, &key.key),
-        }
+        state_of(
+            self.lookup(key.hash, &key.key, now_ms),
+            self.version_of(key.hash, &key.key),
+            now_ms,
+        )
     }
 
     fn validate(

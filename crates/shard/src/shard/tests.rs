@@ -645,6 +645,7 @@ fn no_reply_reveals_a_write_before_its_record_is_durable() {
     let (rtx, mut rrx) = tokio::sync::oneshot::channel();
     s.handle(ShardMsg::Read {
         key: key(&s, "y"),
+        at: None,
         ack: crate::repl::AckLevel::Local,
         reply: rtx,
     });
@@ -842,6 +843,57 @@ fn the_collector_looks_only_at_records_that_may_need_it() {
     assert_eq!(marked(&s), 0);
 }
 
+#[test]
+fn a_read_at_a_snapshot_sees_the_versions_of_its_start() {
+    use crate::ops::sets::SetOp;
+    let m = |v: &str| Bytes::copy_from_slice(v.as_bytes());
+    let shown = |r: &ReadState| r.current.as_ref().map(|c| c.value.clone());
+    let mut s = shard();
+    let snaps = Arc::new(crate::history::Snapshots::default());
+    s.keep_history(snaps.clone());
+    s.op_batch(&[
+        kop(&s, "a", set("1")),
+        kop(&s, "gone", set("g")),
+        kop(&s, "t", Op::Sets(SetOp::Add(vec![m("x")]))),
+        kop(&s, "n", Op::IncrBy(5)),
+    ]);
+    assert_eq!(s.history_len(), 0, "no snapshot open: nothing kept");
+    let snap = snaps.open_now(&s.hlc);
+    let at = Some(snap.ts());
+    s.op_batch(&[
+        kop(&s, "a", set("2")),
+        kop(&s, "a", set("3")),
+        kop(&s, "new", set("n")),
+        kop(&s, "gone", Op::Del),
+        kop(&s, "t", Op::Sets(SetOp::Add(vec![m("y")]))),
+        kop(&s, "n", Op::IncrBy(1)),
+    ]);
+    let n = s.op_read_at(&key(&s, "n"), at).unwrap();
+    assert!(n.snapshot, "a counter's past is kept");
+    assert_eq!(shown(&n), Some(m("5")));
+    let a = s.op_read_at(&key(&s, "a"), at).unwrap();
+    assert!(a.snapshot);
+    assert_eq!(shown(&a), Some(m("1")), "the value at the snapshot");
+    let new = s.op_read_at(&key(&s, "new"), at).unwrap();
+    assert!(new.snapshot);
+    assert_eq!(shown(&new), None, "created after the snapshot");
+    let gone = s.op_read_at(&key(&s, "gone"), at).unwrap();
+    assert_eq!(shown(&gone), Some(m("g")), "deleted after the snapshot");
+    let t = s.op_read_at(&key(&s, "t"), at).unwrap();
+    assert!(!t.snapshot, "a set's past is not kept: latest, validated");
+    assert_eq!(shown(&s.op_read(&key(&s, "a")).unwrap()), Some(m("3")));
+    // a's 1 (its 2 was never visible to the snapshot), new's absence,
+    // gone's value, n's 5.
+    assert_eq!(s.history_len(), 4);
+    s.prune_history();
+    assert_eq!(s.history_len(), 4, "the snapshot is still open");
+    drop(snap);
+    s.prune_history();
+    assert_eq!(s.history_len(), 0);
+    s.op_batch(&[kop(&s, "a", set("4"))]);
+    assert_eq!(s.history_len(), 0);
+}
+
 fn part(key: &str, value: &str, commit_ts: u64, unit: Unit) -> LogEntry {
     LogEntry {
         unit,
@@ -975,6 +1027,7 @@ fn work_queued_before_the_node_stopped_serving_is_refused_not_run() {
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     s.handle(ShardMsg::Read {
         key: key(&s, "k"),
+        at: None,
         ack: crate::repl::AckLevel::Local,
         reply: tx,
     });

@@ -185,6 +185,7 @@ impl Shard {
         s.memory = self.table.memory();
         s.gossip_pending = self.gossip_pending();
         s.parts_waiting = self.parts.len();
+        s.history = self.history_len();
         s.wal = self.durability.as_ref().map(|d| d.wal.stats());
         s
     }
