@@ -15,12 +15,17 @@
 # The first five run against servers without durability (Elsa
 # --appendfsync no, Redis without persistence), as issue 18's table.
 #
-# Usage: bench/compare-cpu.sh [RUNS]   (env: WORKERS=1, N=1000000, ONLY="set get …")
+# Usage: bench/compare-cpu.sh [RUNS]   (env: WORKERS=1, N=1000000, ONLY="set get …",
+#        SERVER_CPUS=0, CLIENT_CPUS=1: taskset lists; the scaling run gives
+#        both 0,1 and WORKERS=2, so requests per CPU-second show what a
+#        second worker adds per core, cross-shard messages included)
 # Prints one line per run and a table of medians (Markdown, for
 # docs/performance.md).
 source "$(dirname "$0")/lib.sh"
 RUNS=${1:-3}
 WORKERS=${WORKERS:-1}
+SERVER_CPUS=${SERVER_CPUS:-0}
+CLIENT_CPUS=${CLIENT_CPUS:-1}
 N=${N:-1000000}
 ONLY=${ONLY:-"set get ycsb-a batch-tx batch-pipe commit"}
 [ "$(nproc)" -ge 2 ] || { echo "needs 2 cores (server on one, client on the other)"; exit 1; }
@@ -38,10 +43,10 @@ start_pair() { # durability: none|always -> sets EP RP EPID RPID
   local fsync=no redis_dur=(--save "" --appendonly no)
   if [ "$1" = always ]; then fsync=always; redis_dur=(--save "" --appendonly yes --appendfsync always); fi
   rm -rf "$TMP/elsa-$1" "$TMP/redis-$1"; mkdir -p "$TMP/redis-$1"
-  taskset -c 0 "$ELSA" server --port "$EP" --workers "$WORKERS" --appendfsync "$fsync" \
+  taskset -c "$SERVER_CPUS" "$ELSA" server --port "$EP" --workers "$WORKERS" --appendfsync "$fsync" \
     --data-dir "$TMP/elsa-$1" >"$TMP/elsa-$1.log" 2>&1 &
   EPID=$!; PIDS+=("$EPID")
-  taskset -c 0 redis-server --port "$RP" "${redis_dur[@]}" --dir "$TMP/redis-$1" >"$TMP/redis-$1.log" 2>&1 &
+  taskset -c "$SERVER_CPUS" redis-server --port "$RP" "${redis_dur[@]}" --dir "$TMP/redis-$1" >"$TMP/redis-$1.log" 2>&1 &
   RPID=$!; PIDS+=("$RPID")
   wait_ping "$EP"; wait_ping "$RP"
 }
@@ -62,19 +67,19 @@ run_one() {
   local t0; t0=$(cpu_ticks "$pid")
   case $w in
     set|get)
-      ops=$(taskset -c 1 redis-benchmark -p "$port" -q -P 16 -c 50 -r 1000000 -n "$N" -t "$w" 2>/dev/null \
+      ops=$(taskset -c "$CLIENT_CPUS" redis-benchmark -p "$port" -q -P 16 -c 50 -r 1000000 -n "$N" -t "$w" 2>/dev/null \
         | tr '\r' '\n' | awk '/requests per second/ {print int($2)}' | tail -1) ;;
     ycsb-a)
-      taskset -c 1 "$ELSA" bench ycsb run -P workloads/workloada -p operationcount=200000 \
+      taskset -c "$CLIENT_CPUS" "$ELSA" bench ycsb run -P workloads/workloada -p operationcount=200000 \
         --threads 16 -u "redis://127.0.0.1:$port" -o "$out" >/dev/null
       ops=$(json_ops "$out") ;;
     batch-tx|batch-pipe)
       local kind=tx; [ "$w" = batch-pipe ] && kind=pipeline
-      taskset -c 1 "$ELSA" bench batch --op-type "$kind" --batch-size 6 --get-ratio 0.5 \
+      taskset -c "$CLIENT_CPUS" "$ELSA" bench batch --op-type "$kind" --batch-size 6 --get-ratio 0.5 \
         --connections 64 --num-ops 50000 -u "redis://127.0.0.1:$port" -o "$out" >/dev/null
       ops=$(json_ops "$out") ;;
     commit)
-      taskset -c 1 "$ELSA" bench commit --threads 50 --num-ops 50000 \
+      taskset -c "$CLIENT_CPUS" "$ELSA" bench commit --threads 50 --num-ops 50000 \
         -u "redis://127.0.0.1:$port" -o "$out" >/dev/null
       ops=$(json_ops "$out") ;;
   esac
@@ -91,7 +96,7 @@ run_one() {
 }
 
 load_ycsb() { # port
-  taskset -c 1 "$ELSA" bench ycsb load -P workloads/workloada --threads 16 -u "redis://127.0.0.1:$1" >/dev/null
+  taskset -c "$CLIENT_CPUS" "$ELSA" bench ycsb load -P workloads/workloada --threads 16 -u "redis://127.0.0.1:$1" >/dev/null
 }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
@@ -108,7 +113,7 @@ measure() { # workload
   RESULT[$w]="$(median "${eo[@]}") $(median "${ro[@]}") $(median "${ec[@]}") $(median "${rc[@]}")"
 }
 
-echo "compare-cpu: server on core 0, client on core 1; Elsa --workers $WORKERS; $RUNS rounds, alternating" >&2
+echo "compare-cpu: server on cores $SERVER_CPUS, client on cores $CLIENT_CPUS; Elsa --workers $WORKERS; $RUNS rounds, alternating" >&2
 need_plain=0
 for w in $ONLY; do [ "$w" != commit ] && need_plain=1; done
 if [ "$need_plain" = 1 ]; then
