@@ -126,18 +126,45 @@ pub struct Past {
     pub until: Ts,
 }
 
+/// Bytes of old versions a shard keeps at most. A transaction left open
+/// (a client that sent BEGIN SI and went quiet) would otherwise pin every
+/// value overwritten after it; past this, replaced values are not kept
+/// and snapshot reads of them fall back to the latest state (validated at
+/// COMMIT), which is always safe.
+pub const MAX_BYTES: usize = 64 << 20;
+
 /// A shard's replaced versions that open snapshots may read.
 pub struct History {
     snapshots: Arc<Snapshots>,
     by_key: FastMap<Bytes, Vec<Past>>,
+    /// Approximate bytes kept (keys, values, entries).
+    bytes: usize,
+    limit: usize,
+}
+
+/// Approximate bytes one kept version costs.
+fn cost(key: &[u8], past: &Past) -> usize {
+    let value = match &past.value {
+        Some(Value::Str(c)) => c.value.len(),
+        Some(Value::Typed(s)) => std::mem::size_of_val(&**s),
+        None => 0,
+    };
+    key.len() + value + std::mem::size_of::<Past>()
 }
 
 impl History {
     /// An empty history serving `snapshots`.
     pub fn new(snapshots: Arc<Snapshots>) -> History {
+        History::with_limit(snapshots, MAX_BYTES)
+    }
+
+    /// [`History::new`] keeping at most `limit` bytes.
+    pub fn with_limit(snapshots: Arc<Snapshots>, limit: usize) -> History {
         History {
             snapshots,
             by_key: FastMap::default(),
+            bytes: 0,
+            limit,
         }
     }
 
@@ -149,12 +176,15 @@ impl History {
     /// `key`'s version `past` was replaced at `past.until`: kept if an
     /// open snapshot sees it.
     pub fn keep(&mut self, key: &[u8], past: Past) {
-        if !self
-            .snapshots
-            .any_between(past.version.commit_ts, past.until)
+        let cost = cost(key, &past);
+        if self.bytes + cost > self.limit
+            || !self
+                .snapshots
+                .any_between(past.version.commit_ts, past.until)
         {
             return;
         }
+        self.bytes += cost;
         match self.by_key.get_mut(key) {
             Some(list) => list.push(past),
             None => {
@@ -176,13 +206,16 @@ impl History {
         if self.by_key.is_empty() {
             return;
         }
+        let mut bytes = 0;
         match self.snapshots.oldest() {
             None => self.by_key.clear(),
-            Some(oldest) => self.by_key.retain(|_, list| {
+            Some(oldest) => self.by_key.retain(|key, list| {
                 list.retain(|p| p.until > oldest);
+                bytes += list.iter().map(|p| cost(key, p)).sum::<usize>();
                 !list.is_empty()
             }),
         }
+        self.bytes = bytes;
     }
 
     /// Versions kept (INFO, tests).
@@ -245,6 +278,27 @@ mod tests {
         assert!(!h.wanted());
         h.prune();
         assert!(h.is_empty());
+    }
+
+    #[test]
+    fn past_its_limit_nothing_more_is_kept_until_pruned() {
+        let hlc = Hlc::default();
+        let snaps = Arc::new(Snapshots::default());
+        let one = cost(b"k", &past("v", 0, 1));
+        let mut h = History::with_limit(snaps.clone(), 2 * one);
+        let s = snaps.open_now(&hlc);
+        let at = s.ts();
+        for i in 0..5 {
+            h.keep(b"k", past("v", at - 1 - i, at + 1));
+        }
+        assert_eq!(h.len(), 2, "a quiet open snapshot pins a bounded history");
+        drop(s);
+        h.prune();
+        assert!(h.is_empty());
+        let _s2 = snaps.open_now(&hlc);
+        let at = _s2.ts();
+        h.keep(b"k", past("v", at - 1, at + 1));
+        assert_eq!(h.len(), 1, "room again after pruning");
     }
 
     #[test]
