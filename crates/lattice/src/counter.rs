@@ -331,6 +331,25 @@ impl Counter {
             .any(|(o, t)| t.version != observed.get(o).version)
     }
 
+    /// Appends [`Counter::value`] at `now_ms` to `out` without a `Bytes`
+    /// of its own (a whole hash's reply shares one buffer); false, and
+    /// nothing appended, when it holds nothing.
+    pub fn value_into(&self, now_ms: u64, out: &mut bytes::BytesMut) -> bool {
+        if !self.shows(now_ms) {
+            return false;
+        }
+        let unseen = self.unseen();
+        match &self.value {
+            Some(v) if unseen == 0 => out.extend_from_slice(v),
+            Some(v) => match parse_i64(v) {
+                Some(n) => out.extend_from_slice((i128::from(n) + unseen).to_string().as_bytes()),
+                None => out.extend_from_slice(v),
+            },
+            None => out.extend_from_slice(unseen.to_string().as_bytes()),
+        }
+        true
+    }
+
     /// The newest write this value holds.
     pub fn newest(&self) -> Version {
         self.version.max(self.tallies().newest())

@@ -670,6 +670,24 @@ proptest! {
     }
 }
 
+proptest! {
+    /// A whole hash's reply from one buffer (`OrMap::pairs`, HGETALL)
+    /// holds exactly what iterating the fields gives, counters included.
+    #[test]
+    fn pairs_from_one_buffer_are_the_fields_and_values(
+        steps in proptest::collection::vec(step(), 0..40),
+    ) {
+        let (replicas, _) = replay(&steps);
+        for r in replicas {
+            if let Some(Collection::Hash(m)) = &r.collection {
+                let one_by_one: Vec<(Bytes, Bytes)> =
+                    m.iter().map(|(f, v)| (f.to_bytes(), v)).collect();
+                prop_assert_eq!(m.pairs(), one_by_one);
+            }
+        }
+    }
+}
+
 /// One list operation at a replica: a push of a value no one else
 /// pushes, a pop, or a whole-state sync.
 #[derive(Clone, Debug)]

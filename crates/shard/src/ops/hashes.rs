@@ -137,7 +137,7 @@ impl HashOp {
             HashOp::MGet(fields) => {
                 OpReply::Array(fields.iter().map(|f| bulk_or_nil(m.get(f))).collect())
             }
-            HashOp::GetAll => OpReply::Map(m.iter().map(|(f, v)| (f.to_bytes(), v)).collect()),
+            HashOp::GetAll => OpReply::Map(m.pairs()),
             HashOp::Len => OpReply::Int(m.len() as i64),
             HashOp::Exists(f) => OpReply::Int(m.contains(f) as i64),
             HashOp::Keys => {
