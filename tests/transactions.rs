@@ -439,6 +439,35 @@ fn a_key_read_live_that_expires_before_commit_is_a_conflict() {
             is_conflict(q(&mut c, "COMMIT")),
             "{level}: k expired between the read and the commit"
         );
+        // The same for a hash and a counter (typed keys), read-only and
+        // read-write: at COMMIT they no longer show a TTL, so the check
+        // is the one decided at the read.
+        for write in [false, true] {
+            ok(&mut c, "DEL h n");
+            ok(&mut c, "HSET h f v");
+            ok(&mut c, "PEXPIRE h 200");
+            ok(&mut c, "INCRBY n 7");
+            ok(&mut c, "PEXPIRE n 200");
+            ok(&mut c, &format!("BEGIN {level}"));
+            assert_eq!(
+                redis::cmd("HGET")
+                    .arg("h")
+                    .arg("f")
+                    .query::<Option<String>>(&mut c)
+                    .unwrap()
+                    .as_deref(),
+                Some("v")
+            );
+            assert_eq!(get(&mut c, "n").as_deref(), Some("7"));
+            std::thread::sleep(std::time::Duration::from_millis(250));
+            if write {
+                ok(&mut c, "SET other 2");
+            }
+            assert!(
+                is_conflict(q(&mut c, "COMMIT")),
+                "{level} (writes: {write}): h and n expired between the read and the commit"
+            );
+        }
     }
 }
 

@@ -73,7 +73,11 @@ pub struct Txn {
     /// Per key written: its hash, its value now, and its typed state as
     /// first read (what a multi-shard commit's delta starts from).
     writes: HashMap<Bytes, Buffered>,
-    reads: HashMap<Bytes, (u64, ReadState)>,
+    /// RR/SI: per key read, its hash, its state as read, and what COMMIT
+    /// checks of it — decided at the read, when the key's TTL (a typed
+    /// key's too) is still known: at COMMIT an expired typed key shows no
+    /// TTL, and validating its version alone let it commit.
+    reads: HashMap<Bytes, (u64, ReadState, Expect)>,
     /// RC only: versions of keys a single command read and then wrote
     /// (INCR, APPEND, SET NX…). Validated at commit so such commands never
     /// lose updates, even at RC, as Redis users expect of them.
@@ -256,7 +260,7 @@ impl Txn {
                 w.value.clone()
             } else if blind {
                 None
-            } else if let Some((_, rs)) = self.reads.get(&key) {
+            } else if let Some((_, rs, _)) = self.reads.get(&key) {
                 rs.value()
             } else {
                 let hk = HashedKey {
@@ -283,7 +287,8 @@ impl Txn {
                 }
                 let current = rs.value();
                 if self.isolation != Isolation::ReadCommitted {
-                    self.reads.insert(key.clone(), (hash, rs));
+                    let expect = Expect::unchanged(&rs);
+                    self.reads.insert(key.clone(), (hash, rs, expect));
                 } else {
                     fetched.push((key.clone(), hash, Expect::unchanged(&rs)));
                 }
@@ -367,7 +372,7 @@ impl Txn {
         let expected = self
             .reads
             .into_iter()
-            .map(|(key, (hash, rs))| (key, (hash, Expect::unchanged(&rs))))
+            .map(|(key, (hash, _, expect))| (key, (hash, expect)))
             .chain(self.rmw);
         for (key, (hash, expect)) in expected {
             let key = HashedKey { key, hash };
