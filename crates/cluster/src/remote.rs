@@ -290,6 +290,7 @@ fn state(m: StateMsg) -> ReadState {
         typed: m.typed.map(typed_from),
         version: Version::new(m.commit_ts, m.origin),
         snapshot: false,
+        latest_expire_ms: None,
     }
 }
 
@@ -364,6 +365,7 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                         typed: None,
                         version: Version::ZERO,
                         snapshot: false,
+                        latest_expire_ms: None,
                     })
                 }));
             }))

@@ -78,6 +78,16 @@ impl ReadState {
         }
     }
 
+    /// The first moment what was read stops being live: its own expiry,
+    /// or, read from a snapshot, the latest state's if sooner. A read-only
+    /// transaction that passed it fails (Redis's rule for WATCH).
+    pub fn expires(&self) -> Option<u64> {
+        match (self.expire_ms(), self.latest_expire_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// When what the key shows expires, if it does.
     pub fn expire_ms(&self) -> Option<u64> {
         match &self.typed {
@@ -167,6 +177,11 @@ pub struct ReadState {
     /// Read as of the snapshot asked for (`ShardMsg::Read::at`); false
     /// for the latest state.
     pub snapshot: bool,
+    /// For a snapshot read of an older version: when the key's latest
+    /// state expires, if it does. Expiry is the clock's, not a version: a
+    /// TTL set since the snapshot still ends what the reader saw (see
+    /// [`ReadState::expires`]).
+    pub latest_expire_ms: Option<u64>,
 }
 
 /// How a transaction holds a key between prepare and install.

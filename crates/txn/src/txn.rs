@@ -276,7 +276,7 @@ impl Txn {
                     (self.snapshot.is_some() && self.writes.is_empty()).then_some(self.start_ts);
                 let rs = read(coord, hk, self.ack, at).await?;
                 self.from_snapshot &= at.is_none() || rs.snapshot;
-                if let Some(t) = rs.expire_ms() {
+                if let Some(t) = rs.expires() {
                     if self
                         .first_expiry
                         .as_ref()

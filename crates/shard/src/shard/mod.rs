@@ -239,6 +239,7 @@ fn state_of(value: Option<Value>, version: Version, now_ms: u64) -> ReadState {
         typed,
         version,
         snapshot: false,
+        latest_expire_ms: None,
     }
 }
 
@@ -924,6 +925,16 @@ impl Shard {
         }
     }
 
+    /// True when another transaction holds `key` to write it: a commit in
+    /// flight that a commit of ours would conflict with. (A reader's hold
+    /// — a pipeline, MULTI or script reading across shards — is released
+    /// in a moment and conflicts with nothing.)
+    fn held_by_other_writer(&self, key: &[u8], me: Option<TxnId>) -> bool {
+        self.holds
+            .get(key)
+            .is_some_and(|h| h.writer.is_some_and(|w| Some(w) != me))
+    }
+
     /// True when another transaction holds a key `kop` touches (its own,
     /// or one it reaches, as RENAME reaches its destination) in a way
     /// that excludes it.
@@ -1134,8 +1145,14 @@ impl Shard {
             return Ok(state);
         }
         if let Some(past) = self.history.as_ref().and_then(|h| h.at(&key.key, at)) {
+            // (Its TTL as stored, even if already passed.)
+            let latest_expire_ms = self.table.get(key.hash, &key.key).and_then(|r| {
+                r.expire_ms()
+                    .or_else(|| r.typed().and_then(|t| t.expire_ms(0)))
+            });
             state = state_of(past.value.clone(), past.version, now_ms);
             state.snapshot = true;
+            state.latest_expire_ms = latest_expire_ms;
         }
         Ok(state)
     }
@@ -1161,8 +1178,12 @@ impl Shard {
             };
             if self.blocked(&c.key.key, mode, me) {
                 self.stats.busy += 1;
+                // Another writer in flight is a conflict to name; a
+                // reader's hold only makes the commit try again.
                 return Err(match &busy {
-                    Refusal::Conflict(_) => Refusal::Conflict(c.key.key.clone()),
+                    Refusal::Conflict(_) if self.held_by_other_writer(&c.key.key, me) => {
+                        Refusal::Conflict(c.key.key.clone())
+                    }
                     other => other.clone(),
                 });
             }
@@ -1201,6 +1222,11 @@ impl Shard {
         self.validate(&req.checks, None, Refusal::Conflict(Bytes::new()))?;
         for w in &req.writes {
             if self.blocked(&w.key.key, HoldMode::Write, None) {
+                if !self.held_by_other_writer(&w.key.key, None) {
+                    // Only readers hold it, for a moment: try again.
+                    self.stats.busy += 1;
+                    return Err(Refusal::Conflict(Bytes::new()));
+                }
                 self.stats.conflicts += 1;
                 return Err(Refusal::Conflict(w.key.key.clone()));
             }
@@ -1239,7 +1265,14 @@ impl Shard {
             // over its head could starve it.
             if self.blocked(&k.key, *mode, Some(req.txn)) || self.parked_on.contains_key(&k.key) {
                 self.stats.busy += 1;
-                return Err(if req.retry_on_busy {
+                // An interactive commit is told of a conflict only when
+                // another writer is in flight on the key; a reader's hold
+                // (a cross-shard read released just after its reply) or a
+                // lone command waiting for the key is transient, and the
+                // coordinator tries again. Naming those keys made COMMIT
+                // answer -CONFLICT for a key nobody wrote, under load.
+                let writer = self.held_by_other_writer(&k.key, Some(req.txn));
+                return Err(if req.retry_on_busy || !writer {
                     Refusal::Busy
                 } else {
                     Refusal::Conflict(k.key.clone())
