@@ -925,16 +925,6 @@ impl Shard {
         }
     }
 
-    /// True when another transaction holds `key` to write it: a commit in
-    /// flight that a commit of ours would conflict with. (A reader's hold
-    /// — a pipeline, MULTI or script reading across shards — is released
-    /// in a moment and conflicts with nothing.)
-    fn held_by_other_writer(&self, key: &[u8], me: Option<TxnId>) -> bool {
-        self.holds
-            .get(key)
-            .is_some_and(|h| h.writer.is_some_and(|w| Some(w) != me))
-    }
-
     /// True when another transaction holds a key `kop` touches (its own,
     /// or one it reaches, as RENAME reaches its destination) in a way
     /// that excludes it.
@@ -1178,12 +1168,8 @@ impl Shard {
             };
             if self.blocked(&c.key.key, mode, me) {
                 self.stats.busy += 1;
-                // Another writer in flight is a conflict to name; a
-                // reader's hold only makes the commit try again.
                 return Err(match &busy {
-                    Refusal::Conflict(_) if self.held_by_other_writer(&c.key.key, me) => {
-                        Refusal::Conflict(c.key.key.clone())
-                    }
+                    Refusal::Conflict(_) => Refusal::Conflict(c.key.key.clone()),
                     other => other.clone(),
                 });
             }
@@ -1222,11 +1208,6 @@ impl Shard {
         self.validate(&req.checks, None, Refusal::Conflict(Bytes::new()))?;
         for w in &req.writes {
             if self.blocked(&w.key.key, HoldMode::Write, None) {
-                if !self.held_by_other_writer(&w.key.key, None) {
-                    // Only readers hold it, for a moment: try again.
-                    self.stats.busy += 1;
-                    return Err(Refusal::Conflict(Bytes::new()));
-                }
                 self.stats.conflicts += 1;
                 return Err(Refusal::Conflict(w.key.key.clone()));
             }
@@ -1265,14 +1246,7 @@ impl Shard {
             // over its head could starve it.
             if self.blocked(&k.key, *mode, Some(req.txn)) || self.parked_on.contains_key(&k.key) {
                 self.stats.busy += 1;
-                // An interactive commit is told of a conflict only when
-                // another writer is in flight on the key; a reader's hold
-                // (a cross-shard read released just after its reply) or a
-                // lone command waiting for the key is transient, and the
-                // coordinator tries again. Naming those keys made COMMIT
-                // answer -CONFLICT for a key nobody wrote, under load.
-                let writer = self.held_by_other_writer(&k.key, Some(req.txn));
-                return Err(if req.retry_on_busy || !writer {
+                return Err(if req.retry_on_busy {
                     Refusal::Busy
                 } else {
                     Refusal::Conflict(k.key.clone())
