@@ -181,6 +181,13 @@ impl Record {
         self.data[1..5].copy_from_slice(&v.origin.to_le_bytes());
     }
 
+    /// When what the record shows at `now_ms` expires, plain or typed
+    /// (at 0: its TTL as stored, even one already passed).
+    pub fn expiry(&self, now_ms: u64) -> Option<u64> {
+        self.expire_ms()
+            .or_else(|| self.typed().and_then(|t| t.expire_ms(now_ms)))
+    }
+
     /// True when the collector may have work on this record, now or
     /// later: a tombstone, a key with a TTL, or a typed state that shows
     /// nothing, will stop showing anything, or keeps removed entries.

@@ -94,7 +94,7 @@ impl Shard {
         r.is_live(now_ms)
             && !is_internal(key)
             && !self.holds.contains_key(key)
-            && (!volatile || expiry(r, now_ms).is_some())
+            && (!volatile || r.expiry(now_ms).is_some())
     }
 
     /// The next key to evict, or None when nothing may go.
@@ -130,7 +130,7 @@ impl Shard {
             let now = self
                 .table
                 .get(c.hash, &c.key)
-                .map_or(0, |r| clock.score(policy, r.access(), expiry(r, now_ms)));
+                .map_or(0, |r| clock.score(policy, r.access(), r.expiry(now_ms)));
             if now >= c.score {
                 return Some((c.hash, c.key));
             }
@@ -168,7 +168,7 @@ impl Shard {
                 if !rec.is_live(now_ms) || is_internal(rec.key()) {
                     continue;
                 }
-                let expire = expiry(rec, now_ms);
+                let expire = rec.expiry(now_ms);
                 if volatile && expire.is_none() {
                     continue;
                 }
@@ -199,10 +199,4 @@ impl Shard {
         x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         x ^ (x >> 31)
     }
-}
-
-/// A record's expiry, plain or typed.
-fn expiry(r: &crate::record::Record, now_ms: u64) -> Option<u64> {
-    r.expire_ms()
-        .or_else(|| r.typed().and_then(|t| t.expire_ms(now_ms)))
 }

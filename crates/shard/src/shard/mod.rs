@@ -1136,10 +1136,7 @@ impl Shard {
         }
         if let Some(past) = self.history.as_ref().and_then(|h| h.at(&key.key, at)) {
             // (Its TTL as stored, even if already passed.)
-            let latest_expire_ms = self.table.get(key.hash, &key.key).and_then(|r| {
-                r.expire_ms()
-                    .or_else(|| r.typed().and_then(|t| t.expire_ms(0)))
-            });
+            let latest_expire_ms = self.table.get(key.hash, &key.key).and_then(|r| r.expiry(0));
             state = state_of(past.value.clone(), past.version, now_ms);
             state.snapshot = true;
             state.latest_expire_ms = latest_expire_ms;
