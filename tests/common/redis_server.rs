@@ -17,6 +17,11 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts `redis-server` with no persistence and waits for PING.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// [`RedisServer::start`] with more arguments (`--cluster-enabled yes`…).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         let port = free_port();
         let dir =
             std::env::temp_dir().join(format!("elsa-diff-redis-{}-{port}", std::process::id()));
@@ -27,6 +32,7 @@ impl RedisServer {
             // SAVE is generated: keep its dump.rdb out of the work tree.
             .arg("--dir")
             .arg(&dir)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

@@ -143,6 +143,7 @@ impl Conn {
             Control::Config => self.config(args).await,
             Control::Slowlog => self.slowlog(args),
             Control::Latency => self.latency(args),
+            Control::Cluster => self.cluster(args),
             Control::Command => self.command(args),
             Control::Client => self.client(args),
             Control::Monitor => self.monitor(),

@@ -210,6 +210,11 @@ pub struct Keys {
     /// address, unauthenticated (0 = off).
     #[arg(long, env = "ELSA_METRICS_PORT")]
     pub metrics_port: Option<u16>,
+    /// A port per worker for Redis Cluster clients: worker i listens on
+    /// this port + i, and CLUSTER SLOTS/SHARDS/NODES list each worker's
+    /// slots on its port (0 = off: every slot on the client port).
+    #[arg(long, env = "ELSA_WORKER_PORT_BASE")]
+    pub worker_port_base: Option<u16>,
     /// Memory limit (Redis's `maxmemory`: bytes, or 100mb, 2gb…; 0 = none).
     #[arg(long, env = "ELSA_MAXMEMORY")]
     #[serde(default, deserialize_with = "memory_value")]
@@ -291,6 +296,7 @@ impl Keys {
             latency_tracking,
             latency_tracking_info_percentiles,
             metrics_port,
+            worker_port_base,
             maxmemory,
             maxmemory_policy,
             maxmemory_samples,
@@ -355,6 +361,8 @@ pub struct Config {
     pub busy_reply_threshold: u64,
     /// The metrics port (`crate::http`; 0 = off).
     pub metrics_port: u16,
+    /// Worker i's own client port is this + i (`crate::cluster_cmd`; 0 = off).
+    pub worker_port_base: u16,
     /// Memory limit and eviction at start (`crate::memory`; CONFIG SET
     /// changes the live values in `Shared::memory`).
     pub memory: MemorySettings,
@@ -702,6 +710,7 @@ impl Config {
                 .map_err(|e| ConfigError::Value("latency-tracking-info-percentiles", e))?,
             },
             metrics_port: need(c.metrics_port, "metrics-port")?,
+            worker_port_base: need(c.worker_port_base, "worker-port-base")?,
             memory: MemorySettings {
                 maxmemory: {
                     let v = need(c.maxmemory, "maxmemory")?;

@@ -167,6 +167,11 @@ pub(crate) enum Step {
 }
 
 impl Conn {
+    /// The address this client connected to.
+    pub(crate) fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        self.stream.tcp().local_addr().ok()
+    }
+
     /// Wraps an accepted socket (after its TLS handshake, on the TLS port).
     pub fn new(stream: ClientStream, coord: Coordinator, shared: Arc<Shared>) -> Conn {
         let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);

@@ -149,6 +149,7 @@ pub(crate) fn sum(stats: &[ShardStats]) -> ShardStats {
         t.expires += s.expires;
         t.memory += s.memory;
         t.ops += s.ops;
+        t.inbox_messages += s.inbox_messages;
         t.commits += s.commits;
         t.conflicts += s.conflicts;
         t.busy += s.busy;

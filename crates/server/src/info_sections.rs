@@ -341,8 +341,8 @@ pub fn keyspace(t: &mut String, rows: &[(u8, usize, usize, u64)]) {
 pub fn transactions(t: &mut String, totals: &Totals, total: &ShardStats) {
     let _ = write!(
         t,
-        "# Transactions\r\nlone_ops:{}\r\ncommits:{}\r\nconflicts:{}\r\nbusy_retries:{}\r\nrefused_while_not_serving:{}\r\ninstalls_superseded:{}\r\nsnapshot_versions_kept:{}\r\n",
-        total.ops, total.commits, total.conflicts, total.busy, total.refused_stale, total.installs_superseded, total.history
+        "# Transactions\r\nlone_ops:{}\r\ncommits:{}\r\nconflicts:{}\r\nbusy_retries:{}\r\nrefused_while_not_serving:{}\r\ninstalls_superseded:{}\r\nsnapshot_versions_kept:{}\r\ninbox_messages:{}\r\n",
+        total.ops, total.commits, total.conflicts, total.busy, total.refused_stale, total.installs_superseded, total.history, total.inbox_messages
     );
     for kind in TxnKind::ALL {
         let _ = write!(

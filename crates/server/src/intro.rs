@@ -450,7 +450,7 @@ impl Conn {
     }
 
     /// A container's HELP as Redis's `addReplyHelp` writes it.
-    fn help(&mut self, container: &str, lines: &[&str]) {
+    pub(crate) fn help(&mut self, container: &str, lines: &[&str]) {
         let mut w = self.w();
         w.array(lines.len() + 3);
         w.simple(&format!(

@@ -24,6 +24,7 @@
 pub mod acl;
 mod admin;
 pub mod clients;
+mod cluster_cmd;
 pub mod cmd;
 pub mod cmdstats;
 mod command_cmd;

@@ -222,6 +222,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     }
     let metrics_listener = crate::http::bind(&config)?;
     let workers = config.workers;
+    let worker_listeners = worker_listeners(&config)?;
     let hlc = Arc::new(Hlc::default());
     let hasher = KeyHasher::default();
     // In a region whose keys have other replicas, what this node committed
@@ -372,7 +373,16 @@ pub fn run(config: Config) -> Result<(), StartError> {
             .as_ref()
             .and_then(|c| c.take_remote_units())
             .map(|rx| tokio::task::spawn_local(install_remote_units(coord.clone(), rx)));
-        let served = accept_loop(plain_listener, tls_listener, &conn_txs, shared.clone()).await;
+        let served = accept_loop(
+            Listeners {
+                plain: plain_listener,
+                tls: tls_listener,
+                workers: worker_listeners,
+            },
+            &conn_txs,
+            shared.clone(),
+        )
+        .await;
         snapshots.abort();
         resolver.abort();
         if let Some(u) = units {
@@ -572,6 +582,38 @@ async fn logged_records(coord: &Coordinator) -> u64 {
     total
 }
 
+/// The client ports a node accepts on.
+struct Listeners {
+    /// `port` (None when 0).
+    plain: Option<StdListener>,
+    /// `tls-port` (None when 0).
+    tls: Option<StdListener>,
+    /// `worker-port-base + i`, for worker i (empty when off).
+    workers: Vec<StdListener>,
+}
+
+/// Worker i's own client port, `worker-port-base + i`, for Redis Cluster
+/// clients (`crate::cluster_cmd`), when the base is set.
+fn worker_listeners(config: &Config) -> Result<Vec<StdListener>, StartError> {
+    if config.worker_port_base == 0 {
+        return Ok(Vec::new());
+    }
+    (0..config.workers)
+        .map(|i| {
+            let port = u16::try_from(i)
+                .ok()
+                .and_then(|i| config.worker_port_base.checked_add(i))
+                .ok_or_else(|| {
+                    StartError::Listen(
+                        format!("worker-port-base {} + worker {i}", config.worker_port_base),
+                        std::io::Error::other("past port 65535"),
+                    )
+                })?;
+            listen(std::net::SocketAddr::new(config.addr.ip(), port))
+        })
+        .collect()
+}
+
 /// Accepts on a listener, or never when there is none.
 async fn accept_on(
     listener: &Option<tokio::net::TcpListener>,
@@ -583,8 +625,7 @@ async fn accept_on(
 }
 
 async fn accept_loop(
-    plain: Option<StdListener>,
-    tls: Option<StdListener>,
+    listeners: Listeners,
     conn_txs: &[mpsc::UnboundedSender<Accepted>],
     shared: Arc<Shared>,
 ) -> Result<(), StartError> {
@@ -594,8 +635,27 @@ async fn accept_loop(
             .transpose()
             .map_err(|e| StartError::Listen(shared.config.addr.to_string(), e))
     };
-    let plain = tokio_listener(plain)?;
-    let tls = tokio_listener(tls)?;
+    // A worker port serves TLS only on a node whose plaintext port is off.
+    let workers_tls = listeners.plain.is_none();
+    let plain = tokio_listener(listeners.plain)?;
+    let tls = tokio_listener(listeners.tls)?;
+    // Each worker port accepts in its own task, handing its connections
+    // here, where they are admitted like any other but dealt to that
+    // worker alone.
+    let (to_worker_tx, mut to_worker) = mpsc::unbounded_channel();
+    let mut worker_accepts = Vec::new();
+    for (index, l) in listeners.workers.into_iter().enumerate() {
+        let l = tokio_listener(Some(l))?.expect("a listener");
+        let tx = to_worker_tx.clone();
+        worker_accepts.push(tokio::task::spawn_local(async move {
+            loop {
+                if tx.send((l.accept().await, index)).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(to_worker_tx);
     let mut sigint = signal(SignalKind::interrupt()).map_err(StartError::Runtime)?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(StartError::Runtime)?;
     let mut next = 0usize;
@@ -606,11 +666,14 @@ async fn accept_loop(
             _ = shared.conns.shutdown.requested() => { tracing::info!("SHUTDOWN received, shutting down"); break; }
             accepted = async {
                 tokio::select! {
-                    a = accept_on(&plain) => (a, None),
-                    a = accept_on(&tls) => (a, Some(shared.tls.current())),
+                    a = accept_on(&plain) => (a, None, None),
+                    a = accept_on(&tls) => (a, Some(shared.tls.current()), None),
+                    Some((a, index)) = to_worker.recv() => {
+                        (a, workers_tls.then(|| shared.tls.current()), Some(index))
+                    }
                 }
             } => {
-                let (accepted, on_tls_port) = accepted;
+                let (accepted, on_tls_port, worker) = accepted;
                 // Never plaintext on the TLS port, whatever happened to
                 // its configuration.
                 let tls_config = match on_tls_port {
@@ -640,13 +703,20 @@ async fn accept_loop(
                 // connects must not all pass the check above before any is
                 // counted. The worker uncounts it when it ends.
                 shared.clients.fetch_add(1, Ordering::Relaxed);
-                // Round-robin; a worker that is gone has shut down.
-                if conn_txs[next % conn_txs.len()].send((std_stream, tls_config)).is_err() {
+                // A worker port's own worker, else round-robin; a worker
+                // that is gone has shut down.
+                let to = worker.unwrap_or_else(|| {
+                    next = next.wrapping_add(1);
+                    next - 1
+                });
+                if conn_txs[to % conn_txs.len()].send((std_stream, tls_config)).is_err() {
                     shared.clients.fetch_sub(1, Ordering::Relaxed);
                 }
-                next = next.wrapping_add(1);
             }
         }
+    }
+    for task in worker_accepts {
+        task.abort();
     }
     Ok(())
 }
@@ -684,7 +754,7 @@ fn worker(
             loop {
                 tokio::select! {
                     msg = inbox.recv() => match msg {
-                        Some(msg) => s.borrow_mut().handle(msg),
+                        Some(msg) => s.borrow_mut().handle_from_inbox(msg),
                         None => break,
                     },
                     _ = f.notified() => {}
@@ -692,7 +762,7 @@ fn worker(
                 let mut handled = 0;
                 while handled < 1024 {
                     match inbox.try_recv() {
-                        Ok(msg) => s.borrow_mut().handle(msg),
+                        Ok(msg) => s.borrow_mut().handle_from_inbox(msg),
                         Err(_) => break,
                     }
                     handled += 1;

@@ -2,6 +2,8 @@
 //!
 //! - [`record`] packs one key's lattice into a single allocation.
 //! - [`table`] is the shard's private hash table of records, in segments.
+//! - [`keyhash`] is a key's hash: its Redis Cluster slot (`{hash tags}`
+//!   included) inside a general hash, which places it on a shard.
 //! - [`ops`] is the semantics of every per-key command ([`Op`]), run against
 //!   a [`KeyView`] so the same code serves lone commands and transactions.
 //! - [`shard`] is the state one actor owns and the shard-side half of the
@@ -26,6 +28,7 @@ pub mod evict;
 pub mod glob;
 pub mod gossip;
 pub mod history;
+pub mod keyhash;
 pub mod msg;
 pub mod ops;
 pub mod record;

@@ -19,21 +19,13 @@ pub fn segment_of(hash: u64) -> usize {
     ((hash >> 32) as usize) & (SEGMENTS - 1)
 }
 
-/// Hashes keys. Fixed-seeded: every node of a cluster must place a key on
-/// the same ring slot, so the hash cannot be per process. (The price: an
-/// attacker who knows the seed can aim keys at one bucket; the segmented
-/// table bounds how much one bucket can stall.)
-pub type KeyHasher = foldhash::fast::FixedState;
+pub use crate::keyhash::{bucket_of, KeyHasher};
 
-/// Anti-entropy buckets: the top 16 bits of a key's hash. The ring places
-/// virtual nodes on bucket boundaries, so two replicas of a ring arc hold
-/// exactly the same buckets and can compare them digest by digest.
+/// Anti-entropy buckets: bits 40–55 of a key's hash, four per Redis
+/// Cluster slot (`crate::keyhash`). The ring places virtual nodes on slot
+/// boundaries, so two replicas of a ring arc hold exactly the same buckets
+/// and can compare them digest by digest.
 pub const DIGEST_BUCKETS: usize = 1 << 16;
-
-/// The anti-entropy bucket of a key hash.
-pub fn bucket_of(hash: u64) -> usize {
-    (hash >> 48) as usize
-}
 
 /// What a record adds to its bucket's digest: equal only for the same key
 /// at the same version (one commit writes a key once, so the version fixes

@@ -136,6 +136,8 @@ pub enum Control {
     Latency,
     /// MEMORY USAGE|STATS|DOCTOR|MALLOC-STATS|PURGE (`crate::memory`).
     Memory,
+    /// CLUSTER KEYSLOT|SLOTS|SHARDS|NODES|INFO|MYID (`crate::cluster_cmd`).
+    Cluster,
     /// MONITOR and SHUTDOWN (`crate::clients`).
     Monitor,
     Shutdown,
@@ -676,6 +678,7 @@ pub static COMMANDS: &[Spec] = &[
     // introspection (`crate::intro`)
     spec!("slowlog", -2, ADM, 0, 0, 0, Ctl(C::Slowlog)),
     spec!("latency", -2, ADM, 0, 0, 0, Ctl(C::Latency)),
+    spec!("cluster", -2, &[], 0, 0, 0, Ctl(C::Cluster)),
     spec!("monitor", 1, N, 0, 0, 0, Ctl(C::Monitor)),
     spec!("shutdown", -1, N, 0, 0, 0, Ctl(C::Shutdown)),
     // regions
@@ -873,6 +876,18 @@ const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
     (
         "slowlog",
         &[("get", -2), ("help", 2), ("len", 2), ("reset", 2)],
+    ),
+    (
+        "cluster",
+        &[
+            ("help", 2),
+            ("info", 2),
+            ("keyslot", 3),
+            ("myid", 2),
+            ("nodes", 2),
+            ("shards", 2),
+            ("slots", 2),
+        ],
     ),
     (
         "latency",

@@ -63,6 +63,11 @@ pub struct ShardStats {
     /// Installs that found a newer version of their key already stored
     /// (see `Shard::op_install`).
     pub installs_superseded: u64,
+    /// Messages that reached the shard through its inbox: work from
+    /// another thread (a connection on another worker, the peer thread),
+    /// where a connection on the shard's own worker calls it inline. Redis
+    /// Cluster clients on worker ports (`CLUSTER SLOTS`) keep it near 0.
+    pub inbox_messages: u64,
     /// Lone read-only commands that found their key (Redis's
     /// `keyspace_hits`, counted where its `lookupKeyRead` counts).
     pub keyspace_hits: u64,
@@ -368,7 +373,14 @@ impl Shard {
         self.index
     }
 
-    /// Serves one message from the inbox.
+    /// [`Shard::handle`] for a message that came through the inbox.
+    pub fn handle_from_inbox(&mut self, msg: ShardMsg) {
+        self.stats.inbox_messages += 1;
+        self.handle(msg);
+    }
+
+    /// Serves one message: from the inbox, or inline from a connection on
+    /// this shard's own worker.
     pub fn handle(&mut self, msg: ShardMsg) {
         // Work routed here before this node stopped serving (see
         // `ShardMsg::refuse_as_stale`) is refused, whatever queue it sat in.
