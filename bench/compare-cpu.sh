@@ -10,6 +10,18 @@
 #   ycsb-a      elsa bench ycsb run -P workloads/workloada, 16 threads
 #   batch-tx    elsa bench batch --op-type tx --batch-size 6 --get-ratio 0.5, 64 connections
 #   batch-pipe  the same with --op-type pipeline
+#   set-cluster, get-cluster   set/get with redis-benchmark --cluster against
+#               Elsa (a Redis Cluster client: each key's commands go to the
+#               port of the worker that keeps it, `worker-port-base`); Redis,
+#               one thread and not in cluster mode, runs plain set/get as
+#               the reference (with WORKERS=1 Elsa runs them plain: one
+#               worker is every key's worker, and redis-benchmark refuses a
+#               cluster of one node)
+#   batch-tag   batch-tx with each batch's keys under one hash tag
+#               (`--tag-group 100`): Elsa commits each batch on one shard
+#   batch-cluster  batch-tag sent as a Redis Cluster client would
+#               (`elsa bench batch --cluster`: each batch to its slot's port;
+#               Redis, not in cluster mode, runs batch-tag; one worker: plain)
 #   commit      elsa bench commit, 50 threads, against servers that fsync
 #               every write (Elsa --appendfsync always, Redis appendfsync always)
 # The first five run against servers without durability (Elsa
@@ -43,7 +55,9 @@ start_pair() { # durability: none|always -> sets EP RP EPID RPID
   local fsync=no redis_dur=(--save "" --appendonly no)
   if [ "$1" = always ]; then fsync=always; redis_dur=(--save "" --appendonly yes --appendfsync always); fi
   rm -rf "$TMP/elsa-$1" "$TMP/redis-$1"; mkdir -p "$TMP/redis-$1"
+  WP=$(free_port)
   taskset -c "$SERVER_CPUS" "$ELSA" server --port "$EP" --workers "$WORKERS" --appendfsync "$fsync" \
+    --worker-port-base "$WP" \
     --data-dir "$TMP/elsa-$1" >"$TMP/elsa-$1.log" 2>&1 &
   EPID=$!; PIDS+=("$EPID")
   taskset -c "$SERVER_CPUS" redis-server --port "$RP" "${redis_dur[@]}" --dir "$TMP/redis-$1" >"$TMP/redis-$1.log" 2>&1 &
@@ -66,16 +80,22 @@ run_one() {
   rm -f "$out"
   local t0; t0=$(cpu_ticks "$pid")
   case $w in
-    set|get)
-      ops=$(taskset -c "$CLIENT_CPUS" redis-benchmark -p "$port" -q -P 16 -c 50 -r 1000000 -n "$N" -t "$w" 2>/dev/null \
+    set|get|set-cluster|get-cluster)
+      local t=${w%-cluster} mode=()
+      # (redis-benchmark refuses a cluster of one node: with one worker,
+      # every connection is on the key's worker anyway, so plain it is.)
+      [ "$w" != "$t" ] && [ "$port" = "$EP" ] && [ "$WORKERS" -gt 1 ] && mode=(--cluster)
+      ops=$(taskset -c "$CLIENT_CPUS" redis-benchmark "${mode[@]}" -p "$port" -q -P 16 -c 50 -r 1000000 -n "$N" -t "$t" 2>/dev/null \
         | tr '\r' '\n' | awk '/requests per second/ {print int($2)}' | tail -1) ;;
     ycsb-a)
       taskset -c "$CLIENT_CPUS" "$ELSA" bench ycsb run -P workloads/workloada -p operationcount=200000 \
         --threads 16 -u "redis://127.0.0.1:$port" -o "$out" >/dev/null
       ops=$(json_ops "$out") ;;
-    batch-tx|batch-pipe)
-      local kind=tx; [ "$w" = batch-pipe ] && kind=pipeline
-      taskset -c "$CLIENT_CPUS" "$ELSA" bench batch --op-type "$kind" --batch-size 6 --get-ratio 0.5 \
+    batch-tx|batch-pipe|batch-tag|batch-cluster)
+      local kind=tx tag=0 mode=(); [ "$w" = batch-pipe ] && kind=pipeline
+      case $w in batch-tag|batch-cluster) tag=100 ;; esac
+      [ "$w" = batch-cluster ] && [ "$port" = "$EP" ] && [ "$WORKERS" -gt 1 ] && mode=(--cluster)
+      taskset -c "$CLIENT_CPUS" "$ELSA" bench batch --op-type "$kind" --batch-size 6 --get-ratio 0.5 --tag-group "$tag" "${mode[@]}" \
         --connections 64 --num-ops 50000 -u "redis://127.0.0.1:$port" -o "$out" >/dev/null
       ops=$(json_ops "$out") ;;
     commit)
@@ -89,7 +109,7 @@ run_one() {
   local secs; secs=$(python3 -c "print(max(($t1 - $t0) / $ticks, 0.01))")
   local elapsed
   case $w in
-    set|get) elapsed=$(python3 -c "print($N / max($ops, 1))") ;;
+    set*|get*) elapsed=$(python3 -c "print($N / max($ops, 1))") ;;
     *) elapsed=$(python3 -c "print($(json_field "$out" runtime_ms) / 1000)") ;;
   esac
   python3 -c "print($ops, round($ops * $elapsed / $secs))"

@@ -162,7 +162,8 @@ setup_server() {
   dir=$(mktemp -d "${TMPDIR:-/tmp}/elsa-clients-$target.XXXXXX")
   if [[ $target == elsa ]]; then
     bin=$(elsa_bin) || { echo "no elsa binary" >&2; return 1; }
-    cmd="$bin server --port $port --bind 127.0.0.1 --data-dir $dir/data --requirepass $PASSWORD"
+    # A port per worker too: cluster clients (f_cluster_client) use them.
+    cmd="$bin server --port $port --bind 127.0.0.1 --data-dir $dir/data --requirepass $PASSWORD --worker-port-base $(free_port)"
   else
     cmd="redis-server --port $port --bind 127.0.0.1 --dir $dir --requirepass $PASSWORD --save '' --appendonly no"
   fi

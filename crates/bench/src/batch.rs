@@ -52,12 +52,25 @@ pub struct BatchArgs {
     /// Give a batch up after this many retries.
     #[arg(long, default_value_t = 1000)]
     pub max_retries: u32,
+    /// Co-locate each batch (0 = off): a batch draws its keys from one
+    /// group of this many consecutive keys, each named with its group as a
+    /// Redis Cluster hash tag (`{g}:key:n`), so Elsa keeps a batch's keys
+    /// on one shard and commits it in one step (RESP targets only).
+    #[arg(long, default_value_t = 0)]
+    pub tag_group: u64,
+    /// With `--tag-group`: act as a Redis Cluster client — read CLUSTER
+    /// SLOTS once, keep a connection per listed port, and send each batch
+    /// to the port of its hash tag's slot (Elsa: the worker that keeps it).
+    #[arg(long)]
+    pub cluster: bool,
     #[command(flatten)]
     pub common: Common,
 }
 
 enum Conn {
     Resp(redis::Connection),
+    /// `--cluster`: each slot's connection (slot → index into the list).
+    Slots(Vec<u16>, Vec<redis::Connection>),
     Pg(Box<postgres::Client>, Box<[postgres::Statement; 2]>),
 }
 
@@ -78,25 +91,87 @@ struct BatchWorker {
     pg_level: postgres::IsolationLevel,
     max_retries: u32,
     reported_error: bool,
+    tag_group: u64,
 }
 
-fn key(n: u64) -> String {
-    format!("key:{n}")
+/// Key `n`'s name: `key:n`, or `{g}:key:n` (g = n / group) when batches
+/// are co-located.
+fn key(n: u64, group: u64) -> String {
+    match group {
+        0 => format!("key:{n}"),
+        g => format!("{{{}}}:key:{n}", n / g),
+    }
+}
+
+/// Redis Cluster's slot of a hash tag (CRC16/XMODEM mod 16384).
+fn tag_slot(tag: &str) -> u16 {
+    const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+    CRC16.checksum(tag.as_bytes()) & 16383
+}
+
+/// `--cluster`: a connection to every port CLUSTER SLOTS lists, and each
+/// slot's index among them.
+fn connect_by_slot(target: &Target) -> Result<Conn, BenchError> {
+    let mut first = target.redis()?;
+    let ranges: Vec<(u16, u16, (String, u16))> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query::<Vec<redis::Value>>(&mut first)?
+        .iter()
+        .map(|r| {
+            let (a, b, node): (u16, u16, (String, u16, redis::Value, redis::Value)) =
+                redis::from_redis_value(r)?;
+            Ok((a, b, (node.0, node.1)))
+        })
+        .collect::<Result<_, redis::RedisError>>()?;
+    let mut slots = vec![0u16; 16384];
+    let mut addrs: Vec<(String, u16)> = Vec::new();
+    let mut conns = Vec::new();
+    for (a, b, addr) in ranges {
+        let i = match addrs.iter().position(|x| *x == addr) {
+            Some(i) => i,
+            None => {
+                // The target's settings (password, database), another address.
+                let mut info =
+                    redis::IntoConnectionInfo::into_connection_info(target.url.as_str())?;
+                info.addr = redis::ConnectionAddr::Tcp(addr.0.clone(), addr.1);
+                conns.push(redis::Client::open(info)?.get_connection()?);
+                addrs.push(addr);
+                addrs.len() - 1
+            }
+        };
+        for s in a..=b.min(16383) {
+            slots[usize::from(s)] = i as u16;
+        }
+    }
+    Ok(Conn::Slots(slots, conns))
 }
 
 impl BatchWorker {
     fn attempt(&mut self, ops: &[(bool, u64)], value: &str) -> Result<Attempt, BenchError> {
+        // `--cluster`: the connection to the port of the batch's slot.
+        let at = match &self.conn {
+            Conn::Slots(slots, _) => {
+                let tag = (ops[0].1 / self.tag_group.max(1)).to_string();
+                usize::from(slots[usize::from(tag_slot(&tag))])
+            }
+            _ => 0,
+        };
         match &mut self.conn {
-            Conn::Resp(c) => {
+            Conn::Resp(_) | Conn::Slots(..) => {
+                let c = match &mut self.conn {
+                    Conn::Slots(_, conns) => &mut conns[at],
+                    Conn::Resp(c) => c,
+                    Conn::Pg(..) => unreachable!("matched above"),
+                };
                 let mut p = redis::pipe();
                 if self.tx {
                     p.cmd("MULTI").ignore();
                 }
                 for &(get, k) in ops {
                     if get {
-                        p.cmd("GET").arg(key(k));
+                        p.cmd("GET").arg(key(k, self.tag_group));
                     } else {
-                        p.cmd("SET").arg(key(k)).arg(value);
+                        p.cmd("SET").arg(key(k, self.tag_group)).arg(value);
                     }
                     if self.tx {
                         p.ignore();
@@ -144,11 +219,19 @@ impl BatchWorker {
 
 impl Worker for BatchWorker {
     fn step(&mut self, rec: &mut Recorder) -> Result<StepResult, BenchError> {
+        // Co-located: every key of the batch from one group.
+        let (from, span) = match self.tag_group {
+            0 => (0, self.num_keys),
+            g => {
+                let group = self.rng.gen_range(0..self.num_keys.div_ceil(g));
+                (group * g, g.min(self.num_keys - group * g))
+            }
+        };
         let ops: Vec<(bool, u64)> = (0..self.batch_size)
             .map(|_| {
                 (
                     self.rng.gen::<f64>() < self.get_ratio,
-                    self.rng.gen_range(0..self.num_keys),
+                    from + self.rng.gen_range(0..span),
                 )
             })
             .collect();
@@ -192,6 +275,12 @@ pub fn run(target: &Target, a: &BatchArgs, seed: u64) -> Result<(RunRecord, Stri
             "--batch-size, --num-keys and --connections must be at least 1".into(),
         ));
     }
+    if a.cluster && (a.tag_group == 0 || target.system == System::Postgres) {
+        return Err(BenchError::Config(
+            "--cluster needs --tag-group (a batch must be one slot) and a Redis-protocol target"
+                .into(),
+        ));
+    }
     if !(0.0..=1.0).contains(&a.get_ratio) {
         return Err(BenchError::Config("--get-ratio must be within 0..1".into()));
     }
@@ -224,6 +313,7 @@ pub fn run(target: &Target, a: &BatchArgs, seed: u64) -> Result<(RunRecord, Stri
                 let set = c.prepare("INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v")?;
                 Conn::Pg(Box::new(c), Box::new([get, set]))
             }
+            _ if a.cluster => connect_by_slot(target)?,
             _ => Conn::Resp(target.redis()?),
         };
         Ok(BatchWorker {
@@ -237,6 +327,7 @@ pub fn run(target: &Target, a: &BatchArgs, seed: u64) -> Result<(RunRecord, Stri
             pg_level: isolation.pg_level(),
             max_retries: a.max_retries,
             reported_error: false,
+            tag_group: a.tag_group,
         })
     })?;
     let r = &out.rec;
@@ -273,8 +364,8 @@ pub fn run(target: &Target, a: &BatchArgs, seed: u64) -> Result<(RunRecord, Stri
         errors: r.ops.values().map(|s| s.errors).sum(),
         abort_rate_pct: retry_pct,
         params: format!(
-            "batch_size={} get_ratio={} num_keys={} value_size={}",
-            a.batch_size, a.get_ratio, a.num_keys, a.value_size
+            "batch_size={} get_ratio={} num_keys={} value_size={} tag_group={}",
+            a.batch_size, a.get_ratio, a.num_keys, a.value_size, a.tag_group
         ),
         ..RunRecord::default()
     };

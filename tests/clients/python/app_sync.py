@@ -423,6 +423,34 @@ def f_cache():
 
 
 @feature
+def f_cluster_client():
+    if TARGET != "elsa":
+        raise Skip("this suite's redis-server is not in cluster mode")
+    from redis.cluster import RedisCluster
+    rc = RedisCluster(host=HOST, port=PORT, password=PASSWORD or None, protocol=RESP,
+                      decode_responses=True, socket_timeout=15)
+    try:
+        # The suite starts Elsa with a port per worker: one cluster node each.
+        nodes = rc.get_nodes()
+        check(len(nodes) >= 1, f"nodes {nodes!r}")
+        keys = [P + f"cluster:{i}" for i in range(200)] + [P + "{cart}:" + str(i) for i in range(20)]
+        for i, k in enumerate(keys):
+            eq(rc.set(k, i), True, "SET through the cluster client")
+        for k in keys[:50]:
+            eq(rc.keyslot(k), r.execute_command("CLUSTER", "KEYSLOT", k), f"slot of {k}")
+        eq(rc.mget_nonatomic(keys), [str(i) for i in range(len(keys))], "MGET across slots")
+        with rc.pipeline() as p:
+            for k in keys:
+                p.incr(k)
+            p.execute()
+        eq(r.mget(keys), [str(i + 1) for i in range(len(keys))], "seen by an ordinary client")
+        ports = {rc.get_node_from_key(k).port for k in keys}
+        eq(len(ports), len(nodes), f"ports serving keys ({ports}) of {len(nodes)} nodes")
+    finally:
+        rc.close()
+
+
+@feature
 def f_reconnect():
     cmd = os.environ.get("RESTART_CMD")
     if not cmd:
