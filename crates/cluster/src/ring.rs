@@ -2,8 +2,8 @@
 //!
 //! Every shard of every member puts `vnodes` points on a ring of
 //! [`DIGEST_BUCKETS`] slots (16 bits of a key's hash: its Redis Cluster
-//! slot and two more bits, `elsa_shard::keyhash`), each point on the last
-//! of a cluster slot's four, so a cluster slot is never split. A key's
+//! slot times four, `elsa_shard::keyhash`, so all keys of a cluster slot
+//! are in one bucket and never split between shards). A key's
 //! replicas in a region are the shards met walking clockwise from its slot,
 //! one per node, until `replication-factor` distinct nodes are found; the
 //! first is the key's primary. Points sit on bucket boundaries, so a bucket
@@ -20,7 +20,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use elsa_lattice::NodeId;
-use elsa_shard::keyhash::BUCKETS_PER_SLOT;
 use elsa_shard::table::DIGEST_BUCKETS;
 use elsa_txn::router::ShardId;
 
@@ -70,11 +69,7 @@ fn point(node: NodeId, shard: u16, i: u32) -> u16 {
         (u64::from(node) << 32) ^ (u64::from(shard) << 16) ^ u64::from(i) ^ 0x9e37_79b9_7f4a_7c15;
     let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    // On the last bucket of a Redis Cluster slot: a bucket goes to the
-    // first point at or after it, so the slot's buckets all go to one
-    // point, and a slot (what cluster clients route by) is never split
-    // between shards or replica sets.
-    (((x ^ (x >> 31)) >> 48) as u16) | (BUCKETS_PER_SLOT as u16 - 1)
+    ((x ^ (x >> 31)) >> 48) as u16
 }
 
 /// The slot (= anti-entropy bucket) of a key hash.
@@ -351,25 +346,6 @@ mod tests {
             client: addr,
             ready: true,
             leaving: false,
-        }
-    }
-
-    #[test]
-    fn a_redis_cluster_slot_is_never_split() {
-        let ms = vec![
-            member(1, "a", 3),
-            member(2, "a", 2),
-            member(3, "a", 4),
-            member(4, "b", 2),
-        ];
-        for ring in [Ring::new(ms, 2, 64, 2), Ring::alone(9, 4, 256)] {
-            for bucket in 0..DIGEST_BUCKETS {
-                let first = bucket - bucket % BUCKETS_PER_SLOT;
-                assert_eq!(ring.own_shard(bucket), ring.own_shard(first));
-                for r in 0..ring.regions().len() {
-                    assert_eq!(ring.replicas(bucket, r), ring.replicas(first, r));
-                }
-            }
         }
     }
 

@@ -1,7 +1,7 @@
 //! CLUSTER: Elsa's placement as a Redis Cluster client reads it.
 //!
 //! Every key's hash carries its Redis Cluster slot (`elsa_shard::keyhash`),
-//! and the ring never splits a slot, so each of the 16384 slots has one
+//! and a slot's keys share one ring bucket, so each of the 16384 slots has one
 //! owner: on a node alone, one of its workers; in a region, a worker of
 //! the slot's primary node. CLUSTER SLOTS, SHARDS and NODES list those
 //! owners as Redis Cluster nodes, each a master without replicas:

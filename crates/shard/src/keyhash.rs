@@ -2,10 +2,16 @@
 //!
 //! Every key is placed by one 64-bit hash: shards and nodes by its bucket
 //! (bits 40–55, [`bucket_of`]), a shard's table segment by bits 32–39, the
-//! hash table's probe by the rest. The bucket's top 14 bits are the key's
-//! Redis Cluster slot — CRC16 of the key, or of its `{hash tag}`, modulo
-//! 16384, exactly as Redis computes it ([`key_slot`]) — and its low two
-//! bits come from a fast general hash of the whole key (foldhash). So:
+//! hash table's probe by the rest. The bucket is the key's Redis Cluster
+//! slot — CRC16 of the key, or of its `{hash tag}`, modulo 16384, exactly
+//! as Redis computes it ([`key_slot`]) — times four: every key of a slot is
+//! in the same bucket, so on the same shard and node, whatever the ring's
+//! points (which sit on any of the 65536 buckets, as before slots: points
+//! aligned to slot boundaries changed which shard kept which keys, and
+//! with it how a two-worker node's eviction fell between its shards —
+//! `allkeys_lfu_keeps_the_hot_keys` failed a third of its runs). The
+//! other bits come from a fast general hash of the whole key (foldhash).
+//! So:
 //!
 //! - a Redis Cluster client that asks `CLUSTER SLOTS` finds the worker (or
 //!   node) that owns a key by the slot it already computes, and sends the
@@ -13,9 +19,9 @@
 //! - keys sharing a hash tag (`{user:1}:cart`, `{user:1}:orders`) share a
 //!   slot, hence a shard, so a MULTI/EXEC or script over them commits on
 //!   one shard in one step, with no two-phase commit;
-//! - everything else (table probes, segments, the anti-entropy buckets'
-//!   four-to-a-slot split) still sees foldhash's well-mixed bits, so keys
-//!   piled into one slot by a shared tag do not collide in the table.
+//! - everything else (table probes, segments) still sees foldhash's
+//!   well-mixed bits, so keys piled into one slot by a shared tag do not
+//!   collide in the table.
 //!
 //! Fixed-seeded: every node of a cluster must place a key on the same
 //! slot, so the hash cannot be per process. (The price: an attacker who
@@ -27,7 +33,8 @@ use std::hash::{BuildHasher, Hasher};
 /// Redis Cluster's hash slots.
 pub const CLUSTER_SLOTS: usize = 16384;
 
-/// Anti-entropy buckets per Redis Cluster slot.
+/// Anti-entropy buckets per Redis Cluster slot (a slot's keys use the
+/// first).
 pub const BUCKETS_PER_SLOT: usize = 4;
 
 /// Redis's key hash, CRC16/XMODEM (the `crc` crate's table-driven code;
@@ -56,8 +63,7 @@ pub fn key_slot(stored: &[u8]) -> u16 {
 }
 
 /// The anti-entropy bucket of a key hash (one of
-/// [`crate::table::DIGEST_BUCKETS`]): its slot times
-/// [`BUCKETS_PER_SLOT`], plus two bits of the key's general hash.
+/// [`crate::table::DIGEST_BUCKETS`]): its slot times [`BUCKETS_PER_SLOT`].
 pub fn bucket_of(hash: u64) -> usize {
     ((hash >> 40) & 0xffff) as usize
 }
@@ -101,10 +107,10 @@ impl Hasher for KeyHash {
     }
 
     fn finish(&self) -> u64 {
-        // Bits 42–55 become the slot; bits 40–41 (the bucket's low two)
-        // and every other bit stay foldhash's.
-        const SLOT_BITS: u64 = ((CLUSTER_SLOTS as u64) - 1) << 42;
-        (self.general.finish() & !SLOT_BITS) | (u64::from(self.slot) << 42)
+        // Bits 40–55 become the bucket (the slot, times four); every
+        // other bit stays foldhash's.
+        const BUCKET_BITS: u64 = 0xffff << 40;
+        (self.general.finish() & !BUCKET_BITS) | (u64::from(self.slot) << 42)
     }
 }
 
@@ -148,9 +154,11 @@ mod tests {
             );
             assert_eq!(hash, h.hash_one(bytes::Bytes::copy_from_slice(key)));
         }
-        // Keys of one tag differ in every bit but the slot's.
+        // Keys of one tag share their bucket, hence their shard, and
+        // differ in the other bits.
         let (a, b) = (h.hash_one(&b"{t}a"[..]), h.hash_one(&b"{t}b"[..]));
-        assert_eq!(a >> 42 & 0x3fff, b >> 42 & 0x3fff);
+        assert_eq!(bucket_of(a), bucket_of(b));
+        assert_eq!(bucket_of(a) % BUCKETS_PER_SLOT, 0);
         assert_ne!(a >> 57, b >> 57, "table probe bits differ (for this pair)");
     }
 }

@@ -21,10 +21,10 @@ pub fn segment_of(hash: u64) -> usize {
 
 pub use crate::keyhash::{bucket_of, KeyHasher};
 
-/// Anti-entropy buckets: bits 40–55 of a key's hash, four per Redis
-/// Cluster slot (`crate::keyhash`). The ring places virtual nodes on slot
-/// boundaries, so two replicas of a ring arc hold exactly the same buckets
-/// and can compare them digest by digest.
+/// Anti-entropy buckets: bits 40–55 of a key's hash, its Redis Cluster
+/// slot times four (`crate::keyhash`). The ring places virtual nodes on
+/// bucket boundaries, so two replicas of a ring arc hold exactly the same
+/// buckets and can compare them digest by digest.
 pub const DIGEST_BUCKETS: usize = 1 << 16;
 
 /// What a record adds to its bucket's digest: equal only for the same key

@@ -146,18 +146,46 @@ impl Coordinator {
         loop {
             // Planned again on every attempt: Busy may also mean a shard is
             // no longer the primary of a key (the view changed).
-            let (holds, mut checks) = self.plan_atomic(&ops, &watches);
-            let outcome = if holds.len() <= 1 {
-                let shard = holds.keys().next().copied().unwrap_or(self.node.local(0));
-                let checks = checks.remove(&shard).unwrap_or_default();
-                self.exec_on_one(shard, &ops, checks, ack).await?
+            let outcome = if let Some(shard) = self.only_shard(&ops, &watches) {
+                // Every key on one shard (a batch under one hash tag, a
+                // one-shard node): no plan of holds to build.
+                self.exec_on_one(shard, &ops, watches.clone(), ack).await?
             } else {
-                self.exec_across(&ops, &holds, &checks, ack).await?
+                self.run_planned(&ops, &watches, ack).await?
             };
             if let Some(replies) = outcome {
                 return Ok(replies);
             }
             retry.wait().await?;
+        }
+    }
+
+    /// The one shard every key of `ops` (those they reach too) and of
+    /// `watches` is on, if there is one.
+    fn only_shard(&self, ops: &[KeyOp], watches: &[Check]) -> Option<ShardId> {
+        let first = self.shard_of(ops.first()?.hash);
+        let same = |hash: u64| self.shard_of(hash) == first;
+        let all = ops
+            .iter()
+            .all(|k| same(k.hash) && k.op.other_keys().iter().all(|o| same(self.hash(o))))
+            && watches.iter().all(|c| same(c.key.hash));
+        all.then_some(first)
+    }
+
+    /// One attempt through a plan of holds: on one shard, or across.
+    async fn run_planned(
+        &self,
+        ops: &[KeyOp],
+        watches: &[Check],
+        ack: AckLevel,
+    ) -> Result<Option<Vec<OpReply>>, TxnError> {
+        let (holds, mut checks) = self.plan_atomic(ops, watches);
+        if holds.len() <= 1 {
+            let shard = holds.keys().next().copied().unwrap_or(self.node.local(0));
+            let checks = checks.remove(&shard).unwrap_or_default();
+            self.exec_on_one(shard, ops, checks, ack).await
+        } else {
+            self.exec_across(ops, &holds, &checks, ack).await
         }
     }
 
