@@ -38,8 +38,11 @@ pub const CLUSTER_SLOTS: usize = 16384;
 pub const BUCKETS_PER_SLOT: usize = 4;
 
 /// Redis's key hash, CRC16/XMODEM (the `crc` crate's table-driven code;
-/// Redis's `crc16.c` is the same polynomial, initial value and no reflection).
-const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+/// Redis's `crc16.c` is the same polynomial, initial value and no
+/// reflection). Sixteen bytes per step: byte at a time it was 3.1 % of
+/// the CPU under redis-benchmark SET (16-byte keys).
+const CRC16: crc::Crc<u16, crc::Table<16>> =
+    crc::Crc::<u16, crc::Table<16>>::new(&crc::CRC_16_XMODEM);
 
 /// The Redis Cluster slot of a key as a client names it: CRC16 of the
 /// part between the first `{` and the next `}` when that part is not
