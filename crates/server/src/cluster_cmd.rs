@@ -238,25 +238,21 @@ impl Conn {
                     .collect()
             }
         };
+        // Each endpoint's ranges: a slot extends its endpoint's last range
+        // when it follows it, else starts a new one.
         let mut endpoints: Vec<(Endpoint, Vec<(u16, u16)>)> = Vec::new();
-        let mut last: Option<usize> = None;
         for (slot, owner) in owners.into_iter().enumerate() {
             let slot = slot as u16;
-            match last {
-                Some(i) if endpoints[i].0 == owner => {
-                    endpoints[i].1.last_mut().expect("a range").1 = slot;
+            let i = match endpoints.iter().position(|(e, _)| *e == owner) {
+                Some(i) => i,
+                None => {
+                    endpoints.push((owner, Vec::new()));
+                    endpoints.len() - 1
                 }
-                _ => {
-                    let i = match endpoints.iter().position(|(e, _)| *e == owner) {
-                        Some(i) => i,
-                        None => {
-                            endpoints.push((owner, Vec::new()));
-                            endpoints.len() - 1
-                        }
-                    };
-                    endpoints[i].1.push((slot, slot));
-                    last = Some(i);
-                }
+            };
+            match endpoints[i].1.last_mut() {
+                Some(range) if range.1 + 1 == slot => range.1 = slot,
+                _ => endpoints[i].1.push((slot, slot)),
             }
         }
         SlotMap { endpoints }

@@ -645,7 +645,8 @@ async fn accept_loop(
     let (to_worker_tx, mut to_worker) = mpsc::unbounded_channel();
     let mut worker_accepts = Vec::new();
     for (index, l) in listeners.workers.into_iter().enumerate() {
-        let l = tokio_listener(Some(l))?.expect("a listener");
+        let l = tokio::net::TcpListener::from_std(l)
+            .map_err(|e| StartError::Listen(format!("worker port of worker {index}"), e))?;
         let tx = to_worker_tx.clone();
         worker_accepts.push(tokio::task::spawn_local(async move {
             loop {
