@@ -4,10 +4,11 @@
 //! 24 `lru` bits: LRU seconds, or LFU minutes and a logarithmic counter,
 //! `evict.c`). Which key a shard evicts, and how, is `shard/evict.rs`.
 //!
-//! The server measures memory (the allocator's figure) and publishes how
-//! far over the limit the node is ([`MemoryLimit::set_excess`]); a shard
-//! only reads that with one relaxed load per batch, and when it is over,
-//! evicts from its own table and takes what it freed off the excess.
+//! The server measures memory (the allocator's figure) and splits how far
+//! over the limit the node is among the shards ([`MemoryLimit::set_used`]),
+//! by the records each holds; a shard reads what it owes with relaxed
+//! loads of its own cache line per batch, and when it owes, evicts from its
+//! own table and counts what it freed.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
@@ -106,9 +107,35 @@ pub const DEFAULT_LFU_DECAY_TIME: u32 = 1;
 /// it is not evicted before it had a chance to be read.
 pub const LFU_INIT_VAL: u32 = 5;
 
+/// Most shards a node splits its excess among (the width of the stuck mask).
+const MAX_SHARDS: usize = 64;
+
+/// One shard's part of the node's excess, on its own cache line: the shard
+/// reads it before every batch, the sampler writes it every 10 ms.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Share {
+    /// Bytes the sampler asked this shard to free, since start.
+    owed: AtomicU64,
+    /// Bytes the shard freed (its estimate), since start.
+    freed: AtomicU64,
+    /// The records it holds that are not tombstones, as it last said: its
+    /// weight when a new excess is split.
+    weight: AtomicU64,
+}
+
 /// The node's memory limit and eviction settings, and what shards and the
 /// server tell each other about it. All relaxed atomics: each value is
 /// read on its own, and a stale one for a moment is harmless.
+///
+/// Why the excess is split and not shared: with one figure every shard
+/// drew on, the shard that ran first paid all of it — on a two-worker node
+/// the shard of the writing connection evicted the node's whole excess
+/// from its own table, hot keys included, while the other kept its cold
+/// ones. Each measurement now hands the excess nobody owes yet to the
+/// shards in proportion to their records, and a shard evicts what it owes
+/// (Redis evicts the best key of the whole keyspace; split by size, each
+/// shard's best keys go in about the same proportion).
 #[derive(Debug)]
 pub struct MemoryLimit {
     maxmemory: AtomicU64,
@@ -124,6 +151,8 @@ pub struct MemoryLimit {
     stuck: AtomicU64,
     /// Shards of this node (for "every shard is stuck").
     shards: AtomicU32,
+    /// Each shard's part of the excess.
+    shares: Box<[Share]>,
     /// True while writes flagged `denyoom` must be refused.
     oom: AtomicBool,
     evicted: AtomicU64,
@@ -140,6 +169,7 @@ impl Default for MemoryLimit {
             excess: AtomicU64::new(0),
             stuck: AtomicU64::new(0),
             shards: AtomicU32::new(1),
+            shares: (0..MAX_SHARDS).map(|_| Share::default()).collect(),
             oom: AtomicBool::new(false),
             evicted: AtomicU64::new(0),
         }
@@ -202,10 +232,25 @@ impl MemoryLimit {
         self.evicted.load(Relaxed)
     }
 
-    /// How many bytes the node is over its limit (the one load a shard
-    /// pays per batch).
+    /// How many bytes the node is over its limit: the last measurement,
+    /// less what shards freed since.
     pub fn excess(&self) -> u64 {
         self.excess.load(Relaxed)
+    }
+
+    /// Bytes shard `shard` still has to free (two loads of its own cache
+    /// line, what a shard pays per batch).
+    pub fn owed(&self, shard: usize) -> u64 {
+        let s = &self.shares[shard % MAX_SHARDS];
+        s.owed.load(Relaxed).saturating_sub(s.freed.load(Relaxed))
+    }
+
+    /// Shard `shard` holds `records` that are not tombstones.
+    pub fn set_weight(&self, shard: usize, records: u64) {
+        let w = &self.shares[shard % MAX_SHARDS].weight;
+        if w.load(Relaxed) != records {
+            w.store(records, Relaxed);
+        }
     }
 
     /// True while `denyoom` commands must be refused.
@@ -215,7 +260,7 @@ impl MemoryLimit {
 
     /// Tells the limit how many shards share it.
     pub fn set_shards(&self, n: usize) {
-        self.shards.store(n.clamp(1, 64) as u32, Relaxed);
+        self.shards.store(n.clamp(1, MAX_SHARDS) as u32, Relaxed);
     }
 
     /// The server's measurement: `used` bytes now (the allocator's figure).
@@ -233,24 +278,74 @@ impl MemoryLimit {
         if excess == 0 {
             self.stuck.store(0, Relaxed);
         }
+        self.split(excess);
         let all = u64::MAX >> (64 - self.shards.load(Relaxed).clamp(1, 64));
         let refuse = excess > 0
             && (self.policy() == Policy::NoEviction || self.stuck.load(Relaxed) & all == all);
         self.oom.store(refuse, Relaxed);
     }
 
+    /// Hands the part of `excess` no shard owes yet to the shards that can
+    /// still evict, by their weights. Under the limit nothing is owed. A
+    /// stuck shard's debt passes to the others, and it is owed one byte: a
+    /// probe, so it tries once per measurement (not once per batch: with
+    /// nothing evictable a try samples the whole table) and rejoins the
+    /// split once it finds a key again.
+    fn split(&self, excess: u64) {
+        let n = self.shards.load(Relaxed).clamp(1, MAX_SHARDS as u32) as usize;
+        let stuck = self.stuck.load(Relaxed);
+        let shares = &self.shares[..n];
+        let able = |i: usize| stuck & (1 << i) == 0;
+        let (mut outstanding, mut weights, mut count) = (0u64, 0u64, 0u64);
+        for (i, s) in shares.iter().enumerate() {
+            let freed = s.freed.load(Relaxed);
+            if excess == 0 {
+                s.owed.store(freed, Relaxed);
+            } else if !able(i) {
+                s.owed.store(freed + 1, Relaxed);
+            } else {
+                outstanding += s.owed.load(Relaxed).saturating_sub(freed);
+                weights += s.weight.load(Relaxed);
+                count += 1;
+            }
+        }
+        let new = excess.saturating_sub(outstanding);
+        if new == 0 || count == 0 {
+            return;
+        }
+        for (_, s) in shares.iter().enumerate().filter(|(i, _)| able(*i)) {
+            // Rounded up, so a small excess is never split into nothing.
+            let part = if weights == 0 {
+                new.div_ceil(count)
+            } else {
+                (u128::from(new) * u128::from(s.weight.load(Relaxed))).div_ceil(u128::from(weights))
+                    as u64
+            };
+            // What a shard freed beyond its part is no credit: the excess
+            // measured already counts it.
+            let base = s.owed.load(Relaxed).max(s.freed.load(Relaxed));
+            s.owed.store(base + part, Relaxed);
+        }
+    }
+
     /// A shard evicted `bytes` (its estimate of what it freed).
     pub fn freed(&self, shard: usize, keys: u64, bytes: u64) {
         self.evicted.fetch_add(keys, Relaxed);
+        self.shares[shard % MAX_SHARDS]
+            .freed
+            .fetch_add(bytes, Relaxed);
         let _ = self
             .excess
             .fetch_update(Relaxed, Relaxed, |e| Some(e.saturating_sub(bytes)));
         self.stuck.fetch_and(!(1 << (shard % 64)), Relaxed);
     }
 
-    /// A shard over the limit found nothing it may evict.
+    /// A shard over the limit found nothing it may evict: it owes nothing
+    /// until the next measurement hands it a probe.
     pub fn stuck(&self, shard: usize) {
         self.stuck.fetch_or(1 << (shard % 64), Relaxed);
+        let s = &self.shares[shard % MAX_SHARDS];
+        s.owed.store(s.freed.load(Relaxed), Relaxed);
     }
 
     /// The clock settings for accesses at `now_ms`.
@@ -441,5 +536,48 @@ mod tests {
         m.set_used(90);
         assert!(!m.oom());
         assert_eq!(m.excess(), 0);
+    }
+
+    #[test]
+    fn the_excess_is_split_by_records_and_owed_until_freed() {
+        let m = MemoryLimit::default();
+        m.set_shards(2);
+        m.set_policy(Policy::AllkeysLfu);
+        m.set_maxmemory(1000);
+        m.set_weight(0, 300);
+        m.set_weight(1, 100);
+        m.set_used(1400);
+        assert_eq!((m.owed(0), m.owed(1)), (300, 100));
+        // Shard 0 pays; the next measurement still sees shard 1's part,
+        // which nobody else is handed.
+        m.freed(0, 3, 300);
+        m.set_used(1100);
+        assert_eq!((m.owed(0), m.owed(1)), (0, 100));
+        // More writes: only what nobody owes is split again.
+        m.set_used(1500);
+        assert_eq!((m.owed(0), m.owed(1)), (300, 200));
+        // A shard that freed more than its part gets no credit.
+        m.freed(0, 4, 400);
+        m.set_used(1300);
+        assert_eq!((m.owed(0), m.owed(1)), (75, 225));
+        // A stuck shard's part passes to the others; it gets a probe.
+        m.stuck(1);
+        assert_eq!(m.owed(1), 0, "no retry before the next measurement");
+        m.set_used(1300);
+        assert_eq!((m.owed(0), m.owed(1)), (300, 1));
+        // The probe found a key: it is back in the split.
+        m.freed(1, 1, 50);
+        m.set_used(1700);
+        assert_eq!((m.owed(0), m.owed(1)), (600, 100));
+        // Under the limit nothing is owed.
+        m.set_used(900);
+        assert_eq!((m.owed(0), m.owed(1)), (0, 0));
+        // No weights yet: an even split, rounded up.
+        let m = MemoryLimit::default();
+        m.set_shards(3);
+        m.set_maxmemory(10);
+        m.set_policy(Policy::AllkeysRandom);
+        m.set_used(11);
+        assert_eq!((m.owed(0), m.owed(1), m.owed(2)), (1, 1, 1));
     }
 }

@@ -55,6 +55,21 @@ pub enum Update {
     Put(Record),
 }
 
+/// Gives a segment's slots back once it holds fewer than an eighth of
+/// what they could (after deletes, evictions and their tombstones are
+/// collected), keeping room to double: a table that grew for a burst of
+/// keys otherwise holds its peak's slots for good, and a node under
+/// `maxmemory` would keep evicting to pay for slots nobody uses. Redis
+/// shrinks its dicts below a tenth full (`htNeedsResize`).
+fn shrink(seg: &mut HashTable<Record>, hasher: &KeyHasher) {
+    const MIN_SLOTS: usize = 64;
+    if seg.capacity() > MIN_SLOTS && seg.len() * 8 < seg.capacity() {
+        seg.shrink_to(seg.len() * 2, |r| {
+            std::hash::BuildHasher::hash_one(hasher, r.key())
+        });
+    }
+}
+
 /// splitmix64's finaliser: spreads every input bit over the output.
 fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -67,6 +82,10 @@ pub struct Table {
     segments: Vec<HashTable<Record>>,
     hasher: KeyHasher,
     len: usize,
+    /// Records that are tombstones (of `len`): eviction splits the node's
+    /// excess by each shard's other records ([`Table::live_len`]), and a
+    /// tombstone an eviction just left must not count as data to evict.
+    tombstones: usize,
     /// XOR of [`fingerprint`]s per anti-entropy bucket, kept current on
     /// every change so comparing replicas never needs a scan.
     digests: Box<[u64]>,
@@ -93,6 +112,7 @@ impl Table {
             segments: (0..SEGMENTS).map(|_| HashTable::new()).collect(),
             hasher,
             len: 0,
+            tombstones: 0,
             digests: vec![0; DIGEST_BUCKETS].into_boxed_slice(),
             clock: AccessClock::default(),
             upkeep: [0; SEGMENTS / 64],
@@ -156,6 +176,18 @@ impl Table {
         self.len
     }
 
+    /// Records that are not tombstones (expired ones not yet collected
+    /// included): the shard's weight when eviction splits the excess.
+    pub fn live_len(&self) -> usize {
+        self.len - self.tombstones
+    }
+
+    /// Counts a record `was` (if any) replaced by `now` (if any).
+    fn recount(&mut self, was: Option<bool>, now: Option<bool>) {
+        self.tombstones =
+            self.tombstones + usize::from(now == Some(true)) - usize::from(was == Some(true));
+    }
+
     /// True when the table holds no record.
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -172,11 +204,13 @@ impl Table {
         let hasher = &self.hasher;
         let seg = &mut self.segments[segment_of(hash)];
         let new = print_of(hash, &record);
+        let tomb = Some(record.is_tombstone());
         let old = match seg.find_mut(hash, |r| r.key() == record.key()) {
             Some(slot) => {
                 // A new state of a key keeps its access clock.
                 record.set_access(slot.access());
-                Some(print_of(hash, &std::mem::replace(slot, record)))
+                let old = std::mem::replace(slot, record);
+                Some((print_of(hash, &old), old.is_tombstone()))
             }
             None => {
                 record.set_access(self.clock.fresh());
@@ -187,7 +221,8 @@ impl Table {
                 None
             }
         };
-        if let Some(old) = old {
+        self.recount(old.map(|(_, t)| t), tomb);
+        if let Some((old, _)) = old {
             self.touch(hash, old);
         }
         self.touch(hash, new);
@@ -203,6 +238,7 @@ impl Table {
         decide: impl FnOnce(Option<&Record>) -> Option<Record>,
     ) -> bool {
         let needs;
+        let tombs;
         let hasher = &self.hasher;
         let seg = &mut self.segments[segment_of(hash)];
         let (old, new) = match seg.entry(
@@ -214,6 +250,7 @@ impl Table {
                 Some(mut rec) => {
                     rec.set_access(o.get().access());
                     needs = rec.needs_upkeep();
+                    tombs = (Some(o.get().is_tombstone()), Some(rec.is_tombstone()));
                     let new = print_of(hash, &rec);
                     let old = print_of(hash, &std::mem::replace(o.get_mut(), rec));
                     (Some(old), new)
@@ -224,6 +261,7 @@ impl Table {
                 Some(mut rec) => {
                     rec.set_access(self.clock.fresh());
                     needs = rec.needs_upkeep();
+                    tombs = (None, Some(rec.is_tombstone()));
                     let new = print_of(hash, &rec);
                     v.insert(rec);
                     self.len += 1;
@@ -232,6 +270,7 @@ impl Table {
                 None => return false,
             },
         };
+        self.recount(tombs.0, tombs.1);
         if let Some(old) = old {
             self.touch(hash, old);
         }
@@ -249,6 +288,7 @@ impl Table {
         decide: impl FnOnce(Option<&mut Record>) -> Update,
     ) -> bool {
         let needs;
+        let tombs;
         let hasher = &self.hasher;
         let seg = &mut self.segments[segment_of(hash)];
         let (old, new) = match seg.entry(
@@ -258,15 +298,18 @@ impl Table {
         ) {
             hashbrown::hash_table::Entry::Occupied(mut o) => {
                 let old = print_of(hash, o.get());
+                let was = Some(o.get().is_tombstone());
                 match decide(Some(o.get_mut())) {
                     Update::Unchanged => return false,
                     Update::InPlace => {
                         needs = o.get().needs_upkeep();
+                        tombs = (was, Some(o.get().is_tombstone()));
                         (Some(old), print_of(hash, o.get()))
                     }
                     Update::Put(mut rec) => {
                         rec.set_access(o.get().access());
                         needs = rec.needs_upkeep();
+                        tombs = (was, Some(rec.is_tombstone()));
                         let new = print_of(hash, &rec);
                         *o.get_mut() = rec;
                         (Some(old), new)
@@ -277,6 +320,7 @@ impl Table {
                 Update::Put(mut rec) => {
                     rec.set_access(self.clock.fresh());
                     needs = rec.needs_upkeep();
+                    tombs = (None, Some(rec.is_tombstone()));
                     let new = print_of(hash, &rec);
                     v.insert(rec);
                     self.len += 1;
@@ -285,6 +329,7 @@ impl Table {
                 _ => return false,
             },
         };
+        self.recount(tombs.0, tombs.1);
         if let Some(old) = old {
             self.touch(hash, old);
         }
@@ -300,8 +345,10 @@ impl Table {
         if let Ok(entry) = seg.find_entry(hash, |r| r.key() == key) {
             if entry.get().version() == version {
                 let print = print_of(hash, entry.get());
+                let tomb = entry.get().is_tombstone();
                 entry.remove();
                 self.len -= 1;
+                self.recount(Some(tomb), None);
                 self.touch(hash, print);
                 return true;
             }
@@ -326,29 +373,14 @@ impl Table {
 
     /// Drops every record whose state `keep` rejects; returns how many went.
     pub fn retain(&mut self, mut keep: impl FnMut(&Record) -> bool) -> usize {
-        let mut removed = 0;
-        let hasher = &self.hasher;
-        let digests = &mut self.digests;
-        for seg in &mut self.segments {
-            seg.retain(|r| {
-                let k = keep(r);
-                if !k {
-                    removed += 1;
-                    let hash = std::hash::BuildHasher::hash_one(hasher, r.key());
-                    digests[bucket_of(hash)] ^= print_of(hash, r);
-                }
-                k
-            });
-        }
-        self.len -= removed;
-        removed
+        self.retain_mut(|r| keep(r))
     }
 
     /// Keeps the records `keep` answers true for; it may also change a
     /// record in place, keeping its key (the digests follow). Answers how
     /// many were removed.
     pub fn retain_mut(&mut self, mut keep: impl FnMut(&mut Record) -> bool) -> usize {
-        let mut removed = 0;
+        let (mut removed, mut tombstones) = (0, 0);
         let hasher = &self.hasher;
         let digests = &mut self.digests;
         let upkeep = &mut self.upkeep;
@@ -361,6 +393,7 @@ impl Table {
                     removed += 1;
                     digests[bucket_of(hash)] ^= before;
                 } else {
+                    tombstones += usize::from(r.is_tombstone());
                     digests[bucket_of(hash)] ^= before ^ print_of(hash, r);
                     if r.needs_upkeep() {
                         upkeep[index / 64] |= 1 << (index % 64);
@@ -368,8 +401,10 @@ impl Table {
                 }
                 k
             });
+            shrink(seg, hasher);
         }
         self.len -= removed;
+        self.tombstones = tombstones;
         removed
     }
 
@@ -384,6 +419,8 @@ impl Table {
         mut keep: impl FnMut(&mut Record) -> bool,
     ) -> usize {
         let mut removed = 0;
+        // Tombstones before the pass less those after, of the records seen.
+        let (mut was, mut now) = (0, 0);
         let hasher = &self.hasher;
         let digests = &mut self.digests;
         let end = segments.end.min(SEGMENTS);
@@ -393,26 +430,31 @@ impl Table {
                 continue;
             }
             let mut still = false;
-            self.segments[index].retain(|r| {
+            let seg = &mut self.segments[index];
+            seg.retain(|r| {
                 if !r.needs_upkeep() {
                     return true;
                 }
                 let hash = std::hash::BuildHasher::hash_one(hasher, r.key());
                 let before = print_of(hash, r);
+                was += usize::from(r.is_tombstone());
                 if !keep(r) {
                     removed += 1;
                     digests[bucket_of(hash)] ^= before;
                     return false;
                 }
+                now += usize::from(r.is_tombstone());
                 digests[bucket_of(hash)] ^= before ^ print_of(hash, r);
                 still |= r.needs_upkeep();
                 true
             });
+            shrink(seg, hasher);
             if !still {
                 self.upkeep[index / 64] &= !bit;
             }
         }
         self.len -= removed;
+        self.tombstones = self.tombstones + now - was;
         removed
     }
 
@@ -422,6 +464,7 @@ impl Table {
             *seg = HashTable::new();
         }
         self.len = 0;
+        self.tombstones = 0;
         self.digests.fill(0);
         self.upkeep = [0; SEGMENTS / 64];
     }
@@ -441,5 +484,104 @@ impl Table {
     /// The hasher this table places keys with.
     pub fn hasher(&self) -> &KeyHasher {
         &self.hasher
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(key: &str, value: Option<&[u8]>, ts: u64) -> Record {
+        Record::new(key.as_bytes(), value, None, ts, Version::new(ts, 1))
+    }
+
+    fn hash(t: &Table, key: &str) -> u64 {
+        std::hash::BuildHasher::hash_one(t.hasher(), key.as_bytes())
+    }
+
+    fn slots(t: &Table) -> usize {
+        t.segments.iter().map(HashTable::capacity).sum()
+    }
+
+    #[test]
+    fn counts_tombstones_through_every_change() {
+        let mut t = Table::new(KeyHasher::default());
+        for i in 0..1000 {
+            let k = format!("k{i}");
+            t.put(hash(&t, &k), rec(&k, Some(b"v"), 1));
+        }
+        assert_eq!((t.len(), t.live_len()), (1000, 1000));
+        // Deleted by put, upsert and update; one written again.
+        for i in 0..300 {
+            let k = format!("k{i}");
+            let h = hash(&t, &k);
+            match i % 3 {
+                0 => t.put(h, rec(&k, None, 2)),
+                1 => assert!(t.upsert(h, k.as_bytes(), |_| Some(rec(&k, None, 2)))),
+                _ => assert!(t.update(h, k.as_bytes(), |_| Update::Put(rec(&k, None, 2)))),
+            }
+        }
+        let h = hash(&t, "k0");
+        t.put(h, rec("k0", None, 3));
+        assert_eq!(t.live_len(), 700, "a tombstone over a tombstone is one");
+        t.put(h, rec("k0", Some(b"back"), 4));
+        assert_eq!(t.live_len(), 701);
+        // A new key deleted at once, and a version removed.
+        let h = hash(&t, "new");
+        t.put(h, rec("new", None, 5));
+        assert_eq!((t.len(), t.live_len()), (1001, 701));
+        assert!(t.remove_if_version(h, b"new", Version::new(5, 1)));
+        assert_eq!((t.len(), t.live_len()), (1000, 701));
+        // The collector drops some tombstones and turns a value into one.
+        t.sweep_segments(0..SEGMENTS, |r| {
+            !(r.is_tombstone() && r.key().ends_with(b"1"))
+        });
+        assert_eq!(
+            t.len() - t.live_len(),
+            t.iter().filter(|r| r.is_tombstone()).count()
+        );
+        t.retain_mut(|r| {
+            if r.key() == b"k999" {
+                *r = r.to_tombstone();
+            }
+            true
+        });
+        assert_eq!(t.live_len(), 700);
+        t.retain(|r| !r.is_tombstone());
+        assert_eq!((t.len(), t.live_len()), (700, 700));
+        t.clear();
+        assert_eq!((t.len(), t.live_len()), (0, 0));
+    }
+
+    #[test]
+    fn swept_segments_give_their_slots_back() {
+        let mut t = Table::new(KeyHasher::default());
+        for i in 0..50_000 {
+            let k = format!("k{i}");
+            t.put(hash(&t, &k), rec(&k, Some(b"v"), 1));
+        }
+        let full = slots(&t);
+        for i in 100..50_000 {
+            let k = format!("k{i}");
+            t.put(hash(&t, &k), rec(&k, None, 2));
+        }
+        assert_eq!(slots(&t), full, "tombstones hold their slots");
+        assert_eq!(t.sweep_segments(0..SEGMENTS, |r| !r.is_tombstone()), 49_900);
+        assert!(
+            slots(&t) * 8 < full,
+            "slots {} of {full} after 99.8 % went",
+            slots(&t)
+        );
+        for i in 0..100 {
+            let k = format!("k{i}");
+            assert!(t.get(hash(&t, &k), k.as_bytes()).is_some(), "{k} kept");
+        }
+        // The digests still match the records left.
+        let mut fresh = Table::new(KeyHasher::default());
+        for r in t.iter() {
+            let k = std::str::from_utf8(r.key()).unwrap();
+            fresh.put(hash(&t, k), rec(k, Some(b"v"), 1));
+        }
+        assert!((0..DIGEST_BUCKETS).all(|b| t.digest(b) == fresh.digest(b)));
     }
 }

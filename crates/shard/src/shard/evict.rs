@@ -29,19 +29,35 @@ pub(super) struct Candidate {
     key: Bytes,
 }
 
+/// What one round of sampling into the pool gave.
+enum Pool {
+    /// The key to evict.
+    Found((u64, Bytes)),
+    /// Every candidate had gone or been used since it was sampled.
+    Stale,
+    /// Nothing evictable was sampled and the pool is empty.
+    Empty,
+}
+
 impl Shard {
     /// Shares the node's memory limit with this shard.
     pub fn set_memory_limit(&mut self, limit: Arc<MemoryLimit>) {
         self.limit = Some(limit);
     }
 
-    /// On the epoch timer: a shard no command reaches evicts too.
+    /// On the epoch timer: tells the limit how many records this shard
+    /// holds (its weight when the excess is split), and evicts what it
+    /// owes if no command reached it since.
     pub fn evict_on_tick(&mut self, now_ms: u64) {
+        if let Some(limit) = &self.limit {
+            limit.set_weight(self.index, self.table.live_len() as u64);
+        }
         self.memory_check(now_ms);
     }
 
-    /// Before a batch: sets the table's access clock and, when the node is
-    /// over its limit, evicts. Costs one relaxed load when it is not.
+    /// Before a batch: sets the table's access clock and, when this shard
+    /// owes part of the node's excess, evicts. Costs two relaxed loads of
+    /// the shard's own cache line when it does not.
     pub(super) fn memory_check(&mut self, now_ms: u64) {
         let clock = match &self.limit {
             Some(limit) => limit.clock(now_ms),
@@ -52,21 +68,27 @@ impl Shard {
         };
         self.table.set_clock(clock);
         // The Arc is cloned only on the way to evicting.
-        if let Some(limit) = self.limit.as_ref().filter(|l| l.excess() > 0).cloned() {
+        if let Some(limit) = self
+            .limit
+            .as_ref()
+            .filter(|l| l.owed(self.index) > 0)
+            .cloned()
+        {
             self.evict(&limit, now_ms);
         }
     }
 
-    /// Evicts while the node is over its limit (at most [`MAX_PER_CALL`]
-    /// keys). Not inside a commit of several keys: an eviction is a
-    /// commit of its own.
+    /// Evicts what this shard owes of the node's excess (at most
+    /// [`MAX_PER_CALL`] keys). Not inside a commit of several keys: an
+    /// eviction is a commit of its own.
     pub fn evict(&mut self, limit: &MemoryLimit, now_ms: u64) {
         let policy = limit.policy();
         if policy == Policy::NoEviction || self.unit != crate::record::Unit::None {
             return;
         }
+        let owed = limit.owed(self.index);
         let (mut keys, mut bytes) = (0, 0);
-        while limit.excess() > bytes && keys < MAX_PER_CALL as u64 {
+        while owed > bytes && keys < MAX_PER_CALL as u64 {
             let Some((hash, key)) = self.victim(policy, limit.samples() as usize, now_ms) else {
                 break;
             };
@@ -80,7 +102,8 @@ impl Shard {
         if keys > 0 {
             self.stats.evicted += keys;
             limit.freed(self.index, keys, bytes);
-        } else {
+            limit.set_weight(self.index, self.table.live_len() as u64);
+        } else if owed > 0 {
             limit.stuck(self.index);
         }
     }
@@ -104,9 +127,34 @@ impl Shard {
             let found = self.sample(1, volatile, now_ms);
             return found.into_iter().next().map(|(h, k, _, _)| (h, k));
         }
-        // Redis's evictionPoolPopulate: sample, keep the best POOL_SIZE.
+        // Redis's performEvictions samples again until the pool yields a
+        // key: a pool whose candidates all went stale is no reason to
+        // stop while the table has others. Bounded, as a shard's turn is.
+        for _ in 0..POOL_SIZE {
+            match self.victim_from_pool(policy, samples, volatile, now_ms) {
+                Pool::Found(key) => return Some(key),
+                Pool::Stale => continue,
+                Pool::Empty => return None,
+            }
+        }
+        None
+    }
+
+    /// One round of Redis's `evictionPoolPopulate` and pick: sample, keep
+    /// the best [`POOL_SIZE`], take the best still evictable.
+    fn victim_from_pool(
+        &mut self,
+        policy: Policy,
+        samples: usize,
+        volatile: bool,
+        now_ms: u64,
+    ) -> Pool {
         let clock = *self.table.clock();
-        for (hash, key, access, expire) in self.sample(samples, volatile, now_ms) {
+        let sampled = self.sample(samples, volatile, now_ms);
+        if sampled.is_empty() && self.evict_pool.is_empty() {
+            return Pool::Empty;
+        }
+        for (hash, key, access, expire) in sampled {
             let score = clock.score(policy, access, expire);
             if self.evict_pool.iter().any(|c| c.key == key) {
                 continue;
@@ -132,10 +180,10 @@ impl Shard {
                 .get(c.hash, &c.key)
                 .map_or(0, |r| clock.score(policy, r.access(), r.expiry(now_ms)));
             if now >= c.score {
-                return Some((c.hash, c.key));
+                return Pool::Found((c.hash, c.key));
             }
         }
-        None
+        Pool::Stale
     }
 
     /// Up to `n` evictable records from a random place in the table (hash,
