@@ -75,6 +75,9 @@ pub struct Mix {
     pub admin_in_multi: AdminIn,
     /// TTL riders and lingering transactions (rw-register; `ttl.rs`).
     pub ttl: bool,
+    /// Half the clients (odd threads) run their transactions at this level
+    /// instead of the plan's, on the same keys: levels side by side.
+    pub also: Option<Level>,
 }
 
 /// One live run.
@@ -401,14 +404,11 @@ fn transaction(
     let invoked = Instant::now();
     shared.recorder.invoke(*process, &txn);
     let mut trace = Trace::default();
-    let outcome = client::run_with(
-        con,
-        plan.level,
-        plan.workload,
-        &mut txn,
-        &extras,
-        &mut trace,
-    );
+    let level = match plan.mix.also {
+        Some(other) if (*process % plan.threads as u64) % 2 == 1 => other,
+        _ => plan.level,
+    };
+    let outcome = client::run_with(con, level, plan.workload, &mut txn, &extras, &mut trace);
     let mut broken = false;
     let (kind, ts) = match outcome {
         Outcome::Committed(ts) => (Kind::Ok, ts),

@@ -571,8 +571,10 @@ impl Conn {
                 self.cl.blocking_cmd = Some(args[0].clone());
             }
             // A run of lone commands is timed as a whole, from its first
-            // command's classification (`crate::intro::ConnStat`).
-            let t0 = lone.is_empty().then(std::time::Instant::now);
+            // command's classification (`crate::intro::ConnStat`). Inside
+            // MULTI nothing is timed before EXEC (which reads the clock in
+            // `stat_before`).
+            let t0 = (lone.is_empty() && self.s.multi.is_none()).then(std::time::Instant::now);
             let step = self.classify(args);
             // MONITOR: a control command is shown once it ran (see
             // `feed_monitors`), anything else now.

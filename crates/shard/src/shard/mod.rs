@@ -113,6 +113,9 @@ pub struct Shard {
     /// the records they write, so gossip and anti-entropy can tell another
     /// region what to wait for).
     unit: Unit,
+    /// Timestamps reserved for the atomic step under way (`op_exec`): the
+    /// next to use and the last (see [`Shard::next_ts`]).
+    block: Option<(Ts, Ts)>,
     /// Lattices from other regions that belong to a transaction of several
     /// keys, kept out of sight until the whole transaction is installed
     /// here (by `elsa_txn`'s unit install), or [`PART_WAIT`] passes.
@@ -310,7 +313,7 @@ impl KeyView for LoneView<'_> {
     }
 
     fn store(&mut self, key: &[u8], value: Option<Value>) {
-        let ts = self.shard.hlc.now();
+        let ts = self.shard.next_ts();
         let version = Version::new(ts, self.shard.node);
         let hash = self.hash_of(key);
         self.shard.store(hash, key, value, ts, version, self.now_ms);
@@ -324,7 +327,7 @@ impl KeyView for LoneView<'_> {
     }
 
     fn stamp(&mut self) -> (Ts, Version) {
-        let ts = self.shard.hlc.now();
+        let ts = self.shard.next_ts();
         self.stamp = (ts, Version::new(ts, self.shard.node));
         self.stamp
     }
@@ -348,6 +351,7 @@ impl Shard {
             installed: HashMap::new(),
             gossip: GossipBuffer::default(),
             unit: Unit::None,
+            block: None,
             parts: HashMap::new(),
             stats: ShardStats::default(),
             durability: None,
@@ -1474,6 +1478,20 @@ impl Shard {
         }
     }
 
+    /// A fresh commit timestamp: the next of the atomic step's block, or
+    /// the clock's. (Past the block — more stamps than reserved — the clock
+    /// goes on; `op_exec` reserves two per key written, which no op
+    /// exceeds.)
+    fn next_ts(&mut self) -> Ts {
+        match &mut self.block {
+            Some((next, last)) if *next <= *last => {
+                *next += 1;
+                *next - 1
+            }
+            _ => self.hlc.now(),
+        }
+    }
+
     /// Validates WATCH-style checks and runs `ops` as one atomic step.
     pub fn op_exec(&mut self, checks: &[Check], ops: &[KeyOp]) -> Result<Vec<OpReply>, Refusal> {
         if let Some(r) = self
@@ -1495,8 +1513,20 @@ impl Shard {
         if keys_written > 1 {
             self.unit = Unit::Here;
         }
+        if keys_written > 0 {
+            // One block of timestamps for the whole step: each write of
+            // it gets its own (a key written twice keeps its order), and no
+            // snapshot opened meanwhile on another thread can draw one
+            // between two of them — it would see the step's first writes
+            // and not its last (a transfer's debit without its credit).
+            // Two per key written: a write may stamp a delta and store.
+            let n = 2 * keys_written as u64;
+            let first = self.hlc.reserve(n);
+            self.block = Some((first, first + (n - 1)));
+        }
         let replies = self.run_ops(ops, None);
         self.unit = Unit::None;
+        self.block = None;
         debug_assert_eq!(replies.len(), ops.len(), "holds were checked above");
         self.stats.commits += 1;
         Ok(replies)
