@@ -484,6 +484,26 @@ fn volatile_policies_evict_only_keys_with_a_ttl() {
     }
     assert!(refused > 0, "OOM once nothing with a TTL is left");
     assert_eq!(present(&mut raw, "keep", 0..2_000), 2_000);
+    // EXPIRE (not denyoom) gives keys a TTL again: the stuck shards try
+    // again (once a second) and find them, and writes are served again.
+    for i in 0..2_000 {
+        let _: i64 = redis::cmd("EXPIRE")
+            .arg(format!("more0:{i}"))
+            .arg(100_000)
+            .query(&mut c)
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r: redis::RedisResult<()> = redis::cmd("SET").arg("after").arg("x").query(&mut c);
+        match r {
+            Ok(()) => break,
+            Err(e) if e.to_string().contains("OOM") && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Err(e) => panic!("writes still refused after keys got a TTL: {e}"),
+        }
+    }
     // Reads and deletes still work.
     let _: String = redis::cmd("GET").arg("keep:1").query(&mut c).unwrap();
     let n: i64 = redis::cmd("DEL").arg("keep:1").query(&mut c).unwrap();
