@@ -28,6 +28,8 @@ run() {
   taskset -c 0 "$bin" server --port "$port" --workers 1 --appendfsync no --data-dir "$dir" >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  # GET reads keys that exist (as compare-cpu.sh's, which runs after SET).
+  [ "$w" = get ] && taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -r 1000000 -n 1000000 -t set -q >/dev/null 2>&1
   t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
   case $w in
     batch-tx|batch-pipe)
