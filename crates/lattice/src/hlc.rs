@@ -97,18 +97,7 @@ impl<C: PhysicalClock> Hlc<C> {
 
     /// A fresh timestamp, strictly greater than any handed out or observed.
     pub fn now(&self) -> Ts {
-        let physical = self.physical();
-        let mut last = self.last.load(Ordering::Relaxed);
-        loop {
-            let next = physical.max(last + 1);
-            match self
-                .last
-                .compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return next,
-                Err(seen) => last = seen,
-            }
-        }
+        self.reserve(1)
     }
 
     /// `n` consecutive fresh timestamps (at least one), returned as the

@@ -373,7 +373,28 @@ impl Table {
 
     /// Drops every record whose state `keep` rejects; returns how many went.
     pub fn retain(&mut self, mut keep: impl FnMut(&Record) -> bool) -> usize {
-        self.retain_mut(|r| keep(r))
+        // Unlike `retain_mut`, a record kept is not hashed: FLUSHDB keeps
+        // every other database's records as they are.
+        let (mut removed, mut tombstones) = (0, 0);
+        let hasher = &self.hasher;
+        let digests = &mut self.digests;
+        for seg in &mut self.segments {
+            seg.retain(|r| {
+                let k = keep(r);
+                if k {
+                    tombstones += usize::from(r.is_tombstone());
+                } else {
+                    removed += 1;
+                    let hash = std::hash::BuildHasher::hash_one(hasher, r.key());
+                    digests[bucket_of(hash)] ^= print_of(hash, r);
+                }
+                k
+            });
+            shrink(seg, hasher);
+        }
+        self.len -= removed;
+        self.tombstones = tombstones;
+        removed
     }
 
     /// Keeps the records `keep` answers true for; it may also change a
