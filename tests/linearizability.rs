@@ -425,14 +425,14 @@ fn checker_decides_many_unknown_increments_quickly() {
         history.ops = many_unknown_increments(extra);
         let json = out_path(name).with_extension("json");
         history.save(&json);
-        let started = Instant::now();
-        let report = checker::check(&json, None, Duration::from_secs(10));
-        let took = started.elapsed();
+        // A verdict within the checker's own timeout: porcupine's search
+        // (what counter keys had before `counter.go`) may keep 2^20 cache
+        // entries per point here, and with 16 unknown increments on a
+        // recorded history it was still undecided after two minutes. No
+        // wall-clock bound of our own: CI's load (and the first call's
+        // `go build`, 6.5 s on one run) made that a flake, not a proof.
+        let report = checker::check(&json, None, Duration::from_secs(30));
         assert_eq!(report.verdict, verdict, "{name}:\n{}", report.output);
-        assert!(
-            took < Duration::from_secs(5),
-            "{name}: the checker took {took:.1?}"
-        );
         if verdict == Verdict::NotLinearizable {
             assert!(
                 report.output.contains("key many: not linearizable")
