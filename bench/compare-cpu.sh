@@ -25,9 +25,13 @@
 #   commit      elsa bench commit, 50 threads, against servers that fsync
 #               every write (Elsa --appendfsync always, Redis appendfsync always)
 # The first five run against servers without durability (Elsa
-# --appendfsync no, Redis without persistence), as issue 18's table.
+# --appendfsync no, Redis without persistence), as issue 18's table. But
+# Elsa's write-ahead log is on even then (written to the page cache once per
+# batch, never synced); PEER_LOG=1 gives Redis the same work (an AOF with
+# appendfsync no: written once per event loop, never synced by the server)
+# for the like-for-like comparison.
 #
-# Usage: bench/compare-cpu.sh [RUNS]   (env: WORKERS=1, N=1000000, ONLY="set get …",
+# Usage: bench/compare-cpu.sh [RUNS]   (env: WORKERS=1, N=1000000, ONLY="set get …", PEER_LOG=1,
 #        SERVER_CPUS=0, CLIENT_CPUS=1: taskset lists; the scaling run gives
 #        both 0,1 and WORKERS=2, so requests per CPU-second show what a
 #        second worker adds per core, cross-shard messages included)
@@ -53,7 +57,8 @@ wait_ping() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && 
 start_pair() { # durability: none|always -> sets EP RP EPID RPID
   EP=$(free_port); RP=$(free_port)
   local fsync=no redis_dur=(--save "" --appendonly no)
-  if [ "$1" = always ]; then fsync=always; redis_dur=(--save "" --appendonly yes --appendfsync always); fi
+  if [ "$1" = always ]; then fsync=always; redis_dur=(--save "" --appendonly yes --appendfsync always)
+  elif [ -n "${PEER_LOG:-}" ]; then redis_dur=(--save "" --appendonly yes --appendfsync no); fi
   rm -rf "$TMP/elsa-$1" "$TMP/redis-$1"; mkdir -p "$TMP/redis-$1"
   WP=$(free_port)
   taskset -c "$SERVER_CPUS" "$ELSA" server --port "$EP" --workers "$WORKERS" --appendfsync "$fsync" \
@@ -133,7 +138,7 @@ measure() { # workload
   RESULT[$w]="$(median "${eo[@]}") $(median "${ro[@]}") $(median "${ec[@]}") $(median "${rc[@]}")"
 }
 
-echo "compare-cpu: server on cores $SERVER_CPUS, client on cores $CLIENT_CPUS; Elsa --workers $WORKERS; $RUNS rounds, alternating" >&2
+echo "compare-cpu: server on cores $SERVER_CPUS, client on cores $CLIENT_CPUS; Elsa --workers $WORKERS; $RUNS rounds, alternating${PEER_LOG:+; Redis with an AOF, appendfsync no}" >&2
 need_plain=0
 for w in $ONLY; do [ "$w" != commit ] && need_plain=1; done
 if [ "$need_plain" = 1 ]; then
