@@ -10,7 +10,8 @@
 # run, then per workload the median ticks and requests per CPU-second.
 #
 # Usage: bench/ab-cpu.sh A_BINARY B_BINARY [RUNS]   (RUNS per build, even;
-#        env: ONLY="batch-tx batch-pipe set get")
+#        env: ONLY="batch-tx batch-pipe set get"; commit runs Cedar's
+#        commit test, 50 threads, against --appendfsync always)
 # E.g. A from a worktree of the previous commit:
 #   git worktree add /tmp/a HEAD~1 && cp -r target/release /tmp/a-target/ &&
 #   (cd /tmp/a && CARGO_TARGET_DIR=/tmp/a-target cargo build --release)
@@ -25,7 +26,8 @@ ONLY=${ONLY:-"batch-tx batch-pipe set get"}
 run() {
   local bin=$1 w=$2 port dir pid t0 t1 ops
   port=$(free_port); dir=$TMP/data; rm -rf "$dir"
-  taskset -c 0 "$bin" server --port "$port" --workers 1 --appendfsync no --data-dir "$dir" >/dev/null 2>&1 &
+  local fsync=no; [ "$w" = commit ] && fsync=always
+  taskset -c 0 "$bin" server --port "$port" --workers 1 --appendfsync "$fsync" --data-dir "$dir" >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   # GET reads keys that exist (as compare-cpu.sh's, which runs after SET).
@@ -40,6 +42,10 @@ run() {
     set|get)
       taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -r 1000000 -n 1000000 -t "$w" -q >/dev/null 2>&1
       ops=1000000 ;;
+    commit)
+      taskset -c 1 "$ELSA" bench commit --threads 50 --num-ops 50000 \
+        -u "redis://127.0.0.1:$port" -o "$TMP/out.json" >/dev/null 2>&1
+      ops=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["operations"])' "$TMP/out.json") ;;
     *) echo "unknown workload $w" >&2; exit 1 ;;
   esac
   t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")

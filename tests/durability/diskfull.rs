@@ -184,7 +184,10 @@ fn fill_and_free_the_disk(tag: &str) -> Option<AfterFullDisk> {
     let mut refused: Vec<String> = Vec::new();
     let mut refused_in_a_row = 0;
     let mut conn = Raw::connect(node.port);
-    for i in 0..5000 {
+    // (Under `always` each log segment holds up to a megabyte of zeros
+    // written ahead of its records, which take writes until used: 20,000
+    // writes of 200 B are room for both.)
+    for i in 0..20_000 {
         let key = format!("full:{i}");
         let value = format!("{i}-{}", "f".repeat(200));
         conn.send(&["SET", &key, &value]);

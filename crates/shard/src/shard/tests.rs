@@ -396,7 +396,7 @@ proptest::proptest! {
 fn durable_shard(dir: &std::path::Path) -> Shard {
     let data = DataDir::open(dir).unwrap();
     let mut s = Shard::new(0, 7, KeyHasher::default(), Arc::new(Hlc::default()));
-    let seg = data.create_segment(1, 0).unwrap();
+    let seg = data.create_segment(1, 0, true).unwrap();
     s.attach_wal(Wal::new(Box::new(seg), crate::wal::Fsync::Always), data, 1);
     s
 }

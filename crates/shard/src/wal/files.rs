@@ -16,6 +16,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::codec::{self, Corrupt, LogEntry, Tail};
+use super::segment::Segment;
 
 /// A node's data directory.
 #[derive(Debug, Clone)]
@@ -173,12 +174,18 @@ impl DataDir {
         self.root.join("snap")
     }
 
-    /// Creates log segment `seq` for `shard` and makes its name durable.
-    pub fn create_segment(&self, seq: u64, shard: usize) -> io::Result<File> {
+    /// Creates log segment `seq` for `shard` and makes its name durable;
+    /// `fill_ahead` (under `appendfsync always`) zeroes it ahead of the
+    /// writes, so that a sync need not write the inode ([`Segment`]).
+    pub fn create_segment(&self, seq: u64, shard: usize, fill_ahead: bool) -> io::Result<Segment> {
         let path = self.wal_dir().join(format!("{seq:010}-{shard:03}.log"));
-        let f = OpenOptions::new().create(true).append(true).open(&path)?;
+        let f = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(&path)?;
         sync_dir(&self.wal_dir())?;
-        Ok(f)
+        Segment::new(f, fill_ahead)
     }
 
     /// Log segments as (seq, shard, path), sorted.
@@ -359,7 +366,12 @@ impl DataDir {
                 f.set_len(valid_len as u64)
                     .and_then(|_| f.sync_all())
                     .map_err(|e| RecoverError::Io(path.clone(), e))?;
-                r.torn.push((path, valid_len));
+                // Only zeros after the records: a segment zeroed ahead of
+                // its writes (`Segment`) that was not closed cleanly; no
+                // record was cut.
+                if data[valid_len..].iter().any(|&b| b != 0) {
+                    r.torn.push((path, valid_len));
+                }
             }
         }
         r.unconfirmed = confirmations

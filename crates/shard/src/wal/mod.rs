@@ -17,6 +17,7 @@
 pub mod codec;
 pub mod files;
 pub mod latency;
+pub mod segment;
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -79,23 +80,6 @@ pub trait LogSink: Send {
 
 /// Syncs a sink from the syncer thread.
 pub type SyncFn = Box<dyn FnMut() -> io::Result<()> + Send>;
-
-impl LogSink for std::fs::File {
-    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
-        io::Write::write_all(self, buf)
-    }
-    fn sync(&mut self) -> io::Result<()> {
-        self.sync_data()
-    }
-    fn truncate(&mut self, len: u64) -> io::Result<()> {
-        // Opened with O_APPEND: the next write lands at the new end.
-        self.set_len(len)
-    }
-    fn sync_handle(&self) -> Option<SyncFn> {
-        let clone = self.try_clone().ok()?;
-        Some(Box::new(move || clone.sync_data()))
-    }
-}
 
 /// A reply held back until the records before it are durable.
 pub type Ack = Box<dyn FnOnce() + Send>;

@@ -302,7 +302,10 @@ fn recovery_leaves_out_own_records_no_confirmation_covers() {
     };
     // Segment 1: a peer's lattice, two own ones confirmed in place, one
     // confirmed only from segment 2, one never.
-    let mut wal = Wal::new(Box::new(data.create_segment(1, 0).unwrap()), Fsync::Always);
+    let mut wal = Wal::new(
+        Box::new(data.create_segment(1, 0, true).unwrap()),
+        Fsync::Always,
+    );
     stage(&mut wal, "peer", false);
     stage(&mut wal, "own1", true);
     stage(&mut wal, "own2", true);
@@ -314,7 +317,10 @@ fn recovery_leaves_out_own_records_no_confirmation_covers() {
     let confirmed_later = wal.position();
     stage(&mut wal, "own4", true);
     wal.close();
-    let mut wal = Wal::new(Box::new(data.create_segment(2, 0).unwrap()), Fsync::Always);
+    let mut wal = Wal::new(
+        Box::new(data.create_segment(2, 0, false).unwrap()),
+        Fsync::Always,
+    );
     wal.stage_confirmed(1, confirmed_later);
     stage(&mut wal, "own5", true);
     wal.close();
@@ -341,6 +347,54 @@ fn recovery_leaves_out_own_records_no_confirmation_covers() {
     let (all, dropped) = keys(false);
     assert_eq!(all.len(), 6);
     assert_eq!(dropped, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A segment zeroed ahead of its writes (`appendfsync always`) and never
+/// closed — the process killed — recovers every record, is cut back to
+/// them, and is not reported torn (zeros are no record); a record torn
+/// inside the zeros still is.
+#[test]
+fn a_segment_zeroed_ahead_recovers_after_a_crash() {
+    let dir = tempdir("zeroed");
+    let data = files::DataDir::open(&dir).unwrap();
+    let mut wal = Wal::new(
+        Box::new(data.create_segment(1, 0, true).unwrap()),
+        Fsync::Always,
+    );
+    for k in ["a", "b", "c"] {
+        wal.stage(k.as_bytes(), &current(k), 1, Version::new(2, 1), false);
+        wal.seal();
+        wal.flush();
+    }
+    let records = wal.position();
+    let path = data.segments().unwrap()[0].2.clone();
+    assert!(std::fs::metadata(&path).unwrap().len() >= segment::CHUNK);
+    // As kill -9 leaves it: no close, no drop.
+    std::mem::forget(wal);
+    let mut keys = Vec::new();
+    let r = data
+        .recover(false, |rec| keys.extend(rec.into_iter().map(|e| e.key)))
+        .unwrap();
+    assert_eq!(
+        keys,
+        vec![Bytes::from("a"), Bytes::from("b"), Bytes::from("c")]
+    );
+    assert!(
+        r.torn.is_empty(),
+        "zeros reported as a torn record: {:?}",
+        r.torn
+    );
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), records);
+    // A record cut short inside the zeros is torn, and cut off.
+    let mut file = std::fs::read(&path).unwrap();
+    let whole = file.clone();
+    file.extend_from_slice(&whole[..10]); // a record's header, cut short
+    file.resize(file.len() + 4096, 0);
+    std::fs::write(&path, &file).unwrap();
+    let r = data.recover(false, |_| {}).unwrap();
+    assert_eq!(r.torn, vec![(path.clone(), records as usize)]);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), records);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
