@@ -10,8 +10,9 @@
 # run, then per workload the median ticks and requests per CPU-second.
 #
 # Usage: bench/ab-cpu.sh A_BINARY B_BINARY [RUNS]   (RUNS per build, even;
-#        env: ONLY="batch-tx batch-pipe set get"; commit runs Cedar's
-#        commit test, 50 threads, against --appendfsync always)
+#        env: ONLY="batch-tx batch-pipe set get"; also ycsb-a (after an
+#        unmeasured load) and commit, Cedar's
+#        test, 50 threads, against --appendfsync always)
 # E.g. A from a worktree of the previous commit:
 #   git worktree add /tmp/a HEAD~1 && cp -r target/release /tmp/a-target/ &&
 #   (cd /tmp/a && CARGO_TARGET_DIR=/tmp/a-target cargo build --release)
@@ -32,6 +33,8 @@ run() {
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   # GET reads keys that exist (as compare-cpu.sh's, which runs after SET).
   [ "$w" = get ] && taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -r 1000000 -n 1000000 -t set -q >/dev/null 2>&1
+  [ "$w" = ycsb-a ] && taskset -c 1 "$ELSA" bench ycsb load -P workloads/workloada --threads 16 \
+    -u "redis://127.0.0.1:$port" >/dev/null 2>&1
   t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
   case $w in
     batch-tx|batch-pipe)
@@ -42,6 +45,10 @@ run() {
     set|get)
       taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -r 1000000 -n 1000000 -t "$w" -q >/dev/null 2>&1
       ops=1000000 ;;
+    ycsb-a)
+      taskset -c 1 "$ELSA" bench ycsb run -P workloads/workloada -p operationcount=200000 \
+        --threads 16 -u "redis://127.0.0.1:$port" >/dev/null 2>&1
+      ops=200000 ;;
     commit)
       taskset -c 1 "$ELSA" bench commit --threads 50 --num-ops 50000 \
         -u "redis://127.0.0.1:$port" -o "$TMP/out.json" >/dev/null 2>&1

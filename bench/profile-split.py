@@ -21,7 +21,7 @@ ELSA = [
     ("wal", r"wal::|Wal::|crc32|crc::|stage_|LogEntry|encode_record"),
     ("timestamps", r"hlc::|Hlc::|next_ts|clock_gettime|vdso|Instant::now"),
     ("versions/history", r"history::|History|prune_history|versions|Version"),
-    ("digest", r"digest|touch|antientropy"),
+    ("digest", r"digest|::touch\b|antientropy"),  # not get_touched (LRU/LFU)
     ("allocator", r"_rjem|je_|jemalloc|malloc|free|sdallocx|realloc|alloc::alloc|__rust_(de)?alloc"),
     ("memcpy", r"memmove|memcpy|memset"),
     ("runtime (tokio)", r"tokio::|mio::|futures|Notify|waker|Waker|parking|epoll|std::sync|std::thread"),
