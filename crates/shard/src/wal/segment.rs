@@ -135,6 +135,7 @@ mod tests {
             .create(true)
             .read(true)
             .write(true)
+            .truncate(false)
             .open(path)
             .unwrap()
     }
