@@ -49,14 +49,10 @@ impl Segment {
         })
     }
 
-    /// Bytes of records written.
-    pub fn len(&self) -> u64 {
+    /// Bytes of records written (the log keeps its own count; tests ask).
+    #[cfg(test)]
+    fn len(&self) -> u64 {
         self.len
-    }
-
-    /// True when no record was written.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Zeros from the file's end to the chunk boundary after `end`. Where
