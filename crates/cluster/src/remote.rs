@@ -7,8 +7,8 @@ use bytes::Bytes;
 use elsa_lattice::Version;
 use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::{
-    AckLevel, BatchMode, Check, CommitRequest, Current, Expect, HashedKey, HoldMode, KeyOp,
-    OpReply, PrepareRequest, ReadState, Refusal, ShardMsg, Write,
+    AckLevel, BatchAnswer, BatchMode, Check, CommitRequest, Current, Expect, HashedKey, HoldMode,
+    KeyOp, OpReply, PrepareRequest, ReadState, Refusal, ShardMsg, Write,
 };
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
@@ -121,6 +121,10 @@ pub struct Call {
     /// An install's version origin (the coordinator's node).
     #[prost(uint32, tag = "14")]
     pub origin: u32,
+    /// A pivot batch's (mode 1) block of timestamps to reserve; a held
+    /// batch's (mode 2) slice of it is `start_ts..=commit_ts`.
+    #[prost(uint64, tag = "15")]
+    pub block: u64,
 }
 
 fn holds_of(holds: Vec<HoldMsg>) -> Vec<(HashedKey, HoldMode)> {
@@ -335,15 +339,25 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
             call.kind = 1;
             call.ack = ack_code(ack);
             call.ops = ops.iter().map(op_msg).collect();
-            (call.batch_mode, call.txn) = match mode {
-                BatchMode::Prefix => (0, 0),
-                BatchMode::AllOrNone => (1, 0),
-                BatchMode::Held(txn) => (2, txn),
-            };
+            match mode {
+                BatchMode::Prefix => call.batch_mode = 0,
+                BatchMode::AllOrNone { block } => (call.batch_mode, call.block) = (1, block),
+                BatchMode::Held { txn, block } => {
+                    (call.batch_mode, call.txn) = (2, txn);
+                    if let Some((first, last)) = block {
+                        (call.start_ts, call.commit_ts) = (first, last);
+                    }
+                }
+            }
             Some(Box::new(move |a: Answer| {
                 let replies: Vec<OpReply> = a.replies.into_iter().map(reply_fn).collect();
                 let rest = ops[replies.len().min(ops.len())..].to_vec();
-                let _ = reply.send((replies, rest));
+                let _ = reply.send(BatchAnswer {
+                    replies,
+                    rest,
+                    // A pivot's block (checked like every answer's `ts`).
+                    block: (a.ts != 0).then_some(a.ts),
+                });
             }))
         }
         // Snapshot reads are a lone node's (`elsa_shard::history`): a
@@ -486,7 +500,7 @@ pub enum ServeError {
 
 /// A call posted to its shard, its answer still to come.
 pub enum Started {
-    Batch(oneshot::Receiver<(Vec<OpReply>, Vec<KeyOp>)>),
+    Batch(oneshot::Receiver<BatchAnswer>),
     Exec(oneshot::Receiver<Result<Vec<OpReply>, Refusal>>),
     Read(oneshot::Receiver<Result<ReadState, Refusal>>),
     Commit(oneshot::Receiver<Result<u64, Refusal>>),
@@ -510,8 +524,15 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
             if call.kind == 1 {
                 let mode = match call.batch_mode {
                     0 => BatchMode::Prefix,
-                    1 => BatchMode::AllOrNone,
-                    2 => BatchMode::Held(call.txn),
+                    1 => BatchMode::AllOrNone { block: call.block },
+                    2 => BatchMode::Held {
+                        txn: call.txn,
+                        block: match (call.start_ts, call.commit_ts) {
+                            (0, 0) => None,
+                            (first, last) if first <= last => Some((first, last)),
+                            _ => return Err(ServeError::Malformed),
+                        },
+                    },
                     _ => return Err(ServeError::Malformed),
                 };
                 let (reply, rx) = oneshot::channel();
@@ -616,7 +637,11 @@ pub async fn finish(started: Started) -> Result<Option<Answer>, ServeError> {
     let mut a = Answer::default();
     let refused = |a: &mut Answer, r: Refusal| refusal_into(a, &r);
     match started {
-        Started::Batch(rx) => a.replies = rx.await.map_err(gone)?.0.iter().map(reply_msg).collect(),
+        Started::Batch(rx) => {
+            let answer = rx.await.map_err(gone)?;
+            a.replies = answer.replies.iter().map(reply_msg).collect();
+            a.ts = answer.block.unwrap_or(0);
+        }
         Started::Exec(rx) => match rx.await.map_err(gone)? {
             Ok(r) => a.replies = r.iter().map(reply_msg).collect(),
             Err(r) => refused(&mut a, r),
@@ -642,4 +667,84 @@ pub async fn finish(started: Started) -> Result<Option<Answer>, ServeError> {
         Started::Nothing => return Ok(None),
     }
     Ok(Some(a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use elsa_shard::Op;
+
+    fn batch(mode: BatchMode) -> (ShardMsg, oneshot::Receiver<BatchAnswer>) {
+        let (reply, rx) = oneshot::channel();
+        let ops = vec![KeyOp {
+            key: Bytes::from_static(b"k"),
+            hash: 7,
+            op: Op::Get,
+        }];
+        let msg = ShardMsg::Batch {
+            ops,
+            mode,
+            ack: AckLevel::Local,
+            reply,
+        };
+        (msg, rx)
+    }
+
+    /// A pipeline's batch modes, blocks of timestamps included, reach the
+    /// other node's shard as they were sent (`elsa_txn::lone`), and a
+    /// pivot's block comes back with its answer.
+    #[tokio::test]
+    async fn batch_modes_and_blocks_cross_the_wire() {
+        for mode in [
+            BatchMode::Prefix,
+            BatchMode::AllOrNone { block: 0 },
+            BatchMode::AllOrNone { block: 12 },
+            BatchMode::Held {
+                txn: 5,
+                block: None,
+            },
+            BatchMode::Held {
+                txn: 5,
+                block: Some((1 << 40, (1 << 40) + 3)),
+            },
+        ] {
+            let (msg, mut caller) = batch(mode);
+            let (call, done) = encode(msg).expect("batches leave the node");
+            let call = Call::decode(call.encode_to_vec().as_slice()).unwrap();
+            let (inbox, mut shard) = mpsc::unbounded_channel();
+            let started = start(call, &inbox).expect("well-formed");
+            let Some(ShardMsg::Batch {
+                mode: got, reply, ..
+            }) = shard.recv().await
+            else {
+                panic!("a batch arrives");
+            };
+            assert_eq!(got, mode);
+            let block =
+                matches!(mode, BatchMode::AllOrNone { block } if block > 0).then_some(1 << 40);
+            let _ = reply.send(BatchAnswer {
+                replies: vec![OpReply::Nil],
+                rest: Vec::new(),
+                block,
+            });
+            let answer = finish(started).await.unwrap().expect("answered");
+            let answer = Answer::decode(answer.encode_to_vec().as_slice()).unwrap();
+            done.expect("a completer")(answer);
+            let back = caller.try_recv().unwrap();
+            assert_eq!(back.replies, vec![OpReply::Nil]);
+            assert_eq!(back.block, block);
+        }
+    }
+
+    #[test]
+    fn a_held_block_that_ends_before_it_starts_is_malformed() {
+        let (msg, _caller) = batch(BatchMode::Held {
+            txn: 5,
+            block: Some((10, 20)),
+        });
+        let (mut call, _) = encode(msg).unwrap();
+        (call.start_ts, call.commit_ts) = (20, 10);
+        let (inbox, _shard) = mpsc::unbounded_channel();
+        assert!(matches!(start(call, &inbox), Err(ServeError::Malformed)));
+    }
 }

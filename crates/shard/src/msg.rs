@@ -31,6 +31,19 @@ pub struct KeyOp {
     pub op: Op,
 }
 
+impl KeyOp {
+    /// Timestamps to reserve for this op when a step stamps its writes from
+    /// a block: two per key it writes (a write may stamp a delta and a
+    /// store), none for a read.
+    pub fn stamps(&self) -> u64 {
+        if self.op.is_write() {
+            2 * (1 + self.op.other_keys().len() as u64)
+        } else {
+            0
+        }
+    }
+}
+
 /// A key with its precomputed hash.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HashedKey {
@@ -252,10 +265,47 @@ pub enum BatchMode {
     Prefix,
     /// All of them, or none when any key is held (the pivot of a pipeline
     /// that spans shards: the others' keys are held by the caller already).
-    AllOrNone,
+    /// When `block` is not zero, the step reserves that many consecutive
+    /// timestamps ([`BatchAnswer::block`] gives the first), stamps its own
+    /// writes from the start of it and leaves the rest to the held parts,
+    /// so that every write of the pipeline is stamped before any snapshot
+    /// opened after this step (`elsa_txn::lone`).
+    AllOrNone {
+        /// Timestamps to reserve for the whole pipeline's writes.
+        block: u64,
+    },
     /// All of them under the holds this transaction took here, which are
-    /// then released (the other shards of a pipeline that spans shards).
-    Held(TxnId),
+    /// then released (the other shards of a pipeline that spans shards);
+    /// writes are stamped from `block` (first, last) when given.
+    Held {
+        /// The transaction whose holds these are.
+        txn: TxnId,
+        /// This part's slice of the pivot's block of timestamps.
+        block: Option<(Ts, Ts)>,
+    },
+}
+
+/// A shard's answer to a lone batch.
+#[derive(Clone, Debug, Default)]
+pub struct BatchAnswer {
+    /// The replies of the ops that ran: a prefix of the batch.
+    pub replies: Vec<OpReply>,
+    /// The ops not run, for the caller to resubmit.
+    pub rest: Vec<KeyOp>,
+    /// The first of the timestamps a pivot's step reserved
+    /// ([`BatchMode::AllOrNone`]); `None` when it reserved none.
+    pub block: Option<Ts>,
+}
+
+impl BatchAnswer {
+    /// Replies, and the ops not run, with no block.
+    pub fn new(replies: Vec<OpReply>, rest: Vec<KeyOp>) -> BatchAnswer {
+        BatchAnswer {
+            replies,
+            rest,
+            block: None,
+        }
+    }
 }
 
 /// Work for a shard actor. Each variant carries the channel for its answer.
@@ -271,7 +321,7 @@ pub enum ShardMsg {
         /// What the replies wait for.
         ack: AckLevel,
         /// Answers in order (possibly fewer than `ops`), and the ops not run.
-        reply: oneshot::Sender<(Vec<OpReply>, Vec<KeyOp>)>,
+        reply: oneshot::Sender<BatchAnswer>,
     },
     /// A transactional read of one key.
     Read {
@@ -409,7 +459,7 @@ impl ShardMsg {
         match self {
             ShardMsg::Batch { ops, reply, .. } => {
                 // Nothing run: the caller resubmits every op elsewhere.
-                let _ = reply.send((Vec::new(), ops));
+                let _ = reply.send(BatchAnswer::new(Vec::new(), ops));
             }
             ShardMsg::Read { reply, .. } => {
                 let _ = reply.send(Err(Refusal::Busy));

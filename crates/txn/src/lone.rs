@@ -16,7 +16,12 @@
 //!   its keys is held (else everything is released and retried); then the
 //!   others run theirs under their holds and release them. Every part's
 //!   keys are untouched from the pivot's step until they run, so the whole
-//!   run is equivalent to running all of it in that step. The pivot is
+//!   run is equivalent to running all of it in that step — to a snapshot
+//!   too: the pivot's step reserves one block of timestamps for every
+//!   part's writes, and the held parts stamp theirs from it. (Stamped when
+//!   they ran, after the pivot's, a snapshot drawn in between saw the
+//!   pivot's writes and, once the holds were gone, not the others': a
+//!   later command of the pipeline without an earlier one.) The pivot is
 //!   chosen so that with the thread's own shard and one other (two
 //!   workers) this costs one message, as a plain parallel send did.
 //!   If a key is held, the rest of the pipeline runs instead *run by run*
@@ -140,12 +145,12 @@ impl Coordinator {
             Err(e) => return Attempt::Done(vec![Err(e); n]),
         };
         match rx.await {
-            Ok((replies, rest)) => {
-                let replies = replies.into_iter().map(Ok).collect();
-                if rest.is_empty() {
+            Ok(answer) => {
+                let replies = answer.replies.into_iter().map(Ok).collect();
+                if answer.rest.is_empty() {
                     Attempt::Done(replies)
                 } else {
-                    Attempt::Busy(replies, rest)
+                    Attempt::Busy(replies, answer.rest)
                 }
             }
             Err(_) => Attempt::Done(vec![Err(TxnError::Lost); n]),
@@ -220,25 +225,43 @@ impl Coordinator {
             .find(|p| p.0 == pivot)
             .map(|p| p.1.clone())
             .unwrap_or_default();
+        // Its step reserves one block of timestamps for every part's
+        // writes (see `BatchMode::AllOrNone`): its own first, then each
+        // held part's in turn.
         let pivot_ops: Vec<KeyOp> = pivot_idx.iter().map(|&i| ops[i].clone()).collect();
+        let stamps: Vec<u64> = parts
+            .iter()
+            .map(|(_, idx)| idx.iter().map(|&i| ops[i].stamps()).sum())
+            .collect();
         let answer = match self.start(pivot, |reply| ShardMsg::Batch {
             ops: pivot_ops,
-            mode: BatchMode::AllOrNone,
+            mode: BatchMode::AllOrNone {
+                block: stamps.iter().sum(),
+            },
             ack,
             reply,
         }) {
             Ok(rx) => rx.await.map_err(|_| TxnError::Lost),
             Err(e) => return not_run(e),
         };
+        // Where the next part's slice of the block starts.
+        let mut next_stamp = None;
         match answer {
-            Ok((replies, _)) if replies.len() == pivot_idx.len() => {
-                for (&i, r) in pivot_idx.iter().zip(replies) {
+            Ok(a) if a.replies.len() == pivot_idx.len() => {
+                for (&i, r) in pivot_idx.iter().zip(a.replies) {
                     out[i] = Some(Ok(r));
                 }
+                let own = parts
+                    .iter()
+                    .position(|p| p.0 == pivot)
+                    .map_or(0, |p| stamps[p]);
+                next_stamp = a.block.map(|first| first + own);
             }
             Ok(_) => return Attempt::Busy(Vec::new(), ops), // held: retry
-            // Sent, not answered: it may have run. The others' keys are
-            // held by us, so they run regardless.
+            // Sent, not answered: it may have run, and its block is not
+            // known. The others' keys are held by us, so they run
+            // regardless, stamped when they run (the outcome the client
+            // gets is unknown either way).
             Err(e) => {
                 for &i in &pivot_idx {
                     out[i] = Some(Err(e.clone()));
@@ -249,11 +272,19 @@ impl Coordinator {
         // 3. The others run theirs under their holds, which they release.
         guard.disarm();
         let mut runs = Vec::with_capacity(parts.len());
-        for (shard, idx) in parts.iter().filter(|p| p.0 != pivot) {
+        for ((shard, idx), n) in parts.iter().zip(&stamps).filter(|(p, _)| p.0 != pivot) {
             let part: Vec<KeyOp> = idx.iter().map(|&i| ops[i].clone()).collect();
+            let block = match next_stamp.as_mut() {
+                Some(first) if *n > 0 => {
+                    let slice = (*first, *first + n - 1);
+                    *first += n;
+                    Some(slice)
+                }
+                _ => None,
+            };
             let rx = self.start(*shard, |reply| ShardMsg::Batch {
                 ops: part,
-                mode: BatchMode::Held(txn),
+                mode: BatchMode::Held { txn, block },
                 ack,
                 reply,
             });
@@ -265,8 +296,8 @@ impl Coordinator {
                 Err(e) => Err(e),
             };
             match got {
-                Ok((replies, _)) => {
-                    let mut replies = replies.into_iter();
+                Ok(answer) => {
+                    let mut replies = answer.replies.into_iter();
                     for &i in idx {
                         // Under our holds every op runs; a shorter answer
                         // would be a bug, reported rather than hidden.

@@ -27,7 +27,7 @@ impl Placement for AlwaysBusy {
     fn send_remote(&self, _to: ShardId, msg: ShardMsg) {
         match msg {
             ShardMsg::Batch { ops, reply, .. } => {
-                let _ = reply.send((Vec::new(), ops));
+                let _ = reply.send(elsa_shard::BatchAnswer::new(Vec::new(), ops));
             }
             ShardMsg::Read { reply, .. } => {
                 let _ = reply.send(Err(Refusal::Busy));

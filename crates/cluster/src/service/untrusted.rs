@@ -99,6 +99,11 @@ impl Cluster {
     pub(crate) fn check_call(&self, call: &Call) -> Result<(), Refused> {
         self.ts_ok("a call's start timestamp", call.start_ts)?;
         self.ts_ok("a call's commit timestamp", call.commit_ts)?;
+        // A pivot batch's block moves this node's clock on by its length.
+        self.ts_ok(
+            "the end of a batch's block of timestamps",
+            self.hlc.peek().saturating_add(call.block),
+        )?;
         for c in &call.checks {
             // `until` is an expiry (wall time), not a version.
             self.ts_ok("a check's version", c.ts)?;

@@ -10,8 +10,8 @@ use elsa_lattice::{Crdt, Hlc, KeyState, Kind, NodeId, Ts, Version};
 
 use crate::gossip::GossipBuffer;
 use crate::msg::{
-    AdminMsg, BatchMode, Check, CommitRequest, Expect, FastMap, HashedKey, HoldMode, KeyOp,
-    PrepareRequest, ReadState, Refusal, ShardMsg, TxnId, Write,
+    AdminMsg, BatchAnswer, BatchMode, Check, CommitRequest, Expect, FastMap, HashedKey, HoldMode,
+    KeyOp, PrepareRequest, ReadState, Refusal, ShardMsg, TxnId, Write,
 };
 use crate::ops::{Current, KeyView, OpReply, Value};
 use crate::record::{Record, Unit};
@@ -113,8 +113,9 @@ pub struct Shard {
     /// the records they write, so gossip and anti-entropy can tell another
     /// region what to wait for).
     unit: Unit,
-    /// Timestamps reserved for the atomic step under way (`op_exec`): the
-    /// next to use and the last (see [`Shard::next_ts`]).
+    /// Timestamps reserved for the step under way (`op_exec`, or a part of
+    /// a pipeline across shards: [`BatchMode`]): the next to use and the
+    /// last (see [`Shard::next_ts`]).
     block: Option<(Ts, Ts)>,
     /// Lattices from other regions that belong to a transaction of several
     /// keys, kept out of sight until the whole transaction is installed
@@ -158,7 +159,7 @@ pub struct Shard {
 }
 
 /// The answer channel of a lone batch.
-type BatchReply = tokio::sync::oneshot::Sender<(Vec<OpReply>, Vec<KeyOp>)>;
+type BatchReply = tokio::sync::oneshot::Sender<BatchAnswer>;
 
 /// A lone batch that met a held key: the ops still to run (the first one
 /// waits for its key), the replies of those that ran.
@@ -415,10 +416,15 @@ impl Shard {
                 ack,
                 reply,
             } => {
-                let replies = self.op_lone(&ops, mode);
+                let (replies, block) = self.op_lone(&ops, mode);
                 let writes: Vec<bool> = ops.iter().map(|k| k.op.is_write()).collect();
                 let rest = ops.split_off(replies.len());
-                self.respond_batch(ack, reply, replies, rest, &writes);
+                let answer = BatchAnswer {
+                    replies,
+                    rest,
+                    block,
+                };
+                self.respond_batch(ack, reply, answer, &writes);
             }
             ShardMsg::Read {
                 key,
@@ -954,25 +960,57 @@ impl Shard {
                 .any(|k| self.blocked(k, mode, me))
     }
 
-    /// Lone commands, run as `mode` says (see [`BatchMode`]); the replies
-    /// of those that ran, a prefix of `ops`.
-    pub fn op_lone(&mut self, ops: &[KeyOp], mode: BatchMode) -> Vec<OpReply> {
+    /// Lone commands, run as `mode` says (see [`BatchMode`]): the replies
+    /// of those that ran, a prefix of `ops`, and the first timestamp of
+    /// the block a pivot's step reserved.
+    pub fn op_lone(&mut self, ops: &[KeyOp], mode: BatchMode) -> (Vec<OpReply>, Option<Ts>) {
         match mode {
-            BatchMode::Prefix => self.run_ops(ops, None),
-            BatchMode::AllOrNone => {
+            BatchMode::Prefix => (self.run_ops(ops, None), None),
+            BatchMode::AllOrNone { block } => {
                 let held = ops.iter().any(|k| self.op_blocked(k, None));
                 if held {
                     self.stats.busy += 1;
-                    return Vec::new();
+                    return (Vec::new(), None);
                 }
-                self.run_ops(ops, None)
+                if block == 0 {
+                    return (self.run_ops(ops, None), None);
+                }
+                // The whole pipeline's block, reserved in this step: the
+                // held parts run after it, but stamp their writes from it,
+                // so a snapshot opened in between (its timestamp past the
+                // block) sees them all — it waits out their holds — rather
+                // than this step's writes alone.
+                let own = ops.iter().map(KeyOp::stamps).sum::<u64>();
+                let first = self.hlc.reserve(block.max(own));
+                let replies =
+                    self.run_stamped(ops, None, (own > 0).then(|| (first, first + own - 1)));
+                (replies, Some(first))
             }
-            BatchMode::Held(txn) => {
-                let replies = self.run_ops(ops, Some(txn));
+            BatchMode::Held { txn, block } => {
+                if let Some((_, last)) = block {
+                    // From another node's clock, perhaps: later local
+                    // commits must still order after these writes.
+                    self.hlc.observe(last);
+                }
+                let replies = self.run_stamped(ops, Some(txn), block);
                 self.op_release(txn);
-                replies
+                (replies, None)
             }
         }
+    }
+
+    /// [`Shard::run_ops`], stamping writes from `block` (first, last)
+    /// when given.
+    fn run_stamped(
+        &mut self,
+        ops: &[KeyOp],
+        me: Option<TxnId>,
+        block: Option<(Ts, Ts)>,
+    ) -> Vec<OpReply> {
+        self.block = block;
+        let replies = self.run_ops(ops, me);
+        self.block = None;
+        replies
     }
 
     /// Runs a lone batch in order; if it meets a key a commit holds, the
@@ -991,7 +1029,7 @@ impl Shard {
         let n = ran.len();
         done.extend(ran);
         if n == ops.len() {
-            return self.respond_batch(ack, reply, done, Vec::new(), &writes);
+            return self.respond_batch(ack, reply, BatchAnswer::new(done, Vec::new()), &writes);
         }
         let rest = ops.split_off(n);
         *self.parked_on.entry(rest[0].key.clone()).or_default() += 1;
@@ -1011,12 +1049,12 @@ impl Shard {
         &mut self,
         ack: crate::repl::AckLevel,
         reply: BatchReply,
-        replies: Vec<OpReply>,
-        rest: Vec<KeyOp>,
+        answer: BatchAnswer,
         writes: &[bool],
     ) {
         let unconfirmed = if self.repl.is_some() && ack != crate::repl::AckLevel::Local {
-            let failed: Vec<OpReply> = replies
+            let failed: Vec<OpReply> = answer
+                .replies
                 .iter()
                 .zip(writes)
                 .map(|(r, w)| match r {
@@ -1025,11 +1063,14 @@ impl Shard {
                     _ => r.clone(),
                 })
                 .collect();
-            Some((failed, rest.clone()))
+            Some(BatchAnswer {
+                replies: failed,
+                ..answer.clone()
+            })
         } else {
             None
         };
-        self.respond_at(ack, reply, (replies, rest), unconfirmed);
+        self.respond_at(ack, reply, answer, unconfirmed);
     }
 
     /// Runs on the parked batches whose key is free now, oldest first.
@@ -1072,7 +1113,7 @@ impl Shard {
                 break;
             };
             self.unpark_key(&p.ops[0].key);
-            let _ = p.reply.send((p.done, p.ops));
+            let _ = p.reply.send(BatchAnswer::new(p.done, p.ops));
         }
     }
 
@@ -1480,7 +1521,7 @@ impl Shard {
 
     /// A fresh commit timestamp: the next of the atomic step's block, or
     /// the clock's. (Past the block — more stamps than reserved — the clock
-    /// goes on; `op_exec` reserves two per key written, which no op
+    /// goes on; blocks hold [`KeyOp::stamps`] per op, which no op
     /// exceeds.)
     fn next_ts(&mut self) -> Ts {
         match &mut self.block {
@@ -1505,22 +1546,17 @@ impl Shard {
             return Err(Refusal::Busy);
         }
         self.validate(checks, None, Refusal::Busy)?;
-        let keys_written: usize = ops
-            .iter()
-            .filter(|k| k.op.is_write())
-            .map(|k| 1 + k.op.other_keys().len())
-            .sum();
-        if keys_written > 1 {
+        let n = ops.iter().map(KeyOp::stamps).sum::<u64>();
+        if n > 2 {
+            // More than one key written.
             self.unit = Unit::Here;
         }
-        if keys_written > 0 {
+        if n > 0 {
             // One block of timestamps for the whole step: each write of
             // it gets its own (a key written twice keeps its order), and no
             // snapshot opened meanwhile on another thread can draw one
             // between two of them — it would see the step's first writes
             // and not its last (a transfer's debit without its credit).
-            // Two per key written: a write may stamp a delta and store.
-            let n = 2 * keys_written as u64;
             let first = self.hlc.reserve(n);
             self.block = Some((first, first + (n - 1)));
         }

@@ -677,14 +677,14 @@ fn no_reply_reveals_a_write_before_its_record_is_durable() {
     assert!(grx.try_recv().is_err(), "and a lone GET");
     s.flush_wal();
     // Under `always` the syncer answers once the record is synced.
-    assert_eq!(wrx.blocking_recv().unwrap().0, vec![OpReply::Ok]);
+    assert_eq!(wrx.blocking_recv().unwrap().replies, vec![OpReply::Ok]);
     assert_eq!(
         rrx.blocking_recv().unwrap().unwrap().current.unwrap().value,
         Bytes::from("1")
     );
     assert!(prx.blocking_recv().unwrap().is_ok());
     assert_eq!(
-        grx.blocking_recv().unwrap().0,
+        grx.blocking_recv().unwrap().replies,
         vec![OpReply::Bulk(Bytes::from("1"))]
     );
     // With nothing pending, a read is answered at once.
@@ -735,7 +735,7 @@ fn a_lone_batch_waits_for_a_held_key_and_goes_before_new_holds() {
     // Another reader may not hold the key over the waiting write's head.
     assert_eq!(hold(&mut s, 2, "k", HoldMode::Read), Err(Refusal::Busy));
     s.op_release(1);
-    let (replies, rest) = rx.try_recv().expect("ran on at the release");
+    let BatchAnswer { replies, rest, .. } = rx.try_recv().expect("ran on at the release");
     assert_eq!(replies, vec![OpReply::Ok; 3]);
     assert!(rest.is_empty());
     assert_eq!(value(&mut s, "b").as_deref(), Some(&b"3"[..]));
@@ -749,7 +749,7 @@ fn a_lone_batch_waits_for_a_held_key_and_goes_before_new_holds() {
         reply: tx,
     });
     s.expire_parked(std::time::Duration::ZERO);
-    let (replies, rest) = rx.try_recv().expect("expired");
+    let BatchAnswer { replies, rest, .. } = rx.try_recv().expect("expired");
     assert!(replies.is_empty());
     assert_eq!(rest.len(), 1);
 }
@@ -1050,7 +1050,7 @@ fn work_queued_before_the_node_stopped_serving_is_refused_not_run() {
         ack: crate::repl::AckLevel::Local,
         reply: tx,
     });
-    assert_eq!(rx.try_recv().unwrap().0, vec![OpReply::Ok]);
+    assert_eq!(rx.try_recv().unwrap().replies, vec![OpReply::Ok]);
 
     switch.0.store(false, std::sync::atomic::Ordering::SeqCst);
     let (tx, mut rx) = tokio::sync::oneshot::channel();
@@ -1060,7 +1060,7 @@ fn work_queued_before_the_node_stopped_serving_is_refused_not_run() {
         ack: crate::repl::AckLevel::Local,
         reply: tx,
     });
-    let (replies, rest) = rx.try_recv().unwrap();
+    let BatchAnswer { replies, rest, .. } = rx.try_recv().unwrap();
     assert!(replies.is_empty(), "nothing runs: {replies:?}");
     assert_eq!(rest.len(), 2, "every op goes back to be routed again");
     assert_eq!(value(&mut s, "k"), Some(Bytes::from_static(b"old")));
