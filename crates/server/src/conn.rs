@@ -374,14 +374,19 @@ impl Conn {
                 }
                 None => {}
             }
-            // Not yet: sending a turn's replies together (a yield here, as
-            // Redis writes in `beforeSleep`) saved 28 % of the worker's CPU
-            // under pipelined GETs (`docs/performance.md`), but it widens
-            // the window of a defect it does not cause: a pipeline across
-            // shards runs its held parts after the pivot's step, each at its
-            // own timestamp, so an SI snapshot can fall between them
-            // (`isolation::list_append_si_with_pipelines` caught it once).
-            // It comes back with that fix.
+            if !self.out.is_empty() {
+                // The replies go out at the end of the worker's turn, after
+                // every connection with requests in hand has run, as Redis
+                // writes them in `beforeSleep`: the sends of a turn come
+                // together. A send wakes the client if it sleeps, and waking
+                // a thread on another CPU is an interrupt (in a VM, an exit):
+                // with each reply sent as soon as it was made, between two
+                // connections' reads, the client was woken over and over,
+                // and that wake-up was 28 % of the worker's CPU under
+                // pipelined GETs (Redis: 5 %; `sock_def_readable` under
+                // `sendto` in `perf`).
+                tokio::task::yield_now().await;
+            }
             if !self.within_output_limit() || !self.write_some() {
                 return false;
             }
