@@ -628,7 +628,13 @@ fn crosses(
         }
     }
     let want: Vec<String> = (0..got.len()).map(|i| format!("remote:{i}")).collect();
-    assert_eq!(got, want, "out of order");
+    assert_eq!(
+        got,
+        want,
+        "out of order; the publisher's log:\n{}\nthe subscriber's:\n{}",
+        cluster.log_tail(from, 20),
+        cluster.log_tail(to, 20)
+    );
     got.len()
 }
 

@@ -41,7 +41,7 @@ pub(crate) use units::Arrival;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -95,8 +95,21 @@ struct Link {
     /// `replicate`); set again by the next successful connect.
     unreachable: AtomicBool,
     dropped: AtomicU64,
-    closed: AtomicBool,
+    /// [`LINK_OPEN`], [`LINK_CLOSING`] or [`LINK_ENDED`].
+    state: AtomicU8,
 }
+
+/// A link in use.
+const LINK_OPEN: u8 = 0;
+/// The node left the membership view; the link's task ends at its next
+/// reconnect unless the node comes back first and the link is taken up
+/// again. Until then it keeps sending what it has queued: a second link
+/// made meanwhile would race it to the peer, and frames of one publisher
+/// (or one coordinator) could arrive out of order — a view that drops a
+/// node for a moment on a loaded host must not reorder its stream.
+const LINK_CLOSING: u8 = 1;
+/// Its task ended: a new link replaces it.
+const LINK_ENDED: u8 = 2;
 
 /// What this node knows about one peer, for INFO replication.
 #[derive(Clone, Debug, Default)]
@@ -435,14 +448,19 @@ impl Cluster {
         );
         *self.shared.lock().unwrap_or_else(|e| e.into_inner()) = shared;
         self.ring.store(Arc::new(ring));
-        // Links to nodes that left close; they are re-made if they return.
+        // Links to nodes that left close (taken up again if they return
+        // before their task ends; see `LINK_CLOSING`).
         let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
         links.retain(|node, link| {
-            let keep = live.contains(node);
-            if !keep {
-                link.closed.store(true, Ordering::Relaxed);
+            if !live.contains(node) {
+                let _ = link.state.compare_exchange(
+                    LINK_OPEN,
+                    LINK_CLOSING,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
             }
-            keep
+            link.state.load(Ordering::SeqCst) != LINK_ENDED
         });
     }
 

@@ -17,11 +17,30 @@ async fn write_out<W: tokio::io::AsyncWrite + Unpin>(
 impl Cluster {
     pub(super) fn link(self: &Arc<Self>, node: NodeId) -> Option<Arc<Link>> {
         let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(l) = links.get(&node) {
-            return Some(l.clone());
-        }
         let ring = self.ring.load();
-        let m = ring.member(node)?;
+        let member = ring.member(node);
+        if let Some(l) = links.get(&node) {
+            match l.state.load(Ordering::SeqCst) {
+                LINK_OPEN => return Some(l.clone()),
+                // Back before the link's task ended: the same link (and
+                // stream) again, so what it still has queued goes first.
+                LINK_CLOSING
+                    if member.is_some_and(|m| m.peer == l.addr)
+                        && l.state
+                            .compare_exchange(
+                                LINK_CLOSING,
+                                LINK_OPEN,
+                                Ordering::SeqCst,
+                                Ordering::SeqCst,
+                            )
+                            .is_ok() =>
+                {
+                    return Some(l.clone());
+                }
+                _ => {}
+            }
+        }
+        let m = member?;
         let (tx, rx) = mpsc::unbounded_channel();
         let link = Arc::new(Link {
             node,
@@ -33,7 +52,7 @@ impl Cluster {
             connected: AtomicBool::new(false),
             unreachable: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
+            state: AtomicU8::new(LINK_OPEN),
         });
         links.insert(node, link.clone());
         self.handle.spawn(self.clone().run_link(link.clone(), rx));
@@ -43,9 +62,15 @@ impl Cluster {
     /// Queues a frame; false when it was dropped (queue full, emulated loss
     /// or a cut link).
     pub(super) fn send(self: &Arc<Self>, node: NodeId, frame: Frame, lossy: bool) -> bool {
-        let Some(link) = self.link(node) else {
-            return false;
-        };
+        match self.link(node) {
+            Some(link) => self.send_on(&link, frame, lossy),
+            None => false,
+        }
+    }
+
+    /// [`Cluster::send`] on a link in hand (a request's answer comes back
+    /// on the link that awaits it).
+    pub(super) fn send_on(&self, link: &Link, frame: Frame, lossy: bool) -> bool {
         if self.cut(&link.region) {
             return false;
         }
@@ -88,7 +113,15 @@ impl Cluster {
         mut rx: mpsc::UnboundedReceiver<Out>,
     ) {
         let mut backoff = Duration::from_millis(50);
-        while !link.closed.load(Ordering::Relaxed) {
+        loop {
+            if link.state.load(Ordering::SeqCst) != LINK_OPEN
+                && link
+                    .state
+                    .compare_exchange(LINK_CLOSING, LINK_ENDED, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                break;
+            }
             if !self.cut(&link.region) {
                 let conn =
                     tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(link.addr))
@@ -141,6 +174,22 @@ impl Cluster {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(1));
         }
+        // Ended: what is still awaited on it fails now, and the next frame
+        // for the node (back, or never gone) makes a new link.
+        {
+            let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
+            if links.get(&link.node).is_some_and(|l| Arc::ptr_eq(l, &link)) {
+                links.remove(&link.node);
+            }
+        }
+        let pending: Vec<Completer> = link
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, (_, c))| c)
+            .collect();
+        drop(pending);
     }
 
     /// This node's first frame on a connection.

@@ -218,7 +218,7 @@ impl Cluster {
             hlc: self.hlc.peek(),
             call: call.encode_to_vec().into(),
         }));
-        if !self.send(to.node, frame, false) {
+        if !self.send_on(&link, frame, false) {
             link.pending
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
