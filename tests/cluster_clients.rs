@@ -12,7 +12,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::redis_server::RedisServer;
-use common::{free_port, Elsa};
+use common::Elsa;
 use rand::{Rng, SeedableRng};
 
 /// A random key, often with a hash tag (possibly empty or unclosed, as
@@ -121,7 +121,7 @@ fn inbox_messages(c: &mut redis::Connection) -> u64 {
 
 #[test]
 fn worker_ports_serve_their_own_slots_without_a_hop() {
-    let base = free_port();
+    let base = common::cluster::free_port_run(2);
     let elsa = Elsa::start(&["--workers", "2", "--worker-port-base", &base.to_string()]);
     let mut main = elsa.conn();
     let map = slots(&mut main);
@@ -231,7 +231,7 @@ fn worker_ports_serve_their_own_slots_without_a_hop() {
 
 #[test]
 fn a_redis_cluster_client_reads_and_writes_through_the_map() {
-    let base = free_port();
+    let base = common::cluster::free_port_run(2);
     let elsa = Elsa::start(&["--workers", "2", "--worker-port-base", &base.to_string()]);
     let client = redis::cluster::ClusterClient::new(vec![elsa.url()]).unwrap();
     let mut c = client.get_connection().unwrap();

@@ -39,6 +39,33 @@ pub fn free_tcp_udp_port() -> u16 {
     panic!("no free TCP+UDP port found");
 }
 
+/// `n` consecutive loopback TCP ports, free now, below the ephemeral
+/// range and never handed out before by this process: a worker port base
+/// (`--worker-port-base`) and the ports after it. (Taken from the ephemeral
+/// range, the port after a free one could be any test's next ephemeral
+/// port, or its server's.) Returns the first.
+pub fn free_port_run(n: u16) -> u16 {
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    let taken = taken.get_or_insert_with(HashSet::new);
+    for _ in 0..1000 {
+        let first: u16 = rng.gen_range(20_000..32_000 - n);
+        let run = first..first + n;
+        if run.clone().any(|p| taken.contains(&p)) {
+            continue;
+        }
+        if run
+            .clone()
+            .all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok())
+        {
+            taken.extend(run);
+            return first;
+        }
+    }
+    panic!("no run of {n} free TCP ports found");
+}
+
 /// How one node runs.
 pub struct Spec {
     pub id: u32,
