@@ -83,7 +83,7 @@ impl Coordinator {
     }
 
     async fn run_lone_here(&self, mut ops: Vec<KeyOp>, ack: AckLevel) -> Vec<LoneReply> {
-        let mut out = Vec::with_capacity(ops.len());
+        let mut out = Vec::new();
         let mut retry = Retry::new();
         // Once the all-at-once run across shards has met a held key, the
         // rest goes run by run: a part of a pipeline waits only for its own
@@ -92,16 +92,22 @@ impl Coordinator {
         while !ops.is_empty() {
             // Routed again on every attempt: Busy may also mean a shard is
             // no longer the primary of a key (the view changed).
-            let route: Vec<ShardId> = ops.iter().map(|k| self.shard_of(k.hash)).collect();
-            let attempt = if route.iter().all(|s| *s == route[0]) {
-                self.lone_on_one(route[0], ops, ack).await
+            let first = self.shard_of(ops[0].hash);
+            let n = ops.len();
+            let attempt = if ops[1..].iter().all(|k| self.shard_of(k.hash) == first) {
+                // One shard (the common case: no route list to build).
+                self.lone_on_one(first, ops, ack).await
             } else if !contended {
+                let route: Vec<ShardId> = ops.iter().map(|k| self.shard_of(k.hash)).collect();
                 self.lone_across(&route, ops, ack).await
             } else {
                 // The first run of ops on one shard; what follows waits.
-                let run = route.iter().take_while(|s| **s == route[0]).count();
+                let run = ops
+                    .iter()
+                    .take_while(|k| self.shard_of(k.hash) == first)
+                    .count();
                 let rest = ops.split_off(run);
-                match self.lone_on_one(route[0], ops, ack).await {
+                match self.lone_on_one(first, ops, ack).await {
                     Attempt::Done(replies) => Attempt::Progress(replies, rest),
                     Attempt::Busy(replies, mut left) | Attempt::Progress(replies, mut left) => {
                         left.extend(rest);
@@ -110,6 +116,7 @@ impl Coordinator {
                 }
             };
             match attempt {
+                Attempt::Done(replies) if out.is_empty() => return replies,
                 Attempt::Done(replies) => {
                     out.extend(replies);
                     break;
@@ -119,7 +126,7 @@ impl Coordinator {
                     ops = rest;
                 }
                 Attempt::Busy(replies, rest) => {
-                    contended |= replies.is_empty() && rest.len() == route.len();
+                    contended |= replies.is_empty() && rest.len() == n;
                     out.extend(replies);
                     ops = rest;
                     if let Err(e) = retry.wait().await {

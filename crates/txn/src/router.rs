@@ -422,7 +422,9 @@ pub const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 /// after [`RETRY_FOR`].
 pub struct Retry {
     attempt: u32,
-    since: tokio::time::Instant,
+    /// The first Busy answer (the clock is read only once one comes: most
+    /// requests never retry, and a lone batch is on the hot path).
+    since: Option<tokio::time::Instant>,
 }
 
 impl Retry {
@@ -430,13 +432,15 @@ impl Retry {
     pub fn new() -> Retry {
         Retry {
             attempt: 0,
-            since: tokio::time::Instant::now(),
+            since: None,
         }
     }
 
-    /// Waits before the next attempt; `TryAgain` once [`RETRY_FOR`] has passed.
+    /// Waits before the next attempt; `TryAgain` once it has been retrying
+    /// for [`RETRY_FOR`].
     pub async fn wait(&mut self) -> Result<(), TxnError> {
-        if self.since.elapsed() >= RETRY_FOR {
+        let since = *self.since.get_or_insert_with(tokio::time::Instant::now);
+        if since.elapsed() >= RETRY_FOR {
             return Err(TxnError::TryAgain);
         }
         backoff(self.attempt).await;

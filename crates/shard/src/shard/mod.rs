@@ -407,7 +407,7 @@ impl Shard {
                 ack,
                 reply,
             } => {
-                let writes = ops.iter().map(|k| k.op.is_write()).collect();
+                let writes = self.writes_of(&ops);
                 self.run_or_park(ops, Vec::new(), writes, ack, reply)
             }
             ShardMsg::Batch {
@@ -417,7 +417,7 @@ impl Shard {
                 reply,
             } => {
                 let (replies, block) = self.op_lone(&ops, mode);
-                let writes: Vec<bool> = ops.iter().map(|k| k.op.is_write()).collect();
+                let writes = self.writes_of(&ops);
                 let rest = ops.split_off(replies.len());
                 let answer = BatchAnswer {
                     replies,
@@ -1025,7 +1025,19 @@ impl Shard {
         ack: crate::repl::AckLevel,
         reply: BatchReply,
     ) {
-        let ran = self.run_ops(&ops, None);
+        // One read of the clock for the whole step: its writes are stamped
+        // from a block reserved now, as an atomic step's are (`op_exec`),
+        // not each from the clock — a read of the system clock and a CAS on
+        // the node's clock per write. The step runs at one moment on this
+        // shard, so a snapshot opened meanwhile is past the block and
+        // reads after the step; what a held key stops waits for a step of
+        // its own, and a block of its own.
+        let stamps: u64 = ops.iter().map(KeyOp::stamps).sum();
+        let block = (stamps > 2).then(|| {
+            let first = self.hlc.reserve(stamps);
+            (first, first + stamps - 1)
+        });
+        let ran = self.run_stamped(&ops, None, block);
         let n = ran.len();
         done.extend(ran);
         if n == ops.len() {
@@ -1041,6 +1053,15 @@ impl Shard {
             reply,
             since: std::time::Instant::now(),
         });
+    }
+
+    /// Which of a lone batch's ops write, for [`Shard::respond_batch`]
+    /// (which needs it only with in-region replicas: none, no allocation).
+    fn writes_of(&self, ops: &[KeyOp]) -> Vec<bool> {
+        if self.repl.is_none() {
+            return Vec::new();
+        }
+        ops.iter().map(|k| k.op.is_write()).collect()
     }
 
     /// Answers a lone batch at `ack`; writes the region's replicas could

@@ -54,6 +54,37 @@ fn lone_writes_get_increasing_versions_with_our_origin() {
 }
 
 #[test]
+fn a_pipelined_batch_stamps_its_writes_in_order_from_one_block() {
+    let mut s = shard();
+    let before = s.hlc.now();
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Batch {
+        ops: vec![
+            kop(&s, "a", set("1")),
+            kop(&s, "b", set("1")),
+            kop(&s, "a", set("2")),
+            kop(&s, "c", Op::Get),
+            kop(&s, "c", set("1")),
+        ],
+        mode: BatchMode::Prefix,
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    let after = s.hlc.now();
+    assert_eq!(rx.try_recv().unwrap().replies.len(), 5);
+    let v = |s: &mut Shard, k: &str| s.op_read(&key(s, k)).unwrap().version.commit_ts;
+    let (a, b, c) = (v(&mut s, "a"), v(&mut s, "b"), v(&mut s, "c"));
+    // In the client's order (a's second write after b's), between a
+    // timestamp drawn before the batch and one drawn after it: a snapshot
+    // sees all of the step or none of it.
+    assert!(
+        before < b && b < a && a < c && c < after,
+        "{before} {b} {a} {c} {after}"
+    );
+    assert_eq!(value(&mut s, "a").as_deref(), Some(&b"2"[..]));
+}
+
+#[test]
 fn gossip_buffer_holds_each_changed_key_once_at_its_latest_state() {
     let mut s = shard();
     for i in 0..100 {
