@@ -96,37 +96,24 @@ fn strings(c: &mut Criterion) {
         let mut b = Bench::new(&format!("set-{name}"));
         let h = b.hasher;
         let mut i = 0usize;
-        g.bench_function(format!("set/{name}"), |bench| {
-            bench.iter_batched(
-                || {
-                    (0..PIPELINE)
-                        .map(|_| {
-                            i = (i + 7919) % KEYS;
-                            let k = if hot { key(0) } else { key(i) };
-                            kop(&h, &k, set(&value))
-                        })
-                        .collect::<Vec<_>>()
-                },
-                |ops| b.run(ops),
-                BatchSize::SmallInput,
-            )
-        });
-        // Every key exists (the SETs above filled them).
-        g.bench_function(format!("get/{name}"), |bench| {
-            bench.iter_batched(
-                || {
-                    (0..PIPELINE)
-                        .map(|_| {
-                            i = (i + 7919) % KEYS;
-                            let k = if hot { key(0) } else { key(i) };
-                            kop(&h, &k, Op::Get)
-                        })
-                        .collect::<Vec<_>>()
-                },
-                |ops| b.run(ops),
-                BatchSize::SmallInput,
-            )
-        });
+        for (what, op) in [("set", set(&value)), ("get", Op::Get)] {
+            // GETs after the SETs: every key exists.
+            g.bench_function(format!("{what}/{name}"), |bench| {
+                bench.iter_batched(
+                    || {
+                        (0..PIPELINE)
+                            .map(|_| {
+                                i = (i + 7919) % KEYS;
+                                let k = if hot { key(0) } else { key(i) };
+                                kop(&h, &k, op.clone())
+                            })
+                            .collect::<Vec<_>>()
+                    },
+                    |ops| b.run(ops),
+                    BatchSize::SmallInput,
+                )
+            });
+        }
     }
     g.finish();
 }

@@ -14,6 +14,22 @@ async fn write_out<W: tokio::io::AsyncWrite + Unpin>(
     wr.flush().await
 }
 
+impl Link {
+    /// Fails every request still awaiting an answer on this link (the
+    /// callers see the shard as gone). The completers run after the lock
+    /// is let go: one may send again.
+    fn fail_pending(&self) {
+        let pending: Vec<Completer> = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, (_, c))| c)
+            .collect();
+        drop(pending);
+    }
+}
+
 impl Cluster {
     pub(super) fn link(self: &Arc<Self>, node: NodeId) -> Option<Arc<Link>> {
         let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,14 +179,7 @@ impl Cluster {
             while rx.try_recv().is_ok() {
                 link.queued.fetch_sub(1, Ordering::Relaxed);
             }
-            let pending: Vec<Completer> = link
-                .pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .drain()
-                .map(|(_, (_, c))| c)
-                .collect();
-            drop(pending);
+            link.fail_pending();
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(1));
         }
@@ -182,14 +191,7 @@ impl Cluster {
                 links.remove(&link.node);
             }
         }
-        let pending: Vec<Completer> = link
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .map(|(_, (_, c))| c)
-            .collect();
-        drop(pending);
+        link.fail_pending();
     }
 
     /// This node's first frame on a connection.
