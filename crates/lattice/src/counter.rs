@@ -212,18 +212,18 @@ impl Counter {
         observed: Tallies,
         tallies: Tallies,
     ) -> Counter {
-        let mut c = Counter {
+        let rare = Rare {
+            expire_ms,
+            observed,
+            tallies,
+        };
+        Counter {
             value,
             start_ts,
             version,
-            rare: Some(Box::new(Rare {
-                expire_ms,
-                observed,
-                tallies,
-            })),
-        };
-        c.tidy();
-        c
+            // Boxed only when it holds something (as `tidy` leaves it).
+            rare: (!rare.is_empty()).then(|| Box::new(rare)),
+        }
     }
 
     /// The base's value, when it has one (deleted or never written: none).
@@ -364,9 +364,21 @@ impl Counter {
         start_ts: Ts,
         version: Version,
     ) -> Counter {
+        self.set_elem(value.map(Elem::from), expire_ms, start_ts, version)
+    }
+
+    /// [`Counter::set`] with the value already an [`Elem`] (a hash
+    /// field's value, copied once from the request).
+    pub fn set_elem(
+        &self,
+        value: Option<Elem>,
+        expire_ms: Option<u64>,
+        start_ts: Ts,
+        version: Version,
+    ) -> Counter {
         let tallies = self.tallies().clone();
         Counter::from_parts(
-            value.map(Elem::from),
+            value,
             expire_ms,
             start_ts,
             version,
@@ -420,6 +432,19 @@ impl Counter {
     /// its whole running total once it is newer (a concurrent change of
     /// type: `docs/datatypes.md`).
     pub fn drop_through(&mut self, floor: Version) -> bool {
+        // Nothing at or below the floor and nothing to tidy: unchanged.
+        // The common case (every merge trims the incoming delta, and a
+        // key whose type never changed has floor ZERO), answered without
+        // the copy of the value the general path compares against.
+        let above = |t: &Tallies| t.0.iter().all(|(_, t)| t.version > floor);
+        if self.version > floor
+            && self
+                .rare
+                .as_ref()
+                .is_none_or(|r| !r.is_empty() && above(&r.tallies) && above(&r.observed))
+        {
+            return false;
+        }
         let before = self.clone();
         if self.version <= floor {
             let tallies = self.rare.take().map(|r| r.tallies).unwrap_or_default();

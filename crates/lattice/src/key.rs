@@ -424,7 +424,7 @@ impl KeyState {
                         let mut d = OrMap::default();
                         for (f, v) in t.iter() {
                             if !same || m.get(f).as_ref() != Some(&v) {
-                                d.merge(m.set(f, v, start_ts, dot));
+                                d.merge(m.set(f, &v, start_ts, dot));
                             }
                         }
                         if same {

@@ -133,13 +133,14 @@ impl OrMap {
         self.newest
     }
 
-    /// The delta of `HSET field value` as write `dot`.
-    pub fn set(&self, field: &[u8], value: Bytes, start_ts: Ts, dot: Version) -> OrMap {
+    /// The delta of `HSET field value` as write `dot` (the value copied
+    /// once, into the field).
+    pub fn set(&self, field: &[u8], value: &[u8], start_ts: Ts, dot: Version) -> OrMap {
         let current = self.fields.get(field);
         let value = current
             .map(|f| &f.value)
             .unwrap_or(&Counter::default())
-            .set(Some(value), None, start_ts, dot);
+            .set_elem(Some(Elem::new(value)), None, start_ts, dot);
         self.single(
             Elem::new(field),
             Field {

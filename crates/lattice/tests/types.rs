@@ -149,7 +149,7 @@ fn apply_value(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
             Kind::List => Some(KeyState::of(Collection::List(l.clear(dot)))),
         },
         Cmd::HSet(f, v) if matches!(kind, Kind::Hash | Kind::None) => Some(KeyState::of(
-            Collection::Hash(hash().set(&b(f), b(v), 0, dot)),
+            Collection::Hash(hash().set(&b(f), &b(v), 0, dot)),
         )),
         Cmd::HIncr(f, n) if matches!(kind, Kind::Hash | Kind::None) => {
             let (_, d) = hash().incr_by(&b(f), i64::from(*n), 0, dot).ok()?;

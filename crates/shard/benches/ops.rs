@@ -118,10 +118,11 @@ fn strings(c: &mut Criterion) {
     g.finish();
 }
 
-/// YCSB-A's records: a hash of ten 100-byte fields; an update sets one
-/// field, a read gets them all. One command per batch (no pipelining).
+/// YCSB-A's records (`workloads/workloada`: 1,000 of them): a hash of ten
+/// 100-byte fields; an update sets one field, a read gets them all. One
+/// command per batch (no pipelining).
 fn hashes(c: &mut Criterion) {
-    const RECORDS: usize = 10_000;
+    const RECORDS: usize = 1_000;
     let mut b = Bench::new("hashes");
     let h = b.hasher;
     let value = Bytes::from(vec![b'v'; 100]);

@@ -198,20 +198,28 @@ fn set(key: &[u8], view: &mut impl KeyView, pairs: &[(Bytes, Bytes)], reply: HSe
                 last.push((f, v));
             }
         }
-        let mut delta = OrMap::default();
+        let mut delta: Option<OrMap> = None;
         let mut created = 0;
         for (f, v) in last.into_iter().rev() {
             created += i64::from(!map.contains(f));
-            // A copy of the value: the argument is a slice of the whole
-            // request, which the hash would otherwise keep alive as long
-            // as the field (the field's name is copied into the hash).
-            delta.merge(map.set(f, Bytes::copy_from_slice(v), start_ts, dot));
+            // (The field's name and value are copied into the hash: the
+            // arguments are slices of the whole request, which the hash
+            // would otherwise keep alive.)
+            let d = map.set(f, v, start_ts, dot);
+            // The first field's delta is the delta (YCSB's one-field
+            // HSET): merged into an empty map it would be built twice.
+            match &mut delta {
+                None => delta = Some(d),
+                Some(all) => {
+                    all.merge(d);
+                }
+            }
         }
         let answer = match reply {
             HSetReply::Count => OpReply::Int(created),
             HSetReply::Ok => OpReply::Ok,
         };
-        (answer, Some(delta))
+        (answer, Some(delta.unwrap_or_default()))
     })
 }
 
@@ -220,10 +228,7 @@ fn set_nx(key: &[u8], view: &mut impl KeyView, f: &Bytes, v: &Bytes) -> OpReply 
         if map.contains(f) {
             return (OpReply::Int(0), None);
         }
-        (
-            OpReply::Int(1),
-            Some(map.set(f, Bytes::copy_from_slice(v), start_ts, dot)),
-        )
+        (OpReply::Int(1), Some(map.set(f, v, start_ts, dot)))
     })
 }
 
@@ -263,7 +268,7 @@ fn incr_by_float(key: &[u8], view: &mut impl KeyView, f: &Bytes, by: &[u8]) -> O
         match longdouble::incr_by_float(value, by) {
             Ok(text) => {
                 let text = Bytes::from(text);
-                let delta = map.set(f, text.clone(), start_ts, dot);
+                let delta = map.set(f, &text, start_ts, dot);
                 (OpReply::Bulk(text), Some(delta))
             }
             Err(FloatError::NotFloat) => (OpReply::Error(ERR_HASH_NOT_FLOAT), None),
