@@ -40,7 +40,7 @@ pub use hlc::{Hlc, PhysicalClock, SystemClock};
 pub use key::{Collection, KeyState, Kind, Ttl};
 pub use list::List;
 pub use lww::{Lww, Version};
-pub use ormap::OrMap;
+pub use ormap::{FieldValues, OrMap};
 pub use orset::OrSet;
 pub use zset::ZSet;
 

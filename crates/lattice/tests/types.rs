@@ -682,7 +682,10 @@ proptest! {
             if let Some(Collection::Hash(m)) = &r.collection {
                 let one_by_one: Vec<(Bytes, Bytes)> =
                     m.iter().map(|(f, v)| (f.to_bytes(), v)).collect();
-                prop_assert_eq!(m.pairs(), one_by_one);
+                let packed = m.pairs();
+                prop_assert_eq!(packed.len(), one_by_one.len());
+                prop_assert!(packed.iter().eq(one_by_one.iter().map(|(f, v)| (&f[..], &v[..]))));
+                prop_assert_eq!(packed.to_vec(), one_by_one);
             }
         }
     }

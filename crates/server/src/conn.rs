@@ -1031,7 +1031,7 @@ pub(crate) fn write_op(w: &mut ReplyWriter<'_>, r: &OpReply) {
         }
         OpReply::Map(pairs) => {
             w.map(pairs.len());
-            for (k, v) in pairs {
+            for (k, v) in pairs.iter() {
                 w.bulk(k);
                 w.bulk(v);
             }

@@ -303,7 +303,7 @@ pub fn reply_msg(r: &OpReply) -> ReplyMsg {
         OpReply::Status(s) => (m.kind, m.text) = (4, s.to_string()),
         OpReply::Error(s) => (m.kind, m.text) = (5, s.to_string()),
         OpReply::Array(items) => (m.kind, m.items) = (6, items.iter().map(reply_msg).collect()),
-        OpReply::Map(pairs) => (m.kind, m.bulks) = (7, flatten(pairs)),
+        OpReply::Map(pairs) => (m.kind, m.bulks) = (7, flatten(&pairs.to_vec())),
         OpReply::Set(members) => (m.kind, m.bulks) = (8, members.clone()),
         OpReply::Pairs(pairs) => (m.kind, m.bulks) = (9, flatten(pairs)),
         // A score as its bits (an integer): exact, NaN-free by then.
@@ -346,7 +346,7 @@ pub fn reply(m: ReplyMsg) -> OpReply {
         3 => OpReply::Bulk(m.bulk),
         4 => OpReply::Status(intern(&m.text)),
         6 => OpReply::Array(m.items.into_iter().map(reply).collect()),
-        7 => OpReply::Map(pairs(m.bulks)),
+        7 => OpReply::Map(pairs(m.bulks).into_iter().collect()),
         8 => OpReply::Set(m.bulks),
         9 => OpReply::Pairs(pairs(m.bulks)),
         10 => OpReply::Double(f64::from_bits(m.int as u64)),
@@ -481,6 +481,26 @@ mod tests {
     fn every_reply_text_survives_the_wire() {
         for t in elsa_shard::ops::REPLY_TEXTS {
             assert_eq!(reply(reply_msg(&OpReply::Error(t))), OpReply::Error(t));
+        }
+    }
+
+    #[test]
+    fn collection_replies_survive_the_wire() {
+        let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        for r in [
+            OpReply::Map(
+                [("f", "v"), ("", "empty field"), ("g", "")]
+                    .into_iter()
+                    .collect(),
+            ),
+            OpReply::Map(elsa_lattice::FieldValues::default()),
+            OpReply::Pairs(vec![(b("a"), b("1")), (b("b"), b("2"))]),
+            OpReply::Set(vec![b("x"), b("")]),
+            OpReply::Scored(vec![(b("m"), 1.5), (b("n"), -0.0)]),
+            OpReply::Array(vec![OpReply::Nil, OpReply::Int(3), OpReply::Bulk(b("z"))]),
+        ] {
+            let m = ReplyMsg::decode(reply_msg(&r).encode_to_vec().as_slice()).expect("decodes");
+            assert_eq!(reply(m), r);
         }
     }
 }

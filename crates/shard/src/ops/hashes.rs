@@ -528,9 +528,10 @@ mod tests {
 
     fn sorted(r: OpReply) -> OpReply {
         match r {
-            OpReply::Map(mut m) => {
+            OpReply::Map(m) => {
+                let mut m = m.to_vec();
                 m.sort();
-                OpReply::Map(m)
+                OpReply::Map(m.into_iter().collect())
             }
             other => other,
         }
@@ -547,7 +548,7 @@ mod tests {
         assert_eq!(v.run("h", hset(&[("a", "4"), ("c", "5")])), OpReply::Int(1));
         assert_eq!(
             sorted(v.run("h", Op::Hash(HashOp::GetAll))),
-            OpReply::Map(vec![(b("a"), b("4")), (b("b"), b("2")), (b("c"), b("5"))])
+            OpReply::Map([("a", "4"), ("b", "2"), ("c", "5")].into_iter().collect())
         );
         assert_eq!(v.run("h", Op::Hash(HashOp::Len)), OpReply::Int(3));
         assert_eq!(v.run("h", Op::Type), OpReply::Status("hash"));

@@ -672,7 +672,7 @@ pub enum OpReply {
     /// An array of answers (HMGET, SMISMEMBER, HKEYS, SSCAN's parts…).
     Array(Vec<OpReply>),
     /// Field–value pairs: a RESP3 map, a flat RESP2 array (HGETALL).
-    Map(Vec<(Bytes, Bytes)>),
+    Map(elsa_lattice::FieldValues),
     /// Members: a RESP3 set, a RESP2 array (SMEMBERS, SINTER…).
     Set(Vec<Bytes>),
     /// Pairs: RESP3 an array of two-element arrays, RESP2 a flat array
