@@ -20,8 +20,8 @@ fn states() -> Vec<KeyState> {
     let v = |ts| Version::new(ts, 1);
     let string = Counter::default().set(Some(Bytes::from_static(b"value")), Some(99), 5, v(6));
     let hash = OrMap::default()
-        .set(b"field", Bytes::from_static(b"x"), 5, v(6))
-        .set(b"other", Bytes::from_static(b"y"), 7, v(8));
+        .set(b"field", b"x", 5, v(6))
+        .set(b"other", b"y", 7, v(8));
     let set = OrSet::default()
         .add(elsa_lattice::Elem::from(Bytes::from_static(b"m")), v(6))
         .unwrap_or_default();
