@@ -52,14 +52,8 @@ impl FieldValues {
 
     /// The pairs as `Bytes` (slices of the one buffer).
     pub fn to_vec(&self) -> Vec<(Bytes, Bytes)> {
-        let mut start = 0;
-        self.ends
-            .iter()
-            .map(|&(mid, end)| {
-                let pair = (self.buf.slice(start..mid), self.buf.slice(mid..end));
-                start = end;
-                pair
-            })
+        self.iter()
+            .map(|(f, v)| (self.buf.slice_ref(f), self.buf.slice_ref(v)))
             .collect()
     }
 }
