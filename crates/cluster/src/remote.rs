@@ -125,6 +125,9 @@ pub struct Call {
     /// batch's (mode 2) slice of it is `start_ts..=commit_ts`.
     #[prost(uint64, tag = "15")]
     pub block: u64,
+    /// A prepare that waits for held keys (`PrepareRequest::wait`).
+    #[prost(bool, tag = "16")]
+    pub wait: bool,
 }
 
 fn holds_of(holds: Vec<HoldMsg>) -> Vec<(HashedKey, HoldMode)> {
@@ -410,6 +413,7 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                 .collect();
             call.want_states = req.want_states;
             call.retry_on_busy = req.retry_on_busy;
+            call.wait = req.wait;
             Some(Box::new(move |a: Answer| {
                 let _ = reply.send(result(a, |a| a.states.into_iter().map(state).collect()));
             }))
@@ -588,6 +592,7 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
                 holds: holds_of(call.holds),
                 want_states: call.want_states,
                 retry_on_busy: call.retry_on_busy,
+                wait: call.wait,
             };
             send(ShardMsg::Prepare { req, ack, reply })?;
             Started::Prepare(rx)

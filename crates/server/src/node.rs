@@ -803,6 +803,7 @@ fn worker(
                 }
                 shard.tick_wal();
                 shard.expire_parked(elsa_txn::router::RETRY_FOR);
+                shard.expire_waiting(elsa_shard::PREPARE_WAIT);
                 shard.settle_parts(elsa_shard::PART_WAIT);
                 // A sweep of the whole table each second, a slice per
                 // epoch (see `Shard::collect_garbage_step`).

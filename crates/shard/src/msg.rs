@@ -255,6 +255,15 @@ pub struct PrepareRequest {
     /// When true, a key held by someone else answers [`Refusal::Busy`]
     /// (caller retries); when false, [`Refusal::Conflict`] (caller aborts).
     pub retry_on_busy: bool,
+    /// When true, a key held by someone else (or claimed by an earlier
+    /// waiting prepare) parks the request at the shard instead: it takes
+    /// its holds as soon as they are free, ahead of any new hold on its
+    /// keys, or answers [`Refusal::Busy`] after [`crate::PREPARE_WAIT`].
+    /// Only for a caller that holds nothing on shards after this one in
+    /// [`ShardId`](crate) order and prepares them one at a time in that
+    /// order: then every chain of waits climbs that order, and no cycle —
+    /// no deadlock — can form.
+    pub wait: bool,
 }
 
 /// How a shard runs a batch of lone operations.

@@ -5,8 +5,11 @@
 //! step. Keys on several: hold them all (prepare), run the commands here on
 //! the states the holds returned, install the result everywhere (commit).
 //! A key held by someone else answers Busy; then every hold is released and
-//! the whole thing retried after a backoff — nobody waits while holding, so
-//! there are no deadlocks.
+//! the whole thing retried after a backoff. The first attempt asks every
+//! shard at once and nobody waits while holding; the retries prepare one
+//! shard at a time in `ShardId` order and wait at each for the keys (see
+//! `elsa_shard`'s `waiting`), so readers that keep holding the same keys
+//! cannot starve them, and waits ordered that way cannot deadlock.
 
 use std::collections::HashMap;
 
@@ -86,6 +89,39 @@ struct Overlay {
     stamps: u64,
 }
 
+impl Overlay {
+    /// Takes in a shard's answer to a prepare of `keys`: their states, or
+    /// into `outcome` why not (`Err(None)`: Busy, retry; a conflict or an
+    /// unavailable shard outranks that).
+    fn absorb(
+        &mut self,
+        keys: Vec<(HashedKey, HoldMode)>,
+        answer: Result<Vec<elsa_shard::ReadState>, Refusal>,
+        outcome: &mut Result<(), Option<TxnError>>,
+    ) {
+        match answer {
+            Ok(states) => {
+                for ((k, _), rs) in keys.into_iter().zip(states) {
+                    let held = HeldKey {
+                        value: rs.value(),
+                        read: rs.typed,
+                        dirty: false,
+                        key: k.clone(),
+                    };
+                    self.states.insert(k.key, held);
+                }
+            }
+            Err(Refusal::Busy) => {
+                if outcome.is_ok() {
+                    *outcome = Err(None);
+                }
+            }
+            Err(Refusal::Conflict(_)) => *outcome = Err(Some(TxnError::WatchFailed)),
+            Err(Refusal::Unavailable(why)) => *outcome = Err(Some(TxnError::Unavailable(why))),
+        }
+    }
+}
+
 impl KeyView for Overlay {
     fn lookup(&mut self, key: &[u8]) -> Option<Value> {
         let now = self.now_ms;
@@ -151,7 +187,8 @@ impl Coordinator {
                 // one-shard node): no plan of holds to build.
                 self.exec_on_one(shard, &ops, watches.clone(), ack).await?
             } else {
-                self.run_planned(&ops, &watches, ack).await?
+                self.run_planned(&ops, &watches, ack, retry.retried())
+                    .await?
             };
             if let Some(replies) = outcome {
                 return Ok(replies);
@@ -172,12 +209,14 @@ impl Coordinator {
         all.then_some(first)
     }
 
-    /// One attempt through a plan of holds: on one shard, or across.
+    /// One attempt through a plan of holds: on one shard, or across
+    /// (`ordered`: shard by shard, waiting for held keys).
     async fn run_planned(
         &self,
         ops: &[KeyOp],
         watches: &[Check],
         ack: AckLevel,
+        ordered: bool,
     ) -> Result<Option<Vec<OpReply>>, TxnError> {
         let (holds, mut checks) = self.plan_atomic(ops, watches);
         if holds.len() <= 1 {
@@ -185,7 +224,7 @@ impl Coordinator {
             let checks = checks.remove(&shard).unwrap_or_default();
             self.exec_on_one(shard, ops, checks, ack).await
         } else {
-            self.exec_across(ops, &holds, &checks, ack).await
+            self.exec_across(ops, &holds, &checks, ack, ordered).await
         }
     }
 
@@ -265,53 +304,55 @@ impl Coordinator {
     }
 
     /// One attempt across shards; `Ok(None)` means "someone held a key, retry".
+    /// `ordered`: one shard at a time in `ShardId` order, each waiting for
+    /// its keys (see the module docs); otherwise all at once, none waiting.
     async fn exec_across(
         &self,
         ops: &[KeyOp],
         holds: &HashMap<ShardId, FastMap<HashedKey, HoldMode>>,
         checks: &HashMap<ShardId, Vec<Check>>,
         ack: AckLevel,
+        ordered: bool,
     ) -> Result<Option<Vec<OpReply>>, TxnError> {
         let txn = self.node.next_txn();
         let mut guard = HoldGuard::new(self, txn);
-        let mut waits = Vec::with_capacity(holds.len());
-        for (&shard, keys) in holds {
-            let keys: Vec<(HashedKey, HoldMode)> =
-                keys.iter().map(|(k, m)| (k.clone(), *m)).collect();
-            let req = PrepareRequest {
-                txn,
-                checks: checks.get(&shard).cloned().unwrap_or_default(),
-                holds: keys.clone(),
-                want_states: true,
-                retry_on_busy: true,
-            };
-            guard.add(shard);
-            let rx = self.start(shard, |reply| ShardMsg::Prepare { req, ack, reply })?;
-            waits.push((shard, keys, rx));
-        }
         let mut overlay = Overlay {
             states: FastMap::with_capacity_and_hasher(ops.len(), Default::default()),
             now_ms: unix_ms(),
             stamps: 0,
         };
         let mut outcome = Ok(());
-        for (_, keys, rx) in waits {
-            match rx.await.map_err(|_| TxnError::ShardGone)? {
-                Ok(states) => {
-                    for ((k, _), rs) in keys.into_iter().zip(states) {
-                        let held = HeldKey {
-                            value: rs.value(),
-                            read: rs.typed,
-                            dirty: false,
-                            key: k.clone(),
-                        };
-                        overlay.states.insert(k.key, held);
-                    }
+        let mut shards: Vec<&ShardId> = holds.keys().collect();
+        if ordered {
+            shards.sort_unstable();
+        }
+        let mut waits = Vec::with_capacity(holds.len());
+        for shard in shards {
+            let keys: Vec<(HashedKey, HoldMode)> =
+                holds[shard].iter().map(|(k, m)| (k.clone(), *m)).collect();
+            let req = PrepareRequest {
+                txn,
+                checks: checks.get(shard).cloned().unwrap_or_default(),
+                holds: keys.clone(),
+                want_states: true,
+                retry_on_busy: true,
+                wait: ordered,
+            };
+            guard.add(*shard);
+            let rx = self.start(*shard, |reply| ShardMsg::Prepare { req, ack, reply })?;
+            if ordered {
+                let answer = rx.await.map_err(|_| TxnError::ShardGone)?;
+                overlay.absorb(keys, answer, &mut outcome);
+                if outcome.is_err() {
+                    break; // the guard releases what the shards before held
                 }
-                Err(Refusal::Busy) => outcome = outcome.and(Err(None)),
-                Err(Refusal::Conflict(_)) => outcome = Err(Some(TxnError::WatchFailed)),
-                Err(Refusal::Unavailable(why)) => outcome = Err(Some(TxnError::Unavailable(why))),
+            } else {
+                waits.push((keys, rx));
             }
+        }
+        for (keys, rx) in waits {
+            let answer = rx.await.map_err(|_| TxnError::ShardGone)?;
+            overlay.absorb(keys, answer, &mut outcome);
         }
         match outcome {
             Ok(()) => {}

@@ -205,6 +205,7 @@ impl Coordinator {
                 holds,
                 want_states: false,
                 retry_on_busy: true,
+                wait: false,
             };
             guard.add(*shard);
             match self.start(*shard, |reply| ShardMsg::Prepare { req, ack, reply }) {

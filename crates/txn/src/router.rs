@@ -438,6 +438,11 @@ impl Retry {
 
     /// Waits before the next attempt; `TryAgain` once it has been retrying
     /// for [`RETRY_FOR`].
+    /// True once an attempt was retried.
+    pub fn retried(&self) -> bool {
+        self.since.is_some()
+    }
+
     pub async fn wait(&mut self) -> Result<(), TxnError> {
         let since = *self.since.get_or_insert_with(tokio::time::Instant::now);
         if since.elapsed() >= RETRY_FOR {

@@ -96,6 +96,9 @@ pub struct Txn {
     /// The first of the TTLs the keys it read live had then, and the key:
     /// a read-only snapshot transaction still fails if it passed.
     first_expiry: Option<(u64, Bytes)>,
+    /// Its commit waits for keys other commits hold (see
+    /// [`Txn::wait_for_holds`]).
+    wait_for_holds: bool,
 }
 
 /// A key the transaction wrote.
@@ -198,6 +201,7 @@ impl Txn {
             snapshot,
             from_snapshot: true,
             first_expiry: None,
+            wait_for_holds: false,
             _open: coord.node.open_reads.open(start_ts),
             isolation,
             start_ts,
@@ -207,6 +211,16 @@ impl Txn {
             rmw: HashMap::new(),
             stamps: 0,
         }
+    }
+
+    /// Makes its commit wait for keys other commits hold, taking its holds
+    /// shard by shard in order (`elsa_shard`'s waiting prepares), instead
+    /// of failing at once with CONFLICT. For a script's reruns: readers
+    /// that hold the same keys without pause (MGET, MULTI across shards)
+    /// refused every commit of a script writing them, until it gave up.
+    /// Validation is unchanged: a key changed meanwhile is still a conflict.
+    pub fn wait_for_holds(&mut self) {
+        self.wait_for_holds = true;
     }
 
     /// True when the transaction has buffered writes.
@@ -408,7 +422,9 @@ impl Txn {
             }
             part.writes.push(Write::new(key, state, read));
         }
-        if per_shard.len() == 1 {
+        // Waiting for holds takes the two-phase path even on one shard: a
+        // one-step commit cannot wait.
+        if per_shard.len() == 1 && !self.wait_for_holds {
             let Some((shard, part)) = per_shard.into_iter().next() else {
                 return Ok(coord.node.hlc.now());
             };
@@ -423,7 +439,14 @@ impl Txn {
                 .await?
                 .map_err(TxnError::from);
         }
-        commit_across(coord, per_shard, self.start_ts, self.ack).await
+        commit_across(
+            coord,
+            per_shard,
+            self.start_ts,
+            self.ack,
+            self.wait_for_holds,
+        )
+        .await
     }
 }
 
@@ -438,17 +461,19 @@ struct ShardPart {
 /// all agree, log the decision, pick the commit timestamp and install;
 /// otherwise release. A prepare refused only as Busy (a snapshot freezes
 /// multi-shard commits for its duration) is retried, not reported as a
-/// conflict.
+/// conflict. `wait`: prepare shard by shard in order, each waiting for
+/// held keys (see [`Txn::wait_for_holds`]).
 async fn commit_across(
     coord: &Coordinator,
     parts: HashMap<ShardId, ShardPart>,
     start_ts: Ts,
     ack: AckLevel,
+    wait: bool,
 ) -> Result<Ts, TxnError> {
     let mut attempt = 0;
     let mut parts = parts;
     loop {
-        match try_commit_across(coord, &parts, start_ts, ack).await {
+        match try_commit_across(coord, &parts, start_ts, ack, wait).await {
             Err(TxnError::Conflict(key)) if key.is_empty() && attempt < 1000 => {
                 backoff(attempt.min(40)).await;
                 attempt += 1;
@@ -491,22 +516,38 @@ async fn try_commit_across(
     parts: &HashMap<ShardId, ShardPart>,
     start_ts: Ts,
     ack: AckLevel,
+    wait: bool,
 ) -> Result<Ts, TxnError> {
     let txn = coord.node.next_txn();
     let mut guard = HoldGuard::new(coord, txn);
+    let mut shards: Vec<&ShardId> = parts.keys().collect();
+    if wait {
+        // Waits ordered by shard cannot deadlock (`elsa_shard`'s waiting).
+        shards.sort_unstable();
+    }
     let mut waits = Vec::with_capacity(parts.len());
-    for (&shard, part) in parts {
+    let mut refused: Option<Refusal> = None;
+    for shard in shards {
+        let part = &parts[shard];
         let req = PrepareRequest {
             txn,
             checks: part.checks.clone(),
             holds: part.holds.clone(),
             want_states: false,
             retry_on_busy: false,
+            wait,
         };
-        guard.add(shard);
-        waits.push(coord.start(shard, |reply| ShardMsg::Prepare { req, ack, reply })?);
+        guard.add(*shard);
+        let rx = coord.start(*shard, |reply| ShardMsg::Prepare { req, ack, reply })?;
+        if wait {
+            if let Err(refusal) = rx.await.map_err(|_| TxnError::ShardGone)? {
+                refused = Some(refusal);
+                break; // the guard releases what the shards before held
+            }
+        } else {
+            waits.push(rx);
+        }
     }
-    let mut refused: Option<Refusal> = None;
     for rx in waits {
         if let Err(refusal) = rx.await.map_err(|_| TxnError::ShardGone)? {
             // A real conflict outranks Busy: report the key.

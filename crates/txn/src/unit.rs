@@ -83,6 +83,7 @@ impl Coordinator {
                         .collect(),
                     want_states: false,
                     retry_on_busy: true,
+                    wait: false,
                 };
                 guard.add(shard);
                 let ack = AckLevel::Local;

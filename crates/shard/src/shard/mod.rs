@@ -130,6 +130,8 @@ pub struct Shard {
     parked: std::collections::VecDeque<Parked>,
     /// Keys some parked batch waits for, and how many wait.
     parked_on: FastMap<Bytes, usize>,
+    /// Prepares waiting for their keys, oldest first (see [`waiting`]).
+    waiting: waiting::Waiting,
     /// In-region replication, when the shard's keys have replicas on
     /// other nodes (see [`crate::repl`]).
     repl: Option<crate::repl::Repl>,
@@ -212,6 +214,13 @@ enum Source {
 /// before it is shown alone (the rest lost on the way, or its unit install
 /// failed): a bound on staleness, never reached while the link is healthy.
 pub const PART_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a prepare that asked to wait ([`PrepareRequest::wait`]) waits
+/// for its keys before it answers Busy. Holds last a few message round
+/// trips; one held a second belongs to a commit whose coordinator is stuck,
+/// which the resolver finishes after 3 s — and the waiting transaction's
+/// own holds on other shards must not age that far meanwhile.
+pub const PREPARE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The error a client sees while the log cannot write.
 pub const ERR_WAL: &str =
@@ -365,6 +374,7 @@ impl Shard {
             freeze_waiters: Vec::new(),
             parked: std::collections::VecDeque::new(),
             parked_on: FastMap::default(),
+            waiting: waiting::Waiting::default(),
             repl: None,
             history: None,
             limit: None,
@@ -450,6 +460,9 @@ impl Shard {
                 self.respond(reply, r);
             }
             ShardMsg::Prepare { req, ack, reply } => {
+                if req.wait && !self.frozen && self.prepare_blocked(&req) {
+                    return self.wait_to_prepare(req, ack, reply);
+                }
                 // Through the log like a read: a commit must not be decided
                 // on versions whose writes could still be lost.
                 let r = self.op_prepare(req);
@@ -1316,18 +1329,38 @@ impl Shard {
             self.stats.busy += 1;
             return Err(Refusal::Busy);
         }
-        for (k, mode) in &req.holds {
-            // A lone command waiting for the key goes first: holds taken
-            // over its head could starve it.
-            if self.blocked(&k.key, *mode, Some(req.txn)) || self.parked_on.contains_key(&k.key) {
-                self.stats.busy += 1;
-                return Err(if req.retry_on_busy {
-                    Refusal::Busy
-                } else {
-                    Refusal::Conflict(k.key.clone())
-                });
-            }
+        if let Some(key) = self.first_blocked(&req) {
+            self.stats.busy += 1;
+            return Err(if req.retry_on_busy {
+                Refusal::Busy
+            } else {
+                Refusal::Conflict(key.clone())
+            });
         }
+        self.take_holds(req)
+    }
+
+    /// The first key of `req` it may not hold now: held by another
+    /// transaction, or waited for by a lone command or a waiting prepare —
+    /// they go first, as holds taken over their heads could starve them.
+    fn first_blocked<'r>(&self, req: &'r PrepareRequest) -> Option<&'r Bytes> {
+        req.holds
+            .iter()
+            .find(|(k, mode)| {
+                self.blocked(&k.key, *mode, Some(req.txn))
+                    || self.parked_on.contains_key(&k.key)
+                    || self.waiting.claims(&k.key)
+            })
+            .map(|(k, _)| &k.key)
+    }
+
+    fn prepare_blocked(&self, req: &PrepareRequest) -> bool {
+        self.first_blocked(req).is_some()
+    }
+
+    /// Validates under the holds `req` asks for and takes them (the caller
+    /// checked that nobody else holds them).
+    fn take_holds(&mut self, req: PrepareRequest) -> Result<Vec<ReadState>, Refusal> {
         let busy = if req.retry_on_busy {
             Refusal::Busy
         } else {
@@ -1538,6 +1571,9 @@ impl Shard {
         if !self.parked.is_empty() {
             self.resume_parked();
         }
+        if !self.waiting.is_empty() {
+            self.resume_waiting();
+        }
     }
 
     /// A fresh commit timestamp: the next of the atomic step's block, or
@@ -1593,6 +1629,7 @@ impl Shard {
 mod evict;
 mod persist;
 mod upkeep;
+mod waiting;
 pub use upkeep::AeBatch;
 
 #[cfg(test)]

@@ -160,6 +160,7 @@ fn holds_block_conflicting_work_until_released() {
         ],
         want_states: true,
         retry_on_busy: true,
+        wait: false,
     };
     let states = s.op_prepare(prep).unwrap();
     assert_eq!(states.len(), 2);
@@ -185,6 +186,7 @@ fn holds_block_conflicting_work_until_released() {
         holds: vec![(key(&s, "r"), HoldMode::Write)],
         want_states: false,
         retry_on_busy: false,
+        wait: false,
     };
     assert_eq!(
         s.op_prepare(other),
@@ -234,6 +236,7 @@ fn release_drops_only_that_transactions_holds() {
             holds: vec![(key(&s, "shared"), HoldMode::Read)],
             want_states: false,
             retry_on_busy: true,
+            wait: false,
         };
         s.op_prepare(req).unwrap();
     }
@@ -691,6 +694,7 @@ fn no_reply_reveals_a_write_before_its_record_is_durable() {
             holds: vec![(key(&s, "y"), HoldMode::Read)],
             want_states: false,
             retry_on_busy: false,
+            wait: false,
         },
         ack: crate::repl::AckLevel::Local,
         reply: ptx,
@@ -742,6 +746,7 @@ fn a_lone_batch_waits_for_a_held_key_and_goes_before_new_holds() {
             holds: vec![(key(s, k), mode)],
             want_states: false,
             retry_on_busy: true,
+            wait: false,
         })
     };
     assert!(hold(&mut s, 1, "k", HoldMode::Read).is_ok());
@@ -783,6 +788,135 @@ fn a_lone_batch_waits_for_a_held_key_and_goes_before_new_holds() {
     let BatchAnswer { replies, rest, .. } = rx.try_recv().expect("expired");
     assert!(replies.is_empty());
     assert_eq!(rest.len(), 1);
+}
+
+/// A prepare that asked to wait, sent through the shard's mailbox: its
+/// answer, once there is one.
+fn wait_to_prepare(
+    s: &mut Shard,
+    txn: TxnId,
+    holds: &[(&str, HoldMode)],
+) -> tokio::sync::oneshot::Receiver<Result<Vec<ReadState>, Refusal>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let holds = holds.iter().map(|(k, m)| (key(s, k), *m)).collect();
+    s.handle(ShardMsg::Prepare {
+        req: PrepareRequest {
+            txn,
+            checks: Vec::new(),
+            holds,
+            want_states: true,
+            retry_on_busy: true,
+            wait: true,
+        },
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    rx
+}
+
+#[test]
+fn a_waiting_prepare_takes_its_keys_at_the_release_ahead_of_new_holds() {
+    let mut s = shard();
+    s.op_batch(&[kop(&s, "k", set("v"))]);
+    let hold = |s: &mut Shard, txn, k: &str, mode| {
+        s.op_prepare(PrepareRequest {
+            txn,
+            checks: Vec::new(),
+            holds: vec![(key(s, k), mode)],
+            want_states: false,
+            retry_on_busy: true,
+            wait: false,
+        })
+    };
+    // Free keys: held at once, as a prepare that does not wait.
+    let mut rx = wait_to_prepare(&mut s, 1, &[("free", HoldMode::Write)]);
+    assert!(rx.try_recv().expect("answered at once").is_ok());
+    s.op_release(1);
+    // A reader holds k; the writer waits for it.
+    assert!(hold(&mut s, 2, "k", HoldMode::Read).is_ok());
+    let mut rx = wait_to_prepare(&mut s, 3, &[("k", HoldMode::Write), ("j", HoldMode::Write)]);
+    assert!(rx.try_recv().is_err(), "parked while k is held");
+    // New readers may not hold k (nor j) over the waiting writer's head:
+    // that is what starved writers.
+    assert_eq!(hold(&mut s, 4, "k", HoldMode::Read), Err(Refusal::Busy));
+    assert_eq!(hold(&mut s, 4, "j", HoldMode::Read), Err(Refusal::Busy));
+    // A second waiter for k queues behind the first.
+    let mut rx2 = wait_to_prepare(&mut s, 5, &[("k", HoldMode::Read)]);
+    s.op_release(2);
+    let states = rx
+        .try_recv()
+        .expect("held at the release")
+        .expect("not refused");
+    assert_eq!(states.len(), 2);
+    assert!(
+        matches!(states[0].value(), Some(Value::Str(c)) if c.value == "v"),
+        "the state as of the hold"
+    );
+    assert!(rx2.try_recv().is_err(), "the writer holds k now");
+    assert_eq!(
+        s.op_batch(&[kop(&s, "k", Op::Get)]).len(),
+        0,
+        "lone reads wait for the writer"
+    );
+    s.op_release(3);
+    assert!(rx2.try_recv().expect("then the second").is_ok());
+    s.op_release(5);
+    assert!(s.holds.is_empty() && s.held_by.is_empty());
+}
+
+#[test]
+fn a_waiter_never_waits_for_one_behind_it() {
+    let mut s = shard();
+    let hold = |s: &mut Shard, txn, k: &str| {
+        s.op_prepare(PrepareRequest {
+            txn,
+            checks: Vec::new(),
+            holds: vec![(key(s, k), HoldMode::Write)],
+            want_states: false,
+            retry_on_busy: true,
+            wait: false,
+        })
+    };
+    assert!(hold(&mut s, 1, "a").is_ok());
+    // First waits for a (and claims b); second waits for b's claim only.
+    let mut first = wait_to_prepare(&mut s, 2, &[("a", HoldMode::Write), ("b", HoldMode::Write)]);
+    let mut second = wait_to_prepare(&mut s, 3, &[("b", HoldMode::Write)]);
+    assert!(first.try_recv().is_err() && second.try_recv().is_err());
+    s.op_release(1);
+    assert!(
+        first
+            .try_recv()
+            .expect("the second's claim on b does not stop it")
+            .is_ok(),
+        "a waiter behind never blocks one before it (that would deadlock)"
+    );
+    assert!(second.try_recv().is_err(), "b is held by the first now");
+    s.op_release(2);
+    assert!(second.try_recv().expect("then the second").is_ok());
+}
+
+#[test]
+fn a_prepare_waits_no_longer_than_its_limit() {
+    let mut s = shard();
+    assert!(s
+        .op_prepare(PrepareRequest {
+            txn: 1,
+            checks: Vec::new(),
+            holds: vec![(key(&s, "k"), HoldMode::Write)],
+            want_states: false,
+            retry_on_busy: true,
+            wait: false,
+        })
+        .is_ok());
+    let mut stuck = wait_to_prepare(&mut s, 2, &[("k", HoldMode::Write)]);
+    let mut behind = wait_to_prepare(&mut s, 3, &[("j", HoldMode::Write), ("k", HoldMode::Read)]);
+    s.expire_waiting(std::time::Duration::ZERO);
+    assert_eq!(stuck.try_recv().expect("expired"), Err(Refusal::Busy));
+    assert_eq!(behind.try_recv().expect("expired"), Err(Refusal::Busy));
+    assert!(!s.waiting.claims(b"k") && !s.waiting.claims(b"j"));
+    // Nothing left claimed: a new hold on j is taken at once.
+    let mut rx = wait_to_prepare(&mut s, 4, &[("j", HoldMode::Write)]);
+    assert!(rx.try_recv().expect("at once").is_ok());
 }
 
 #[test]
@@ -1004,6 +1138,7 @@ fn another_regions_transaction_parts_wait_for_the_whole() {
         ],
         want_states: false,
         retry_on_busy: true,
+        wait: false,
     })
     .unwrap();
     s.op_install_remote(txn, &[x.clone(), y.clone()]).unwrap();
@@ -1124,6 +1259,7 @@ fn work_queued_before_the_node_stopped_serving_is_refused_not_run() {
             holds: vec![(key(&s, "k"), HoldMode::Write)],
             want_states: false,
             retry_on_busy: false,
+            wait: false,
         },
         ack: crate::repl::AckLevel::Local,
         reply: tx,
