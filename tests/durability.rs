@@ -25,7 +25,6 @@ mod diskfull;
 mod edges;
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -189,36 +188,47 @@ fn info_u64(info: &HashMap<String, String>, field: &str) -> u64 {
 /// A record cut short by a crash (or garbage after the last record) is cut
 /// off at restart, reported in the log and in INFO, and never applied;
 /// everything before it is kept. Zeros after the last record are cut too,
-/// but are no record: not reported (a segment zeroed ahead of its writes
-/// under `appendfsync always` ends so after a crash).
+/// but are no record: not reported (a segment is zeroed ahead of its
+/// writes, so it ends so after a crash).
 #[test]
 fn torn_tail_is_cut_reported_and_kept_cut() {
     let dir = TestDir::new("torn");
-    // everysec, not always: each segment must end with its last record
-    // (under always it is zeroed ahead), and what was acknowledged is
-    // written, so a kill -9 keeps it.
+    // What was acknowledged is written, so a kill -9 keeps it.
     let flags = ["--workers", "3", "--appendfsync", "everysec"];
     let mut node = Node::start(&dir.data(), &dir.log(), &flags);
     let pairs = set_keys(&mut node.conn(), "torn", 300);
     node.kill9();
 
-    let newest = newest_segments(&dir.data());
+    let mut newest = newest_segments(&dir.data());
     assert_eq!(newest.len(), 3, "one segment per shard: {newest:?}");
-    for (i, seg) in newest.iter().enumerate() {
-        assert!(seg.len > 20, "{} holds no records", seg.path.display());
+    for (i, seg) in newest.iter_mut().enumerate() {
+        // Where the records end: the zeros written ahead follow.
+        let bytes = std::fs::read(&seg.path).expect("read segment");
+        let records = match elsa_shard::wal::codec::decode_file(&bytes, |_| {}) {
+            Ok(elsa_shard::wal::codec::Tail::Torn { valid_len }) => valid_len as u64,
+            other => panic!(
+                "{}: no zeros after the records: {other:?}",
+                seg.path.display()
+            ),
+        };
+        assert!(records > 20, "{} holds no records", seg.path.display());
+        assert!(seg.len > records, "zeroed ahead");
         let garbage = match i {
             // The start of a valid frame: a write cut short.
-            0 => std::fs::read(&seg.path).expect("read segment")[..20].to_vec(),
+            0 => bytes[..20].to_vec(),
             // Random bytes.
             1 => (0..64).map(|_| rand::random::<u8>()).collect(),
-            // Space the file system extended but never wrote.
-            _ => vec![0u8; 4096],
+            // Only the zeros: space written ahead that no record reached.
+            _ => Vec::new(),
         };
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
+        seg.len = records;
+        use std::os::unix::fs::FileExt;
+        std::fs::OpenOptions::new()
+            .write(true)
             .open(&seg.path)
-            .expect("open segment");
-        f.write_all(&garbage).expect("append garbage");
+            .expect("open segment")
+            .write_all_at(&garbage, records)
+            .expect("write garbage where the next record would go");
     }
 
     let mut node = Node::start(&dir.data(), &dir.log(), &flags);

@@ -182,7 +182,7 @@ fn recover(
     let seq = recovery.max_seq + 1;
     for (i, shard) in shards.iter_mut().enumerate() {
         let file = dir
-            .create_segment(seq, i, config.appendfsync == elsa_shard::wal::Fsync::Always)
+            .create_segment(seq, i, true)
             .map_err(|e| StartError::Segment(config.data_dir.display().to_string(), e))?;
         shard.attach_wal(
             Wal::new(Box::new(file), config.appendfsync),

@@ -36,7 +36,7 @@ impl Bench {
         let data = DataDir::open(&dir).expect("data dir");
         let hasher = KeyHasher::default();
         let mut shard = Shard::new(0, 1, hasher, Arc::new(Hlc::default()));
-        let seg = data.create_segment(1, 0, false).expect("segment");
+        let seg = data.create_segment(1, 0, true).expect("segment");
         shard.attach_wal(Wal::new(Box::new(seg), Fsync::No), data, 1);
         shard.run_alone();
         Bench { shard, hasher, dir }

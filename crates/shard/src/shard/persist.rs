@@ -318,7 +318,7 @@ impl Shard {
         };
         let segment = d
             .dir
-            .create_segment(seq, index, d.wal.policy() == crate::wal::Fsync::Always)
+            .create_segment(seq, index, true)
             .map_err(|e| format!("new log segment: {e}"))?;
         // What the old segment holds is shipped from it: a batch never
         // spans two segments, so its confirmation names one.

@@ -11,9 +11,12 @@
 //! so recovery loads the manifest's files, then replays every segment `>= s`
 //! (in any order: replay is a lattice merge).
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::codec::{self, Corrupt, LogEntry, Tail};
 use super::segment::Segment;
@@ -22,6 +25,10 @@ use super::segment::Segment;
 #[derive(Debug, Clone)]
 pub struct DataDir {
     root: PathBuf,
+    /// The open segments' record bytes, by file: their files run up to
+    /// 1 MiB of zeros past the records (see [`Segment`]), which the size
+    /// reported to operators leaves out.
+    open: Arc<Mutex<HashMap<PathBuf, Weak<AtomicU64>>>>,
 }
 
 /// The manifest: which snapshot is complete.
@@ -157,6 +164,7 @@ impl DataDir {
         fs::create_dir_all(root.join("wal"))?;
         fs::create_dir_all(root.join("snap"))?;
         Ok(DataDir {
+            open: Arc::default(),
             root: root.to_path_buf(),
         })
     }
@@ -175,8 +183,7 @@ impl DataDir {
     }
 
     /// Creates log segment `seq` for `shard` and makes its name durable;
-    /// `fill_ahead` (under `appendfsync always`) zeroes it ahead of the
-    /// writes, so that a sync need not write the inode ([`Segment`]).
+    /// `fill_ahead` zeroes it ahead of the writes ([`Segment`] says why).
     pub fn create_segment(&self, seq: u64, shard: usize, fill_ahead: bool) -> io::Result<Segment> {
         let path = self.wal_dir().join(format!("{seq:010}-{shard:03}.log"));
         let f = OpenOptions::new()
@@ -185,7 +192,12 @@ impl DataDir {
             .truncate(false)
             .open(&path)?;
         sync_dir(&self.wal_dir())?;
-        Segment::new(f, fill_ahead)
+        let segment = Segment::new(f, fill_ahead)?;
+        if let Ok(mut open) = self.open.lock() {
+            open.retain(|_, len| len.strong_count() > 0);
+            open.insert(path, Arc::downgrade(&segment.published()));
+        }
+        Ok(segment)
     }
 
     /// Log segments as (seq, shard, path), sorted.
@@ -202,13 +214,17 @@ impl DataDir {
         Ok(out)
     }
 
-    /// Total bytes of log segments.
+    /// Total bytes of log records: a closed segment's file, and an open
+    /// one's records without the zeros written ahead of them.
     pub fn wal_bytes(&self) -> u64 {
+        let open = self.open.lock().map(|o| o.clone()).unwrap_or_default();
         self.segments()
             .unwrap_or_default()
             .iter()
-            .filter_map(|(_, _, p)| fs::metadata(p).ok())
-            .map(|m| m.len())
+            .filter_map(|(_, _, p)| match open.get(p).and_then(Weak::upgrade) {
+                Some(len) => Some(len.load(Ordering::Relaxed)),
+                None => fs::metadata(p).ok().map(|m| m.len()),
+            })
             .sum()
     }
 

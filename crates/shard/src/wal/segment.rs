@@ -1,13 +1,21 @@
 //! One log segment file, as the log's sink: written at its logical end,
-//! and, under `appendfsync always`, zero-filled ahead of the writes.
+//! into zeros written ahead of the writes.
 //!
-//! Why fill ahead: an `fdatasync` after an append must also write the
-//! inode, as the file's size changed — two device writes per commit group
-//! instead of one. Writing into blocks the file already has (zeros written
-//! and synced once per [`CHUNK`]) leaves the size alone, so each sync is
-//! one data write (PostgreSQL fills its WAL segments with zeros for the
-//! same reason). On this machine's virtual disk a 200-byte write plus
-//! `fdatasync` took 177-181 µs appending and 129-142 µs into zeros.
+//! Why fill ahead, under every `appendfsync` policy:
+//! - An `fdatasync` after an append must also write the inode, as the
+//!   file's size changed — two device writes per commit group instead of
+//!   one. Writing into blocks the file already has (zeros written and
+//!   synced once per [`CHUNK`]) leaves the size alone, so each sync is one
+//!   data write (PostgreSQL fills its WAL segments with zeros for the same
+//!   reason). On this machine's virtual disk a 200-byte write plus
+//!   `fdatasync` took 177-181 µs appending and 129-142 µs into zeros.
+//! - Without any sync, an append past the file's end costs the kernel
+//!   more than a write into blocks it has: ext4 zeroes the new page cache
+//!   around each such write (`ext4_block_write_begin` →
+//!   `zero_user_segments`), 8 % of the server's CPU under YCSB-A. Writing
+//!   200,000 records of 150 or 1,000 bytes took 1.1–1.4 µs of system time
+//!   each appending and 0.4–0.5 µs into zeros, the zeros' own writes
+//!   included (`/tmp` on this machine's ext4; `docs/performance.md`).
 //!
 //! Zeros after the last record are not a record: recovery reads them as
 //! the end of the segment and cuts them off (`DataDir::recover`), and a
@@ -16,6 +24,8 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::{LogSink, SyncFn};
 
@@ -32,8 +42,11 @@ pub struct Segment {
     len: u64,
     /// The file's length on disk: `len` plus zeros written ahead.
     allocated: u64,
-    /// Whether to zero ahead (only where every group is synced).
+    /// Whether to zero ahead.
     fill_ahead: bool,
+    /// `len`, for the data directory's report of log bytes (which leaves
+    /// the zeros out: see `DataDir::wal_bytes`).
+    published: Arc<AtomicU64>,
 }
 
 impl Segment {
@@ -46,7 +59,13 @@ impl Segment {
             len,
             allocated: len,
             fill_ahead,
+            published: Arc::new(AtomicU64::new(len)),
         })
+    }
+
+    /// Where the segment keeps its record bytes for others to read.
+    pub(crate) fn published(&self) -> Arc<AtomicU64> {
+        self.published.clone()
     }
 
     /// Bytes of records written (the log keeps its own count; tests ask).
@@ -85,6 +104,7 @@ impl LogSink for Segment {
         self.file.write_all_at(buf, self.len)?;
         self.len = end;
         self.allocated = self.allocated.max(end);
+        self.published.store(end, Ordering::Relaxed);
         Ok(())
     }
 
@@ -98,6 +118,7 @@ impl LogSink for Segment {
         self.file.set_len(len)?;
         self.len = len;
         self.allocated = len;
+        self.published.store(len, Ordering::Relaxed);
         Ok(())
     }
 

@@ -403,3 +403,27 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     d
 }
+
+#[test]
+fn log_bytes_leave_out_the_zeros_written_ahead() {
+    let dir = tempdir("zeros");
+    let data = files::DataDir::open(&dir).unwrap();
+    let mut seg = data.create_segment(1, 0, true).unwrap();
+    seg.append(&[7u8; 100]).unwrap();
+    let file = dir.join("wal").join(format!("{:010}-{:03}.log", 1, 0));
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        segment::CHUNK,
+        "zeroed ahead to the chunk's end"
+    );
+    assert_eq!(data.wal_bytes(), 100, "the records only");
+    seg.append(&[7u8; 50]).unwrap();
+    assert_eq!(data.wal_bytes(), 150);
+    drop(seg);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        150,
+        "closed: cut back to its records"
+    );
+    assert_eq!(data.wal_bytes(), 150, "a closed segment counts its file");
+}
