@@ -579,6 +579,46 @@ const PIPELINES: Mix = Mix {
     also: None,
 };
 
+/// Runs `workload` at `level` with `mix` on a fresh region of three nodes
+/// (each a two-shard server, as the harness starts them; keys spread over
+/// the nodes by the ring), its clients spread over the nodes, and asserts
+/// what the level promises: a pipeline or transaction from one node
+/// reaches keys on the others.
+fn prove_across_nodes(workload: Workload, level: Level, mix: Mix, tag: &str) {
+    let _alone = own_machine();
+    let cfg = Config::from_env();
+    let cluster = Cluster::start(&["r1", "r1", "r1"], &[]);
+    let plan = Plan {
+        name: format!("{}-{}{tag}-3nodes", workload.name(), level.name()),
+        workload,
+        level,
+        threads: cfg.threads,
+        ports: (0..cluster.len()).map(|i| cluster.port(i)).collect(),
+        hot_keys: cfg.hot_keys,
+        seed: cfg.seed,
+        base: 0,
+        until: Until::Count(cfg.txns),
+        mix,
+        faults: false,
+        timeout: Duration::from_secs(30),
+    };
+    let run = driver::run(&plan);
+    drop(cluster);
+    let judged = judge(&plan, &run);
+    println!("{}", judged.notes);
+    assert!(judged.failures.is_empty(), "{}", judged.failures.join("\n"));
+}
+
+#[test]
+fn list_append_si_with_pipelines_across_nodes() {
+    prove_across_nodes(Workload::ListAppend, Level::Si, PIPELINES, "-pipelines");
+}
+
+#[test]
+fn rw_register_watch_with_pipelines_across_nodes() {
+    prove_across_nodes(Workload::RwRegister, Level::Watch, PIPELINES, "-pipelines");
+}
+
 #[test]
 fn list_append_si_with_pipelines() {
     prove(Workload::ListAppend, Level::Si, PIPELINES, "-pipelines");
@@ -600,6 +640,11 @@ const TTLS: Mix = Mix {
     ttl: true,
     also: None,
 };
+
+#[test]
+fn rw_register_si_with_ttls_across_nodes() {
+    prove_across_nodes(Workload::RwRegister, Level::Si, TTLS, "-ttls");
+}
 
 #[test]
 fn rw_register_watch_with_ttls() {
