@@ -125,7 +125,8 @@ pub struct Call {
     /// batch's (mode 2) slice of it is `start_ts..=commit_ts`.
     #[prost(uint64, tag = "15")]
     pub block: u64,
-    /// A prepare that waits for held keys (`PrepareRequest::wait`).
+    /// A prepare or a commit that waits for held keys
+    /// (`PrepareRequest::wait`, `CommitRequest::wait`).
     #[prost(bool, tag = "16")]
     pub wait: bool,
 }
@@ -393,6 +394,7 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
             call.checks = req.checks.iter().map(check_msg).collect();
             call.writes = req.writes.iter().map(write_msg).collect();
             call.start_ts = req.start_ts;
+            call.wait = req.wait;
             Some(Box::new(move |a: Answer| {
                 let _ = reply.send(result(a, |a| a.ts));
             }))
@@ -580,6 +582,7 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
                 checks: call.checks.into_iter().map(check).collect(),
                 writes: call.writes.into_iter().map(write).collect(),
                 start_ts: call.start_ts,
+                wait: call.wait,
             };
             send(ShardMsg::Commit { req, ack, reply })?;
             Started::Commit(rx)

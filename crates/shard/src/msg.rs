@@ -239,6 +239,11 @@ pub struct CommitRequest {
     pub writes: Vec<Write>,
     /// When the transaction started.
     pub start_ts: Ts,
+    /// When true, a key another commit holds parks the commit at the
+    /// shard until it is free (it holds nothing meanwhile), instead of
+    /// refusing it; after [`crate::PREPARE_WAIT`] it answers
+    /// [`Refusal::Busy`].
+    pub wait: bool,
 }
 
 /// Phase one of a multi-shard commit: validate and hold.

@@ -96,9 +96,6 @@ pub struct Txn {
     /// The first of the TTLs the keys it read live had then, and the key:
     /// a read-only snapshot transaction still fails if it passed.
     first_expiry: Option<(u64, Bytes)>,
-    /// Its commit waits for keys other commits hold (see
-    /// [`Txn::wait_for_holds`]).
-    wait_for_holds: bool,
 }
 
 /// A key the transaction wrote.
@@ -201,7 +198,6 @@ impl Txn {
             snapshot,
             from_snapshot: true,
             first_expiry: None,
-            wait_for_holds: false,
             _open: coord.node.open_reads.open(start_ts),
             isolation,
             start_ts,
@@ -211,16 +207,6 @@ impl Txn {
             rmw: HashMap::new(),
             stamps: 0,
         }
-    }
-
-    /// Makes its commit wait for keys other commits hold, taking its holds
-    /// shard by shard in order (`elsa_shard`'s waiting prepares), instead
-    /// of failing at once with CONFLICT. For a script's reruns: readers
-    /// that hold the same keys without pause (MGET, MULTI across shards)
-    /// refused every commit of a script writing them, until it gave up.
-    /// Validation is unchanged: a key changed meanwhile is still a conflict.
-    pub fn wait_for_holds(&mut self) {
-        self.wait_for_holds = true;
     }
 
     /// True when the transaction has buffered writes.
@@ -422,9 +408,7 @@ impl Txn {
             }
             part.writes.push(Write::new(key, state, read));
         }
-        // Waiting for holds takes the two-phase path even on one shard: a
-        // one-step commit cannot wait.
-        if per_shard.len() == 1 && !self.wait_for_holds {
+        if per_shard.len() == 1 {
             let Some((shard, part)) = per_shard.into_iter().next() else {
                 return Ok(coord.node.hlc.now());
             };
@@ -432,6 +416,10 @@ impl Txn {
                 checks: part.checks,
                 writes: part.writes,
                 start_ts: self.start_ts,
+                // A held key is waited for: a reader's hold changes
+                // nothing this commit validates, and a writer's shows as
+                // the conflict it is once it installed.
+                wait: true,
             };
             let ack = self.ack;
             return coord
@@ -439,14 +427,7 @@ impl Txn {
                 .await?
                 .map_err(TxnError::from);
         }
-        commit_across(
-            coord,
-            per_shard,
-            self.start_ts,
-            self.ack,
-            self.wait_for_holds,
-        )
-        .await
+        commit_across(coord, per_shard, self.start_ts, self.ack).await
     }
 }
 
@@ -460,20 +441,20 @@ struct ShardPart {
 /// Two-phase commit across shards: prepare (hold + validate) everywhere; if
 /// all agree, log the decision, pick the commit timestamp and install;
 /// otherwise release. A prepare refused only as Busy (a snapshot freezes
-/// multi-shard commits for its duration) is retried, not reported as a
-/// conflict. `wait`: prepare shard by shard in order, each waiting for
-/// held keys (see [`Txn::wait_for_holds`]).
+/// multi-shard commits for its duration) or a held key is retried, not
+/// reported as a conflict: a reader's hold changes nothing the commit
+/// validates. Retries prepare shard by shard in order, each waiting for
+/// held keys (`elsa_shard`'s waiting commits).
 async fn commit_across(
     coord: &Coordinator,
     parts: HashMap<ShardId, ShardPart>,
     start_ts: Ts,
     ack: AckLevel,
-    wait: bool,
 ) -> Result<Ts, TxnError> {
     let mut attempt = 0;
     let mut parts = parts;
     loop {
-        match try_commit_across(coord, &parts, start_ts, ack, wait).await {
+        match try_commit_across(coord, &parts, start_ts, ack, attempt > 0).await {
             Err(TxnError::Conflict(key)) if key.is_empty() && attempt < 1000 => {
                 backoff(attempt.min(40)).await;
                 attempt += 1;
@@ -534,7 +515,9 @@ async fn try_commit_across(
             checks: part.checks.clone(),
             holds: part.holds.clone(),
             want_states: false,
-            retry_on_busy: false,
+            // A held key answers Busy (retried, waiting), a failed check
+            // Conflict.
+            retry_on_busy: true,
             wait,
         };
         guard.add(*shard);

@@ -122,14 +122,9 @@ impl Conn {
         loop {
             self.s.txn = Some(Txn::begin(&self.coord, Isolation::Snapshot, self.s.ack));
             let outcome = self.run_script(&script).await;
-            let Some(mut txn) = self.s.txn.take() else {
+            let Some(txn) = self.s.txn.take() else {
                 return self.w().error("ERR the script's transaction was lost");
             };
-            if attempt > 0 {
-                // It lost once: wait for the keys' holds rather than lose
-                // to readers that keep holding them (`Txn::wait_for_holds`).
-                txn.wait_for_holds();
-            }
             if !matches!(outcome, Outcome::Ran(_)) {
                 // Failed or did not compile: its writes are dropped.
                 return self.answer(&script, outcome);
@@ -319,12 +314,9 @@ impl Conn {
                     Queued::Admin(c, args) => Box::pin(self.control(*c, args.clone())).await,
                 }
             }
-            let Some(mut txn) = self.s.txn.take() else {
+            let Some(txn) = self.s.txn.take() else {
                 return;
             };
-            if attempt > 0 {
-                txn.wait_for_holds();
-            }
             match self.commit_run(txn).await {
                 Ok(()) => return,
                 Err(TxnError::Conflict(_)) if attempt < MAX_ATTEMPTS => {

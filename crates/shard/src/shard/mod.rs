@@ -215,8 +215,9 @@ enum Source {
 /// failed): a bound on staleness, never reached while the link is healthy.
 pub const PART_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// How long a prepare that asked to wait ([`PrepareRequest::wait`]) waits
-/// for its keys before it answers Busy. Holds last a few message round
+/// How long a prepare or a commit that asked to wait
+/// ([`PrepareRequest::wait`], [`CommitRequest::wait`]) waits for its keys
+/// before it answers Busy. Holds last a few message round
 /// trips; one held a second belongs to a commit whose coordinator is stuck,
 /// which the resolver finishes after 3 s — and the waiting transaction's
 /// own holds on other shards must not age that far meanwhile.
@@ -446,6 +447,9 @@ impl Shard {
                 self.respond_at(ack, reply, r, None);
             }
             ShardMsg::Commit { req, ack, reply } => {
+                if req.wait && self.commit_blocked(&req) {
+                    return self.wait_to_commit(req, ack, reply);
+                }
                 let writes = !req.writes.is_empty();
                 let r = self.op_commit(req);
                 let unconfirmed = (writes && r.is_ok()).then(unconfirmed);
@@ -1287,7 +1291,8 @@ impl Shard {
     }
 
     /// Single-shard commit: validate, then install, in one actor step. A key
-    /// held by a multi-shard commit in flight is a conflict (no waiting).
+    /// held by a multi-shard commit in flight is a conflict here; a commit
+    /// that may wait was parked before it came to this (`waiting`).
     pub fn op_commit(&mut self, req: CommitRequest) -> Result<Ts, Refusal> {
         if let Some(r) = self.write_refusal().filter(|_| !req.writes.is_empty()) {
             return Err(r);

@@ -126,6 +126,7 @@ fn commit_validates_read_versions_and_first_committer_wins() {
         }],
         writes: vec![],
         start_ts,
+        wait: false,
     };
     assert_eq!(s.op_commit(stale), Err(Refusal::Conflict(Bytes::from("x"))));
     let blind = CommitRequest {
@@ -135,6 +136,7 @@ fn commit_validates_read_versions_and_first_committer_wins() {
         }],
         writes: vec![Write::new(key(&s, "x"), None, None)],
         start_ts,
+        wait: false,
     };
     assert!(
         s.op_commit(blind).is_err(),
@@ -520,6 +522,7 @@ fn refused_commits_leave_nothing_in_the_log() {
             None,
         )],
         start_ts: 1,
+        wait: false,
     };
     let (tx, _rx) = tokio::sync::oneshot::channel();
     s.handle(ShardMsg::Commit {
@@ -893,6 +896,100 @@ fn a_waiter_never_waits_for_one_behind_it() {
     assert!(second.try_recv().is_err(), "b is held by the first now");
     s.op_release(2);
     assert!(second.try_recv().expect("then the second").is_ok());
+}
+
+/// A single-shard commit that may wait, sent through the mailbox.
+fn wait_to_commit(
+    s: &mut Shard,
+    req: CommitRequest,
+) -> tokio::sync::oneshot::Receiver<Result<Ts, Refusal>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Commit {
+        req,
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    rx
+}
+
+#[test]
+fn a_commit_waits_out_a_hold_then_validates() {
+    let mut s = shard();
+    s.op_batch(&[kop(&s, "x", set("1"))]);
+    let read = s.op_read(&key(&s, "x")).unwrap();
+    let start_ts = s.hlc.now();
+    let hold = |s: &mut Shard, txn, mode| {
+        s.op_prepare(PrepareRequest {
+            txn,
+            checks: Vec::new(),
+            holds: vec![(key(s, "x"), mode)],
+            want_states: false,
+            retry_on_busy: true,
+            wait: false,
+        })
+    };
+    let commit = |s: &Shard| CommitRequest {
+        checks: vec![Check {
+            key: key(s, "x"),
+            expect: Expect::Version(read.version),
+        }],
+        writes: vec![Write::new(key(s, "x"), None, None)],
+        start_ts,
+        wait: true,
+    };
+    // A reader holds x: the commit waits instead of failing, and commits
+    // at the release (the reader changed nothing).
+    assert!(hold(&mut s, 1, HoldMode::Read).is_ok());
+    let req = commit(&s);
+    let mut rx = wait_to_commit(&mut s, req);
+    assert!(rx.try_recv().is_err(), "parked while x is held");
+    s.op_release(1);
+    assert!(rx.try_recv().expect("ran at the release").is_ok());
+    assert_eq!(value(&mut s, "x"), None, "its delete installed");
+    // A writer holds x and installs a new value: the waiting commit then
+    // fails validation, as the conflict it is.
+    s.op_batch(&[kop(&s, "x", set("2"))]);
+    let read = s.op_read(&key(&s, "x")).unwrap();
+    assert!(hold(&mut s, 2, HoldMode::Write).is_ok());
+    let req = CommitRequest {
+        checks: vec![Check {
+            key: key(&s, "x"),
+            expect: Expect::Version(read.version),
+        }],
+        writes: vec![Write::new(key(&s, "x"), None, None)],
+        start_ts: s.hlc.now(),
+        wait: true,
+    };
+    let mut rx = wait_to_commit(&mut s, req);
+    assert!(rx.try_recv().is_err(), "parked while x is held");
+    let ts = s.hlc.now();
+    let three = Some(Value::Str(Current {
+        value: Bytes::from("3"),
+        expire_ms: None,
+    }));
+    s.op_install(
+        2,
+        &[Write::new(key(&s, "x"), three, None)],
+        ts,
+        Version::new(ts, 9),
+    )
+    .unwrap();
+    assert_eq!(
+        rx.try_recv().expect("validated at the release"),
+        Err(Refusal::Conflict(Bytes::from("x")))
+    );
+    assert_eq!(value(&mut s, "x").as_deref(), Some(&b"3"[..]));
+    // A commit that may not wait still fails at once.
+    assert!(hold(&mut s, 3, HoldMode::Read).is_ok());
+    let mut blind = commit(&s);
+    blind.checks.clear();
+    blind.wait = false;
+    assert_eq!(s.op_commit(blind), Err(Refusal::Conflict(Bytes::from("x"))));
+    // One held past the limit answers Busy.
+    let req = commit(&s);
+    let mut rx = wait_to_commit(&mut s, req);
+    s.expire_waiting(std::time::Duration::ZERO);
+    assert_eq!(rx.try_recv().expect("expired"), Err(Refusal::Busy));
 }
 
 #[test]
