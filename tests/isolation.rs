@@ -273,11 +273,11 @@ fn judge(plan: &Plan, run: &Run) -> Judged {
         .collect();
     let lost = match workload {
         Workload::ListAppend | Workload::StringAppend => lost_appends(&run.done, &run.final_state),
-        Workload::RwRegister => Vec::new(),
+        Workload::RwRegister | Workload::HashRegister => Vec::new(),
     };
     let own_misses = own_write_misses(&run.done);
     let stale = match (workload, level) {
-        (Workload::RwRegister, Level::Rc | Level::Rr | Level::Si) if !mix.ttl => {
+        (w, Level::Rc | Level::Rr | Level::Si) if w.registers() && !mix.ttl => {
             stale_registers(&run.done, &run.final_state)
         }
         _ => Vec::new(),
@@ -359,7 +359,7 @@ fn judge(plan: &Plan, run: &Run) -> Judged {
             checker::summary(r)
         );
     }
-    if workload != Workload::RwRegister {
+    if !workload.registers() {
         notes += &format!(
             "[isolation] {name}: lost appends: {} of {appended} committed\n",
             lost.len()
@@ -571,6 +571,23 @@ fn rw_register_watch_multi_exec() {
     prove(Workload::RwRegister, Level::Watch, Mix::default(), "");
 }
 
+/// Registers in a field of a hash: a typed key, its writes lattice deltas
+/// merged at install, through the same commit paths.
+#[test]
+fn hash_register_rr() {
+    prove(Workload::HashRegister, Level::Rr, Mix::default(), "");
+}
+
+#[test]
+fn hash_register_si() {
+    prove(Workload::HashRegister, Level::Si, Mix::default(), "");
+}
+
+#[test]
+fn hash_register_watch_multi_exec() {
+    prove(Workload::HashRegister, Level::Watch, Mix::default(), "");
+}
+
 /// A third of the iterations are pipelines of lone commands.
 const PIPELINES: Mix = Mix {
     pipelines: 1.0 / 3.0,
@@ -610,6 +627,11 @@ fn prove_across_nodes(workload: Workload, level: Level, mix: Mix, tag: &str) {
 }
 
 #[test]
+fn hash_register_si_with_pipelines_across_nodes() {
+    prove_across_nodes(Workload::HashRegister, Level::Si, PIPELINES, "-pipelines");
+}
+
+#[test]
 fn list_append_si_with_pipelines_across_nodes() {
     prove_across_nodes(Workload::ListAppend, Level::Si, PIPELINES, "-pipelines");
 }
@@ -617,6 +639,11 @@ fn list_append_si_with_pipelines_across_nodes() {
 #[test]
 fn rw_register_watch_with_pipelines_across_nodes() {
     prove_across_nodes(Workload::RwRegister, Level::Watch, PIPELINES, "-pipelines");
+}
+
+#[test]
+fn hash_register_rr_with_pipelines() {
+    prove(Workload::HashRegister, Level::Rr, PIPELINES, "-pipelines");
 }
 
 #[test]

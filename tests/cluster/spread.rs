@@ -310,11 +310,11 @@ fn prove(ports: &[u16], workload: Workload, level: Level, base: u64) {
     let total = run.done.len();
     let lost = match workload {
         Workload::ListAppend | Workload::StringAppend => lost_appends(&run),
-        Workload::RwRegister => Vec::new(),
+        Workload::RwRegister | Workload::HashRegister => Vec::new(),
     };
     let own_misses = own_write_misses(&run);
     let stale = match workload {
-        Workload::RwRegister => stale_registers(&run),
+        Workload::RwRegister | Workload::HashRegister => stale_registers(&run),
         Workload::ListAppend | Workload::StringAppend => Vec::new(),
     };
     let orders_trusted = lost.is_empty();

@@ -154,7 +154,7 @@ pub fn check_run(history: &str, workload: Workload, checks: Checks) -> CheckedRu
         .strict
         .then(|| check(&h, workload.adya(), &opts("strict-serializable", workload)));
     let by_commit_ts = match (workload, checks.commit_ts) {
-        (Workload::RwRegister, Some(order)) => Some(check(
+        (w, Some(order)) if w.registers() => Some(check(
             &h,
             workload.adya(),
             &Opts {
@@ -193,7 +193,7 @@ fn opts(model: &str, workload: Workload) -> Opts {
         timeout: SEARCH_BUDGET,
         // A transaction that read x = 1 and then wrote x = 2 installed 2
         // after 1: true of any store whose writes are buffered until commit.
-        wfr_keys: workload == Workload::RwRegister,
+        wfr_keys: workload.registers(),
         ..Opts::default()
     }
 }

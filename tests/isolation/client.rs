@@ -174,6 +174,11 @@ fn write_cmd(workload: Workload, m: &Mop) -> redis::Cmd {
             c.arg(redis_key(key)).arg(value.to_string());
             c
         }
+        Mop::Write { key, value } if workload == Workload::HashRegister => {
+            let mut c = redis::cmd("HSET");
+            c.arg(redis_key(key)).arg("v").arg(value.to_string());
+            c
+        }
         Mop::Write { key, value } => {
             let mut c = redis::cmd("SET");
             c.arg(redis_key(key)).arg(value.to_string());
@@ -196,13 +201,20 @@ fn get_cmd(workload: Workload, key: u64) -> redis::Cmd {
             c.arg(redis_key(key));
             c
         }
+        Workload::HashRegister => {
+            let mut c = redis::cmd("HGET");
+            c.arg(redis_key(key)).arg("v");
+            c
+        }
     }
 }
 
-/// Checks a write's answer: RPUSH answers the new length, SET answers OK.
+/// Checks a write's answer: RPUSH answers the new length, SET answers OK,
+/// HSET how many fields it added (0 or 1).
 fn check_write(m: &Mop, v: Value) -> Result<(), StepError> {
     match (m, v) {
         (Mop::Append { .. }, Value::Int(n)) if n > 0 => Ok(()),
+        (Mop::Write { .. }, Value::Int(0 | 1)) => Ok(()),
         (Mop::Write { .. }, v) => expect_status(v, "OK"),
         (m, v) => Err(StepError::Reply(format!("{m:?}: unexpected answer {v:?}"))),
     }
@@ -367,7 +379,10 @@ fn decode_pexpire(v: Value) -> Result<bool, StepError> {
 fn write_cmd_ttl(workload: Workload, m: &Mop, ttl: Option<u64>) -> redis::Cmd {
     let mut c = write_cmd(workload, m);
     if let Some(ms) = ttl {
-        assert!(matches!(m, Mop::Write { .. }), "TTLs ride on SET only");
+        assert!(
+            matches!(m, Mop::Write { .. }) && workload == Workload::RwRegister,
+            "TTLs ride on SET only"
+        );
         c.arg("PX").arg(ms);
     }
     c

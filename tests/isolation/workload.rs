@@ -26,6 +26,10 @@ pub enum Workload {
     StringAppend,
     /// `["w", k, v]` / `["r", k, v]`, on `SET` / `GET`.
     RwRegister,
+    /// The same history on a field of a hash: `HSET k v <value>` /
+    /// `HGET k v` — a typed key, written as a lattice delta and merged,
+    /// through every commit path strings take.
+    HashRegister,
 }
 
 impl Workload {
@@ -34,14 +38,20 @@ impl Workload {
             Workload::ListAppend => "list-append",
             Workload::StringAppend => "string-append",
             Workload::RwRegister => "rw-register",
+            Workload::HashRegister => "hash-register",
         }
     }
 
     pub fn adya(self) -> adya::Workload {
         match self {
             Workload::ListAppend | Workload::StringAppend => adya::Workload::ListAppend,
-            Workload::RwRegister => adya::Workload::RwRegister,
+            Workload::RwRegister | Workload::HashRegister => adya::Workload::RwRegister,
         }
+    }
+
+    /// True for the register workloads (strings or hash fields).
+    pub fn registers(self) -> bool {
+        matches!(self, Workload::RwRegister | Workload::HashRegister)
     }
 }
 
@@ -165,7 +175,7 @@ impl KeyPool {
                 }
                 match workload {
                     Workload::ListAppend | Workload::StringAppend => Mop::Append { key, value },
-                    Workload::RwRegister => Mop::Write { key, value },
+                    Workload::RwRegister | Workload::HashRegister => Mop::Write { key, value },
                 }
             })
             .collect()
