@@ -929,32 +929,14 @@ fn writers_are_not_starved_by_readers_holding_their_keys() {
         .query(&mut w)
         .unwrap();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let readers: Vec<_> = (0..3)
-        .map(|_| {
-            let (a, b, done) = (a.clone(), b.clone(), done.clone());
-            let mut r = elsa.conn();
-            std::thread::spawn(move || {
-                let mut reads = 0u64;
-                while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    let mut pipe = redis::pipe();
-                    for _ in 0..8 {
-                        pipe.cmd("MGET").arg(&a).arg(&b);
-                    }
-                    let got: Vec<(Option<i64>, Option<i64>)> = pipe.query(&mut r).unwrap();
-                    for (x, y) in got {
-                        // (i, i) after MSET and after SET; (nil, i) after
-                        // the RENAME between them.
-                        assert!(
-                            y.is_some() && (x.is_none() || x == y),
-                            "an MGET saw half of a commit: {x:?} {y:?}"
-                        );
-                    }
-                    reads += 8;
-                }
-                reads
-            })
-        })
-        .collect();
+    let readers = common::looping_pair_readers(&elsa, (&a, &b), 3, &done, |x, y| {
+        // (i, i) after MSET and after SET; (nil, i) after the RENAME
+        // between them.
+        assert!(
+            y.is_some() && (x.is_none() || x == y),
+            "an MGET saw half of a commit: {x:?} {y:?}"
+        );
+    });
     for i in 1..=300 {
         let r: redis::RedisResult<()> = redis::cmd("MSET")
             .arg(&a)

@@ -493,9 +493,33 @@ fn judge(plan: &Plan, run: &Run) -> Judged {
 /// Runs `workload` at `level` with `mix` on a fresh two-shard server, checks
 /// the history, prints what was found, and asserts what the level promises.
 fn prove(workload: Workload, level: Level, mix: Mix, tag: &str) {
-    let _shared = share_machine();
+    prove_on(1, workload, level, mix, tag);
+}
+
+/// [`prove`] on a fresh region of three nodes (each a two-shard server, as
+/// the harness starts them; keys spread over the nodes by the ring), its
+/// clients spread over the nodes: a pipeline or transaction from one node
+/// reaches keys on the others.
+fn prove_across_nodes(workload: Workload, level: Level, mix: Mix, tag: &str) {
+    prove_on(3, workload, level, mix, tag);
+}
+
+/// [`prove`] on `nodes` nodes of one region (one: a lone server).
+fn prove_on(nodes: usize, workload: Workload, level: Level, mix: Mix, tag: &str) {
+    // Lone servers share the machine; a region takes it to itself.
+    let _shared = (nodes == 1).then(share_machine);
+    let _alone = (nodes > 1).then(own_machine);
     let cfg = Config::from_env();
-    let elsa = Elsa::start(&["--workers", "2"]);
+    let (elsa, region) = if nodes == 1 {
+        (Some(Elsa::start(&["--workers", "2"])), None)
+    } else {
+        (None, Some(Cluster::start(&vec!["r1"; nodes], &[])))
+    };
+    let ports = match (&elsa, &region) {
+        (Some(e), _) => vec![e.port],
+        (_, Some(c)) => (0..c.len()).map(|i| c.port(i)).collect(),
+        _ => unreachable!("a server or a region"),
+    };
     let txns = if mix.ttl {
         cfg.txns.div_ceil(2)
     } else {
@@ -509,12 +533,17 @@ fn prove(workload: Workload, level: Level, mix: Mix, tag: &str) {
         Some(_) => (txns * 3, cfg.threads * 2),
         None => (txns, cfg.threads),
     };
+    let nodes_tag = if nodes > 1 {
+        format!("-{nodes}nodes")
+    } else {
+        String::new()
+    };
     let plan = Plan {
-        name: format!("{}-{}{tag}", workload.name(), level.name()),
+        name: format!("{}-{}{tag}{nodes_tag}", workload.name(), level.name()),
         workload,
         level,
         threads,
-        ports: vec![elsa.port],
+        ports,
         hot_keys: cfg.hot_keys,
         seed: cfg.seed,
         base: 0,
@@ -526,6 +555,7 @@ fn prove(workload: Workload, level: Level, mix: Mix, tag: &str) {
     };
     let run = driver::run(&plan);
     drop(elsa);
+    drop(region);
     let judged = judge(&plan, &run);
     println!("{}", judged.notes);
     assert!(judged.failures.is_empty(), "{}", judged.failures.join("\n"));
@@ -595,36 +625,6 @@ const PIPELINES: Mix = Mix {
     ttl: false,
     also: None,
 };
-
-/// Runs `workload` at `level` with `mix` on a fresh region of three nodes
-/// (each a two-shard server, as the harness starts them; keys spread over
-/// the nodes by the ring), its clients spread over the nodes, and asserts
-/// what the level promises: a pipeline or transaction from one node
-/// reaches keys on the others.
-fn prove_across_nodes(workload: Workload, level: Level, mix: Mix, tag: &str) {
-    let _alone = own_machine();
-    let cfg = Config::from_env();
-    let cluster = Cluster::start(&["r1", "r1", "r1"], &[]);
-    let plan = Plan {
-        name: format!("{}-{}{tag}-3nodes", workload.name(), level.name()),
-        workload,
-        level,
-        threads: cfg.threads,
-        ports: (0..cluster.len()).map(|i| cluster.port(i)).collect(),
-        hot_keys: cfg.hot_keys,
-        seed: cfg.seed,
-        base: 0,
-        until: Until::Count(cfg.txns),
-        mix,
-        faults: false,
-        timeout: Duration::from_secs(30),
-    };
-    let run = driver::run(&plan);
-    drop(cluster);
-    let judged = judge(&plan, &run);
-    println!("{}", judged.notes);
-    assert!(judged.failures.is_empty(), "{}", judged.failures.join("\n"));
-}
 
 #[test]
 fn hash_register_si_with_pipelines_across_nodes() {

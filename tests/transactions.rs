@@ -990,24 +990,9 @@ fn readers_holding_keys_cause_no_conflict() {
     let mut w = elsa.conn();
     let (a, b) = common::keys_on_two_shards(&mut w);
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let readers: Vec<_> = (0..3)
-        .map(|_| {
-            let (a, b, done) = (a.clone(), b.clone(), done.clone());
-            let mut r = elsa.conn();
-            std::thread::spawn(move || {
-                while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    let mut pipe = redis::pipe();
-                    for _ in 0..8 {
-                        pipe.cmd("MGET").arg(&a).arg(&b);
-                    }
-                    let got: Vec<(Option<String>, Option<String>)> = pipe.query(&mut r).unwrap();
-                    for (x, y) in got {
-                        assert_eq!(x, y, "an MGET saw half of a commit");
-                    }
-                }
-            })
-        })
-        .collect();
+    let readers = common::looping_pair_readers(&elsa, (&a, &b), 3, &done, |x, y| {
+        assert_eq!(x, y, "an MGET saw half of a commit");
+    });
     let mut conflicts = Vec::new();
     for i in 0..200 {
         for level in ["SI", "RR", "RC"] {

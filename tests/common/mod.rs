@@ -348,6 +348,43 @@ impl Drop for Node {
     }
 }
 
+/// `n` clients reading `a` and `b` at once without pause (pipelines of 8
+/// `MGET`s) until `done` is set, passing each MGET's pair to `check`.
+/// With the keys on two shards each MGET holds both for its read: readers
+/// a writer of those keys must get past. Each thread answers how many
+/// reads it made.
+#[allow(dead_code)] // not every test binary uses it
+pub fn looping_pair_readers(
+    elsa: &Elsa,
+    (a, b): (&str, &str),
+    n: usize,
+    done: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    check: fn(Option<String>, Option<String>),
+) -> Vec<std::thread::JoinHandle<u64>> {
+    (0..n)
+        .map(|_| {
+            let (a, b, done) = (a.to_string(), b.to_string(), done.clone());
+            let mut r = elsa.conn();
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut pipe = redis::pipe();
+                    for _ in 0..8 {
+                        pipe.cmd("MGET").arg(&a).arg(&b);
+                    }
+                    let got: Vec<(Option<String>, Option<String>)> =
+                        pipe.query(&mut r).expect("MGET pipeline");
+                    for (x, y) in got {
+                        check(x, y);
+                    }
+                    reads += 8;
+                }
+                reads
+            })
+        })
+        .collect()
+}
+
 /// Two keys the node keeps on different shards (`--workers 2`): SCAN's
 /// cursor names the shard (shard × 256 + segment), so SCAN from cursor 256
 /// lists exactly the second shard's keys.

@@ -742,16 +742,6 @@ fn no_reply_reveals_a_write_before_its_record_is_durable() {
 #[test]
 fn a_lone_batch_waits_for_a_held_key_and_goes_before_new_holds() {
     let mut s = shard();
-    let hold = |s: &mut Shard, txn, k: &str, mode| {
-        s.op_prepare(PrepareRequest {
-            txn,
-            checks: Vec::new(),
-            holds: vec![(key(s, k), mode)],
-            want_states: false,
-            retry_on_busy: true,
-            wait: false,
-        })
-    };
     assert!(hold(&mut s, 1, "k", HoldMode::Read).is_ok());
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     s.handle(ShardMsg::Batch {
@@ -793,6 +783,18 @@ fn a_lone_batch_waits_for_a_held_key_and_goes_before_new_holds() {
     assert_eq!(rest.len(), 1);
 }
 
+/// `txn` holds `k` as `mode` (a prepare that does not wait).
+fn hold(s: &mut Shard, txn: TxnId, k: &str, mode: HoldMode) -> Result<Vec<ReadState>, Refusal> {
+    s.op_prepare(PrepareRequest {
+        txn,
+        checks: Vec::new(),
+        holds: vec![(key(s, k), mode)],
+        want_states: false,
+        retry_on_busy: true,
+        wait: false,
+    })
+}
+
 /// A prepare that asked to wait, sent through the shard's mailbox: its
 /// answer, once there is one.
 fn wait_to_prepare(
@@ -821,16 +823,6 @@ fn wait_to_prepare(
 fn a_waiting_prepare_takes_its_keys_at_the_release_ahead_of_new_holds() {
     let mut s = shard();
     s.op_batch(&[kop(&s, "k", set("v"))]);
-    let hold = |s: &mut Shard, txn, k: &str, mode| {
-        s.op_prepare(PrepareRequest {
-            txn,
-            checks: Vec::new(),
-            holds: vec![(key(s, k), mode)],
-            want_states: false,
-            retry_on_busy: true,
-            wait: false,
-        })
-    };
     // Free keys: held at once, as a prepare that does not wait.
     let mut rx = wait_to_prepare(&mut s, 1, &[("free", HoldMode::Write)]);
     assert!(rx.try_recv().expect("answered at once").is_ok());
@@ -870,17 +862,7 @@ fn a_waiting_prepare_takes_its_keys_at_the_release_ahead_of_new_holds() {
 #[test]
 fn a_waiter_never_waits_for_one_behind_it() {
     let mut s = shard();
-    let hold = |s: &mut Shard, txn, k: &str| {
-        s.op_prepare(PrepareRequest {
-            txn,
-            checks: Vec::new(),
-            holds: vec![(key(s, k), HoldMode::Write)],
-            want_states: false,
-            retry_on_busy: true,
-            wait: false,
-        })
-    };
-    assert!(hold(&mut s, 1, "a").is_ok());
+    assert!(hold(&mut s, 1, "a", HoldMode::Write).is_ok());
     // First waits for a (and claims b); second waits for b's claim only.
     let mut first = wait_to_prepare(&mut s, 2, &[("a", HoldMode::Write), ("b", HoldMode::Write)]);
     let mut second = wait_to_prepare(&mut s, 3, &[("b", HoldMode::Write)]);
@@ -918,16 +900,6 @@ fn a_commit_waits_out_a_hold_then_validates() {
     s.op_batch(&[kop(&s, "x", set("1"))]);
     let read = s.op_read(&key(&s, "x")).unwrap();
     let start_ts = s.hlc.now();
-    let hold = |s: &mut Shard, txn, mode| {
-        s.op_prepare(PrepareRequest {
-            txn,
-            checks: Vec::new(),
-            holds: vec![(key(s, "x"), mode)],
-            want_states: false,
-            retry_on_busy: true,
-            wait: false,
-        })
-    };
     let commit = |s: &Shard| CommitRequest {
         checks: vec![Check {
             key: key(s, "x"),
@@ -939,7 +911,7 @@ fn a_commit_waits_out_a_hold_then_validates() {
     };
     // A reader holds x: the commit waits instead of failing, and commits
     // at the release (the reader changed nothing).
-    assert!(hold(&mut s, 1, HoldMode::Read).is_ok());
+    assert!(hold(&mut s, 1, "x", HoldMode::Read).is_ok());
     let req = commit(&s);
     let mut rx = wait_to_commit(&mut s, req);
     assert!(rx.try_recv().is_err(), "parked while x is held");
@@ -950,7 +922,7 @@ fn a_commit_waits_out_a_hold_then_validates() {
     // fails validation, as the conflict it is.
     s.op_batch(&[kop(&s, "x", set("2"))]);
     let read = s.op_read(&key(&s, "x")).unwrap();
-    assert!(hold(&mut s, 2, HoldMode::Write).is_ok());
+    assert!(hold(&mut s, 2, "x", HoldMode::Write).is_ok());
     let req = CommitRequest {
         checks: vec![Check {
             key: key(&s, "x"),
@@ -980,7 +952,7 @@ fn a_commit_waits_out_a_hold_then_validates() {
     );
     assert_eq!(value(&mut s, "x").as_deref(), Some(&b"3"[..]));
     // A commit that may not wait still fails at once.
-    assert!(hold(&mut s, 3, HoldMode::Read).is_ok());
+    assert!(hold(&mut s, 3, "x", HoldMode::Read).is_ok());
     let mut blind = commit(&s);
     blind.checks.clear();
     blind.wait = false;
