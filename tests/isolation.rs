@@ -668,6 +668,23 @@ const TTLS: Mix = Mix {
     also: None,
 };
 
+/// TTLs on hash keys: a typed key's expiry must end what a transaction
+/// read of it as a string's does (`ttl.rs`).
+#[test]
+fn hash_register_watch_with_ttls() {
+    prove(Workload::HashRegister, Level::Watch, TTLS, "-ttls");
+}
+
+#[test]
+fn hash_register_si_with_ttls() {
+    prove(Workload::HashRegister, Level::Si, TTLS, "-ttls");
+}
+
+#[test]
+fn hash_register_rr_with_ttls_across_nodes() {
+    prove_across_nodes(Workload::HashRegister, Level::Rr, TTLS, "-ttls");
+}
+
 #[test]
 fn rw_register_si_with_ttls_across_nodes() {
     prove_across_nodes(Workload::RwRegister, Level::Si, TTLS, "-ttls");

@@ -375,17 +375,29 @@ fn decode_pexpire(v: Value) -> Result<bool, StepError> {
     }
 }
 
-/// The command for write micro-op `m`, with its TTL rider if any.
+/// The command for write micro-op `m`, with its TTL rider if it rides on
+/// the write itself (`SET … PX`; a hash's is a `PEXPIRE` after the
+/// `HSET`: [`rider_after_write`]).
 fn write_cmd_ttl(workload: Workload, m: &Mop, ttl: Option<u64>) -> redis::Cmd {
     let mut c = write_cmd(workload, m);
     if let Some(ms) = ttl {
         assert!(
-            matches!(m, Mop::Write { .. }) && workload == Workload::RwRegister,
-            "TTLs ride on SET only"
+            matches!(m, Mop::Write { .. }),
+            "TTLs ride on writes to registers only"
         );
-        c.arg("PX").arg(ms);
+        if workload == Workload::RwRegister {
+            c.arg("PX").arg(ms);
+        }
     }
     c
+}
+
+/// True when write `m`'s TTL rider is a `PEXPIRE` sent after it: a hash
+/// field's `HSET` takes no TTL (the key's stays as it was, where `SET`
+/// would clear it; a key gets a TTL once and is not written again, so the
+/// difference never shows).
+fn rider_after_write(workload: Workload, ttl: Option<u64>) -> bool {
+    ttl.is_some() && workload == Workload::HashRegister
 }
 
 fn run_begin(
@@ -413,6 +425,14 @@ fn run_begin(
             } else {
                 let v = query(con, &write_cmd_ttl(workload, m, ttl))?;
                 check_write(m, v)?;
+                if let Some(ms) = ttl.filter(|_| rider_after_write(workload, ttl)) {
+                    // The key was just written: it exists.
+                    if !decode_pexpire(query(con, &pexpire_cmd(m.key(), ms))?)? {
+                        return Err(StepError::Reply(format!(
+                            "PEXPIRE right after {m:?} found no key"
+                        )));
+                    }
+                }
             }
         }
         Ok(())
@@ -466,7 +486,8 @@ fn run_watch(
         .collect();
     for (i, m) in txn.iter().enumerate().skip(split) {
         queue.push(Queued::Mop(i));
-        if !m.is_write() && ttl_of(extras, i).is_some() {
+        let ttl = ttl_of(extras, i);
+        if (!m.is_write() && ttl.is_some()) || (m.is_write() && rider_after_write(workload, ttl)) {
             queue.push(Queued::Expire(i));
         }
     }

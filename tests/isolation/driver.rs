@@ -265,6 +265,7 @@ pub fn run(plan: &Plan) -> Run {
         ttl::setup(
             &mut con,
             &shared.recorder,
+            plan.workload,
             plan.base,
             KeyPool::key_bound(plan.hot_keys, n),
         );

@@ -9,7 +9,9 @@
 //! the reader anti-dependency edges to every write of the key, including
 //! the ones it came after — false cycles. List-append is worse: a list that
 //! vanishes breaks the append-only prefix order Elle's inference rests on.
-//! So TTL runs use rw-register, and make "gone" a *named version*:
+//! So TTL runs use registers — strings (`SET`/`GET`) or a hash's field
+//! (`HSET`/`HGET`, the TTL set by a `PEXPIRE` after the write) — and make
+//! "gone" a *named version*:
 //!
 //! - every key starts at value 0, written by recorded setup transactions
 //!   before the run, so nothing but an expiry can make a key vanish;
@@ -59,7 +61,7 @@ use std::time::{Duration, Instant};
 use crate::driver::Done;
 #[allow(unused_imports)] // for the doc links
 use crate::workload::KeyPool;
-use crate::workload::{redis_key, Kind, Mop, Recorder, Seen, EXPIRED};
+use crate::workload::{redis_key, Kind, Mop, Recorder, Seen, Workload, EXPIRED};
 
 /// Tolerance of the timing checks: the server rounds to milliseconds.
 pub const SLACK: Duration = Duration::from_millis(15);
@@ -70,20 +72,40 @@ pub const PHANTOM_PROCESS: u64 = 1 << 40;
 /// Keys per setup `MSET`.
 const SETUP_CHUNK: u64 = 1000;
 
-/// Writes 0 to every key `base .. base + count`, as recorded transactions.
-pub fn setup(con: &mut redis::Connection, recorder: &Recorder, base: u64, count: u64) {
+/// Writes 0 to every key `base .. base + count`, as recorded transactions
+/// (`MSET`; a hash register's field with `HSET`s in one MULTI).
+pub fn setup(
+    con: &mut redis::Connection,
+    recorder: &Recorder,
+    workload: Workload,
+    base: u64,
+    count: u64,
+) {
     let mut from = base;
     while from < base + count {
         let to = (from + SETUP_CHUNK).min(base + count);
         let txn: Vec<Mop> = (from..to).map(|key| Mop::Write { key, value: 0 }).collect();
-        let mut mset = redis::cmd("MSET");
-        for key in from..to {
-            mset.arg(redis_key(key)).arg(0);
+        let mut pipe = redis::pipe();
+        if workload == Workload::HashRegister {
+            pipe.atomic();
+            for key in from..to {
+                pipe.cmd("HSET")
+                    .arg(redis_key(key))
+                    .arg("v")
+                    .arg(0)
+                    .ignore();
+            }
+        } else {
+            let mset = pipe.cmd("MSET");
+            for key in from..to {
+                mset.arg(redis_key(key)).arg(0);
+            }
+            mset.ignore();
         }
         recorder.invoke(SETUP_PROCESS, &txn);
-        let () = mset
+        let () = pipe
             .query(con)
-            .unwrap_or_else(|e| panic!("setup MSET of keys {from}..{to}: {e}"));
+            .unwrap_or_else(|e| panic!("setup of keys {from}..{to}: {e}"));
         recorder.complete(SETUP_PROCESS, Kind::Ok, &txn, None);
         from = to;
     }
