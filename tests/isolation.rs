@@ -799,7 +799,8 @@ impl Drop for StopOnDrop<'_> {
 
 /// Three nodes of one region (replication factor 3, every commit fsynced,
 /// acknowledgement level `region`, the default), clients of six runs —
-/// append (on lists) and rw-register at SI, RR and WATCH — on every node at once,
+/// append (on lists) and rw-register at SI, RR and WATCH, half of them
+/// pipelining a third of their iterations — on every node at once,
 /// each run on its own keys, while `faults.rs` kills (-9) and restarts a
 /// node and pauses (SIGSTOP/SIGCONT) one, one fault at a time. Every
 /// history must show nothing its level forbids, every acknowledged append
@@ -854,7 +855,13 @@ fn region_of_three_under_kill_and_pause() {
                 stop: &stop,
                 started: &started[r],
             },
-            mix: Mix::default(),
+            // Half the runs pipeline a third of their iterations: lone
+            // commands whose keys live on other nodes, cut off by a kill.
+            mix: if r % 2 == 0 {
+                PIPELINES
+            } else {
+                Mix::default()
+            },
             faults: true,
             timeout: Duration::from_secs(2),
         })
