@@ -273,7 +273,7 @@ fn judge(plan: &Plan, run: &Run) -> Judged {
         .collect();
     let lost = match workload {
         Workload::ListAppend | Workload::StringAppend => lost_appends(&run.done, &run.final_state),
-        Workload::RwRegister | Workload::HashRegister => Vec::new(),
+        Workload::RwRegister | Workload::HashRegister | Workload::ZsetRegister => Vec::new(),
     };
     let own_misses = own_write_misses(&run.done);
     let stale = match (workload, level) {
@@ -667,6 +667,22 @@ const TTLS: Mix = Mix {
     ttl: true,
     also: None,
 };
+
+/// Registers in a sorted set's member score.
+#[test]
+fn zset_register_si() {
+    prove(Workload::ZsetRegister, Level::Si, Mix::default(), "");
+}
+
+#[test]
+fn zset_register_watch_with_ttls() {
+    prove(Workload::ZsetRegister, Level::Watch, TTLS, "-ttls");
+}
+
+#[test]
+fn zset_register_rr_with_pipelines_across_nodes() {
+    prove_across_nodes(Workload::ZsetRegister, Level::Rr, PIPELINES, "-pipelines");
+}
 
 /// TTLs on hash keys: a typed key's expiry must end what a transaction
 /// read of it as a string's does (`ttl.rs`).

@@ -310,11 +310,13 @@ fn prove(ports: &[u16], workload: Workload, level: Level, base: u64) {
     let total = run.done.len();
     let lost = match workload {
         Workload::ListAppend | Workload::StringAppend => lost_appends(&run),
-        Workload::RwRegister | Workload::HashRegister => Vec::new(),
+        Workload::RwRegister | Workload::HashRegister | Workload::ZsetRegister => Vec::new(),
     };
     let own_misses = own_write_misses(&run);
     let stale = match workload {
-        Workload::RwRegister | Workload::HashRegister => stale_registers(&run),
+        Workload::RwRegister | Workload::HashRegister | Workload::ZsetRegister => {
+            stale_registers(&run)
+        }
         Workload::ListAppend | Workload::StringAppend => Vec::new(),
     };
     let orders_trusted = lost.is_empty();

@@ -162,7 +162,7 @@ fn decode_list(key: u64, v: Value) -> Result<Seen, StepError> {
 }
 
 /// The command for a write micro-op.
-fn write_cmd(workload: Workload, m: &Mop) -> redis::Cmd {
+pub fn write_cmd(workload: Workload, m: &Mop) -> redis::Cmd {
     match *m {
         Mop::Append { key, value } if workload == Workload::StringAppend => {
             let mut c = redis::cmd("APPEND");
@@ -172,6 +172,11 @@ fn write_cmd(workload: Workload, m: &Mop) -> redis::Cmd {
         Mop::Append { key, value } => {
             let mut c = redis::cmd("RPUSH");
             c.arg(redis_key(key)).arg(value.to_string());
+            c
+        }
+        Mop::Write { key, value } if workload == Workload::ZsetRegister => {
+            let mut c = redis::cmd("ZADD");
+            c.arg(redis_key(key)).arg(value).arg("m");
             c
         }
         Mop::Write { key, value } if workload == Workload::HashRegister => {
@@ -206,11 +211,16 @@ fn get_cmd(workload: Workload, key: u64) -> redis::Cmd {
             c.arg(redis_key(key)).arg("v");
             c
         }
+        Workload::ZsetRegister => {
+            let mut c = redis::cmd("ZSCORE");
+            c.arg(redis_key(key)).arg("m");
+            c
+        }
     }
 }
 
 /// Checks a write's answer: RPUSH answers the new length, SET answers OK,
-/// HSET how many fields it added (0 or 1).
+/// HSET and ZADD how many fields or members they added (0 or 1).
 fn check_write(m: &Mop, v: Value) -> Result<(), StepError> {
     match (m, v) {
         (Mop::Append { .. }, Value::Int(n)) if n > 0 => Ok(()),
@@ -393,11 +403,11 @@ fn write_cmd_ttl(workload: Workload, m: &Mop, ttl: Option<u64>) -> redis::Cmd {
 }
 
 /// True when write `m`'s TTL rider is a `PEXPIRE` sent after it: a hash
-/// field's `HSET` takes no TTL (the key's stays as it was, where `SET`
-/// would clear it; a key gets a TTL once and is not written again, so the
-/// difference never shows).
+/// field's `HSET` or a member's `ZADD` takes no TTL (the key's stays as it
+/// was, where `SET` would clear it; a key gets a TTL once and is not
+/// written again, so the difference never shows).
 fn rider_after_write(workload: Workload, ttl: Option<u64>) -> bool {
-    ttl.is_some() && workload == Workload::HashRegister
+    ttl.is_some() && workload != Workload::RwRegister
 }
 
 fn run_begin(

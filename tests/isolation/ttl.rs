@@ -9,8 +9,9 @@
 //! the reader anti-dependency edges to every write of the key, including
 //! the ones it came after — false cycles. List-append is worse: a list that
 //! vanishes breaks the append-only prefix order Elle's inference rests on.
-//! So TTL runs use registers — strings (`SET`/`GET`) or a hash's field
-//! (`HSET`/`HGET`, the TTL set by a `PEXPIRE` after the write) — and make
+//! So TTL runs use registers — strings (`SET`/`GET`), a hash's field
+//! (`HSET`/`HGET`) or a sorted set member's score (`ZADD`/`ZSCORE`), the
+//! last two's TTL set by a `PEXPIRE` after the write — and make
 //! "gone" a *named version*:
 //!
 //! - every key starts at value 0, written by recorded setup transactions
@@ -73,7 +74,7 @@ pub const PHANTOM_PROCESS: u64 = 1 << 40;
 const SETUP_CHUNK: u64 = 1000;
 
 /// Writes 0 to every key `base .. base + count`, as recorded transactions
-/// (`MSET`; a hash register's field with `HSET`s in one MULTI).
+/// (`MSET`; other registers' writes in one MULTI).
 pub fn setup(
     con: &mut redis::Connection,
     recorder: &Recorder,
@@ -86,13 +87,10 @@ pub fn setup(
         let to = (from + SETUP_CHUNK).min(base + count);
         let txn: Vec<Mop> = (from..to).map(|key| Mop::Write { key, value: 0 }).collect();
         let mut pipe = redis::pipe();
-        if workload == Workload::HashRegister {
+        if workload != Workload::RwRegister {
             pipe.atomic();
-            for key in from..to {
-                pipe.cmd("HSET")
-                    .arg(redis_key(key))
-                    .arg("v")
-                    .arg(0)
+            for m in &txn {
+                pipe.add_command(crate::client::write_cmd(workload, m))
                     .ignore();
             }
         } else {

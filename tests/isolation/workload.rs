@@ -30,6 +30,9 @@ pub enum Workload {
     /// `HGET k v` — a typed key, written as a lattice delta and merged,
     /// through every commit path strings take.
     HashRegister,
+    /// The same on a sorted set's member, the value its score:
+    /// `ZADD k <value> m` / `ZSCORE k m`.
+    ZsetRegister,
 }
 
 impl Workload {
@@ -39,19 +42,26 @@ impl Workload {
             Workload::StringAppend => "string-append",
             Workload::RwRegister => "rw-register",
             Workload::HashRegister => "hash-register",
+            Workload::ZsetRegister => "zset-register",
         }
     }
 
     pub fn adya(self) -> adya::Workload {
         match self {
             Workload::ListAppend | Workload::StringAppend => adya::Workload::ListAppend,
-            Workload::RwRegister | Workload::HashRegister => adya::Workload::RwRegister,
+            Workload::RwRegister | Workload::HashRegister | Workload::ZsetRegister => {
+                adya::Workload::RwRegister
+            }
         }
     }
 
-    /// True for the register workloads (strings or hash fields).
+    /// True for the register workloads (strings, hash fields, sorted set
+    /// scores).
     pub fn registers(self) -> bool {
-        matches!(self, Workload::RwRegister | Workload::HashRegister)
+        matches!(
+            self,
+            Workload::RwRegister | Workload::HashRegister | Workload::ZsetRegister
+        )
     }
 }
 
@@ -175,7 +185,8 @@ impl KeyPool {
                 }
                 match workload {
                     Workload::ListAppend | Workload::StringAppend => Mop::Append { key, value },
-                    Workload::RwRegister | Workload::HashRegister => Mop::Write { key, value },
+                    w if w.registers() => Mop::Write { key, value },
+                    _ => unreachable!("every workload appends or writes registers"),
                 }
             })
             .collect()
