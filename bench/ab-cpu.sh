@@ -12,7 +12,9 @@
 # Usage: bench/ab-cpu.sh A_BINARY B_BINARY [RUNS]   (RUNS per build, even;
 #        env: ONLY="batch-tx batch-pipe set get"; also ycsb-a (after an
 #        unmeasured load) and commit, Cedar's
-#        test, 50 threads, against --appendfsync always)
+#        test, 50 threads, against --appendfsync always; WORKERS=2 runs
+#        each server with two shards on its one core, so batches commit
+#        across shards)
 # E.g. A from a worktree of the previous commit:
 #   git worktree add /tmp/a HEAD~1 && cp -r target/release /tmp/a-target/ &&
 #   (cd /tmp/a && CARGO_TARGET_DIR=/tmp/a-target cargo build --release)
@@ -20,6 +22,7 @@
 source "$(dirname "$0")/lib.sh"
 A=$1 B=$2 RUNS=${3:-12}
 ONLY=${ONLY:-"batch-tx batch-pipe set get"}
+WORKERS=${WORKERS:-1}
 [ "$(nproc)" -ge 2 ] || { echo "needs 2 cores (server on one, client on the other)"; exit 1; }
 
 # One run of workload $2 against a fresh server from binary $1: prints
@@ -28,7 +31,7 @@ run() {
   local bin=$1 w=$2 port dir pid t0 t1 ops
   port=$(free_port); dir=$TMP/data; rm -rf "$dir"
   local fsync=no; [ "$w" = commit ] && fsync=always
-  taskset -c 0 "$bin" server --port "$port" --workers 1 --appendfsync "$fsync" --data-dir "$dir" >/dev/null 2>&1 &
+  taskset -c 0 "$bin" server --port "$port" --workers "$WORKERS" --appendfsync "$fsync" --data-dir "$dir" >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   # GET reads keys that exist (as compare-cpu.sh's, which runs after SET).

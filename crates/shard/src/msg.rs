@@ -258,7 +258,11 @@ pub struct PrepareRequest {
     /// True to get the held keys' states back (EXEC runs its commands on them).
     pub want_states: bool,
     /// When true, a key held by someone else answers [`Refusal::Busy`]
-    /// (caller retries); when false, [`Refusal::Conflict`] (caller aborts).
+    /// (caller retries, or it waits: `wait`). When false, so does a key
+    /// held by readers or one it does not validate; a key it validates
+    /// (`checks`) that another transaction holds for writing answers
+    /// [`Refusal::Conflict`] naming it at once: that writer's install will
+    /// fail the check, and waiting for it would only delay the abort.
     pub retry_on_busy: bool,
     /// When true, a key held by someone else (or claimed by an earlier
     /// waiting prepare) parks the request at the shard instead: it takes

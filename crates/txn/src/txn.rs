@@ -515,9 +515,9 @@ async fn try_commit_across(
             checks: part.checks.clone(),
             holds: part.holds.clone(),
             want_states: false,
-            // A held key answers Busy (retried, waiting), a failed check
-            // Conflict.
-            retry_on_busy: true,
+            // A held key answers Busy (retried, waiting), unless a writer
+            // holds a key it checks: then, as a failed check, Conflict.
+            retry_on_busy: false,
             wait,
         };
         guard.add(*shard);

@@ -464,7 +464,7 @@ impl Shard {
                 self.respond(reply, r);
             }
             ShardMsg::Prepare { req, ack, reply } => {
-                if req.wait && !self.frozen && self.prepare_blocked(&req) {
+                if req.wait && !self.frozen && self.prepare_blocked(&req) && !self.doomed(&req) {
                     return self.wait_to_prepare(req, ack, reply);
                 }
                 // Through the log like a read: a commit must not be decided
@@ -1334,15 +1334,44 @@ impl Shard {
             self.stats.busy += 1;
             return Err(Refusal::Busy);
         }
-        if let Some(key) = self.first_blocked(&req) {
+        if self.first_blocked(&req).is_some() {
             self.stats.busy += 1;
-            return Err(if req.retry_on_busy {
-                Refusal::Busy
-            } else {
-                Refusal::Conflict(key.clone())
+            return Err(match self.doomed_key(&req) {
+                Some(key) => Refusal::Conflict(key.clone()),
+                None => Refusal::Busy,
             });
         }
         self.take_holds(req)
+    }
+
+    /// A key `req` validates that another transaction holds for writing,
+    /// when `req` fails on such a key rather than retrying
+    /// ([`PrepareRequest::retry_on_busy`]).
+    fn doomed_key<'r>(&self, req: &'r PrepareRequest) -> Option<&'r Bytes> {
+        if req.retry_on_busy {
+            return None;
+        }
+        self.written_by_another(&req.checks, Some(req.txn))
+    }
+
+    fn doomed(&self, req: &PrepareRequest) -> bool {
+        self.doomed_key(req).is_some()
+    }
+
+    /// The first key of `checks` another transaction than `me` holds for
+    /// writing: its install will change the key, so the check will fail.
+    pub(super) fn written_by_another<'c>(
+        &self,
+        checks: &'c [Check],
+        me: Option<TxnId>,
+    ) -> Option<&'c Bytes> {
+        if self.holds.is_empty() {
+            return None;
+        }
+        checks
+            .iter()
+            .map(|c| &c.key.key)
+            .find(|k| self.blocked(k, HoldMode::Read, me))
     }
 
     /// The first key of `req` it may not hold now: held by another

@@ -181,18 +181,30 @@ fn holds_block_conflicting_work_until_released() {
         "read of a read-held key is fine"
     );
     assert_eq!(s.op_read(&key(&s, "x")), Err(Refusal::Busy));
-    // Another transaction conflicts (no waiting).
-    let other = PrepareRequest {
+    // Another transaction's prepare is refused (no waiting): Busy where
+    // only a reader holds the key (nothing it checks will change), a
+    // conflict where it checks a key a writer holds (its install will fail
+    // the check).
+    let other = |s: &Shard, k: &str, checked: bool| PrepareRequest {
         txn: 2,
-        checks: vec![],
-        holds: vec![(key(&s, "r"), HoldMode::Write)],
+        checks: if checked {
+            vec![Check {
+                key: key(s, k),
+                expect: Expect::CommittedBefore(u64::MAX),
+            }]
+        } else {
+            vec![]
+        },
+        holds: vec![(key(s, k), HoldMode::Write)],
         want_states: false,
         retry_on_busy: false,
         wait: false,
     };
+    assert_eq!(s.op_prepare(other(&s, "r", true)), Err(Refusal::Busy));
+    assert_eq!(s.op_prepare(other(&s, "x", false)), Err(Refusal::Busy));
     assert_eq!(
-        s.op_prepare(other),
-        Err(Refusal::Conflict(Bytes::from("r")))
+        s.op_prepare(other(&s, "x", true)),
+        Err(Refusal::Conflict(Bytes::from("x")))
     );
     let ts = s.hlc.now();
     s.op_install(
@@ -918,12 +930,13 @@ fn a_commit_waits_out_a_hold_then_validates() {
     s.op_release(1);
     assert!(rx.try_recv().expect("ran at the release").is_ok());
     assert_eq!(value(&mut s, "x"), None, "its delete installed");
-    // A writer holds x and installs a new value: the waiting commit then
-    // fails validation, as the conflict it is.
+    // A writer holds x: a commit that validates x fails at once (the
+    // writer's install will fail its check); a blind write waits, and
+    // installs after the writer's.
     s.op_batch(&[kop(&s, "x", set("2"))]);
     let read = s.op_read(&key(&s, "x")).unwrap();
     assert!(hold(&mut s, 2, "x", HoldMode::Write).is_ok());
-    let req = CommitRequest {
+    let checked = CommitRequest {
         checks: vec![Check {
             key: key(&s, "x"),
             expect: Expect::Version(read.version),
@@ -932,7 +945,22 @@ fn a_commit_waits_out_a_hold_then_validates() {
         start_ts: s.hlc.now(),
         wait: true,
     };
-    let mut rx = wait_to_commit(&mut s, req);
+    let mut rx = wait_to_commit(&mut s, checked);
+    assert_eq!(
+        rx.try_recv().expect("answered at once"),
+        Err(Refusal::Conflict(Bytes::from("x")))
+    );
+    let four = Some(Value::Str(Current {
+        value: Bytes::from("4"),
+        expire_ms: None,
+    }));
+    let blind = CommitRequest {
+        checks: Vec::new(),
+        writes: vec![Write::new(key(&s, "x"), four, None)],
+        start_ts: s.hlc.now(),
+        wait: true,
+    };
+    let mut rx = wait_to_commit(&mut s, blind);
     assert!(rx.try_recv().is_err(), "parked while x is held");
     let ts = s.hlc.now();
     let three = Some(Value::Str(Current {
@@ -946,11 +974,12 @@ fn a_commit_waits_out_a_hold_then_validates() {
         Version::new(ts, 9),
     )
     .unwrap();
+    assert!(rx.try_recv().expect("ran at the release").is_ok());
     assert_eq!(
-        rx.try_recv().expect("validated at the release"),
-        Err(Refusal::Conflict(Bytes::from("x")))
+        value(&mut s, "x").as_deref(),
+        Some(&b"4"[..]),
+        "the blind write after the writer's"
     );
-    assert_eq!(value(&mut s, "x").as_deref(), Some(&b"3"[..]));
     // A commit that may not wait still fails at once.
     assert!(hold(&mut s, 3, "x", HoldMode::Read).is_ok());
     let mut blind = commit(&s);

@@ -136,10 +136,14 @@ impl Shard {
         self.park_waiter(Wanted::Prepare { req, reply }, ack);
     }
 
-    /// True when a key `req` validates or writes is held: then a
-    /// single-shard commit that may wait parks instead of failing.
+    /// True when a key `req` validates or writes is held, but none it
+    /// validates is held for writing (that writer's install will fail the
+    /// check: the commit fails at once): then a single-shard commit that
+    /// may wait parks instead of failing.
     pub(super) fn commit_blocked(&self, req: &CommitRequest) -> bool {
-        !self.holds.is_empty() && commit_keys(req).any(|(k, mode)| self.blocked(k, mode, None))
+        !self.holds.is_empty()
+            && commit_keys(req).any(|(k, mode)| self.blocked(k, mode, None))
+            && self.written_by_another(&req.checks, None).is_none()
     }
 
     /// Parks a single-shard commit until its keys are free.
@@ -178,7 +182,13 @@ impl Shard {
                     || before.contains_key(k)
             });
             let frozen = self.frozen && matches!(w, Wanted::Prepare { .. });
-            if stuck && !frozen {
+            // A commit whose checked key a writer took meanwhile (commits
+            // claim nothing) fails now rather than wait for that writer.
+            let doomed = match w {
+                Wanted::Commit { req, .. } => self.written_by_another(&req.checks, None).is_some(),
+                Wanted::Prepare { .. } => false,
+            };
+            if stuck && !frozen && !doomed {
                 if matches!(w, Wanted::Prepare { .. }) {
                     before.extend(keys.into_iter().map(|(k, _)| (k.clone(), ())));
                 }
