@@ -1344,54 +1344,6 @@ impl Shard {
         self.take_holds(req)
     }
 
-    /// A key `req` validates that another transaction holds for writing,
-    /// when `req` fails on such a key rather than retrying
-    /// ([`PrepareRequest::retry_on_busy`]).
-    fn doomed_key<'r>(&self, req: &'r PrepareRequest) -> Option<&'r Bytes> {
-        if req.retry_on_busy {
-            return None;
-        }
-        self.written_by_another(&req.checks, Some(req.txn))
-    }
-
-    fn doomed(&self, req: &PrepareRequest) -> bool {
-        self.doomed_key(req).is_some()
-    }
-
-    /// The first key of `checks` another transaction than `me` holds for
-    /// writing: its install will change the key, so the check will fail.
-    pub(super) fn written_by_another<'c>(
-        &self,
-        checks: &'c [Check],
-        me: Option<TxnId>,
-    ) -> Option<&'c Bytes> {
-        if self.holds.is_empty() {
-            return None;
-        }
-        checks
-            .iter()
-            .map(|c| &c.key.key)
-            .find(|k| self.blocked(k, HoldMode::Read, me))
-    }
-
-    /// The first key of `req` it may not hold now: held by another
-    /// transaction, or waited for by a lone command or a waiting prepare —
-    /// they go first, as holds taken over their heads could starve them.
-    fn first_blocked<'r>(&self, req: &'r PrepareRequest) -> Option<&'r Bytes> {
-        req.holds
-            .iter()
-            .find(|(k, mode)| {
-                self.blocked(&k.key, *mode, Some(req.txn))
-                    || self.parked_on.contains_key(&k.key)
-                    || self.waiting.claims(&k.key)
-            })
-            .map(|(k, _)| &k.key)
-    }
-
-    fn prepare_blocked(&self, req: &PrepareRequest) -> bool {
-        self.first_blocked(req).is_some()
-    }
-
     /// Validates under the holds `req` asks for and takes them (the caller
     /// checked that nobody else holds them).
     fn take_holds(&mut self, req: PrepareRequest) -> Result<Vec<ReadState>, Refusal> {

@@ -1,4 +1,7 @@
-//! Commits that wait for their keys instead of being refused.
+//! Commits that wait for their keys instead of being refused, and what
+//! every prepare meets first: whether it may take its holds now
+//! ([`Shard::first_blocked`]) and whether a held key dooms it at once
+//! ([`Shard::doomed_key`]).
 //!
 //! A prepare that meets a held key is refused at once, so no transaction
 //! ever waits while holding. That alone lets readers that hold keys across
@@ -31,7 +34,9 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use super::Shard;
-use crate::msg::{CommitRequest, Expect, FastMap, HoldMode, PrepareRequest, ReadState, Refusal};
+use crate::msg::{
+    Check, CommitRequest, Expect, FastMap, HoldMode, PrepareRequest, ReadState, Refusal, TxnId,
+};
 use elsa_lattice::Ts;
 
 /// A parked request and where its answer goes.
@@ -126,6 +131,54 @@ impl Waiting {
 }
 
 impl Shard {
+    /// A key `req` validates that another transaction holds for writing,
+    /// when `req` fails on such a key rather than retrying
+    /// ([`PrepareRequest::retry_on_busy`]).
+    pub(super) fn doomed_key<'r>(&self, req: &'r PrepareRequest) -> Option<&'r Bytes> {
+        if req.retry_on_busy {
+            return None;
+        }
+        self.written_by_another(&req.checks, Some(req.txn))
+    }
+
+    pub(super) fn doomed(&self, req: &PrepareRequest) -> bool {
+        self.doomed_key(req).is_some()
+    }
+
+    /// The first key of `checks` another transaction than `me` holds for
+    /// writing: its install will change the key, so the check will fail.
+    pub(super) fn written_by_another<'c>(
+        &self,
+        checks: &'c [Check],
+        me: Option<TxnId>,
+    ) -> Option<&'c Bytes> {
+        if self.holds.is_empty() {
+            return None;
+        }
+        checks
+            .iter()
+            .map(|c| &c.key.key)
+            .find(|k| self.blocked(k, HoldMode::Read, me))
+    }
+
+    /// The first key of `req` it may not hold now: held by another
+    /// transaction, or waited for by a lone command or a waiting prepare —
+    /// they go first, as holds taken over their heads could starve them.
+    pub(super) fn first_blocked<'r>(&self, req: &'r PrepareRequest) -> Option<&'r Bytes> {
+        req.holds
+            .iter()
+            .find(|(k, mode)| {
+                self.blocked(&k.key, *mode, Some(req.txn))
+                    || self.parked_on.contains_key(&k.key)
+                    || self.waiting.claims(&k.key)
+            })
+            .map(|(k, _)| &k.key)
+    }
+
+    pub(super) fn prepare_blocked(&self, req: &PrepareRequest) -> bool {
+        self.first_blocked(req).is_some()
+    }
+
     /// Parks a prepare until its keys are free (see the module docs).
     pub(super) fn wait_to_prepare(
         &mut self,
