@@ -330,6 +330,49 @@ fn a_write_only_a_paused_node_logged_does_not_come_back_before_later_ones() {
     the_write_is_not_in_the_middle(&c, &key);
 }
 
+/// A write its primary shipped to one replica only before it died: the
+/// replica that takes the key over (not that one) must have it before it
+/// serves the key — or a reader sees the list without it, the region
+/// appends after it, and the replica that had it brings it back in the
+/// middle (the region fault run's sighting of 2026-11-27:
+/// `[…,25,27]` read, then `[…,25,26,27]`). Whatever a reader saw after the
+/// takeover must stay the list's head.
+#[test]
+fn a_write_only_some_replicas_got_is_on_the_next_primary_before_it_serves() {
+    let _one = one_at_a_time();
+    let mut c = three_nodes();
+    // Without periodic anti-entropy between them, the replica that got
+    // the write does not repair the other before the takeover (with it,
+    // it mostly does in the seconds the failure detector takes).
+    c.fault(1, "PAUSE-REPAIR");
+    c.fault(2, "PAUSE-REPAIR");
+    let key = write_one_node_keeps(&mut c, "CRASH-AFTER-SHIP-TO-ONE");
+    c.kill9(0); // reaps it: it died once one replica had the write
+    let seen = lranges(&c, 1, std::slice::from_ref(&key)).remove(0);
+    eprintln!("read after the takeover: {seen:?}");
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&key)
+        .arg("after")
+        .query(&mut c.conn(1))
+        .expect("RPUSH after");
+    c.fault(1, "HEAL");
+    c.fault(2, "HEAL");
+    c.restart(0);
+    c.wait_caught_up(&[0, 1, 2], Duration::from_secs(60));
+    c.wait_same_digest(&[0, 1, 2], Duration::from_secs(60));
+    let mut want = seen.clone();
+    want.push("after".to_string());
+    for n in 0..3 {
+        let got = lranges(&c, n, std::slice::from_ref(&key)).remove(0);
+        assert_eq!(
+            got, want,
+            "through node {n}: read {seen:?} after the takeover"
+        );
+    }
+    // The replica that got the write survived: it is not lost either.
+    assert!(seen.iter().any(|v| v == "lost"), "{seen:?}");
+}
+
 /// Appends "first" to many lists, then arms `fault` on node 0 and appends
 /// "lost" to them through it until one is a list node 0 is the primary
 /// of: that append is logged on node 0 only. Answers that list.
@@ -340,7 +383,10 @@ fn write_one_node_keeps(c: &mut Cluster, fault: &str) -> String {
             .arg(format!("gen:{k}"))
             .arg("first")
             .query(&mut con1)
-            .expect("RPUSH through node 1");
+            .unwrap_or_else(|e| {
+                let logs: Vec<String> = (0..3).map(|n| c.log_tail(n, 30)).collect();
+                panic!("RPUSH through node 1: {e}\n{}", logs.join("\n"))
+            });
     }
     c.wait_same_digest(&[0, 1, 2], Duration::from_secs(60));
     c.fault(0, &format!("{fault} gen:"));

@@ -145,6 +145,13 @@ pub async fn run(cluster: Arc<Cluster>) {
                 }
             }
         }
+        cluster.note_epochs(
+            newest
+                .iter()
+                .filter(|(_, (_, m, _))| m.region == s.region)
+                .map(|(n, (generation, _, count))| (*n, (*generation, *count)))
+                .collect(),
+        );
         if seen.update(&mut newest, ready, &s.region) {
             cluster.rejoin("every other node of the region was unreachable and is back");
         }

@@ -30,6 +30,7 @@ mod replicate;
 mod rounds;
 mod routing;
 mod seeds;
+mod takeover;
 mod units;
 mod untrusted;
 
@@ -41,7 +42,7 @@ pub(crate) use units::Arrival;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -171,6 +172,8 @@ struct Round {
     younger: bool,
     /// When it started (rounds not answered in [`ROUND_TIMEOUT`] are dropped).
     at: Instant,
+    /// A takeover round: which slots, and who waits for it.
+    takeover: Option<takeover::TakeoverRound>,
 }
 
 /// How long an anti-entropy round may wait for the peer's answers.
@@ -253,6 +256,16 @@ pub struct Cluster {
     /// prefix, before shipping it to the replicas, the process stops
     /// itself with this signal (SIGKILL: as by kill -9; SIGSTOP: paused).
     crash_before_ship: Mutex<Option<(bytes::Bytes, i32)>>,
+    /// Fault injection: a batch with a write of a key with this prefix
+    /// goes to one replica only, and the process dies (SIGKILL) once that
+    /// one has confirmed it (then the id of that batch).
+    ship_to_one: Mutex<Option<(bytes::Bytes, Option<u64>)>>,
+    /// Fault injection: this node starts no periodic anti-entropy round
+    /// (it still answers peers' rounds).
+    repair_paused: AtomicBool,
+    /// Which slots this node took over since a view made them its, and
+    /// the fences peers' takeovers asked for (see `takeover`).
+    takeovers: takeover::Takeovers,
     /// When this node last said it waits for its region to form.
     forming_log: Mutex<Option<Instant>>,
     /// Peers that answered "serving nothing" lately, and when (routed
@@ -354,6 +367,9 @@ impl Cluster {
             answer_delay_ms: AtomicU64::new(0),
             busy_installs: AtomicBool::new(false),
             crash_before_ship: Mutex::new(None),
+            ship_to_one: Mutex::new(None),
+            repair_paused: AtomicBool::new(false),
+            takeovers: takeover::Takeovers::new(),
             on_lost_batch: Mutex::new(None),
             not_serving: Mutex::new(HashMap::new()),
             not_serving_count: AtomicUsize::new(0),
@@ -379,6 +395,7 @@ impl Cluster {
                     };
                     tokio::spawn(c.clone().accept_loop(listener));
                     tokio::spawn(c.clone().anti_entropy_loop());
+                    tokio::spawn(c.clone().takeover_loop());
                     tokio::spawn(c.clone().expire_requests());
                     tokio::spawn(c.clone().replication_loop());
                     tokio::spawn(c.clone().pulse());
@@ -447,7 +464,9 @@ impl Cluster {
                 .join(" ")
         );
         *self.shared.lock().unwrap_or_else(|e| e.into_inner()) = shared;
-        self.ring.store(Arc::new(ring));
+        let ring = Arc::new(ring);
+        self.ring.store(ring.clone());
+        self.takeover_view(&ring);
         // Links to nodes that left close (taken up again if they return
         // before their task ends; see `LINK_CLOSING`).
         let mut links = self.links.lock().unwrap_or_else(|e| e.into_inner());

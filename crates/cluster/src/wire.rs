@@ -112,6 +112,23 @@ pub struct AeGroups {
     pub groups: Vec<u32>,
     #[prost(uint64, repeated, tag = "3")]
     pub digests: Vec<u64>,
+    /// A takeover round (see `service::takeover`): the nodes the sender
+    /// takes slots over from, whose lattices the receiver refuses from
+    /// now on until they caught up again.
+    #[prost(message, repeated, tag = "4")]
+    pub fence: Vec<Fence>,
+}
+
+/// A node fenced by a takeover, as the taker last saw it: refused until
+/// membership shows it past this generation and ready count.
+#[derive(Clone, PartialEq, Message)]
+pub struct Fence {
+    #[prost(uint32, tag = "1")]
+    pub node: u32,
+    #[prost(uint64, tag = "2")]
+    pub generation: u64,
+    #[prost(uint64, tag = "3")]
+    pub ready: u64,
 }
 
 /// Anti-entropy step 2: the responder's bucket digests inside the groups

@@ -186,7 +186,8 @@ impl Conn {
 
     /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|DELAY-INSTALLS
     /// ms|DELAY-ANSWERS ms|CRASH-AFTER-RECORD|CRASH-BEFORE-SHIP prefix|
-    /// PAUSE-BEFORE-SHIP prefix|LAPSE|HEAL` (needs
+    /// PAUSE-BEFORE-SHIP prefix|CRASH-AFTER-SHIP-TO-ONE prefix|PAUSE-REPAIR|
+    /// LAPSE|HEAL` (needs
     /// `fault-injection = true`):
     /// cut this node off from other regions; have it ignore the installs
     /// of multi-shard commits coordinated elsewhere (a node that dies
@@ -195,7 +196,9 @@ impl Conn {
     /// coordinates wait `ms` between decision and install (a slow
     /// coordinator); hold its answers to peers `ms`; die right after logging
     /// a transaction record (or a write of a key with `prefix`), before
-    /// shipping it, or stop itself there (SIGSTOP); act as if it had just
+    /// shipping it, or stop itself there (SIGSTOP), or ship it to one
+    /// replica and die once that one has it; start no anti-entropy round;
+    /// act as if it had just
     /// noticed a pause (it stops serving and catches up again); HEAL
     /// undoes the delays and cuts.
     pub(crate) fn elsa_fault(&mut self, args: &[Bytes]) {
@@ -244,6 +247,15 @@ impl Conn {
                 libc::SIGSTOP
             };
             cl.set_crash_before_ship(Some((prefix.clone(), signal)));
+        } else if is(&args[1], "crash-after-ship-to-one") {
+            let Some(prefix) = args.get(2) else {
+                return self
+                    .w()
+                    .error("ERR ELSA.FAULT CRASH-AFTER-SHIP-TO-ONE takes a key prefix");
+            };
+            cl.set_ship_to_one(Some(prefix.clone()));
+        } else if is(&args[1], "pause-repair") {
+            cl.set_repair_paused(true);
         } else if is(&args[1], "lapse") {
             cl.simulate_pause();
         } else if is(&args[1], "heal") {
@@ -251,11 +263,12 @@ impl Conn {
             cl.set_drop_installs(false);
             cl.set_answer_delay(0);
             cl.set_busy_installs(false);
+            cl.set_repair_paused(false);
             self.coord.node.set_install_delay(0);
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, LAPSE or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE or HEAL");
         }
         self.w().simple("OK");
     }

@@ -34,6 +34,68 @@ impl Cluster {
             .unwrap_or_else(|e| e.into_inner()) = prefix;
     }
 
+    /// Testing: ship the next batch holding a write of a key starting
+    /// with `prefix` that this node made as its primary to one replica
+    /// only — the last of the key's region replicas, so not the one that
+    /// takes the key over — and die (SIGKILL) as soon as that one has
+    /// confirmed it: a write that reached some replicas and not others.
+    pub fn set_ship_to_one(&self, prefix: Option<bytes::Bytes>) {
+        *self.ship_to_one.lock().unwrap_or_else(|e| e.into_inner()) = prefix.map(|p| (p, None));
+    }
+
+    /// The one replica batch `id` (with `items`) may go to under
+    /// [`Cluster::set_ship_to_one`]; arms the crash for that batch. None
+    /// when the fault is off or the batch has no key with the prefix.
+    pub(super) fn ship_only_to(&self, id: u64, items: &[(usize, Lattice)]) -> Option<NodeId> {
+        if !self.settings.fault_injection {
+            return None;
+        }
+        let mut fault = self.ship_to_one.lock().unwrap_or_else(|e| e.into_inner());
+        let (prefix, armed) = fault.as_mut()?;
+        if armed.is_some_and(|a| a != id) {
+            return None;
+        }
+        let (slot, _) = items.iter().find(|(_, l)| l.key.starts_with(prefix))?;
+        let ring = self.ring.load();
+        let to = ring
+            .replicas(*slot, ring.own_region())
+            .iter()
+            .rev()
+            .find(|r| r.node != self.settings.node)?
+            .node;
+        *armed = Some(id);
+        Some(to)
+    }
+
+    /// Dies if batch `id` is the one [`Cluster::ship_only_to`] armed.
+    pub(super) fn fault_after_confirm(&self, id: u64) {
+        let armed = self.ship_to_one.lock().unwrap_or_else(|e| e.into_inner());
+        if armed.as_ref().is_some_and(|(_, a)| *a == Some(id)) {
+            tracing::error!(
+                "fault injection: SIGKILL to itself after one replica confirmed a batch"
+            );
+            // SAFETY: raise has no memory-safety preconditions.
+            unsafe {
+                libc::raise(libc::SIGKILL);
+            }
+        }
+    }
+
+    /// Testing: start no periodic anti-entropy round (or start them
+    /// again): a write only some replicas have stays so until something
+    /// else moves it.
+    pub fn set_repair_paused(&self, on: bool) {
+        self.repair_paused.store(on, Ordering::Relaxed);
+        tracing::warn!(
+            "fault injection: periodic anti-entropy {}",
+            if on { "paused" } else { "running" }
+        );
+    }
+
+    pub(super) fn repair_paused(&self) -> bool {
+        self.repair_paused.load(Ordering::Relaxed)
+    }
+
     /// Testing: hold every answer to a forwarded call for `ms` before
     /// sending it (0: none) — a node slow to answer, e.g. one paused
     /// between running a request and answering it.

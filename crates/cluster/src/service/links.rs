@@ -305,12 +305,15 @@ impl Cluster {
             }
             Body::AeBuckets(b) => self.ae_compare(link.node, b),
             Body::ReplicateAck(a) => self.on_replicate_ack(link.node, a),
-            Body::AeEntries(_) if self.distrusts(link.node) => {}
             Body::AeEntries(e) => {
                 let received: Vec<u64> = e.lattices.iter().map(|l| l.commit_ts).collect();
                 let arrival = self.arrival(&link.region, Arrival::Repair);
-                self.merge_lattices(e.lattices, None, arrival);
-                self.ae_finish(link.node, e.round, &received);
+                if self
+                    .merge_from(link.node, e.lattices, None, arrival)
+                    .is_some()
+                {
+                    self.ae_finish(link.node, e.round, &received);
+                }
             }
             Body::WatermarkReply(w) => {
                 if let Some(tx) = self
@@ -542,9 +545,11 @@ impl Cluster {
             // What a peer this node counts as dead or stale sends is not
             // merged, by any path (see `Cluster::distrusts`); its pulls are
             // still answered, so it can catch up.
-            Body::Gossip(_) if self.distrusts(hello.node) => {}
             Body::Gossip(g) => {
                 // Checked by `check_frame`, with every lattice.
+                if self.distrusts(hello.node) || self.fenced_here(hello.node) {
+                    return;
+                }
                 self.hlc.observe(g.flushed_ts);
                 self.first_gossip
                     .lock()
@@ -553,7 +558,9 @@ impl Cluster {
                     .or_insert(g.flushed_ts);
                 self.note_received(hello.node, &g.lattices);
                 let arrival = self.arrival(&hello.region, Arrival::Gossip);
-                let done = self.merge_lattices(g.lattices, Some(()), arrival);
+                let Some(done) = self.merge_from(hello.node, g.lattices, Some(()), arrival) else {
+                    return;
+                };
                 let tx = tx.clone();
                 let ack = wire::GossipAck {
                     from_shard: g.from_shard,
@@ -580,6 +587,9 @@ impl Cluster {
                     let Some(shared) = me.shared_with(peer) else {
                         return;
                     };
+                    // Before the digest: what the fenced nodes sent is in
+                    // it, or refused from now on.
+                    me.fence(&g.fence);
                     let digest = me.node_digest().await;
                     let mine = ae::group_digests(&digest, &shared);
                     let groups = ae::differing_groups(&mine, &g.groups, &g.digests);
@@ -595,10 +605,8 @@ impl Cluster {
                 });
             }
             Body::AeEntries(e) => {
-                if !self.distrusts(hello.node) {
-                    let arrival = self.arrival(&hello.region, Arrival::Repair);
-                    self.merge_lattices(e.lattices, None, arrival);
-                }
+                let arrival = self.arrival(&hello.region, Arrival::Repair);
+                let _ = self.merge_from(hello.node, e.lattices, None, arrival);
                 if !e.pull.is_empty() {
                     let me = self.clone();
                     let tx = tx.clone();

@@ -124,9 +124,14 @@ impl Cluster {
         let own = ring.own_region();
         let me = self.settings.node;
         let mut per_node: HashMap<NodeId, Vec<Lattice>> = HashMap::new();
+        let only = self.ship_only_to(id, &b.items);
         for (slot, l) in &b.items {
             for r in ring.replicas(*slot, own) {
-                if r.node != me && !b.confirmed.contains(&r.node) && !self.unreachable(r.node) {
+                if r.node != me
+                    && !b.confirmed.contains(&r.node)
+                    && !self.unreachable(r.node)
+                    && only.is_none_or(|o| o == r.node)
+                {
                     per_node.entry(r.node).or_default().push(l.clone());
                 }
             }
@@ -155,7 +160,7 @@ impl Cluster {
     /// it catches up by anti-entropy when it is back. A paused process
     /// still accepts connections, so it is waited for until the failure
     /// detector declares it dead.
-    fn unreachable(&self, node: NodeId) -> bool {
+    pub(super) fn unreachable(&self, node: NodeId) -> bool {
         self.links
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -176,6 +181,7 @@ impl Cluster {
                 return; // not durable there yet: sent again after RESEND
             } else {
                 b.confirmed.insert(from);
+                self.fault_after_confirm(ack.id);
                 if !self.push_batch(ack.id, b) {
                     return;
                 }
@@ -236,7 +242,7 @@ impl Cluster {
         r: wire::Replicate,
         tx: &mpsc::UnboundedSender<Out>,
     ) {
-        if self.distrusts(from) {
+        let Some(done) = self.merge_from(from, r.lattices, Some(()), super::Arrival::Direct) else {
             let _ = tx.send(Out {
                 frame: Frame::new(Body::ReplicateAck(wire::ReplicateAck {
                     id: r.id,
@@ -246,8 +252,7 @@ impl Cluster {
                 at: Instant::now(),
             });
             return;
-        }
-        let done = self.merge_lattices(r.lattices, Some(()), super::Arrival::Direct);
+        };
         let tx = tx.clone();
         let id = r.id;
         self.handle.spawn(async move {

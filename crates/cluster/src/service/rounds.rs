@@ -55,6 +55,9 @@ impl Cluster {
         let mut turn = 0usize;
         loop {
             tick.tick().await;
+            if self.repair_paused() {
+                continue;
+            }
             let mut peers: Vec<NodeId> = match self.catch_up_pending() {
                 // Catching up: only with the peers it still needs.
                 Some(pending) if !self.is_ready() && !pending.is_empty() => pending,
@@ -97,6 +100,7 @@ impl Cluster {
                         shipped: None,
                         younger: false,
                         at: Instant::now(),
+                        takeover: None,
                     },
                 );
             }
@@ -106,6 +110,7 @@ impl Cluster {
                     round,
                     groups,
                     digests,
+                    fence: Vec::new(),
                 })),
                 true,
             );
@@ -149,6 +154,40 @@ impl Cluster {
             // started is on both, whatever gossip frames were lost.
             self.mark_handed_over(peer, round.started);
             self.mark_synced(peer, round.started, true);
+            if let Some(t) = round.takeover {
+                let _ = t.done.send(true);
+            }
+            return;
+        }
+        if let Some(t) = &round.takeover {
+            // A takeover pulls the differing buckets of its slots whole,
+            // young lattices too, and ships nothing (see `takeover`).
+            let pull: Vec<u32> = differ
+                .iter()
+                .copied()
+                .filter(|b| u16::try_from(*b).is_ok_and(|b| t.slots.binary_search(&b).is_ok()))
+                .collect();
+            if pull.is_empty() {
+                if let Some(t) = round.takeover {
+                    let _ = t.done.send(true);
+                }
+                return;
+            }
+            round.shipped = Some(0);
+            self.rounds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(b.round, round);
+            self.send(
+                peer,
+                Frame::new(Body::AeEntries(wire::AeEntries {
+                    round: b.round,
+                    lattices: Vec::new(),
+                    pull,
+                    full: true,
+                })),
+                true,
+            );
             return;
         }
         let this = self.clone();
@@ -204,6 +243,11 @@ impl Cluster {
             .remove(&round_id)
             .filter(|r| r.peer == peer);
         if let Some(r) = round {
+            if let Some(t) = r.takeover {
+                // Whole unless a shard's batch limit cut it short.
+                let _ = t.done.send(received.len() < AE_BATCH);
+                return;
+            }
             // Everything here older than the cutoff in the buckets that
             // differed went in this round (not cut short by the batch cap),
             // and the peer merged it before answering: it has all of this

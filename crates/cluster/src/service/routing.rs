@@ -155,6 +155,8 @@ impl Cluster {
                 .find(|id| !skipped.as_ref().is_some_and(|s| s.contains(&id.node)))
                 .copied()
                 .filter(usable)
+                // Not before it took the slot over (see `takeover`).
+                .filter(|id| id.node != me || self.took_over(slot))
                 .unwrap_or(NO_PRIMARY),
             (Routing::Random, all) => {
                 let pick = all[rand::random::<usize>() % all.len()];
@@ -178,7 +180,7 @@ impl Cluster {
 
     /// The peers noted as serving nothing lately (None, without a lock, in
     /// the common case of none).
-    fn not_serving_peers(&self) -> Option<Vec<NodeId>> {
+    pub(super) fn not_serving_peers(&self) -> Option<Vec<NodeId>> {
         if self.not_serving_count.load(Ordering::Relaxed) == 0 {
             return None;
         }

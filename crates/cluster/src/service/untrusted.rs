@@ -61,6 +61,9 @@ impl Cluster {
             }
             Body::GossipAck(a) => self.ts_ok("a gossip ack timestamp", a.flushed_ts),
             Body::AeGroups(g) => {
+                if g.fence.len() > super::takeover::MAX_FENCE {
+                    return Err(Refused(format!("a fence of {} nodes", g.fence.len())));
+                }
                 if g.groups.len() > MAX_BUCKETS || g.groups.len() != g.digests.len() {
                     return Err(Refused(format!(
                         "anti-entropy groups: {} groups, {} digests",

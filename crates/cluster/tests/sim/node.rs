@@ -1205,6 +1205,7 @@ impl Node {
             self.send(
                 peer,
                 Frame::new(Body::AeGroups(wire::AeGroups {
+                    fence: Vec::new(),
                     round,
                     groups,
                     digests,
