@@ -394,11 +394,13 @@ impl Cluster {
     /// them to it, every local shard ships a merge epoch begun after that,
     /// then [`wire::HandBack`] follows that gossip on the same link.
     pub(super) fn hand_back(self: &Arc<Self>, peer: NodeId) {
-        // It caught up: stop routing around it (see `note_not_serving`).
+        // It caught up: stop routing around it (see `note_not_serving`),
+        // and take over anew what this node served for it meanwhile.
         self.not_serving
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&peer);
+        self.takeover_view(&self.ring.load());
         if !self.ring.load().member(peer).is_some_and(|m| m.ready) {
             return; // not switched yet: the peer asks again
         }

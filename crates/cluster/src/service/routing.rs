@@ -185,9 +185,17 @@ impl Cluster {
             return None;
         }
         let mut m = self.not_serving.lock().unwrap_or_else(|e| e.into_inner());
+        let before = m.len();
         m.retain(|_, at| at.elapsed() < NOT_SERVING_FOR);
         self.not_serving_count.store(m.len(), Ordering::Relaxed);
-        Some(m.keys().copied().collect())
+        let peers = m.keys().copied().collect();
+        if m.len() < before {
+            drop(m);
+            // A peer routed around serves its slots again: those this
+            // node served meanwhile must be taken over anew next time.
+            self.takeover_view(&self.ring.load());
+        }
+        Some(peers)
     }
 
     /// Forwards a shard message to another node.
