@@ -70,6 +70,70 @@ pub(super) struct Fences {
     live: HashSet<NodeId>,
 }
 
+impl Fences {
+    /// Fences `node` until it is past `at` (generation, ready count);
+    /// true if it was not fenced before. Nothing when membership here
+    /// already shows it past `at` (the taker's view was behind), and an
+    /// older `at` never lowers a fence.
+    fn fence(&mut self, node: NodeId, at: (u64, u64)) -> bool {
+        if self.epochs.get(&node).is_some_and(|&now| now > at) {
+            return false;
+        }
+        match self.fenced.get_mut(&node) {
+            Some(old) => {
+                *old = (*old).max(at);
+                false
+            }
+            None => {
+                self.fenced.insert(node, at);
+                true
+            }
+        }
+    }
+
+    /// Membership's latest pairs of the nodes it shows live: each fence
+    /// whose node is past it lifts. A node gone keeps its fence, and one
+    /// that rejoins catching up (ready count 0) is not past it.
+    fn note(&mut self, epochs: HashMap<NodeId, (u64, u64)>) {
+        self.fenced
+            .retain(|n, at| epochs.get(n).is_none_or(|now| now <= at));
+        self.live = epochs.keys().copied().collect();
+        self.epochs.extend(epochs);
+    }
+
+    fn refuses(&self, node: NodeId) -> bool {
+        self.fenced.contains_key(&node)
+    }
+
+    /// The nodes a taker fences, as membership last showed them: of its
+    /// region, and gone from the view, catching up (ready count 0), or
+    /// back from the dead without having caught up (`distrusted`) — any
+    /// of them may have been the slot's primary and may still send
+    /// something late. Not one live and ready that only answered that it
+    /// serves nothing (its slots are being handed back to it, and it will
+    /// serve them with the count it has now), nor a `leaving` one (it
+    /// serves no slot but still hands its data over).
+    fn to_fence(
+        &self,
+        me: NodeId,
+        leaving: impl Fn(NodeId) -> bool,
+        distrusted: impl Fn(NodeId) -> bool,
+    ) -> Vec<wire::Fence> {
+        self.epochs
+            .iter()
+            .filter(|&(&n, &(_, count))| {
+                n != me && !leaving(n) && (!self.live.contains(&n) || count == 0 || distrusted(n))
+            })
+            .map(|(&node, &(generation, ready))| wire::Fence {
+                node,
+                generation,
+                ready,
+            })
+            .take(MAX_FENCE)
+            .collect()
+    }
+}
+
 impl Takeovers {
     pub(super) fn new() -> Takeovers {
         Takeovers {
@@ -209,27 +273,16 @@ impl Cluster {
         // are being handed back to it, and it will serve them with the
         // count it has now), nor a leaving one (it serves no slot but
         // still hands its data over).
-        let fence: Vec<wire::Fence> = {
-            let f = self
-                .takeovers
-                .fences
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            f.epochs
-                .iter()
-                .filter(|&(&n, &(_, count))| {
-                    n != me
-                        && !ring.member(n).is_some_and(|m| m.leaving)
-                        && (!f.live.contains(&n) || count == 0 || self.distrusts(n))
-                })
-                .map(|(&node, &(generation, ready))| wire::Fence {
-                    node,
-                    generation,
-                    ready,
-                })
-                .take(MAX_FENCE)
-                .collect()
-        };
+        let fence = self
+            .takeovers
+            .fences
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .to_fence(
+                me,
+                |n| ring.member(n).is_some_and(|m| m.leaving),
+                |n| self.distrusts(n),
+            );
         let mut rounds = tokio::task::JoinSet::new();
         for (teacher, list) in per_teacher {
             let me = self.clone();
@@ -359,19 +412,9 @@ impl Cluster {
             .fences
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        for x in fence {
-            if x.node == self.settings.node {
-                continue;
-            }
+        for x in fence.iter().filter(|x| x.node != self.settings.node) {
             let at = (x.generation, x.ready);
-            if f.epochs.get(&x.node).is_some_and(|&now| now > at) {
-                continue;
-            }
-            let old = f.fenced.insert(x.node, at);
-            if let Some(old) = old.filter(|&old| old > at) {
-                f.fenced.insert(x.node, old);
-            }
-            if old.is_none() {
+            if f.fence(x.node, at) {
                 tracing::info!(
                     "takeover: a peer serves slots of {}: nothing of its is merged here until it is past {at:?} (generation, ready count)",
                     x.node
@@ -389,10 +432,7 @@ impl Cluster {
             .fences
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        f.fenced
-            .retain(|n, at| epochs.get(n).is_none_or(|now| now <= at));
-        f.live = epochs.keys().copied().collect();
-        f.epochs.extend(epochs);
+        f.note(epochs);
     }
 
     /// True when a takeover fenced `peer` here.
@@ -401,8 +441,7 @@ impl Cluster {
             .fences
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .fenced
-            .contains_key(&peer)
+            .refuses(peer)
     }
 
     /// Merges lattices `from` sent unless this node distrusts it, under
@@ -420,11 +459,89 @@ impl Cluster {
             .fences
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if f.fenced.contains_key(&from) || self.distrusts(from) {
+        if f.refuses(from) || self.distrusts(from) {
             return None;
         }
         let waits = self.merge_lattices(lattices, durable, arrival);
         drop(f);
         Some(waits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fences(live: &[(NodeId, (u64, u64))]) -> Fences {
+        let mut f = Fences::default();
+        f.note(live.iter().copied().collect());
+        f
+    }
+
+    #[test]
+    fn a_fence_lifts_once_its_node_restarted_or_caught_up_again() {
+        let mut f = fences(&[(2, (100, 3))]);
+        assert!(f.fence(2, (100, 3)));
+        assert!(f.refuses(2));
+        // Gone from the view, then back catching up (count 0): still out.
+        f.note(HashMap::new());
+        assert!(f.refuses(2));
+        f.note([(2, (100, 0))].into());
+        assert!(f.refuses(2), "rejoining is not having caught up");
+        // Back with the count it had (a pause nobody here noticed): out.
+        f.note([(2, (100, 3))].into());
+        assert!(f.refuses(2));
+        f.note([(2, (100, 4))].into());
+        assert!(!f.refuses(2), "caught up again");
+        assert!(f.fence(2, (100, 4)));
+        f.note([(2, (200, 0))].into());
+        assert!(
+            !f.refuses(2),
+            "restarted: its recovery leaves out what was not confirmed"
+        );
+    }
+
+    #[test]
+    fn a_taker_behind_this_node_s_view_fences_nothing() {
+        // The taker saw node 2 catching up; here it is ready since.
+        let mut f = fences(&[(2, (100, 1))]);
+        assert!(!f.fence(2, (100, 0)));
+        assert!(!f.refuses(2));
+        // A stale fence never lowers a newer one.
+        assert!(f.fence(2, (100, 1)));
+        assert!(!f.fence(2, (100, 0)));
+        f.note([(2, (100, 1))].into());
+        assert!(f.refuses(2), "still at the newer fence's count");
+    }
+
+    #[test]
+    fn a_taker_fences_the_gone_the_catching_up_and_the_distrusted_only() {
+        let mut f = fences(&[
+            (1, (10, 1)),
+            (2, (20, 1)),
+            (3, (30, 0)),
+            (4, (40, 2)),
+            (5, (50, 2)),
+            (6, (60, 1)),
+        ]);
+        // Node 2 is declared dead: membership no longer shows it.
+        f.note(
+            [
+                (1, (10, 1)),
+                (3, (30, 0)),
+                (4, (40, 2)),
+                (5, (50, 2)),
+                (6, (60, 1)),
+            ]
+            .into(),
+        );
+        let mut got: Vec<(NodeId, u64, u64)> = f
+            .to_fence(1, |n| n == 5, |n| n == 6)
+            .into_iter()
+            .map(|x| (x.node, x.generation, x.ready))
+            .collect();
+        got.sort_unstable();
+        // 1: itself; 4: ready (a hand-back under way); 5: leaving.
+        assert_eq!(got, [(2, 20, 1), (3, 30, 0), (6, 60, 1)]);
     }
 }

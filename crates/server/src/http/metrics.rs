@@ -213,7 +213,7 @@ fn transactions(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
     counter(
         enc,
         "elsa_busy_retries",
-        "Requests answered Busy because a key was held (the client's side retries).",
+        "Requests that met a key another commit held: answered Busy (the sender retries) or parked until its release.",
         t.busy,
     )?;
     counter(

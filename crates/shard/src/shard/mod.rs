@@ -37,7 +37,8 @@ pub struct ShardStats {
     pub commits: u64,
     /// Validations that failed here.
     pub conflicts: u64,
-    /// Requests answered Busy because a key was held.
+    /// Requests that met a key another commit held: answered Busy (the
+    /// sender retries), or parked until it is released (see `waiting`).
     pub busy: u64,
     /// Keys expired by the active expiry cycle.
     pub expired: u64,
