@@ -81,40 +81,54 @@ impl Cluster {
             let Some(shared) = self.shared_with(peer) else {
                 continue;
             };
-            let started = self.hlc.now();
-            let cutoff = self.cutoff();
-            let digest = Arc::new(self.node_digest().await);
-            let round = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let (groups, digests) = ae::group_digests(&digest, &shared);
-            {
-                let mut rounds = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
-                // Rounds whose answers never came (peer down, frame lost).
-                rounds.retain(|_, r| r.at.elapsed() < ROUND_TIMEOUT);
-                rounds.insert(
-                    round,
-                    Round {
-                        peer,
-                        started,
-                        cutoff,
-                        digest,
-                        shipped: None,
-                        younger: false,
-                        at: Instant::now(),
-                        takeover: None,
-                    },
-                );
-            }
-            self.send(
-                peer,
-                Frame::new(Body::AeGroups(wire::AeGroups {
-                    round,
-                    groups,
-                    digests,
-                    fence: Vec::new(),
-                })),
-                true,
+            self.start_round(peer, &shared, None, Vec::new()).await;
+        }
+    }
+
+    /// Step 1 of a round with `peer` over the `shared` buckets: this
+    /// node's group digests go out; answers the round's id. A takeover
+    /// round (see `takeover`) carries its slots and the nodes to fence.
+    pub(super) async fn start_round(
+        self: &Arc<Self>,
+        peer: NodeId,
+        shared: &[u16],
+        takeover: Option<super::takeover::TakeoverRound>,
+        fence: Vec<wire::Fence>,
+    ) -> u64 {
+        let started = self.hlc.now();
+        let cutoff = self.cutoff();
+        let digest = Arc::new(self.node_digest().await);
+        let round = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (groups, digests) = ae::group_digests(&digest, shared);
+        {
+            let mut rounds = self.rounds.lock().unwrap_or_else(|e| e.into_inner());
+            // Rounds whose answers never came (peer down, frame lost).
+            rounds.retain(|_, r| r.at.elapsed() < ROUND_TIMEOUT);
+            rounds.insert(
+                round,
+                Round {
+                    peer,
+                    started,
+                    cutoff,
+                    digest,
+                    shipped: None,
+                    younger: false,
+                    at: Instant::now(),
+                    takeover,
+                },
             );
         }
+        self.send(
+            peer,
+            Frame::new(Body::AeGroups(wire::AeGroups {
+                round,
+                groups,
+                digests,
+                fence,
+            })),
+            true,
+        );
+        round
     }
 
     /// Step 3 of a round this node started: find the buckets that differ,

@@ -357,37 +357,10 @@ impl Cluster {
             return true; // no bucket in common any more
         };
         let (done, finished) = oneshot::channel();
-        let started = self.hlc.now();
-        let cutoff = self.cutoff();
-        let digest = Arc::new(self.node_digest().await);
-        let round = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (groups, digests) = ae::group_digests(&digest, &shared);
-        self.rounds
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                round,
-                Round {
-                    peer: teacher,
-                    started,
-                    cutoff,
-                    digest,
-                    shipped: None,
-                    younger: false,
-                    at: Instant::now(),
-                    takeover: Some(TakeoverRound { slots, done }),
-                },
-            );
-        self.send(
-            teacher,
-            Frame::new(Body::AeGroups(wire::AeGroups {
-                round,
-                groups,
-                digests,
-                fence,
-            })),
-            true,
-        );
+        let takeover = TakeoverRound { slots, done };
+        let round = self
+            .start_round(teacher, &shared, Some(takeover), fence)
+            .await;
         let ok = matches!(
             tokio::time::timeout(ROUND_LIMIT, finished).await,
             Ok(Ok(true))
