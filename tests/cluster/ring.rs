@@ -356,6 +356,9 @@ fn spawn_pair_multis(
         .enumerate()
         .map(|(i, (a, b))| {
             let mut con = c.conn(node_of(i));
+            // Its installs may be delayed past the usual 10 s.
+            con.set_read_timeout(Some(Duration::from_secs(30)))
+                .expect("read timeout");
             let (a, b) = (a.clone(), b.clone());
             std::thread::spawn(move || {
                 redis::pipe()
@@ -475,6 +478,20 @@ fn hand_back_to_a_restarted_node_loses_no_increment() {
 /// every key once. Each key must end at 2.
 #[test]
 fn hand_back_waits_for_commits_holding_its_keys() {
+    hand_back_with_commits_in_flight(2800);
+}
+
+/// The same with the installs delayed past the hand-back's 6 s wait for
+/// holds: the node hands the slots back with the holds still there, and
+/// the restarted node holds those keys too until the commits finish (the
+/// region fault run found a list element between two appends of one
+/// transaction that was still holding keys when the hand-back gave up).
+#[test]
+fn hand_back_past_its_wait_carries_the_holds_still_there() {
+    hand_back_with_commits_in_flight(9000);
+}
+
+fn hand_back_with_commits_in_flight(delay_ms: u64) {
     let _one = one_at_a_time();
     let mut c = Cluster::start(&["r0", "r0", "r0"], &["--replication-factor", "3"]);
     let victim = 1;
@@ -482,7 +499,7 @@ fn hand_back_waits_for_commits_holding_its_keys() {
     c.kill9(victim);
     c.wait_members(&[0, 2], 2, Duration::from_secs(30));
     for node in [0, 2] {
-        c.fault(node, "DELAY-INSTALLS 2800");
+        c.fault(node, &format!("DELAY-INSTALLS {delay_ms}"));
     }
     let commits = spawn_pair_multis(&c, &pairs, |i| if i % 2 == 0 { 0 } else { 2 });
     std::thread::sleep(Duration::from_millis(200));
@@ -521,6 +538,12 @@ fn hand_back_waits_for_commits_holding_its_keys() {
     for node in [0, 2] {
         c.fault(node, "HEAL");
     }
+    // Each MULTI ran before anything else touched its keys, so every
+    // increment on the restarted node came after it.
+    assert!(
+        lone.iter().all(|&v| v == 2),
+        "an INCR on the restarted node ran before a commit holding its key: {lone:?}"
+    );
     let mut want: BTreeMap<String, String> = BTreeMap::new();
     for ((a, b), answer) in pairs.iter().zip(&answers) {
         let answer = answer

@@ -218,7 +218,24 @@ pub struct HandBackAsk {}
 /// every one of its shards has shipped its gossip since — so the asker has
 /// everything it committed for those slots.
 #[derive(Clone, PartialEq, Message)]
-pub struct HandBack {}
+pub struct HandBack {
+    /// Transactions that still held keys of those slots on the sender
+    /// when it handed them back anyway (see `Cluster::drain_moved_holds`):
+    /// the asker holds those keys for them too before it serves them.
+    #[prost(message, repeated, tag = "1")]
+    pub holds: Vec<HeldKeys>,
+}
+
+/// One transaction's held keys (see [`HandBack`]).
+#[derive(Clone, PartialEq, Message)]
+pub struct HeldKeys {
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    #[prost(bytes = "bytes", repeated, tag = "2")]
+    pub keys: Vec<Bytes>,
+    #[prost(uint64, repeated, tag = "3")]
+    pub hashes: Vec<u64>,
+}
 
 /// In-region replication: a batch of lattices a shard's commits
 /// installed, for the receiver to merge durably before it answers.

@@ -319,27 +319,33 @@ impl Cluster {
     /// `peer`), at most [`HOLD_DRAIN_LIMIT`]: each such transaction has
     /// then installed or aborted here. Shadow holds are the backups' and
     /// do not count. New holds on those keys cannot appear: requests for
-    /// them are refused since the switch.
-    pub(super) async fn drain_moved_holds(&self, peer: NodeId) {
+    /// them are refused since the switch. Answers the holds still there
+    /// at the limit — a transaction that cannot finish while nobody
+    /// serves the slots (its record's key is among them): the peer holds
+    /// those keys for it before it serves them, so nothing it runs gets
+    /// in before the transaction's writes (a list element landed between
+    /// two of one transaction's appends: the region fault run, 2026-11-27).
+    pub(super) async fn drain_moved_holds(&self, peer: NodeId) -> Vec<(TxnId, Vec<HashedKey>)> {
         let deadline = Instant::now() + HOLD_DRAIN_LIMIT;
         loop {
             let held = self.holds_routed_elsewhere().await;
             if held.is_empty() {
-                return;
+                return held;
             }
             if Instant::now() >= deadline {
                 tracing::warn!(
-                    "hand-back to {peer}: transactions {held:x?} still hold keys here after {HOLD_DRAIN_LIMIT:?}; handing back anyway"
+                    "hand-back to {peer}: transactions {:x?} still hold keys here after {HOLD_DRAIN_LIMIT:?}; handing back with their holds",
+                    held.iter().map(|(t, _)| *t).collect::<Vec<_>>()
                 );
-                return;
+                return held;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
     /// The transactions (not shadows) holding a key on a local shard that
-    /// the current view routes to another shard.
-    async fn holds_routed_elsewhere(&self) -> Vec<TxnId> {
+    /// the current view routes to another shard, with those keys.
+    async fn holds_routed_elsewhere(&self) -> Vec<(TxnId, Vec<HashedKey>)> {
         let mut asks = Vec::with_capacity(self.inboxes.len());
         for inbox in &self.inboxes {
             let (reply, rx) = oneshot::channel();
@@ -351,21 +357,61 @@ impl Cluster {
                 asks.push(rx);
             }
         }
-        let mut out = Vec::new();
+        let mut out: Vec<(TxnId, Vec<HashedKey>)> = Vec::new();
         for (index, rx) in asks.into_iter().enumerate() {
             let here = ShardId {
                 node: self.settings.node,
                 index: index as u16,
             };
             for (txn, keys) in rx.await.unwrap_or_default() {
-                if txn & elsa_shard::msg::SHADOW == 0
-                    && keys.iter().any(|k| self.route(k.hash) != here)
-                {
-                    out.push(txn);
+                if txn & elsa_shard::msg::SHADOW != 0 {
+                    continue;
+                }
+                let moved: Vec<HashedKey> = keys
+                    .into_iter()
+                    .filter(|k| self.route(k.hash) != here)
+                    .collect();
+                if !moved.is_empty() {
+                    out.push((txn, moved));
                 }
             }
         }
         out
+    }
+
+    /// A peer handed slots back with transactions still holding some of
+    /// their keys there: each local shard holds those keys for them as
+    /// their shadow (queued ahead of any request this node serves after),
+    /// until the transaction's install or its resolver releases them.
+    pub(super) fn hold_for_handed_back(&self, peer: NodeId, held: Vec<wire::HeldKeys>) {
+        if held.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            "hand-back from {peer}: {} transactions still hold keys there; held here too until they finish",
+            held.len()
+        );
+        let ring = self.ring.load();
+        for h in held {
+            let mut per_shard: HashMap<u16, Vec<(HashedKey, elsa_shard::HoldMode)>> =
+                HashMap::new();
+            for (key, hash) in h.keys.into_iter().zip(h.hashes) {
+                per_shard
+                    .entry(ring.own_shard(slot_of(hash)))
+                    .or_default()
+                    .push((HashedKey { key, hash }, elsa_shard::HoldMode::Write));
+            }
+            for (shard, holds) in per_shard {
+                let (reply, _) = oneshot::channel();
+                if let Some(inbox) = self.inboxes.get(usize::from(shard)) {
+                    let _ = inbox.send(ShardMsg::Shadow {
+                        txn: h.txn & !elsa_shard::msg::SHADOW,
+                        holds,
+                        reply,
+                    });
+                }
+            }
+        }
     }
 
     /// Waits until every local shard has shipped two merge epochs (at
@@ -420,9 +466,21 @@ impl Cluster {
             // serve before they did and their installs were shipped, or it
             // reads around them and overwrites them (a lost append, a
             // transaction half applied: the long isolation run found both).
-            me.drain_moved_holds(peer).await;
+            let held = me.drain_moved_holds(peer).await;
             me.two_flushes().await;
-            me.send(peer, Frame::new(Body::HandBack(wire::HandBack {})), false);
+            let holds = held
+                .into_iter()
+                .map(|(txn, keys)| wire::HeldKeys {
+                    txn,
+                    hashes: keys.iter().map(|k| k.hash).collect(),
+                    keys: keys.into_iter().map(|k| k.key).collect(),
+                })
+                .collect();
+            me.send(
+                peer,
+                Frame::new(Body::HandBack(wire::HandBack { holds })),
+                false,
+            );
             me.handing_back
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

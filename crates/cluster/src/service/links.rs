@@ -627,7 +627,8 @@ impl Cluster {
             }
             Body::HandBackAsk(_) => self.hand_back(hello.node),
             Body::Replicate(r) => self.on_replicate(hello.node, r, tx),
-            Body::HandBack(_) => {
+            Body::HandBack(h) => {
+                self.hold_for_handed_back(hello.node, h.holds);
                 self.handed_back
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())

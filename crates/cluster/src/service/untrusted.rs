@@ -89,6 +89,15 @@ impl Cluster {
                 }
                 self.lattices_ok(&e.lattices)
             }
+            Body::HandBack(h) => {
+                let keys: usize = h.holds.iter().map(|x| x.keys.len()).sum();
+                if keys > MAX_BUCKETS || h.holds.iter().any(|x| x.keys.len() != x.hashes.len()) {
+                    return Err(Refused(format!(
+                        "a hand-back holding {keys} keys, or keys without their hashes"
+                    )));
+                }
+                Ok(())
+            }
             Body::Request(r) => self.ts_ok("a request's clock", r.hlc),
             Body::Response(r) => self.ts_ok("an answer's clock", r.hlc),
             Body::Replicate(r) => self.lattices_ok(&r.lattices),
