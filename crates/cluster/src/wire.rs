@@ -231,10 +231,8 @@ pub struct HandBack {
 pub struct HeldKeys {
     #[prost(uint64, tag = "1")]
     pub txn: u64,
-    #[prost(bytes = "bytes", repeated, tag = "2")]
-    pub keys: Vec<Bytes>,
-    #[prost(uint64, repeated, tag = "3")]
-    pub hashes: Vec<u64>,
+    #[prost(message, repeated, tag = "2")]
+    pub holds: Vec<crate::remote::HoldMsg>,
 }
 
 /// In-region replication: a batch of lattices a shard's commits

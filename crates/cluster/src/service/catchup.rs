@@ -395,11 +395,22 @@ impl Cluster {
         for h in held {
             let mut per_shard: HashMap<u16, Vec<(HashedKey, elsa_shard::HoldMode)>> =
                 HashMap::new();
-            for (key, hash) in h.keys.into_iter().zip(h.hashes) {
+            for x in h.holds {
+                let mode = if x.write {
+                    elsa_shard::HoldMode::Write
+                } else {
+                    elsa_shard::HoldMode::Read
+                };
                 per_shard
-                    .entry(ring.own_shard(slot_of(hash)))
+                    .entry(ring.own_shard(slot_of(x.hash)))
                     .or_default()
-                    .push((HashedKey { key, hash }, elsa_shard::HoldMode::Write));
+                    .push((
+                        HashedKey {
+                            key: x.key,
+                            hash: x.hash,
+                        },
+                        mode,
+                    ));
             }
             for (shard, holds) in per_shard {
                 let (reply, _) = oneshot::channel();
@@ -472,8 +483,14 @@ impl Cluster {
                 .into_iter()
                 .map(|(txn, keys)| wire::HeldKeys {
                     txn,
-                    hashes: keys.iter().map(|k| k.hash).collect(),
-                    keys: keys.into_iter().map(|k| k.key).collect(),
+                    holds: keys
+                        .into_iter()
+                        .map(|k| remote::HoldMsg {
+                            key: k.key,
+                            hash: k.hash,
+                            write: true,
+                        })
+                        .collect(),
                 })
                 .collect();
             me.send(
