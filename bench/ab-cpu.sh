@@ -10,7 +10,8 @@
 # run, then per workload the median ticks and requests per CPU-second.
 #
 # Usage: bench/ab-cpu.sh A_BINARY B_BINARY [RUNS]   (RUNS per build, even;
-#        env: ONLY="batch-tx batch-pipe set get"; also ycsb-a (after an
+#        env: ONLY="batch-tx batch-pipe set get"; also set-hot and
+#        get-hot (one key, 2M requests), ycsb-a (after an
 #        unmeasured load) and commit, Cedar's
 #        test, 50 threads, against --appendfsync always; WORKERS=2 runs
 #        each server with two shards on its one core, so batches commit
@@ -35,6 +36,7 @@ run() {
   pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   # GET reads keys that exist (as compare-cpu.sh's, which runs after SET).
+  [ "$w" = get-hot ] && redis-cli -p "$port" set key:__rand_int__ xxx >/dev/null
   [ "$w" = get ] && taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -r 1000000 -n 1000000 -t set -q >/dev/null 2>&1
   [ "$w" = ycsb-a ] && taskset -c 1 "$ELSA" bench ycsb load -P workloads/workloada --threads 16 \
     -u "redis://127.0.0.1:$port" >/dev/null 2>&1
@@ -48,6 +50,11 @@ run() {
     set|get)
       taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -r 1000000 -n 1000000 -t "$w" -q >/dev/null 2>&1
       ops=1000000 ;;
+    set-hot|get-hot)
+      # One key (no -r): the fixed cost per request, without a lookup's
+      # cache misses.
+      taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -n 2000000 -t "${w%-hot}" -q >/dev/null 2>&1
+      ops=2000000 ;;
     ycsb-a)
       taskset -c 1 "$ELSA" bench ycsb run -P workloads/workloada -p operationcount=200000 \
         --threads 16 -u "redis://127.0.0.1:$port" >/dev/null 2>&1

@@ -413,6 +413,12 @@ impl Conn {
                         && args
                             .first()
                             .is_some_and(|a| cmd::is(a, "AUTH") || cmd::is(a, "HELLO"));
+                    if reqs.is_empty() {
+                        // `redis-benchmark -P 16`'s batch without growing
+                        // (a request is three words), allocated only once
+                        // one is there: the loop ends on an empty batch.
+                        reqs.reserve(16);
+                    }
                     reqs.push(args);
                     if authenticates {
                         break;
@@ -539,7 +545,10 @@ impl Conn {
         self.shared
             .total_commands
             .fetch_add(reqs.len() as u64, Ordering::Relaxed);
-        let mut lone: Vec<KeyOp> = Vec::new();
+        // Room for every request at once: a `KeyOp` is large, and growing
+        // the run 4 → 8 → 16 copied it each time (3 % of the CPU under
+        // pipelined GETs of one key, in `realloc`).
+        let mut lone: Vec<KeyOp> = Vec::with_capacity(reqs.len());
         // For CLIENT LIST's `cmd`: the batch's last command.
         let last = reqs
             .iter()

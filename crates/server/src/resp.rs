@@ -7,7 +7,7 @@
 //! and nothing is allocated from a declared length: the buffer grows only as
 //! bytes actually arrive.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Largest inline request or RESP header line, as in Redis.
 pub const MAX_INLINE: usize = 64 * 1024;
@@ -81,8 +81,9 @@ pub struct Partial {
     count: usize,
     /// Where the next argument starts.
     pos: usize,
-    /// The complete arguments so far.
-    ranges: Vec<std::ops::Range<usize>>,
+    /// The complete arguments so far: inline up to four (a command and
+    /// its key and value or field need no allocation of their own).
+    ranges: smallvec::SmallVec<[std::ops::Range<usize>; 4]>,
     /// The buffer length below which nothing new can complete.
     need: usize,
 }
@@ -135,7 +136,7 @@ pub fn parse_request_resuming(
                 pos: eol + 2,
                 // Ranges first (check), slices after (parse): nothing is
                 // copied.
-                ranges: Vec::with_capacity(count.min(1024)),
+                ranges: smallvec::SmallVec::with_capacity(count.min(1024)),
                 need: 0,
             }
         }
@@ -172,10 +173,18 @@ pub fn parse_request_resuming(
         state.ranges.push(start..end);
         state.pos = end + 2;
     }
-    let frame = buf.split_to(state.pos).freeze();
-    Ok(Some(
-        state.ranges.into_iter().map(|r| frame.slice(r)).collect(),
-    ))
+    let mut frame = buf.split_to(state.pos).freeze();
+    let mut args = Vec::with_capacity(state.ranges.len());
+    let Some(last) = state.ranges.pop() else {
+        return Ok(Some(args));
+    };
+    args.extend(state.ranges.into_iter().map(|r| frame.slice(r)));
+    // The last argument is the frame itself, cut down: one reference
+    // count less to take and give back per request.
+    frame.truncate(last.end);
+    frame.advance(last.start);
+    args.push(frame);
+    Ok(Some(args))
 }
 
 /// Inline commands (`PING\r\n`, as telnet and redis-cli send): split on

@@ -681,11 +681,14 @@ impl Shard {
         // (its increments start from zero), and the delta must say so to
         // every replica — each would otherwise merge it under the value
         // it still keeps.
-        let expired_plain = self
-            .table
-            .get(hash, key)
-            .is_some_and(|r| !r.is_typed() && r.expire_ms().is_some_and(|at| at <= now_ms));
-        if expired_plain && delta.string != elsa_lattice::Counter::default() {
+        // (The delta first: a collection's has no string part, and the
+        // lookup is a second one per write.)
+        let expired_plain = || {
+            self.table
+                .get(hash, key)
+                .is_some_and(|r| !r.is_typed() && r.expire_ms().is_some_and(|at| at <= now_ms))
+        };
+        if delta.string != elsa_lattice::Counter::default() && expired_plain() {
             delta.merge(KeyState::of_string(
                 elsa_lattice::Counter::default().set(None, None, start_ts, version),
             ));
