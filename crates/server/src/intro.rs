@@ -250,7 +250,7 @@ impl Conn {
     /// After dispatching the command `token` was taken for.
     pub(crate) fn stat_after(&mut self, token: Token) {
         let us = token.t0.map_or(0, |t0| t0.elapsed().as_micros() as u64);
-        let local = self.stat.local.clone();
+        let local = &self.stat.local;
         let err = error_at(&self.out, token.start);
         if let Some(e) = err {
             local.error(e);
@@ -264,7 +264,7 @@ impl Conn {
             TokenKind::Queued => {}
             TokenKind::Run => {
                 if !token.queued.is_empty() {
-                    exec_calls(&local, &token.queued, &self.out, token.start, us);
+                    exec_calls(local, &token.queued, &self.out, token.start, us);
                 }
                 local.call(token.slot, us, err.is_some());
                 self.after_call(token.slot, us, token.args);
@@ -285,9 +285,9 @@ impl Conn {
         }
         let total = t0.elapsed().as_micros() as u64;
         let (share, extra) = (total / n as u64, total % n as u64);
-        let local = self.stat.local.clone();
         let slots = std::mem::take(&mut self.stat.lone_slots);
         let mut args = std::mem::take(&mut self.stat.lone_args);
+        let local = &self.stat.local;
         for (i, (slot, r)) in slots.iter().zip(replies).enumerate() {
             let us = share + u64::from((i as u64) < extra);
             let failed = match r {
@@ -312,7 +312,7 @@ impl Conn {
     }
 
     /// The slow log and the latency monitor for a command that ran.
-    fn after_call(&mut self, slot: u32, us: u64, args: Option<Vec<Bytes>>) {
+    fn after_call(&self, slot: u32, us: u64, args: Option<Vec<Bytes>>) {
         let sh = &self.shared;
         if sh.slowlog.wants(us) {
             // EXEC is not logged, as Redis (its commands are).
