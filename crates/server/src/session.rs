@@ -153,7 +153,10 @@ impl Conn {
         if self.s.multi.is_some() {
             return self.w().error("ERR MULTI calls can not be nested");
         }
-        self.s.multi = Some(Vec::new());
+        // Room for a typical transaction's commands: a queued command is
+        // large, and growing the queue 4 → 8 copied it (1.3 % of the CPU
+        // under EloqKV's batches of six).
+        self.s.multi = Some(Vec::with_capacity(8));
         self.s.multi_args.clear();
         self.s.multi_failed = false;
         self.s.db_before_multi = Some(self.s.db);
