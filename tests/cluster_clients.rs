@@ -317,3 +317,94 @@ fn without_worker_ports_the_node_is_one_cluster_node_on_the_port_reached() {
         "{on_second} of 40 tagged keys on shard 1"
     );
 }
+
+/// A client that does not know the slot map is dealt to a worker
+/// round-robin. Once its commands all go to another worker's shard it
+/// moves to that worker (`Conn::serve`, *Moving to the keys' worker*):
+/// from then on nothing hops between threads, and nothing of its session
+/// or of the pipeline in flight across the move is lost or reordered.
+#[test]
+fn a_plain_client_moves_to_the_worker_that_keeps_its_keys() {
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let mut info = elsa.conn();
+    // Two connections in a row: round-robin puts one on each worker, so
+    // one of them starts on the worker without the keys.
+    let mut conns: Vec<redis::Connection> = (0..2).map(|_| elsa.conn()).collect();
+    let mut ids = Vec::new();
+    for (i, c) in conns.iter_mut().enumerate() {
+        let _: () = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(format!("mover{i}"))
+            .query(c)
+            .unwrap();
+        let _: () = redis::cmd("SELECT").arg(5).query(c).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(format!("{{t}}before{i}"))
+            .arg("kept")
+            .query(c)
+            .unwrap();
+        let id: u64 = redis::cmd("CLIENT").arg("ID").query(c).unwrap();
+        ids.push(id);
+    }
+    // A long pipeline of lone commands on keys of one slot: it arrives in
+    // many reads, and the move happens between two of them, with the rest
+    // (a request cut in two, most likely) still to come.
+    const N: usize = 3000;
+    for (i, c) in conns.iter_mut().enumerate() {
+        let mut p = redis::pipe();
+        for n in 0..N {
+            p.cmd("SET")
+                .arg(format!("{{t}}k{n}"))
+                .arg(format!("{i}-{n}"));
+            p.cmd("GET").arg(format!("{{t}}k{n}"));
+        }
+        let replies: Vec<String> = p.query(c).unwrap();
+        assert_eq!(replies.len(), 2 * N);
+        for n in 0..N {
+            assert_eq!(replies[2 * n], "OK", "SET {n} of connection {i}");
+            assert_eq!(
+                replies[2 * n + 1],
+                format!("{i}-{n}"),
+                "GET {n} of connection {i}"
+            );
+        }
+    }
+    // Both are now on the keys' worker: the only messages between threads
+    // are the two INFOs' own (each asks the other shard).
+    let before = inbox_messages(&mut info);
+    for c in conns.iter_mut() {
+        for _ in 0..300 {
+            let _: i64 = redis::cmd("INCR").arg("{t}n").query(c).unwrap();
+        }
+    }
+    let hops = inbox_messages(&mut info) - before;
+    assert!(
+        hops <= 2,
+        "{hops} messages between threads for 600 INCRs after the move"
+    );
+    let n: i64 = redis::cmd("GET").arg("{t}n").query(&mut conns[0]).unwrap();
+    assert_eq!(n, 600);
+    // The session came along: client id, name, database.
+    for (i, c) in conns.iter_mut().enumerate() {
+        let id: u64 = redis::cmd("CLIENT").arg("ID").query(c).unwrap();
+        assert_eq!(id, ids[i]);
+        let name: String = redis::cmd("CLIENT").arg("GETNAME").query(c).unwrap();
+        assert_eq!(name, format!("mover{i}"));
+        let kept: Option<String> = redis::cmd("GET")
+            .arg(format!("{{t}}before{i}"))
+            .query(c)
+            .unwrap();
+        assert_eq!(kept.as_deref(), Some("kept"), "still in database 5");
+    }
+    // Listed once each, under its own id.
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut info).unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        let lines: Vec<&str> = list
+            .lines()
+            .filter(|l| l.contains(&format!(" name=mover{i} ")))
+            .collect();
+        assert_eq!(lines.len(), 1, "{list}");
+        assert!(lines[0].starts_with(&format!("id={id} ")), "{}", lines[0]);
+        assert!(lines[0].contains(" db=5 "), "{}", lines[0]);
+    }
+}

@@ -124,6 +124,49 @@ pub struct Conn {
     pub(crate) client: crate::clients::Handle,
     /// CLIENT REPLY and NO-EVICT state.
     pub(crate) cl: crate::clients::command::Local,
+    /// The other worker its latest lone commands all went to.
+    home: Home,
+}
+
+/// Lone commands in a row for one other worker's shard after which a
+/// connection moves to that worker (see *Moving to the keys' worker* at
+/// [`Conn::serve`]).
+const MOVE_AFTER: u32 = 256;
+
+/// How many lone commands in a row went to another worker's shard, and
+/// which; `stays` for a connection that never moves.
+#[derive(Default)]
+struct Home {
+    worker: usize,
+    run: u32,
+    stays: bool,
+}
+
+/// A connection on its way to another worker of this node: its socket,
+/// taken off this worker's reactor, and everything it remembers. What
+/// belongs to the worker (the coordinator with its shard, the statistics
+/// block) is the new worker's own on arrival.
+pub(crate) struct Parcel {
+    /// The worker it moves to.
+    pub to: usize,
+    stream: std::net::TcpStream,
+    inbuf: BytesMut,
+    partial: Option<Partial>,
+    s: Session,
+    list_written: bool,
+    subs: crate::pubsub::Subscriptions,
+    tracking: crate::tracking::Guard,
+    over_soft_since: Option<std::time::Instant>,
+    client: crate::clients::Handle,
+    cl: crate::clients::command::Local,
+}
+
+/// How [`Conn::serve_here`] ended.
+enum Served {
+    /// The connection is done (closed, or to be closed).
+    Ended,
+    /// It moves to this worker.
+    Moving(usize),
 }
 
 /// Why parsing stopped before the input buffer was used up.
@@ -216,6 +259,7 @@ impl Conn {
             stat: crate::intro::ConnStat::new(&shared_stats),
             client,
             cl: Default::default(),
+            home: Home::default(),
             s: Session {
                 id,
                 addr,
@@ -278,30 +322,64 @@ impl Conn {
     /// subscriber's messages, queued by publishers on any thread, wake the
     /// loop and go out ahead of the replies to requests read after them
     /// (past `client-output-buffer-limit pubsub`, the connection closes).
-    pub async fn serve(mut self) {
+    ///
+    /// **Moving to the keys' worker.** Connections are dealt to workers
+    /// round-robin, so a client that does not know the slot map (not a
+    /// cluster client) may land on a thread whose shard holds none of its
+    /// keys, and then every command is a message to another thread and a
+    /// wake-up on both sides (with one hot key, a quarter more CPU per
+    /// request at two workers than at one: `docs/performance.md`). After
+    /// [`MOVE_AFTER`] lone commands in a row for one other worker's shard,
+    /// the connection moves there, between two batches and only when
+    /// nothing is in flight: no reply waiting to be sent, no MULTI, open
+    /// transaction, WATCH, subscription, MONITOR or tracking, no CLIENT
+    /// REPLY OFF|SKIP, not over TLS, and not one that came in on a
+    /// worker's own port (`worker-port-base`: a cluster client sends that
+    /// worker its slots). It keeps its socket, its client
+    /// id and everything of its session (database, name, protocol, user);
+    /// requests already read go with it and are answered there, in order.
+    /// Answers `Some` when the connection leaves this way, for the worker's
+    /// loop to send on.
+    pub(crate) async fn serve(self) -> Option<Parcel> {
+        let mut me = self;
+        match me.serve_here().await {
+            Served::Ended => None,
+            Served::Moving(to) => me.into_parcel(to),
+        }
+    }
+
+    async fn serve_here(&mut self) -> Served {
         if !crate::tls::take_early(&mut self.stream, &mut self.inbuf) {
-            return;
+            return Served::Ended;
         }
         if self.shared.acl.refuses(&self.s.addr) {
             self.shared.rejected.fetch_add(1, Ordering::Relaxed);
             self.out.extend_from_slice(crate::acl::DENIED.as_bytes());
-            return self.finish().await;
+            self.finish().await;
+            return Served::Ended;
         }
         loop {
             if !self.drain_pushes() {
-                return;
+                return Served::Ended;
             }
             if !self.run_buffered().await {
-                return;
+                return Served::Ended;
             }
             if self.s.closing || self.input_closed {
-                return self.finish().await;
+                self.finish().await;
+                return Served::Ended;
             }
             if !self.within_query_limit() {
-                return;
+                return Served::Ended;
             }
             if self.client.client.is_killed() {
-                return; // CLIENT KILL: closed at once, as Redis frees it
+                return Served::Ended; // CLIENT KILL: closed at once, as Redis frees it
+            }
+            if self.home.run >= MOVE_AFTER {
+                self.home.run = 0; // counted afresh if it cannot move now
+                if self.may_move() {
+                    return Served::Moving(self.home.worker);
+                }
             }
             let write = !self.out.is_empty() || self.stream.wants_write();
             let pushed = crate::pubsub::commands::pushed(self.subs.queue().cloned());
@@ -313,17 +391,122 @@ impl Conn {
                         // EOF or a dead socket: answer what was asked
                         // (a half-closed client still reads), then go.
                         let _ = self.run_buffered().await;
-                        return self.finish().await;
+                        self.finish().await;
+                        return Served::Ended;
                     }
                 }
                 r = self.stream.writable(), if write => {
                     if r.is_err() || !self.write_some() {
-                        return;
+                        return Served::Ended;
                     }
                 }
                 _ = pushed => {}
             }
         }
+    }
+
+    /// Keeps the connection on its worker whatever keys it uses (one that
+    /// came in on the worker's own port: see [`Conn::serve`]).
+    pub(crate) fn stay(&mut self) {
+        self.home.stays = true;
+    }
+
+    /// Counts a lone command toward moving (see [`Conn::serve`]).
+    fn note_home(&mut self, hash: u64) {
+        if self.home.stays {
+            return;
+        }
+        match self.coord.other_worker(hash) {
+            Some(w) if w == self.home.worker => self.home.run = self.home.run.saturating_add(1),
+            Some(w) => {
+                self.home.worker = w;
+                self.home.run = 1;
+            }
+            None => self.home.run = 0,
+        }
+    }
+
+    /// True when nothing of the connection is in flight on this worker,
+    /// so it may move (see [`Conn::serve`]).
+    fn may_move(&self) -> bool {
+        matches!(self.stream, ClientStream::Plain(_))
+            && self.out.is_empty()
+            && self.s.multi.is_none()
+            && self.s.txn.is_none()
+            && self.s.watches.keys.is_empty()
+            && self.s.watches.open.is_none()
+            && self.s.tracking.is_none()
+            && self.subs.queue().is_none()
+            && !self.cl.quiet()
+            && self.cl.blocking_cmd.is_none()
+    }
+
+    /// The connection as it leaves for worker `to`; None (the connection
+    /// closes, with a log line) if its socket cannot leave this worker's
+    /// reactor.
+    fn into_parcel(self, to: usize) -> Option<Parcel> {
+        let ClientStream::Plain(stream) = self.stream else {
+            return None; // (`may_move` refused TLS)
+        };
+        let stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(
+                    client = self.s.id,
+                    "closing connection: cannot move it to worker {to}: {e}"
+                );
+                return None;
+            }
+        };
+        Some(Parcel {
+            to,
+            stream,
+            inbuf: self.inbuf,
+            partial: self.partial,
+            s: self.s,
+            list_written: self.list_written,
+            subs: self.subs,
+            tracking: self._tracking,
+            over_soft_since: self.over_soft_since,
+            client: self.client,
+            cl: self.cl,
+        })
+    }
+
+    /// A connection moved here from another worker (see [`Conn::serve`]);
+    /// None (with a log line) if its socket cannot join this worker's
+    /// reactor.
+    pub(crate) fn from_parcel(p: Parcel, coord: Coordinator, shared: Arc<Shared>) -> Option<Conn> {
+        let stream = match tokio::net::TcpStream::from_std(p.stream) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(
+                    client = p.s.id,
+                    "closing connection: cannot serve it on worker {}: {e}",
+                    p.to
+                );
+                return None;
+            }
+        };
+        let local = shared.cmdstats.local();
+        Some(Conn {
+            stream: ClientStream::Plain(stream),
+            inbuf: p.inbuf,
+            partial: p.partial,
+            out: BytesMut::with_capacity(16 * 1024),
+            coord,
+            shared,
+            s: p.s,
+            list_written: p.list_written,
+            subs: p.subs,
+            _tracking: p.tracking,
+            input_closed: false,
+            over_soft_since: p.over_soft_since,
+            stat: crate::intro::ConnStat::new(&local),
+            client: p.client,
+            cl: p.cl,
+            home: Home::default(),
+        })
     }
 
     /// False (and a log line) when the unparsed input passed
@@ -598,6 +781,9 @@ impl Conn {
             // `stat_before`).
             let t0 = (lone.is_empty() && self.s.multi.is_none()).then(std::time::Instant::now);
             let step = self.classify(args);
+            if let Step::Lone(kop) = &step {
+                self.note_home(kop.hash);
+            }
             // MONITOR: a control command is shown once it ran (see
             // `feed_monitors`), anything else now.
             let mut feed_after = None;

@@ -71,11 +71,22 @@ pub struct Shared {
     /// Every connection (CLIENT LIST/KILL, MONITOR, CLIENT PAUSE,
     /// SHUTDOWN's request: `crate::clients`).
     pub conns: Arc<crate::clients::Registry>,
+    /// Each worker's queue of connections, for a connection that moves to
+    /// the worker serving its keys (`crate::conn`, *Moving to the keys'
+    /// worker*). Weak: the acceptor's senders alone keep the workers
+    /// running, so dropping them still ends every worker at shutdown.
+    pub(crate) workers: std::sync::OnceLock<Vec<mpsc::WeakUnboundedSender<Incoming>>>,
 }
 
-/// An accepted socket on its way to a worker, with the TLS configuration
-/// it must be served with (none on the plaintext port).
-type Accepted = (std::net::TcpStream, Option<Arc<rustls::ServerConfig>>);
+/// What reaches a worker: a socket just accepted, with the TLS
+/// configuration it must be served with (none on the plaintext port) and
+/// whether it came in on this worker's own port (then it stays here), or
+/// a connection another worker hands over to be served here
+/// (`crate::conn::Parcel`).
+pub(crate) enum Incoming {
+    Accepted(std::net::TcpStream, Option<Arc<rustls::ServerConfig>>, bool),
+    Moved(Box<crate::conn::Parcel>),
+}
 
 /// Why a node could not start.
 #[derive(Debug, thiserror::Error)]
@@ -312,6 +323,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         rates: Default::default(),
         memory: memory.clone(),
         conns: Arc::default(),
+        workers: std::sync::OnceLock::new(),
     });
     crate::rates::start_sampler(&shared);
     memory.start_sampler(workers).map_err(StartError::Thread)?;
@@ -319,7 +331,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let mut conn_txs = Vec::with_capacity(workers);
     let mut threads = Vec::with_capacity(workers);
     for ((index, inbox), shard) in inbox_rxs.into_iter().enumerate().zip(shards) {
-        let (conn_tx, conn_rx) = mpsc::unbounded_channel::<Accepted>();
+        let (conn_tx, conn_rx) = mpsc::unbounded_channel::<Incoming>();
         conn_txs.push(conn_tx);
         let node = node.clone();
         let shared = shared.clone();
@@ -333,6 +345,12 @@ pub fn run(config: Config) -> Result<(), StartError> {
         threads.push(t);
     }
 
+    let _ = shared.workers.set(
+        conn_txs
+            .iter()
+            .map(mpsc::UnboundedSender::downgrade)
+            .collect(),
+    );
     if let Some(l) = metrics_listener {
         crate::http::start(l, shared.clone(), node.clone())?;
     }
@@ -626,7 +644,7 @@ async fn accept_on(
 
 async fn accept_loop(
     listeners: Listeners,
-    conn_txs: &[mpsc::UnboundedSender<Accepted>],
+    conn_txs: &[mpsc::UnboundedSender<Incoming>],
     shared: Arc<Shared>,
 ) -> Result<(), StartError> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -710,7 +728,8 @@ async fn accept_loop(
                     next = next.wrapping_add(1);
                     next - 1
                 });
-                if conn_txs[to % conn_txs.len()].send((std_stream, tls_config)).is_err() {
+                let own_port = worker.is_some();
+                if conn_txs[to % conn_txs.len()].send(Incoming::Accepted(std_stream, tls_config, own_port)).is_err() {
                     shared.clients.fetch_sub(1, Ordering::Relaxed);
                 }
             }
@@ -728,7 +747,7 @@ fn worker(
     index: usize,
     shard: Shard,
     mut inbox: mpsc::UnboundedReceiver<ShardMsg>,
-    mut conns: mpsc::UnboundedReceiver<Accepted>,
+    mut conns: mpsc::UnboundedReceiver<Incoming>,
     node: Arc<NodeContext>,
     shared: Arc<Shared>,
 ) {
@@ -826,7 +845,21 @@ fn worker(
             flush,
         };
         let coord = Coordinator::new(node, Some(local_shard));
-        while let Some((std_stream, tls)) = conns.recv().await {
+        while let Some(incoming) = conns.recv().await {
+            let (std_stream, tls, own_port) = match incoming {
+                Incoming::Accepted(stream, tls, own_port) => (stream, tls, own_port),
+                Incoming::Moved(parcel) => {
+                    let (coord, shared) = (coord.clone(), shared.clone());
+                    tokio::task::spawn_local(async move {
+                        if let Some(conn) = Conn::from_parcel(*parcel, coord, shared.clone()) {
+                            serve_counted(conn, &shared).await;
+                        } else {
+                            shared.clients.fetch_sub(1, Ordering::Relaxed);
+                        }
+                    });
+                    continue;
+                }
+            };
             let _ = std_stream.set_nonblocking(true);
             let Ok(stream) = tokio::net::TcpStream::from_std(std_stream) else {
                 shared.clients.fetch_sub(1, Ordering::Relaxed);
@@ -850,12 +883,41 @@ fn worker(
                         })
                     }
                 };
-                if let Ok(stream) = stream {
-                    Conn::new(stream, coord, shared.clone()).serve().await;
+                match stream {
+                    Ok(stream) => {
+                        let mut conn = Conn::new(stream, coord, shared.clone());
+                        if own_port {
+                            // A cluster client's choice: the slots it sends
+                            // are this worker's.
+                            conn.stay();
+                        }
+                        serve_counted(conn, &shared).await
+                    }
+                    Err(_) => {
+                        shared.clients.fetch_sub(1, Ordering::Relaxed);
+                    }
                 }
-                shared.clients.fetch_sub(1, Ordering::Relaxed);
             });
         }
         shard.borrow_mut().close_wal();
     });
+}
+
+/// Serves a connection until it ends, then uncounts it; or until it moves
+/// to another worker, which counts it from then on (uncounted here if that
+/// worker is gone: the node is shutting down).
+async fn serve_counted(conn: Conn, shared: &Shared) {
+    let Some(parcel) = conn.serve().await else {
+        shared.clients.fetch_sub(1, Ordering::Relaxed);
+        return;
+    };
+    let to = parcel.to;
+    let sender = shared
+        .workers
+        .get()
+        .and_then(|w| w.get(to))
+        .and_then(mpsc::WeakUnboundedSender::upgrade);
+    if sender.is_none_or(|s| s.send(Incoming::Moved(Box::new(parcel))).is_err()) {
+        shared.clients.fetch_sub(1, Ordering::Relaxed);
+    }
 }

@@ -319,6 +319,20 @@ impl Coordinator {
         }
     }
 
+    /// The index of this node's shard serving `hash` when another worker
+    /// thread owns it: a connection whose commands all go there is better
+    /// served on that thread. None for this thread's own shard, another
+    /// node's, or a node of one shard.
+    pub fn other_worker(&self, hash: u64) -> Option<usize> {
+        let local = self.local.as_ref()?;
+        if self.node.shards() < 2 {
+            return None;
+        }
+        let s = self.shard_of(hash);
+        let index = usize::from(s.index);
+        (s.node == self.node.node_id && index != local.index).then_some(index)
+    }
+
     /// True when `shard` is this thread's own, served inline.
     pub fn is_inline(&self, shard: ShardId) -> bool {
         shard.node == self.node.node_id
