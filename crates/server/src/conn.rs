@@ -16,6 +16,9 @@ use elsa_txn::{Coordinator, Txn, TxnError};
 
 #[path = "blocking.rs"]
 mod blocking;
+#[path = "moving.rs"]
+mod moving;
+pub(crate) use moving::Parcel;
 
 use crate::cmd::{self, CmdError, Control, DataCmd, Kind, Shape};
 use crate::node::Shared;
@@ -125,40 +128,7 @@ pub struct Conn {
     /// CLIENT REPLY and NO-EVICT state.
     pub(crate) cl: crate::clients::command::Local,
     /// The other worker its latest lone commands all went to.
-    home: Home,
-}
-
-/// Lone commands in a row for one other worker's shard after which a
-/// connection moves to that worker (see *Moving to the keys' worker* at
-/// [`Conn::serve`]).
-const MOVE_AFTER: u32 = 256;
-
-/// How many lone commands in a row went to another worker's shard, and
-/// which; `stays` for a connection that never moves.
-#[derive(Default)]
-struct Home {
-    worker: usize,
-    run: u32,
-    stays: bool,
-}
-
-/// A connection on its way to another worker of this node: its socket,
-/// taken off this worker's reactor, and everything it remembers. What
-/// belongs to the worker (the coordinator with its shard, the statistics
-/// block) is the new worker's own on arrival.
-pub(crate) struct Parcel {
-    /// The worker it moves to.
-    pub to: usize,
-    stream: std::net::TcpStream,
-    inbuf: BytesMut,
-    partial: Option<Partial>,
-    s: Session,
-    list_written: bool,
-    subs: crate::pubsub::Subscriptions,
-    tracking: crate::tracking::Guard,
-    over_soft_since: Option<std::time::Instant>,
-    client: crate::clients::Handle,
-    cl: crate::clients::command::Local,
+    home: moving::Home,
 }
 
 /// How [`Conn::serve_here`] ended.
@@ -259,7 +229,7 @@ impl Conn {
             stat: crate::intro::ConnStat::new(&shared_stats),
             client,
             cl: Default::default(),
-            home: Home::default(),
+            home: moving::Home::default(),
             s: Session {
                 id,
                 addr,
@@ -329,7 +299,7 @@ impl Conn {
     /// keys, and then every command is a message to another thread and a
     /// wake-up on both sides (with one hot key, a quarter more CPU per
     /// request at two workers than at one: `docs/performance.md`). After
-    /// [`MOVE_AFTER`] lone commands in a row for one other worker's shard,
+    /// [`moving::MOVE_AFTER`] lone commands in a row for one other worker's shard,
     /// the connection moves there, between two batches and only when
     /// nothing is in flight: no reply waiting to be sent, no MULTI, open
     /// transaction, WATCH, subscription, MONITOR or tracking, no CLIENT
@@ -375,7 +345,7 @@ impl Conn {
             if self.client.client.is_killed() {
                 return Served::Ended; // CLIENT KILL: closed at once, as Redis frees it
             }
-            if self.home.run >= MOVE_AFTER {
+            if self.home.run >= moving::MOVE_AFTER {
                 self.home.run = 0; // counted afresh if it cannot move now
                 if self.may_move() {
                     return Served::Moving(self.home.worker);
@@ -403,110 +373,6 @@ impl Conn {
                 _ = pushed => {}
             }
         }
-    }
-
-    /// Keeps the connection on its worker whatever keys it uses (one that
-    /// came in on the worker's own port: see [`Conn::serve`]).
-    pub(crate) fn stay(&mut self) {
-        self.home.stays = true;
-    }
-
-    /// Counts a lone command toward moving (see [`Conn::serve`]).
-    fn note_home(&mut self, hash: u64) {
-        if self.home.stays {
-            return;
-        }
-        match self.coord.other_worker(hash) {
-            Some(w) if w == self.home.worker => self.home.run = self.home.run.saturating_add(1),
-            Some(w) => {
-                self.home.worker = w;
-                self.home.run = 1;
-            }
-            None => self.home.run = 0,
-        }
-    }
-
-    /// True when nothing of the connection is in flight on this worker,
-    /// so it may move (see [`Conn::serve`]).
-    fn may_move(&self) -> bool {
-        matches!(self.stream, ClientStream::Plain(_))
-            && self.out.is_empty()
-            && self.s.multi.is_none()
-            && self.s.txn.is_none()
-            && self.s.watches.keys.is_empty()
-            && self.s.watches.open.is_none()
-            && self.s.tracking.is_none()
-            && self.subs.queue().is_none()
-            && !self.cl.quiet()
-            && self.cl.blocking_cmd.is_none()
-    }
-
-    /// The connection as it leaves for worker `to`; None (the connection
-    /// closes, with a log line) if its socket cannot leave this worker's
-    /// reactor.
-    fn into_parcel(self, to: usize) -> Option<Parcel> {
-        let ClientStream::Plain(stream) = self.stream else {
-            return None; // (`may_move` refused TLS)
-        };
-        let stream = match stream.into_std() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(
-                    client = self.s.id,
-                    "closing connection: cannot move it to worker {to}: {e}"
-                );
-                return None;
-            }
-        };
-        Some(Parcel {
-            to,
-            stream,
-            inbuf: self.inbuf,
-            partial: self.partial,
-            s: self.s,
-            list_written: self.list_written,
-            subs: self.subs,
-            tracking: self._tracking,
-            over_soft_since: self.over_soft_since,
-            client: self.client,
-            cl: self.cl,
-        })
-    }
-
-    /// A connection moved here from another worker (see [`Conn::serve`]);
-    /// None (with a log line) if its socket cannot join this worker's
-    /// reactor.
-    pub(crate) fn from_parcel(p: Parcel, coord: Coordinator, shared: Arc<Shared>) -> Option<Conn> {
-        let stream = match tokio::net::TcpStream::from_std(p.stream) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(
-                    client = p.s.id,
-                    "closing connection: cannot serve it on worker {}: {e}",
-                    p.to
-                );
-                return None;
-            }
-        };
-        let local = shared.cmdstats.local();
-        Some(Conn {
-            stream: ClientStream::Plain(stream),
-            inbuf: p.inbuf,
-            partial: p.partial,
-            out: BytesMut::with_capacity(16 * 1024),
-            coord,
-            shared,
-            s: p.s,
-            list_written: p.list_written,
-            subs: p.subs,
-            _tracking: p.tracking,
-            input_closed: false,
-            over_soft_since: p.over_soft_since,
-            stat: crate::intro::ConnStat::new(&local),
-            client: p.client,
-            cl: p.cl,
-            home: Home::default(),
-        })
     }
 
     /// False (and a log line) when the unparsed input passed
