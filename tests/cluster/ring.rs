@@ -538,25 +538,33 @@ fn hand_back_with_commits_in_flight(delay_ms: u64) {
     for node in [0, 2] {
         c.fault(node, "HEAL");
     }
-    // Each MULTI ran before anything else touched its keys, so every
-    // increment on the restarted node came after it.
-    assert!(
-        lone.iter().all(|&v| v == 2),
-        "an INCR on the restarted node ran before a commit holding its key: {lone:?}"
-    );
+    // Per key the two increments serialize: one saw the other. Usually
+    // each MULTI holds its keys before the node restarts, and the node's
+    // INCR comes second (answers 2, the MULTI 1). On a loaded machine a
+    // MULTI may still be retrying (its slots being taken over) when the
+    // slots come back, and then it comes second: also right. Both
+    // answering 1 is the defect, a lost increment: the node served a key
+    // while a commit still held it elsewhere.
     let mut want: BTreeMap<String, String> = BTreeMap::new();
-    for ((a, b), answer) in pairs.iter().zip(&answers) {
+    let mut multi_first = 0;
+    for (i, ((a, b), answer)) in pairs.iter().zip(&answers).enumerate() {
         let answer = answer
             .as_ref()
             .unwrap_or_else(|e| panic!("MULTI on {a}, {b}: {e}"));
-        assert_eq!(
-            *answer,
-            (1, 1),
-            "MULTI on {a}, {b} ran before anything else"
-        );
+        for (key, mine, theirs) in [(a, answer.0, lone[2 * i]), (b, answer.1, lone[2 * i + 1])] {
+            assert!(
+                (mine, theirs) == (1, 2) || (mine, theirs) == (2, 1),
+                "{key}: the MULTI answered {mine} and the restarted node's INCR {theirs} (answers {lone:?})"
+            );
+            multi_first += usize::from(mine == 1);
+        }
         want.insert(a.clone(), "2".into());
         want.insert(b.clone(), "2".into());
     }
+    println!(
+        "[hand-back] {multi_first} of {} keys: the MULTI's increment came first",
+        keys.len()
+    );
     let lost: Vec<_> = keys
         .iter()
         .zip(settled_counters(&c, &keys))
