@@ -345,6 +345,12 @@ fn a_plain_client_moves_to_the_worker_that_keeps_its_keys() {
             .unwrap();
         let id: u64 = redis::cmd("CLIENT").arg("ID").query(c).unwrap();
         ids.push(id);
+        // Commands named B-something that do not block must not keep it
+        // from moving (BEGIN and BITCOUNT did: the marker CLIENT LIST
+        // shows for a blocked BLPOP stayed set).
+        let _: () = redis::cmd("BEGIN").arg("SI").query(c).unwrap();
+        let _: i64 = redis::cmd("COMMIT").query(c).unwrap();
+        let _: i64 = redis::cmd("BITCOUNT").arg("{t}none").query(c).unwrap();
     }
     // A long pipeline of lone commands on keys of one slot: it arrives in
     // many reads, and the move happens between two of them, with the rest
@@ -384,6 +390,14 @@ fn a_plain_client_moves_to_the_worker_that_keeps_its_keys() {
     );
     let n: i64 = redis::cmd("GET").arg("{t}n").query(&mut conns[0]).unwrap();
     assert_eq!(n, 600);
+    let txns: String = redis::cmd("INFO")
+        .arg("transactions")
+        .query(&mut info)
+        .unwrap();
+    assert!(
+        txns.contains("\r\nclients_moved:1\r\n"),
+        "one of the two moved, once: {txns}"
+    );
     // The session came along: client id, name, database.
     for (i, c) in conns.iter_mut().enumerate() {
         let id: u64 = redis::cmd("CLIENT").arg("ID").query(c).unwrap();

@@ -143,7 +143,12 @@ fn replies_match_redis() {
         let port = other.port;
         (None, Some(other), port)
     } else {
-        let elsa = Elsa::start(&["--workers", "2"]);
+        // `--worker-move-after 1`: a connection moves to the other worker
+        // whenever a lone command's key is on that worker's shard, so
+        // every command kind (blocking, MULTI, SELECT, CLIENT, every data
+        // type) meets connections that have just moved, and a move that
+        // loses or reorders anything of a session shows as a divergence.
+        let elsa = Elsa::start(&["--workers", "2", "--worker-move-after", "1"]);
         let port = elsa.port;
         (Some(elsa), None, port)
     };
@@ -219,6 +224,15 @@ fn replies_match_redis() {
         kinds.len()
     );
     println!("{summary}");
+    if let (Some(elsa), true) = (&_elsa, died.is_none()) {
+        // The moves the divergences above were judged across happened.
+        let moved = common::clients_moved(elsa.port);
+        println!("differential: connections moved between Elsa's workers {moved} times");
+        assert!(
+            moved > 100,
+            "only {moved} moves: the run did not exercise them"
+        );
+    }
     if kinds.is_empty() && died.is_none() {
         return;
     }

@@ -20,6 +20,10 @@
 //!   that WATCH/MULTI/EXEC (or `BEGIN SI`) transactions read and write,
 //!   some lingering before EXEC so watched keys expire meanwhile (`ttl.rs`
 //!   says how expiry is recorded and what is timed);
+//! - `*_moving`: pipelines (as above) while connections move between the
+//!   server's two workers after every two lone commands in a row for the
+//!   other worker's shard (`--worker-move-after 2`; INFO's
+//!   `clients_moved` must show moves), on one node and across three;
 //! - `*_si_beside_watch`: half the clients at SI, half with
 //!   WATCH/MULTI/EXEC, on the same keys (judged as SI);
 //! - `*_admin_in_multi`: `PING`, `DBSIZE`, `TIME`, `ECHO` queued inside
@@ -74,7 +78,7 @@ use rand::SeedableRng;
 use checker::Checks;
 use client::Level;
 use common::cluster::Cluster;
-use common::{env_or, Elsa};
+use common::{clients_moved, env_or, Elsa};
 use driver::{AdminIn, Done, Mix, Plan, Run, Until};
 use workload::{Kind, Mop, Seen, Workload};
 
@@ -493,7 +497,7 @@ fn judge(plan: &Plan, run: &Run) -> Judged {
 /// Runs `workload` at `level` with `mix` on a fresh two-shard server, checks
 /// the history, prints what was found, and asserts what the level promises.
 fn prove(workload: Workload, level: Level, mix: Mix, tag: &str) {
-    prove_on(1, workload, level, mix, tag);
+    prove_on(1, workload, level, mix, tag, &[]);
 }
 
 /// [`prove`] on a fresh region of three nodes (each a two-shard server, as
@@ -501,19 +505,29 @@ fn prove(workload: Workload, level: Level, mix: Mix, tag: &str) {
 /// clients spread over the nodes: a pipeline or transaction from one node
 /// reaches keys on the others.
 fn prove_across_nodes(workload: Workload, level: Level, mix: Mix, tag: &str) {
-    prove_on(3, workload, level, mix, tag);
+    prove_on(3, workload, level, mix, tag, &[]);
 }
 
-/// [`prove`] on `nodes` nodes of one region (one: a lone server).
-fn prove_on(nodes: usize, workload: Workload, level: Level, mix: Mix, tag: &str) {
+/// The server flags of the `*_moving` runs: a connection moves to the
+/// other worker after two lone commands in a row for that worker's shard
+/// (the default is 256, which random keys never reach), so connections
+/// move between their pipelines all the time, between (never inside)
+/// their transactions and WATCHes.
+const MOVING: &[&str] = &["--worker-move-after", "2"];
+
+/// [`prove`] on `nodes` nodes of one region (one: a lone server), each
+/// started with `flags` too. With [`MOVING`], the connections must have
+/// moved (a run that moved none proves nothing of the move).
+fn prove_on(nodes: usize, workload: Workload, level: Level, mix: Mix, tag: &str, flags: &[&str]) {
     // Lone servers share the machine; a region takes it to itself.
     let _shared = (nodes == 1).then(share_machine);
     let _alone = (nodes > 1).then(own_machine);
     let cfg = Config::from_env();
     let (elsa, region) = if nodes == 1 {
-        (Some(Elsa::start(&["--workers", "2"])), None)
+        let args: Vec<&str> = ["--workers", "2"].iter().chain(flags).copied().collect();
+        (Some(Elsa::start(&args)), None)
     } else {
-        (None, Some(Cluster::start(&vec!["r1"; nodes], &[])))
+        (None, Some(Cluster::start(&vec!["r1"; nodes], flags)))
     };
     let ports = match (&elsa, &region) {
         (Some(e), _) => vec![e.port],
@@ -554,10 +568,22 @@ fn prove_on(nodes: usize, workload: Workload, level: Level, mix: Mix, tag: &str)
         timeout: Duration::from_secs(30),
     };
     let run = driver::run(&plan);
+    let moved: u64 = if flags == MOVING {
+        plan.ports.iter().map(|&p| clients_moved(p)).sum()
+    } else {
+        0
+    };
     drop(elsa);
     drop(region);
     let judged = judge(&plan, &run);
     println!("{}", judged.notes);
+    if flags == MOVING {
+        println!(
+            "{}: connections moved between workers {moved} times",
+            plan.name
+        );
+        assert!(moved > 0, "{}: no connection moved", plan.name);
+    }
     assert!(judged.failures.is_empty(), "{}", judged.failures.join("\n"));
 }
 
@@ -659,6 +685,59 @@ fn rw_register_rr_with_pipelines() {
 #[test]
 fn list_append_watch_with_pipelines() {
     prove(Workload::ListAppend, Level::Watch, PIPELINES, "-pipelines");
+}
+
+/// Pipelines while connections move between the workers ([`MOVING`]):
+/// each pipeline's requests, read before a move, are answered after it on
+/// the other worker, and must keep their order and isolation.
+#[test]
+fn list_append_watch_with_pipelines_moving() {
+    prove_on(
+        1,
+        Workload::ListAppend,
+        Level::Watch,
+        PIPELINES,
+        "-pipelines-moving",
+        MOVING,
+    );
+}
+
+#[test]
+fn hash_register_si_with_pipelines_moving() {
+    prove_on(
+        1,
+        Workload::HashRegister,
+        Level::Si,
+        PIPELINES,
+        "-pipelines-moving",
+        MOVING,
+    );
+}
+
+#[test]
+fn rw_register_rr_with_pipelines_moving() {
+    prove_on(
+        1,
+        Workload::RwRegister,
+        Level::Rr,
+        PIPELINES,
+        "-pipelines-moving",
+        MOVING,
+    );
+}
+
+/// Moves on every node of a region: a connection moves only for its own
+/// node's shards, and its transactions reach the others.
+#[test]
+fn zset_register_watch_with_pipelines_moving_across_nodes() {
+    prove_on(
+        3,
+        Workload::ZsetRegister,
+        Level::Watch,
+        PIPELINES,
+        "-pipelines-moving",
+        MOVING,
+    );
 }
 
 const TTLS: Mix = Mix {
@@ -814,7 +893,8 @@ impl Drop for StopOnDrop<'_> {
 }
 
 /// Three nodes of one region (replication factor 3, every commit fsynced,
-/// acknowledgement level `region`, the default), clients of six runs —
+/// acknowledgement level `region`, the default, connections moving between
+/// each node's workers as in the `*_moving` runs), clients of six runs —
 /// append (on lists) and rw-register at SI, RR and WATCH, half of them
 /// pipelining a third of their iterations — on every node at once,
 /// each run on its own keys, while `faults.rs` kills (-9) and restarts a
@@ -831,8 +911,17 @@ fn region_of_three_under_kill_and_pause() {
     let mut cluster = Cluster::start(
         &["r1", "r1", "r1"],
         // Every acknowledged commit is on its node's disk: what a kill loses
-        // is then replication's doing, not the fsync policy's.
-        &["--replication-factor", "3", "--appendfsync", "always"],
+        // is then replication's doing, not the fsync policy's. Connections
+        // move between a node's workers as in the `*_moving` runs, killed
+        // and paused meanwhile.
+        &[
+            "--replication-factor",
+            "3",
+            "--appendfsync",
+            "always",
+            MOVING[0],
+            MOVING[1],
+        ],
     );
     let ports: Vec<u16> = (0..cluster.len()).map(|i| cluster.port(i)).collect();
     // Appends on lists (ELSA_ISOLATION_REGION_APPEND=string appends on
@@ -905,6 +994,8 @@ fn region_of_three_under_kill_and_pause() {
     });
     let all: Vec<usize> = (0..cluster.len()).collect();
     let converged = cluster.wait_same_digest(&all, Duration::from_secs(60));
+    // (Counted since each node's last start.)
+    let moved: u64 = ports.iter().map(|&p| clients_moved(p)).sum();
     let mut failures = Vec::new();
     for (plan, run) in plans.iter().zip(&runs) {
         let judged = judge(plan, run);
@@ -913,12 +1004,13 @@ fn region_of_three_under_kill_and_pause() {
     }
     println!(
         "[isolation] region: faults (seed {}):\n  {}\n[isolation] region: nodes converged {converged:.1?} after the runs; \
-         whole test {:.1?}",
+         connections moved between workers {moved} times; whole test {:.1?}",
         cfg.seed,
         log.join("\n  "),
         started_at.elapsed()
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(moved > 0, "no connection moved between a node's workers");
 }
 
 /// The harness must be able to fail: hand-made histories with known

@@ -173,12 +173,30 @@ fn live_run(
 
 #[test]
 fn one_node_is_linearizable() {
+    one_node_run("one-node", &[]);
+}
+
+/// As [`one_node_is_linearizable`], with each connection moving to the
+/// other worker whenever a command's key is on that worker's shard
+/// (`--worker-move-after 1`; the default 256 is never reached by random
+/// keys): about every other operation follows a move, and must still take
+/// effect once, in order, between its invoke and its answer.
+#[test]
+fn one_node_with_connections_moving_is_linearizable() {
+    one_node_run("one-node-moving", &["--worker-move-after", "1"]);
+}
+
+/// One node of two workers, started with `flags` too, under the register
+/// and counter workload; must be linearizable. With `--worker-move-after`,
+/// connections must have moved between the workers.
+fn one_node_run(name: &str, flags: &[&str]) {
     let _one = one_at_a_time();
     let secs = env_or("ELSA_LIN_SECS", 20u64);
     let clients: usize = env_or("ELSA_LIN_CLIENTS", 3) + 1;
-    let elsa = Elsa::start(&["--workers", "2"]);
+    let args: Vec<&str> = ["--workers", "2"].iter().chain(flags).copied().collect();
+    let elsa = Elsa::start(&args);
     let targets = vec![(1, elsa.port); clients];
-    let outcome = live_run("one-node", &targets, |_, _| {
+    let outcome = live_run(name, &targets, |_, _| {
         std::thread::sleep(Duration::from_secs(secs));
         Vec::new()
     });
@@ -188,6 +206,14 @@ fn one_node_is_linearizable() {
         "{}",
         outcome.summary
     );
+    if !flags.is_empty() {
+        let moved = common::clients_moved(elsa.port);
+        println!("[lin] {name}: connections moved between workers {moved} times");
+        assert!(
+            moved > 100,
+            "only {moved} moves: the run did not exercise them"
+        );
+    }
 }
 
 /// At acknowledgement level `region` (the default; `ELSA_LIN_ACK` picks

@@ -348,6 +348,23 @@ impl Drop for Node {
     }
 }
 
+/// How many times connections moved between the workers of the server on
+/// `port` (INFO transactions' `clients_moved`; `--worker-move-after`).
+#[allow(dead_code)] // not every test binary uses it
+pub fn clients_moved(port: u16) -> u64 {
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .expect("connect for INFO");
+    let info: String = redis::cmd("INFO")
+        .arg("transactions")
+        .query(&mut con)
+        .expect("INFO transactions");
+    info.lines()
+        .find_map(|l| l.strip_prefix("clients_moved:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("INFO transactions has clients_moved")
+}
+
 /// `n` clients reading `a` and `b` at once without pause (pipelines of 8
 /// `MGET`s) until `done` is set, passing each MGET's pair to `check`.
 /// With the keys on two shards each MGET holds both for its read: readers

@@ -215,6 +215,10 @@ pub struct Keys {
     /// slots on its port (0 = off: every slot on the client port).
     #[arg(long, env = "ELSA_WORKER_PORT_BASE")]
     pub worker_port_base: Option<u16>,
+    /// A connection moves to the worker whose shard its keys are on after
+    /// this many lone commands in a row for that shard (0 = never).
+    #[arg(long, env = "ELSA_WORKER_MOVE_AFTER")]
+    pub worker_move_after: Option<u32>,
     /// Memory limit (Redis's `maxmemory`: bytes, or 100mb, 2gb…; 0 = none).
     #[arg(long, env = "ELSA_MAXMEMORY")]
     #[serde(default, deserialize_with = "memory_value")]
@@ -297,6 +301,7 @@ impl Keys {
             latency_tracking_info_percentiles,
             metrics_port,
             worker_port_base,
+            worker_move_after,
             maxmemory,
             maxmemory_policy,
             maxmemory_samples,
@@ -363,6 +368,10 @@ pub struct Config {
     pub metrics_port: u16,
     /// Worker i's own client port is this + i (`crate::cluster_cmd`; 0 = off).
     pub worker_port_base: u16,
+    /// Lone commands in a row for another worker's shard after which a
+    /// connection moves there (`crate::conn`, *Moving to the keys'
+    /// worker*; 0 = never).
+    pub worker_move_after: u32,
     /// Memory limit and eviction at start (`crate::memory`; CONFIG SET
     /// changes the live values in `Shared::memory`).
     pub memory: MemorySettings,
@@ -711,6 +720,7 @@ impl Config {
             },
             metrics_port: need(c.metrics_port, "metrics-port")?,
             worker_port_base: need(c.worker_port_base, "worker-port-base")?,
+            worker_move_after: need(c.worker_move_after, "worker-move-after")?,
             memory: MemorySettings {
                 maxmemory: {
                     let v = need(c.maxmemory, "maxmemory")?;

@@ -198,6 +198,7 @@ impl Conn {
         let ack = shared.config.default_ack;
         let _ = stream.tcp().set_nodelay(true);
         let shared_stats = shared.cmdstats.local();
+        let home = moving::Home::new(shared.config.worker_move_after);
         let subs = crate::pubsub::Subscriptions::new(shared.pubsub.clone());
         let tracking = crate::tracking::Guard {
             tracking: shared.tracking.clone(),
@@ -229,7 +230,7 @@ impl Conn {
             stat: crate::intro::ConnStat::new(&shared_stats),
             client,
             cl: Default::default(),
-            home: moving::Home::default(),
+            home,
             s: Session {
                 id,
                 addr,
@@ -299,7 +300,7 @@ impl Conn {
     /// keys, and then every command is a message to another thread and a
     /// wake-up on both sides (with one hot key, a quarter more CPU per
     /// request at two workers than at one: `docs/performance.md`). After
-    /// [`moving::MOVE_AFTER`] lone commands in a row for one other worker's shard,
+    /// `worker-move-after` (256) lone commands in a row for one other worker's shard,
     /// the connection moves there, between two batches and only when
     /// nothing is in flight: no reply waiting to be sent, no MULTI, open
     /// transaction, WATCH, subscription, MONITOR or tracking, no CLIENT
@@ -345,11 +346,8 @@ impl Conn {
             if self.client.client.is_killed() {
                 return Served::Ended; // CLIENT KILL: closed at once, as Redis frees it
             }
-            if self.home.run >= moving::MOVE_AFTER {
-                self.home.run = 0; // counted afresh if it cannot move now
-                if self.may_move() {
-                    return Served::Moving(self.home.worker);
-                }
+            if self.home.due() && self.may_move() {
+                return Served::Moving(self.home.worker);
             }
             let write = !self.out.is_empty() || self.stream.wants_write();
             let pushed = crate::pubsub::commands::pushed(self.subs.queue().cloned());
@@ -638,9 +636,11 @@ impl Conn {
             let out_before = self.out.len();
             // Every blocking command's name starts with a B: one byte
             // compared here, so that CLIENT LIST shows it while it waits.
-            if matches!(args[0].first(), Some(b'b' | b'B')) {
-                self.cl.blocking_cmd = Some(args[0].clone());
-            }
+            // Set afresh for every command: a B-command that does not
+            // block (BEGIN, BITCOUNT) must not leave it set, or the
+            // connection would never move (`Conn::may_move`).
+            self.cl.blocking_cmd =
+                matches!(args[0].first(), Some(b'b' | b'B')).then(|| args[0].clone());
             // A run of lone commands is timed as a whole, from its first
             // command's classification (`crate::intro::ConnStat`). Inside
             // MULTI nothing is timed before EXEC (which reads the clock in

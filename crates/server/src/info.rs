@@ -101,7 +101,7 @@ impl Conn {
             crate::info_sections::stats(&mut t, sh, &totals, &counters);
         }
         if want("transactions") {
-            crate::info_sections::transactions(&mut t, &totals, &total);
+            crate::info_sections::transactions(&mut t, sh, &totals, &total);
         }
         if want("gossip") {
             let peers = sh.cluster.as_ref().map_or(0, |cl| cl.peer_info().len());

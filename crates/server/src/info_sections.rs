@@ -337,12 +337,15 @@ pub fn keyspace(t: &mut String, rows: &[(u8, usize, usize, u64)]) {
 }
 
 /// `# Transactions`: outcomes per isolation level (BEGIN … COMMIT) and
-/// for MULTI/EXEC, with the shards' own counters.
-pub fn transactions(t: &mut String, totals: &Totals, total: &ShardStats) {
+/// for MULTI/EXEC, with the shards' own counters, and what crossed
+/// between workers (shard messages; connections moved to their keys'
+/// worker, `crate::conn`).
+pub fn transactions(t: &mut String, sh: &Shared, totals: &Totals, total: &ShardStats) {
     let _ = write!(
         t,
-        "# Transactions\r\nlone_ops:{}\r\ncommits:{}\r\nconflicts:{}\r\nbusy_retries:{}\r\nrefused_while_not_serving:{}\r\ninstalls_superseded:{}\r\nsnapshot_versions_kept:{}\r\ninbox_messages:{}\r\n",
-        total.ops, total.commits, total.conflicts, total.busy, total.refused_stale, total.installs_superseded, total.history, total.inbox_messages
+        "# Transactions\r\nlone_ops:{}\r\ncommits:{}\r\nconflicts:{}\r\nbusy_retries:{}\r\nrefused_while_not_serving:{}\r\ninstalls_superseded:{}\r\nsnapshot_versions_kept:{}\r\ninbox_messages:{}\r\nclients_moved:{}\r\n",
+        total.ops, total.commits, total.conflicts, total.busy, total.refused_stale, total.installs_superseded, total.history, total.inbox_messages,
+        sh.clients_moved.load(Relaxed)
     );
     for kind in TxnKind::ALL {
         let _ = write!(

@@ -14,18 +14,37 @@ use crate::node::Shared;
 use crate::resp::Partial;
 use crate::tls::ClientStream;
 
-/// Lone commands in a row for one other worker's shard after which a
-/// connection moves to that worker (see *Moving to the keys' worker* at
-/// [`Conn::serve`]).
-pub(super) const MOVE_AFTER: u32 = 256;
-
 /// How many lone commands in a row went to another worker's shard, and
 /// which; `stays` for a connection that never moves.
-#[derive(Default)]
 pub(super) struct Home {
     pub(super) worker: usize,
-    pub(super) run: u32,
+    run: u32,
+    /// `worker-move-after`: the run that moves the connection.
+    after: u32,
     stays: bool,
+}
+
+impl Home {
+    /// Counting from nothing, moving after `after` lone commands in a row
+    /// (the `worker-move-after` setting; 0 = never).
+    pub(super) fn new(after: u32) -> Home {
+        Home {
+            worker: 0,
+            run: 0,
+            after,
+            stays: after == 0,
+        }
+    }
+
+    /// True once the run is long enough to move; the run starts afresh
+    /// (so a connection that cannot move now is counted again).
+    pub(super) fn due(&mut self) -> bool {
+        if self.run < self.after || self.stays {
+            return false;
+        }
+        self.run = 0;
+        true
+    }
 }
 
 /// A connection on its way to another worker of this node: its socket,
@@ -132,6 +151,7 @@ impl Conn {
             }
         };
         let local = shared.cmdstats.local();
+        let home = Home::new(shared.config.worker_move_after);
         Some(Conn {
             stream: ClientStream::Plain(stream),
             inbuf: p.inbuf,
@@ -148,7 +168,7 @@ impl Conn {
             stat: crate::intro::ConnStat::new(&local),
             client: p.client,
             cl: p.cl,
-            home: Home::default(),
+            home,
         })
     }
 }

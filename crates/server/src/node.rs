@@ -36,6 +36,9 @@ pub struct Shared {
     pub total_commands: AtomicU64,
     /// Connections refused by `maxclients`.
     pub rejected: AtomicU64,
+    /// Connections moved to the worker keeping their keys (`crate::conn`,
+    /// *Moving to the keys' worker*; INFO transactions' `clients_moved`).
+    pub clients_moved: AtomicU64,
     /// Next CLIENT ID.
     pub next_client_id: AtomicU64,
     /// Snapshots and recovery.
@@ -304,6 +307,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         total_connections: AtomicU64::new(0),
         total_commands: AtomicU64::new(0),
         rejected: AtomicU64::new(0),
+        clients_moved: AtomicU64::new(0),
         next_client_id: AtomicU64::new(1),
         persistence: Arc::new(persistence),
         pubsub: crate::pubsub::Registry::attached(cluster.as_deref()),
@@ -919,5 +923,7 @@ async fn serve_counted(conn: Conn, shared: &Shared) {
         .and_then(mpsc::WeakUnboundedSender::upgrade);
     if sender.is_none_or(|s| s.send(Incoming::Moved(Box::new(parcel))).is_err()) {
         shared.clients.fetch_sub(1, Ordering::Relaxed);
+    } else {
+        shared.clients_moved.fetch_add(1, Ordering::Relaxed);
     }
 }
