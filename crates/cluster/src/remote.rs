@@ -84,6 +84,9 @@ pub struct StateMsg {
     pub typed: Option<Bytes>,
 }
 
+/// [`Call::kind`] of a prepare (hold + validate).
+pub const PREPARE: u32 = 4;
+
 /// A forwarded request. `kind`: 1 batch, 2 read, 3 commit, 4 prepare,
 /// 5 shadow holds, 6 install, 7 release, 8 exec, 9 synchronous
 /// replication push (`entries`), 10 install of other regions' transactions
@@ -400,7 +403,7 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
             }))
         }
         ShardMsg::Prepare { req, ack, reply } => {
-            call.kind = 4;
+            call.kind = PREPARE;
             call.ack = ack_code(ack);
             call.txn = req.txn;
             call.checks = req.checks.iter().map(check_msg).collect();

@@ -247,6 +247,7 @@ pub struct Cluster {
     drop_installs: AtomicBool,
     /// Fault injection: answers to forwarded calls wait this long (ms).
     answer_delay_ms: AtomicU64,
+    delay_prepares_only: AtomicBool,
     /// Fault injection: installs are answered Busy, not run.
     busy_installs: AtomicBool,
     /// What to do when a batch of this node's commits was not confirmed
@@ -365,6 +366,7 @@ impl Cluster {
             forming_log: Mutex::new(None),
             drop_installs: AtomicBool::new(false),
             answer_delay_ms: AtomicU64::new(0),
+            delay_prepares_only: AtomicBool::new(false),
             busy_installs: AtomicBool::new(false),
             crash_before_ship: Mutex::new(None),
             ship_to_one: Mutex::new(None),

@@ -185,7 +185,7 @@ impl Conn {
     }
 
     /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|DELAY-INSTALLS
-    /// ms|DELAY-ANSWERS ms|CRASH-AFTER-RECORD|CRASH-BEFORE-SHIP prefix|
+    /// ms|DELAY-ANSWERS ms [PREPARES]|CRASH-AFTER-RECORD|CRASH-BEFORE-SHIP prefix|
     /// PAUSE-BEFORE-SHIP prefix|CRASH-AFTER-SHIP-TO-ONE prefix|PAUSE-REPAIR|
     /// LAPSE|HEAL` (needs
     /// `fault-injection = true`):
@@ -194,7 +194,8 @@ impl Conn {
     /// between a commit's decision and its install, for tests), or answer
     /// them Busy (a node no longer their primary); have the commits it
     /// coordinates wait `ms` between decision and install (a slow
-    /// coordinator); hold its answers to peers `ms`; die right after logging
+    /// coordinator); hold its answers to peers `ms` (with PREPARES, only
+    /// those to prepares); die right after logging
     /// a transaction record (or a write of a key with `prefix`), before
     /// shipping it, or stop itself there (SIGSTOP), or ship it to one
     /// replica and die once that one has it; start no anti-entropy round;
@@ -227,7 +228,8 @@ impl Conn {
                     .w()
                     .error("ERR ELSA.FAULT DELAY-ANSWERS takes milliseconds");
             };
-            cl.set_answer_delay(ms);
+            let prepares_only = args.get(3).is_some_and(|a| is(a, "prepares"));
+            cl.set_answer_delay_of(ms, prepares_only);
         } else if is(&args[1], "busy-installs") {
             cl.set_busy_installs(true);
         } else if is(&args[1], "crash-after-record") {
@@ -268,7 +270,7 @@ impl Conn {
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms [PREPARES], BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE or HEAL");
         }
         self.w().simple("OK");
     }

@@ -4,7 +4,10 @@
 //! 1. **shadow**: the other replicas of the participants' keys in the
 //!    region hold them too, so if a participant's node dies now, the
 //!    replica that takes its keys over holds them until the transaction
-//!    is finished — nobody reads or writes them in between;
+//!    is finished — nobody reads or writes them in between. If this
+//!    node's view moved a participant's keys elsewhere meanwhile (the
+//!    shard serving them now got no shadow), nothing is decided: the
+//!    holds are released and the commit prepared again;
 //! 2. **decide**: the transaction's record (`crate::record`) is written
 //!    set-if-absent at acknowledgement level `region`: from then on the
 //!    transaction is committed, whatever fails, and the record survives
@@ -62,6 +65,23 @@ impl Coordinator {
         for &b in &backups {
             p.guard.add_shadow(b);
         }
+        if self.a_part_moved(&p) {
+            // A participant stopped serving its keys in this node's view
+            // while it prepared or the shadows were placed (its node was
+            // declared dead, or handed the slot back). The shard serving
+            // them now was the route, not a backup, when the shadows were
+            // placed: it holds nothing for this commit and serves the keys
+            // meanwhile, and a decided install would land there (or, by a
+            // backup's resolver, on the replicas) behind writes made after
+            // it — an element in the middle of a list, in the region fault
+            // run (2026-11-27). Not decided: the guard releases every hold
+            // and the caller prepares again on the current view.
+            tracing::debug!(
+                "txn {:#x}: a participant's keys moved before the decision",
+                p.txn
+            );
+            return Err(TxnError::Conflict(bytes::Bytes::new()));
+        }
         // Every key is held, so no version can appear between this
         // timestamp and the installs: the commit orders after everything
         // it read.
@@ -108,6 +128,16 @@ impl Coordinator {
         // (Not installed everywhere in time: the shadows stay, so the
         // replicas that hold them finish the transaction from its record.)
         outcome.map(|()| commit_ts)
+    }
+
+    /// True when this node's view no longer routes some held key to the
+    /// participant that holds it (see `finish_commit`).
+    fn a_part_moved(&self, p: &Prepared<'_>) -> bool {
+        p.holds.iter().any(|(shard, holds)| {
+            holds
+                .iter()
+                .any(|(k, _)| !self.node.placement.still_serves(k.hash, *shard))
+        })
     }
 
     /// Step 1: the participants' keys are held by their other replicas in

@@ -40,6 +40,12 @@ pub trait Placement: Send + Sync {
     fn backups(&self, _hash: u64) -> Vec<ShardId> {
         Vec::new()
     }
+    /// False when this node's view no longer makes `shard` the one shard
+    /// serving `hash` (it died, was declared dead, handed the key's slot
+    /// back…). Always true where any replica serves a key.
+    fn still_serves(&self, _hash: u64, _shard: ShardId) -> bool {
+        true
+    }
     /// Sends `msg` to a shard of another node; its reply channel is
     /// answered when the answer comes back, or dropped if the node cannot
     /// be reached (the caller sees [`TxnError::ShardGone`]).

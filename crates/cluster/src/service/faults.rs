@@ -100,8 +100,18 @@ impl Cluster {
     /// sending it (0: none) — a node slow to answer, e.g. one paused
     /// between running a request and answering it.
     pub fn set_answer_delay(&self, ms: u64) {
+        self.set_answer_delay_of(ms, false);
+    }
+
+    /// As [`Cluster::set_answer_delay`], for the answers to prepares only
+    /// when `prepares_only` (a participant slow to vote, while its shadow
+    /// holds, records and installs go at once).
+    pub fn set_answer_delay_of(&self, ms: u64, prepares_only: bool) {
         self.answer_delay_ms.store(ms, Ordering::Relaxed);
-        tracing::warn!("fault injection: answers to peers wait {ms} ms");
+        self.delay_prepares_only
+            .store(prepares_only, Ordering::Relaxed);
+        let which = if prepares_only { "prepares" } else { "peers" };
+        tracing::warn!("fault injection: answers to {which} wait {ms} ms");
     }
 
     /// Testing: answer the installs of multi-shard commits coordinated
@@ -115,10 +125,13 @@ impl Cluster {
         );
     }
 
-    /// The injected answer delay, if any.
-    pub(crate) fn answer_delay(&self) -> Option<Duration> {
+    /// The injected delay of the answer to a call of `kind`, if any.
+    pub(crate) fn answer_delay(&self, kind: u32) -> Option<Duration> {
         match self.answer_delay_ms.load(Ordering::Relaxed) {
             0 => None,
+            _ if kind != remote::PREPARE && self.delay_prepares_only.load(Ordering::Relaxed) => {
+                None
+            }
             ms => Some(Duration::from_millis(ms)),
         }
     }

@@ -522,7 +522,7 @@ impl Cluster {
                 let me = self.clone();
                 self.handle.spawn(async move {
                     if let Ok(Some(answer)) = remote::finish(started).await {
-                        if let Some(d) = me.answer_delay() {
+                        if let Some(d) = me.answer_delay(kind) {
                             tokio::time::sleep(d).await;
                         }
                         let answer = if judged && (hlc.lapse() != lapse || !me.is_serving()) {

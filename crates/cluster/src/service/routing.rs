@@ -86,6 +86,11 @@ impl Placement for Router {
             .collect()
     }
 
+    fn still_serves(&self, hash: u64, shard: ShardId) -> bool {
+        // With `routing = random` any replica validates and installs.
+        self.0.settings.routing != Routing::Primary || self.0.route(hash) == shard
+    }
+
     fn sync_replicate(
         &self,
         keys: Vec<HashedKey>,
