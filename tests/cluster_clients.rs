@@ -12,7 +12,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::redis_server::RedisServer;
-use common::Elsa;
+use common::{cluster_slots as slots, slot_owner_port as owner_port, Elsa};
 use rand::{Rng, SeedableRng};
 
 /// A random key, often with a hash tag (possibly empty or unclosed, as
@@ -84,29 +84,6 @@ fn keyslot_is_redis_cluster_keyslot() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// CLUSTER SLOTS as (start, end, port, id).
-fn slots(c: &mut redis::Connection) -> Vec<(u16, u16, u16, String)> {
-    let v: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(c).unwrap();
-    v.into_iter()
-        .map(|range| {
-            let (start, end, node): (u16, u16, (String, u16, String, redis::Value)) =
-                redis::from_redis_value(&range).unwrap();
-            assert_eq!(node.0, "127.0.0.1");
-            (start, end, node.1, node.2)
-        })
-        .collect()
-}
-
-fn owner_port(map: &[(u16, u16, u16, String)], slot: u16) -> u16 {
-    let owners: Vec<u16> = map
-        .iter()
-        .filter(|r| r.0 <= slot && slot <= r.1)
-        .map(|r| r.2)
-        .collect();
-    assert_eq!(owners.len(), 1, "slot {slot} has exactly one owner");
-    owners[0]
 }
 
 fn inbox_messages(c: &mut redis::Connection) -> u64 {

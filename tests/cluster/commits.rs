@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use super::common::cluster::Cluster;
+use super::common::{cluster_slots, slot_owner_port};
 use super::one_at_a_time;
 
 /// Keys enough that a 3-node region's nodes are all primaries of some.
@@ -515,9 +516,7 @@ fn a_snapshot_in_a_region_waits_for_its_writes_to_be_confirmed() {
 /// with the participant paused (SIGSTOP) instead of killed: the
 /// coordinator installs its part on the replica that took its keys over,
 /// and every part is readable through either live node as soon as the
-/// commit is answered, before the paused node wakes up (the region run
-/// once saw an acknowledged append missing right after its EXEC answered,
-/// around a pause; this is that shape made deterministic).
+/// commit is answered, before the paused node wakes up.
 #[test]
 fn a_participant_paused_after_the_decision_loses_no_part_of_the_commit() {
     let _one = one_at_a_time();
@@ -555,33 +554,12 @@ fn a_participant_paused_after_the_decision_loses_no_part_of_the_commit() {
 /// port), as a cluster index.
 fn owner(c: &Cluster, via: usize, key: &str) -> usize {
     let mut con = c.conn(via);
-    let slot: i64 = redis::cmd("CLUSTER")
+    let slot: u16 = redis::cmd("CLUSTER")
         .arg("KEYSLOT")
         .arg(key)
         .query(&mut con)
         .unwrap();
-    let slots: Vec<(i64, i64, (String, i64))> = redis::cmd("CLUSTER")
-        .arg("SLOTS")
-        .query::<Vec<redis::Value>>(&mut con)
-        .unwrap()
-        .into_iter()
-        .map(|v| {
-            let redis::Value::Array(parts) = v else {
-                panic!("CLUSTER SLOTS entry {v:?}")
-            };
-            let num = |v: &redis::Value| redis::from_redis_value::<i64>(v).unwrap();
-            let redis::Value::Array(node) = &parts[2] else {
-                panic!("CLUSTER SLOTS node {:?}", parts[2])
-            };
-            let ip: String = redis::from_redis_value(&node[0]).unwrap();
-            (num(&parts[0]), num(&parts[1]), (ip, num(&node[1])))
-        })
-        .collect();
-    let port = slots
-        .iter()
-        .find(|(a, b, _)| (*a..=*b).contains(&slot))
-        .map(|(_, _, (_, p))| *p as u16)
-        .expect("slot listed");
+    let port = slot_owner_port(&cluster_slots(&mut con), slot);
     (0..c.len())
         .find(|&i| c.port(i) == port)
         .expect("a node's port")

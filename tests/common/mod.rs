@@ -424,3 +424,29 @@ pub fn keys_on_two_shards(c: &mut redis::Connection) -> (String, String) {
     let _: i64 = redis::cmd("DEL").arg(&keys).query(c).unwrap();
     (a.clone(), b)
 }
+
+/// CLUSTER SLOTS as (start, end, port, id).
+#[allow(dead_code)] // not every test binary uses it
+pub fn cluster_slots(c: &mut redis::Connection) -> Vec<(u16, u16, u16, String)> {
+    let v: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(c).unwrap();
+    v.into_iter()
+        .map(|range| {
+            let (start, end, node): (u16, u16, (String, u16, String, redis::Value)) =
+                redis::from_redis_value(&range).unwrap();
+            assert_eq!(node.0, "127.0.0.1");
+            (start, end, node.1, node.2)
+        })
+        .collect()
+}
+
+/// The port `map` (from [`cluster_slots`]) lists for `slot`.
+#[allow(dead_code)] // not every test binary uses it
+pub fn slot_owner_port(map: &[(u16, u16, u16, String)], slot: u16) -> u16 {
+    let owners: Vec<u16> = map
+        .iter()
+        .filter(|r| r.0 <= slot && slot <= r.1)
+        .map(|r| r.2)
+        .collect();
+    assert_eq!(owners.len(), 1, "slot {slot} has exactly one owner");
+    owners[0]
+}
