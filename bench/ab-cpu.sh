@@ -10,7 +10,8 @@
 # run, then per workload the median ticks and requests per CPU-second.
 #
 # Usage: bench/ab-cpu.sh A_BINARY B_BINARY [RUNS]   (RUNS per build, even;
-#        env: ONLY="batch-tx batch-pipe set get"; also set-hot and
+#        env: ONLY="batch-tx batch-pipe set get"; also ping-1 and get-1
+#        (unpipelined, 16 connections), set-hot and
 #        get-hot (one key, 2M requests), ycsb-a (after an
 #        unmeasured load) and commit, Cedar's
 #        test, 50 threads, against --appendfsync always; WORKERS=2 runs
@@ -37,7 +38,7 @@ run() {
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   # GET reads keys that exist (as compare-cpu.sh's, which runs after SET).
   [ "$w" = get-hot ] && redis-cli -p "$port" set key:__rand_int__ xxx >/dev/null
-  [ "$w" = get ] && taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -r 1000000 -n 1000000 -t set -q >/dev/null 2>&1
+  case $w in get|get-1) taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -r 1000000 -n 1000000 -t set -q >/dev/null 2>&1 ;; esac
   [ "$w" = ycsb-a ] && taskset -c 1 "$ELSA" bench ycsb load -P workloads/workloada --threads 16 \
     -u "redis://127.0.0.1:$port" >/dev/null 2>&1
   t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
@@ -55,6 +56,13 @@ run() {
       # cache misses.
       taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -n 2000000 -t "${w%-hot}" -q >/dev/null 2>&1
       ops=2000000 ;;
+    ping-1|get-1)
+      # Unpipelined, as YCSB's threads send: one request per read and
+      # write on each side, 16 connections. ping-1 is the floor any
+      # command pays (I/O, runtime, parse, reply); get-1 adds a lookup.
+      local t=${w%-1}; [ "$t" = ping ] && t=ping_mbulk
+      taskset -c 1 redis-benchmark -p "$port" -c 16 -r 1000000 -n 300000 -t "$t" -q >/dev/null 2>&1
+      ops=300000 ;;
     ycsb-a)
       taskset -c 1 "$ELSA" bench ycsb run -P workloads/workloada -p operationcount=200000 \
         --threads 16 -u "redis://127.0.0.1:$port" >/dev/null 2>&1

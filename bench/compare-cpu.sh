@@ -7,6 +7,10 @@
 #
 # Workloads (alternating Elsa and Redis, RUNS rounds each, medians):
 #   set, get    redis-benchmark -P 16 -c 50 -r 1000000 -t set|get
+#   ping-1, get-1  redis-benchmark -c 16 -t ping_mbulk|get, unpipelined (one
+#               request per read and write, as YCSB's threads send): ping-1
+#               is the floor every unpipelined command pays (I/O, runtime,
+#               parse, reply), get-1 adds a lookup
 #   ycsb-a      elsa bench ycsb run -P workloads/workloada, 16 threads
 #   batch-tx    elsa bench batch --op-type tx --batch-size 6 --get-ratio 0.5, 64 connections
 #   batch-pipe  the same with --op-type pipeline
@@ -92,6 +96,10 @@ run_one() {
       [ "$w" != "$t" ] && [ "$port" = "$EP" ] && [ "$WORKERS" -gt 1 ] && mode=(--cluster)
       ops=$(taskset -c "$CLIENT_CPUS" redis-benchmark "${mode[@]}" -p "$port" -q -P 16 -c 50 -r 1000000 -n "$N" -t "$t" 2>/dev/null \
         | tr '\r' '\n' | awk '/requests per second/ {print int($2)}' | tail -1) ;;
+    ping-1|get-1)
+      local t=${w%-1}; [ "$t" = ping ] && t=ping_mbulk
+      ops=$(taskset -c "$CLIENT_CPUS" redis-benchmark -p "$port" -q -c 16 -r 1000000 -n $((N / 4)) -t "$t" 2>/dev/null \
+        | tr '\r' '\n' | awk '/requests per second/ {print int($2)}' | tail -1) ;;
     ycsb-a)
       taskset -c "$CLIENT_CPUS" "$ELSA" bench ycsb run -P workloads/workloada -p operationcount=200000 \
         --threads 16 -u "redis://127.0.0.1:$port" -o "$out" >/dev/null
@@ -114,6 +122,7 @@ run_one() {
   local secs; secs=$(python3 -c "print(max(($t1 - $t0) / $ticks, 0.01))")
   local elapsed
   case $w in
+    ping-1|get-1) elapsed=$(python3 -c "print($N / 4 / max($ops, 1))") ;;
     set*|get*) elapsed=$(python3 -c "print($N / max($ops, 1))") ;;
     *) elapsed=$(python3 -c "print($(json_field "$out" runtime_ms) / 1000)") ;;
   esac

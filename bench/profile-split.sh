@@ -10,7 +10,8 @@
 # request gives nanoseconds per request.
 #
 # Usage: bench/profile-split.sh [WORKLOAD...]   (set get batch-tx batch-pipe
-#        ycsb-a; default: all five; env PEER_LOG=1, NO_BUILD=1)
+#        ycsb-a; default: all five; also ping-1 and get-1, unpipelined as in
+#        bench/compare-cpu.sh; env PEER_LOG=1, NO_BUILD=1)
 # Prints, per workload, a table: bucket, Elsa ns/request, Redis ns/request.
 source "$(dirname "$0")/lib.sh"
 WORKLOADS=${*:-"set get batch-tx batch-pipe ycsb-a"}
@@ -47,6 +48,10 @@ drive() {
       taskset -c 1 "$ELSA" bench batch --op-type "$kind" --batch-size 6 --get-ratio 0.5 \
         --connections 64 --num-ops 50000 -u "redis://127.0.0.1:$PORT" -o "$TMP/out.json" >/dev/null 2>&1
       python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["operations"])' "$TMP/out.json" ;;
+    ping-1|get-1)
+      local t=${1%-1}; [ "$t" = ping ] && t=ping_mbulk
+      taskset -c 1 redis-benchmark -p "$PORT" -q -c 16 -r 1000000 -n 300000 -t "$t" >/dev/null 2>&1
+      echo 300000 ;;
     ycsb-a)
       taskset -c 1 "$ELSA" bench ycsb run -P workloads/workloada -p operationcount=200000 \
         --threads 16 -u "redis://127.0.0.1:$PORT" >/dev/null 2>&1
@@ -59,7 +64,7 @@ for w in $WORKLOADS; do
     start "$sys"
     # GET reads keys that exist: a SET fill first, not measured (and YCSB
     # its load).
-    [ "$w" = get ] && drive set >/dev/null
+    case $w in get|get-1) drive set >/dev/null ;; esac
     [ "$w" = ycsb-a ] && taskset -c 1 "$ELSA" bench ycsb load -P workloads/workloada --threads 16 \
       -u "redis://127.0.0.1:$PORT" >/dev/null 2>&1
     perf record -q -e cpu-clock -F 999 -p "$SPID" -o "$TMP/$sys.data" 2>/dev/null &
