@@ -11,7 +11,8 @@
 #
 # Usage: bench/profile-split.sh [WORKLOAD...]   (set get batch-tx batch-pipe
 #        ycsb-a; default: all five; also ping-1 and get-1, unpipelined as in
-#        bench/compare-cpu.sh; env PEER_LOG=1, NO_BUILD=1)
+#        bench/compare-cpu.sh, and commit, against servers that fsync every
+#        write; env PEER_LOG=1, NO_BUILD=1)
 # Prints, per workload, a table: bucket, Elsa ns/request, Redis ns/request.
 source "$(dirname "$0")/lib.sh"
 WORKLOADS=${*:-"set get batch-tx batch-pipe ycsb-a"}
@@ -27,10 +28,11 @@ start() {
   PORT=$(free_port)
   rm -rf "$TMP/$1"; mkdir -p "$TMP/$1"
   if [ "$1" = elsa ]; then
-    taskset -c 0 "$ELSA" server --port "$PORT" --workers 1 --appendfsync no --data-dir "$TMP/$1" >"$TMP/$1.log" 2>&1 &
+    taskset -c 0 "$ELSA" server --port "$PORT" --workers 1 --appendfsync "$FSYNC" --data-dir "$TMP/$1" >"$TMP/$1.log" 2>&1 &
   else
     local dur=(--save "" --appendonly no)
     [ -n "${PEER_LOG:-}" ] && dur=(--save "" --appendonly yes --appendfsync no)
+    [ "$FSYNC" = always ] && dur=(--save "" --appendonly yes --appendfsync always)
     taskset -c 0 redis-server --port "$PORT" "${dur[@]}" --dir "$TMP/$1" >"$TMP/$1.log" 2>&1 &
   fi
   SPID=$!; PIDS+=("$SPID")
@@ -52,6 +54,10 @@ drive() {
       local t=${1%-1}; [ "$t" = ping ] && t=ping_mbulk
       taskset -c 1 redis-benchmark -p "$PORT" -q -c 16 -r 1000000 -n 300000 -t "$t" >/dev/null 2>&1
       echo 300000 ;;
+    commit)
+      taskset -c 1 "$ELSA" bench commit --threads 50 --num-ops 50000 \
+        -u "redis://127.0.0.1:$PORT" -o "$TMP/out.json" >/dev/null 2>&1
+      python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["operations"])' "$TMP/out.json" ;;
     ycsb-a)
       taskset -c 1 "$ELSA" bench ycsb run -P workloads/workloada -p operationcount=200000 \
         --threads 16 -u "redis://127.0.0.1:$PORT" >/dev/null 2>&1
@@ -60,6 +66,8 @@ drive() {
 }
 
 for w in $WORKLOADS; do
+  # Cedar's commit test runs against servers that fsync every write.
+  FSYNC=no; [ "$w" = commit ] && FSYNC=always
   for sys in elsa redis; do
     start "$sys"
     # GET reads keys that exist: a SET fill first, not measured (and YCSB
