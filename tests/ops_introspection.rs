@@ -442,6 +442,65 @@ fn slowlog_entries_and_errors_match_redis() {
     p.same("SLOWLOG LEN");
 }
 
+/// The commands an EXEC ran are logged one by one, EXEC itself not, as
+/// Redis logs them; a discarded MULTI, an EXEC that a WATCH aborted and an
+/// EXECABORT run nothing, so log nothing but what was sent.
+#[test]
+fn slowlog_logs_the_commands_exec_ran() {
+    let mut p = Pair::new(&[]);
+    p.same("CONFIG SET slowlog-log-slower-than 0");
+    p.same("SLOWLOG RESET");
+    for cmd in [
+        "MULTI",
+        "SET a 1",
+        "INCR a",
+        "GET a",
+        "EXEC", // ran
+        "MULTI",
+        "SET b 1",
+        "DISCARD", // discarded
+        "WATCH a",
+        "SET a 2",
+        "MULTI",
+        "GET b",
+        "EXEC", // aborted by the WATCH
+        "MULTI",
+        "SET c",
+        "GET c",
+        "EXEC", // EXECABORT
+        "MULTI",
+        "RPUSH l x",
+        "PING",
+        "LPOP l",
+        "EXEC", // ran, a keyless one too
+    ] {
+        p.same(cmd);
+    }
+    let (e, r) = p.both("SLOWLOG GET -1");
+    let (e, r) = (slowlog_entries(e), slowlog_entries(r));
+    assert_eq!(e, r);
+    let logged: Vec<String> = e
+        .iter()
+        .map(|(args, _)| match args {
+            Reply::Array(a) => a
+                .iter()
+                .map(|x| match x {
+                    Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => panic!("{other}"),
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            other => panic!("{other}"),
+        })
+        .collect();
+    for ran in ["SET a 1", "INCR a", "GET a", "RPUSH l x", "PING", "LPOP l"] {
+        assert!(logged.iter().any(|l| l == ran), "{ran} not in {logged:?}");
+    }
+    assert!(!logged
+        .iter()
+        .any(|l| l == "EXEC" || l == "GET b" || l == "GET c"));
+}
+
 #[test]
 fn latency_replies_and_errors_match_redis() {
     let mut p = Pair::new(&[]);

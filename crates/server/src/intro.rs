@@ -134,14 +134,12 @@ fn txn_outcome(out: &[u8], start: usize, slot: u32) -> TxnOutcome {
 
 /// The commands an EXEC ran, each a call (with an equal share of the
 /// EXEC's time) that failed when its element of EXEC's reply is an error,
-/// as Redis counts them. Nothing when EXEC ran nothing (its reply is not
-/// an array of as many elements).
-fn exec_calls(local: &Local, slots: &[u32], out: &[u8], start: usize, us: u64) {
-    let Some(errors) = element_errors(out, start) else {
-        return;
-    };
+/// as Redis counts them; answers that share. Nothing when EXEC ran
+/// nothing (its reply is not an array of as many elements).
+fn exec_calls(local: &Local, slots: &[u32], out: &[u8], start: usize, us: u64) -> Option<u64> {
+    let errors = element_errors(out, start)?;
     if errors.len() != slots.len() {
-        return;
+        return None;
     }
     let share = us / slots.len() as u64;
     for (slot, err) in slots.iter().zip(errors) {
@@ -150,6 +148,7 @@ fn exec_calls(local: &Local, slots: &[u32], out: &[u8], start: usize, us: u64) {
         }
         local.call(*slot, share, err.is_some());
     }
+    Some(share)
 }
 
 /// For the array reply at `start`: each element's error prefix, if it is
@@ -263,8 +262,24 @@ impl Conn {
             TokenKind::Queued if err.is_some() => local.rejected(token.slot),
             TokenKind::Queued => {}
             TokenKind::Run => {
+                let ran = self.s.exec_args.take();
                 if !token.queued.is_empty() {
-                    exec_calls(local, &token.queued, &self.out, token.start, us);
+                    let share = exec_calls(local, &token.queued, &self.out, token.start, us);
+                    // Each command EXEC ran goes to the slow log with its
+                    // share of EXEC's time (EXEC itself is not logged).
+                    match (share, ran) {
+                        (Some(share), Some(ran)) if self.shared.slowlog.wants(share) => {
+                            for args in ran.iter().filter(|a| !a.is_empty()) {
+                                self.shared.slowlog.push(
+                                    args,
+                                    share,
+                                    &self.s.addr,
+                                    self.s.name.as_ref(),
+                                );
+                            }
+                        }
+                        _ => {}
+                    }
                 }
                 local.call(token.slot, us, err.is_some());
                 self.after_call(token.slot, us, token.args);

@@ -203,6 +203,11 @@ impl Conn {
         if !self.acl_recheck_queued(&mut queued, &queued_args) {
             return;
         }
+        // Every queued command runs from here (or the WATCH check fails,
+        // and the reply says so): the slow log's, moved, not copied.
+        if self.shared.slowlog.enabled() {
+            self.s.exec_args = Some(queued_args);
+        }
         // A queue holding a script runs as one SI transaction (`script::run`).
         if queued
             .iter()
