@@ -678,3 +678,138 @@ fn a_participant_whose_keys_moved_before_the_decision_is_prepared_again() {
     }
     println!("EXEC answered {answer:?}; {a} is {last:?}");
 }
+
+/// The same move the other way: a restarted node's slot handed back
+/// between a commit's prepare and its decision. Written after the region
+/// fault run once showed an append in the middle of a list around a
+/// hand-back (before the fix above); it is coverage, not that failure's
+/// reproduction: it also passed with the check above forced off (twice:
+/// once committed, the hold the hand-back carried keeping `w1` behind
+/// `x`, once refused with TRYAGAIN). Node 1 is killed; the node standing in for `a`'s slot coordinates
+/// `MULTI; RPUSH a x; RPUSH b y; EXEC` with `b` on the third node, whose
+/// vote comes late (`DELAY-ANSWERS`). Meanwhile node 1 restarts and the
+/// stand-in hands `a`'s slot back to it, with the commit's hold. Appends
+/// to `a` go through the stand-in around the EXEC's answer; every read of
+/// `a` must be a prefix of the final list, and the commit all or nothing.
+#[test]
+fn a_slot_handed_back_before_the_decision_leaves_no_element_in_the_middle() {
+    let _one = one_at_a_time();
+    let mut c = three_nodes();
+    let a = (0..500)
+        .map(|i| format!("hb:{i}"))
+        .find(|k| owner(&c, 0, k) == 1)
+        .expect("a key on node 1");
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&a)
+        .arg("0")
+        .query(&mut c.conn(0))
+        .unwrap();
+    c.wait_same_digest(&[0, 1, 2], Duration::from_secs(60));
+    c.kill9(1);
+    c.wait_members(&[0, 2], 2, Duration::from_secs(30));
+    // The stand-in for `a` coordinates; `b` lives on the other live node,
+    // whose answers to prepares are delayed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let s = loop {
+        match owner(&c, 0, &a) {
+            1 if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            1 => panic!("no node took {a} over"),
+            s => break s,
+        }
+    };
+    let other = if s == 0 { 2 } else { 0 };
+    let b = (0..500)
+        .map(|i| format!("hb:b{i}"))
+        .find(|k| owner(&c, s, k) == other)
+        .expect("a key on the other node");
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&b)
+        .arg("0")
+        .query(&mut c.conn(s))
+        .unwrap();
+    c.fault(other, "DELAY-ANSWERS 8000 PREPARES");
+    let port = c.port(s);
+    let (ta, tb) = (a.clone(), b.clone());
+    let exec = std::thread::spawn(move || {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut con = client.get_connection().unwrap();
+        con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+        let _: () = redis::cmd("RPUSH")
+            .arg(&ta)
+            .arg("x")
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("RPUSH")
+            .arg(&tb)
+            .arg("y")
+            .query(&mut con)
+            .unwrap();
+        redis::cmd("EXEC").query::<redis::Value>(&mut con)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    c.restart(1);
+    // The hand-back: `a` is node 1's again in the stand-in's view.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while owner(&c, s, &a) != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{a} not handed back to node 1"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let handed_back_before_exec = !exec.is_finished();
+    let mut con = c.conn(s);
+    let append = |con: &mut redis::Connection, v: &str| {
+        redis::cmd("RPUSH")
+            .arg(&a)
+            .arg(v)
+            .query::<i64>(con)
+            .unwrap_or_else(|e| panic!("RPUSH {v}: {e}"))
+    };
+    let read = |con: &mut redis::Connection| -> Vec<String> {
+        redis::cmd("LRANGE")
+            .arg(&a)
+            .arg(0)
+            .arg(-1)
+            .query(con)
+            .unwrap()
+    };
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    append(&mut con, "w1");
+    seen.push(read(&mut con));
+    let answer = exec.join().unwrap();
+    append(&mut con, "w2");
+    seen.push(read(&mut con));
+    c.fault(other, "HEAL");
+    c.wait_caught_up(&[0, 1, 2], Duration::from_secs(60));
+    // Resolvers of orphaned holds act after a few seconds.
+    std::thread::sleep(Duration::from_secs(8));
+    c.wait_same_digest(&[0, 1, 2], Duration::from_secs(60));
+    let last = read(&mut c.conn(s));
+    for r in &seen {
+        assert!(
+            last.starts_with(r),
+            "read {r:?}, later {last:?} (EXEC: {answer:?})"
+        );
+    }
+    let bl: Vec<String> = redis::cmd("LRANGE")
+        .arg(&b)
+        .arg(0)
+        .arg(-1)
+        .query(&mut c.conn(s))
+        .unwrap();
+    let applied = last.contains(&"x".to_string());
+    assert_eq!(applied, bl == ["0", "y"], "{a} is {last:?}, {b} is {bl:?}");
+    if let Ok(redis::Value::Array(r)) = &answer {
+        assert!(
+            r.len() != 2 || applied,
+            "EXEC answered {r:?}; {a} is {last:?}"
+        );
+    }
+    println!(
+        "handed back while the EXEC waited: {handed_back_before_exec}; EXEC answered {answer:?}; {a} is {last:?}"
+    );
+}
