@@ -10,7 +10,9 @@
 #   ping-1, get-1  redis-benchmark -c 16 -t ping_mbulk|get, unpipelined (one
 #               request per read and write, as YCSB's threads send): ping-1
 #               is the floor every unpipelined command pays (I/O, runtime,
-#               parse, reply), get-1 adds a lookup
+#               parse, reply), get-1 adds a lookup (of keys the set run
+#               wrote when it comes after set in ONLY, as in the default
+#               order; of missing keys otherwise)
 #   ycsb-a      elsa bench ycsb run -P workloads/workloada, 16 threads
 #   batch-tx    elsa bench batch --op-type tx --batch-size 6 --get-ratio 0.5, 64 connections
 #   batch-pipe  the same with --op-type pipeline
