@@ -11,8 +11,9 @@
 #               request per read and write, as YCSB's threads send): ping-1
 #               is the floor every unpipelined command pays (I/O, runtime,
 #               parse, reply), get-1 adds a lookup (of keys the set run
-#               wrote when it comes after set in ONLY, as in the default
-#               order; of missing keys otherwise)
+#               wrote when it comes after set in ONLY, e.g. ONLY="set get
+#               ping-1 get-1"; of missing keys otherwise). Not in the
+#               default ONLY
 #   ycsb-a      elsa bench ycsb run -P workloads/workloada, 16 threads
 #   batch-tx    elsa bench batch --op-type tx --batch-size 6 --get-ratio 0.5, 64 connections
 #   batch-pipe  the same with --op-type pipeline
