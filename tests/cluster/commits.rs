@@ -565,6 +565,53 @@ fn owner(c: &Cluster, via: usize, key: &str) -> usize {
         .expect("a node's port")
 }
 
+/// `MULTI; RPUSH a x; RPUSH b y; EXEC` through the node on `port`, on a
+/// thread of its own (the tests pause or restart nodes meanwhile); EXEC's
+/// answer at join.
+fn two_appends_from_thread(
+    port: u16,
+    a: &str,
+    b: &str,
+) -> std::thread::JoinHandle<redis::RedisResult<redis::Value>> {
+    let (a, b) = (a.to_string(), b.to_string());
+    std::thread::spawn(move || {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut con = client.get_connection().unwrap();
+        con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+        let _: () = redis::cmd("RPUSH")
+            .arg(&a)
+            .arg("x")
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("RPUSH")
+            .arg(&b)
+            .arg("y")
+            .query(&mut con)
+            .unwrap();
+        redis::cmd("EXEC").query(&mut con)
+    })
+}
+
+/// `RPUSH key v`, which must succeed.
+fn rpush(con: &mut redis::Connection, key: &str, v: &str) -> i64 {
+    redis::cmd("RPUSH")
+        .arg(key)
+        .arg(v)
+        .query(con)
+        .unwrap_or_else(|e| panic!("RPUSH {v}: {e}"))
+}
+
+/// The whole list at `key`.
+fn lrange(con: &mut redis::Connection, key: &str) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query(con)
+        .unwrap()
+}
+
 /// A participant's keys moving to another shard between the prepare and
 /// the decision: node 0 coordinates `MULTI; RPUSH a x; RPUSH b y; EXEC`
 /// with `a` on node 1 and `b` on node 2. Node 1 answers its prepare and
@@ -589,80 +636,35 @@ fn a_participant_whose_keys_moved_before_the_decision_is_prepared_again() {
     };
     let (a, b) = (pick(1), pick(2));
     for k in [&a, &b] {
-        let _: i64 = redis::cmd("RPUSH")
-            .arg(k)
-            .arg("0")
-            .query(&mut c.conn(0))
-            .unwrap();
+        rpush(&mut c.conn(0), k, "0");
     }
     c.wait_same_digest(&[0, 1, 2], Duration::from_secs(60));
     c.fault(2, "DELAY-ANSWERS 2500 PREPARES");
     let port = c.port(0);
-    let (ta, tb) = (a.clone(), b.clone());
-    let exec = std::thread::spawn(move || {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-        let mut con = client.get_connection().unwrap();
-        con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
-        let _: () = redis::cmd("RPUSH")
-            .arg(&ta)
-            .arg("x")
-            .query(&mut con)
-            .unwrap();
-        let _: () = redis::cmd("RPUSH")
-            .arg(&tb)
-            .arg("y")
-            .query(&mut con)
-            .unwrap();
-        redis::cmd("EXEC").query::<redis::Value>(&mut con)
-    });
+    let exec = two_appends_from_thread(port, &a, &b);
     std::thread::sleep(Duration::from_millis(150));
     c.pause(1);
     c.wait_members(&[0], 2, Duration::from_secs(30));
     let mut con = c.conn(0);
-    let append = |con: &mut redis::Connection, v: &str| {
-        redis::cmd("RPUSH")
-            .arg(&a)
-            .arg(v)
-            .query::<i64>(con)
-            .unwrap_or_else(|e| panic!("RPUSH {v}: {e}"))
-    };
     let mut seen: Vec<Vec<String>> = Vec::new();
-    append(&mut con, "w1");
+    rpush(&mut con, &a, "w1");
     let answer = exec.join().unwrap();
-    append(&mut con, "w2");
-    seen.push(
-        redis::cmd("LRANGE")
-            .arg(&a)
-            .arg(0)
-            .arg(-1)
-            .query(&mut con)
-            .unwrap(),
-    );
+    rpush(&mut con, &a, "w2");
+    seen.push(lrange(&mut con, &a));
     c.resume(1);
     c.fault(2, "HEAL");
     c.wait_caught_up(&[0, 1, 2], Duration::from_secs(60));
     // Resolvers of orphaned holds act after a few seconds.
     std::thread::sleep(Duration::from_secs(8));
     c.wait_same_digest(&[0, 1, 2], Duration::from_secs(60));
-    let last: Vec<String> = redis::cmd("LRANGE")
-        .arg(&a)
-        .arg(0)
-        .arg(-1)
-        .query(&mut c.conn(0))
-        .unwrap();
+    let last = lrange(&mut c.conn(0), &a);
     for s in &seen {
         assert!(
             last.starts_with(s),
             "read {s:?}, later {last:?} (EXEC: {answer:?})"
         );
     }
-    let bl: Vec<String> = redis::cmd("LRANGE")
-        .arg(&b)
-        .arg(0)
-        .arg(-1)
-        .query(&mut c.conn(0))
-        .unwrap();
+    let bl = lrange(&mut c.conn(0), &b);
     // All or nothing; all when acknowledged. (It is acknowledged here: the
     // second attempt prepares on the current view. On a loaded machine a
     // resolver may abort that one too, if node 2's late vote outlasts
@@ -699,11 +701,7 @@ fn a_slot_handed_back_before_the_decision_leaves_no_element_in_the_middle() {
         .map(|i| format!("hb:{i}"))
         .find(|k| owner(&c, 0, k) == 1)
         .expect("a key on node 1");
-    let _: i64 = redis::cmd("RPUSH")
-        .arg(&a)
-        .arg("0")
-        .query(&mut c.conn(0))
-        .unwrap();
+    rpush(&mut c.conn(0), &a, "0");
     c.wait_same_digest(&[0, 1, 2], Duration::from_secs(60));
     c.kill9(1);
     c.wait_members(&[0, 2], 2, Duration::from_secs(30));
@@ -724,31 +722,10 @@ fn a_slot_handed_back_before_the_decision_leaves_no_element_in_the_middle() {
         .map(|i| format!("hb:b{i}"))
         .find(|k| owner(&c, s, k) == other)
         .expect("a key on the other node");
-    let _: i64 = redis::cmd("RPUSH")
-        .arg(&b)
-        .arg("0")
-        .query(&mut c.conn(s))
-        .unwrap();
+    rpush(&mut c.conn(s), &b, "0");
     c.fault(other, "DELAY-ANSWERS 8000 PREPARES");
     let port = c.port(s);
-    let (ta, tb) = (a.clone(), b.clone());
-    let exec = std::thread::spawn(move || {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-        let mut con = client.get_connection().unwrap();
-        con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
-        let _: () = redis::cmd("RPUSH")
-            .arg(&ta)
-            .arg("x")
-            .query(&mut con)
-            .unwrap();
-        let _: () = redis::cmd("RPUSH")
-            .arg(&tb)
-            .arg("y")
-            .query(&mut con)
-            .unwrap();
-        redis::cmd("EXEC").query::<redis::Value>(&mut con)
-    });
+    let exec = two_appends_from_thread(port, &a, &b);
     std::thread::sleep(Duration::from_millis(300));
     c.restart(1);
     // The hand-back: `a` is node 1's again in the stand-in's view.
@@ -762,45 +739,25 @@ fn a_slot_handed_back_before_the_decision_leaves_no_element_in_the_middle() {
     }
     let handed_back_before_exec = !exec.is_finished();
     let mut con = c.conn(s);
-    let append = |con: &mut redis::Connection, v: &str| {
-        redis::cmd("RPUSH")
-            .arg(&a)
-            .arg(v)
-            .query::<i64>(con)
-            .unwrap_or_else(|e| panic!("RPUSH {v}: {e}"))
-    };
-    let read = |con: &mut redis::Connection| -> Vec<String> {
-        redis::cmd("LRANGE")
-            .arg(&a)
-            .arg(0)
-            .arg(-1)
-            .query(con)
-            .unwrap()
-    };
     let mut seen: Vec<Vec<String>> = Vec::new();
-    append(&mut con, "w1");
-    seen.push(read(&mut con));
+    rpush(&mut con, &a, "w1");
+    seen.push(lrange(&mut con, &a));
     let answer = exec.join().unwrap();
-    append(&mut con, "w2");
-    seen.push(read(&mut con));
+    rpush(&mut con, &a, "w2");
+    seen.push(lrange(&mut con, &a));
     c.fault(other, "HEAL");
     c.wait_caught_up(&[0, 1, 2], Duration::from_secs(60));
     // Resolvers of orphaned holds act after a few seconds.
     std::thread::sleep(Duration::from_secs(8));
     c.wait_same_digest(&[0, 1, 2], Duration::from_secs(60));
-    let last = read(&mut c.conn(s));
+    let last = lrange(&mut c.conn(s), &a);
     for r in &seen {
         assert!(
             last.starts_with(r),
             "read {r:?}, later {last:?} (EXEC: {answer:?})"
         );
     }
-    let bl: Vec<String> = redis::cmd("LRANGE")
-        .arg(&b)
-        .arg(0)
-        .arg(-1)
-        .query(&mut c.conn(s))
-        .unwrap();
+    let bl = lrange(&mut c.conn(s), &b);
     let applied = last.contains(&"x".to_string());
     assert_eq!(applied, bl == ["0", "y"], "{a} is {last:?}, {b} is {bl:?}");
     if let Ok(redis::Value::Array(r)) = &answer {
