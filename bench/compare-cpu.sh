@@ -17,6 +17,10 @@
 #   ycsb-a      elsa bench ycsb run -P workloads/workloada, 16 threads
 #   batch-tx    elsa bench batch --op-type tx --batch-size 6 --get-ratio 0.5, 64 connections
 #   batch-pipe  the same with --op-type pipeline
+#   batch-tx-full, batch-pipe-full  the same against a key space that
+#               already holds most of the batch keys (one unmeasured fill of
+#               1.2M SETs over the 1M keys, before the first of them): no
+#               table grows during the run, as YCSB runs after its load
 #   set-cluster, get-cluster   set/get with redis-benchmark --cluster against
 #               Elsa (a Redis Cluster client: each key's commands go to the
 #               port of the worker that keeps it, `worker-port-base`); Redis,
@@ -36,7 +40,10 @@
 # Elsa's write-ahead log is on even then (written to the page cache once per
 # batch, never synced); PEER_LOG=1 gives Redis the same work (an AOF with
 # appendfsync no: written once per event loop, never synced by the server)
-# for the like-for-like comparison.
+# for the like-for-like comparison. Its automatic rewrite is off: a rewrite
+# forks, the child's CPU is not the server's, and the parent's
+# copy-on-write faults fall in whichever run it overlaps (a 1.2M-SET fill
+# passes the 64 MB threshold).
 #
 # Usage: bench/compare-cpu.sh [RUNS]   (env: WORKERS=1, N=1000000, ONLY="set get …", PEER_LOG=1,
 #        SERVER_CPUS=0, CLIENT_CPUS=1: taskset lists; the scaling run gives
@@ -65,7 +72,7 @@ start_pair() { # durability: none|always -> sets EP RP EPID RPID
   EP=$(free_port); RP=$(free_port)
   local fsync=no redis_dur=(--save "" --appendonly no)
   if [ "$1" = always ]; then fsync=always; redis_dur=(--save "" --appendonly yes --appendfsync always)
-  elif [ -n "${PEER_LOG:-}" ]; then redis_dur=(--save "" --appendonly yes --appendfsync no); fi
+  elif [ -n "${PEER_LOG:-}" ]; then redis_dur=(--save "" --appendonly yes --appendfsync no --auto-aof-rewrite-percentage 0); fi
   rm -rf "$TMP/elsa-$1" "$TMP/redis-$1"; mkdir -p "$TMP/redis-$1"
   WP=$(free_port)
   taskset -c "$SERVER_CPUS" "$ELSA" server --port "$EP" --workers "$WORKERS" --appendfsync "$fsync" \
@@ -107,8 +114,8 @@ run_one() {
       taskset -c "$CLIENT_CPUS" "$ELSA" bench ycsb run -P workloads/workloada -p operationcount=200000 \
         --threads 16 -u "redis://127.0.0.1:$port" -o "$out" >/dev/null
       ops=$(json_ops "$out") ;;
-    batch-tx|batch-pipe|batch-tag|batch-cluster)
-      local kind=tx tag=0 mode=(); [ "$w" = batch-pipe ] && kind=pipeline
+    batch-tx|batch-pipe|batch-tag|batch-cluster|batch-tx-full|batch-pipe-full)
+      local kind=tx tag=0 mode=(); case $w in batch-pipe*) kind=pipeline ;; esac
       case $w in batch-tag|batch-cluster) tag=100 ;; esac
       [ "$w" = batch-cluster ] && [ "$port" = "$EP" ] && [ "$WORKERS" -gt 1 ] && mode=(--cluster)
       taskset -c "$CLIENT_CPUS" "$ELSA" bench batch --op-type "$kind" --batch-size 6 --get-ratio 0.5 --tag-group "$tag" "${mode[@]}" \
@@ -136,6 +143,16 @@ load_ycsb() { # port
   taskset -c "$CLIENT_CPUS" "$ELSA" bench ycsb load -P workloads/workloada --threads 16 -u "redis://127.0.0.1:$1" >/dev/null
 }
 
+# The batch keys, written once (unmeasured) before the -full workloads.
+FILLED=0
+fill_batch() {
+  for port in "$EP" "$RP"; do
+    taskset -c "$CLIENT_CPUS" "$ELSA" bench batch --op-type pipeline --batch-size 6 --get-ratio 0 --seed 99 \
+      --connections 64 --num-ops 200000 -u "redis://127.0.0.1:$port" >/dev/null
+  done
+  FILLED=1
+}
+
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 declare -A RESULT
@@ -156,7 +173,10 @@ for w in $ONLY; do [ "$w" != commit ] && need_plain=1; done
 if [ "$need_plain" = 1 ]; then
   start_pair none
   case " $ONLY " in *" ycsb-a "*) load_ycsb "$EP"; load_ycsb "$RP" ;; esac
-  for w in $ONLY; do [ "$w" != commit ] && measure "$w"; done
+  for w in $ONLY; do
+    case $w in *-full) [ "$FILLED" = 1 ] || fill_batch ;; esac
+    [ "$w" != commit ] && measure "$w"
+  done
   stop_pair
 fi
 case " $ONLY " in *" commit "*) start_pair always; measure commit; stop_pair ;; esac

@@ -11,8 +11,9 @@
 #
 # Usage: bench/profile-split.sh [WORKLOAD...]   (set get batch-tx batch-pipe
 #        ycsb-a; default: all five; also ping-1 and get-1, unpipelined as in
-#        bench/compare-cpu.sh, and commit, against servers that fsync every
-#        write; env PEER_LOG=1, NO_BUILD=1)
+#        bench/compare-cpu.sh, commit, against servers that fsync every
+#        write, and batch-tx-full, batch-pipe-full, after a fill of the
+#        batch keys; env PEER_LOG=1, NO_BUILD=1)
 # Prints, per workload, a table: bucket, Elsa ns/request, Redis ns/request.
 source "$(dirname "$0")/lib.sh"
 WORKLOADS=${*:-"set get batch-tx batch-pipe ycsb-a"}
@@ -31,7 +32,7 @@ start() {
     taskset -c 0 "$ELSA" server --port "$PORT" --workers 1 --appendfsync "$FSYNC" --data-dir "$TMP/$1" >"$TMP/$1.log" 2>&1 &
   else
     local dur=(--save "" --appendonly no)
-    [ -n "${PEER_LOG:-}" ] && dur=(--save "" --appendonly yes --appendfsync no)
+    [ -n "${PEER_LOG:-}" ] && dur=(--save "" --appendonly yes --appendfsync no --auto-aof-rewrite-percentage 0)
     [ "$FSYNC" = always ] && dur=(--save "" --appendonly yes --appendfsync always)
     taskset -c 0 redis-server --port "$PORT" "${dur[@]}" --dir "$TMP/$1" >"$TMP/$1.log" 2>&1 &
   fi
@@ -45,8 +46,8 @@ drive() {
     set|get)
       taskset -c 1 redis-benchmark -p "$PORT" -q -P 16 -c 50 -r 1000000 -n 1000000 -t "$1" >/dev/null 2>&1
       echo 1000000 ;;
-    batch-tx|batch-pipe)
-      local kind=tx; [ "$1" = batch-pipe ] && kind=pipeline
+    batch-tx|batch-pipe|batch-tx-full|batch-pipe-full)
+      local kind=tx; case $1 in batch-pipe*) kind=pipeline ;; esac
       taskset -c 1 "$ELSA" bench batch --op-type "$kind" --batch-size 6 --get-ratio 0.5 \
         --connections 64 --num-ops 50000 -u "redis://127.0.0.1:$PORT" -o "$TMP/out.json" >/dev/null 2>&1
       python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["operations"])' "$TMP/out.json" ;;
@@ -73,6 +74,9 @@ for w in $WORKLOADS; do
     # GET reads keys that exist: a SET fill first, not measured (and YCSB
     # its load).
     case $w in get|get-1) drive set >/dev/null ;; esac
+    # As bench/compare-cpu.sh's -full rows: the batch keys written first.
+    case $w in *-full) taskset -c 1 "$ELSA" bench batch --op-type pipeline --batch-size 6 --get-ratio 0 \
+      --seed 99 --connections 64 --num-ops 200000 -u "redis://127.0.0.1:$PORT" >/dev/null 2>&1 ;; esac
     [ "$w" = ycsb-a ] && taskset -c 1 "$ELSA" bench ycsb load -P workloads/workloada --threads 16 \
       -u "redis://127.0.0.1:$PORT" >/dev/null 2>&1
     perf record -q -e cpu-clock -F 999 -p "$SPID" -o "$TMP/$sys.data" 2>/dev/null &
