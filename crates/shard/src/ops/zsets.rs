@@ -702,6 +702,11 @@ fn range(z: &ZSet, args: &RangeArgs) -> Vec<(Bytes, f64)> {
     if from >= to {
         return Vec::new();
     }
+    if let ZRange::Lex { min, max } = &args.range {
+        if args.offset > 0 && (args.offset as usize) < o.len() {
+            return lex_walk(&o, (from, to), min, max, args);
+        }
+    }
     let mut picked = o.range(from, to);
     if args.rev {
         picked.reverse();
@@ -722,6 +727,50 @@ fn range(z: &ZSet, args: &RangeArgs) -> Vec<(Bytes, f64)> {
         }
     };
     picked.into_iter().map(|(s, m)| (m.to_bytes(), s)).collect()
+}
+
+/// A lex range with an offset, walked as Redis walks it: from the
+/// range's first member (its last, reversed), `offset` steps without
+/// looking at the bounds, then members while each is still within the
+/// far bound. On a set of one score that is the range's span with the
+/// offset skipped. On mixed scores (undefined in Redis) the members
+/// stepped over need not be in range, and the ones after them may be,
+/// so it is not: a small Redis set answers this walk.
+fn lex_walk(
+    o: &Ordered<'_>,
+    (from, to): (usize, usize),
+    min: &LexBound,
+    max: &LexBound,
+    args: &RangeArgs,
+) -> Vec<(Bytes, f64)> {
+    let offset = args.offset as usize;
+    let mut at = if args.rev {
+        (to - 1).checked_sub(offset)
+    } else {
+        Some(from + offset).filter(|&i| i < o.len())
+    };
+    let mut picked = Vec::new();
+    while let Some(i) = at {
+        if args.limit >= 0 && picked.len() as i64 >= args.limit {
+            break;
+        }
+        let Some((s, m)) = o.get(i) else { break };
+        let within = if args.rev {
+            gte_min(m, min)
+        } else {
+            lte_max(m, max)
+        };
+        if !within {
+            break;
+        }
+        picked.push((m.to_bytes(), s));
+        at = if args.rev {
+            i.checked_sub(1)
+        } else {
+            Some(i + 1).filter(|&j| j < o.len())
+        };
+    }
+    picked
 }
 
 /// Writes `picked` as the sorted set at `dest` (replacing any type), or
@@ -932,5 +981,38 @@ mod tests {
         let o = op("ZUNIONSTORE d 2 a b");
         assert_eq!(o.other_keys(), &[Bytes::from("b"), Bytes::from("d")]);
         assert_eq!(o.key(), &Bytes::from("a"));
+    }
+
+    #[test]
+    fn a_lex_offset_on_mixed_scores_walks_as_redis_does() {
+        use super::super::testing::{bulk, MapView};
+        use crate::Op;
+        let mut v = MapView::default();
+        let mut run = |line: &str| v.run("z", Op::ZSets(op(line)));
+        // Ascending: c(-1) a(1e-5) 2(1) 1(1.5) b(10) d(10); replies of
+        // redis-server 7.0 for the same set.
+        run("ZADD z -1 c 0.00001 a 1 2 1.5 1 10 b 10 d");
+        let members = |r: OpReply| match r {
+            OpReply::Array(items) => items,
+            other => panic!("{other:?}"),
+        };
+        // From the last member (d), five steps back without looking at
+        // the bounds to c, which is past (2 again: Redis answers it.
+        assert_eq!(
+            members(run("ZRANGE z + (2 REV BYLEX LIMIT 5 2")),
+            [bulk(b"c")]
+        );
+        // Forward from c (the first member at or past [a), two steps to
+        // 2, then on while at or before [c: 2, 1 and b (the span was c
+        // alone).
+        assert_eq!(
+            members(run("ZRANGE z [a [c BYLEX LIMIT 2 10")),
+            [bulk(b"2"), bulk(b"1"), bulk(b"b")]
+        );
+        // One score everywhere it walks: the span with the offset skipped.
+        assert_eq!(
+            members(run("ZRANGE z - + BYLEX LIMIT 4 5")),
+            [bulk(b"b"), bulk(b"d")]
+        );
     }
 }
