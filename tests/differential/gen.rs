@@ -17,9 +17,9 @@
 //!   BZPOPMIN, BZPOPMAX, BZMPOP): a blocking pop on an empty key would
 //!   stall the single client (see `gen_lists.rs`, `gen_zsets.rs`).
 //! - `COPY … DB 1`..`DB 15` and `MEMORY DOCTOR|STATS|MALLOC-STATS|PURGE`
-//!   (see `gen_keys.rs`); SETRANGE and SETBIT that would really write at
-//!   the 512 MB limit (both servers would allocate it; refusals past the
-//!   limit are generated, see `gen_strings.rs`).
+//!   (see `gen_keys.rs`); SETRANGE, SETBIT and BITFIELD that would
+//!   really write at the 512 MB limit (both servers would allocate it;
+//!   refusals past the limit are generated, see `gen_strings.rs`).
 //! - BGSAVE: whether it answers "started" or "already in progress" races
 //!   with the previous background save, in both servers.
 //! - CONFIG SET: it would change the servers' configuration under the rest

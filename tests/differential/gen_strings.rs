@@ -1,6 +1,7 @@
 //! The generator's string and bit commands beyond GET/SET: GETEX,
 //! GETRANGE/SUBSTR, SETRANGE, INCRBYFLOAT, SETBIT, GETBIT, BITCOUNT,
-//! BITPOS — with their edge arguments: negative and out-of-range indexes,
+//! BITPOS, BITFIELD, BITFIELD_RO — with their edge arguments: negative and
+//! out-of-range indexes,
 //! offsets at the 512 MB limit (only where refusing them is cheap: a
 //! SETRANGE or SETBIT that really wrote there would make both servers
 //! allocate 512 MB), floats at the long double's limits, every option
@@ -103,7 +104,7 @@ const FLOATS: &[&[u8]] = &[
 impl Gen {
     /// One string or bit command.
     pub(super) fn string_command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..16) {
+        match self.rng.gen_range(0..19) {
             0..=2 => self.getex(),
             3..=4 => self.getrange(),
             5..=6 => self.setrange(),
@@ -111,7 +112,9 @@ impl Gen {
             9..=10 => self.setbit(),
             11 => self.getbit(),
             12..=13 => self.bitcount(),
-            _ => self.bitpos(),
+            14..=15 => self.bitpos(),
+            16..=17 => self.bitfield("BITFIELD"),
+            _ => self.bitfield("BITFIELD_RO"),
         }
     }
 
@@ -249,6 +252,91 @@ impl Gen {
         let mut args = vec![self.key()];
         args.extend(self.bit_range(3));
         self.cmd("BITCOUNT", args)
+    }
+
+    /// BITFIELD or BITFIELD_RO with 0 to 4 subcommands: every width (and
+    /// ones refused), plain and `#` offsets, values at and past each
+    /// width's limits, OVERFLOW modes in any case, sometimes an unknown
+    /// subcommand or one cut short. Writes stay at small offsets (a write
+    /// at the 512 MB limit would make both servers allocate it); GETs
+    /// also read far ones.
+    fn bitfield(&mut self, name: &str) -> Cmd {
+        let mut args = vec![self.key()];
+        let ro = name == "BITFIELD_RO";
+        for _ in 0..self.rng.gen_range(0..=4) {
+            let sub: &[u8] = match self.rng.gen_range(0..12) {
+                0..=3 => b"GET",
+                4..=5 if ro => b"GET",
+                4..=5 => self.pick(&[b"SET", b"set"]),
+                6..=8 if ro && self.rng.gen_bool(0.8) => b"get",
+                6..=8 => self.pick(&[b"INCRBY", b"incrby"]),
+                9..=10 => b"OVERFLOW",
+                _ => self.pick(&[b"FOO", b"", b"GET", b"SET"]),
+            };
+            args.push(lit(sub));
+            if sub.eq_ignore_ascii_case(b"OVERFLOW") {
+                if self.rng.gen_bool(0.9) {
+                    let kind = self.pick(&[
+                        b"WRAP", b"SAT", b"FAIL", b"wrap", b"sat", b"fail", b"FOO", b"",
+                    ]);
+                    args.push(lit(kind));
+                }
+                continue;
+            }
+            let writes = !sub.eq_ignore_ascii_case(b"GET");
+            let ty = if self.rng.gen_bool(0.9) {
+                self.pick(&[
+                    b"i1", b"i5", b"i8", b"i16", b"i63", b"i64", b"u1", b"u7", b"u8", b"u16",
+                    b"u63",
+                ])
+            } else {
+                self.pick(&[b"u64", b"i65", b"I8", b"x8", b"i0", b"i", b"", b"i08"])
+            };
+            let offset = if self.rng.gen_bool(0.85) {
+                self.pick(&[
+                    b"0", b"1", b"3", b"7", b"8", b"13", b"100", b"#0", b"#1", b"#3", b"#10",
+                ])
+            } else if writes {
+                self.pick(&[b"-1", b"abc", b"", b"#", b"#-1", b"4294967296"])
+            } else {
+                self.pick(&[
+                    b"4294967295",
+                    b"4294967233",
+                    b"#536870911",
+                    b"-1",
+                    b"#",
+                    b"4294967296",
+                ])
+            };
+            // Now and then cut short: the syntax error of a missing argument.
+            if self.rng.gen_bool(0.04) {
+                break;
+            }
+            args.push(lit(ty));
+            args.push(lit(offset));
+            if writes {
+                let value = self.pick(&[
+                    b"0",
+                    b"1",
+                    b"-1",
+                    b"5",
+                    b"100",
+                    b"127",
+                    b"128",
+                    b"255",
+                    b"256",
+                    b"-128",
+                    b"-129",
+                    b"9223372036854775807",
+                    b"-9223372036854775808",
+                    b"abc",
+                    b"",
+                    b"1.5",
+                ]);
+                args.push(lit(value));
+            }
+        }
+        self.cmd(name, args)
     }
 
     fn bitpos(&mut self) -> Cmd {

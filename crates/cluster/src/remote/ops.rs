@@ -172,6 +172,7 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
         Op::Sets(s) => (m.kind, m.value) = (27, s.encode()),
         Op::ZSets(z) => (m.kind, m.value) = (28, z.encode()),
         Op::Lists(l) => (m.kind, m.value) = (29, l.encode()),
+        Op::BitField(b) => (m.kind, m.value) = (30, b.encode()),
     }
     m
 }
@@ -276,6 +277,7 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
         27 => Op::Sets(elsa_shard::ops::sets::SetOp::decode(m.value)?),
         28 => Op::ZSets(elsa_shard::ops::zsets::ZSetOp::decode(m.value)?),
         29 => Op::Lists(elsa_shard::ops::lists::ListOp::decode(m.value)?),
+        30 => Op::BitField(elsa_shard::ops::bitfield::BitField::decode(m.value)?),
         _ => return None,
     };
     Some(KeyOp {
@@ -365,6 +367,7 @@ pub fn reply(m: ReplyMsg) -> OpReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use elsa_shard::ops::bitfield::{self, BitField};
     use elsa_shard::ops::ERR_SYNTAX;
 
     fn round_trip(op: Op) {
@@ -456,6 +459,13 @@ mod tests {
             Op::MemoryUsage,
             Op::Hash(elsa_shard::ops::hashes::HashOp::IncrBy(b("f"), -3)),
             Op::Hash(elsa_shard::ops::hashes::HashOp::MGet(vec![b("a"), b("b")])),
+            Op::BitField(BitField(vec![bitfield::Field {
+                action: bitfield::Action::IncrBy(-7),
+                signed: true,
+                bits: 12,
+                offset: 99,
+                overflow: bitfield::Overflow::Sat,
+            }])),
         ];
         for r in ranges {
             ops.push(Op::BitCount(r));

@@ -1,10 +1,11 @@
-//! Bit commands: GETBIT, SETBIT, BITCOUNT, BITPOS.
+//! Bit commands: GETBIT, SETBIT, BITCOUNT, BITPOS, BITFIELD, BITFIELD_RO.
 //!
 //! Redis reads BITCOUNT's and BITPOS's range arguments only after it found
 //! the key (a missing key answers 0 or -1 whatever follows), so their
 //! refusals travel inside the op ([`BitRange::Refused`]) instead of being
 //! answered here.
 
+use elsa_shard::ops::bitfield::{Action, BitField, Field, Overflow};
 use elsa_shard::ops::{parse_i64, ERR_NOT_INTEGER, ERR_SYNTAX, MAX_STRING};
 use elsa_shard::{BitRange, Op};
 
@@ -107,6 +108,103 @@ fn bitpos_span(args: &Args) -> Result<BitRange, BitRange> {
     Ok(BitRange::Span { start, end, bits })
 }
 
+/// BITFIELD key [GET type offset | [OVERFLOW WRAP|SAT|FAIL] SET type
+/// offset value | INCRBY type offset increment] …
+pub fn bitfield(args: &Args) -> Result<DataCmd, CmdError> {
+    one(args, Op::BitField(bitfield_fields(args)?))
+}
+
+/// BITFIELD_RO key [GET type offset] …: BITFIELD's parse, then any write
+/// refused (before the key is looked at, as in Redis).
+pub fn bitfield_ro(args: &Args) -> Result<DataCmd, CmdError> {
+    let fields = bitfield_fields(args)?;
+    if fields.is_write() {
+        return Err("ERR BITFIELD_RO only supports the GET subcommand".into());
+    }
+    one(args, Op::BitField(fields))
+}
+
+/// The subcommands, checked left to right as Redis's `bitfieldGeneric`
+/// checks them: the first bad argument is the error, and nothing runs.
+fn bitfield_fields(args: &Args) -> Result<BitField, CmdError> {
+    let mut fields = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut j = 2;
+    while j < args.len() {
+        let left = args.len() - j - 1;
+        let sub = c_str(&args[j]);
+        let action = if is(sub, "GET") && left >= 2 {
+            Action::Get
+        } else if is(sub, "SET") && left >= 3 {
+            Action::Set(0)
+        } else if is(sub, "INCRBY") && left >= 3 {
+            Action::IncrBy(0)
+        } else if is(sub, "OVERFLOW") && left >= 1 {
+            let kind = c_str(&args[j + 1]);
+            overflow = if is(kind, "WRAP") {
+                Overflow::Wrap
+            } else if is(kind, "SAT") {
+                Overflow::Sat
+            } else if is(kind, "FAIL") {
+                Overflow::Fail
+            } else {
+                return Err("ERR Invalid OVERFLOW type specified".into());
+            };
+            j += 2;
+            continue;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        };
+        let (signed, bits) = bitfield_type(&args[j + 1])?;
+        let offset = bitfield_offset(&args[j + 2], bits)?;
+        let action = match action {
+            Action::Get => Action::Get,
+            Action::Set(_) => Action::Set(parse_i64(&args[j + 3]).ok_or(ERR_NOT_INTEGER)?),
+            Action::IncrBy(_) => Action::IncrBy(parse_i64(&args[j + 3]).ok_or(ERR_NOT_INTEGER)?),
+        };
+        fields.push(Field {
+            action,
+            signed,
+            bits,
+            offset,
+            overflow,
+        });
+        j += if action == Action::Get { 3 } else { 4 };
+    }
+    Ok(BitField(fields))
+}
+
+/// `i1`..`i64` or `u1`..`u63` (Redis's replies are signed 64-bit, so no
+/// `u64`); read as Redis reads it, up to a NUL.
+fn bitfield_type(arg: &[u8]) -> Result<(bool, u8), CmdError> {
+    const ERR: &str = "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
+    let arg = c_str(arg);
+    let signed = match arg.first() {
+        Some(b'i') => true,
+        Some(b'u') => false,
+        _ => return Err(ERR.into()),
+    };
+    let max = if signed { 64 } else { 63 };
+    match parse_i64(&arg[1..]) {
+        Some(n) if (1..=max).contains(&n) => Ok((signed, n as u8)),
+        _ => Err(ERR.into()),
+    }
+}
+
+/// A bit offset, or `#n`: the n-th field of this width. Redis multiplies
+/// without an overflow check (a wrapped product is then refused as
+/// negative or past 512 MB, or taken as it wrapped), and so does this.
+fn bitfield_offset(arg: &[u8], bits: u8) -> Result<u64, CmdError> {
+    let (n, times) = match arg.strip_prefix(b"#") {
+        Some(rest) => (rest, i64::from(bits)),
+        None => (arg, 1),
+    };
+    match parse_i64(n).map(|n| n.wrapping_mul(times)) {
+        Some(n) if n >= 0 && ((n >> 3) as u64) < MAX_STRING as u64 => Ok(n as u64),
+        _ => Err("ERR bit offset is not an integer or out of range".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +213,56 @@ mod tests {
 
     fn op(r: Result<DataCmd, CmdError>) -> Result<Op, String> {
         r.map(|mut c| c.ops.remove(0).1).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn bitfield_checks_its_arguments_in_redis_order() {
+        let fields = |line| match op(bitfield(&args(line))) {
+            Ok(Op::BitField(b)) => Ok(b.0),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        let f = fields("BITFIELD k GET u8 #2 OVERFLOW fail INCRBY i64 7 -3 set i3 0 9").unwrap();
+        assert_eq!(f.len(), 3);
+        assert_eq!(
+            (f[0].action, f[0].offset, f[0].overflow),
+            (Action::Get, 16, Overflow::Wrap)
+        );
+        assert_eq!(
+            (f[1].action, f[1].bits, f[1].signed),
+            (Action::IncrBy(-3), 64, true)
+        );
+        assert_eq!(
+            (f[2].action, f[2].overflow),
+            (Action::Set(9), Overflow::Fail)
+        );
+        assert_eq!(fields("BITFIELD k").unwrap(), vec![]);
+        for (line, err) in [
+            ("BITFIELD k GET u8", "ERR syntax error"),
+            ("BITFIELD k FOO u8 0", "ERR syntax error"),
+            ("BITFIELD k OVERFLOW", "ERR syntax error"),
+            (
+                "BITFIELD k OVERFLOW up GET x 0",
+                "ERR Invalid OVERFLOW type specified",
+            ),
+            ("BITFIELD k GET u64 0", "ERR Invalid bitfield type"),
+            ("BITFIELD k GET I8 0", "ERR Invalid bitfield type"),
+            ("BITFIELD k GET i0 0", "ERR Invalid bitfield type"),
+            ("BITFIELD k GET i65 x", "ERR Invalid bitfield type"),
+            ("BITFIELD k GET i8 -1", "ERR bit offset"),
+            ("BITFIELD k GET i8 #", "ERR bit offset"),
+            ("BITFIELD k GET i8 4294967296", "ERR bit offset"),
+            ("BITFIELD k SET i8 0 x", "ERR value is not an integer"),
+            ("BITFIELD k SET i8 x x", "ERR bit offset"),
+        ] {
+            let e = fields(line).unwrap_err();
+            assert!(e.starts_with(err), "{line}: {e}");
+        }
+        assert_eq!(
+            op(bitfield_ro(&args("BITFIELD_RO k GET u8 0 SET u8 0 1"))).unwrap_err(),
+            "ERR BITFIELD_RO only supports the GET subcommand"
+        );
+        assert!(op(bitfield_ro(&args("BITFIELD_RO k GET u8 0 GET i3 #9"))).is_ok());
     }
 
     #[test]

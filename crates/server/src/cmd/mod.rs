@@ -367,6 +367,8 @@ pub static COMMANDS: &[Spec] = &[
     spec!("setbit", 4, WS, 1, 1, 1, Data(bits::setbit)),
     spec!("bitcount", -2, &["readonly"], 1, 1, 1, Data(bits::bitcount)),
     spec!("bitpos", -3, &["readonly"], 1, 1, 1, Data(bits::bitpos)),
+    spec!("bitfield", -2, WS, 1, 1, 1, Data(bits::bitfield)),
+    spec!("bitfield_ro", -2, R, 1, 1, 1, Data(bits::bitfield_ro)),
     // hashes
     spec!("hset", -4, W, 1, 1, 1, Data(hashes::hset)),
     spec!("hsetnx", 4, W, 1, 1, 1, Data(hashes::hsetnx)),

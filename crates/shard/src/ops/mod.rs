@@ -23,6 +23,7 @@
 //! family answers WRONGTYPE where Redis does ([`KeyView::read`] for the
 //! string commands).
 
+pub mod bitfield;
 mod bits;
 pub mod hashes;
 mod keys;
@@ -591,6 +592,8 @@ pub enum Op {
     },
     /// BITCOUNT
     BitCount(BitRange),
+    /// BITFIELD / BITFIELD_RO (arguments checked by the parser)
+    BitField(bitfield::BitField),
     /// BITPOS
     BitPos {
         /// The bit looked for.
@@ -782,6 +785,7 @@ impl Op {
                 | Op::Object(_)
                 | Op::MemoryUsage
         ) && !matches!(self, Op::Hash(h) if !h.is_write())
+            && !matches!(self, Op::BitField(b) if !b.is_write())
             && !matches!(self, Op::Sets(s) if !s.is_write())
             && !matches!(self, Op::ZSets(z) if !z.is_write())
             && !matches!(self, Op::Lists(l) if !l.is_write())
@@ -823,6 +827,7 @@ impl Op {
             Op::SetBit { offset, on } => bits::setbit(key, view, *offset, *on),
             Op::BitCount(range) => bits::bitcount(key, view, *range),
             Op::BitPos { bit, range } => bits::bitpos(key, view, *bit, *range),
+            Op::BitField(b) => b.apply(key, view),
             Op::Del => keys::del(key, view),
             Op::Exists => keys::exists(key, view),
             Op::Type => keys::type_of(key, view),
