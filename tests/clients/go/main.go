@@ -245,6 +245,10 @@ func main() {
 		eq(val(rdb.SetNX(ctx, P+"s:a", "x", 0).Result()), false, "SETNX on an existing key")
 		eq(val(rdb.Append(ctx, P+"s:a", " world").Result()), int64(11), "APPEND")
 		eq(val(rdb.GetRange(ctx, P+"s:a", 0, 4).Result()), "hello", "GETRANGE")
+		// BITFIELD: small counters packed in one string, read back with BITFIELD_RO.
+		eq(val(rdb.BitField(ctx, P+"s:bf", "SET", "u8", "#1", 200, "OVERFLOW", "SAT", "INCRBY", "u8", "#1", 100,
+			"OVERFLOW", "WRAP", "INCRBY", "i4", 0, 9).Result()), []int64{0, 255, -7}, "BITFIELD")
+		eq(val(rdb.BitFieldRO(ctx, P+"s:bf", "u8", 8, "i4", 0).Result()), []int64{255, -7}, "BITFIELD_RO")
 		must(rdb.Set(ctx, P+"s:ms", "v", 150*time.Millisecond).Err())
 		must(rdb.MSet(ctx, P+"s:m1", "1", P+"s:m2", "2").Err())
 		eq(val(rdb.MGet(ctx, P+"s:m1", P+"s:m2", P+"s:none").Result()), []any{"1", "2", nil}, "MGET")

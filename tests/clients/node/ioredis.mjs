@@ -127,6 +127,10 @@ await feature('strings', async () => {
   eq(await r.set(`${P}s:a`, 'x', 'NX'), null, 'SET NX on an existing key');
   eq(await r.append(`${P}s:a`, ' world'), 11);
   eq(await r.getrange(`${P}s:a`, 0, 4), 'hello');
+  // BITFIELD: small counters packed in one string, read back with BITFIELD_RO.
+  eq(await r.bitfield(`${P}s:bf`, 'SET', 'u8', '#1', 200, 'OVERFLOW', 'SAT', 'INCRBY', 'u8', '#1', 100,
+    'OVERFLOW', 'WRAP', 'INCRBY', 'i4', 0, 9), [0, 255, -7], 'BITFIELD');
+  eq(await r.bitfield_ro(`${P}s:bf`, 'GET', 'u8', 8, 'GET', 'i4', 0), [255, -7], 'BITFIELD_RO');
   await r.set(`${P}s:ms`, 'v', 'PX', 150);
   await r.mset({ [`${P}s:m1`]: '1', [`${P}s:m2`]: '2' });
   eq(await r.mget(`${P}s:m1`, `${P}s:m2`, `${P}s:none`), ['1', '2', null]);

@@ -140,6 +140,16 @@ await feature('strings', async () => {
   eq(await client.set(`${P}s:a`, 'x', { NX: true }), null, 'SET NX on an existing key');
   eq(await client.append(`${P}s:a`, ' world'), 11);
   eq(await client.getRange(`${P}s:a`, 0, 4), 'hello');
+  // BITFIELD: small counters packed in one string, read back with BITFIELD_RO.
+  eq(await client.bitField(`${P}s:bf`, [
+    { operation: 'SET', encoding: 'u8', offset: '#1', value: 200 },
+    { operation: 'OVERFLOW', behavior: 'SAT' },
+    { operation: 'INCRBY', encoding: 'u8', offset: '#1', increment: 100 },
+    { operation: 'OVERFLOW', behavior: 'WRAP' },
+    { operation: 'INCRBY', encoding: 'i4', offset: 0, increment: 9 },
+  ]), [0, 255, -7], 'BITFIELD');
+  eq(await client.bitFieldRo(`${P}s:bf`, [{ encoding: 'u8', offset: 8 }, { encoding: 'i4', offset: 0 }]),
+    [255, -7], 'BITFIELD_RO');
   await client.set(`${P}s:ms`, 'v', { PX: 150 });
   await client.mSet({ [`${P}s:m1`]: '1', [`${P}s:m2`]: '2' });
   eq(await client.mGet([`${P}s:m1`, `${P}s:m2`, `${P}s:none`]), ['1', '2', null]);

@@ -202,6 +202,10 @@ async def f_strings():
     eq(await r.set(P + "s:a", "x", nx=True), None, "SET NX on existing key")
     eq(await r.append(P + "s:a", " world"), 11)
     eq(await r.getrange(P + "s:a", 0, 4), "hello")
+    # BITFIELD: small counters packed in one string, read back with BITFIELD_RO.
+    bf = r.bitfield(P + "s:bf").set("u8", "#1", 200).incrby("u8", "#1", 100, overflow="SAT")
+    eq(await bf.incrby("i4", 0, 9, overflow="WRAP").execute(), [0, 255, -7], "BITFIELD")
+    eq(await r.bitfield_ro(P + "s:bf", "u8", 8, items=[("i4", 0)]), [255, -7], "BITFIELD_RO")
     await r.set(P + "s:ms", "v", px=150)
     check(0 < await r.pttl(P + "s:ms") <= 150, "PTTL")
     await r.mset({P + "s:m1": "1", P + "s:m2": "2"})

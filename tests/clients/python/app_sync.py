@@ -211,6 +211,11 @@ def f_strings():
     eq(r.append(P + "s:a", " world"), 11)
     eq(r.getrange(P + "s:a", 0, 4), "hello")
     eq(r.strlen(P + "s:a"), 11)
+    # BITFIELD: small counters packed in one string (a SAT one and a
+    # wrapping one), read back with BITFIELD_RO.
+    bf = r.bitfield(P + "s:bf").set("u8", "#1", 200).incrby("u8", "#1", 100, overflow="SAT")
+    eq(bf.incrby("i4", 0, 9, overflow="WRAP").execute(), [0, 255, -7], "BITFIELD")
+    eq(r.bitfield_ro(P + "s:bf", "u8", 8, items=[("i4", 0)]), [255, -7], "BITFIELD_RO")
     r.setex(P + "s:short", 1, "v")
     r.set(P + "s:ms", "v", px=150)
     check(0 < r.pttl(P + "s:ms") <= 150, "PTTL")

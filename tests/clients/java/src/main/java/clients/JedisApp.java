@@ -176,6 +176,11 @@ public final class JedisApp {
         eq(j.setnx(P + "s:a", "x"), 0L, "SETNX on an existing key");
         eq(j.append(P + "s:a", " world"), 11L, "APPEND");
         eq(j.getrange(P + "s:a", 0, 4), "hello", "GETRANGE");
+        // BITFIELD: small counters packed in one string, read back with BITFIELD_RO.
+        eq(j.bitfield(P + "s:bf", "SET", "u8", "#1", "200", "OVERFLOW", "SAT", "INCRBY", "u8", "#1", "100",
+            "OVERFLOW", "WRAP", "INCRBY", "i4", "0", "9"), java.util.Arrays.asList(0L, 255L, -7L), "BITFIELD");
+        eq(j.bitfieldReadonly(P + "s:bf", "GET", "u8", "8", "GET", "i4", "0"), java.util.Arrays.asList(255L, -7L),
+            "BITFIELD_RO");
         j.set(P + "s:ms", "v", SetParams.setParams().px(150));
         j.mset(P + "s:m1", "1", P + "s:m2", "2");
         eq(j.mget(P + "s:m1", P + "s:m2", P + "s:none"), java.util.Arrays.asList("1", "2", null), "MGET");

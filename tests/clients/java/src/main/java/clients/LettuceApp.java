@@ -2,6 +2,7 @@ package clients;
 
 import static clients.Harness.*;
 
+import io.lettuce.core.BitFieldArgs;
 import io.lettuce.core.KeyValue;
 import io.lettuce.core.LettuceFutures;
 import io.lettuce.core.Range;
@@ -182,6 +183,15 @@ public final class LettuceApp {
       eq(r.setnx(P + "s:a", "x"), false, "SETNX on an existing key");
       eq(r.append(P + "s:a", " world"), 11L, "APPEND");
       eq(r.getrange(P + "s:a", 0, 4), "hello", "GETRANGE");
+      // BITFIELD: small counters packed in one string, read back.
+      BitFieldArgs bf = BitFieldArgs.Builder.set(BitFieldArgs.unsigned(8), BitFieldArgs.typeWidthBasedOffset(1), 200)
+          .overflow(BitFieldArgs.OverflowType.SAT)
+          .incrBy(BitFieldArgs.unsigned(8), BitFieldArgs.typeWidthBasedOffset(1), 100)
+          .overflow(BitFieldArgs.OverflowType.WRAP)
+          .incrBy(BitFieldArgs.signed(4), 0, 9);
+      eq(r.bitfield(P + "s:bf", bf), java.util.Arrays.asList(0L, 255L, -7L), "BITFIELD");
+      eq(r.bitfield(P + "s:bf", BitFieldArgs.Builder.get(BitFieldArgs.unsigned(8), 8).get(BitFieldArgs.signed(4), 0)),
+          java.util.Arrays.asList(255L, -7L), "BITFIELD GET");
       r.set(P + "s:ms", "v", SetArgs.Builder.px(150));
       r.mset(Map.of(P + "s:m1", "1", P + "s:m2", "2"));
       eq(values(r.mget(P + "s:m1", P + "s:m2", P + "s:none")), java.util.Arrays.asList("1", "2", null), "MGET");
