@@ -187,6 +187,89 @@ fn rename_between_nodes_is_atomic() {
     assert_eq!(got, home, "960 renames later every value is back home");
 }
 
+#[test]
+fn bitop_reaches_sources_and_a_destination_on_both_nodes() {
+    // BITOP is one commit of its destination, reading every source: with
+    // the keys spread over two nodes it runs the multi-node commit RENAME
+    // and MSET run. Each result, read through either node, is the byte
+    // arithmetic of the sources, and a failed BITOP (WRONGTYPE) leaves
+    // the destination as it was.
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["r0", "r0"], &[]);
+    let srcs: Vec<String> = (0..6).map(|i| format!("bo:{i}")).collect();
+    let owners: Vec<usize> = srcs.iter().map(|k| owner(&c, 0, k)).collect();
+    assert!(
+        owners.contains(&0) && owners.contains(&1),
+        "sources on both nodes: {owners:?}"
+    );
+    let values: Vec<Vec<u8>> = (0..srcs.len())
+        .map(|i| (0..3 + 2 * i).map(|j| (i * 37 + j * 11) as u8).collect())
+        .collect();
+    let mut w = c.conn(0);
+    for (k, v) in srcs.iter().zip(&values) {
+        let _: () = redis::cmd("SET").arg(k).arg(v).query(&mut w).unwrap();
+    }
+    let len = values.iter().map(Vec::len).max().unwrap();
+    let byte = |v: &Vec<u8>, i: usize| v.get(i).copied().unwrap_or(0);
+    let fold = |f: fn(u8, u8) -> u8| -> Vec<u8> {
+        (0..len)
+            .map(|i| {
+                values[1..]
+                    .iter()
+                    .fold(byte(&values[0], i), |a, v| f(a, byte(v, i)))
+            })
+            .collect()
+    };
+    let dests: Vec<String> = (0..4).map(|i| format!("bo:dest:{i}")).collect();
+    for (dest, (how, want)) in dests.iter().zip([
+        ("AND", fold(|a, b| a & b)),
+        ("OR", fold(|a, b| a | b)),
+        ("XOR", fold(|a, b| a ^ b)),
+    ]) {
+        let n: usize = redis::cmd("BITOP")
+            .arg(how)
+            .arg(dest)
+            .arg(&srcs)
+            .query(&mut w)
+            .unwrap();
+        assert_eq!(n, len, "BITOP {how}");
+        for node in [0, 1] {
+            let got: Vec<u8> = redis::cmd("GET")
+                .arg(dest)
+                .query(&mut c.conn(node))
+                .unwrap();
+            assert_eq!(got, want, "BITOP {how} read through node {node}");
+        }
+    }
+    let not = &dests[3];
+    let n: usize = redis::cmd("BITOP")
+        .arg("NOT")
+        .arg(not)
+        .arg(&srcs[5])
+        .query(&mut w)
+        .unwrap();
+    assert_eq!(n, values[5].len());
+    let inverted: Vec<u8> = values[5].iter().map(|b| !b).collect();
+    let got: Vec<u8> = redis::cmd("GET").arg(not).query(&mut c.conn(1)).unwrap();
+    assert_eq!(got, inverted, "BITOP NOT");
+    // A hash among the sources: WRONGTYPE, and the destination unchanged.
+    let _: () = redis::cmd("HSET")
+        .arg("bo:h")
+        .arg("f")
+        .arg("v")
+        .query(&mut w)
+        .unwrap();
+    let refused: redis::RedisResult<usize> = redis::cmd("BITOP")
+        .arg("OR")
+        .arg(not)
+        .arg(&srcs[0])
+        .arg("bo:h")
+        .query(&mut w);
+    assert!(refused.is_err_and(|e| e.code() == Some("WRONGTYPE")));
+    let got: Vec<u8> = redis::cmd("GET").arg(not).query(&mut c.conn(0)).unwrap();
+    assert_eq!(got, inverted, "a refused BITOP writes nothing");
+}
+
 /// Each list of `lists` through node `i`, retrying while its view settles.
 fn lranges(c: &Cluster, i: usize, lists: &[String]) -> Vec<Vec<String>> {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

@@ -1,7 +1,7 @@
 //! The generator's string and bit commands beyond GET/SET: GETEX,
 //! GETRANGE/SUBSTR, SETRANGE, INCRBYFLOAT, SETBIT, GETBIT, BITCOUNT,
-//! BITPOS, BITFIELD, BITFIELD_RO — with their edge arguments: negative and
-//! out-of-range indexes,
+//! BITPOS, BITFIELD, BITFIELD_RO, BITOP — with their edge arguments:
+//! negative and out-of-range indexes,
 //! offsets at the 512 MB limit (only where refusing them is cheap: a
 //! SETRANGE or SETBIT that really wrote there would make both servers
 //! allocate 512 MB), floats at the long double's limits, every option
@@ -104,7 +104,7 @@ const FLOATS: &[&[u8]] = &[
 impl Gen {
     /// One string or bit command.
     pub(super) fn string_command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..19) {
+        match self.rng.gen_range(0..21) {
             0..=2 => self.getex(),
             3..=4 => self.getrange(),
             5..=6 => self.setrange(),
@@ -114,7 +114,8 @@ impl Gen {
             12..=13 => self.bitcount(),
             14..=15 => self.bitpos(),
             16..=17 => self.bitfield("BITFIELD"),
-            _ => self.bitfield("BITFIELD_RO"),
+            18 => self.bitfield("BITFIELD_RO"),
+            _ => self.bitop(),
         }
     }
 
@@ -337,6 +338,19 @@ impl Gen {
             }
         }
         self.cmd(name, args)
+    }
+
+    /// BITOP over 1 to 3 sources of any type (a destination among them
+    /// now and then), NOT with one or more, and names it does not know.
+    fn bitop(&mut self) -> Cmd {
+        let how = if self.rng.gen_bool(0.9) {
+            self.pick(&[b"AND", b"OR", b"XOR", b"NOT", b"and", b"Xor", b"not"])
+        } else {
+            self.pick(&[b"NAND", b"", b"DIFF", b"ONE"])
+        };
+        let mut args = vec![lit(how), self.key()];
+        args.extend(self.keys(3));
+        self.cmd("BITOP", args)
     }
 
     fn bitpos(&mut self) -> Cmd {

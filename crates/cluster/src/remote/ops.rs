@@ -173,6 +173,7 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
         Op::ZSets(z) => (m.kind, m.value) = (28, z.encode()),
         Op::Lists(l) => (m.kind, m.value) = (29, l.encode()),
         Op::BitField(b) => (m.kind, m.value) = (30, b.encode()),
+        Op::BitOp(b) => (m.kind, m.value) = (31, b.encode()),
     }
     m
 }
@@ -278,6 +279,7 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
         28 => Op::ZSets(elsa_shard::ops::zsets::ZSetOp::decode(m.value)?),
         29 => Op::Lists(elsa_shard::ops::lists::ListOp::decode(m.value)?),
         30 => Op::BitField(elsa_shard::ops::bitfield::BitField::decode(m.value)?),
+        31 => Op::BitOp(elsa_shard::ops::bits::BitOp::decode(m.value)?),
         _ => return None,
     };
     Some(KeyOp {
@@ -466,6 +468,10 @@ mod tests {
                 offset: 99,
                 overflow: bitfield::Overflow::Sat,
             }])),
+            Op::BitOp(elsa_shard::ops::bits::BitOp {
+                how: elsa_shard::ops::bits::BitOpKind::Xor,
+                keys: vec![b("src2"), b("dest")],
+            }),
         ];
         for r in ranges {
             ops.push(Op::BitCount(r));

@@ -1,4 +1,5 @@
-//! Bit commands: GETBIT, SETBIT, BITCOUNT, BITPOS, BITFIELD, BITFIELD_RO.
+//! Bit commands: GETBIT, SETBIT, BITCOUNT, BITPOS, BITFIELD, BITFIELD_RO,
+//! BITOP.
 //!
 //! Redis reads BITCOUNT's and BITPOS's range arguments only after it found
 //! the key (a missing key answers 0 or -1 whatever follows), so their
@@ -6,6 +7,7 @@
 //! answered here.
 
 use elsa_shard::ops::bitfield::{Action, BitField, Field, Overflow};
+use elsa_shard::ops::bits::{BitOp, BitOpKind};
 use elsa_shard::ops::{parse_i64, ERR_NOT_INTEGER, ERR_SYNTAX, MAX_STRING};
 use elsa_shard::{BitRange, Op};
 
@@ -205,6 +207,33 @@ fn bitfield_offset(arg: &[u8], bits: u8) -> Result<u64, CmdError> {
     }
 }
 
+/// BITOP AND|OR|XOR|NOT destination key [key …]: runs on the first
+/// source and reaches the others and the destination (last), so all of
+/// them commit in one step, across shards and nodes too.
+pub fn bitop(args: &Args) -> Result<DataCmd, CmdError> {
+    let name = c_str(&args[1]);
+    let how = if is(name, "AND") {
+        BitOpKind::And
+    } else if is(name, "OR") {
+        BitOpKind::Or
+    } else if is(name, "XOR") {
+        BitOpKind::Xor
+    } else if is(name, "NOT") {
+        BitOpKind::Not
+    } else {
+        return Err(ERR_SYNTAX.into());
+    };
+    if how == BitOpKind::Not && args.len() != 4 {
+        return Err("ERR BITOP NOT must be called with a single source key.".into());
+    }
+    let mut keys: Vec<_> = args[4..].to_vec();
+    keys.push(args[2].clone());
+    Ok(DataCmd {
+        ops: vec![(args[3].clone(), Op::BitOp(BitOp { how, keys }))],
+        shape: super::Shape::One,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +292,25 @@ mod tests {
             "ERR BITFIELD_RO only supports the GET subcommand"
         );
         assert!(op(bitfield_ro(&args("BITFIELD_RO k GET u8 0 GET i3 #9"))).is_ok());
+    }
+
+    #[test]
+    fn bitop_runs_on_the_first_source_and_reaches_the_rest() {
+        match op(bitop(&args("BITOP xor d a b c"))) {
+            Ok(Op::BitOp(b)) => {
+                assert_eq!(b.how, BitOpKind::Xor);
+                assert_eq!(b.keys, ["b", "c", "d"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            op(bitop(&args("BITOP NAND d a"))).unwrap_err(),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            op(bitop(&args("BITOP not d a b"))).unwrap_err(),
+            "ERR BITOP NOT must be called with a single source key."
+        );
     }
 
     #[test]

@@ -369,6 +369,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!("bitpos", -3, &["readonly"], 1, 1, 1, Data(bits::bitpos)),
     spec!("bitfield", -2, WS, 1, 1, 1, Data(bits::bitfield)),
     spec!("bitfield_ro", -2, R, 1, 1, 1, Data(bits::bitfield_ro)),
+    spec!("bitop", -4, WS, 2, -1, 1, Data(bits::bitop)),
     // hashes
     spec!("hset", -4, W, 1, 1, 1, Data(hashes::hset)),
     spec!("hsetnx", 4, W, 1, 1, 1, Data(hashes::hsetnx)),

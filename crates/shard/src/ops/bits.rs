@@ -1,10 +1,12 @@
-//! Bit commands (Redis's `bitops.c`): GETBIT, SETBIT, BITCOUNT, BITPOS.
+//! Bit commands (Redis's `bitops.c`): GETBIT, SETBIT, BITCOUNT, BITPOS,
+//! BITOP (BITFIELD is `super::bitfield`).
 //! Bit 0 is the most significant bit of the first byte; a string reads as
 //! zero bits past its end.
 
-use bytes::Bytes;
+use bytes::{Buf, BufMut, Bytes};
 
-use super::{keeping_ttl, read_string, BitRange, KeyView, OpReply};
+use super::hashes::{get_list, put_list};
+use super::{keeping_ttl, read_string, BitRange, Current, KeyView, OpReply, Value};
 
 fn mask(offset: u64) -> u8 {
     1 << (7 - (offset & 7))
@@ -184,6 +186,104 @@ pub(super) fn bitpos(key: &[u8], view: &mut impl KeyView, bit: bool, range: BitR
     })
 }
 
+/// BITOP's operation (Redis 7.0's four).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BitOpKind {
+    /// AND
+    And,
+    /// OR
+    Or,
+    /// XOR
+    Xor,
+    /// NOT (one source)
+    Not,
+}
+
+/// BITOP op destination key [key …], run on the first source: `keys` are
+/// the other sources, then the destination, last (every path holds them
+/// all, as SINTERSTORE's; `Op::other_keys`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BitOp {
+    /// Which operation.
+    pub how: BitOpKind,
+    /// The other sources, and the destination last.
+    pub keys: Vec<Bytes>,
+}
+
+impl BitOp {
+    /// Combines the sources (a missing one reads as an empty string, a
+    /// shorter one as zero-padded) into the destination, which it
+    /// replaces whatever it held, TTL included; an empty result deletes
+    /// it. Answers the result's length. Any source of another type is
+    /// WRONGTYPE, before anything is written.
+    pub fn apply(&self, key: &[u8], view: &mut impl KeyView) -> OpReply {
+        let Some((dest, others)) = self.keys.split_last() else {
+            return OpReply::Error(super::ERR_SYNTAX);
+        };
+        let mut sources = Vec::with_capacity(others.len() + 1);
+        sources.push(read_string!(view, key).map(|c| c.value));
+        for k in others {
+            sources.push(read_string!(view, k).map(|c| c.value));
+        }
+        let len = sources.iter().flatten().map(Bytes::len).max().unwrap_or(0);
+        if len == 0 {
+            view.store(dest, None);
+            return OpReply::Int(0);
+        }
+        let byte =
+            |s: &Option<Bytes>, i: usize| s.as_ref().and_then(|v| v.get(i)).copied().unwrap_or(0);
+        let result: Vec<u8> = (0..len)
+            .map(|i| {
+                let first = byte(&sources[0], i);
+                let rest = sources[1..].iter().map(|s| byte(s, i));
+                match self.how {
+                    BitOpKind::And => rest.fold(first, |a, b| a & b),
+                    BitOpKind::Or => rest.fold(first, |a, b| a | b),
+                    BitOpKind::Xor => rest.fold(first, |a, b| a ^ b),
+                    BitOpKind::Not => !first,
+                }
+            })
+            .collect();
+        view.store(
+            dest,
+            Some(Value::Str(Current {
+                value: Bytes::from(result),
+                expire_ms: None,
+            })),
+        );
+        OpReply::Int(len as i64)
+    }
+
+    /// The wire form.
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::new();
+        out.put_u8(match self.how {
+            BitOpKind::And => 0,
+            BitOpKind::Or => 1,
+            BitOpKind::Xor => 2,
+            BitOpKind::Not => 3,
+        });
+        put_list(&mut out, &self.keys);
+        out.into()
+    }
+
+    /// Reads what [`BitOp::encode`] wrote; `None` when malformed.
+    pub fn decode(mut buf: Bytes) -> Option<BitOp> {
+        if !buf.has_remaining() {
+            return None;
+        }
+        let how = match buf.get_u8() {
+            0 => BitOpKind::And,
+            1 => BitOpKind::Or,
+            2 => BitOpKind::Xor,
+            3 => BitOpKind::Not,
+            _ => return None,
+        };
+        let keys = get_list(&mut buf)?;
+        (!keys.is_empty() && !buf.has_remaining()).then_some(BitOp { how, keys })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::{bulk, MapView};
@@ -325,5 +425,50 @@ mod tests {
             OpReply::Int(-1),
             "an empty string has no range to search"
         );
+    }
+
+    #[test]
+    fn bitop_zero_pads_replaces_the_destination_and_deletes_on_empty() {
+        let mut v = MapView::default();
+        let set = |v: &mut MapView, k: &str, val: &[u8]| {
+            v.run(
+                k,
+                Op::Set {
+                    value: Bytes::copy_from_slice(val),
+                    cond: crate::ops::SetCond::Always,
+                    expiry: crate::ops::Expiry::Clear,
+                    reply: crate::ops::SetReply::Ok,
+                },
+            )
+        };
+        set(&mut v, "a", b"\xff\x0f\x01");
+        set(&mut v, "b", b"\x0f");
+        let op = |how, keys: &[&str]| {
+            Op::BitOp(BitOp {
+                how,
+                keys: keys
+                    .iter()
+                    .map(|k| Bytes::copy_from_slice(k.as_bytes()))
+                    .collect(),
+            })
+        };
+        assert_eq!(
+            v.run("a", op(BitOpKind::And, &["b", "none", "d"])),
+            OpReply::Int(3)
+        );
+        assert_eq!(v.run("d", Op::Get), bulk(b"\0\0\0"));
+        assert_eq!(v.run("a", op(BitOpKind::Xor, &["b", "d"])), OpReply::Int(3));
+        assert_eq!(v.run("d", Op::Get), bulk(b"\xf0\x0f\x01"));
+        assert_eq!(v.run("b", op(BitOpKind::Not, &["d"])), OpReply::Int(1));
+        assert_eq!(v.run("d", Op::Get), bulk(b"\xf0"));
+        assert_eq!(v.run("none", op(BitOpKind::Or, &["d"])), OpReply::Int(0));
+        assert_eq!(v.run("d", Op::Exists), OpReply::Int(0));
+        let round = BitOp {
+            how: BitOpKind::Or,
+            keys: vec![Bytes::from_static(b"x"), Bytes::from_static(b"dest")],
+        };
+        assert_eq!(BitOp::decode(round.encode()), Some(round.clone()));
+        assert_eq!(BitOp::decode(Bytes::from_static(&[9])), None);
+        assert_eq!(BitOp::decode(round.encode().slice(..5)), None);
     }
 }

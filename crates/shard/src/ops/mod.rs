@@ -24,7 +24,7 @@
 //! string commands).
 
 pub mod bitfield;
-mod bits;
+pub mod bits;
 pub mod hashes;
 mod keys;
 pub mod lists;
@@ -594,6 +594,8 @@ pub enum Op {
     BitCount(BitRange),
     /// BITFIELD / BITFIELD_RO (arguments checked by the parser)
     BitField(bitfield::BitField),
+    /// BITOP, run on its first source
+    BitOp(bits::BitOp),
     /// BITPOS
     BitPos {
         /// The bit looked for.
@@ -798,6 +800,7 @@ impl Op {
     pub fn other_keys(&self) -> &[Bytes] {
         match self {
             Op::Rename { to, .. } | Op::Copy { to, .. } => std::slice::from_ref(to),
+            Op::BitOp(b) => &b.keys,
             Op::Sets(s) => s.other_keys(),
             Op::ZSets(z) => z.other_keys(),
             Op::Lists(l) => l.other_keys(),
@@ -828,6 +831,7 @@ impl Op {
             Op::BitCount(range) => bits::bitcount(key, view, *range),
             Op::BitPos { bit, range } => bits::bitpos(key, view, *bit, *range),
             Op::BitField(b) => b.apply(key, view),
+            Op::BitOp(b) => b.apply(key, view),
             Op::Del => keys::del(key, view),
             Op::Exists => keys::exists(key, view),
             Op::Type => keys::type_of(key, view),
