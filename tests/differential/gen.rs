@@ -8,7 +8,7 @@
 //!   databases 0–2 are generated, with indexes out of range.
 //! - Elsa's own commands (PUT, DELETE, BEGIN, COMMIT, ABORT, ROLLBACK,
 //!   LASTCOMMIT, WAITREGION, ELSA.*): Redis has no counterpart to compare
-//!   with. Redis commands Elsa lacks (LCS, SORT, streams, …) are not
+//!   with. Redis commands Elsa lacks (SORT, streams, …) are not
 //!   generated either, except a few truly unknown names for the
 //!   unknown-command error. Hashes, sets, sorted sets and lists are
 //!   (`gen_hashes.rs`, `gen_sets.rs`, `gen_zsets.rs`, `gen_lists.rs`; lists

@@ -1,6 +1,6 @@
 //! The generator's string and bit commands beyond GET/SET: GETEX,
 //! GETRANGE/SUBSTR, SETRANGE, INCRBYFLOAT, SETBIT, GETBIT, BITCOUNT,
-//! BITPOS, BITFIELD, BITFIELD_RO, BITOP — with their edge arguments:
+//! BITPOS, BITFIELD, BITFIELD_RO, BITOP, LCS — with their edge arguments:
 //! negative and out-of-range indexes,
 //! offsets at the 512 MB limit (only where refusing them is cheap: a
 //! SETRANGE or SETBIT that really wrote there would make both servers
@@ -104,7 +104,7 @@ const FLOATS: &[&[u8]] = &[
 impl Gen {
     /// One string or bit command.
     pub(super) fn string_command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..21) {
+        match self.rng.gen_range(0..23) {
             0..=2 => self.getex(),
             3..=4 => self.getrange(),
             5..=6 => self.setrange(),
@@ -115,7 +115,8 @@ impl Gen {
             14..=15 => self.bitpos(),
             16..=17 => self.bitfield("BITFIELD"),
             18 => self.bitfield("BITFIELD_RO"),
-            _ => self.bitop(),
+            19..=20 => self.bitop(),
+            _ => self.lcs(),
         }
     }
 
@@ -351,6 +352,28 @@ impl Gen {
         let mut args = vec![lit(how), self.key()];
         args.extend(self.keys(3));
         self.cmd("BITOP", args)
+    }
+
+    /// LCS of two keys of any type (values up to the generator's 20 kB
+    /// ones, whose table passes the 512 MB limit) with 0 to 3 options,
+    /// valid, conflicting (LEN with IDX), refused or cut short.
+    fn lcs(&mut self) -> Cmd {
+        let mut args = vec![self.key(), self.key()];
+        for _ in 0..self.rng.gen_range(0..=3) {
+            match self.rng.gen_range(0..10) {
+                0..=2 => args.push(lit(self.pick(&[b"IDX", b"idx"]))),
+                3 => args.push(lit(b"LEN")),
+                4..=5 => args.push(lit(b"WITHMATCHLEN")),
+                6..=7 => {
+                    args.push(lit(b"MINMATCHLEN"));
+                    if self.rng.gen_bool(0.9) {
+                        args.push(lit(self.pick(&[b"0", b"1", b"2", b"4", b"-1", b"abc"])));
+                    }
+                }
+                _ => args.push(lit(self.pick(&[b"FOO", b""]))),
+            }
+        }
+        self.cmd("LCS", args)
     }
 
     fn bitpos(&mut self) -> Cmd {

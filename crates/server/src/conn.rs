@@ -1088,6 +1088,12 @@ fn reply_size(r: &OpReply) -> usize {
         OpReply::Set(m) => 16 + m.iter().map(|m| m.len() + 16).sum::<usize>(),
         OpReply::Pairs(p) => 16 + p.iter().map(|(k, v)| k.len() + v.len() + 32).sum::<usize>(),
         OpReply::Scored(p) => 16 + p.iter().map(|(m, _)| m.len() + 48).sum::<usize>(),
+        OpReply::Fields(f) => {
+            16 + f
+                .iter()
+                .map(|(k, v)| k.len() + 16 + reply_size(v))
+                .sum::<usize>()
+        }
         OpReply::Error(e) | OpReply::Status(e) => e.len() + 3,
         _ => 16,
     }
@@ -1125,6 +1131,13 @@ pub(crate) fn write_op(w: &mut ReplyWriter<'_>, r: &OpReply) {
         OpReply::Double(d) => w.double(*d),
         OpReply::NilArray => w.nil_array(),
         OpReply::Scored(pairs) => w.scored(pairs),
+        OpReply::Fields(fields) => {
+            w.map(fields.len());
+            for (k, v) in fields {
+                w.bulk(k.as_bytes());
+                write_op(w, v);
+            }
+        }
     }
 }
 

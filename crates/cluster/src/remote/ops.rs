@@ -174,6 +174,7 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
         Op::Lists(l) => (m.kind, m.value) = (29, l.encode()),
         Op::BitField(b) => (m.kind, m.value) = (30, b.encode()),
         Op::BitOp(b) => (m.kind, m.value) = (31, b.encode()),
+        Op::Lcs(l) => (m.kind, m.value) = (32, l.encode()),
     }
     m
 }
@@ -280,6 +281,7 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
         29 => Op::Lists(elsa_shard::ops::lists::ListOp::decode(m.value)?),
         30 => Op::BitField(elsa_shard::ops::bitfield::BitField::decode(m.value)?),
         31 => Op::BitOp(elsa_shard::ops::bits::BitOp::decode(m.value)?),
+        32 => Op::Lcs(elsa_shard::ops::lcs::Lcs::decode(m.value)?),
         _ => return None,
     };
     Some(KeyOp {
@@ -313,6 +315,14 @@ pub fn reply_msg(r: &OpReply) -> ReplyMsg {
         // A score as its bits (an integer): exact, NaN-free by then.
         OpReply::Double(d) => (m.kind, m.int) = (10, d.to_bits() as i64),
         OpReply::NilArray => m.kind = 12,
+        OpReply::Fields(fields) => {
+            m.kind = 13;
+            m.bulks = fields
+                .iter()
+                .map(|(k, _)| Bytes::from_static(k.as_bytes()))
+                .collect();
+            m.items = fields.iter().map(|(_, v)| reply_msg(v)).collect();
+        }
         OpReply::Scored(pairs) => {
             m.kind = 11;
             m.bulks = pairs.iter().map(|(b, _)| b.clone()).collect();
@@ -355,6 +365,13 @@ pub fn reply(m: ReplyMsg) -> OpReply {
         9 => OpReply::Pairs(pairs(m.bulks)),
         10 => OpReply::Double(f64::from_bits(m.int as u64)),
         12 => OpReply::NilArray,
+        13 => OpReply::Fields(
+            m.bulks
+                .iter()
+                .map(|k| intern(&String::from_utf8_lossy(k)))
+                .zip(m.items.into_iter().map(reply))
+                .collect(),
+        ),
         11 => OpReply::Scored(
             m.bulks
                 .into_iter()
@@ -472,6 +489,14 @@ mod tests {
                 how: elsa_shard::ops::bits::BitOpKind::Xor,
                 keys: vec![b("src2"), b("dest")],
             }),
+            Op::Lcs(elsa_shard::ops::lcs::Lcs {
+                other: [b("k2")],
+                len: false,
+                idx: true,
+                with_match_len: true,
+                min_match_len: 2,
+                refused: Some(ERR_SYNTAX),
+            }),
         ];
         for r in ranges {
             ops.push(Op::BitCount(r));
@@ -513,6 +538,10 @@ mod tests {
             OpReply::Pairs(vec![(b("a"), b("1")), (b("b"), b("2"))]),
             OpReply::Set(vec![b("x"), b("")]),
             OpReply::Scored(vec![(b("m"), 1.5), (b("n"), -0.0)]),
+            OpReply::Fields(vec![
+                ("matches", OpReply::Array(vec![OpReply::Int(3)])),
+                ("len", OpReply::Int(6)),
+            ]),
             OpReply::Array(vec![OpReply::Nil, OpReply::Int(3), OpReply::Bulk(b("z"))]),
         ] {
             let m = ReplyMsg::decode(reply_msg(&r).encode_to_vec().as_slice()).expect("decodes");

@@ -360,6 +360,7 @@ pub static COMMANDS: &[Spec] = &[
         Data(strings::getrange)
     ),
     spec!("substr", 4, &["readonly"], 1, 1, 1, Data(strings::getrange)),
+    spec!("lcs", -3, &["readonly"], 1, 2, 1, Data(strings::lcs)),
     spec!("setrange", 4, WS, 1, 1, 1, Data(strings::setrange)),
     spec!("incrbyfloat", 3, W, 1, 1, 1, Data(strings::incrbyfloat)),
     // bits

@@ -1,10 +1,11 @@
 //! String commands: GET, SET and friends, GETEX, MGET/MSET, the INCR
-//! family, INCRBYFLOAT, APPEND, GETRANGE/SUBSTR, SETRANGE.
+//! family, INCRBYFLOAT, APPEND, GETRANGE/SUBSTR, SETRANGE, LCS.
 
-use elsa_shard::ops::{ERR_GETEX_EXPIRE, ERR_NOT_INTEGER};
+use elsa_shard::ops::lcs::{Lcs, ERR_LEN_AND_IDX};
+use elsa_shard::ops::{parse_i64, ERR_GETEX_EXPIRE, ERR_NOT_INTEGER, ERR_SYNTAX};
 use elsa_shard::{unix_ms, Expiry, GetExTtl, Op, SetCond, SetReply};
 
-use super::{int_arg, is, one, Args, CmdError, DataCmd, Shape};
+use super::{c_str, int_arg, is, one, Args, CmdError, DataCmd, Shape};
 
 fn plain_set(
     args: &Args,
@@ -328,6 +329,48 @@ pub fn setrange(args: &Args) -> Result<DataCmd, CmdError> {
             value: args[3].clone(),
         },
     )
+}
+
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: runs on
+/// key1 and reads key2 with it. Redis reads the options only once both
+/// keys hold strings, so a refused option rides in the op.
+pub fn lcs(args: &Args) -> Result<DataCmd, CmdError> {
+    let mut op = Lcs {
+        other: [args[2].clone()],
+        len: false,
+        idx: false,
+        with_match_len: false,
+        min_match_len: 0,
+        refused: None,
+    };
+    let mut j = 3;
+    while j < args.len() {
+        let opt = c_str(&args[j]);
+        if is(opt, "IDX") {
+            op.idx = true;
+        } else if is(opt, "LEN") {
+            op.len = true;
+        } else if is(opt, "WITHMATCHLEN") {
+            op.with_match_len = true;
+        } else if is(opt, "MINMATCHLEN") && j + 1 < args.len() {
+            match parse_i64(&args[j + 1]) {
+                Some(n) => op.min_match_len = n.max(0) as u64,
+                None => {
+                    op.refused = Some(ERR_NOT_INTEGER);
+                    break;
+                }
+            }
+            j += 1;
+        } else {
+            op.refused = Some(ERR_SYNTAX);
+            break;
+        }
+        j += 1;
+    }
+    if op.refused.is_none() && op.len && op.idx {
+        op.refused = Some(ERR_LEN_AND_IDX);
+    }
+    one(args, Op::Lcs(op))
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub mod bitfield;
 pub mod bits;
 pub mod hashes;
 mod keys;
+pub mod lcs;
 pub mod lists;
 pub mod longdouble;
 pub mod sets;
@@ -596,6 +597,8 @@ pub enum Op {
     BitField(bitfield::BitField),
     /// BITOP, run on its first source
     BitOp(bits::BitOp),
+    /// LCS, run on its first key
+    Lcs(lcs::Lcs),
     /// BITPOS
     BitPos {
         /// The bit looked for.
@@ -690,6 +693,8 @@ pub enum OpReply {
     /// Members with scores: RESP3 an array of [member, double] pairs,
     /// RESP2 one flat array (ZRANGE … WITHSCORES).
     Scored(Vec<(Bytes, f64)>),
+    /// Named answers: a RESP3 map, a flat RESP2 array (LCS … IDX).
+    Fields(Vec<(&'static str, OpReply)>),
 }
 
 /// Scores in replies are never NaN (Redis refuses every command that would
@@ -722,6 +727,9 @@ pub const ERR_NO_LFU: &str = "ERR An LFU maxmemory policy is not selected, acces
 /// between nodes as text and come back as `&'static str` through
 /// [`intern`], so a text missing here would reach the client garbled.
 pub const REPLY_TEXTS: &[&str] = &[
+    lcs::ERR_NOT_STRINGS,
+    lcs::ERR_LEN_AND_IDX,
+    lcs::ERR_TABLE,
     ERR_NOT_INTEGER,
     ERR_OVERFLOW,
     ERR_TOO_BIG,
@@ -741,6 +749,8 @@ pub const REPLY_TEXTS: &[&str] = &[
     zparse::ERR_LIMIT_NEGATIVE,
     lists::ERR_INDEX,
     lists::ERR_TIMEOUT_NEGATIVE,
+    "matches",
+    "len",
     "zset",
     "list",
     "string",
@@ -784,6 +794,7 @@ impl Op {
                 | Op::GetBit(_)
                 | Op::BitCount(_)
                 | Op::BitPos { .. }
+                | Op::Lcs(_)
                 | Op::Object(_)
                 | Op::MemoryUsage
         ) && !matches!(self, Op::Hash(h) if !h.is_write())
@@ -801,6 +812,7 @@ impl Op {
         match self {
             Op::Rename { to, .. } | Op::Copy { to, .. } => std::slice::from_ref(to),
             Op::BitOp(b) => &b.keys,
+            Op::Lcs(l) => &l.other,
             Op::Sets(s) => s.other_keys(),
             Op::ZSets(z) => z.other_keys(),
             Op::Lists(l) => l.other_keys(),
@@ -832,6 +844,7 @@ impl Op {
             Op::BitPos { bit, range } => bits::bitpos(key, view, *bit, *range),
             Op::BitField(b) => b.apply(key, view),
             Op::BitOp(b) => b.apply(key, view),
+            Op::Lcs(l) => l.apply(key, view),
             Op::Del => keys::del(key, view),
             Op::Exists => keys::exists(key, view),
             Op::Type => keys::type_of(key, view),
