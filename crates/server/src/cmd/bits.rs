@@ -135,12 +135,13 @@ fn bitfield_fields(args: &Args) -> Result<BitField, CmdError> {
     while j < args.len() {
         let left = args.len() - j - 1;
         let sub = c_str(&args[j]);
-        let action = if is(sub, "GET") && left >= 2 {
-            Action::Get
+        // What the subcommand makes of its value (GET takes none).
+        let action: fn(i64) -> Action = if is(sub, "GET") && left >= 2 {
+            |_| Action::Get
         } else if is(sub, "SET") && left >= 3 {
-            Action::Set(0)
+            Action::Set
         } else if is(sub, "INCRBY") && left >= 3 {
-            Action::IncrBy(0)
+            Action::IncrBy
         } else if is(sub, "OVERFLOW") && left >= 1 {
             let kind = c_str(&args[j + 1]);
             overflow = if is(kind, "WRAP") {
@@ -159,10 +160,10 @@ fn bitfield_fields(args: &Args) -> Result<BitField, CmdError> {
         };
         let (signed, bits) = bitfield_type(&args[j + 1])?;
         let offset = bitfield_offset(&args[j + 2], bits)?;
-        let action = match action {
-            Action::Get => Action::Get,
-            Action::Set(_) => Action::Set(parse_i64(&args[j + 3]).ok_or(ERR_NOT_INTEGER)?),
-            Action::IncrBy(_) => Action::IncrBy(parse_i64(&args[j + 3]).ok_or(ERR_NOT_INTEGER)?),
+        let action = if action(0) == Action::Get {
+            Action::Get
+        } else {
+            action(parse_i64(&args[j + 3]).ok_or(ERR_NOT_INTEGER)?)
         };
         fields.push(Field {
             action,

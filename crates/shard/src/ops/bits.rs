@@ -230,20 +230,28 @@ impl BitOp {
             view.store(dest, None);
             return OpReply::Int(0);
         }
-        let byte =
-            |s: &Option<Bytes>, i: usize| s.as_ref().and_then(|v| v.get(i)).copied().unwrap_or(0);
-        let result: Vec<u8> = (0..len)
-            .map(|i| {
-                let first = byte(&sources[0], i);
-                let rest = sources[1..].iter().map(|s| byte(s, i));
-                match self.how {
-                    BitOpKind::And => rest.fold(first, |a, b| a & b),
-                    BitOpKind::Or => rest.fold(first, |a, b| a | b),
-                    BitOpKind::Xor => rest.fold(first, |a, b| a ^ b),
-                    BitOpKind::Not => !first,
+        // The first source, zero-padded; each other one folded in a
+        // byte at a time along its length (past it, AND clears and OR
+        // and XOR keep), so the loops are plain slices.
+        let mut result = vec![0u8; len];
+        let first = sources[0].as_deref().unwrap_or(&[]);
+        result[..first.len()].copy_from_slice(first);
+        for s in &sources[1..] {
+            let s = s.as_deref().unwrap_or(&[]);
+            let (head, tail) = result.split_at_mut(s.len());
+            match self.how {
+                BitOpKind::And => {
+                    head.iter_mut().zip(s).for_each(|(r, b)| *r &= b);
+                    tail.fill(0);
                 }
-            })
-            .collect();
+                BitOpKind::Or => head.iter_mut().zip(s).for_each(|(r, b)| *r |= b),
+                BitOpKind::Xor => head.iter_mut().zip(s).for_each(|(r, b)| *r ^= b),
+                BitOpKind::Not => {}
+            }
+        }
+        if self.how == BitOpKind::Not {
+            result.iter_mut().for_each(|r| *r = !*r);
+        }
         view.store(
             dest,
             Some(Value::Str(Current {

@@ -62,7 +62,10 @@ impl Lcs {
         if self.len && !self.idx {
             return OpReply::Int(i64::from(total));
         }
-        let (common, ranges) = table.walk(&a, &b, self.min_match_len, self.with_match_len);
+        let ranges = self
+            .idx
+            .then_some((self.min_match_len, self.with_match_len));
+        let (common, ranges) = table.walk(&a, &b, ranges);
         if !self.idx {
             return OpReply::Bulk(Bytes::from(common));
         }
@@ -143,10 +146,15 @@ impl Table {
     }
 
     /// Redis's walk back from the table's corner: the common subsequence,
-    /// and the matching ranges from the last to the first, each
-    /// `[[a_start, a_end], [b_start, b_end]]` (and its length with
-    /// `with_len`), those shorter than `min_len` left out.
-    fn walk(&self, a: &[u8], b: &[u8], min_len: u64, with_len: bool) -> (Vec<u8>, Vec<OpReply>) {
+    /// and when `ranges` is given (IDX: `min_len`, `with_len`) the
+    /// matching ranges from the last to the first, each `[[a_start,
+    /// a_end], [b_start, b_end]]` (and its length with `with_len`), those
+    /// shorter than `min_len` left out.
+    fn walk(&self, a: &[u8], b: &[u8], ranges: Option<(u64, bool)>) -> (Vec<u8>, Vec<OpReply>) {
+        let (keep, min_len, with_len) = match ranges {
+            Some((min_len, with_len)) => (true, min_len, with_len),
+            None => (false, 0, false),
+        };
         let mut common = vec![0u8; self.at(a.len(), b.len()) as usize];
         let mut left = common.len();
         let mut ranges = Vec::new();
@@ -183,7 +191,7 @@ impl Table {
             if emit {
                 if let Some((a_start, a_end, b_start, b_end)) = open.take() {
                     let len = (a_end - a_start + 1) as u64;
-                    if min_len == 0 || len >= min_len {
+                    if keep && (min_len == 0 || len >= min_len) {
                         let pair = |s: usize, e: usize| {
                             OpReply::Array(vec![OpReply::Int(s as i64), OpReply::Int(e as i64)])
                         };
