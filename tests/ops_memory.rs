@@ -214,6 +214,100 @@ fn object_freq_and_idletime_per_policy_as_redis() {
     p.line("OBJECT IDLETIME a b");
 }
 
+/// OBJECT ENCODING of hashes, sets and sorted sets is their history, as in
+/// Redis 7.0: one that outgrew its packed form (an entry too long, too
+/// many entries, a member not an integer) stays unpacked after it shrinks,
+/// until the key goes. Each line is sent to both servers, the encodings
+/// compared; the comments give what Redis 7.0 answers.
+#[test]
+fn object_encoding_keeps_a_collections_history_as_redis() {
+    let mut p = Pair::start();
+    let big = "x".repeat(70);
+    let seq = |prefix: &str, n: usize| -> String {
+        (1..=n).map(|i| format!("{prefix}{i} ")).collect::<String>()
+    };
+    let steps: Vec<String> = vec![
+        // A long value the same HSET set again: hashtable.
+        format!("HSET h1 f {big} f s"),
+        "OBJECT ENCODING h1".into(),
+        // A long value overwritten by a later HSET: still hashtable.
+        format!("HSET h2 f {big}"),
+        "HSET h2 f s".into(),
+        "OBJECT ENCODING h2".into(),
+        // A long field name deleted again: hashtable.
+        format!("HSET h3 {big} v a b"),
+        format!("HDEL h3 {big}"),
+        "OBJECT ENCODING h3".into(),
+        // HSETNX on a field that is there changes nothing: listpack.
+        "HSET h4 f s".into(),
+        format!("HSETNX h4 f {big}"),
+        "OBJECT ENCODING h4".into(),
+        // HSETNX, HINCRBY and HINCRBYFLOAT of long ones: hashtable.
+        format!("HSETNX h4 g {big}"),
+        "HDEL h4 g".into(),
+        "OBJECT ENCODING h4".into(),
+        format!("HINCRBY h5 {big} 1"),
+        format!("HDEL h5 {big}"),
+        "HSET h5 a 1".into(),
+        "OBJECT ENCODING h5".into(),
+        "HINCRBYFLOAT h6 f 1e70".into(),
+        "HSET h6 f 1".into(),
+        "OBJECT ENCODING h6".into(),
+        // Redis 7.0's own default packs up to 512 fields: listpack.
+        format!(
+            "HSET h7 {}",
+            seq("f", 300).trim_end().replace(' ', " v ") + " v"
+        ),
+        "OBJECT ENCODING h7".into(),
+        // Deleted when emptied, so a new hash starts packed: listpack.
+        format!("HSET h8 f {big}"),
+        "HDEL h8 f".into(),
+        "HSET h8 f s".into(),
+        "OBJECT ENCODING h8".into(),
+        // A member that is not an integer, removed again: hashtable.
+        "SADD s1 1 a".into(),
+        "SREM s1 a".into(),
+        "OBJECT ENCODING s1".into(),
+        // The same through SMOVE's destination.
+        "SADD s2 1".into(),
+        "SADD s3 a".into(),
+        "SMOVE s3 s2 a".into(),
+        "SREM s2 a".into(),
+        "OBJECT ENCODING s2".into(),
+        // Over 512 integers, then 10 left: hashtable.
+        format!("SADD s4 {}", seq("", 600).trim_end()),
+        format!("SREM s4 {}", seq("", 590).trim_end()),
+        "OBJECT ENCODING s4".into(),
+        // A store makes a new set from what it holds: intset.
+        "SADD s5 1 2".into(),
+        "SUNIONSTORE s6 s5".into(),
+        "OBJECT ENCODING s6".into(),
+        // A long member removed again: skiplist.
+        format!("ZADD z1 1 {big} 2 a"),
+        format!("ZREM z1 {big}"),
+        "OBJECT ENCODING z1".into(),
+        format!("ZINCRBY z2 1 {big}"),
+        "ZADD z2 1 a".into(),
+        format!("ZREM z2 {big}"),
+        "OBJECT ENCODING z2".into(),
+        // Over 128 members, then 5 left: skiplist.
+        format!("ZADD z3 {}", seq("1 m", 130).trim_end()),
+        format!("ZREM z3 {}", seq("m", 125).trim_end()),
+        "OBJECT ENCODING z3".into(),
+        // XX with a long member adds nothing: listpack.
+        "ZADD z4 1 a".into(),
+        format!("ZADD z4 XX 1 {big}"),
+        "OBJECT ENCODING z4".into(),
+        // A range stored from a set that was wide: listpack.
+        format!("ZADD z5 1 {big} 2 a"),
+        "ZRANGESTORE z6 z5 1 1".into(),
+        "OBJECT ENCODING z6".into(),
+    ];
+    for step in &steps {
+        p.line(step);
+    }
+}
+
 #[test]
 fn idle_time_counts_seconds_since_the_last_access() {
     let e = Elsa::start(&["--workers", "2", "--maxmemory-policy", "allkeys-lru"]);

@@ -36,7 +36,7 @@ use crate::counter::{Tallies, Tally};
 use crate::key::{Collection, KeyState, Kind, Ttl};
 use crate::list::{Pos, Slot, Step};
 use crate::ormap::{Field, OrMap};
-use crate::orset::{digest_of, OrSet};
+use crate::orset::{digest_of, OrSet, Peak};
 use crate::zset::{FTallies, FTally, Member, Score, ZSet};
 use crate::{Counter, Dots, Elem, Presence, Version};
 
@@ -159,6 +159,7 @@ impl KeyState {
                     }
                 }
                 m.digest = digest_of(&m.fields);
+                m.peak.after(Peak::default(), m.live);
                 Some(Collection::Hash(m))
             }
             2 => {
@@ -178,6 +179,7 @@ impl KeyState {
                     }
                 }
                 s.digest = digest_of(&s.members);
+                s.peak.after(Peak::default(), s.live);
                 Some(Collection::Set(s))
             }
             3 => {
@@ -200,6 +202,7 @@ impl KeyState {
                     }
                 }
                 z.digest = digest_of(&z.members);
+                z.peak.after(Peak::default(), z.live);
                 Some(Collection::ZSet(z))
             }
             4 => {

@@ -41,7 +41,7 @@ pub use key::{Collection, KeyState, Kind, Ttl};
 pub use list::List;
 pub use lww::{Lww, Version};
 pub use ormap::{FieldValues, OrMap};
-pub use orset::OrSet;
+pub use orset::{OrSet, Peak};
 pub use zset::ZSet;
 
 /// A timestamp from the [`Hlc`]: physical milliseconds in the high 48 bits,

@@ -13,7 +13,7 @@
 use bytes::Bytes;
 
 use crate::counter::Counter;
-use crate::orset::{digest_of, entry_digest, merge_entries, Map};
+use crate::orset::{digest_of, entry_digest, merge_entries, Map, Peak};
 use crate::{Crdt, Elem, Presence, Ts, Version};
 
 /// Field–value pairs packed in one buffer: an `HGETALL`'s answer. Read
@@ -120,6 +120,8 @@ pub struct OrMap {
     pub(crate) newest: Version,
     /// XOR of every field's digest (see `OrSet`'s).
     pub(crate) digest: u64,
+    /// Its history, for `OBJECT ENCODING` (not state).
+    pub(crate) peak: Peak,
 }
 
 impl PartialEq for OrMap {
@@ -311,6 +313,7 @@ impl OrMap {
         if changed {
             self.live = self.fields.values().filter(|f| f.is_live()).count();
             self.digest = digest_of(&self.fields);
+            self.peak.after(Peak::default(), self.live);
         }
         changed
     }
@@ -318,6 +321,16 @@ impl OrMap {
     /// A digest of the whole state, kept current (see `OrSet::digest`).
     pub fn digest(&self) -> u64 {
         self.digest ^ crate::codec::version_digest(self.newest)
+    }
+
+    /// What it has held since it last emptied (see [`Peak`]).
+    pub fn peak(&self) -> Peak {
+        self.peak
+    }
+
+    /// Marks a delta as bringing a field or value Redis would not pack.
+    pub fn mark_wide(&mut self) {
+        self.peak.wide = true;
     }
 
     /// True when it holds no field, not even a removed one.
@@ -345,13 +358,14 @@ impl Crdt for OrMap {
             self.newest = other.newest;
             changed = true;
         }
+        changed |= merge_entries(
+            &mut self.fields,
+            &mut self.live,
+            &mut self.digest,
+            other.fields,
+            Field::is_live,
+        );
+        self.peak.after(other.peak, self.live);
         changed
-            | merge_entries(
-                &mut self.fields,
-                &mut self.live,
-                &mut self.digest,
-                other.fields,
-                Field::is_live,
-            )
     }
 }

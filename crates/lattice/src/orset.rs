@@ -22,6 +22,35 @@ use crate::{Crdt, Presence, Version};
 /// tables use.
 pub(crate) type Map<K, V> = IndexMap<K, V, foldhash::fast::RandomState>;
 
+/// What a collection has held since it last emptied, for `OBJECT
+/// ENCODING`. Redis leaves a packed encoding for good once the count or
+/// an entry outgrows it (until the key goes), so its encoding is the
+/// key's history, not only its content. A cache of this replica's own
+/// writes and merges: equality, digests and the codec ignore it, and a
+/// state decoded from the log or a snapshot starts from what it holds, as
+/// Redis re-encodes a key it loads from an RDB file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peak {
+    /// The most live entries at once.
+    pub most: usize,
+    /// A write gave it an entry Redis would not pack (marked by the
+    /// command, which knows Redis's limits; see `mark_wide`).
+    pub wide: bool,
+}
+
+impl Peak {
+    /// After a change that left `live` entries, `other` being what the
+    /// change brought (a delta's mark); an emptied collection starts over.
+    pub(crate) fn after(&mut self, other: Peak, live: usize) {
+        if live == 0 {
+            *self = Peak::default();
+        } else {
+            self.wide |= other.wide;
+            self.most = self.most.max(live);
+        }
+    }
+}
+
 /// An add-wins set of `E` (see the module doc).
 #[derive(Clone, Debug)]
 pub struct OrSet<E: Eq + Hash> {
@@ -33,6 +62,8 @@ pub struct OrSet<E: Eq + Hash> {
     /// XOR of every entry's [`entry_digest`], kept current by every change
     /// so anti-entropy compares a million members without a scan.
     pub(crate) digest: u64,
+    /// Its history, for `OBJECT ENCODING` (not state).
+    pub(crate) peak: Peak,
 }
 
 impl<E: Eq + Hash> Default for OrSet<E> {
@@ -42,6 +73,7 @@ impl<E: Eq + Hash> Default for OrSet<E> {
             live: 0,
             newest: Version::ZERO,
             digest: 0,
+            peak: Peak::default(),
         }
     }
 }
@@ -97,6 +129,16 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
     /// The newest write this state holds.
     pub fn newest(&self) -> Version {
         self.newest
+    }
+
+    /// What it has held since it last emptied (see [`Peak`]).
+    pub fn peak(&self) -> Peak {
+        self.peak
+    }
+
+    /// Marks a delta as bringing a member Redis would not pack.
+    pub fn mark_wide(&mut self) {
+        self.peak.wide = true;
     }
 
     /// The delta of adding `e` as write `dot`, or `None` when it is
@@ -182,6 +224,7 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
     fn recount(&mut self) {
         self.live = self.members.values().filter(|p| p.is_live()).count();
         self.digest = digest_of(&self.members);
+        self.peak.after(Peak::default(), self.live);
     }
 }
 
@@ -192,14 +235,15 @@ impl<E: Eq + Hash + Clone> Crdt for OrSet<E> {
             self.newest = other.newest;
             changed = true;
         }
+        changed |= merge_entries(
+            &mut self.members,
+            &mut self.live,
+            &mut self.digest,
+            other.members,
+            Presence::is_live,
+        );
+        self.peak.after(other.peak, self.live);
         changed
-            | merge_entries(
-                &mut self.members,
-                &mut self.live,
-                &mut self.digest,
-                other.members,
-                Presence::is_live,
-            )
     }
 }
 

@@ -33,7 +33,7 @@ use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 
-use crate::orset::{digest_of, entry_digest, Map};
+use crate::orset::{digest_of, entry_digest, Map, Peak};
 use crate::{Crdt, Elem, Presence, Version};
 
 /// Sorted sets with more members than this keep an order index.
@@ -330,6 +330,8 @@ pub struct ZSet {
     pub(crate) digest: u64,
     /// The live members in order, once a big set was read in order.
     pub(crate) index: OnceLock<indexset::BTreeSet<Ranked>>,
+    /// Its history, for `OBJECT ENCODING` (not state).
+    pub(crate) peak: Peak,
 }
 
 impl PartialEq for ZSet {
@@ -523,6 +525,17 @@ impl ZSet {
         self.live = self.members.values().filter(|m| m.is_live()).count();
         self.digest = digest_of(&self.members);
         self.index = OnceLock::new();
+        self.peak.after(Peak::default(), self.live);
+    }
+
+    /// What it has held since it last emptied (see [`Peak`]).
+    pub fn peak(&self) -> Peak {
+        self.peak
+    }
+
+    /// Marks a delta as bringing a member Redis would not pack.
+    pub fn mark_wide(&mut self) {
+        self.peak.wide = true;
     }
 }
 
@@ -533,6 +546,7 @@ impl Crdt for ZSet {
             self.newest = other.newest;
             changed = true;
         }
+        let brought = other.peak;
         for (k, v) in other.members {
             match self.members.get_mut(&k) {
                 Some(m) => {
@@ -571,6 +585,7 @@ impl Crdt for ZSet {
                 }
             }
         }
+        self.peak.after(brought, self.live);
         changed
     }
 }

@@ -14,10 +14,7 @@ use bytes::{Buf, BufMut, Bytes};
 use elsa_lattice::{Collection, Crdt, KeyState, Kind, OrMap, Ts, Version};
 
 use super::longdouble::{self, FloatError};
-use super::{
-    begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply, ScanArgs,
-    PACKED_ELEMENTS,
-};
+use super::{begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply, ScanArgs};
 
 /// HINCRBY on a field that does not hold an integer.
 pub const ERR_HASH_NOT_INTEGER: &str = "ERR hash value is not an integer";
@@ -82,8 +79,31 @@ pub enum HashOp {
 }
 
 /// Fields and values this short keep a hash packed (Redis's listpack,
-/// with at most [`PACKED_ELEMENTS`] fields).
+/// with at most [`PACKED_FIELDS`] fields).
 const PACKED_LEN: usize = 64;
+
+/// The most fields a packed hash holds: Redis 7.0's built-in
+/// `hash-max-listpack-entries` (the `redis.conf` it ships sets 128, the
+/// server's own default is 512, and the sorted sets' is 128).
+const PACKED_FIELDS: usize = 512;
+
+/// True when Redis would keep this hash packed: it never held more than
+/// [`PACKED_FIELDS`] fields or a field or value over [`PACKED_LEN`] bytes
+/// since it was created (Redis does not pack a hash again).
+pub(super) fn packed(m: &OrMap) -> bool {
+    let peak = m.peak();
+    !peak.wide
+        && peak.most.max(m.len()) <= PACKED_FIELDS
+        && m.iter()
+            .all(|(f, v)| f.len() <= PACKED_LEN && v.len() <= PACKED_LEN)
+}
+
+/// Marks `delta` when it writes a field or value Redis would not pack.
+fn mark_if_wide(delta: &mut OrMap, field: &[u8], value: &[u8]) {
+    if field.len() > PACKED_LEN || value.len() > PACKED_LEN {
+        delta.mark_wide();
+    }
+}
 
 impl HashOp {
     /// True when the command may change the key.
@@ -219,7 +239,13 @@ fn set(key: &[u8], view: &mut impl KeyView, pairs: &[(Bytes, Bytes)], reply: HSe
             HSetReply::Count => OpReply::Int(created),
             HSetReply::Ok => OpReply::Ok,
         };
-        (answer, Some(delta.unwrap_or_default()))
+        let mut delta = delta.unwrap_or_default();
+        // Every pair counts, a value the command set again included: Redis
+        // checks the arguments before it sets any (`hashTypeTryConversion`).
+        for (f, v) in pairs {
+            mark_if_wide(&mut delta, f, v);
+        }
+        (answer, Some(delta))
     })
 }
 
@@ -228,7 +254,9 @@ fn set_nx(key: &[u8], view: &mut impl KeyView, f: &Bytes, v: &Bytes) -> OpReply 
         if map.contains(f) {
             return (OpReply::Int(0), None);
         }
-        (OpReply::Int(1), Some(map.set(f, v, start_ts, dot)))
+        let mut delta = map.set(f, v, start_ts, dot);
+        mark_if_wide(&mut delta, f, v);
+        (OpReply::Int(1), Some(delta))
     })
 }
 
@@ -252,7 +280,10 @@ fn del(key: &[u8], view: &mut impl KeyView, fields: &[Bytes]) -> OpReply {
 fn incr_by(key: &[u8], view: &mut impl KeyView, f: &Bytes, by: i64) -> OpReply {
     write_hash(view, key, |map, start_ts, dot| {
         match map.incr_by(f, by, start_ts, dot) {
-            Ok((n, delta)) => (OpReply::Int(n), Some(delta)),
+            Ok((n, mut delta)) => {
+                mark_if_wide(&mut delta, f, b"");
+                (OpReply::Int(n), Some(delta))
+            }
             Err(e) if e == elsa_lattice::counter::ERR_OVERFLOW => {
                 (OpReply::Error(super::ERR_OVERFLOW), None)
             }
@@ -268,7 +299,8 @@ fn incr_by_float(key: &[u8], view: &mut impl KeyView, f: &Bytes, by: &[u8]) -> O
         match longdouble::incr_by_float(value, by) {
             Ok(text) => {
                 let text = Bytes::from(text);
-                let delta = map.set(f, &text, start_ts, dot);
+                let mut delta = map.set(f, &text, start_ts, dot);
+                mark_if_wide(&mut delta, f, &text);
                 (OpReply::Bulk(text), Some(delta))
             }
             Err(FloatError::NotFloat) => (OpReply::Error(ERR_HASH_NOT_FLOAT), None),
@@ -327,7 +359,7 @@ fn rand_field(m: &OrMap, count: Option<i64>, with_values: bool, mut seed: u64) -
 /// cursor is a position in it: a field present for the whole scan is
 /// returned at least once, as Redis promises).
 fn scan(m: &OrMap, args: &ScanArgs) -> OpReply {
-    let packed = m.len() <= PACKED_ELEMENTS
+    let packed = m.len() <= PACKED_FIELDS
         && m.iter()
             .all(|(f, v)| f.len() <= PACKED_LEN && v.len() <= PACKED_LEN);
     let fields: Vec<(Bytes, Bytes)> = m.iter().map(|(f, v)| (f.to_bytes(), v)).collect();

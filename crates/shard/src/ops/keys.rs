@@ -174,35 +174,19 @@ fn refcount(value: &[u8]) -> i64 {
     }
 }
 
-/// The encoding Redis 7.0 gives a collection of this shape: small ones
-/// packed (`listpack`; `intset` for a set of integers), big ones
-/// `hashtable` (the thresholds are Redis's defaults).
+/// The encoding Redis 7.0 gives a collection with this history: small
+/// ones packed (`listpack`; `intset` for a set of integers), and for good
+/// once they outgrew it (the thresholds are Redis's built-in defaults).
 fn collection_encoding(c: &Collection) -> &'static str {
     match c {
-        Collection::Hash(m) => {
-            let small = m.len() <= 128 && m.iter().all(|(f, v)| f.len() <= 64 && v.len() <= 64);
-            if small {
-                "listpack"
-            } else {
-                "hashtable"
-            }
-        }
-        Collection::ZSet(z) => {
-            if z.len() <= 128 && z.iter().all(|(m, _)| m.len() <= 64) {
-                "listpack"
-            } else {
-                "skiplist"
-            }
-        }
+        Collection::Hash(m) if super::hashes::packed(m) => "listpack",
+        Collection::Hash(_) => "hashtable",
+        Collection::ZSet(z) if super::zsets::packed(z) => "listpack",
+        Collection::ZSet(_) => "skiplist",
         // Redis 7.0 keeps every list as a quicklist (7.2 packs small ones).
         Collection::List(_) => "quicklist",
-        Collection::Set(s) => {
-            if s.len() <= 512 && s.iter().all(|m| parse_i64(m).is_some()) {
-                "intset"
-            } else {
-                "hashtable"
-            }
-        }
+        Collection::Set(s) if super::sets::intset(s) => "intset",
+        Collection::Set(_) => "hashtable",
     }
 }
 

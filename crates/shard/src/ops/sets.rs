@@ -15,8 +15,8 @@ use elsa_lattice::{Collection, Crdt, Elem, KeyState, Kind, OrSet};
 
 use super::hashes::{get_bytes, get_list, get_u64, next, put_bytes, put_list};
 use super::{
-    begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply, ScanArgs, Value,
-    PACKED_ELEMENTS, WRONGTYPE,
+    begin_collection_write, parse_i64, read_collection, CollectionWrite, KeyView, OpReply,
+    ScanArgs, Value, PACKED_ELEMENTS, WRONGTYPE,
 };
 
 /// How the members of several sets combine.
@@ -198,6 +198,10 @@ fn add(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
             if let Some(d) = set.add(Elem::new(m), dot) {
                 added += 1;
                 delta.merge(d);
+                if parse_i64(m).is_none() {
+                    // Redis leaves its intset for good (see `packed`).
+                    delta.mark_wide();
+                }
             }
         }
         (OpReply::Int(added), (added > 0).then_some(delta))
@@ -288,6 +292,19 @@ fn rand_member(s: &OrSet<Elem>, exists: bool, count: Option<i64>, mut seed: u64)
             .map(|_| OpReply::Bulk(all[(next(&mut seed) % all.len() as u64) as usize].clone()))
             .collect(),
     )
+}
+
+/// The most members an intset holds (Redis's `set-max-intset-entries`).
+const INTSET_MEMBERS: usize = 512;
+
+/// True when Redis would keep this set an intset: it never held more than
+/// [`INTSET_MEMBERS`] members or one that is not an integer since it was
+/// created (Redis does not make an intset again).
+pub(super) fn intset(s: &OrSet<Elem>) -> bool {
+    let peak = s.peak();
+    !peak.wide
+        && peak.most.max(s.len()) <= INTSET_MEMBERS
+        && s.iter().all(|m| parse_i64(m).is_some())
 }
 
 /// SSCAN: a small set whole (cursor 0), a bigger one `count` members at a

@@ -520,6 +520,9 @@ fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)])
             }
         }
         let mut delta = ZSet::default();
+        let wide = now
+            .iter()
+            .any(|(m, (_, new))| *new && m.len() > PACKED_MEMBER);
         for (m, (s, new)) in &now {
             // An increment merges as one (concurrent ones elsewhere all
             // count); a new member's zero increment is just its score.
@@ -531,6 +534,10 @@ fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)])
                 _ => z.set(m, *s, dot),
             };
             delta.merge(d);
+        }
+        if wide {
+            // Redis leaves its listpack for good (see `packed`).
+            delta.mark_wide();
         }
         let reply = if f.incr {
             if processed > 0 {
@@ -909,10 +916,24 @@ fn rand_member(
     }
 }
 
+/// The longest member a packed sorted set holds (Redis's
+/// `zset-max-listpack-value`).
+const PACKED_MEMBER: usize = 64;
+
+/// True when Redis would keep this sorted set packed: it never held more
+/// than [`PACKED_ELEMENTS`] members or a member over [`PACKED_MEMBER`]
+/// bytes since it was created (Redis does not pack one again).
+pub(super) fn packed(z: &ZSet) -> bool {
+    let peak = z.peak();
+    !peak.wide
+        && peak.most.max(z.len()) <= PACKED_ELEMENTS
+        && z.iter().all(|(m, _)| m.len() <= PACKED_MEMBER)
+}
+
 /// ZSCAN: a small set whole (cursor 0), its scores as a packed Redis set
 /// stores them; a bigger one `count` members at a time in member order.
 fn scan(z: &ZSet, args: &ScanArgs) -> OpReply {
-    let packed = z.len() <= PACKED_ELEMENTS && z.iter().all(|(m, _)| m.len() <= 64);
+    let packed = z.len() <= PACKED_ELEMENTS && z.iter().all(|(m, _)| m.len() <= PACKED_MEMBER);
     let mut members: Vec<(Bytes, f64)> = if packed {
         let o = z.ordered();
         o.range(0, o.len())
