@@ -198,8 +198,8 @@ fn add(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
             if let Some(d) = set.add(Elem::new(m), dot) {
                 added += 1;
                 delta.merge(d);
-                if parse_i64(m).is_none() {
-                    // Redis leaves its intset for good (see `packed`).
+                if !delta.peak().wide && parse_i64(m).is_none() {
+                    // Redis leaves its intset for good (see `intset`).
                     delta.mark_wide();
                 }
             }
