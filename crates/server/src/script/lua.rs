@@ -277,7 +277,7 @@ rawset = function(t, k, v)
 end
 G.redis = protect(redis)
 G.cjson = protect(cjson)
-for _, name in ipairs({'string', 'math', 'table', 'coroutine'}) do
+for _, name in ipairs({'string', 'math', 'table', 'coroutine', 'bit', 'struct', 'cmsgpack'}) do
   if G[name] then G[name] = protect(G[name]) end
 end
 local strmt = getmetatable('')
@@ -395,6 +395,10 @@ impl State {
         cjson.set("encode", encode_c)?;
         cjson.set("decode", decode_c)?;
         cjson.set("null", super::cjson::null())?;
+        let globals = lua.globals();
+        globals.raw_set("bit", super::bit::table(&lua)?)?;
+        globals.raw_set("struct", super::lstruct::table(&lua)?)?;
+        globals.raw_set("cmsgpack", super::cmsgpack::table(&lua)?)?;
         let (xpcall, handler, env): (Function, Function, Table) =
             lua.load(SETUP).set_name("=elsa").call((
                 rawcall, errtext, call_c, sha1_c, log_c, setresp_c, killed, cjson,
@@ -411,7 +415,6 @@ impl State {
                 _ => Ok(VmState::Continue),
             },
         )?;
-        let globals = lua.globals();
         Ok(State {
             lua,
             xpcall,

@@ -14,7 +14,10 @@
 //! SCRIPT KILL are about.
 
 pub mod cache;
+mod bit;
 mod cjson;
+mod cmsgpack;
+mod lstruct;
 pub mod convert;
 pub mod lua;
 mod run;
