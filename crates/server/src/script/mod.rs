@@ -13,12 +13,13 @@
 //! thread pool, and the scripts running now, which is what -BUSY and
 //! SCRIPT KILL are about.
 
-pub mod cache;
 mod bit;
+pub mod cache;
 mod cjson;
+mod clib;
 mod cmsgpack;
-mod lstruct;
 pub mod convert;
+mod lstruct;
 pub mod lua;
 mod run;
 
