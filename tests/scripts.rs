@@ -220,6 +220,33 @@ const EDGES: &[&str] = &[
     r#"return cjson.encode({a={b={c={1,2,{d='e'}}}}, list={'x','y'}})"#,
     r#"return cjson.encode(redis.call('hgetall', KEYS[1]))"#,
     r#"return cjson.decode(cjson.encode({1, 2, {x = 'y/z'}}))[3].x"#,
+    // bit, struct, cmsgpack (LuaBitOp, lua-struct, lua-cmsgpack as Redis
+    // bundles them)
+    r#"return {bit.tobit(2^32 + 7), bit.band(-1, 0xf0, '0xff'), bit.bxor(1, 3, 7), bit.bnot(0)}"#,
+    r#"return {bit.lshift(1, 31), bit.rshift(-1, 28), bit.arshift(-256, 4), bit.rol(0x12345678, 36), bit.bswap(0x12345678)}"#,
+    r#"return {bit.tohex(255), bit.tohex(255, -2), bit.tohex(1, 100), bit.tohex(-1, -3)}"#,
+    r#"return bit.band(1, 'x', {})"#,
+    r#"return bit:tohex()"#,
+    r#"return {pcall(bit.tohex)}"#,
+    r#"bit.band = nil"#,
+    r#"return struct.pack('>!4 b <i >h d', 1, 2, 3, 0.5)"#,
+    r#"return {struct.unpack('>i3 b c0 s', 'x\255\255\254' .. '\2' .. 'ab' .. 'z\0', 2)}"#,
+    r#"return {struct.unpack('<L', struct.pack('<L', 2^64))}"#,
+    r#"return struct.size('!bhilTfdx')"#,
+    r#"return struct.pack('i33', 1)"#,
+    r#"return struct.pack('c2000000000', 'x')"#,
+    r#"return struct.unpack('b', 'abc', 0)"#,
+    r#"return struct.unpack(string.rep('b', 7998), string.rep('a', 8000))"#,
+    r#"return cmsgpack.pack({1, {a = true}, 'x', 1.5, 0.1, -2^40, {}})"#,
+    r#"return {cmsgpack.unpack(cmsgpack.pack({1, {a = true}, 'x', 1.5}, nil, 300))}"#,
+    r#"return {cmsgpack.unpack_one('\1\2\3', 1), cmsgpack.unpack_limit('\1\2\3', 5, 1)}"#,
+    r#"local t = {} t[1] = t return cmsgpack.pack(t)"#,
+    r#"return cmsgpack.unpack('\129\192\1')"#,
+    r#"return cmsgpack.unpack('\221\255\255\255\255')"#,
+    r#"return cmsgpack.unpack('\196\1a')"#,
+    r#"return cmsgpack.unpack(string.rep('\145', 4000) .. '\1')"#,
+    r#"return cmsgpack.unpack_limit('\1', -1)"#,
+    r#"return cmsgpack.pack()"#,
 ];
 
 const KEYS: &[&str] = &["k1", "k2", "k3", "lock", "cnt"];
