@@ -306,3 +306,60 @@ fn a_node_with_another_secret_never_joins() {
         .unwrap_or(0);
     assert!(dropped > 0, "INFO counts no dropped datagram");
 }
+
+/// The review's finding: the callee answered a caller's first Hello with
+/// its own — node id and region — before checking the caller's proof, so
+/// anyone reaching the peer port learnt them. A caller without the secret
+/// now reads the callee's nonce and nothing else, whatever it sends.
+#[test]
+fn an_unauthenticated_caller_learns_neither_node_nor_region() {
+    let region = "hidden-region-7f3a";
+    let c = Cluster::start(&[region], &[]);
+    let addr = peer_addr(&c, 0);
+    let seen = rt().block_on(async {
+        let mut p = PeerConn::open_unauthenticated(addr)
+            .await
+            .expect("TLS is open to anyone");
+        // What a caller sends first: its nonce.
+        let first = wire::Hello {
+            nonce: vec![7u8; 32].into(),
+            ..Default::default()
+        };
+        p.send(Frame::new(Body::Hello(first.clone())))
+            .await
+            .expect("send");
+        let mut seen = p.read_all(Duration::from_secs(1)).await;
+        // A proof made up without the secret; the callee closes.
+        let forged = wire::Hello {
+            proof: vec![9u8; 32].into(),
+            ..first
+        };
+        let _ = p.send(Frame::new(Body::Hello(forged))).await;
+        seen.extend(p.read_all(Duration::from_secs(10)).await);
+        seen
+    });
+    wait_log(&c, 0, "wrong cluster secret");
+    assert!(
+        !seen.windows(region.len()).any(|w| w == region.as_bytes()),
+        "the region was sent to a caller without the secret"
+    );
+    let mut buf = bytes::BytesMut::from(&seen[..]);
+    let mut hellos = 0;
+    while let Some(frame) = wire::decode_frame(&mut buf).expect("whole frames") {
+        match frame.body {
+            Some(Body::Hello(h)) => {
+                assert_eq!(
+                    (h.node, h.region.as_str()),
+                    (0, ""),
+                    "the callee named itself (node {}) to a caller without the secret",
+                    c.specs[0].id
+                );
+                assert!(h.proof.is_empty());
+                hellos += 1;
+            }
+            other => panic!("sent before authentication: {other:?}"),
+        }
+    }
+    assert!(buf.is_empty(), "a partial frame");
+    assert_eq!(hellos, 1, "the callee's nonce, and nothing more");
+}

@@ -4,13 +4,27 @@
 //!
 //! Neither side verifies the other's certificate: a certificate only gives
 //! the session its keys. What authenticates is the proof each side sends,
-//! `HMAC(K, label ‖ role ‖ exporter ‖ own nonce ‖ peer nonce ‖ node ‖ region)`
-//! with `K` derived from the secret. A man in the middle terminates two TLS
+//! `HMAC(K, label ‖ role ‖ exporter ‖ own nonce ‖ peer nonce)` with `K`
+//! derived from the secret. A man in the middle terminates two TLS
 //! sessions with different exporter values, so a proof it relays fails and
-//! it cannot make one itself without the secret. The exchange: caller
-//! Hello(nonce) → callee Hello(nonce) → caller Hello(proof) → callee
-//! checks it, Hello(proof) → caller checks it. Nothing else is read from or
+//! it cannot make one itself without the secret. The exchange, each step a
+//! Hello frame:
+//!
+//! 1. caller → callee: its nonce, nothing else;
+//! 2. callee → caller: its nonce, nothing else;
+//! 3. caller → callee: its proof; the callee checks it;
+//! 4. callee → caller: its proof, node id and region; the caller checks it;
+//! 5. caller → callee: its node id and region.
+//!
+//! So neither side names itself to a peer that has not proved it holds the
+//! secret: an intruder dialling the peer port learns a nonce, and a node
+//! dialling an impostor tells it nothing either. Identities travel inside
+//! the TLS session both proofs are bound to. Nothing else is read from or
 //! sent to a peer before its proof checks (`docs/security.md`).
+//!
+//! This is the second version of the exchange (proof label `v2`): the first
+//! sent both identities with the nonces. Nodes of the two versions refuse
+//! each other (logged as an older handshake): a cluster runs one version.
 //!
 //! Without a secret (loopback development, or `peer-insecure yes`) links
 //! are plaintext and start with a bare Hello, as before.
@@ -67,6 +81,11 @@ pub enum AuthError {
     BadProof,
     #[error("peer offered no proof: it runs without a cluster secret")]
     NoProof,
+    #[error(
+        "peer speaks the older handshake (it names itself before proving the secret): \
+         every node must run the same Elsa version"
+    )]
+    OldHandshake,
     #[error("connection closed during the handshake")]
     Closed,
 }
@@ -200,23 +219,13 @@ impl PeerAuth {
         &self.cluster_id
     }
 
-    fn proof(
-        &self,
-        role: &[u8],
-        exporter: &[u8],
-        own: &[u8],
-        peer: &[u8],
-        hello: &wire::Hello,
-    ) -> Vec<u8> {
+    fn proof(&self, role: &[u8], exporter: &[u8], own: &[u8], peer: &[u8]) -> Vec<u8> {
         let mut mac = <HmacSha256 as Mac>::new_from_slice(&self.auth_key).expect("any key length");
-        mac.update(b"elsa peer proof v1");
+        mac.update(b"elsa peer proof v2");
         mac.update(role);
         mac.update(exporter);
         mac.update(own);
         mac.update(peer);
-        mac.update(&hello.node.to_be_bytes());
-        mac.update(&(hello.region.len() as u32).to_be_bytes());
-        mac.update(hello.region.as_bytes());
         mac.finalize().into_bytes().to_vec()
     }
 
@@ -226,13 +235,13 @@ impl PeerAuth {
         exporter: &[u8],
         peer_nonce: &[u8],
         own_nonce: &[u8],
-        hello: &wire::Hello,
+        proof: &[u8],
     ) -> Result<(), AuthError> {
-        if hello.proof.is_empty() {
+        if proof.is_empty() {
             return Err(AuthError::NoProof);
         }
-        let want = self.proof(role, exporter, peer_nonce, own_nonce, hello);
-        if bool::from(want.ct_eq(&hello.proof[..])) {
+        let want = self.proof(role, exporter, peer_nonce, own_nonce);
+        if bool::from(want.ct_eq(proof)) {
             Ok(())
         } else {
             Err(AuthError::BadProof)
@@ -350,6 +359,28 @@ fn bare(me: &wire::Hello) -> wire::Hello {
     }
 }
 
+/// A Hello that names no one: steps 1 to 3 of the exchange.
+fn anonymous(nonce: &[u8], proof: &[u8]) -> wire::Hello {
+    wire::Hello {
+        node: 0,
+        region: String::new(),
+        nonce: nonce.to_vec().into(),
+        proof: proof.to_vec().into(),
+    }
+}
+
+/// The peer's nonce from an anonymous Hello (steps 1 and 2). One that names
+/// its sender is the first version's exchange.
+fn their_nonce(h: &wire::Hello) -> Result<Vec<u8>, AuthError> {
+    if h.node != 0 || !h.region.is_empty() {
+        return Err(AuthError::OldHandshake);
+    }
+    if h.nonce.len() != NONCE || !h.proof.is_empty() {
+        return Err(AuthError::NoProof);
+    }
+    Ok(h.nonce.to_vec())
+}
+
 /// Opens a link to `addr` as `me`: TLS and proofs with `auth`, a bare
 /// Hello without. The caller may send frames once this returns.
 pub async fn connect(
@@ -400,35 +431,27 @@ async fn connect_on(
         .export_keying_material(&mut exporter, EXPORTER_LABEL, None)?;
     let mut io: BoxIo = Box::pin(tls);
     let mine = nonce();
-    let mut hello = bare(me);
-    hello.nonce = mine.clone().into();
-    write_frame(&mut io, Frame::new(Body::Hello(hello.clone()))).await?;
+    write_frame(&mut io, Frame::new(Body::Hello(anonymous(&mine, &[])))).await?;
     let mut buf = BytesMut::new();
-    let theirs = read_hello(&mut io, &mut buf).await?;
-    if theirs.nonce.len() != NONCE {
-        return Err(AuthError::NoProof);
-    }
+    let theirs = their_nonce(&read_hello(&mut io, &mut buf).await?)?;
     // The caller proves itself first, so the callee (the side an intruder
     // dials) is the one that can tell, and log, a wrong secret.
-    hello.proof = auth
-        .proof(b"client", &exporter, &mine, &theirs.nonce, &hello)
-        .into();
-    write_frame(&mut io, Frame::new(Body::Hello(hello))).await?;
+    let proof = auth.proof(b"client", &exporter, &mine, &theirs);
+    write_frame(&mut io, Frame::new(Body::Hello(anonymous(&[], &proof)))).await?;
     let proved = read_hello(&mut io, &mut buf).await?;
-    if proved.node != theirs.node || proved.region != theirs.region || proved.nonce != theirs.nonce
-    {
-        return Err(AuthError::Unexpected("the same Hello with its proof"));
-    }
-    auth.check(b"server", &exporter, &proved.nonce, &mine, &proved)?;
+    auth.check(b"server", &exporter, &theirs, &mine, &proved.proof)?;
+    // Only now, to a callee that holds the secret: who this node is.
+    write_frame(&mut io, Frame::new(Body::Hello(bare(me)))).await?;
     Ok(Authed {
         io,
-        hello: proved,
+        hello: bare(&proved),
         buf,
     })
 }
 
 /// Serves the handshake of a connection a peer opened, as `me`. With
-/// `auth`, nothing past the peer's Hello is read until its proof checks.
+/// `auth`, nothing past the peer's nonce and proof is read, and nothing
+/// but this side's nonce is sent, until the peer's proof checks.
 pub async fn server_handshake(
     stream: TcpStream,
     auth: Option<&PeerAuth>,
@@ -458,26 +481,19 @@ async fn accept_on(
         .export_keying_material(&mut exporter, EXPORTER_LABEL, None)?;
     let mut io: BoxIo = Box::pin(tls);
     let mut buf = BytesMut::with_capacity(64 * 1024);
-    let first = read_hello(&mut io, &mut buf).await?;
-    if first.nonce.len() != NONCE {
-        return Err(AuthError::NoProof);
-    }
+    let theirs = their_nonce(&read_hello(&mut io, &mut buf).await?)?;
     let mine = nonce();
+    // A nonce, and nothing that says which node this is.
+    write_frame(&mut io, Frame::new(Body::Hello(anonymous(&mine, &[])))).await?;
+    let proved = read_hello(&mut io, &mut buf).await?;
+    auth.check(b"client", &exporter, &theirs, &mine, &proved.proof)?;
     let mut hello = bare(me);
-    hello.nonce = mine.clone().into();
-    write_frame(&mut io, Frame::new(Body::Hello(hello.clone()))).await?;
-    let second = read_hello(&mut io, &mut buf).await?;
-    if second.node != first.node || second.region != first.region || second.nonce != first.nonce {
-        return Err(AuthError::Unexpected("the same Hello with its proof"));
-    }
-    auth.check(b"client", &exporter, &first.nonce, &mine, &second)?;
-    hello.proof = auth
-        .proof(b"server", &exporter, &mine, &first.nonce, &hello)
-        .into();
+    hello.proof = auth.proof(b"server", &exporter, &mine, &theirs).into();
     write_frame(&mut io, Frame::new(Body::Hello(hello))).await?;
+    let caller = read_hello(&mut io, &mut buf).await?;
     Ok(Authed {
         io,
-        hello: second,
+        hello: bare(&caller),
         buf,
     })
 }
@@ -516,6 +532,39 @@ impl PeerConn {
             buf: a.buf,
             hello: a.hello,
         })
+    }
+
+    /// TLS to a peer port and nothing more: no Hello sent, no proof, so
+    /// what anyone who reaches the port can open (tests and tools, to see
+    /// what an unauthenticated caller is told).
+    pub async fn open_unauthenticated(addr: SocketAddr) -> Result<PeerConn, AuthError> {
+        let stream = tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr))
+            .await
+            .map_err(|_| AuthError::Timeout)??;
+        // Any key will do: the TLS configuration does not depend on it.
+        let auth = PeerAuth::new(&nonce())
+            .map_err(|e| AuthError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+        let connector = tokio_rustls::TlsConnector::from(auth.client.clone());
+        let name = ServerName::try_from("elsa-peer").expect("a valid name");
+        let tls = connector.connect(name, stream).await?;
+        Ok(PeerConn {
+            io: Box::pin(tls),
+            buf: BytesMut::new(),
+            hello: wire::Hello::default(),
+        })
+    }
+
+    /// Every byte the peer sends (after any already buffered) until it
+    /// closes the connection or `wait` has passed.
+    pub async fn read_all(&mut self, wait: Duration) -> Vec<u8> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut out = self.buf.split().to_vec();
+        loop {
+            match tokio::time::timeout_at(deadline, self.io.read_buf(&mut self.buf)).await {
+                Ok(Ok(n)) if n > 0 => out.extend_from_slice(&self.buf.split()),
+                _ => return out,
+            }
+        }
     }
 
     /// Sends one frame.
@@ -591,6 +640,103 @@ mod tests {
     async fn plaintext_is_refused_by_a_node_with_a_secret() {
         let (s, _c) = pair(Some(b"0123456789abcdef"), None).await;
         assert!(s.is_err());
+    }
+
+    /// Every frame in `bytes`; panics on anything that is not a whole frame.
+    fn frames(bytes: &[u8]) -> Vec<Frame> {
+        let mut buf = BytesMut::from(bytes);
+        let mut out = Vec::new();
+        while let Some(f) = wire::decode_frame(&mut buf).expect("frames") {
+            out.push(f);
+        }
+        assert!(buf.is_empty(), "a partial frame");
+        out
+    }
+
+    /// The review's finding: the callee sent its Hello, node id and region,
+    /// before it had checked the caller's proof. A caller without the
+    /// secret now reads nothing but the callee's nonce.
+    #[tokio::test]
+    async fn an_unauthenticated_caller_learns_neither_node_nor_region() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let auth = PeerAuth::new(b"0123456789abcdef").unwrap();
+        let region = "hidden-region-7f3a";
+        let server = async {
+            let (stream, _) = listener.accept().await.unwrap();
+            let me = wire::Hello {
+                node: 4242,
+                region: region.into(),
+                ..Default::default()
+            };
+            server_handshake(stream, Some(&auth), &me).await.map(|_| ())
+        };
+        let intruder = async {
+            let mut p = PeerConn::open_unauthenticated(addr).await.unwrap();
+            let first = wire::Hello {
+                nonce: nonce().into(),
+                ..Default::default()
+            };
+            p.send(Frame::new(Body::Hello(first.clone())))
+                .await
+                .unwrap();
+            let mut seen = p.read_all(Duration::from_millis(500)).await;
+            let forged = wire::Hello {
+                proof: nonce().into(),
+                ..first
+            };
+            let _ = p.send(Frame::new(Body::Hello(forged))).await;
+            seen.extend(p.read_all(HANDSHAKE_TIMEOUT).await);
+            seen
+        };
+        let (served, seen) = tokio::join!(server, intruder);
+        assert!(matches!(served, Err(AuthError::BadProof)), "{served:?}");
+        assert!(
+            !seen.windows(region.len()).any(|w| w == region.as_bytes()),
+            "the region was sent"
+        );
+        let got = frames(&seen);
+        assert_eq!(got.len(), 1, "the callee's nonce and nothing else: {got:?}");
+        for f in got {
+            let Some(Body::Hello(h)) = f.body else {
+                panic!("not a Hello: {f:?}");
+            };
+            assert_eq!((h.node, h.region.as_str()), (0, ""), "identity sent");
+            assert_eq!(h.nonce.len(), NONCE);
+            assert!(h.proof.is_empty());
+        }
+    }
+
+    /// A caller of the first version names itself in its first Hello: it
+    /// is refused, with a reason, and told nothing.
+    #[tokio::test]
+    async fn a_caller_of_the_older_handshake_is_refused_and_told_nothing() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let auth = PeerAuth::new(b"0123456789abcdef").unwrap();
+        let server = async {
+            let (stream, _) = listener.accept().await.unwrap();
+            let me = wire::Hello {
+                node: 1,
+                region: "a".into(),
+                ..Default::default()
+            };
+            server_handshake(stream, Some(&auth), &me).await.map(|_| ())
+        };
+        let old = async {
+            let mut p = PeerConn::open_unauthenticated(addr).await.unwrap();
+            let first = wire::Hello {
+                node: 2,
+                region: "b".into(),
+                nonce: nonce().into(),
+                proof: Vec::new().into(),
+            };
+            p.send(Frame::new(Body::Hello(first))).await.unwrap();
+            p.read_all(HANDSHAKE_TIMEOUT).await
+        };
+        let (served, seen) = tokio::join!(server, old);
+        assert!(matches!(served, Err(AuthError::OldHandshake)), "{served:?}");
+        assert!(seen.is_empty(), "{seen:?}");
     }
 
     #[test]

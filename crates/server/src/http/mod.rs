@@ -16,12 +16,13 @@ mod metrics;
 mod status;
 mod view;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::TcpListener as StdListener;
+use std::net::{IpAddr, Ipv6Addr, TcpListener as StdListener};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -38,6 +39,27 @@ const STATUS_HTML: &str = include_str!("status.html");
 /// Connections served at once; more are closed at accept (a scraper and a
 /// few browsers need a handful).
 const MAX_CONNECTIONS: usize = 64;
+
+/// Connections one client (an IPv4 address, or an IPv6 /64) may hold at
+/// once; more are closed at accept, so no single client can take every
+/// slot. A browser's status page uses one or two, a scraper one.
+const MAX_PER_CLIENT: usize = 8;
+
+/// How long a client has to send a whole request head, counted from the
+/// connection (or from the end of the previous answer, so it is also the
+/// keep-alive idle timeout). Real clients send theirs in one packet.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Longest request head (request line and headers); longer ones get 431.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// After this long a connection is asked to close once its current answer
+/// is sent (a browser polling the status page simply opens a new one)...
+const MAX_LIFETIME: Duration = Duration::from_secs(60);
+
+/// ...and this long after that it is closed regardless: a client that
+/// pipelines requests but never reads the answers holds its slot no longer.
+const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
 /// Binds the metrics port when one is set: at startup, so a taken port
 /// stops the node with a clear error rather than a silent lack of metrics.
@@ -108,36 +130,127 @@ async fn serve(listener: StdListener, shared: Arc<Shared>, node: Arc<elsa_txn::N
         shared,
         coord: elsa_txn::Coordinator::new(node, None),
     });
-    let open = Rc::new(Cell::new(0usize));
+    let slots = Rc::new(Slots::default());
+    let last_warn: Cell<Option<Instant>> = Cell::new(None);
     loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (stream, from) = match listener.accept().await {
+            Ok(a) => a,
             Err(e) => {
                 tracing::warn!("metrics port: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
-        if open.get() >= MAX_CONNECTIONS {
-            continue; // dropped: closed at once
-        }
-        open.set(open.get() + 1);
-        let (ctx, open) = (ctx.clone(), open.clone());
+        let Some(slot) = Slots::take(&slots, client_of(from.ip())) else {
+            // Dropped: closed at once. One line per 10 s at most.
+            if last_warn
+                .get()
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+            {
+                last_warn.set(Some(Instant::now()));
+                tracing::warn!(
+                    "metrics port: closed a connection from {}: {} open, {} from that client \
+                     (limits {MAX_CONNECTIONS}, {MAX_PER_CLIENT} per client)",
+                    from.ip(),
+                    slots.total.get(),
+                    slots.of(client_of(from.ip()))
+                );
+            }
+            continue;
+        };
+        let ctx = ctx.clone();
         tokio::task::spawn_local(async move {
+            let _slot = slot;
             let service = hyper::service::service_fn(|req| {
                 let ctx = ctx.clone();
                 async move { Ok::<_, Infallible>(route(&ctx, req).await) }
             });
             // Malformed requests get hyper's 400 and a closed connection;
-            // a client that never finishes its headers is dropped.
-            let _ = hyper::server::conn::http1::Builder::new()
+            // a head over MAX_HEAD gets 431; a client that does not finish
+            // its head in HEAD_TIMEOUT is dropped.
+            let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .max_buf_size(64 * 1024)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            open.set(open.get() - 1);
+                .header_read_timeout(HEAD_TIMEOUT)
+                .max_header_size(MAX_HEAD)
+                .max_buf_size(MAX_HEAD)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = tokio::time::sleep(MAX_LIFETIME) => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
+                }
+            }
         });
+    }
+}
+
+/// Who counts as one client for [`MAX_PER_CLIENT`]: an IPv4 address
+/// (IPv4-mapped IPv6 ones included), or an IPv6 address's /64 — what one
+/// host is usually given, so a host cannot multiply itself by its
+/// addresses.
+fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+/// Connections open, in all and per client.
+#[derive(Default)]
+struct Slots {
+    total: Cell<usize>,
+    per_client: RefCell<HashMap<IpAddr, usize>>,
+}
+
+impl Slots {
+    fn of(&self, client: IpAddr) -> usize {
+        self.per_client.borrow().get(&client).copied().unwrap_or(0)
+    }
+
+    /// A slot for `client`, or None when the port or the client is full.
+    fn take(slots: &Rc<Slots>, client: IpAddr) -> Option<Slot> {
+        if slots.total.get() >= MAX_CONNECTIONS {
+            return None;
+        }
+        let mut per = slots.per_client.borrow_mut();
+        let n = per.entry(client).or_insert(0);
+        if *n >= MAX_PER_CLIENT {
+            return None;
+        }
+        *n += 1;
+        slots.total.set(slots.total.get() + 1);
+        Some(Slot {
+            slots: slots.clone(),
+            client,
+        })
+    }
+}
+
+/// One connection's place in [`Slots`], given back when it ends.
+struct Slot {
+    slots: Rc<Slots>,
+    client: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let s = &self.slots;
+        s.total.set(s.total.get().saturating_sub(1));
+        let mut per = s.per_client.borrow_mut();
+        if let Some(n) = per.get_mut(&self.client) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                per.remove(&self.client);
+            }
+        }
     }
 }
 
@@ -180,5 +293,55 @@ async fn route(ctx: &Ctx, req: Request<Incoming>) -> Response<Full<Bytes>> {
             Err(e) => respond(StatusCode::SERVICE_UNAVAILABLE, TEXT, format!("{e}\n")),
         },
         _ => respond(StatusCode::OK, "text/html; charset=utf-8", STATUS_HTML),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_is_an_ipv4_address_or_an_ipv6_64() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(client_of(ip("10.1.2.3")), ip("10.1.2.3"));
+        assert_eq!(client_of(ip("::ffff:10.1.2.3")), ip("10.1.2.3"));
+        assert_eq!(client_of(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(
+            client_of(ip("2001:db8:1:2:ffff::9")),
+            client_of(ip("2001:db8:1:2::1"))
+        );
+        assert_ne!(
+            client_of(ip("2001:db8:1:3::1")),
+            client_of(ip("2001:db8:1:2::1"))
+        );
+    }
+
+    #[test]
+    fn slots_are_shared_out_per_client_and_given_back() {
+        let slots = Rc::new(Slots::default());
+        let (a, b) = (
+            client_of([10, 0, 0, 1].into()),
+            client_of([10, 0, 0, 2].into()),
+        );
+        let held: Vec<Slot> = (0..MAX_PER_CLIENT)
+            .map(|_| Slots::take(&slots, a).expect("within a's share"))
+            .collect();
+        assert!(Slots::take(&slots, a).is_none(), "a is at its share");
+        let other = Slots::take(&slots, b).expect("b is not held up by a");
+        drop(held);
+        assert_eq!(slots.of(a), 0);
+        assert_eq!(slots.total.get(), 1);
+        drop(other);
+        assert!(slots.per_client.borrow().is_empty());
+        // The port's limit holds over all clients.
+        let all: Vec<Slot> = (0..MAX_CONNECTIONS)
+            .map(|i| {
+                let c = IpAddr::from([10, 0, (i / 200) as u8, (i % 200) as u8]);
+                Slots::take(&slots, c).expect("room")
+            })
+            .collect();
+        assert!(Slots::take(&slots, IpAddr::from([10, 9, 9, 9])).is_none());
+        drop(all);
+        assert_eq!(slots.total.get(), 0);
     }
 }
