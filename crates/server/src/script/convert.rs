@@ -218,74 +218,171 @@ fn single(lua: &Lua, field: &str, v: Value) -> mlua::Result<Value> {
 /// Lua stack's limit, with this error).
 const MAX_DEPTH: usize = 1000;
 
-/// A script's result as the reply its client gets. `resp3` is the
-/// script's protocol (`redis.setresp`), which decides what booleans are.
-pub fn from_lua(v: &Value, resp3: bool) -> Reply {
-    from_lua_at(v, resp3, 0)
+/// Most a script's result may hold once converted: elements, tables
+/// (the slow part: each is looked up for `err`, `ok`, `map`…) and string
+/// bytes. A table shared at every level (`a = {b, b}`, `b = {c, c}`…)
+/// unfolds into 2^depth elements: Redis converts it until the end of time;
+/// Elsa stops with [`TOO_LARGE`]. 512 MiB is `proto-max-bulk-len`'s
+/// default: no reply a client could send back.
+pub const MAX_RESULT_ELEMENTS: usize = 8 << 20;
+pub const MAX_RESULT_TABLES: usize = 1 << 20;
+pub const MAX_RESULT_BYTES: usize = 512 << 20;
+/// Elements between two checks for SCRIPT KILL during a conversion.
+const KILL_CHECK_EVERY: usize = 4096;
+
+/// The error a result past the bounds above is answered with.
+pub const TOO_LARGE: &str = "ERR the script's result is too large to reply (over 8388608 elements, 1048576 tables or 512 MiB of strings)";
+/// The error a result that holds itself is answered with.
+pub const HOLDS_ITSELF: &str =
+    "ERR the script's result holds itself (a table inside itself has no finite reply)";
+
+/// Why a conversion stopped before its end.
+#[derive(Debug, PartialEq)]
+pub enum Stopped {
+    /// Past the bounds.
+    TooLarge,
+    /// A table inside itself.
+    HoldsItself,
+    /// `killed` was set (SCRIPT KILL, or the client left).
+    Killed,
 }
 
-fn from_lua_at(v: &Value, resp3: bool, depth: usize) -> Reply {
-    if depth > MAX_DEPTH {
-        return Reply::Error(b"ERR reached lua stack limit".to_vec());
+impl Stopped {
+    /// The error reply for it.
+    pub fn text(&self) -> &'static str {
+        match self {
+            Stopped::TooLarge => TOO_LARGE,
+            Stopped::HoldsItself => HOLDS_ITSELF,
+            Stopped::Killed => super::lua::KILLED,
+        }
     }
-    match v {
-        Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
-        Value::Boolean(b) if resp3 => Reply::Bool(*b),
+}
+
+/// What a conversion may still spend, the tables it is inside of, and the
+/// flag that ends it early.
+struct Budget<'a> {
+    elements: usize,
+    tables: usize,
+    bytes: usize,
+    path: Vec<*const std::ffi::c_void>,
+    killed: &'a std::sync::atomic::AtomicBool,
+}
+
+impl Budget<'_> {
+    fn element(&mut self) -> Result<(), Stopped> {
+        self.elements = self.elements.checked_sub(1).ok_or(Stopped::TooLarge)?;
+        if self.elements % KILL_CHECK_EVERY == 0
+            && self.killed.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err(Stopped::Killed);
+        }
+        Ok(())
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<(), Stopped> {
+        self.bytes = self.bytes.checked_sub(n).ok_or(Stopped::TooLarge)?;
+        Ok(())
+    }
+
+    /// Enters table `t`: refused when it is one of the tables it is in.
+    fn enter(&mut self, t: &Table) -> Result<(), Stopped> {
+        self.tables = self.tables.checked_sub(1).ok_or(Stopped::TooLarge)?;
+        let p = t.to_pointer();
+        if self.path.contains(&p) {
+            return Err(Stopped::HoldsItself);
+        }
+        self.path.push(p);
+        Ok(())
+    }
+}
+
+/// A script's result as the reply its client gets. `resp3` is the
+/// script's protocol (`redis.setresp`), which decides what booleans are.
+/// Bounded ([`MAX_RESULT_ELEMENTS`] and the others) and ended early once `killed` is set, so
+/// a run past the busy threshold can always be ended by SCRIPT KILL.
+pub fn from_lua(
+    v: &Value,
+    resp3: bool,
+    killed: &std::sync::atomic::AtomicBool,
+) -> Result<Reply, Stopped> {
+    let mut budget = Budget {
+        elements: MAX_RESULT_ELEMENTS,
+        tables: MAX_RESULT_TABLES,
+        bytes: MAX_RESULT_BYTES,
+        path: Vec::new(),
+        killed,
+    };
+    from_lua_at(v, resp3, 0, &mut budget)
+}
+
+fn from_lua_at(v: &Value, resp3: bool, depth: usize, b: &mut Budget) -> Result<Reply, Stopped> {
+    if depth > MAX_DEPTH {
+        return Ok(Reply::Error(b"ERR reached lua stack limit".to_vec()));
+    }
+    b.element()?;
+    Ok(match v {
+        Value::String(s) => {
+            let s = s.as_bytes();
+            b.bytes(s.len())?;
+            Reply::Bulk(s.to_vec())
+        }
+        Value::Boolean(v) if resp3 => Reply::Bool(*v),
         Value::Boolean(true) => Reply::Int(1),
         Value::Boolean(false) => Reply::Nil,
         // C's `(long long)` cast: toward zero.
         Value::Number(n) => Reply::Int(c_long_long(*n)),
         Value::Integer(n) => Reply::Int(*n),
-        Value::Table(t) => table(t, resp3, depth),
+        Value::Table(t) => {
+            b.enter(t)?;
+            let r = table(t, resp3, depth, b)?;
+            b.path.pop();
+            r
+        }
         _ => Reply::Nil,
-    }
+    })
 }
 
-fn table(t: &Table, resp3: bool, depth: usize) -> Reply {
+fn table(t: &Table, resp3: bool, depth: usize, b: &mut Budget) -> Result<Reply, Stopped> {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-        return Reply::Error(e.as_bytes().to_vec());
+        return Ok(Reply::Error(e.as_bytes().to_vec()));
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
-        return Reply::Status(s.as_bytes().to_vec());
+        return Ok(Reply::Status(s.as_bytes().to_vec()));
     }
     if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
-        return Reply::Double(d);
+        return Ok(Reply::Double(d));
     }
     if let Ok(Value::Integer(d)) = t.raw_get::<Value>("double") {
-        return Reply::Double(d as f64);
+        return Ok(Reply::Double(d as f64));
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
-        return Reply::BigNum(s.as_bytes().to_vec());
+        return Ok(Reply::BigNum(s.as_bytes().to_vec()));
     }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
-        let pairs = m
-            .pairs::<Value, Value>()
-            .filter_map(Result::ok)
-            .map(|(k, v)| {
-                (
-                    from_lua_at(&k, resp3, depth + 1),
-                    from_lua_at(&v, resp3, depth + 1),
-                )
-            })
-            .collect();
-        return Reply::Map(pairs);
+        let mut pairs = Vec::new();
+        for (k, v) in m.pairs::<Value, Value>().filter_map(Result::ok) {
+            pairs.push((
+                from_lua_at(&k, resp3, depth + 1, b)?,
+                from_lua_at(&v, resp3, depth + 1, b)?,
+            ));
+        }
+        return Ok(Reply::Map(pairs));
     }
     if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
-        let items = s
-            .pairs::<Value, Value>()
-            .filter_map(Result::ok)
-            .map(|(k, _)| from_lua_at(&k, resp3, depth + 1))
-            .collect();
-        return Reply::Set(items);
+        let mut items = Vec::new();
+        for (k, _) in s.pairs::<Value, Value>().filter_map(Result::ok) {
+            items.push(from_lua_at(&k, resp3, depth + 1, b)?);
+        }
+        return Ok(Reply::Set(items));
     }
     let mut items = Vec::new();
     for i in 1.. {
         match t.raw_get::<Value>(i) {
             Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(from_lua_at(&v, resp3, depth + 1)),
+            Ok(v) => items.push(from_lua_at(&v, resp3, depth + 1, b)?),
         }
     }
-    Reply::Array(items)
+    Ok(Reply::Array(items))
 }
 
 /// Writes a reply in the client's protocol.

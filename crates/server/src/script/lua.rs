@@ -39,6 +39,15 @@ use super::RunCtl;
 /// atomic load).
 const HOOK_EVERY: u32 = 10_000;
 
+/// What EVAL of a binary chunk answers, as Redis's parser (patched to
+/// read text only) answers it.
+const BYTECODE_REFUSED: &str =
+    "ERR Error compiling script (new function): user_script:1: unexpected symbol near 'char(27)'";
+
+/// Most memory one script thread's Lua state may hold (scripts, their
+/// tables and strings); past it an allocation fails as "not enough memory".
+const STATE_MEMORY_LIMIT: usize = 1 << 30;
+
 /// The text a killed script fails with.
 pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 
@@ -73,6 +82,9 @@ pub enum Event {
     /// Run this command (answer on [`Run::answers`]); `resp3` is the
     /// protocol the script asked for (`redis.setresp`).
     Call { args: Vec<Bytes>, resp3: bool },
+    /// May the script's user run this command (`redis.acl_check_cmd`)?
+    /// Answered `Int(1)`, `Int(0)` or an error.
+    AclCheck { args: Vec<Bytes> },
     /// The script ended.
     Done(Outcome),
 }
@@ -138,6 +150,9 @@ struct State {
     handler: Function,
     env: Table,
     globals: Table,
+    /// Puts back what a run may have changed in the shared state (the
+    /// collector's settings).
+    after_run: Function,
     compiled: HashMap<String, Function>,
     generation: u64,
 }
@@ -158,7 +173,12 @@ fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
         let Ok(job) = job else { return };
         let generation = cache.generation();
         if generation != state.generation {
-            state.compiled.clear();
+            // SCRIPT FLUSH: a new Lua state, as Redis makes one, so nothing
+            // a script left behind (garbage included) outlives the flush.
+            match State::new() {
+                Ok(s) => state = s,
+                Err(e) => tracing::error!("cannot set up a new Lua state: {e}"),
+            }
             state.generation = generation;
         }
         match job {
@@ -172,6 +192,7 @@ fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
                 let _ = events.send(Event::Done(outcome));
             }
         }
+        let _ = state.after_run.call::<()>(());
         // Keep the garbage collector's work per script small and even.
         let _ = state.lua.gc_step();
     }
@@ -181,23 +202,27 @@ fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
 /// Runs once per Lua state, before any script; its own frames are named
 /// `=elsa` so the error handler can skip them.
 const SETUP: &str = r#"
-local rawcall, errtext, call, sha1, log, setresp, killed, cjson = ...
+local rawcall, errtext, call, sha1, log, setresp, killed, cjson, aclcheck = ...
 local dbg = debug
 debug = nil
-dofile = nil; loadfile = nil; load = nil; loadstring = nil; print = nil
--- getfenv/setfenv would reach the real globals table behind the proxy.
-getfenv = nil; setfenv = nil
+dofile = nil; loadfile = nil; print = nil
+-- getfenv/setfenv would reach the real globals table behind the proxy;
+-- newproxy makes userdata with a __gc that would run inside whichever
+-- script next triggers the collector, as that script's user (Redis 7.0.15
+-- as Debian ships it has none of the three either).
+local setfenv0 = setfenv
+getfenv = nil; setfenv = nil; newproxy = nil
 module = nil; require = nil; package = nil
 local error, type, tostring, select, setmetatable, rawget = error, type, tostring, select, setmetatable, rawget
 local rawset0 = rawset
 local G = _G
-
 local redis = {}
 redis.call = call
 redis.pcall = function(...) return (rawcall(...)) end
 redis.sha1hex = sha1
 redis.log = log
 redis.setresp = setresp
+redis.acl_check_cmd = aclcheck
 redis.error_reply = function(...)
   local s = ...
   if select('#', ...) ~= 1 or type(s) ~= 'string' then
@@ -234,9 +259,46 @@ local function handler(err)
   local i = dbg.getinfo(l, 'nSl')
   if i and i.what == 'C' then l = l + 1; i = dbg.getinfo(l, 'nSl') end
   while i and i.source == '=elsa' do l = l + 1; i = dbg.getinfo(l, 'nSl') end
+  -- An error raised by a library function under one of Elsa's wrappers
+  -- (`pairs`, `load`…) names the wrapper's line: not the user's concern.
+  if type(err) == 'string' then err = err:gsub('^elsa:%d+: ', '') end
   if type(err) ~= 'table' then err = {err = 'ERR ' .. tostring(err)} end
   if i then err['source'] = i.source; err['line'] = i.currentline end
   return err
+end
+
+G.__redis__err__handler = handler
+
+-- Scripts compile text only: Lua 5.1 runs bytecode unverified (a crafted
+-- chunk reads and writes the heap). As Redis's patched parser does, a
+-- chunk starting with ESC is parsed as text and fails at its first byte;
+-- the real parser words the error (ESC swapped for \1, renamed back).
+local loadstring0, concat0, byte0 = loadstring, table.concat, string.byte
+loadstring = function(s, name)
+  if type(s) == 'number' then s = tostring(s) end
+  if type(s) == 'string' and byte0(s, 1) == 27 then
+    local _, e = loadstring0('\1', name or s)
+    return nil, (e:gsub("'char%(1%)'", "'char(27)'"))
+  end
+  local f, e = loadstring0(s, name)
+  if f then setfenv0(f, G._G) end
+  return f, e
+end
+-- Lua 5.1's load, reading the pieces here so that the text goes through
+-- the check above.
+local load0 = load
+load = function(reader, name)
+  -- Not a function: the real load's own error, before it reads anything.
+  if type(reader) ~= 'function' then return load0(reader, name) end
+  local parts = {}
+  while true do
+    local p = reader()
+    if p == nil or p == '' then break end
+    if type(p) == 'number' then p = tostring(p) end
+    if type(p) ~= 'string' then error('reader function must return a string', 2) end
+    parts[#parts + 1] = p
+  end
+  return loadstring(concat0(parts), name or '=(load)')
 end
 
 -- Redis 7's pcall: a caught {err=…} table comes back as its message.
@@ -268,12 +330,62 @@ local protected = {}
 local function readonly() error('Attempt to modify a readonly table', 2) end
 local function protect(t)
   local p = setmetatable({}, {__index = t, __newindex = readonly, __metatable = false})
-  protected[p] = true
+  protected[p] = t
   return p
+end
+-- A proxy reads as the table behind it (`pairs(string)` lists the string
+-- library, as in Redis), without ever handing that table out. The
+-- originals keep their names so that their errors name them.
+local function pass(...) return ... end
+do
+  local next, pairs, rawget = next, pairs, rawget
+  G.next = function(t, k)
+    local real = protected[t]
+    if real then return next(real, k) end
+    return pass(next(t, k))
+  end
+  G.pairs = function(t)
+    local real = protected[t]
+    if real then return function(_, k) return next(real, k) end, t, nil end
+    return pass(pairs(t))
+  end
+  G.rawget = function(t, k)
+    local real = protected[t]
+    if real then return rawget(real, k) end
+    return pass(rawget(t, k))
+  end
 end
 rawset = function(t, k, v)
   if protected[t] then error('Attempt to modify a readonly table', 2) end
   return rawset0(t, k, v)
+end
+-- The table library writes with raw sets, past the proxies' __newindex:
+-- refused on a protected table, as Redis's read-only tables refuse them.
+do
+  local insert, remove, sort = table.insert, table.remove, table.sort
+  table.insert = function(t, ...)
+    if protected[t] then error('Attempt to modify a readonly table', 0) end
+    insert(t, ...)
+  end
+  table.remove = function(t, ...)
+    if protected[t] then error('Attempt to modify a readonly table', 0) end
+    return pass(remove(t, ...))
+  end
+  table.sort = function(t, ...)
+    if protected[t] then error('Attempt to modify a readonly table', 0) end
+    sort(t, ...)
+  end
+  -- The readers that walk a table with `next`: over the real table
+  -- (they hand out its keys and values, never the table).
+  local foreach, maxn = table.foreach, table.maxn
+  table.foreach = function(t, f) return pass(foreach(protected[t] or t, f)) end
+  table.maxn = function(t) return pass(maxn(protected[t] or t)) end
+end
+-- After every run: the collector as it was set up, whatever the script
+-- asked of `collectgarbage` (the state is shared by every user).
+local gc = collectgarbage
+local function after_run()
+  gc('restart'); gc('setpause', 200); gc('setstepmul', 200)
 end
 G.redis = protect(redis)
 G.cjson = protect(cjson)
@@ -290,7 +402,7 @@ setmetatable(G, {__index = function(_, k)
 end, __newindex = readonly, __metatable = false})
 local env = protect(G)
 G._G = env
-return xpcall0, handler, env
+return xpcall0, handler, env, after_run
 "#;
 
 impl State {
@@ -373,15 +485,24 @@ impl State {
                 super::cjson::decode(lua, &args.into_iter().collect::<Vec<_>>())?,
             )
         })?;
-        for (i, f) in [&rawcall, &sha1, &log, &setresp, &json_encode, &json_decode]
-            .into_iter()
-            .enumerate()
+        let aclcheck = lua.create_function(acl_check)?;
+        for (i, f) in [
+            &rawcall,
+            &sha1,
+            &log,
+            &setresp,
+            &json_encode,
+            &json_decode,
+            &aclcheck,
+        ]
+        .into_iter()
+        .enumerate()
         {
             lua.set_named_registry_value(RAISING[i], f)?;
         }
         // SAFETY: `raising` only moves values on the Lua stack and calls a
         // function of ours; it owns nothing that needs dropping.
-        let (call_c, sha1_c, log_c, setresp_c, encode_c, decode_c) = unsafe {
+        let (call_c, sha1_c, log_c, setresp_c, encode_c, decode_c, aclcheck_c) = unsafe {
             (
                 lua.create_c_function(raising::<0>)?,
                 lua.create_c_function(raising::<1>)?,
@@ -389,6 +510,7 @@ impl State {
                 lua.create_c_function(raising::<3>)?,
                 lua.create_c_function(raising::<4>)?,
                 lua.create_c_function(raising::<5>)?,
+                lua.create_c_function(raising::<6>)?,
             )
         };
         let cjson = lua.create_table()?;
@@ -399,10 +521,13 @@ impl State {
         globals.raw_set("bit", super::bit::table(&lua)?)?;
         globals.raw_set("struct", super::lstruct::table(&lua)?)?;
         globals.raw_set("cmsgpack", super::cmsgpack::table(&lua)?)?;
-        let (xpcall, handler, env): (Function, Function, Table) =
+        let (xpcall, handler, env, after_run): (Function, Function, Table, Function) =
             lua.load(SETUP).set_name("=elsa").call((
-                rawcall, errtext, call_c, sha1_c, log_c, setresp_c, killed, cjson,
+                rawcall, errtext, call_c, sha1_c, log_c, setresp_c, killed, cjson, aclcheck_c,
             ))?;
+        // A script that builds more than this fails with Lua's "not enough
+        // memory" instead of taking the node's memory (Redis sets no bound).
+        lua.set_memory_limit(STATE_MEMORY_LIMIT)?;
         // SCRIPT KILL: checked every HOOK_EVERY instructions. Once killed,
         // every check raises again, so a `pcall` in the script cannot
         // swallow the kill for long (Redis re-raises on every line).
@@ -421,6 +546,7 @@ impl State {
             handler,
             env,
             globals,
+            after_run,
             compiled: HashMap::new(),
             generation: 0,
         })
@@ -432,9 +558,15 @@ impl State {
         if let Some(f) = self.compiled.get(sha) {
             return Ok(f.clone());
         }
+        if body.first() == Some(&0x1b) {
+            // Lua bytecode: never loaded (Lua 5.1 does not verify it). The
+            // reply Redis's text-only parser gives.
+            return Err(BYTECODE_REFUSED.into());
+        }
         let f = self
             .lua
             .load(body)
+            .set_mode(mlua::chunk::ChunkMode::Text)
             .set_name("@user_script")
             .set_environment(self.env.clone())
             .into_function()
@@ -485,7 +617,10 @@ impl State {
         let ok = matches!(values.first(), Some(Value::Boolean(true)));
         let value = values.get(1).cloned().unwrap_or(Value::Nil);
         if ok {
-            return Outcome::Ran(convert::from_lua(&value, resp3));
+            return match convert::from_lua(&value, resp3, &ctl.killed) {
+                Ok(reply) => Outcome::Ran(reply),
+                Err(stopped) => Outcome::Failed(stopped.text().into()),
+            };
         }
         Outcome::Failed(failure(&value, &run.sha, killed))
     }
@@ -533,21 +668,23 @@ fn lua_number_text(n: f64) -> String {
 }
 
 /// Registry names of the functions [`raising`] calls.
-const RAISING: [&str; 6] = [
+const RAISING: [&str; 7] = [
     "elsa.call",
     "elsa.sha1hex",
     "elsa.log",
     "elsa.setresp",
     "elsa.cjson.encode",
     "elsa.cjson.decode",
+    "elsa.acl_check_cmd",
 ];
-const RAISING_C: [&std::ffi::CStr; 6] = [
+const RAISING_C: [&std::ffi::CStr; 7] = [
     c"elsa.call",
     c"elsa.sha1hex",
     c"elsa.log",
     c"elsa.setresp",
     c"elsa.cjson.encode",
     c"elsa.cjson.decode",
+    c"elsa.acl_check_cmd",
 ];
 
 /// A C function calling the registry function `RAISING[K]`, which answers
@@ -587,18 +724,10 @@ fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
     if ctx.ctl.killed.load(Ordering::Relaxed) {
         return fail(KILLED);
     }
-    if args.is_empty() {
-        return fail("ERR Please specify at least one argument for this redis lib call");
-    }
-    let mut argv = Vec::with_capacity(args.len());
-    for a in args.iter() {
-        argv.push(match a {
-            Value::Number(n) => Bytes::from(convert::fmt_g17(*n)),
-            Value::Integer(n) => Bytes::from(n.to_string()),
-            Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
-            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
-        });
-    }
+    let argv = match call_args(&args) {
+        Ok(a) => a,
+        Err(m) => return fail(m),
+    };
     let _ = ctx.ro; // the connection checks read-only runs (it knows the command's flags)
     let sent = ctx.events.send(Event::Call {
         args: argv,
@@ -614,6 +743,46 @@ fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
         return fail("ERR the client's connection closed");
     };
     convert::to_lua(lua, &reply)
+}
+
+/// `redis.acl_check_cmd(command, args…)`: whether the script's user may
+/// run it (`true`/`false`); an unknown command is an error.
+fn acl_check(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+    let fail = |m: &str| Ok((Value::Table(err_table(lua, m.as_bytes())?), true));
+    let Some(ctx) = lua.app_data_ref::<Ctx>() else {
+        return fail("ERR redis.acl_check_cmd can only be called inside a script invocation");
+    };
+    let argv = match call_args(&args) {
+        Ok(a) => a,
+        Err(m) => return fail(m),
+    };
+    let sent = ctx.events.send(Event::AclCheck { args: argv });
+    match sent.ok().and_then(|_| ctx.answers.recv().ok()) {
+        Some(Reply::Int(n)) => Ok((Value::Boolean(n != 0), false)),
+        Some(Reply::Error(e)) => Ok((Value::Table(err_table(lua, &e)?), true)),
+        _ => {
+            ctx.ctl.killed.store(true, Ordering::Relaxed);
+            fail("ERR the client's connection closed")
+        }
+    }
+}
+
+/// A `redis.*` call's arguments as a command line (strings and numbers
+/// only, at least one), or Redis's error text.
+fn call_args(args: &MultiValue) -> Result<Vec<Bytes>, &'static str> {
+    if args.is_empty() {
+        return Err("ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv = Vec::with_capacity(args.len());
+    for a in args.iter() {
+        argv.push(match a {
+            Value::Number(n) => Bytes::from(convert::fmt_g17(*n)),
+            Value::Integer(n) => Bytes::from(n.to_string()),
+            Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
+            _ => return Err("ERR Lua redis lib command arguments must be strings or integers"),
+        });
+    }
+    Ok(argv)
 }
 
 /// `redis.log(level, message…)`, to `tracing`.

@@ -199,10 +199,23 @@ impl Conn {
                     let reply = self.script_call(args, script.ro, resp3).await;
                     let _ = answers_tx.send(reply);
                 }
+                Some(Event::AclCheck { args }) => {
+                    let _ = answers_tx.send(self.acl_check_for_script(&args));
+                }
                 Some(Event::Done(outcome)) => return outcome,
                 None => return Outcome::Failed("ERR the script thread stopped".into()),
             }
         }
+    }
+
+    /// `redis.acl_check_cmd`: 1 when this connection's user may run the
+    /// command line, 0 when not (nothing logged, as Redis).
+    fn acl_check_for_script(&self, args: &[Bytes]) -> Reply {
+        let Some(spec) = cmd::lookup(&args[0]).filter(|s| self.command_exists(s)) else {
+            return Reply::Error(b"ERR Invalid command passed to redis.acl_check_cmd()".to_vec());
+        };
+        let allowed = self.s.acl_free || crate::acl::check(&self.s.user, spec, args).is_ok();
+        Reply::Int(allowed as i64)
     }
 
     /// One `redis.call`: checked as Redis checks a script's command, then
