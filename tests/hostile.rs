@@ -1,6 +1,7 @@
 //! Hostile clients (issue 16), each attack as a regression test against the
 //! real server process: cross-protocol HTTP, output buffers a client never
-//! reads, huge declared lengths before AUTH, an oversized query buffer.
+//! reads, huge declared lengths before AUTH and after it, an oversized
+//! query buffer.
 //!
 //! Memory is measured as the server's resident set (`VmRSS` in
 //! `/proc/PID/status`), sampled while the attack runs; the bounds are
@@ -403,4 +404,70 @@ fn output_limit_in_redis_spelling_with_a_soft_limit() {
     let mut s = pipeline_unread(elsa.port, resp(&[b"GET", b"big"]), 256);
     let got = read_to_close(&mut s);
     assert!((got.len() as u64) < 64 * MB, "closed past the soft limit");
+}
+
+/// The server's virtual size (`VmSize`), in bytes: what it asked the
+/// kernel for, touched or not.
+fn vm_size(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmSize:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .expect("VmSize");
+    kb * 1024
+}
+
+/// Issue 40 (3): after AUTH (here: no password), a declared bulk length
+/// of 512 MB followed by one byte reserved the declared length up front,
+/// 512 MB of address space per 40-byte request (200 such connections took
+/// 62 GB). The buffer must grow as bytes arrive, so 100 such connections
+/// cost about what their bytes cost.
+#[test]
+fn a_declared_bulk_length_is_not_reserved_before_its_bytes_arrive() {
+    let elsa = Elsa::start(&["--workers", "1"]);
+    let pid = elsa.child.id();
+    let before = vm_size(pid);
+    let mut conns: Vec<TcpStream> = (0..100)
+        .map(|_| {
+            let mut s = connect(elsa.port);
+            s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$536870000\r\n")
+                .unwrap();
+            s
+        })
+        .collect();
+    // The header is parsed; the next read is the one that sized its
+    // buffer from the declared length.
+    std::thread::sleep(Duration::from_millis(300));
+    for s in &mut conns {
+        s.write_all(b"x").unwrap();
+    }
+    // Every connection's bytes were read once a later request on the same
+    // worker was answered.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut probe = connect(elsa.port);
+    probe.write_all(&resp(&[b"PING"])).unwrap();
+    let mut pong = [0u8; 7];
+    probe.read_exact(&mut pong).unwrap();
+    assert_eq!(&pong, b"+PONG\r\n");
+    let after = vm_size(pid);
+    assert!(
+        after < before + 1024 * MB,
+        "virtual size {} MB → {} MB for 100 requests of 40 bytes",
+        before / MB,
+        after / MB
+    );
+    // The value still arrives whole when its bytes do.
+    let mut s = connect(elsa.port);
+    let value = vec![b'v'; 3 * MB as usize];
+    s.write_all(&resp(&[b"SET", b"big", &value])).unwrap();
+    let mut ok = [0u8; 5];
+    s.read_exact(&mut ok).unwrap();
+    assert_eq!(&ok, b"+OK\r\n");
+    s.write_all(&resp(&[b"STRLEN", b"big"])).unwrap();
+    let mut n = [0u8; 10];
+    s.read_exact(&mut n).unwrap();
+    assert_eq!(&n, b":3145728\r\n");
+    drop(conns);
 }

@@ -36,6 +36,9 @@ const FLUSH_AT: usize = 64 * 1024;
 const OUT_KEEP: usize = 1024 * 1024;
 /// Most requests taken from the input buffer before running them.
 const MAX_BATCH: usize = 1024;
+/// Least a request still arriving may grow its buffer by at once (see
+/// `read_some`).
+const READ_AHEAD: usize = 64 * 1024;
 
 /// A command queued between MULTI and EXEC.
 pub(crate) enum Queued {
@@ -487,12 +490,14 @@ impl Conn {
 
     /// Reads what the socket has; false at EOF or on an error.
     pub(crate) fn read_some(&mut self) -> bool {
-        // A request known to need more: room for all of it at once (its
-        // length was checked against the limits), so a big value is not
-        // copied at every doubling of the buffer.
+        // A request known to need more grows toward its declared length as
+        // its bytes arrive: at most as much again as the buffer holds (at
+        // least READ_AHEAD), so a big value is copied O(log n) times, and
+        // what a client only declared never sizes an allocation.
         let need = self.partial.as_ref().map_or(0, Partial::need);
         if need > self.inbuf.capacity() {
-            self.inbuf.reserve(need - self.inbuf.len());
+            let len = self.inbuf.len();
+            self.inbuf.reserve((need - len).min(len.max(READ_AHEAD)));
         }
         if self.inbuf.capacity() - self.inbuf.len() < 4096 {
             self.inbuf.reserve(16 * 1024);
