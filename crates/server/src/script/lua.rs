@@ -274,8 +274,15 @@ G.__redis__err__handler = handler
 -- chunk starting with ESC is parsed as text and fails at its first byte;
 -- the real parser words the error (ESC swapped for \1, renamed back).
 local loadstring0, concat0, byte0 = loadstring, table.concat, string.byte
-loadstring = function(s, name)
+-- A wrapper's argument errors, worded as the C function's own.
+local function argerror(n, fname, expected, ...)
+  local got = select('#', ...) < n and 'no value' or type((select(n, ...)))
+  error('bad argument #' .. n .. " to '" .. fname .. "' (" .. expected .. ' expected, got ' .. got .. ')', 3)
+end
+loadstring = function(...)
+  local s, name = ...
   if type(s) == 'number' then s = tostring(s) end
+  if type(s) ~= 'string' then argerror(1, 'loadstring', 'string', ...) end
   if type(s) == 'string' and byte0(s, 1) == 27 then
     local _, e = loadstring0('\1', name or s)
     return nil, (e:gsub("'char%(1%)'", "'char(27)'"))
@@ -339,17 +346,24 @@ end
 local function pass(...) return ... end
 do
   local next, pairs, rawget = next, pairs, rawget
-  G.next = function(t, k)
+  G.next = function(...)
+    local t, k = ...
+    if type(t) ~= 'table' then argerror(1, 'next', 'table', ...) end
     local real = protected[t]
     if real then return next(real, k) end
     return pass(next(t, k))
   end
-  G.pairs = function(t)
+  G.pairs = function(...)
+    local t = ...
+    if type(t) ~= 'table' then argerror(1, 'pairs', 'table', ...) end
     local real = protected[t]
     if real then return function(_, k) return next(real, k) end, t, nil end
     return pass(pairs(t))
   end
-  G.rawget = function(t, k)
+  G.rawget = function(...)
+    local t, k = ...
+    if type(t) ~= 'table' then argerror(1, 'rawget', 'table', ...) end
+    if select('#', ...) < 2 then error("bad argument #2 to 'rawget' (value expected)", 2) end
     local real = protected[t]
     if real then return rawget(real, k) end
     return pass(rawget(t, k))
