@@ -258,7 +258,7 @@ fn a_result_that_holds_itself_is_an_error_and_killable() {
     assert_eq!(
         r,
         Reply::Error(
-            b"ERR the script's result holds itself (a table inside itself has no finite reply)"
+            b"ERR the script's result holds itself more than once (it has no finite reply)"
                 .to_vec()
         )
     );

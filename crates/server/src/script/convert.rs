@@ -227,6 +227,10 @@ const MAX_DEPTH: usize = 1000;
 pub const MAX_RESULT_ELEMENTS: usize = 8 << 20;
 pub const MAX_RESULT_TABLES: usize = 1 << 20;
 pub const MAX_RESULT_BYTES: usize = 512 << 20;
+/// Tables entered from inside themselves before a result is refused as
+/// holding itself more than once (a chain to the depth limit takes
+/// [`MAX_DEPTH`]).
+const MAX_REENTRIES: usize = 4 * MAX_DEPTH;
 /// Elements between two checks for SCRIPT KILL during a conversion.
 const KILL_CHECK_EVERY: usize = 4096;
 
@@ -234,14 +238,14 @@ const KILL_CHECK_EVERY: usize = 4096;
 pub const TOO_LARGE: &str = "ERR the script's result is too large to reply (over 8388608 elements, 1048576 tables or 512 MiB of strings)";
 /// The error a result that holds itself is answered with.
 pub const HOLDS_ITSELF: &str =
-    "ERR the script's result holds itself (a table inside itself has no finite reply)";
+    "ERR the script's result holds itself more than once (it has no finite reply)";
 
 /// Why a conversion stopped before its end.
 #[derive(Debug, PartialEq)]
 pub enum Stopped {
     /// Past the bounds.
     TooLarge,
-    /// A table inside itself.
+    /// A table inside itself more than once.
     HoldsItself,
     /// `killed` was set (SCRIPT KILL, or the client left).
     Killed,
@@ -265,13 +269,14 @@ struct Budget<'a> {
     tables: usize,
     bytes: usize,
     path: Vec<*const std::ffi::c_void>,
+    reentries: usize,
     killed: &'a std::sync::atomic::AtomicBool,
 }
 
 impl Budget<'_> {
     fn element(&mut self) -> Result<(), Stopped> {
         self.elements = self.elements.checked_sub(1).ok_or(Stopped::TooLarge)?;
-        if self.elements % KILL_CHECK_EVERY == 0
+        if self.elements & (KILL_CHECK_EVERY - 1) == 0
             && self.killed.load(std::sync::atomic::Ordering::Relaxed)
         {
             return Err(Stopped::Killed);
@@ -284,12 +289,19 @@ impl Budget<'_> {
         Ok(())
     }
 
-    /// Enters table `t`: refused when it is one of the tables it is in.
+    /// Enters table `t`. A table inside itself is followed down to the
+    /// depth limit, as Redis does (`a = {b}`, `b = {a}` answers arrays
+    /// nested until "reached lua stack limit"); but one that holds itself
+    /// more than once unfolds exponentially: past [`MAX_REENTRIES`] tables
+    /// entered from inside themselves, it is refused.
     fn enter(&mut self, t: &Table) -> Result<(), Stopped> {
         self.tables = self.tables.checked_sub(1).ok_or(Stopped::TooLarge)?;
         let p = t.to_pointer();
         if self.path.contains(&p) {
-            return Err(Stopped::HoldsItself);
+            self.reentries += 1;
+            if self.reentries > MAX_REENTRIES {
+                return Err(Stopped::HoldsItself);
+            }
         }
         self.path.push(p);
         Ok(())
@@ -310,6 +322,7 @@ pub fn from_lua(
         tables: MAX_RESULT_TABLES,
         bytes: MAX_RESULT_BYTES,
         path: Vec::new(),
+        reentries: 0,
         killed,
     };
     from_lua_at(v, resp3, 0, &mut budget)

@@ -218,7 +218,7 @@ local rawset0 = rawset
 local G = _G
 local redis = {}
 redis.call = call
-redis.pcall = function(...) return (rawcall(...)) end
+redis.pcall = rawcall
 redis.sha1hex = sha1
 redis.log = log
 redis.setresp = setresp
@@ -430,7 +430,7 @@ impl State {
                 LuaOptions::new(),
             )
         };
-        let rawcall = lua.create_function(call)?;
+        let call_fn = lua.create_function(call)?;
         let errtext = lua.create_function(|lua, s: mlua::LuaString| {
             let s = s.as_bytes();
             let dashed = if s.first() == Some(&b'-') {
@@ -501,7 +501,7 @@ impl State {
         })?;
         let aclcheck = lua.create_function(acl_check)?;
         for (i, f) in [
-            &rawcall,
+            &call_fn,
             &sha1,
             &log,
             &setresp,
@@ -516,8 +516,9 @@ impl State {
         }
         // SAFETY: `raising` only moves values on the Lua stack and calls a
         // function of ours; it owns nothing that needs dropping.
-        let (call_c, sha1_c, log_c, setresp_c, encode_c, decode_c, aclcheck_c) = unsafe {
+        let (rawcall, call_c, sha1_c, log_c, setresp_c, encode_c, decode_c, aclcheck_c) = unsafe {
             (
+                lua.create_c_function(returning_call)?,
                 lua.create_c_function(raising::<0>)?,
                 lua.create_c_function(raising::<1>)?,
                 lua.create_c_function(raising::<2>)?,
@@ -701,6 +702,42 @@ const RAISING_C: [&std::ffi::CStr; 7] = [
     c"elsa.acl_check_cmd",
 ];
 
+/// The functions of [`RAISING`] that take a command line: their
+/// arguments reach Rust packed in one table (`n` = how many), since mlua
+/// holds each argument of a callback in a slot of a stack of about 8,000
+/// — and `redis.call('lpush', k, unpack(t))` may pass 7,999.
+const PACKED: [bool; 7] = [true, false, false, false, false, false, true];
+
+/// Calls the registry function `RAISING[k]` with the arguments on the
+/// stack (packed when [`PACKED`] says so), leaving its two results.
+unsafe fn invoke(l: *mut mlua::ffi::lua_State, k: usize) {
+    use mlua::ffi;
+    let mut n = ffi::lua_gettop(l);
+    if PACKED[k] {
+        ffi::lua_createtable(l, n, 1);
+        for i in 1..=n {
+            ffi::lua_pushvalue(l, i);
+            ffi::lua_rawseti(l, -2, i as _);
+        }
+        ffi::lua_pushinteger(l, n as ffi::lua_Integer);
+        ffi::lua_setfield(l, -2, c"n".as_ptr());
+        ffi::lua_replace(l, 1);
+        ffi::lua_settop(l, 1);
+        n = 1;
+    }
+    ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, RAISING_C[k].as_ptr());
+    ffi::lua_insert(l, 1);
+    ffi::lua_call(l, n, 2);
+}
+
+/// `redis.pcall`: `redis.call`'s answer, an error reply returned rather
+/// than raised.
+unsafe extern "C-unwind" fn returning_call(l: *mut mlua::ffi::lua_State) -> std::ffi::c_int {
+    invoke(l, 0);
+    mlua::ffi::lua_pop(l, 1);
+    1
+}
+
 /// A C function calling the registry function `RAISING[K]`, which answers
 /// `(value, is_error)`, and raising `value` (Redis's `{err=…}` table) as
 /// the Lua error when it is one — what Redis's C functions do with
@@ -709,10 +746,7 @@ unsafe extern "C-unwind" fn raising<const K: usize>(
     l: *mut mlua::ffi::lua_State,
 ) -> std::ffi::c_int {
     use mlua::ffi;
-    let n = ffi::lua_gettop(l);
-    ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, RAISING_C[K].as_ptr());
-    ffi::lua_insert(l, 1);
-    ffi::lua_call(l, n, 2);
+    invoke(l, K);
     if ffi::lua_toboolean(l, -1) != 0 {
         ffi::lua_pop(l, 1);
         if ffi::lua_type(l, -1) == ffi::LUA_TSTRING {
@@ -730,7 +764,7 @@ unsafe extern "C-unwind" fn raising<const K: usize>(
 
 /// `redis.call`/`redis.pcall`: the command's reply, and whether it is an
 /// error (which `redis.call` raises, `redis.pcall` returns).
-fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+fn call(lua: &Lua, args: Table) -> mlua::Result<(Value, bool)> {
     let fail = |m: &str| Ok((Value::Table(err_table(lua, m.as_bytes())?), true));
     let Some(ctx) = lua.app_data_ref::<Ctx>() else {
         return fail("ERR redis.call/pcall can only be called inside a script invocation");
@@ -761,7 +795,7 @@ fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
 
 /// `redis.acl_check_cmd(command, args…)`: whether the script's user may
 /// run it (`true`/`false`); an unknown command is an error.
-fn acl_check(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
+fn acl_check(lua: &Lua, args: Table) -> mlua::Result<(Value, bool)> {
     let fail = |m: &str| Ok((Value::Table(err_table(lua, m.as_bytes())?), true));
     let Some(ctx) = lua.app_data_ref::<Ctx>() else {
         return fail("ERR redis.acl_check_cmd can only be called inside a script invocation");
@@ -781,17 +815,19 @@ fn acl_check(lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
     }
 }
 
-/// A `redis.*` call's arguments as a command line (strings and numbers
-/// only, at least one), or Redis's error text.
-fn call_args(args: &MultiValue) -> Result<Vec<Bytes>, &'static str> {
-    if args.is_empty() {
+/// A `redis.*` call's arguments (packed by [`invoke`]) as a command line
+/// (strings and numbers only, at least one), or Redis's error text.
+fn call_args(args: &Table) -> Result<Vec<Bytes>, &'static str> {
+    let n: usize = args.raw_get("n").unwrap_or(0);
+    if n == 0 {
         return Err("ERR Please specify at least one argument for this redis lib call");
     }
-    let mut argv = Vec::with_capacity(args.len());
-    for a in args.iter() {
-        argv.push(match a {
-            Value::Number(n) => Bytes::from(convert::fmt_g17(*n)),
-            Value::Integer(n) => Bytes::from(n.to_string()),
+    let mut argv = Vec::with_capacity(n);
+    for i in 1..=n {
+        let a: Value = args.raw_get(i).unwrap_or(Value::Nil);
+        argv.push(match &a {
+            Value::Number(x) => Bytes::from(convert::fmt_g17(*x)),
+            Value::Integer(x) => Bytes::from(x.to_string()),
             Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
             _ => return Err("ERR Lua redis lib command arguments must be strings or integers"),
         });
