@@ -40,7 +40,7 @@ const TABLES: &[&str] = &[
     "bit",
     "struct",
     "cmsgpack",
-    // "cjson": its settings functions come with the cjson work.
+    "cjson",
     "redis",
 ];
 

@@ -125,6 +125,10 @@ const RO_WRITE: &str = "return redis.call('set', KEYS[1], 'x')";
 /// Scripts whose reply tests a conversion or an error (no arguments
 /// needed beyond one key).
 const EDGES: &[&str] = &[
+    // As many arguments as Lua's C stack takes (Redis's test "Script check
+    // unpack with massive arguments").
+    "local a = {} for i = 1, 7999 do a[i] = 1 end redis.call('del', 'unpack') return redis.call('lpush', 'unpack', unpack(a))",
+    "local a = {} for i = 1, 7998 do a[i] = 'x' end return redis.pcall('rpush', 'unpack', unpack(a))",
     "return {1, 2.5, 'x', nil, 4}",
     "return 3.999",
     "return -3.999",
@@ -220,6 +224,49 @@ const EDGES: &[&str] = &[
     r#"return cjson.encode({a={b={c={1,2,{d='e'}}}}, list={'x','y'}})"#,
     r#"return cjson.encode(redis.call('hgetall', KEYS[1]))"#,
     r#"return cjson.decode(cjson.encode({1, 2, {x = 'y/z'}}))[3].x"#,
+    // cjson's settings: the defaults, argument errors (nothing set), and
+    // settings used within one script — on a table of `cjson.new()`, or
+    // on `cjson` put back before the script ends (Redis keeps them for the
+    // next script, Elsa does not)
+    r#"return {cjson._NAME, cjson._VERSION, cjson.encode_max_depth(), cjson.decode_max_depth(), cjson.encode_number_precision(), tostring(cjson.encode_keep_buffer()), tostring(cjson.encode_invalid_numbers()), tostring(cjson.decode_invalid_numbers()), tostring(cjson.encode_sparse_array()), select(2, cjson.encode_sparse_array())}"#,
+    r#"local t = {} for k, v in pairs(cjson) do t[#t + 1] = k .. '=' .. type(v) end return t"#,
+    r#"local t = {} for k, v in pairs(cjson.new()) do t[#t + 1] = k .. '=' .. type(v) end return t"#,
+    r#"return cjson.encode_max_depth(0)"#,
+    r#"return cjson.encode_max_depth('x')"#,
+    r#"return cjson.decode_max_depth(1, 2)"#,
+    r#"return cjson.encode_number_precision(15)"#,
+    r#"return cjson.encode_invalid_numbers('nul')"#,
+    r#"return cjson.decode_invalid_numbers('null')"#,
+    r#"return cjson.encode_keep_buffer({})"#,
+    r#"return cjson:encode_max_depth()"#,
+    r#"return {pcall(cjson.encode_sparse_array, true, 1, 2, 3)}"#,
+    r#"return cjson.encode_sparse_array('yes')"#,
+    r#"local c = cjson.new() return {tostring(c.encode_sparse_array('on', 0, 5)), c.encode_max_depth(4294967297), c.decode_max_depth(' 0x10 '), c.encode_number_precision(1.9), c.encode_invalid_numbers('null'), tostring(c.encode_keep_buffer('off'))}"#,
+    r#"local c = cjson.new() c.encode_sparse_array(true, 1, 1) return {c.encode({[3] = 1}), c.encode({1, 2}), cjson.encode({[3] = 1})}"#,
+    r#"local c = cjson.new() c.encode_sparse_array(false, 0) return c.encode({[30] = 1})"#,
+    r#"local c = cjson.new() c.encode_sparse_array(false, 2147483647, 0) return c.encode({1, 2})"#,
+    r#"local c = cjson.new() local ok, e = pcall(c.encode_sparse_array, true, 5, -1) return {e, tostring(c.encode_sparse_array()), select(2, c.encode_sparse_array())}"#,
+    r#"local c = cjson.new() c.encode_max_depth(2) c.decode_max_depth(2) return {c.encode({{1}}), cjson.encode({{{1}}}), c.decode('[[7]]')[1][1], pcall(c.encode, {{{1}}})}"#,
+    r#"local c = cjson.new() c.decode_max_depth(2) return c.decode('[{"a":[1]}]')"#,
+    r#"local c = cjson.new() c.encode_max_depth(2^31 - 1) local t = {} local x = t for i = 1, 9000 do x.a = {} x = x.a end return c.encode(t)"#,
+    r#"local c = cjson.new() c.encode_max_depth(2^31 - 1) local t = {} local x = t for i = 1, 9000 do x[1] = {} x = x[1] end return c.encode(t)"#,
+    r#"local c = cjson.new() c.decode_max_depth(2^31 - 1) return c.decode(string.rep('[{"a":', 3000))"#,
+    r#"local c = cjson.new() c.decode_max_depth(2^31 - 1) c.encode_max_depth(2^31 - 1) local t = c.decode(string.rep('[', 7998) .. string.rep(']', 7998)) return {#c.encode(t[1]), pcall(c.encode, t)}"#,
+    r#"local c = cjson.new() c.encode_number_precision(3) return c.encode({math.pi, 1/3, 12345.678, 0.1, 1e300, 15, 25, -2.675})"#,
+    r#"local c = cjson.new() c.encode_invalid_numbers(true) local a = c.encode({1/0, -1/0, 0/0, {[1/0] = 1}}) c.encode_invalid_numbers('null') return {a, c.encode({1/0, 0/0, {[-1/0] = 1}})}"#,
+    r#"local c = cjson.new() c.decode_invalid_numbers(false) return {pcall(c.decode, '[1, 0x10]'), pcall(c.decode, '[+1]')}"#,
+    r#"local c = cjson.new() c.decode_invalid_numbers('off') return c.decode('[-01]')"#,
+    r#"cjson.encode_sparse_array(true) local ok, r = pcall(cjson.encode, {[20] = 1}) cjson.encode_sparse_array(false) return r"#,
+    r#"cjson.encode_number_precision(2) local ok, r = pcall(cjson.encode, {1/3, 2/3, {[1/3] = 1}}) cjson.encode_number_precision(14) return r"#,
+    r#"cjson.encode_invalid_numbers('null') local ok, r = pcall(cjson.encode, {1/0}) cjson.encode_invalid_numbers(false) return r"#,
+    r#"cjson.decode_invalid_numbers(false) local ok, r = pcall(cjson.decode, '0x10') cjson.decode_invalid_numbers(true) return r"#,
+    r#"cjson.encode_max_depth(1) local ok, r = pcall(cjson.encode, {{}}) cjson.encode_max_depth(1000) return r"#,
+    r#"cjson.decode_max_depth(1) local ok, r = pcall(cjson.decode, '[[]]') cjson.decode_max_depth(1000) return r"#,
+    r#"cjson.encode_keep_buffer(false) local r = cjson.encode({1}) cjson.encode_keep_buffer(true) return r"#,
+    r#"local t = cjson.decode('[0x1p4, 1e400, -1e-400, 1.e5, 00012, -nan, 0x1.8]') for i = 1, #t do t[i] = tostring(t[i]) end return t"#,
+    r#"return {cjson.encode({[1e10] = 1}), cjson.encode({[1] = 1, [2^31] = 1}), cjson.encode({[-0] = 1})}"#,
+    r#"return cjson.encode({[2^31 - 1] = 1})"#,
+    r#"return cjson.decode('"\\ud800\\u0041"')"#,
     // bit, struct, cmsgpack (LuaBitOp, lua-struct, lua-cmsgpack as Redis
     // bundles them)
     r#"return {bit.tobit(2^32 + 7), bit.band(-1, 0xf0, '0xff'), bit.bxor(1, 3, 7), bit.bnot(0)}"#,

@@ -193,6 +193,7 @@ fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
             }
         }
         let _ = state.after_run.call::<()>(());
+        super::cjson::reset(&state.lua);
         // Keep the garbage collector's work per script small and even.
         let _ = state.lua.gc_step();
     }
@@ -479,44 +480,16 @@ impl State {
         // The raising forms are C functions, as Redis's: a Lua wrapper
         // would be tail-called by `return redis.call(…)`, and the error
         // would lose the script's line.
-        // cjson's errors are raised as lua-cjson's `luaL_error` raises them:
-        // a message string (no position: it comes from a C function).
-        let raise = |lua: &Lua, r: super::cjson::Answer| -> mlua::Result<(Value, bool)> {
-            Ok(match r {
-                Ok(v) => (v, false),
-                Err(m) => (Value::String(lua.create_string(m)?), true),
-            })
-        };
-        let json_encode = lua.create_function(move |lua, args: MultiValue| {
-            raise(
-                lua,
-                super::cjson::encode(lua, &args.into_iter().collect::<Vec<_>>())?,
-            )
-        })?;
-        let json_decode = lua.create_function(move |lua, args: MultiValue| {
-            raise(
-                lua,
-                super::cjson::decode(lua, &args.into_iter().collect::<Vec<_>>())?,
-            )
-        })?;
         let aclcheck = lua.create_function(acl_check)?;
-        for (i, f) in [
-            &call_fn,
-            &sha1,
-            &log,
-            &setresp,
-            &json_encode,
-            &json_decode,
-            &aclcheck,
-        ]
-        .into_iter()
-        .enumerate()
+        for (i, f) in [&call_fn, &sha1, &log, &setresp, &aclcheck]
+            .into_iter()
+            .enumerate()
         {
             lua.set_named_registry_value(RAISING[i], f)?;
         }
         // SAFETY: `raising` only moves values on the Lua stack and calls a
         // function of ours; it owns nothing that needs dropping.
-        let (rawcall, call_c, sha1_c, log_c, setresp_c, encode_c, decode_c, aclcheck_c) = unsafe {
+        let (rawcall, call_c, sha1_c, log_c, setresp_c, aclcheck_c) = unsafe {
             (
                 lua.create_c_function(returning_call)?,
                 lua.create_c_function(raising::<0>)?,
@@ -524,14 +497,9 @@ impl State {
                 lua.create_c_function(raising::<2>)?,
                 lua.create_c_function(raising::<3>)?,
                 lua.create_c_function(raising::<4>)?,
-                lua.create_c_function(raising::<5>)?,
-                lua.create_c_function(raising::<6>)?,
             )
         };
-        let cjson = lua.create_table()?;
-        cjson.set("encode", encode_c)?;
-        cjson.set("decode", decode_c)?;
-        cjson.set("null", super::cjson::null())?;
+        let cjson = super::cjson::table(&lua)?;
         let globals = lua.globals();
         globals.raw_set("bit", super::bit::table(&lua)?)?;
         globals.raw_set("struct", super::lstruct::table(&lua)?)?;
@@ -683,22 +651,18 @@ fn lua_number_text(n: f64) -> String {
 }
 
 /// Registry names of the functions [`raising`] calls.
-const RAISING: [&str; 7] = [
+const RAISING: [&str; 5] = [
     "elsa.call",
     "elsa.sha1hex",
     "elsa.log",
     "elsa.setresp",
-    "elsa.cjson.encode",
-    "elsa.cjson.decode",
     "elsa.acl_check_cmd",
 ];
-const RAISING_C: [&std::ffi::CStr; 7] = [
+const RAISING_C: [&std::ffi::CStr; 5] = [
     c"elsa.call",
     c"elsa.sha1hex",
     c"elsa.log",
     c"elsa.setresp",
-    c"elsa.cjson.encode",
-    c"elsa.cjson.decode",
     c"elsa.acl_check_cmd",
 ];
 
@@ -706,7 +670,7 @@ const RAISING_C: [&std::ffi::CStr; 7] = [
 /// arguments reach Rust packed in one table (`n` = how many), since mlua
 /// holds each argument of a callback in a slot of a stack of about 8,000
 /// — and `redis.call('lpush', k, unpack(t))` may pass 7,999.
-const PACKED: [bool; 7] = [true, false, false, false, false, false, true];
+const PACKED: [bool; 5] = [true, false, false, false, true];
 
 /// Calls the registry function `RAISING[k]` with the arguments on the
 /// stack (packed when [`PACKED`] says so), leaving its two results.
@@ -721,8 +685,10 @@ unsafe fn invoke(l: *mut mlua::ffi::lua_State, k: usize) {
         }
         ffi::lua_pushinteger(l, n as ffi::lua_Integer);
         ffi::lua_setfield(l, -2, c"n".as_ptr());
-        ffi::lua_replace(l, 1);
-        ffi::lua_settop(l, 1);
+        if n > 0 {
+            ffi::lua_replace(l, 1);
+            ffi::lua_settop(l, 1);
+        }
         n = 1;
     }
     ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, RAISING_C[k].as_ptr());
