@@ -336,10 +336,21 @@ end
 
 local protected = {}
 local function readonly() error('Attempt to modify a readonly table', 2) end
+-- What `getmetatable` answers for a proxy: a read-only empty table (the
+-- proxy's own metatable would hand out the real table as its __index).
+local lockedmt = setmetatable({}, {__newindex = readonly, __metatable = false})
+protected[lockedmt] = {}
 local function protect(t)
-  local p = setmetatable({}, {__index = t, __newindex = readonly, __metatable = false})
+  local p = setmetatable({}, {__index = t, __newindex = readonly, __metatable = lockedmt})
   protected[p] = t
   return p
+end
+do
+  local setmetatable = setmetatable
+  G.setmetatable = function(t, ...)
+    if protected[t] then error('Attempt to modify a readonly table', 0) end
+    return setmetatable(t, ...)
+  end
 end
 -- A proxy reads as the table behind it (`pairs(string)` lists the string
 -- library, as in Redis), without ever handing that table out. The

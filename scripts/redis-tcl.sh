@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs a file of Redis's own Tcl test suite (tests/unit/… of a Redis 7.0
+# source tree you fetched; it stays outside this repository) against a
+# fresh Elsa node, in the suite's external-server mode, and prints the
+# counts and the failed tests.
+#
+#   scripts/redis-tcl.sh /path/to/redis-7.0.15 unit/scripting [elsa flags…]
+#
+# The tree is copied to a temporary folder and adapted there, never in
+# place: `FUNCTION FLUSH` (run before every test group) may fail, and
+# scripting.tcl runs its EVAL half only (its other half runs the same
+# cases as FUNCTIONs, which Elsa does not have yet). Needs tclsh and a
+# release build (`cargo build --release`).
+set -euo pipefail
+src="${1:?path to a Redis 7.0 source tree}"
+unit="${2:?test file, e.g. unit/scripting}"
+shift 2
+root="$(cd "$(dirname "$0")/.." && pwd)"
+elsa="$root/target/release/elsa"
+[ -x "$elsa" ] || { echo "build first: cargo build --release" >&2; exit 1; }
+
+work="$(mktemp -d)"
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+"$elsa" server --port "$port" --data-dir "$work/data" "$@" >"$work/elsa.log" 2>&1 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do
+  redis-cli -p "$port" ping >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
+cp -r "$src" "$work/redis"
+cd "$work/redis"
+sed -i 's/^    r function flush$/    catch {r function flush}/' tests/support/server.tcl
+sed -i 's/^foreach is_eval {0 1} {/foreach is_eval {1} {/' tests/unit/scripting.tcl
+./runtest --host 127.0.0.1 --port "$port" --single "$unit" --durable \
+  --tags -needs:repl --tags -needs:debug --ignore-encoding >"$work/run.log" 2>&1 || true
+sed 's/\x1b\[[0-9;]*m//g' "$work/run.log" >"$work/plain.log"
+echo "$unit against Elsa:"
+grep -oE '^\[(ok|err|exception|ignore)\]' "$work/plain.log" | sort | uniq -c
+grep -E '^\[(err|exception)\]' "$work/plain.log" || true
