@@ -298,6 +298,13 @@ impl Conn {
         })
     }
 
+    /// How long a read waits before the reply counts as missing (10 s
+    /// unless set): for a request an unoptimised build takes long over.
+    #[allow(dead_code)]
+    pub fn set_read_timeout(&mut self, d: Duration) {
+        let _ = self.stream.set_read_timeout(Some(d));
+    }
+
     /// Writes requests without reading anything.
     pub fn send(&mut self, reqs: &[Vec<Vec<u8>>]) {
         if self.dead.is_some() {

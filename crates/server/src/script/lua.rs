@@ -22,7 +22,6 @@
 //! with Redis's texts. The library tables are read-only proxies too.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -105,6 +104,9 @@ pub struct Pool {
     jobs: Mutex<Sender<Job>>,
 }
 
+/// Stack of each script thread.
+const SCRIPT_STACK: usize = 64 << 20;
+
 impl Pool {
     /// Starts `threads` script threads.
     pub fn start(threads: usize, cache: Arc<ScriptCache>) -> Pool {
@@ -115,6 +117,10 @@ impl Pool {
             let cache = cache.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("elsa-script-{i}"))
+                // A result is converted recursively down to Redis's depth
+                // limit (1,000 tables); unoptimised builds need more than
+                // the default 2 MiB for that. Only touched pages are used.
+                .stack_size(SCRIPT_STACK)
                 .spawn(move || thread_main(&rx, &cache));
             if let Err(e) = spawned {
                 tracing::error!("cannot start script thread: {e}");
@@ -153,7 +159,11 @@ struct State {
     /// Puts back what a run may have changed in the shared state (the
     /// collector's settings).
     after_run: Function,
-    compiled: HashMap<String, Function>,
+    /// Compiled scripts by SHA1, kept in a Lua table (as Redis keeps its
+    /// `f_<sha>` globals): an mlua `Function` held from Rust takes a slot
+    /// of mlua's reference stack, 8,000 deep, and about 7,990 distinct
+    /// scripts held that way made every later script on the thread fail.
+    compiled: Table,
     generation: u64,
 }
 
@@ -534,6 +544,7 @@ impl State {
                 _ => Ok(VmState::Continue),
             },
         )?;
+        let compiled = lua.create_table()?;
         Ok(State {
             lua,
             xpcall,
@@ -541,7 +552,7 @@ impl State {
             env,
             globals,
             after_run,
-            compiled: HashMap::new(),
+            compiled,
             generation: 0,
         })
     }
@@ -549,8 +560,10 @@ impl State {
     /// The compiled script, compiling it on first use; `Err` is Redis's
     /// compile error reply.
     fn function(&mut self, sha: &str, body: &[u8]) -> Result<Function, String> {
-        if let Some(f) = self.compiled.get(sha) {
-            return Ok(f.clone());
+        match self.compiled.raw_get::<Option<Function>>(sha) {
+            Ok(Some(f)) => return Ok(f),
+            Ok(None) => {}
+            Err(e) => return Err(format!("ERR Error compiling script (new function): {e}")),
         }
         if body.first() == Some(&0x1b) {
             // Lua bytecode: never loaded (Lua 5.1 does not verify it). The
@@ -571,7 +584,9 @@ impl State {
                 };
                 format!("ERR Error compiling script (new function): {msg}")
             })?;
-        self.compiled.insert(sha.to_string(), f.clone());
+        self.compiled
+            .raw_set(sha, &f)
+            .map_err(|e| format!("ERR Error compiling script (new function): {e}"))?;
         Ok(f)
     }
 
