@@ -49,6 +49,11 @@ pub mod slowlog;
 pub mod tls;
 pub mod tracking;
 
+/// The `lua_script` fuzz target's entry point (`fuzz/`): scripts run on a
+/// script thread's Lua state, their calls answered with canned replies.
+#[doc(hidden)]
+pub use script::fuzzing as script_fuzzing;
+
 /// The Redis version whose commands and replies Elsa follows (clients
 /// read it from INFO and HELLO to pick features).
 pub const REDIS_COMPAT_VERSION: &str = "7.0.0";

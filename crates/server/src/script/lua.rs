@@ -148,8 +148,8 @@ struct Ctx {
 }
 
 /// A script thread's Lua state and what it compiled.
-struct State {
-    lua: Lua,
+pub(crate) struct State {
+    pub(crate) lua: Lua,
     /// `xpcall`, the error handler, and the function giving a compiled
     /// script the protected globals.
     xpcall: Function,
@@ -158,13 +158,13 @@ struct State {
     globals: Table,
     /// Puts back what a run may have changed in the shared state (the
     /// collector's settings).
-    after_run: Function,
+    pub(crate) after_run: Function,
     /// Compiled scripts by SHA1, kept in a Lua table (as Redis keeps its
     /// `f_<sha>` globals): an mlua `Function` held from Rust takes a slot
     /// of mlua's reference stack, 8,000 deep, and about 7,990 distinct
     /// scripts held that way made every later script on the thread fail.
     compiled: Table,
-    generation: u64,
+    pub(crate) generation: u64,
 }
 
 fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
@@ -442,6 +442,15 @@ return xpcall0, handler, env, after_run
 "#;
 
 impl State {
+    /// A state whose memory is bounded by `limit` bytes instead of
+    /// [`STATE_MEMORY_LIMIT`] (the fuzz target's, under libFuzzer's RSS
+    /// limit: `script/fuzzing.rs`).
+    pub(crate) fn with_memory_limit(limit: usize) -> mlua::Result<State> {
+        let state = State::new()?;
+        state.lua.set_memory_limit(limit)?;
+        Ok(state)
+    }
+
     fn new() -> mlua::Result<State> {
         // SAFETY: `debug` is loaded only so the setup code can keep
         // `debug.getinfo` for the error handler; it removes the global
@@ -559,7 +568,7 @@ impl State {
 
     /// The compiled script, compiling it on first use; `Err` is Redis's
     /// compile error reply.
-    fn function(&mut self, sha: &str, body: &[u8]) -> Result<Function, String> {
+    pub(crate) fn function(&mut self, sha: &str, body: &[u8]) -> Result<Function, String> {
         match self.compiled.raw_get::<Option<Function>>(sha) {
             Ok(Some(f)) => return Ok(f),
             Ok(None) => {}
@@ -590,7 +599,7 @@ impl State {
         Ok(f)
     }
 
-    fn run(&mut self, run: Run) -> Outcome {
+    pub(crate) fn run(&mut self, run: Run) -> Outcome {
         let f = match self.function(&run.sha, &run.body) {
             Ok(f) => f,
             Err(e) => return Outcome::Compile(e),

@@ -8,6 +8,8 @@
 //! - [`convert`]: Redis reply ↔ Lua value conversions.
 //! - `run`: running one script for a connection — its transaction, its
 //!   `redis.call`s, retries on conflict, scripts inside MULTI.
+//! - `fuzzing`: a script thread and canned replies for the `lua_script`
+//!   fuzz target (`fuzz/`).
 //!
 //! This file holds the node-wide state ([`Scripts`]): the cache, the
 //! thread pool, and the scripts running now, which is what -BUSY and
@@ -19,6 +21,8 @@ mod cjson;
 mod clib;
 mod cmsgpack;
 pub mod convert;
+#[doc(hidden)]
+pub mod fuzzing;
 mod lstruct;
 pub mod lua;
 mod run;
