@@ -265,9 +265,8 @@ impl Txn {
                 continue; // RENAME k k
             }
             let owned = self.writes.contains_key(&key);
-            let base = if owned {
-                None // taken below, once nothing can fail
-            } else if blind {
+            // A buffered key's value is taken below, once nothing can fail.
+            let base = if owned || blind {
                 None
             } else if let Some((_, rs, _)) = self.reads.get(&key) {
                 rs.value()
