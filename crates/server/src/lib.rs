@@ -30,6 +30,7 @@ pub mod cmdstats;
 mod command_cmd;
 pub mod config;
 pub mod conn;
+pub(crate) mod effects;
 mod http;
 mod info;
 mod info_sections;

@@ -1,0 +1,355 @@
+//! What a retried transaction may do only once: issue 41, defects 2–5.
+//!
+//! A script (and an EXEC whose queue holds one) runs as one SI transaction,
+//! run again from the start when its commit loses to a concurrent one. These
+//! tests make it lose on purpose — a script that reads `hot`, spins a few ms
+//! and writes it, while another connection INCRs `hot` in a loop — and stop
+//! the loop (or not) to decide whether the transaction finally commits. The
+//! node's `conflicts` counter (INFO transactions) going up shows that it did
+//! retry; every assertion is about what ran, never about how long it took.
+//!
+//! - [`exec_retries_start_in_the_database_exec_began_in`] (defect 2): a
+//!   `SELECT 1` queued after the script does not move its retries to db 1.
+//! - [`queued_side_effects_run_once_after_the_commit`] (defect 3): a queued
+//!   PUBLISH is delivered once however many retries, CLIENT/CONFIG/SCRIPT
+//!   take effect once, FLUSHDB runs in its place after the script's writes,
+//!   and none of them runs when EXEC ends in CONFLICT.
+//! - [`publish_from_a_script_is_delivered_once_after_commit`] (defect 5):
+//!   PUBLISH/SPUBLISH in a script answer as in redis-server, and the message
+//!   goes out once, after the commit — not per retry, not at all when the
+//!   script fails or its transaction (BEGIN…ABORT, final CONFLICT) does not
+//!   commit.
+
+mod common;
+
+#[allow(dead_code)]
+#[path = "differential/resp.rs"]
+mod resp;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::redis_server::RedisServer;
+use common::Elsa;
+use resp::{Conn, Reply};
+
+/// Reads KEYS[1], spins ARGV[2] µs, then writes KEYS[1] and the key ARGV[1]:
+/// with `hot` INCRed meanwhile, its commit loses and it runs again.
+const SPIN_WRITE: &str = "
+    local v = redis.call('GET', KEYS[1])
+    local t = redis.call('TIME')
+    local t0 = t[1] * 1000000 + t[2]
+    repeat
+        local n = redis.call('TIME')
+    until n[1] * 1000000 + n[2] - t0 >= tonumber(ARGV[2])
+    redis.call('INCRBY', KEYS[1], 1000000)
+    redis.call('SET', ARGV[1], 'written')
+    return 'done'
+";
+
+/// [`SPIN_WRITE`] that also publishes ARGV[3] on channel `ch` before the spin.
+const SPIN_PUBLISH: &str = "
+    local v = redis.call('GET', KEYS[1])
+    redis.call('PUBLISH', 'ch', ARGV[3])
+    local t = redis.call('TIME')
+    local t0 = t[1] * 1000000 + t[2]
+    repeat
+        local n = redis.call('TIME')
+    until n[1] * 1000000 + n[2] - t0 >= tonumber(ARGV[2])
+    redis.call('INCRBY', KEYS[1], 1000000)
+    redis.call('SET', ARGV[1], 'written')
+    return 'done'
+";
+
+/// The spin (µs) of a run that is to lose every one of its attempts: long
+/// enough that the hammer INCRs `hot` within each, even on a loaded host.
+const LOSE_ALWAYS: &str = "15000";
+
+fn conn(port: u16) -> Conn {
+    Conn::connect(port).expect("connect")
+}
+
+fn line(c: &mut Conn, l: &str) -> String {
+    c.call_line(l)
+}
+
+fn args(parts: &[&str]) -> Vec<Vec<u8>> {
+    parts.iter().map(|p| p.as_bytes().to_vec()).collect()
+}
+
+/// Sends one command given as separate arguments (scripts hold spaces).
+fn call(c: &mut Conn, parts: &[&str]) -> Reply {
+    c.send(&[args(parts)]);
+    c.read()
+}
+
+/// A connection INCRing `hot` (in db 0) as fast as it can until stopped.
+struct Hammer {
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Hammer {
+    /// Starts the loop and returns once it has INCRed a few times.
+    fn start(port: u16) -> Hammer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicU64::new(0));
+        let (s, d) = (stop.clone(), done.clone());
+        let thread = std::thread::spawn(move || {
+            let mut c = conn(port);
+            while !s.load(Ordering::Relaxed) {
+                match c.call(&[b"INCR", b"hot"]) {
+                    Reply::Int(_) => {}
+                    other => panic!("INCR hot: {other}"),
+                }
+                d.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let h = Hammer {
+            stop,
+            done,
+            thread: Some(thread),
+        };
+        while h.done.load(Ordering::Relaxed) < 20 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        h
+    }
+
+    fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().expect("hammer thread");
+        }
+    }
+}
+
+impl Drop for Hammer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The node's count of commits that lost to a concurrent one.
+fn conflicts(c: &mut Conn) -> u64 {
+    let Reply::Bulk(info) = c.call(&[b"INFO", b"transactions"]) else {
+        panic!("INFO transactions");
+    };
+    String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|l| l.strip_prefix("conflicts:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("conflicts: in INFO transactions")
+}
+
+/// Sends EXEC, lets the transaction lose for a while, stops the hammer so
+/// the next attempt can commit, and answers EXEC's reply.
+fn exec_while_hammered(c: &mut Conn, hammer: Hammer) -> Reply {
+    c.send(&[args(&["EXEC"])]);
+    std::thread::sleep(Duration::from_millis(150));
+    hammer.stop();
+    c.read()
+}
+
+/// A connection subscribed to `ch`.
+fn subscriber(port: u16) -> Conn {
+    let mut s = conn(port);
+    let r = s.call(&[b"SUBSCRIBE", b"ch"]);
+    assert!(matches!(r, Reply::Array(_)), "SUBSCRIBE: {r}");
+    s
+}
+
+/// Publishes `end` on `ch` from `c`, then counts the messages `payload`
+/// the subscriber got before it (every earlier PUBLISH was pushed first).
+fn count_before_end(sub: &mut Conn, c: &mut Conn, payload: &str, end: &str) -> usize {
+    assert_eq!(line(c, &format!("PUBLISH ch {end}")), ":1");
+    let mut n = 0;
+    loop {
+        match sub.read() {
+            Reply::Array(m) | Reply::Push(m) if m.len() == 3 => match &m[2] {
+                Reply::Bulk(p) if p == end.as_bytes() => return n,
+                Reply::Bulk(p) if p == payload.as_bytes() => n += 1,
+                _ => {}
+            },
+            other => panic!("subscriber: {other}"),
+        }
+    }
+}
+
+fn queue(c: &mut Conn, parts: &[&str]) {
+    let r = call(c, parts);
+    assert_eq!(r, Reply::Simple(b"QUEUED".to_vec()), "{parts:?}");
+}
+
+#[test]
+fn exec_retries_start_in_the_database_exec_began_in() {
+    let elsa = Elsa::start(&[]);
+    let mut c = conn(elsa.port);
+    assert_eq!(line(&mut c, "SET hot 0"), "+OK");
+    let before = conflicts(&mut c);
+    let hammer = Hammer::start(elsa.port);
+    assert_eq!(line(&mut c, "MULTI"), "+OK");
+    queue(&mut c, &["EVAL", SPIN_WRITE, "1", "hot", "marker", "3000"]);
+    queue(&mut c, &["SELECT", "1"]);
+    let r = exec_while_hammered(&mut c, hammer);
+    assert_eq!(r.to_string(), r#"["done", +OK]"#);
+    assert!(conflicts(&mut c) > before, "the EXEC never had to retry");
+    // The SELECT ran: this connection is in db 1 now.
+    assert_eq!(line(&mut c, "EXISTS marker"), ":0", "script wrote in db 1");
+    assert_eq!(line(&mut c, "EXISTS hot"), ":0", "script wrote in db 1");
+    assert_eq!(line(&mut c, "SELECT 0"), "+OK");
+    assert_eq!(line(&mut c, "GET marker"), "\"written\"");
+}
+
+#[test]
+fn queued_side_effects_run_once_after_the_commit() {
+    let elsa = Elsa::start(&[]);
+    let mut c = conn(elsa.port);
+    let mut sub = subscriber(elsa.port);
+    assert_eq!(line(&mut c, "SET hot 0"), "+OK");
+    let load = call(&mut c, &["SCRIPT", "LOAD", "return 7"]).to_string();
+    let sha = load.trim_matches('"').to_string();
+    let samples = line(&mut c, "CONFIG GET maxmemory-samples");
+
+    // Retried, then committed: each side effect once, in its place.
+    let before = conflicts(&mut c);
+    let hammer = Hammer::start(elsa.port);
+    assert_eq!(line(&mut c, "MULTI"), "+OK");
+    queue(&mut c, &["EVAL", SPIN_WRITE, "1", "hot", "m1", "3000"]);
+    queue(&mut c, &["PUBLISH", "ch", "x"]);
+    queue(&mut c, &["CLIENT", "SETNAME", "n1"]);
+    let r = exec_while_hammered(&mut c, hammer);
+    assert_eq!(r.to_string(), r#"["done", :1, +OK]"#);
+    assert!(conflicts(&mut c) > before, "the EXEC never had to retry");
+    assert_eq!(count_before_end(&mut sub, &mut c, "x", "end1"), 1);
+    assert_eq!(line(&mut c, "CLIENT GETNAME"), "\"n1\"");
+
+    // FLUSHDB runs once, after the script's writes and before the SET
+    // queued after it, as in Redis.
+    let hammer = Hammer::start(elsa.port);
+    assert_eq!(line(&mut c, "MULTI"), "+OK");
+    queue(&mut c, &["EVAL", SPIN_WRITE, "1", "hot", "m2", "3000"]);
+    queue(&mut c, &["FLUSHDB"]);
+    queue(&mut c, &["SET", "after", "1"]);
+    let r = exec_while_hammered(&mut c, hammer);
+    assert_eq!(r.to_string(), r#"["done", +OK, +OK]"#);
+    assert_eq!(
+        line(&mut c, "EXISTS m2"),
+        ":0",
+        "FLUSHDB ran before the commit"
+    );
+    assert_eq!(line(&mut c, "GET after"), "\"1\"");
+
+    // Never committed: nothing at all happens.
+    assert_eq!(line(&mut c, "SET keep 1"), "+OK");
+    let hammer = Hammer::start(elsa.port);
+    assert_eq!(line(&mut c, "MULTI"), "+OK");
+    queue(&mut c, &["EVAL", SPIN_WRITE, "1", "hot", "m3", LOSE_ALWAYS]);
+    queue(&mut c, &["PUBLISH", "ch", "y"]);
+    queue(&mut c, &["CLIENT", "SETNAME", "n2"]);
+    queue(&mut c, &["CONFIG", "SET", "maxmemory-samples", "9"]);
+    queue(&mut c, &["SCRIPT", "FLUSH"]);
+    queue(&mut c, &["FLUSHALL"]);
+    let r = call(&mut c, &["EXEC"]);
+    hammer.stop();
+    assert!(
+        matches!(&r, Reply::Error(e) if e.starts_with(b"CONFLICT")),
+        "EXEC: {r}"
+    );
+    assert_eq!(count_before_end(&mut sub, &mut c, "y", "end2"), 0);
+    assert_eq!(line(&mut c, "CLIENT GETNAME"), "\"n1\"");
+    assert_eq!(line(&mut c, "CONFIG GET maxmemory-samples"), samples);
+    assert_eq!(line(&mut c, &format!("SCRIPT EXISTS {sha}")), "[:1]");
+    assert_eq!(line(&mut c, "GET keep"), "\"1\"");
+    assert_eq!(line(&mut c, "EXISTS m3"), ":0");
+}
+
+#[test]
+fn publish_from_a_script_is_delivered_once_after_commit() {
+    // As redis-server answers, with one subscriber on `ch`.
+    let redis = RedisServer::start();
+    let elsa = Elsa::start(&[]);
+    for port in [redis.port, elsa.port] {
+        let mut c = conn(port);
+        let mut sub = subscriber(port);
+        let r = call(
+            &mut c,
+            &[
+                "EVAL",
+                "return redis.call('PUBLISH', KEYS[1], ARGV[1])",
+                "1",
+                "ch",
+                "hi",
+            ],
+        );
+        assert_eq!(r.to_string(), ":1", "port {port}");
+        let r = call(
+            &mut c,
+            &["EVAL", "return redis.call('SPUBLISH', 'nobody', 'x')", "0"],
+        );
+        assert_eq!(r.to_string(), ":0", "port {port}");
+        assert_eq!(count_before_end(&mut sub, &mut c, "hi", "end0"), 1);
+    }
+
+    let mut c = conn(elsa.port);
+    let mut sub = subscriber(elsa.port);
+    assert_eq!(line(&mut c, "SET hot 0"), "+OK");
+
+    // Retried, then committed: one message.
+    let before = conflicts(&mut c);
+    let hammer = Hammer::start(elsa.port);
+    c.send(&[args(&["EVAL", SPIN_PUBLISH, "1", "hot", "m1", "3000", "z"])]);
+    std::thread::sleep(Duration::from_millis(150));
+    hammer.stop();
+    assert_eq!(c.read().to_string(), "\"done\"");
+    assert!(conflicts(&mut c) > before, "the script never had to retry");
+    assert_eq!(count_before_end(&mut sub, &mut c, "z", "end1"), 1);
+
+    // Never committed: no message.
+    let hammer = Hammer::start(elsa.port);
+    let r = call(
+        &mut c,
+        &["EVAL", SPIN_PUBLISH, "1", "hot", "m2", LOSE_ALWAYS, "w"],
+    );
+    hammer.stop();
+    assert!(
+        matches!(&r, Reply::Error(e) if e.starts_with(b"CONFLICT")),
+        "EVAL: {r}"
+    );
+    assert_eq!(count_before_end(&mut sub, &mut c, "w", "end2"), 0);
+
+    // A script that fails writes nothing and publishes nothing.
+    let r = call(
+        &mut c,
+        &[
+            "EVAL",
+            "redis.call('PUBLISH', 'ch', 'e') error('boom')",
+            "0",
+        ],
+    );
+    assert!(r.is_error(), "{r}");
+    assert_eq!(count_before_end(&mut sub, &mut c, "e", "end3"), 0);
+
+    // Inside BEGIN: delivered at COMMIT, never after ABORT.
+    let publish = "return redis.call('PUBLISH', 'ch', ARGV[1])";
+    assert_eq!(line(&mut c, "BEGIN"), "+OK");
+    assert_eq!(call(&mut c, &["EVAL", publish, "0", "b"]), Reply::Int(1));
+    let mut other = conn(elsa.port);
+    assert_eq!(count_before_end(&mut sub, &mut other, "b", "end4"), 0);
+    assert!(matches!(c.call(&[b"COMMIT"]), Reply::Int(_)));
+    assert_eq!(count_before_end(&mut sub, &mut c, "b", "end5"), 1);
+    assert_eq!(line(&mut c, "BEGIN"), "+OK");
+    assert_eq!(call(&mut c, &["EVAL", publish, "0", "a"]), Reply::Int(1));
+    assert_eq!(line(&mut c, "ABORT"), "+OK");
+    assert_eq!(count_before_end(&mut sub, &mut c, "a", "end6"), 0);
+
+    // Inside an EXEC with a script: once, in order with a queued PUBLISH.
+    assert_eq!(line(&mut c, "MULTI"), "+OK");
+    queue(&mut c, &["EVAL", publish, "0", "q"]);
+    queue(&mut c, &["PUBLISH", "ch", "q"]);
+    assert_eq!(line(&mut c, "EXEC"), "[:1, :1]");
+    assert_eq!(count_before_end(&mut sub, &mut c, "q", "end7"), 2);
+}
