@@ -19,6 +19,10 @@
 //!   goes out once, after the commit — not per retry, not at all when the
 //!   script fails or its transaction (BEGIN…ABORT, final CONFLICT) does not
 //!   commit.
+//! - [`whole_keyspace_reads_see_the_transactions_own_writes`] (defect 4):
+//!   KEYS, DBSIZE, SCAN and RANDOMKEY in a script, in an EXEC with a script
+//!   and in BEGIN…COMMIT see the transaction's own writes and deletes, as in
+//!   redis-server; they are not validated at commit (documented).
 
 mod common;
 
@@ -291,6 +295,12 @@ fn publish_from_a_script_is_delivered_once_after_commit() {
             &["EVAL", "return redis.call('SPUBLISH', 'nobody', 'x')", "0"],
         );
         assert_eq!(r.to_string(), ":0", "port {port}");
+        let r = call(
+            &mut c,
+            &["EVAL_RO", "return redis.call('PUBLISH', 'ch', 'ro')", "0"],
+        );
+        let refused = "-ERR Write commands are not allowed from read-only scripts.";
+        assert!(r.to_string().starts_with(refused), "port {port}: {r}");
         assert_eq!(count_before_end(&mut sub, &mut c, "hi", "end0"), 1);
     }
 
@@ -352,4 +362,72 @@ fn publish_from_a_script_is_delivered_once_after_commit() {
     queue(&mut c, &["PUBLISH", "ch", "q"]);
     assert_eq!(line(&mut c, "EXEC"), "[:1, :1]");
     assert_eq!(count_before_end(&mut sub, &mut c, "q", "end7"), 2);
+}
+
+#[test]
+fn whole_keyspace_reads_see_the_transactions_own_writes() {
+    const SEE: &str = "
+        redis.call('SET', 'newkey', '1')
+        redis.call('DEL', 'gone', 'gone2')
+        local scan = redis.call('SCAN', '0', 'COUNT', '1000')
+        return {redis.call('EXISTS', 'newkey'), #redis.call('KEYS', 'newkey'),
+                redis.call('DBSIZE'), #redis.call('KEYS', '*'), #scan[2],
+                #redis.call('KEYS', 'gone')}
+    ";
+    const RANDOM_NEW: &str = "redis.call('SET', 'only', '1') return redis.call('RANDOMKEY')";
+    const RANDOM_GONE: &str = "redis.call('DEL', 'only') return redis.call('RANDOMKEY')";
+    let redis = RedisServer::start();
+    let elsa = Elsa::start(&[]);
+    let mut answers = Vec::new();
+    for port in [redis.port, elsa.port] {
+        let mut c = conn(port);
+        let mut got = Vec::new();
+        for l in ["FLUSHALL", "SET old 1", "SET gone 1", "SET gone2 1"] {
+            got.push(line(&mut c, l));
+        }
+        got.push(call(&mut c, &["EVAL", SEE, "0"]).to_string());
+        got.push(line(&mut c, "FLUSHALL"));
+        got.push(call(&mut c, &["EVAL", RANDOM_NEW, "0"]).to_string());
+        got.push(call(&mut c, &["EVAL", RANDOM_GONE, "0"]).to_string());
+        // An EXEC holding a script runs as one transaction: the queued
+        // DBSIZE and KEYS after it see its writes.
+        got.push(line(&mut c, "MULTI"));
+        got.push(call(&mut c, &["EVAL", "redis.call('SET', 'k2', '1')", "0"]).to_string());
+        got.push(line(&mut c, "DBSIZE"));
+        got.push(line(&mut c, "KEYS k2"));
+        got.push(line(&mut c, "EXEC"));
+        answers.push(got);
+    }
+    assert_eq!(answers[1], answers[0], "Elsa, then redis-server");
+    assert_eq!(answers[0][4], "[:1, :1, :2, :2, :2, :0]");
+
+    // BEGIN…COMMIT, which redis-server does not have.
+    let mut c = conn(elsa.port);
+    for (req, want) in [
+        ("FLUSHALL", "+OK"),
+        ("SET gone 1", "+OK"),
+        ("BEGIN", "+OK"),
+        ("SET newkey 1", "+OK"),
+        ("DEL gone", ":1"),
+        ("KEYS *", "[\"newkey\"]"),
+        ("DBSIZE", ":1"),
+        ("SCAN 0 COUNT 1000", "[\"0\", [\"newkey\"]]"),
+        ("RANDOMKEY", "\"newkey\""),
+        ("DEL newkey", ":1"),
+        ("DBSIZE", ":0"),
+        ("RANDOMKEY", "(nil bulk $-1)"),
+        ("ABORT", "+OK"),
+        ("KEYS *", "[\"gone\"]"),
+    ] {
+        assert_eq!(line(&mut c, req), want, "{req}");
+    }
+    // Not validated at commit (docs/transactions.md, "Whole-key-space
+    // reads in a transaction"): a key created meanwhile does not make a
+    // transaction that counted the keys lose.
+    let mut other = conn(elsa.port);
+    assert_eq!(line(&mut c, "BEGIN"), "+OK");
+    assert_eq!(line(&mut c, "DBSIZE"), ":1");
+    assert_eq!(line(&mut other, "SET phantom 1"), "+OK");
+    assert_eq!(line(&mut c, "SET mine 1"), "+OK");
+    assert!(matches!(c.call(&[b"COMMIT"]), Reply::Int(_)));
 }
