@@ -2,9 +2,10 @@
 //!
 //! A script (and an EXEC whose queue holds one) runs as one SI transaction,
 //! run again from the start when its commit loses to a concurrent one. These
-//! tests make it lose on purpose — a script that reads `hot`, spins a few ms
-//! and writes it, while another connection INCRs `hot` in a loop — and stop
-//! the loop (or not) to decide whether the transaction finally commits. The
+//! tests make it lose on purpose — a script reads `hot`, waits until another
+//! connection, looping on `SET tick:<n>` then `INCR hot`, has written twice
+//! (the key count it reads grew by two), and writes `hot` — and stop the
+//! loop (or not) to decide whether the transaction finally commits. The
 //! node's `conflicts` counter (INFO transactions) going up shows that it did
 //! retry; every assertion is about what ran, never about how long it took.
 //!
@@ -39,37 +40,33 @@ use common::redis_server::RedisServer;
 use common::Elsa;
 use resp::{Conn, Reply};
 
-/// Reads KEYS[1], spins ARGV[2] µs, then writes KEYS[1] and the key ARGV[1]:
-/// with `hot` INCRed meanwhile, its commit loses and it runs again.
-const SPIN_WRITE: &str = "
+/// Reads KEYS[1] (`hot`), publishes ARGV[3] on `ch` unless it is empty,
+/// waits until two more keys exist (the hammer wrote twice, so INCRed `hot`
+/// after the read: this attempt must lose) or ARGV[2] µs passed, then
+/// writes KEYS[1] and the key ARGV[1].
+const SPIN: &str = "
     local v = redis.call('GET', KEYS[1])
+    if ARGV[3] ~= '' then redis.call('PUBLISH', 'ch', ARGV[3]) end
+    local n0 = redis.call('DBSIZE')
     local t = redis.call('TIME')
     local t0 = t[1] * 1000000 + t[2]
     repeat
         local n = redis.call('TIME')
-    until n[1] * 1000000 + n[2] - t0 >= tonumber(ARGV[2])
+    until redis.call('DBSIZE') >= n0 + 2 or n[1] * 1000000 + n[2] - t0 >= tonumber(ARGV[2])
     redis.call('INCRBY', KEYS[1], 1000000)
     redis.call('SET', ARGV[1], 'written')
     return 'done'
 ";
 
-/// [`SPIN_WRITE`] that also publishes ARGV[3] on channel `ch` before the spin.
-const SPIN_PUBLISH: &str = "
-    local v = redis.call('GET', KEYS[1])
-    redis.call('PUBLISH', 'ch', ARGV[3])
-    local t = redis.call('TIME')
-    local t0 = t[1] * 1000000 + t[2]
-    repeat
-        local n = redis.call('TIME')
-    until n[1] * 1000000 + n[2] - t0 >= tonumber(ARGV[2])
-    redis.call('INCRBY', KEYS[1], 1000000)
-    redis.call('SET', ARGV[1], 'written')
-    return 'done'
-";
+/// The longest wait (µs) of a run meant to commit once the hammer stops.
+const THEN_COMMIT: &str = "50000";
 
-/// The spin (µs) of a run that is to lose every one of its attempts: long
-/// enough that the hammer INCRs `hot` within each, even on a loaded host.
-const LOSE_ALWAYS: &str = "15000";
+/// The longest wait (µs) of a run meant to lose every attempt: only a
+/// safety bound, the hammer's writes end each wait first.
+const LOSE_ALWAYS: &str = "5000000";
+
+/// Names the hammers' new keys, unique in the process.
+static TICKS: AtomicU64 = AtomicU64::new(0);
 
 fn conn(port: u16) -> Conn {
     Conn::connect(port).expect("connect")
@@ -89,7 +86,8 @@ fn call(c: &mut Conn, parts: &[&str]) -> Reply {
     c.read()
 }
 
-/// A connection INCRing `hot` (in db 0) as fast as it can until stopped.
+/// A connection writing a new key and INCRing `hot` (in db 0), again and
+/// again, until stopped.
 struct Hammer {
     stop: Arc<AtomicBool>,
     done: Arc<AtomicU64>,
@@ -105,6 +103,13 @@ impl Hammer {
         let thread = std::thread::spawn(move || {
             let mut c = conn(port);
             while !s.load(Ordering::Relaxed) {
+                // A new key, then `hot`: a script that saw the key count
+                // grow by two read `hot` before an INCR (see [`SPIN`]).
+                let tick = format!("tick:{}", TICKS.fetch_add(1, Ordering::Relaxed));
+                match c.call(&[b"SET", tick.as_bytes(), b"1"]) {
+                    Reply::Simple(_) => {}
+                    other => panic!("SET {tick}: {other}"),
+                }
                 match c.call(&[b"INCR", b"hot"]) {
                     Reply::Int(_) => {}
                     other => panic!("INCR hot: {other}"),
@@ -196,7 +201,10 @@ fn exec_retries_start_in_the_database_exec_began_in() {
     let before = conflicts(&mut c);
     let hammer = Hammer::start(elsa.port);
     assert_eq!(line(&mut c, "MULTI"), "+OK");
-    queue(&mut c, &["EVAL", SPIN_WRITE, "1", "hot", "marker", "3000"]);
+    queue(
+        &mut c,
+        &["EVAL", SPIN, "1", "hot", "marker", THEN_COMMIT, ""],
+    );
     queue(&mut c, &["SELECT", "1"]);
     let r = exec_while_hammered(&mut c, hammer);
     assert_eq!(r.to_string(), r#"["done", +OK]"#);
@@ -222,7 +230,7 @@ fn queued_side_effects_run_once_after_the_commit() {
     let before = conflicts(&mut c);
     let hammer = Hammer::start(elsa.port);
     assert_eq!(line(&mut c, "MULTI"), "+OK");
-    queue(&mut c, &["EVAL", SPIN_WRITE, "1", "hot", "m1", "3000"]);
+    queue(&mut c, &["EVAL", SPIN, "1", "hot", "m1", THEN_COMMIT, ""]);
     queue(&mut c, &["PUBLISH", "ch", "x"]);
     queue(&mut c, &["CLIENT", "SETNAME", "n1"]);
     let r = exec_while_hammered(&mut c, hammer);
@@ -235,7 +243,7 @@ fn queued_side_effects_run_once_after_the_commit() {
     // queued after it, as in Redis.
     let hammer = Hammer::start(elsa.port);
     assert_eq!(line(&mut c, "MULTI"), "+OK");
-    queue(&mut c, &["EVAL", SPIN_WRITE, "1", "hot", "m2", "3000"]);
+    queue(&mut c, &["EVAL", SPIN, "1", "hot", "m2", THEN_COMMIT, ""]);
     queue(&mut c, &["FLUSHDB"]);
     queue(&mut c, &["SET", "after", "1"]);
     let r = exec_while_hammered(&mut c, hammer);
@@ -251,7 +259,7 @@ fn queued_side_effects_run_once_after_the_commit() {
     assert_eq!(line(&mut c, "SET keep 1"), "+OK");
     let hammer = Hammer::start(elsa.port);
     assert_eq!(line(&mut c, "MULTI"), "+OK");
-    queue(&mut c, &["EVAL", SPIN_WRITE, "1", "hot", "m3", LOSE_ALWAYS]);
+    queue(&mut c, &["EVAL", SPIN, "1", "hot", "m3", LOSE_ALWAYS, ""]);
     queue(&mut c, &["PUBLISH", "ch", "y"]);
     queue(&mut c, &["CLIENT", "SETNAME", "n2"]);
     queue(&mut c, &["CONFIG", "SET", "maxmemory-samples", "9"]);
@@ -311,7 +319,7 @@ fn publish_from_a_script_is_delivered_once_after_commit() {
     // Retried, then committed: one message.
     let before = conflicts(&mut c);
     let hammer = Hammer::start(elsa.port);
-    c.send(&[args(&["EVAL", SPIN_PUBLISH, "1", "hot", "m1", "3000", "z"])]);
+    c.send(&[args(&["EVAL", SPIN, "1", "hot", "m1", THEN_COMMIT, "z"])]);
     std::thread::sleep(Duration::from_millis(150));
     hammer.stop();
     assert_eq!(c.read().to_string(), "\"done\"");
@@ -320,10 +328,7 @@ fn publish_from_a_script_is_delivered_once_after_commit() {
 
     // Never committed: no message.
     let hammer = Hammer::start(elsa.port);
-    let r = call(
-        &mut c,
-        &["EVAL", SPIN_PUBLISH, "1", "hot", "m2", LOSE_ALWAYS, "w"],
-    );
+    let r = call(&mut c, &["EVAL", SPIN, "1", "hot", "m2", LOSE_ALWAYS, "w"]);
     hammer.stop();
     assert!(
         matches!(&r, Reply::Error(e) if e.starts_with(b"CONFLICT")),
