@@ -360,6 +360,14 @@ fn publish_from_a_script_is_delivered_once_after_commit() {
     assert_eq!(call(&mut c, &["EVAL", publish, "0", "a"]), Reply::Int(1));
     assert_eq!(line(&mut c, "ABORT"), "+OK");
     assert_eq!(count_before_end(&mut sub, &mut c, "a", "end6"), 0);
+    // A script failing inside BEGIN leaves its writes in the transaction
+    // (docs/transactions.md), and its messages go with them.
+    assert_eq!(line(&mut c, "BEGIN"), "+OK");
+    let fails = "redis.call('SET', 'f', '1') redis.call('PUBLISH', 'ch', 'f') error('boom')";
+    assert!(call(&mut c, &["EVAL", fails, "0"]).is_error());
+    assert!(matches!(c.call(&[b"COMMIT"]), Reply::Int(_)));
+    assert_eq!(count_before_end(&mut sub, &mut c, "f", "end6b"), 1);
+    assert_eq!(line(&mut c, "GET f"), "\"1\"");
 
     // Inside an EXEC with a script: once, in order with a queued PUBLISH.
     assert_eq!(line(&mut c, "MULTI"), "+OK");

@@ -113,17 +113,16 @@ impl Conn {
             argv: args[split..].to_vec(),
             ro,
         };
+        if self.s.txn.is_some() {
+            // Inside BEGIN (or an EXEC run as one transaction): join it.
+            // What it published goes with what it wrote: kept in the open
+            // transaction even if it fails, and sent if that commits.
+            let outcome = self.run_script(&script).await;
+            return self.answer(&script, outcome);
+        }
         // What the script publishes goes out once its transaction commits
         // (`crate::effects`): dropped with a failed run or a lost attempt.
         let mark = self.s.effects.len();
-        if self.s.txn.is_some() {
-            // Inside BEGIN (or an EXEC run as one transaction): join it.
-            let outcome = self.run_script(&script).await;
-            if !matches!(outcome, Outcome::Ran(_)) {
-                self.drop_effects(mark);
-            }
-            return self.answer(&script, outcome);
-        }
         let mut attempt = 0;
         loop {
             self.s.txn = Some(Txn::begin(&self.coord, Isolation::Snapshot, self.s.ack));
