@@ -222,6 +222,22 @@ impl Txn {
         !self.writes.is_empty()
     }
 
+    /// The keys it wrote, each with its hash and the type it shows at
+    /// `now_ms` as Redis's TYPE names it (`"none"` for a delete or a lapsed
+    /// TTL): what a whole-key-space read inside it (KEYS, SCAN, DBSIZE,
+    /// RANDOMKEY) lays over the shards' answer.
+    pub fn written(&self, now_ms: u64) -> impl Iterator<Item = (&Bytes, u64, &'static str)> {
+        self.writes.iter().map(move |(key, w)| {
+            let kind = match &w.value {
+                None => "none",
+                Some(Value::Str(c)) if c.expire_ms.is_some_and(|at| at <= now_ms) => "none",
+                Some(Value::Str(_)) => "string",
+                Some(Value::Typed(s)) => s.kind(now_ms).name(),
+            };
+            (key, w.hash, kind)
+        })
+    }
+
     /// Runs one op inside the transaction: reads see its own writes, then its
     /// read buffer (RR/SI), then the shard; writes go to the write buffer.
     pub async fn apply(&mut self, coord: &Coordinator, kop: KeyOp) -> Result<OpReply, TxnError> {
