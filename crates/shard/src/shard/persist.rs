@@ -330,19 +330,22 @@ impl Shard {
             .rotate(Box::new(segment))
             .map_err(|e| format!("log rotation: {e}"))?;
         d.seq = seq;
+        // An expired value is kept, as the tombstone it is to merges: left
+        // out, an older live copy a peer still has (or sends late) would
+        // come back after a restart (issue 41). The collector frees it
+        // like any tombstone.
         let now = unix_ms();
-        let entries = self
-            .table
-            .iter()
-            .filter(|r| r.expire_ms().is_none_or(|at| at > now))
-            .map(|r| crate::wal::codec::EntryRef {
+        let entries = self.table.iter().map(|r| {
+            let expired = r.typed().is_none() && r.expire_ms().is_some_and(|at| at <= now);
+            crate::wal::codec::EntryRef {
                 key: r.key(),
                 typed: r.typed().map(|s| &**s),
-                value: r.value(),
-                expire_ms: r.expire_ms(),
+                value: if expired { None } else { r.value() },
+                expire_ms: if expired { None } else { r.expire_ms() },
                 start_ts: r.start_ts,
                 version: r.version(),
-            });
+            }
+        });
         d.dir
             .write_snapshot(seq, index, entries)
             .map_err(|e| format!("snapshot file: {e}"))

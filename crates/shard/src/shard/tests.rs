@@ -1697,3 +1697,49 @@ fn eviction_deletes_like_del_and_prefers_the_least_recently_used() {
     limit.set_used(1 + 200);
     assert!(limit.oom(), "every shard is stuck: writes are refused");
 }
+
+#[test]
+fn an_expired_key_stays_a_tombstone_in_the_snapshot() {
+    // Issue 41, defect 9: an expired value acts as a tombstone to merges.
+    // Snapshots used to leave it out, and after a restart an older live
+    // copy from a peer brought the key back.
+    let dir = std::env::temp_dir().join(format!("elsa-shard-expired-snap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut s = durable_shard(&dir);
+    let entry = |value: &str, expire_ms: Option<u64>, ts: u64| LogEntry {
+        key: Bytes::from("gone"),
+        state: EntryState::Plain(Some(Current {
+            value: Bytes::from(value.to_string()),
+            expire_ms,
+        })),
+        start_ts: 1,
+        version: Version::new(ts, 9),
+        unit: Default::default(),
+    };
+    let (tx, _rx) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Merge {
+        entries: vec![entry("short-lived", Some(unix_ms() - 1000), 2000 << 16)],
+        park: false,
+        reply: tx,
+    });
+    s.flush_wal();
+    let (name, _) = s.op_dump(2).unwrap();
+    s.close_wal();
+    DataDir::open(&dir)
+        .unwrap()
+        .commit_manifest(&crate::wal::files::Manifest {
+            seq: 2,
+            files: vec![name],
+            unix_secs: 0,
+        })
+        .unwrap();
+    let mut r = recovered(&dir);
+    let (tx, _rx) = tokio::sync::oneshot::channel();
+    r.handle(ShardMsg::Merge {
+        entries: vec![entry("older", None, 1000 << 16)],
+        park: false,
+        reply: tx,
+    });
+    assert_eq!(value(&mut r, "gone"), None, "an older copy came back");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
