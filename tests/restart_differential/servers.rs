@@ -92,12 +92,13 @@ impl ElsaServer {
 
     /// Stops the node `kind`'s way and starts another on the same files.
     pub fn restart(&mut self, kind: RestartKind) -> Result<(), String> {
-        stop("elsa", self.node.port, &mut self.node.child, kind)?;
+        stop("elsa", self.node.port, &mut self.node.child, kind)
+            .map_err(|e| format!("stop: {e}"))?;
         let refs: Vec<&str> = self.flags.iter().map(String::as_str).collect();
         let data = self.node.data_dir.clone();
         let log = self.node.log.clone();
         self.node = Node::spawn(&data, &log, &refs);
-        wait_elsa(&mut self.node)
+        wait_elsa(&mut self.node).map_err(|e| format!("start: {e}"))
     }
 }
 
@@ -217,6 +218,26 @@ fn spawn_redis(dir: &Path, log: &Path) -> Result<(u16, Child), String> {
     Ok((port, child))
 }
 
+/// How long SAVE is retried while a save is already in progress.
+const SAVE_RETRY: Duration = Duration::from_secs(30);
+
+/// `SAVE`, retried while it answers that a save is in progress: Elsa's
+/// periodic snapshot (`snapshot-interval-sec`, `docs/durability.md`,
+/// Snapshots) is Redis's save point, and SAVE meets a running one with
+/// `-ERR Background save already in progress` in both.
+pub fn save(c: &mut Conn) -> Reply {
+    let deadline = Instant::now() + SAVE_RETRY;
+    loop {
+        let r = c.call(&[b"SAVE"]);
+        match &r {
+            Reply::Error(t) if t.ends_with(b"already in progress") && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            _ => return r,
+        }
+    }
+}
+
 /// Sends `sig` to `pid` (the process this test started).
 fn signal(pid: u32, sig: &str) {
     let _ = Command::new("kill")
@@ -255,7 +276,7 @@ fn stop(who: &str, port: u16, child: &mut Child, kind: RestartKind) -> Result<()
         RestartKind::SaveKill9 => {
             let mut c = Conn::connect(port).map_err(|e| format!("{who}: connect: {e}"))?;
             c.set_read_timeout(STOP_TIMEOUT);
-            let r = c.call(&[b"SAVE"]);
+            let r = save(&mut c);
             if r != Reply::Simple(b"OK".to_vec()) {
                 return Err(format!("{who}: SAVE answered {r}"));
             }
