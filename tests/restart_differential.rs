@@ -36,7 +36,8 @@
 //!
 //! Replay one sequence: `ELSA_RDIFF_SEED=<seed> ELSA_RDIFF_SEQUENCES=1`
 //! (add `ELSA_RDIFF_SHRINK=200` for a minimal repro, `ELSA_KEEP_TEST_DIRS=1`
-//! to keep the files and server logs).
+//! to keep the files and server logs). Look past a known divergence by
+//! leaving commands out: `ELSA_RDIFF_SKIP=FLUSHDB,FLUSHALL`.
 
 mod common;
 
@@ -78,6 +79,8 @@ struct Kind {
     signature: String,
     seeds: Vec<u64>,
     by_restart: BTreeMap<String, usize>,
+    /// Sequences per differing key's kind and type.
+    by_tag: BTreeMap<String, usize>,
     first: String,
     shrunk: Option<String>,
 }
@@ -102,12 +105,17 @@ fn keyspace_survives_restarts_as_in_redis() {
     let len = env_or::<usize>("ELSA_RDIFF_LEN", 60);
     let base = env_or::<u64>("ELSA_RDIFF_SEED", 1);
     let shrink_runs = env_or::<usize>("ELSA_RDIFF_SHRINK", 0);
+    let skip: Vec<String> = env_or::<String>("ELSA_RDIFF_SKIP", String::new())
+        .split(',')
+        .map(|s| s.trim().to_uppercase())
+        .filter(|s| !s.is_empty())
+        .collect();
     let started = Instant::now();
     let mut stats = Stats::default();
     let mut kinds: Vec<Kind> = Vec::new();
     let mut failed = 0;
     for i in 0..sequences {
-        let seq = gen_rdiff::sequence(base + i, len);
+        let seq = gen_rdiff::without(gen_rdiff::sequence(base + i, len), &skip);
         let outcome = match run::run(&seq) {
             Ok(o) => o,
             Err(e) => panic!("harness failure at seed {}: {e}", seq.seed),
@@ -124,6 +132,7 @@ fn keyspace_survives_restarts_as_in_redis() {
                     signature: f.signature.clone(),
                     seeds: Vec::new(),
                     by_restart: BTreeMap::new(),
+                    by_tag: BTreeMap::new(),
                     first: String::new(),
                     shrunk: None,
                 });
@@ -134,6 +143,9 @@ fn keyspace_survives_restarts_as_in_redis() {
         kind.seeds.push(seq.seed);
         let r = f.restart.map(|k| k.to_string()).unwrap_or("none".into());
         *kind.by_restart.entry(r).or_default() += 1;
+        for t in &f.tags {
+            *kind.by_tag.entry(t.clone()).or_default() += 1;
+        }
         let full = format!(
             "  {}\n{}{}\n",
             header(&seq, &f),
@@ -194,6 +206,10 @@ fn keyspace_survives_restarts_as_in_redis() {
             restarts.join(", "),
             seeds.join(" ")
         );
+        if !k.by_tag.is_empty() {
+            let tags: Vec<String> = k.by_tag.iter().map(|(t, c)| format!("{t}: {c}")).collect();
+            let _ = writeln!(report, "  keys by type: {}", tags.join(", "));
+        }
         match &k.shrunk {
             Some(s) => report.push_str(s),
             None => report.push_str(&k.first),

@@ -69,6 +69,9 @@ pub struct Failure {
     pub command: Option<usize>,
     /// What differed, for the report.
     pub detail: String,
+    /// For a key-space divergence: each differing key's kind of difference
+    /// and type ("extra in elsa string"), sorted, without repeats.
+    pub tags: Vec<String>,
 }
 
 /// The result of one run.
@@ -164,6 +167,7 @@ pub fn run(seq: &RSequence) -> Result<Outcome, String> {
                     restart: None,
                     item: 0,
                     command: None,
+                    tags: Vec::new(),
                     detail: why,
                 }),
                 notes: BTreeMap::new(),
@@ -211,6 +215,7 @@ impl Runner {
             restart: self.last_restart,
             item,
             command: None,
+            tags: Vec::new(),
             detail,
         }
     }
@@ -291,6 +296,7 @@ impl Runner {
                 restart: self.last_restart,
                 item: i,
                 command: Some(n),
+                tags: Vec::new(),
                 detail: format!("    redis: {r}\n    elsa:  {e}\n    ({why})"),
             });
         }
@@ -383,6 +389,7 @@ impl Runner {
                     restart: self.last_restart,
                     item: i,
                     command: Some(n0),
+                    tags: Vec::new(),
                     detail: format!("    elsa:  {opened}"),
                 });
             }
@@ -398,6 +405,7 @@ impl Runner {
                         restart: self.last_restart,
                         item: i,
                         command: Some(n0 + 1 + k),
+                        tags: Vec::new(),
                         detail: format!(
                             "    redis (in EXEC): {x}\n    elsa (in BEGIN):  {y}\n    ({why})"
                         ),
@@ -422,6 +430,7 @@ impl Runner {
                         restart: self.last_restart,
                         item: i,
                         command: Some(n0 + cmds.len() + 1),
+                        tags: Vec::new(),
                         detail: format!("    elsa:  {commit} (attempt {attempt})"),
                     })
                 }
@@ -518,14 +527,19 @@ impl Runner {
         let mut tags: Vec<String> = diffs.iter().map(|d| d.tag()).collect();
         tags.sort();
         tags.dedup();
+        // Grouped by the kinds of difference; the types are counted per
+        // group in the report.
+        let mut classes: Vec<&str> = diffs.iter().map(|d| d.class).collect();
+        classes.sort_unstable();
+        classes.dedup();
         let phase_sig = match phase {
             "after the restart" => "after a restart",
             other => other,
         };
         let detail: Vec<String> = diffs.iter().map(|d| format!("      {d}")).collect();
-        Err(self.fail(
+        let mut f = self.fail(
             i,
-            format!("key space {phase_sig}: {}", tags.join(", ")),
+            format!("key space {phase_sig}: {}", classes.join(", ")),
             format!(
                 "    {phase}: {} keys differ (redis has {}, elsa {}):\n{}",
                 diffs.len(),
@@ -533,7 +547,9 @@ impl Runner {
                 elsa.len(),
                 detail.join("\n")
             ),
-        ))
+        );
+        f.tags = tags;
+        Err(f)
     }
 }
 
