@@ -23,11 +23,14 @@
 //! `RECORD_TTL_MS` in `crates/txn/src/record.rs`) is not configurable, so
 //! no run outlives a record; the cluster variant of issue 41.
 //!
-//! Size: `ELSA_RDIFF_SEQUENCES` sequences (default 24) of about
-//! `ELSA_RDIFF_LEN` commands (default 60), seeds from `ELSA_RDIFF_SEED`
-//! (default 1); `ELSA_RDIFF_SHRINK` runs spent shrinking the first failure
-//! of each kind (default 0: each run restarts both servers, so shrinking
-//! takes minutes). The long run (about 20,000 sequences, 50,000 restarts):
+//! Size: `ELSA_RDIFF_SEQUENCES` sequences (default 40: about 2 minutes
+//! in a debug build on two cores) of about `ELSA_RDIFF_LEN` commands
+//! (default 60), seeds from `ELSA_RDIFF_SEED` (default 1);
+//! `ELSA_RDIFF_SHRINK` runs spent shrinking the first failure of each kind
+//! (default 0: each run starts both servers afresh, so shrinking takes
+//! minutes). A sequence averages 2.3 restarts and 2–3 s. The long run,
+//! 20,000 sequences (about 46,000 restarts; split the seeds over machines
+//! with `ELSA_RDIFF_SEED`):
 //!
 //! ```text
 //! ELSA_RDIFF_SEQUENCES=20000 cargo test --release --test restart_differential \
@@ -101,7 +104,7 @@ fn header(seq: &RSequence, f: &Failure) -> String {
 
 #[test]
 fn keyspace_survives_restarts_as_in_redis() {
-    let sequences = env_or::<u64>("ELSA_RDIFF_SEQUENCES", 24);
+    let sequences = env_or::<u64>("ELSA_RDIFF_SEQUENCES", 40);
     let len = env_or::<usize>("ELSA_RDIFF_LEN", 60);
     let base = env_or::<u64>("ELSA_RDIFF_SEED", 1);
     let shrink_runs = env_or::<usize>("ELSA_RDIFF_SHRINK", 0);
