@@ -40,7 +40,7 @@ use crate::gen_rdiff::{Item, RSequence};
 use crate::keyspace::{self, Dump};
 use crate::norm::{compare, Norm};
 use crate::resp::{Conn, Reply};
-use crate::servers::{elsa_flags, save, ElsaServer, RedisPersistent, RestartKind};
+use crate::servers::{save, RedisPersistent, RestartKind, Subject};
 
 /// Counts of one run, summed over the whole test.
 #[derive(Default, Clone)]
@@ -165,7 +165,7 @@ fn sig(r: &Reply) -> String {
 
 struct Runner {
     redis: RedisPersistent,
-    elsa: ElsaServer,
+    elsa: Subject,
     pair: Pair,
     /// Norms of the commands queued since MULTI (None: not in MULTI).
     queued: Option<Vec<(Judge, Cmd)>>,
@@ -182,7 +182,7 @@ struct Runner {
 pub fn run(seq: &RSequence) -> Result<Outcome, String> {
     let dir = TestDir::new("rdiff");
     let redis = RedisPersistent::start(&dir.root.join("redis"))?;
-    let elsa = match ElsaServer::start(&dir, elsa_flags(seq.snapshot_sec)) {
+    let elsa = match Subject::start(&dir, seq.snapshot_sec, selftest()) {
         Ok(e) => e,
         Err(why) => {
             return Ok(Outcome {
@@ -582,6 +582,12 @@ impl Runner {
         f.tags = tags;
         Err(f)
     }
+}
+
+/// `ELSA_RDIFF_SELFTEST=1`: a second `redis-server` in Elsa's place (the
+/// checker's own test: any divergence is the checker's).
+pub fn selftest() -> bool {
+    std::env::var_os("ELSA_RDIFF_SELFTEST").is_some()
 }
 
 fn now_ms() -> i64 {

@@ -72,6 +72,38 @@ pub fn elsa_flags(snapshot_sec: u64) -> Vec<String> {
     .collect()
 }
 
+/// The server under test: Elsa, or — for the checker's self-test — a
+/// second `redis-server`, which must never diverge from the first.
+pub enum Subject {
+    Elsa(ElsaServer),
+    Redis(RedisPersistent),
+}
+
+impl Subject {
+    /// Elsa on `dir`, or with `selftest` a second Redis there.
+    pub fn start(dir: &TestDir, snapshot_sec: u64, selftest: bool) -> Result<Subject, String> {
+        if selftest {
+            return RedisPersistent::start(&dir.root.join("redis-subject")).map(Subject::Redis);
+        }
+        ElsaServer::start(dir, elsa_flags(snapshot_sec)).map(Subject::Elsa)
+    }
+
+    pub fn port(&self) -> u16 {
+        match self {
+            Subject::Elsa(e) => e.port(),
+            Subject::Redis(r) => r.port(),
+        }
+    }
+
+    /// As [`ElsaServer::restart`]; errors begin `stop:` or `start:`.
+    pub fn restart(&mut self, kind: RestartKind) -> Result<(), String> {
+        match self {
+            Subject::Elsa(e) => e.restart(kind),
+            Subject::Redis(r) => r.restart(kind).map_err(|e| format!("start: {e}")),
+        }
+    }
+}
+
 /// An Elsa node on files that outlive it.
 pub struct ElsaServer {
     node: Node,
