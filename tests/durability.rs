@@ -23,6 +23,8 @@ mod crash;
 mod diskfull;
 #[path = "durability/edges.rs"]
 mod edges;
+#[path = "durability/resurrection.rs"]
+mod resurrection;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

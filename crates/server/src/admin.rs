@@ -8,6 +8,7 @@ use elsa_txn::TxnError;
 
 use crate::cmd::{self, int_arg, is, Control, COMMANDS};
 use crate::conn::Conn;
+use crate::txn_keyspace::{overlay, scan_place};
 use elsa_shard::table::SEGMENTS;
 
 /// Control commands that may be queued inside MULTI and run at EXEC in
@@ -213,13 +214,21 @@ impl Conn {
         Ok(out)
     }
 
+    /// DBSIZE; inside a transaction, with its own writes counted
+    /// (`crate::txn_keyspace`).
     async fn dbsize(&self) -> Result<usize, TxnError> {
         let db = self.s.db;
-        Ok(self
+        let n: usize = self
             .each_shard(|reply| AdminMsg::Dbsize { db, reply })
             .await?
             .into_iter()
-            .sum())
+            .sum();
+        let own = self.own_writes(db);
+        if own.is_empty() {
+            return Ok(n);
+        }
+        let delta = self.own_dbsize_delta(&own).await?;
+        Ok((n as i64 + delta).max(0) as usize)
     }
 
     /// Per database with keys: its keys, keys with a TTL and their mean
@@ -243,10 +252,20 @@ impl Conn {
     /// RANDOMKEY: a live key of a shard picked at random (the next one if
     /// it has none), picked at random there. Every key can come out, though
     /// not with equal odds when shards hold different numbers of keys.
+    /// Inside a transaction that wrote keys of the database: one of all
+    /// the keys it shows, picked at random (`crate::txn_keyspace`).
     async fn random_key(&self) -> Result<Option<Bytes>, TxnError> {
         let shards = self.coord.node.shards();
         let seed: u64 = rand::random();
         let db = self.s.db;
+        let own = self.own_writes(db);
+        if !own.is_empty() {
+            let mut keys = self.all_keys(db, None).await?;
+            overlay(&own, &mut keys, None, None, |_| true);
+            return Ok(
+                (!keys.is_empty()).then(|| keys[(seed % keys.len() as u64) as usize].clone())
+            );
+        }
         for i in 0..shards {
             let shard = self.coord.node.local((seed as usize + i) % shards);
             let seed = seed.rotate_left(17);
@@ -368,33 +387,62 @@ impl Conn {
                 break (shard * SEGMENTS + segment) as u64;
             }
         };
+        // Inside a transaction: its own writes, each on the page that
+        // covers its place (so a full scan lists it once).
+        let own = self.own_writes(db);
+        if !own.is_empty() {
+            let end = if next == 0 {
+                shards * SEGMENTS as u64
+            } else {
+                next
+            };
+            let shards = shards as usize;
+            let page = cursor..end;
+            overlay(&own, &mut keys, pattern.as_deref(), kind.as_deref(), |h| {
+                page.contains(&scan_place(h, shards))
+            });
+        }
         let mut w = self.w();
         w.array(2);
         w.bulk(next.to_string().as_bytes());
         w.bulks(keys.iter().map(|k| &k[..]));
     }
 
+    /// KEYS; inside a transaction, with its own writes laid over
+    /// (`crate::txn_keyspace`).
     async fn keys(&mut self, pattern: &Bytes) {
         let all_match = &pattern[..] == b"*";
         let pat = (!all_match).then(|| pattern.clone());
         let db = self.s.db;
-        let got = self
-            .each_shard(move |reply| AdminMsg::Scan {
-                db,
-                segment: 0,
-                count: usize::MAX,
-                pattern: pat.clone(),
-                kind: None,
-                reply,
-            })
-            .await;
-        match got {
-            Ok(parts) => {
-                let keys: Vec<Bytes> = parts.into_iter().flat_map(|(k, _)| k).collect();
+        match self.all_keys(db, pat.clone()).await {
+            Ok(mut keys) => {
+                overlay(
+                    &self.own_writes(db),
+                    &mut keys,
+                    pat.as_deref(),
+                    None,
+                    |_| true,
+                );
                 self.w().bulks(keys.iter().map(|k| &k[..]));
             }
             Err(e) => self.w().error(&e.to_string()),
         }
+    }
+
+    /// Every live key of database `db` on this node's shards (matching
+    /// `pattern`, if given).
+    async fn all_keys(&self, db: u8, pattern: Option<Bytes>) -> Result<Vec<Bytes>, TxnError> {
+        let parts = self
+            .each_shard(move |reply| AdminMsg::Scan {
+                db,
+                segment: 0,
+                count: usize::MAX,
+                pattern: pattern.clone(),
+                kind: None,
+                reply,
+            })
+            .await?;
+        Ok(parts.into_iter().flat_map(|(k, _)| k).collect())
     }
 
     /// Redis's refusal of a container command's subcommand (unknown, or

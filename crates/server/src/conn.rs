@@ -97,6 +97,10 @@ pub(crate) struct Session {
     /// When this connection's commits are acknowledged (ACK).
     pub ack: elsa_shard::AckLevel,
     pub txn: Option<Txn>,
+    /// What the open transaction (a script's, a scripted EXEC's, BEGIN's)
+    /// does outside the key space, taken once it commits
+    /// (`crate::effects`).
+    pub effects: Vec<crate::effects::Effect>,
     pub multi: Option<Vec<Queued>>,
     pub multi_failed: bool,
     pub watches: Watched,
@@ -256,6 +260,7 @@ impl Conn {
                 tracking: None,
                 ack,
                 txn: None,
+                effects: Vec::new(),
                 multi: None,
                 multi_failed: false,
                 watches: Watched::default(),

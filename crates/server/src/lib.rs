@@ -6,6 +6,10 @@
 //! - [`resp`]: the RESP2/RESP3 codec.
 //! - [`cmd`]: the command table and the data commands' parsers.
 //! - `session`: transactions, MULTI/EXEC/WATCH, AUTH, HELLO.
+//! - `effects`: what a transaction does outside the key space (a script's
+//!   PUBLISH, a scripted EXEC's CLIENT/CONFIG…), taken once it commits.
+//! - `txn_keyspace`: KEYS, SCAN, DBSIZE, RANDOMKEY inside a transaction,
+//!   with its own writes laid over the shards' answer.
 //! - `admin`, `info`: server and keyspace commands, INFO, CONFIG GET.
 //! - [`cmdstats`], [`slowlog`], [`latency`], [`runtime`], `rates`, `intro`:
 //!   introspection — command statistics, SLOWLOG, LATENCY, CONFIG SET's
@@ -30,6 +34,7 @@ pub mod cmdstats;
 mod command_cmd;
 pub mod config;
 pub mod conn;
+mod effects;
 mod http;
 mod info;
 mod info_sections;
@@ -48,6 +53,7 @@ mod session;
 pub mod slowlog;
 pub mod tls;
 pub mod tracking;
+mod txn_keyspace;
 
 /// The `lua_script` fuzz target's entry point (`fuzz/`): scripts run on a
 /// script thread's Lua state, their calls answered with canned replies.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use elsa_lattice::Hlc;
-use elsa_shard::wal::files::DataDir;
+use elsa_shard::wal::files::{DataDir, Origin};
 use elsa_shard::wal::Wal;
 use elsa_shard::AdminMsg;
 use elsa_shard::{KeyHasher, Shard, ShardMsg};
@@ -150,15 +150,21 @@ fn recover(
     // placed by today's ring even if the node had another shard count.
     let ring =
         elsa_cluster::ring::Ring::alone(config.node_id, workers as u16, config.cluster.vnodes);
-    let recovery = dir.recover(drop_unconfirmed, |record| {
+    let recovery = dir.recover(drop_unconfirmed, |record, origin| {
         for e in record {
-            // A committed transaction record puts back every write of its
-            // transaction, whichever shards' logs had their own parts: a
-            // multi-shard commit recovers all-or-nothing. (A record its
-            // region never confirmed is not replayed: the region may have
-            // settled the transaction aborted meanwhile.)
-            let more =
-                elsa_txn::record::restore_writes(&e.key, e.state.plain().map(|c| &c.value[..]));
+            // A committed transaction record in the log puts back every
+            // write of its transaction, whichever shards' logs had their
+            // own parts: a multi-shard commit recovers all-or-nothing. (A
+            // record its region never confirmed is not replayed: the region
+            // may have settled the transaction aborted meanwhile.) One in
+            // the snapshot is spent: its transaction is in the snapshot
+            // whole (`Origin::Snapshot`).
+            let more = match origin {
+                Origin::Log => {
+                    elsa_txn::record::restore_writes(&e.key, e.state.plain().map(|c| &c.value[..]))
+                }
+                Origin::Snapshot => Vec::new(),
+            };
             for e in std::iter::once(e).chain(more) {
                 let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
                 max_ts = max_ts.max(e.version.commit_ts);

@@ -30,7 +30,10 @@ impl Conn {
             Control::Ack => self.ack(&args),
             Control::Commit => self.commit().await,
             Control::Abort => match self.s.txn.take() {
-                Some(_) => self.w().simple("OK"),
+                Some(_) => {
+                    self.drop_effects(0);
+                    self.w().simple("OK")
+                }
                 None => self.w().error("ERR ABORT without BEGIN"),
             },
             Control::Multi => self.multi(),
@@ -60,6 +63,7 @@ impl Conn {
             Control::Reset => {
                 self.pubsub_reset();
                 self.s.txn = None;
+                self.drop_effects(0);
                 self.s.multi = None;
                 self.s.multi_failed = false;
                 self.s.watches.clear();
@@ -106,6 +110,7 @@ impl Conn {
                     .error("ERR syntax error: BEGIN [RC|RR|SI] [ACK local|region|all]")
             }
         }
+        self.drop_effects(0);
         self.s.txn = Some(Txn::begin(&self.coord, isolation, ack));
         self.w().simple("OK");
     }
@@ -134,7 +139,13 @@ impl Conn {
         let Some(txn) = self.s.txn.take() else {
             return self.w().error("ERR COMMIT without BEGIN");
         };
-        match txn.commit(&self.coord).await {
+        let result = txn.commit(&self.coord).await;
+        // What its scripts published goes out now, or never.
+        match result {
+            Ok(_) => drop(self.take_effects(0).await),
+            Err(_) => self.drop_effects(0),
+        }
+        match result {
             Ok(ts) => {
                 self.s.last_commit = Some(ts);
                 self.w().int(ts as i64);
@@ -347,7 +358,7 @@ impl Conn {
     }
 
     /// A control command queued in MULTI, run at EXEC in its place.
-    async fn run_queued(&mut self, c: Control, args: &[Bytes]) {
+    pub(crate) async fn run_queued(&mut self, c: Control, args: &[Bytes]) {
         match c {
             // MSETNX is atomic on its own: it runs as one step of the EXEC,
             // between the steps of the data commands around it.

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use elsa_lattice::{Crdt, KeyState, Ts, Version};
+use elsa_lattice::{KeyState, Ts, Version};
 use elsa_shard::ops::Value;
 use elsa_shard::{
     unix_ms, AckLevel, Check, FastMap, HashedKey, HoldMode, KeyOp, KeyView, OpReply,
@@ -140,9 +140,7 @@ impl KeyView for Overlay {
 
     fn merge(&mut self, key: &[u8], delta: KeyState) {
         if let Some(entry) = self.states.get_mut(key) {
-            let mut s = elsa_shard::ops::typed_of(entry.value.as_ref());
-            s.merge(delta);
-            entry.value = Some(Value::Typed(std::sync::Arc::new(s)));
+            elsa_shard::ops::merge_into(&mut entry.value, delta);
             entry.dirty = true;
         }
     }

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::str::FromStr;
 
 use bytes::Bytes;
-use elsa_lattice::{Crdt, KeyState, Ts, Version};
+use elsa_lattice::{KeyState, Ts, Version};
 use elsa_shard::ops::Value;
 use elsa_shard::{
     unix_ms, AckLevel, Check, CommitRequest, Expect, HashedKey, HoldMode, KeyOp, KeyView, Op,
@@ -122,6 +122,10 @@ struct ViewKey {
     key: Bytes,
     hash: u64,
     base: Option<Value>,
+    /// `base` was taken out of the write buffer (which gets it back, or
+    /// the write): the op holds the only copy, so a typed write merges in
+    /// place ([`elsa_shard::ops::merge_into`]).
+    owned: bool,
     write: Option<Option<Value>>,
 }
 
@@ -153,9 +157,13 @@ impl KeyView for TxnView {
 
     fn merge(&mut self, key: &[u8], delta: KeyState) {
         if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
-            let mut s = elsa_shard::ops::typed_of(k.shown());
-            s.merge(delta);
-            k.write = Some(Some(Value::Typed(std::sync::Arc::new(s))));
+            let mut value = match k.write.take() {
+                Some(w) => w,
+                None if k.owned => k.base.take(),
+                None => k.base.clone(),
+            };
+            elsa_shard::ops::merge_into(&mut value, delta);
+            k.write = Some(value);
         }
     }
 
@@ -214,6 +222,22 @@ impl Txn {
         !self.writes.is_empty()
     }
 
+    /// The keys it wrote, each with its hash and the type it shows at
+    /// `now_ms` as Redis's TYPE names it (`"none"` for a delete or a lapsed
+    /// TTL): what a whole-key-space read inside it (KEYS, SCAN, DBSIZE,
+    /// RANDOMKEY) lays over the shards' answer.
+    pub fn written(&self, now_ms: u64) -> impl Iterator<Item = (&Bytes, u64, &'static str)> {
+        self.writes.iter().map(move |(key, w)| {
+            let kind = match &w.value {
+                None => "none",
+                Some(Value::Str(c)) if c.expire_ms.is_some_and(|at| at <= now_ms) => "none",
+                Some(Value::Str(_)) => "string",
+                Some(Value::Typed(s)) => s.kind(now_ms).name(),
+            };
+            (key, w.hash, kind)
+        })
+    }
+
     /// Runs one op inside the transaction: reads see its own writes, then its
     /// read buffer (RR/SI), then the shard; writes go to the write buffer.
     pub async fn apply(&mut self, coord: &Coordinator, kop: KeyOp) -> Result<OpReply, TxnError> {
@@ -256,9 +280,9 @@ impl Txn {
             if view.keys.iter().any(|k| k.key == key) {
                 continue; // RENAME k k
             }
-            let base = if let Some(w) = self.writes.get(&key) {
-                w.value.clone()
-            } else if blind {
+            let owned = self.writes.contains_key(&key);
+            // A buffered key's value is taken below, once nothing can fail.
+            let base = if owned || blind {
                 None
             } else if let Some((_, rs, _)) = self.reads.get(&key) {
                 rs.value()
@@ -298,8 +322,12 @@ impl Txn {
                 key,
                 hash,
                 base,
+                owned,
                 write: None,
             });
+        }
+        for k in view.keys.iter_mut().filter(|k| k.owned) {
+            k.base = self.writes.get_mut(&k.key).and_then(|w| w.value.take());
         }
         view.now_ms = unix_ms();
         let reply = kop.op.apply(&kop.key, &mut view);
@@ -310,6 +338,12 @@ impl Txn {
             }
         }
         for k in view.keys {
+            if k.write.is_none() && k.owned {
+                if let Some(w) = self.writes.get_mut(&k.key) {
+                    w.value = k.base;
+                }
+                continue;
+            }
             if let Some(state) = k.write {
                 match self.writes.get_mut(&k.key) {
                     Some(w) => w.value = state,

@@ -189,15 +189,21 @@ impl Conn {
         }
     }
 
-    /// PUBLISH / SPUBLISH: to this node's subscribers at once (the reply
-    /// counts them, as Redis Cluster counts the publishing node's), and to
-    /// the other nodes' through the replication service.
-    fn publish(&mut self, space: Space, args: &[Bytes]) {
-        let (channel, payload) = (&args[1], &args[2]);
+    /// Delivers a message to this node's subscribers and hands it to the
+    /// other nodes; answers how many here received it.
+    pub(crate) fn publish_now(&self, space: Space, channel: &Bytes, payload: &Bytes) -> usize {
         let receivers = self.shared.pubsub.publish(space, channel, payload);
         if let Some(cluster) = &self.shared.cluster {
             cluster.publish(channel, payload, space == Space::Shard);
         }
+        receivers
+    }
+
+    /// PUBLISH / SPUBLISH: to this node's subscribers at once (the reply
+    /// counts them, as Redis Cluster counts the publishing node's), and to
+    /// the other nodes' through the replication service.
+    fn publish(&mut self, space: Space, args: &[Bytes]) {
+        let receivers = self.publish_now(space, &args[1], &args[2]);
         // A RESP3 subscriber publishing to itself sees its message before
         // the count, as in Redis.
         if self.drain_pushes() {

@@ -140,6 +140,25 @@ impl Registry {
         receivers
     }
 
+    /// How many local subscribers a publish on `channel` would reach now
+    /// (as [`Registry::publish`] counts them), without publishing: the
+    /// reply of a PUBLISH inside a script, whose message goes out only once
+    /// the script's transaction commits (`crate::effects`).
+    pub fn receivers(&self, space: Space, channel: &[u8]) -> usize {
+        let mut t = self.lock();
+        let open = |subs: &Vec<Arc<Subscriber>>| subs.iter().filter(|s| s.open()).count();
+        let mut n = t.space(space).get(channel).map_or(0, open);
+        if space == Space::Plain {
+            n += t
+                .patterns
+                .iter()
+                .filter(|(p, _)| elsa_shard::glob::matches(p, channel))
+                .map(|(_, subs)| open(subs))
+                .sum::<usize>();
+        }
+        n
+    }
+
     /// PUBSUB CHANNELS / SHARDCHANNELS: channels with a subscriber here,
     /// matching `pattern` if given.
     pub fn channels(&self, space: Space, pattern: Option<&[u8]>) -> Vec<Bytes> {

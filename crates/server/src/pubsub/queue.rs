@@ -209,6 +209,12 @@ impl Subscriber {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// False once the subscriber is being disconnected (it takes nothing
+    /// more): what a publish would count it as.
+    pub fn open(&self) -> bool {
+        !self.lock().closed
+    }
+
     /// Queues a message and wakes the connection; false when the
     /// subscriber is being disconnected (it takes nothing more).
     pub fn push(&self, msg: Msg) -> bool {

@@ -7,7 +7,8 @@
 //!   `redis.*` API.
 //! - [`convert`]: Redis reply ↔ Lua value conversions.
 //! - `run`: running one script for a connection — its transaction, its
-//!   `redis.call`s, retries on conflict, scripts inside MULTI.
+//!   `redis.call`s, retries on conflict.
+//! - `exec`: an EXEC whose queue holds a script, run as one transaction.
 //! - `fuzzing`: a script thread and canned replies for the `lua_script`
 //!   fuzz target (`fuzz/`).
 //!
@@ -21,6 +22,7 @@ mod cjson;
 mod clib;
 mod cmsgpack;
 pub mod convert;
+mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
 mod lstruct;
@@ -168,6 +170,10 @@ fn allowed_in_script(spec: &Spec) -> bool {
                 | Control::Keys
                 | Control::Msetnx
                 | Control::Lastsave
+                // Sent once the script's transaction commits
+                // (`crate::effects`).
+                | Control::Publish
+                | Control::Spublish
         ),
     }
 }

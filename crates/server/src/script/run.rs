@@ -16,12 +16,12 @@
 //! Inside `BEGIN … COMMIT` a script's calls join the open transaction
 //! instead (they commit with it). Inside MULTI, an EXEC whose queue holds a
 //! script runs the whole queue as one SI transaction the same way
-//! ([`Conn::exec_as_one_txn`]).
+//! (`super::exec`). What a script publishes goes out once, after its
+//! transaction commits (`crate::effects`).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use elsa_shard::Check;
 use elsa_txn::router::backoff;
 use elsa_txn::{Isolation, Txn, TxnError};
 
@@ -29,14 +29,14 @@ use super::convert::{self, Reply};
 use super::lua::{Event, Job, Outcome, Run};
 use super::{allowed_in_script, RunCtl};
 use crate::cmd::{self, Control, DataCmd, Kind};
-use crate::conn::{run_in_txn, write_shaped, Conn, Queued, Watched};
+use crate::conn::{run_in_txn, write_shaped, Conn};
 use crate::node::Shared;
 
 /// Most runs of one script (or EXEC) that lose to concurrent commits
 /// before the client gets the CONFLICT. With the backoff (past 32 quick
 /// retries it sleeps up to a few ms), a second or so of losing: longer
 /// would run into clients' read timeouts.
-const MAX_ATTEMPTS: u32 = 200;
+pub(super) const MAX_ATTEMPTS: u32 = 200;
 
 /// A script to run, and with what.
 struct Script {
@@ -63,7 +63,7 @@ impl Drop for Running {
     }
 }
 
-fn conflict() -> String {
+pub(super) fn conflict() -> String {
     "CONFLICT the script lost to concurrent commits too many times; nothing was written, retry"
         .into()
 }
@@ -115,21 +115,34 @@ impl Conn {
         };
         if self.s.txn.is_some() {
             // Inside BEGIN (or an EXEC run as one transaction): join it.
+            // What it published goes with what it wrote: kept in the open
+            // transaction even if it fails, and sent if that commits.
             let outcome = self.run_script(&script).await;
             return self.answer(&script, outcome);
         }
+        // What the script publishes goes out once its transaction commits
+        // (`crate::effects`): dropped with a failed run or a lost attempt.
+        let mark = self.s.effects.len();
         let mut attempt = 0;
         loop {
             self.s.txn = Some(Txn::begin(&self.coord, Isolation::Snapshot, self.s.ack));
             let outcome = self.run_script(&script).await;
             let Some(txn) = self.s.txn.take() else {
+                self.drop_effects(mark);
                 return self.w().error("ERR the script's transaction was lost");
             };
             if !matches!(outcome, Outcome::Ran(_)) {
                 // Failed or did not compile: its writes are dropped.
+                self.drop_effects(mark);
                 return self.answer(&script, outcome);
             }
-            match self.commit_run(txn).await {
+            let result = self.commit_run(txn).await;
+            if result.is_ok() {
+                self.take_effects(mark).await;
+            } else {
+                self.drop_effects(mark);
+            }
+            match result {
                 Ok(()) => return self.answer(&script, outcome),
                 Err(TxnError::Conflict(_)) if attempt < MAX_ATTEMPTS => {
                     backoff(attempt).await;
@@ -144,7 +157,7 @@ impl Conn {
     /// Commits a script's (or a scripted EXEC's) transaction; once it
     /// wrote, LASTCOMMIT answers its timestamp and blocked pops look again
     /// (it may have pushed to a list a client waits on).
-    async fn commit_run(&mut self, txn: Txn) -> Result<(), TxnError> {
+    pub(super) async fn commit_run(&mut self, txn: Txn) -> Result<(), TxnError> {
         let wrote = txn.has_writes();
         let ts = txn.commit(&self.coord).await?;
         if wrote {
@@ -232,7 +245,12 @@ impl Conn {
         if !allowed_in_script(spec) {
             return refuse("ERR This Redis command is not allowed from script");
         }
-        if ro && spec.is_write() {
+        // PUBLISH is `may_replicate` in Redis: refused from EVAL_RO too.
+        let publish = matches!(
+            spec.kind,
+            Kind::Control(Control::Publish | Control::Spublish)
+        );
+        if ro && (spec.is_write() || publish) {
             return refuse("ERR Write commands are not allowed from read-only scripts.");
         }
         if let Some(e) = cmd::subcommand_error(spec, &args) {
@@ -261,6 +279,10 @@ impl Conn {
                 Ok(dc) => self.run_in_script_txn(dc).await,
                 Err(e) => self.w().error(&e.0),
             },
+            // Sent once the script's transaction commits.
+            Kind::Control(c @ (Control::Publish | Control::Spublish)) => {
+                self.defer_publish(c, &args)
+            }
             // Boxed: this is a cycle (control → eval → here → control).
             Kind::Control(c) => Box::pin(self.control(c, args)).await,
         }
@@ -271,7 +293,7 @@ impl Conn {
 
     /// Applies a data command's ops to the open transaction and writes its
     /// reply.
-    async fn run_in_script_txn(&mut self, dc: DataCmd) {
+    pub(super) async fn run_in_script_txn(&mut self, dc: DataCmd) {
         let Some(mut txn) = self.s.txn.take() else {
             return self.w().error("ERR no transaction open for the script");
         };
@@ -284,68 +306,6 @@ impl Conn {
         match result {
             Ok(replies) => write_shaped(&mut self.w(), dc.shape, &replies),
             Err(e) => self.w().error(&e.to_string()),
-        }
-    }
-
-    /// EXEC of a queue that holds a script: the whole queue as one SI
-    /// transaction — each command in order, the script's calls joining it —
-    /// committed at the end and run again from the start on CONFLICT. A
-    /// script cannot be one step among the atomic steps of a plain EXEC
-    /// (its calls are only known as it runs), and this keeps EXEC one
-    /// atomic unit. WATCHed keys are checked (atomically) before each
-    /// attempt.
-    pub(crate) async fn exec_as_one_txn(&mut self, queued: Vec<Queued>, watches: Watched) {
-        let checks: Vec<Check> = watches
-            .keys
-            .iter()
-            .map(|(key, expect)| Check {
-                key: key.clone(),
-                expect: expect.clone(),
-            })
-            .collect();
-        let mark = self.out.len();
-        let mut attempt = 0;
-        loop {
-            if !checks.is_empty() {
-                match self
-                    .coord
-                    .run_atomic(Vec::new(), checks.clone(), self.s.ack)
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(TxnError::WatchFailed) => return self.w().nil_array(),
-                    Err(e) => return self.w().error(&e.to_string()),
-                }
-            }
-            self.s.txn = Some(Txn::begin(&self.coord, Isolation::Snapshot, self.s.ack));
-            self.w().array(queued.len());
-            for q in &queued {
-                match q {
-                    Queued::Data(Ok(dc)) => self.run_in_script_txn(dc.clone()).await,
-                    Queued::Data(Err(e)) => self.w().error(&e.0),
-                    Queued::Admin(Control::Eval, args) => Box::pin(self.eval(args)).await,
-                    Queued::Admin(c, args) => Box::pin(self.control(*c, args.clone())).await,
-                }
-            }
-            let Some(txn) = self.s.txn.take() else {
-                return;
-            };
-            match self.commit_run(txn).await {
-                Ok(()) => return,
-                Err(TxnError::Conflict(_)) if attempt < MAX_ATTEMPTS => {
-                    self.out.truncate(mark);
-                    backoff(attempt).await;
-                    attempt += 1;
-                }
-                Err(TxnError::Conflict(_)) => {
-                    self.out.truncate(mark);
-                    return self.w().error(&conflict());
-                }
-                Err(e) => {
-                    self.out.truncate(mark);
-                    return self.w().error(&e.to_string());
-                }
-            }
         }
     }
 }

@@ -58,6 +58,22 @@ pub enum RecoverError {
     Snapshot(PathBuf, String),
 }
 
+/// Where a replayed record was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The snapshot: the state of every key when it was taken. A snapshot
+    /// is taken with every shard of the node frozen (no multi-shard commit
+    /// holding keys), so each transaction whose record it holds has its
+    /// parts on this node in it — installed, then maybe overwritten or
+    /// deleted since. Such a record's
+    /// writes are never put back: its keys' states in the snapshot are
+    /// newer, and a delete whose tombstone was collected before the
+    /// snapshot would no longer be there to beat them (issue 41).
+    Snapshot,
+    /// A log segment written after the snapshot.
+    Log,
+}
+
 /// What recovery did.
 #[derive(Debug, Default, Clone)]
 pub struct Recovery {
@@ -105,7 +121,8 @@ type OwnRecord = (u64, Vec<LogEntry>);
 fn replay(
     data: &[u8],
     r: &mut Recovery,
-    apply: &mut impl FnMut(Vec<LogEntry>),
+    apply: &mut impl FnMut(Vec<LogEntry>, Origin),
+    origin: Origin,
     mut own: Option<(u64, usize, &mut Confirmations)>,
 ) -> Result<Tail, Corrupt> {
     r.bytes += data.len() as u64;
@@ -116,7 +133,7 @@ fn replay(
             .iter()
             .filter(|e| !e.key.starts_with(crate::INTERNAL_PREFIX))
             .count() as u64;
-        apply(rec);
+        apply(rec, origin);
     };
     codec::decode_file_at(data, |end, rec| {
         r.records += 1;
@@ -328,7 +345,7 @@ impl DataDir {
     }
 
     /// Loads the snapshot and replays the log, calling `apply` for each
-    /// record. Cuts torn tails of log segments (reported in the result);
+    /// record with where it was read. Cuts torn tails of log segments (reported in the result);
     /// stops at damage anywhere else.
     ///
     /// With `drop_unconfirmed` (a node whose keys have other replicas in its
@@ -341,7 +358,7 @@ impl DataDir {
     pub fn recover(
         &self,
         drop_unconfirmed: bool,
-        mut apply: impl FnMut(Vec<LogEntry>),
+        mut apply: impl FnMut(Vec<LogEntry>, Origin),
     ) -> Result<Recovery, RecoverError> {
         let mut r = Recovery::default();
         let manifest = self.manifest()?;
@@ -353,7 +370,7 @@ impl DataDir {
                 let path = self.snap_dir().join(name);
                 let data = fs::read(&path)
                     .map_err(|e| RecoverError::Snapshot(path.clone(), e.to_string()))?;
-                let tail = replay(&data, &mut r, &mut apply, None)
+                let tail = replay(&data, &mut r, &mut apply, Origin::Snapshot, None)
                     .map_err(|c| RecoverError::Snapshot(path.clone(), c.to_string()))?;
                 if tail != Tail::Clean {
                     return Err(RecoverError::Snapshot(path, "truncated".into()));
@@ -372,7 +389,7 @@ impl DataDir {
             }
             let data = fs::read(&path).map_err(|e| RecoverError::Io(path.clone(), e))?;
             let own = drop_unconfirmed.then_some((seq, shard, &mut confirmations));
-            let tail = replay(&data, &mut r, &mut apply, own)
+            let tail = replay(&data, &mut r, &mut apply, Origin::Log, own)
                 .map_err(|c| RecoverError::Corrupt(path.clone(), c))?;
             if let Tail::Torn { valid_len } = tail {
                 let f = OpenOptions::new()
