@@ -28,9 +28,9 @@
 //! (default 60), seeds from `ELSA_RDIFF_SEED` (default 1);
 //! `ELSA_RDIFF_SHRINK` runs spent shrinking the first failure of each kind
 //! (default 0: each run starts both servers afresh, so shrinking takes
-//! minutes). A sequence averages 2.3 restarts and 2–3 s. The long run,
-//! 20,000 sequences (about 46,000 restarts; split the seeds over machines
-//! with `ELSA_RDIFF_SEED`):
+//! minutes). A sequence averages 2.5 restarts and about 3 s in a debug
+//! build. The long run, 20,000 sequences (about 50,000 restarts; split
+//! the seeds over machines with `ELSA_RDIFF_SEED`):
 //!
 //! ```text
 //! ELSA_RDIFF_SEQUENCES=20000 cargo test --release --test restart_differential \
