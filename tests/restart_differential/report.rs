@@ -35,7 +35,8 @@ pub fn listing(
                 }
             }
             Item::Begin { level, cmds } => {
-                line(&mut out, format!("BEGIN {}", level.unwrap_or("")));
+                let head = level.map_or("BEGIN".to_string(), |l| format!("BEGIN {l}"));
+                line(&mut out, head);
                 for c in cmds {
                     line(&mut out, c.line());
                 }
