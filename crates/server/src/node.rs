@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use elsa_lattice::Hlc;
-use elsa_shard::wal::files::{DataDir, Origin};
+use elsa_shard::wal::files::{DataDir, Origin, Replayed};
 use elsa_shard::wal::Wal;
 use elsa_shard::AdminMsg;
 use elsa_shard::{KeyHasher, Shard, ShardMsg};
@@ -150,7 +150,18 @@ fn recover(
     // placed by today's ring even if the node had another shard count.
     let ring =
         elsa_cluster::ring::Ring::alone(config.node_id, workers as u16, config.cluster.vnodes);
-    let recovery = dir.recover(drop_unconfirmed, |record, origin| {
+    let recovery = dir.recover(drop_unconfirmed, |replayed| {
+        let (record, origin) = match replayed {
+            Replayed::Lattices(record, origin) => (record, origin),
+            Replayed::Flush(db, floor) => {
+                let mut floors = elsa_shard::db::Floors::default();
+                floors.raise(db, floor);
+                for shard in shards.iter_mut() {
+                    shard.apply_flush_floor(&floors);
+                }
+                return;
+            }
+        };
         for e in record {
             // A committed transaction record in the log puts back every
             // write of its transaction, whichever shards' logs had their

@@ -180,8 +180,12 @@ impl Shard {
             .map(|_| Refusal::Unavailable(ERR_WAL.to_string()))
     }
 
-    /// Replays one recovered record (no log, no gossip).
+    /// Replays one recovered record (no log, no gossip). One committed
+    /// before a FLUSHALL or FLUSHDB already replayed is gone.
     pub fn restore(&mut self, hash: u64, entry: &LogEntry) {
+        if entry.version.commit_ts < self.flush_floor.of(&entry.key) {
+            return;
+        }
         self.install_from(
             hash,
             &entry.key,

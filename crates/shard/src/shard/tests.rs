@@ -453,7 +453,12 @@ fn recovered(dir: &std::path::Path) -> Shard {
     let mut s = shard();
     let data = DataDir::open(dir).unwrap();
     let mut entries = Vec::new();
-    data.recover(false, |rec, _| entries.extend(rec)).unwrap();
+    data.recover(false, |item| {
+        if let crate::wal::files::Replayed::Lattices(rec, _) = item {
+            entries.extend(rec)
+        }
+    })
+    .unwrap();
     for e in entries {
         let h = std::hash::BuildHasher::hash_one(s.table.hasher(), &e.key[..]);
         s.restore(h, &e);

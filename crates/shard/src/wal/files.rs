@@ -74,6 +74,20 @@ pub enum Origin {
     Log,
 }
 
+/// What replay hands its caller, in the order of each file.
+#[derive(Debug)]
+pub enum Replayed {
+    /// A record's lattices, and where the record was read.
+    Lattices(Vec<LogEntry>, Origin),
+    /// A FLUSHALL (`None`) or FLUSHDB of a database: everything committed
+    /// before the timestamp is gone. Applied when it is read, as it was
+    /// when it ran — a key written again after the flush must not merge
+    /// with what it held before it (issue 41: a hash's old fields came
+    /// back after kill -9) — and every lattice replayed later from before
+    /// it is dropped.
+    Flush(Option<u8>, elsa_lattice::Ts),
+}
+
 /// What recovery did.
 #[derive(Debug, Default, Clone)]
 pub struct Recovery {
@@ -121,27 +135,32 @@ type OwnRecord = (u64, Vec<LogEntry>);
 fn replay(
     data: &[u8],
     r: &mut Recovery,
-    apply: &mut impl FnMut(Vec<LogEntry>, Origin),
+    apply: &mut impl FnMut(Replayed),
     origin: Origin,
     mut own: Option<(u64, usize, &mut Confirmations)>,
 ) -> Result<Tail, Corrupt> {
     r.bytes += data.len() as u64;
     r.files += 1;
-    let mut replay = |r: &mut Recovery, rec: Vec<LogEntry>| {
-        // Elsa's own keys (transaction records) are not counted.
-        r.entries += rec
-            .iter()
-            .filter(|e| !e.key.starts_with(crate::INTERNAL_PREFIX))
-            .count() as u64;
-        apply(rec, origin);
+    let mut emit = |r: &mut Recovery, item: Replayed| {
+        if let Replayed::Lattices(rec, _) = &item {
+            // Elsa's own keys (transaction records) are not counted.
+            r.entries += rec
+                .iter()
+                .filter(|e| !e.key.starts_with(crate::INTERNAL_PREFIX))
+                .count() as u64;
+        }
+        apply(item);
     };
+    let replay = |rec| Replayed::Lattices(rec, origin);
     codec::decode_file_at(data, |end, rec| {
         r.records += 1;
         match (rec, &mut own) {
-            (codec::Logged::Lattices(rec), _) | (codec::Logged::Own(rec), None) => replay(r, rec),
+            (codec::Logged::Lattices(rec), _) | (codec::Logged::Own(rec), None) => {
+                emit(r, replay(rec))
+            }
             (codec::Logged::Own(rec), Some((seq, shard, c))) => {
                 if c.confirmed.get(&(*seq, *shard)).is_some_and(|&o| o >= end) {
-                    replay(r, rec);
+                    emit(r, replay(rec));
                 } else {
                     c.waiting
                         .entry((*seq, *shard))
@@ -154,13 +173,19 @@ fn replay(
                 *at = (*at).max(offset);
                 if let Some(waiting) = c.waiting.get_mut(&(seq, *shard)) {
                     for (_, rec) in waiting.extract_if(.., |(end, _)| *end <= offset) {
-                        replay(r, rec);
+                        emit(r, replay(rec));
                     }
                 }
             }
             (codec::Logged::Confirmed { .. }, None) => {}
-            (codec::Logged::Flush(floor), _) => r.flush_floor.raise(None, floor),
-            (codec::Logged::FlushDb(db, floor), _) => r.flush_floor.raise(Some(db), floor),
+            (codec::Logged::Flush(floor), _) => {
+                r.flush_floor.raise(None, floor);
+                emit(r, Replayed::Flush(None, floor));
+            }
+            (codec::Logged::FlushDb(db, floor), _) => {
+                r.flush_floor.raise(Some(db), floor);
+                emit(r, Replayed::Flush(Some(db), floor));
+            }
         }
     })
 }
@@ -358,7 +383,7 @@ impl DataDir {
     pub fn recover(
         &self,
         drop_unconfirmed: bool,
-        mut apply: impl FnMut(Vec<LogEntry>, Origin),
+        mut apply: impl FnMut(Replayed),
     ) -> Result<Recovery, RecoverError> {
         let mut r = Recovery::default();
         let manifest = self.manifest()?;
