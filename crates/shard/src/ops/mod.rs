@@ -991,6 +991,9 @@ pub(crate) mod testing {
 }
 
 #[cfg(test)]
+mod readd_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
