@@ -183,3 +183,53 @@ fn an_add_of_a_present_element_beats_a_concurrent_remove() {
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
+
+/// A tracking client is told of an add only when it changed what the key
+/// shows, as Redis signals `SADD` and `ZADD` only then (`HSET` always):
+/// the re-add replicates, but a cached read of the key stays right.
+#[test]
+fn an_add_that_changes_nothing_shown_tells_no_tracking_client() {
+    use std::hash::BuildHasher;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Default)]
+    struct Told(Mutex<Vec<Vec<u8>>>);
+    impl crate::ChangeHook for Told {
+        fn changed(&self, key: &[u8]) {
+            self.0.lock().expect("not poisoned").push(key.to_vec());
+        }
+        fn flushed(&self, _db: Option<u8>) {}
+    }
+
+    let hasher = crate::KeyHasher::default();
+    let mut shard = crate::Shard::new(0, 7, hasher, Arc::new(elsa_lattice::Hlc::default()));
+    let told = Arc::new(Told::default());
+    shard.set_change_hook(told.clone());
+    let mut wrong = Vec::new();
+    for (key, op, tells) in [
+        ("s", sadd("m"), true),
+        ("s", sadd("m"), false),
+        ("s", Op::Sets(SetOp::Add(vec![b("m"), b("n")])), true),
+        ("z", z("ZADD z 1 m"), true),
+        ("z", z("ZADD z 1 m"), false),
+        ("z", z("ZADD z XX CH 1 m"), false),
+        ("z", z("ZINCRBY z 0 m"), false),
+        ("z", z("ZADD z 2 m"), true),
+        ("h", hset("f", "v"), true),
+        ("h", hset("f", "v"), true),
+    ] {
+        let before = told.0.lock().expect("not poisoned").len();
+        let what = format!("{key}: {op:?}");
+        let k = b(key);
+        shard.op_batch(&[crate::KeyOp {
+            hash: hasher.hash_one(&k[..]),
+            key: k,
+            op,
+        }]);
+        let after = told.0.lock().expect("not poisoned").len();
+        if (after > before) != tells {
+            wrong.push(format!("{what}: told {}", after - before));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

@@ -174,13 +174,21 @@ fn write_set(
     let empty = OrSet::default();
     let set = set_of(w.state.as_deref()).unwrap_or(&empty);
     let (reply, delta) = f(set, w.dot);
+    // Only adds of members already there: nothing a client reads changed.
+    let unseen = delta
+        .as_ref()
+        .is_some_and(|d| d.entries() == d.len() && d.iter().all(|m| set.contains(m)));
     let CollectionWrite {
         state, mut prefix, ..
     } = w;
     drop(state);
     if let Some(delta) = delta {
         prefix.merge(KeyState::of(Collection::Set(delta)));
-        view.merge(key, prefix);
+        if unseen {
+            view.merge_unseen(key, prefix);
+        } else {
+            view.merge(key, prefix);
+        }
     }
     reply
 }

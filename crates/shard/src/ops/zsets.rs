@@ -466,13 +466,24 @@ fn write_zset(
     let empty = ZSet::default();
     let z = zset_of(w.state.as_deref()).unwrap_or(&empty);
     let (reply, delta) = f(z, w.dot);
+    // Only adds of members already there, at their scores: nothing a
+    // client reads changed.
+    let unseen = delta.as_ref().is_some_and(|d| {
+        d.entries() == d.len()
+            && d.iter()
+                .all(|(m, s)| z.score(m).map(f64::to_bits) == Some(s.to_bits()))
+    });
     let CollectionWrite {
         state, mut prefix, ..
     } = w;
     drop(state);
     if let Some(delta) = delta {
         prefix.merge(KeyState::of(Collection::ZSet(delta)));
-        view.merge(key, prefix);
+        if unseen {
+            view.merge_unseen(key, prefix);
+        } else {
+            view.merge(key, prefix);
+        }
     }
     reply
 }
