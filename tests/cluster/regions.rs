@@ -1,6 +1,8 @@
 //! Cross-region visibility: `replication = 2pc` acknowledges a commit only
 //! once the other region has it; `crdt` acknowledges at once, and
-//! `WAITREGION` says when the other region has it.
+//! `WAITREGION` says when the other region has it. And an add of an
+//! element already there, concurrent with a remove in the other region,
+//! keeps it (add-wins, `docs/datatypes.md`).
 
 use std::time::Instant;
 
@@ -268,4 +270,89 @@ fn numbered_databases_stay_apart_on_every_node_and_region() {
             assert_eq!(two[i], None, "node {node} db 2 {k}");
         }
     }
+}
+
+/// An add of an element already there is a write (issue 41, defect 14):
+/// region a removes `m` (`SREM`, `DEL`, `ZREM`, `HDEL`) while region b,
+/// which has not seen the remove yet (300 ms away), adds `m` again with
+/// what it has (`SADD`, `ZADD` with its score, `HSET` with its value, and
+/// `SADD` inside `MULTI`) and
+/// is answered as Redis answers (0: nothing new). Both regions end with
+/// `m`. Before the fix, every set and sorted-set case ended without it on
+/// both.
+#[test]
+fn an_add_of_a_present_element_survives_a_concurrent_remove_in_another_region() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["a", "b"], &["--wan-delay-ms", "300"]);
+    c.wait_members(&[0, 1], 2, std::time::Duration::from_secs(30));
+    let (mut a, mut b) = (c.conn(0), c.conn(1));
+    let run = |con: &mut redis::Connection, line: &str| -> Value {
+        let mut cmd = redis::cmd(line.split(' ').next().unwrap_or_default());
+        for arg in line.split(' ').skip(1) {
+            cmd.arg(arg);
+        }
+        cmd.query(con)
+            .unwrap_or_else(|e| panic!("{line} failed: {e}"))
+    };
+    for line in [
+        "SADD s1 m x",
+        "SADD s2 m x",
+        "SADD s3 m x",
+        "ZADD z 1 m 2 x",
+        "HSET h m v x w",
+    ] {
+        run(&mut a, line);
+    }
+    c.wait_same_digest(&[0, 1], std::time::Duration::from_secs(30));
+    // The races: a's removes, then at once b's adds (both well inside
+    // the 300 ms the other region's writes take to arrive).
+    let races = [
+        ("SREM s1 m", "SADD s1 m"),
+        ("DEL s2", "SADD s2 m"),
+        ("ZREM z m", "ZADD z 1 m"),
+        ("HDEL h m", "HSET h m v"),
+    ];
+    let mut removed: Vec<Value> = races.iter().map(|(r, _)| run(&mut a, r)).collect();
+    let mut added: Vec<Value> = races.iter().map(|(_, s)| run(&mut b, s)).collect();
+    // And inside a transaction: its install writes `m` again too.
+    removed.push(run(&mut a, "SREM s3 m"));
+    let in_multi: Vec<i64> = redis::pipe()
+        .atomic()
+        .cmd("SADD")
+        .arg("s3")
+        .arg("m")
+        .query(&mut b)
+        .expect("MULTI SADD s3 m EXEC");
+    added.extend(in_multi.into_iter().map(Value::Int));
+    assert!(
+        removed.iter().all(|v| *v == Value::Int(1)),
+        "a's removes answered {removed:?}"
+    );
+    assert!(
+        added.iter().all(|v| *v == Value::Int(0)),
+        "b's adds answered {added:?}: b had seen a remove, so they did not race"
+    );
+    c.wait_same_digest(&[0, 1], std::time::Duration::from_secs(30));
+    let mut lost = Vec::new();
+    for (node, con) in [("a", &mut a), ("b", &mut b)] {
+        for (line, want) in [
+            ("SISMEMBER s1 m", Value::Int(1)),
+            ("SISMEMBER s2 m", Value::Int(1)),
+            ("SISMEMBER s3 m", Value::Int(1)),
+            ("ZSCORE z m", Value::BulkString(b"1".to_vec())),
+            ("HGET h m", Value::BulkString(b"v".to_vec())),
+        ] {
+            let got = run(con, line);
+            if got != want {
+                lost.push(format!(
+                    "{node}: {line} answered {got:?}, expected {want:?}"
+                ));
+            }
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "the re-adds were lost:\n{}",
+        lost.join("\n")
+    );
 }

@@ -79,6 +79,16 @@ impl Dots {
         self.0.len() != before
     }
 
+    /// Heap bytes owned beyond the inline entry (an element added by two
+    /// origins or more).
+    pub fn heap_bytes(&self) -> usize {
+        if self.0.spilled() {
+            self.0.capacity() * std::mem::size_of::<(NodeId, Ts)>()
+        } else {
+            0
+        }
+    }
+
     /// Keeps only the entries `keep` accepts; true if any went.
     fn retain(&mut self, mut keep: impl FnMut(NodeId, Ts) -> bool) -> bool {
         let before = self.0.len();
@@ -172,6 +182,19 @@ impl Presence {
     /// write `dot`: every add it has observed.
     pub fn removal(&self, dot: Version) -> Presence {
         Presence::of(Dots::default(), self.adds.clone(), dot)
+    }
+
+    /// True when `other` holds an add this presence never saw, neither
+    /// as an add nor as one a remove took away: a write made after it (a
+    /// transaction's overlay adding the element again, or a state written
+    /// over it), which a replacement must write as an add
+    /// (`KeyState::replace_with`).
+    pub(crate) fn lacks_an_add_of(&self, other: &Presence) -> bool {
+        let removes = self.removes();
+        other
+            .adds
+            .iter()
+            .any(|v| v.commit_ts > self.adds.get(v.origin).max(removes.get(v.origin)))
     }
 
     /// The newest add or remove: what the element last saw.

@@ -320,9 +320,10 @@ impl KeyState {
     pub fn approx_bytes(&self) -> usize {
         const INDEX: usize = 12;
         let presence = |p: &crate::Presence| {
-            p.removed
-                .as_ref()
-                .map_or(0, |_| std::mem::size_of::<crate::dots::Removed>())
+            p.adds.heap_bytes()
+                + p.removed
+                    .as_ref()
+                    .map_or(0, |_| std::mem::size_of::<crate::dots::Removed>())
         };
         std::mem::size_of::<KeyState>()
             + self.string.heap_bytes()
@@ -375,6 +376,10 @@ impl KeyState {
     /// have made the change: elements this key shows and `target` does
     /// not are removed as `SREM`/`HDEL` would, values set as `HSET` would,
     /// so concurrent writes elsewhere still merge (`docs/datatypes.md`).
+    /// An element shown alike on both sides is written again when
+    /// `target`'s holds an add this key never saw (a transaction added it
+    /// again, or `target` is another key's state written over this one):
+    /// that add must survive a concurrent remove, as the command's would.
     pub fn replace_with(
         &self,
         target: &KeyState,
@@ -423,7 +428,13 @@ impl KeyState {
                         };
                         let mut d = OrMap::default();
                         for (f, v) in t.iter() {
-                            if !same || m.get(f).as_ref() != Some(&v) {
+                            if !same
+                                || m.get(f).as_ref() != Some(&v)
+                                || readded(
+                                    m.fields.get(f).map(|x| &x.presence),
+                                    &t.fields[f].presence,
+                                )
+                            {
                                 d.merge(m.set(f, &v, start_ts, dot));
                             }
                         }
@@ -443,9 +454,10 @@ impl KeyState {
                             _ => &empty,
                         };
                         let mut d = OrSet::default();
-                        for e in t.iter() {
-                            if let Some(add) = s.add(e.clone(), dot) {
-                                d.merge(add);
+                        for (e, p) in t.members.iter().filter(|(_, p)| p.is_live()) {
+                            let mine = s.members.get(e).filter(|p| p.is_live());
+                            if mine.is_none_or(|mine| mine.lacks_an_add_of(p)) {
+                                d.merge(s.add(e.clone(), dot));
                             }
                         }
                         for e in s.iter() {
@@ -466,7 +478,13 @@ impl KeyState {
                         };
                         let mut d = ZSet::default();
                         for (m, score) in t.iter() {
-                            if !same || z.score(m).map(f64::to_bits) != Some(score.to_bits()) {
+                            if !same
+                                || z.score(m).map(f64::to_bits) != Some(score.to_bits())
+                                || readded(
+                                    z.members.get(m).map(|x| &x.presence),
+                                    &t.members[m].presence,
+                                )
+                            {
                                 d.merge(z.set(m, score, dot));
                             }
                         }
@@ -621,4 +639,11 @@ impl Crdt for KeyState {
         }
         changed
     }
+}
+
+/// True when `theirs` (an element's presence in a replacement's target)
+/// holds an add that `mine` (its presence here, if any) never saw (see
+/// [`KeyState::replace_with`]).
+fn readded(mine: Option<&crate::Presence>, theirs: &crate::Presence) -> bool {
+    mine.is_some_and(|p| p.lacks_an_add_of(theirs))
 }

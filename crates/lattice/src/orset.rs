@@ -1,9 +1,10 @@
 //! The add-wins observed-remove set: what a Redis set key holds.
 //!
 //! Each member carries its [`Presence`] (newest add per origin, newest add
-//! a remove observed per origin). `SADD` of a member that is absent adds
-//! a dot; `SREM` removes the adds it has seen; an add concurrent with a
-//! remove survives. Removed members stay as tombstones (their observed
+//! a remove observed per origin). `SADD` adds a dot, to a member already
+//! present too (its fresh dot is what a concurrent remove did not see);
+//! `SREM` removes the adds it has seen; an add concurrent with a remove
+//! survives. Removed members stay as tombstones (their observed
 //! removes) until every replica has them; then [`OrSet::collect`] drops
 //! them (`docs/datatypes.md`).
 
@@ -141,13 +142,14 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
         self.peak.wide = true;
     }
 
-    /// The delta of adding `e` as write `dot`, or `None` when it is
-    /// already a member (Redis: nothing changes, the reply counts 0).
-    pub fn add(&self, e: E, dot: Version) -> Option<OrSet<E>> {
-        if self.contains(&e) {
-            return None;
-        }
-        Some(Self::single(e, Presence::added(dot), dot))
+    /// The delta of adding `e` as write `dot` — a member already present
+    /// too (Redis answers 0 for it, but it is a write): a remove made
+    /// concurrently elsewhere takes away only the adds it saw, and this
+    /// one it did not, so the member stays (issue 41, defect 14). One dot;
+    /// merged, it replaces its origin's older add of `e`, so re-adds by
+    /// one origin never grow the member.
+    pub fn add(&self, e: E, dot: Version) -> OrSet<E> {
+        Self::single(e, Presence::added(dot), dot)
     }
 
     /// The delta of removing `e` as write `dot`, or `None` when it is not

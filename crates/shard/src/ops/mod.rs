@@ -264,6 +264,13 @@ pub trait KeyView {
     fn store(&mut self, key: &[u8], value: Option<Value>);
     /// Merges `delta`, written as the last [`KeyView::stamp`], into `key`.
     fn merge(&mut self, key: &[u8], delta: KeyState);
+    /// [`KeyView::merge`] of a write that changes nothing a client reads
+    /// (an add of elements already there, with what they hold): it still
+    /// replicates, but Redis, which changes nothing, tells no tracking
+    /// client, so neither does a view that can tell.
+    fn merge_unseen(&mut self, key: &[u8], delta: KeyState) {
+        self.merge(key, delta)
+    }
     /// The start timestamp and version the next delta is written as; each
     /// call a new, larger version.
     fn stamp(&mut self) -> (Ts, Version);
@@ -1003,6 +1010,9 @@ pub(crate) mod testing {
         OpReply::Bulk(Bytes::copy_from_slice(b))
     }
 }
+
+#[cfg(test)]
+mod readd_tests;
 
 #[cfg(test)]
 mod tests {

@@ -174,13 +174,21 @@ fn write_set(
     let empty = OrSet::default();
     let set = set_of(w.state.as_deref()).unwrap_or(&empty);
     let (reply, delta) = f(set, w.dot);
+    // Only adds of members already there: nothing a client reads changed.
+    let unseen = delta
+        .as_ref()
+        .is_some_and(|d| d.entries() == d.len() && d.iter().all(|m| set.contains(m)));
     let CollectionWrite {
         state, mut prefix, ..
     } = w;
     drop(state);
     if let Some(delta) = delta {
         prefix.merge(KeyState::of(Collection::Set(delta)));
-        view.merge(key, prefix);
+        if unseen {
+            view.merge_unseen(key, prefix);
+        } else {
+            view.merge(key, prefix);
+        }
     }
     reply
 }
@@ -193,18 +201,22 @@ fn add(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
             if delta.contains(&m[..]) {
                 continue;
             }
-            // A copy (into the set's compact form), never the argument: a
-            // slice of the whole request, kept alive as long as the member.
-            if let Some(d) = set.add(Elem::new(m), dot) {
+            // A member already there is added again all the same (Redis
+            // counts it 0): its fresh dot keeps it through a remove made
+            // concurrently elsewhere (`docs/datatypes.md`). A copy (into
+            // the set's compact form), never the argument: a slice of the
+            // whole request, kept alive as long as the member.
+            let new = !set.contains(&m[..]);
+            delta.merge(set.add(Elem::new(m), dot));
+            if new {
                 added += 1;
-                delta.merge(d);
                 if !delta.peak().wide && parse_i64(m).is_none() {
                     // Redis leaves its intset for good (see `intset`).
                     delta.mark_wide();
                 }
             }
         }
-        (OpReply::Int(added), (added > 0).then_some(delta))
+        (OpReply::Int(added), (!members.is_empty()).then_some(delta))
     })
 }
 
@@ -434,9 +446,8 @@ fn combine(
         let (_, dot) = view.stamp();
         let mut s = OrSet::default();
         for m in result {
-            if let Some(d) = s.add(Elem::from(m), dot) {
-                s.merge(d);
-            }
+            let d = s.add(Elem::from(m), dot);
+            s.merge(d);
         }
         view.store(
             dest,

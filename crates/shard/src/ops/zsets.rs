@@ -466,13 +466,24 @@ fn write_zset(
     let empty = ZSet::default();
     let z = zset_of(w.state.as_deref()).unwrap_or(&empty);
     let (reply, delta) = f(z, w.dot);
+    // Only adds of members already there, at their scores: nothing a
+    // client reads changed.
+    let unseen = delta.as_ref().is_some_and(|d| {
+        d.entries() == d.len()
+            && d.iter()
+                .all(|(m, s)| z.score(m).map(f64::to_bits) == Some(s.to_bits()))
+    });
     let CollectionWrite {
         state, mut prefix, ..
     } = w;
     drop(state);
     if let Some(delta) = delta {
         prefix.merge(KeyState::of(Collection::ZSet(delta)));
-        view.merge(key, prefix);
+        if unseen {
+            view.merge_unseen(key, prefix);
+        } else {
+            view.merge(key, prefix);
+        }
     }
     reply
 }
@@ -507,8 +518,11 @@ fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)])
                     result = new;
                     if new != cur {
                         updated += 1;
-                        set_now(&mut now, m, new, false);
                     }
+                    // Written even when the score stays (Redis counts no
+                    // change): the member's fresh dot keeps it through a
+                    // remove made concurrently elsewhere.
+                    set_now(&mut now, m, new, false);
                 }
                 None if !f.xx => {
                     added += 1;
@@ -523,11 +537,11 @@ fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)])
         let wide = now
             .iter()
             .any(|(m, (_, new))| *new && m.len() > PACKED_MEMBER);
-        for (m, (s, new)) in &now {
+        for (m, (s, _)) in &now {
             // An increment merges as one (concurrent ones elsewhere all
-            // count); a new member's zero increment is just its score.
+            // count); a zero increment is just the score (no tally).
             let d = match pairs.first() {
-                Some((by, _)) if f.incr && !(*new && *by == 0.0) => match z.incr(m, *by, dot) {
+                Some((by, _)) if f.incr && *by != 0.0 => match z.incr(m, *by, dot) {
                     Some((_, d)) => d,
                     None => return (OpReply::Error(ERR_SCORE_NAN), None),
                 },

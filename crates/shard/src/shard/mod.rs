@@ -148,6 +148,9 @@ pub struct Shard {
     flush_floor: crate::db::Floors,
     /// Told of every change installed here (see [`ChangeHook`]).
     on_change: Option<Arc<dyn ChangeHook>>,
+    /// Set while a local write that changes nothing a client reads is
+    /// installed (`KeyView::merge_unseen`): `on_change` is not told.
+    unseen: bool,
     /// Where the last anti-entropy batch stopped: (segment, records into
     /// it). The next batch resumes there, so when more lattices differ
     /// than one batch holds, successive rounds cover the whole table
@@ -338,6 +341,12 @@ impl KeyView for LoneView<'_> {
             .merge_local(hash, key, delta, start_ts, version, self.now_ms);
     }
 
+    fn merge_unseen(&mut self, key: &[u8], delta: KeyState) {
+        self.shard.unseen = true;
+        self.merge(key, delta);
+        self.shard.unseen = false;
+    }
+
     fn stamp(&mut self) -> (Ts, Version) {
         let ts = self.shard.next_ts();
         self.stamp = (ts, Version::new(ts, self.shard.node));
@@ -372,6 +381,7 @@ impl Shard {
             gc: upkeep::GcSweep::default(),
             flush_floor: Default::default(),
             on_change: None,
+            unseen: false,
             ae_cursor: std::cell::Cell::new((0, 0)),
             freeze_waiters: Vec::new(),
             parked: std::collections::VecDeque::new(),
@@ -825,7 +835,7 @@ impl Shard {
                 }
             }
         }
-        if written && source != Source::Recovery {
+        if written && source != Source::Recovery && !self.unseen {
             if let Some(hook) = &self.on_change {
                 hook.changed(key);
             }

@@ -1442,12 +1442,8 @@ fn typed_digests_compare_content_not_only_the_newest_version() {
     // Two members added by two writes; replica B misses the older one.
     let v1 = Version::new(100 << 16, 1);
     let v2 = Version::new(200 << 16, 2);
-    let d1 = KeyState::of(Collection::Set(
-        OrSet::default().add("a".into(), v1).expect("new"),
-    ));
-    let d2 = KeyState::of(Collection::Set(
-        OrSet::default().add("b".into(), v2).expect("new"),
-    ));
+    let d1 = KeyState::of(Collection::Set(OrSet::default().add("a".into(), v1)));
+    let d2 = KeyState::of(Collection::Set(OrSet::default().add("b".into(), v2)));
     let (mut a, mut b) = (shard(), shard());
     a.op_merge(
         &[typed_entry("s", d1.clone()), typed_entry("s", d2.clone())],
@@ -1490,9 +1486,7 @@ fn removed_members_are_collected_past_the_horizon_and_an_emptied_set_goes() {
     let mut set = OrSet::default();
     let mut entries = Vec::new();
     for i in 0..10u64 {
-        let d = set
-            .add(format!("m{i}").as_str().into(), v(10 + i))
-            .expect("new");
+        let d = set.add(format!("m{i}").as_str().into(), v(10 + i));
         set.merge(d.clone());
         entries.push(typed_entry("s", KeyState::of(Collection::Set(d))));
     }
@@ -1503,7 +1497,7 @@ fn removed_members_are_collected_past_the_horizon_and_an_emptied_set_goes() {
         set.merge(d.clone());
         entries.push(typed_entry("s", KeyState::of(Collection::Set(d))));
     }
-    let gone = OrSet::default().add("x".into(), v(40)).expect("new");
+    let gone = OrSet::default().add("x".into(), v(40));
     let gone_rm = gone.remove(&b"x"[..], v(41)).expect("member");
     entries.push(typed_entry("gone", KeyState::of(Collection::Set(gone))));
     entries.push(typed_entry("gone", KeyState::of(Collection::Set(gone_rm))));
