@@ -22,9 +22,7 @@ fn states() -> Vec<KeyState> {
     let hash = OrMap::default()
         .set(b"field", b"x", 5, v(6))
         .set(b"other", b"y", 7, v(8));
-    let set = OrSet::default()
-        .add(elsa_lattice::Elem::from(Bytes::from_static(b"m")), v(6))
-        .unwrap_or_default();
+    let set = OrSet::default().add(elsa_lattice::Elem::from(Bytes::from_static(b"m")), v(6));
     let zset = ZSet::default().set(b"member", 1.5, v(6));
     let list = List::default().insert(0, [&b"a"[..], &b"b"[..]], v(6));
     vec![
