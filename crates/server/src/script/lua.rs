@@ -158,7 +158,7 @@ pub(crate) struct State {
     globals: Table,
     /// Puts back what a run may have changed in the shared state (the
     /// collector's settings).
-    pub(crate) after_run: Function,
+    after_run: Function,
     /// Compiled scripts by SHA1, kept in a Lua table (as Redis keeps its
     /// `f_<sha>` globals): an mlua `Function` held from Rust takes a slot
     /// of mlua's reference stack, 8,000 deep, and about 7,990 distinct
@@ -191,21 +191,7 @@ fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
             }
             state.generation = generation;
         }
-        match job {
-            Job::Compile { body, reply } => {
-                let sha = sha1hex(&body);
-                let _ = reply.send(state.function(&sha, &body).map(|_| ()));
-            }
-            Job::Run(run) => {
-                let events = run.events.clone();
-                let outcome = state.run(run);
-                let _ = events.send(Event::Done(outcome));
-            }
-        }
-        let _ = state.after_run.call::<()>(());
-        super::cjson::reset(&state.lua);
-        // Keep the garbage collector's work per script small and even.
-        let _ = state.lua.gc_step();
+        state.handle(job);
     }
 }
 
@@ -566,9 +552,30 @@ impl State {
         })
     }
 
+    /// Does one job, then puts back what a run may have changed in the
+    /// shared state (the collector's and cjson's settings) and takes a
+    /// small step of garbage collection.
+    pub(crate) fn handle(&mut self, job: Job) {
+        match job {
+            Job::Compile { body, reply } => {
+                let sha = sha1hex(&body);
+                let _ = reply.send(self.function(&sha, &body).map(|_| ()));
+            }
+            Job::Run(run) => {
+                let events = run.events.clone();
+                let outcome = self.run(run);
+                let _ = events.send(Event::Done(outcome));
+            }
+        }
+        let _ = self.after_run.call::<()>(());
+        super::cjson::reset(&self.lua);
+        // Keep the garbage collector's work per script small and even.
+        let _ = self.lua.gc_step();
+    }
+
     /// The compiled script, compiling it on first use; `Err` is Redis's
     /// compile error reply.
-    pub(crate) fn function(&mut self, sha: &str, body: &[u8]) -> Result<Function, String> {
+    fn function(&mut self, sha: &str, body: &[u8]) -> Result<Function, String> {
         match self.compiled.raw_get::<Option<Function>>(sha) {
             Ok(Some(f)) => return Ok(f),
             Ok(None) => {}
@@ -599,7 +606,7 @@ impl State {
         Ok(f)
     }
 
-    pub(crate) fn run(&mut self, run: Run) -> Outcome {
+    fn run(&mut self, run: Run) -> Outcome {
         let f = match self.function(&run.sha, &run.body) {
             Ok(f) => f,
             Err(e) => return Outcome::Compile(e),

@@ -407,9 +407,8 @@ impl Drop for FuzzRunner {
 }
 
 /// The script thread: `lua.rs`'s `thread_main`, with a Lua state bounded
-/// by `limit` and its memory reported after each job. Kept in step with
-/// `thread_main` by hand; the canary notices a setting it would forget to
-/// put back (cjson's, the collector's).
+/// by `limit` and its memory reported after each job; each job handled by
+/// the same `State::handle`.
 fn script_thread(jobs: &Receiver<Job>, cache: &ScriptCache, limit: usize, memory: &AtomicUsize) {
     let mut state = State::with_memory_limit(limit).expect("a Lua state");
     while let Ok(job) = jobs.recv() {
@@ -418,20 +417,7 @@ fn script_thread(jobs: &Receiver<Job>, cache: &ScriptCache, limit: usize, memory
             state = State::with_memory_limit(limit).expect("a new Lua state");
             state.generation = generation;
         }
-        match job {
-            Job::Compile { body, reply } => {
-                let sha = sha1hex(&body);
-                let _ = reply.send(state.function(&sha, &body).map(|_| ()));
-            }
-            Job::Run(run) => {
-                let events = run.events.clone();
-                let outcome = state.run(run);
-                let _ = events.send(Event::Done(outcome));
-            }
-        }
-        let _ = state.after_run.call::<()>(());
-        super::cjson::reset(&state.lua);
-        let _ = state.lua.gc_step();
+        state.handle(job);
         memory.store(state.lua.used_memory(), Ordering::Relaxed);
     }
 }
