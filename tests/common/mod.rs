@@ -6,7 +6,6 @@ pub mod hosts;
 pub mod openmetrics;
 pub mod redis_server;
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,13 +29,31 @@ pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     }
 }
 
-/// A free loopback port (bound then released; good enough for tests).
+/// A free loopback port: free now, below the ephemeral range and never
+/// handed out before by this process. (A port taken from the ephemeral
+/// range and released can be any parallel test's next outgoing or server
+/// port; CI once saw two isolation tests share one server that way.)
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .expect("local addr")
-        .port()
+    cluster::free_tcp_udp_port()
+}
+
+/// Whether the server answering on `port` is the process `pid` (a server
+/// that could not bind its port exits, and another test's server may be
+/// the one answering there). A server that refuses INFO before AUTH counts
+/// as answering.
+pub fn served_by(port: u16, pid: u32) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
+        return false;
+    };
+    let Ok(mut c) = client.get_connection() else {
+        return false;
+    };
+    let info = match redis::cmd("INFO").arg("server").query::<String>(&mut c) {
+        Ok(info) => info,
+        Err(e) => return e.kind() == redis::ErrorKind::AuthenticationFailed || e.code().is_some(),
+    };
+    info.lines()
+        .any(|l| l.trim() == format!("process_id:{pid}"))
 }
 
 /// Path of the `elsa` binary cargo built for these tests.
@@ -62,7 +79,7 @@ impl Elsa {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         let child = cmd.spawn().expect("spawn elsa server");
-        let elsa = Elsa {
+        let mut elsa = Elsa {
             port,
             child,
             data_dir,
@@ -71,13 +88,19 @@ impl Elsa {
         elsa
     }
 
-    fn wait_ready(&self) {
+    /// Waits until this very process answers on its port; panics if it
+    /// exits first.
+    fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(mut c) = self.client().get_connection() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return;
-                }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "elsa server on port {} exited during startup ({status})",
+                    self.port
+                );
+            }
+            if served_by(self.port, self.child.id()) {
+                return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -262,10 +285,8 @@ impl Node {
                     self.log_text()
                 );
             }
-            if let Ok(mut c) = self.client().get_connection() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return;
-                }
+            if served_by(self.port, self.child.id()) {
+                return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
