@@ -63,6 +63,8 @@ mod client;
 #[path = "isolation/workload.rs"]
 mod workload;
 
+#[path = "cluster/acks.rs"]
+mod acks;
 #[path = "cluster/atomic_visibility.rs"]
 mod atomic_visibility;
 #[path = "cluster/commits.rs"]

@@ -635,7 +635,7 @@ fn a_participant_paused_after_the_decision_loses_no_part_of_the_commit() {
 
 /// The node serving `key` for node `via`'s clients (by `CLUSTER SLOTS`'
 /// port), as a cluster index.
-fn owner(c: &Cluster, via: usize, key: &str) -> usize {
+pub(crate) fn owner(c: &Cluster, via: usize, key: &str) -> usize {
     let mut con = c.conn(via);
     let slot: u16 = redis::cmd("CLUSTER")
         .arg("KEYSLOT")

@@ -191,6 +191,8 @@ pub struct Cluster {
     handle: tokio::runtime::Handle,
     next_id: AtomicU64,
     isolated: AtomicBool,
+    /// Until when this node's peer connections are down (fault injection).
+    links_down_until: Mutex<Option<Instant>>,
     /// The HLC when the service started (see [`Stream::after_boot`]).
     boot_ts: u64,
     /// Every node ever in the ring, as last seen there: the metrics port
@@ -338,6 +340,7 @@ impl Cluster {
             handle: rt.handle().clone(),
             next_id: AtomicU64::new(1),
             isolated: AtomicBool::new(false),
+            links_down_until: Mutex::new(None),
             boot_ts,
             known: Mutex::new(HashMap::new()),
             acked: Mutex::new(HashMap::new()),

@@ -185,7 +185,7 @@ impl Conn {
     }
 
     /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|DELAY-INSTALLS
-    /// ms|DELAY-ANSWERS ms [PREPARES]|CRASH-AFTER-RECORD|CRASH-BEFORE-SHIP prefix|
+    /// ms|DELAY-ANSWERS ms [PREPARES]|LINKS-DOWN ms|CRASH-AFTER-RECORD|CRASH-BEFORE-SHIP prefix|
     /// PAUSE-BEFORE-SHIP prefix|CRASH-AFTER-SHIP-TO-ONE prefix|PAUSE-REPAIR|
     /// LAPSE|HEAL` (needs
     /// `fault-injection = true`):
@@ -195,7 +195,9 @@ impl Conn {
     /// them Busy (a node no longer their primary); have the commits it
     /// coordinates wait `ms` between decision and install (a slow
     /// coordinator); hold its answers to peers `ms` (with PREPARES, only
-    /// those to prepares); die right after logging
+    /// those to prepares); drop its peer connections and fail its
+    /// attempts to connect for `ms` while membership goes on (a network
+    /// hiccup); die right after logging
     /// a transaction record (or a write of a key with `prefix`), before
     /// shipping it, or stop itself there (SIGSTOP), or ship it to one
     /// replica and die once that one has it; start no anti-entropy round;
@@ -230,6 +232,13 @@ impl Conn {
             };
             let prepares_only = args.get(3).is_some_and(|a| is(a, "prepares"));
             cl.set_answer_delay_of(ms, prepares_only);
+        } else if is(&args[1], "links-down") {
+            let Some(ms) = millis(args.get(2)) else {
+                return self
+                    .w()
+                    .error("ERR ELSA.FAULT LINKS-DOWN takes milliseconds");
+            };
+            cl.set_links_down(std::time::Duration::from_millis(ms));
         } else if is(&args[1], "busy-installs") {
             cl.set_busy_installs(true);
         } else if is(&args[1], "crash-after-record") {
@@ -264,13 +273,14 @@ impl Conn {
             cl.set_isolated(false);
             cl.set_drop_installs(false);
             cl.set_answer_delay(0);
+            cl.set_links_down(std::time::Duration::ZERO);
             cl.set_busy_installs(false);
             cl.set_repair_paused(false);
             self.coord.node.set_install_delay(0);
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms [PREPARES], BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms [PREPARES], LINKS-DOWN ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE or HEAL");
         }
         self.w().simple("OK");
     }

@@ -85,9 +85,9 @@ pub trait Replicator: Send + Sync {
     /// A batch was not confirmed by the replicas (see [`Repl::ship`]).
     fn unconfirmed(&self) {}
 
-    /// True when no other node of the region could take a batch now (none
-    /// in the view, or none reachable): what is shipped is confirmed with
-    /// nobody having it, so the log marks it confirmed as it writes it.
+    /// True when no other node of the region is in the view: what is
+    /// shipped is confirmed with nobody having it, so the log marks it
+    /// confirmed as it writes it.
     fn alone(&self) -> bool {
         true
     }

@@ -153,6 +153,27 @@ impl Cluster {
         );
     }
 
+    /// Drops this node's peer connections and fails its attempts to
+    /// connect for `d`, as a network hiccup would, while membership gossip
+    /// goes on: its peers stay live members of the view throughout.
+    pub fn set_links_down(&self, d: Duration) {
+        *self
+            .links_down_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + d);
+        tracing::warn!("fault injection: peer connections down for {d:?}");
+    }
+
+    /// Are this node's peer connections down (fault injection)?
+    pub(crate) fn links_down(&self) -> bool {
+        self.settings.fault_injection
+            && self
+                .links_down_until
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|t| Instant::now() < t)
+    }
+
     /// Is peer address `addr` cut off by fault injection?
     pub(crate) fn cut_addr(&self, addr: SocketAddr) -> bool {
         // (Only while isolated: a scan of the nodes ever seen.)

@@ -138,7 +138,10 @@ impl Cluster {
             {
                 break;
             }
-            if !self.cut(&link.region) {
+            if self.links_down() {
+                // As a connection attempt that failed.
+                link.unreachable.store(true, Ordering::Relaxed);
+            } else if !self.cut(&link.region) {
                 let conn =
                     tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(link.addr))
                         .await;
@@ -267,9 +270,17 @@ impl Cluster {
                 }
             }
         };
+        // Fault injection only: the connection drops when its links go
+        // down (`ELSA.FAULT LINKS-DOWN`).
+        let hiccup = async {
+            while !self.links_down() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
         tokio::select! {
             _ = writer => {}
             _ = reader => {}
+            _ = hiccup, if self.settings.fault_injection => {}
         }
     }
 

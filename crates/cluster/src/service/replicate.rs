@@ -8,9 +8,11 @@
 //! node loses nothing acknowledged.
 //!
 //! A batch is held until every replica its keys have *in the current
-//! view* has confirmed it: a replica that left the ring (declared dead) is
-//! no longer waited for, one that took its place is sent the batch too,
-//! and a frame lost with a broken connection is sent again. A batch not
+//! view* has confirmed it: a replica that left the ring (declared dead by
+//! the failure detector) is no longer waited for, one that took its place
+//! is sent the batch too, and a frame lost with a broken connection is
+//! sent again. A replica the node cannot connect to but that is still in
+//! the view is waited for: nothing but the view says a node is gone. A batch not
 //! confirmed within [`RETRY_FOR`] is given up: the writes in it answer
 //! that they were not confirmed (they are applied here, and may be lost if
 //! this node fails before anti-entropy spreads them).
@@ -64,9 +66,10 @@ impl Replicator for RegionReplicator {
     fn alone(&self) -> bool {
         let ring = self.0.ring.load();
         let own = &ring.regions()[ring.own_region()];
-        !ring.members().iter().any(|m| {
-            m.node != self.0.settings.node && &m.region == own && !self.0.unreachable(m.node)
-        })
+        !ring
+            .members()
+            .iter()
+            .any(|m| m.node != self.0.settings.node && &m.region == own)
     }
 }
 
@@ -129,7 +132,6 @@ impl Cluster {
             for r in ring.replicas(*slot, own) {
                 if r.node != me
                     && !b.confirmed.contains(&r.node)
-                    && !self.unreachable(r.node)
                     && only.is_none_or(|o| o == r.node)
                 {
                     per_node.entry(r.node).or_default().push(l.clone());
@@ -153,13 +155,13 @@ impl Cluster {
         false
     }
 
-    /// True when the last attempt to connect to `node` failed: its process
-    /// is down (killed, restarting). A batch does not wait for it — that
-    /// would stall every write for the failure detector's seconds — which
-    /// is within the promise: losing one node loses nothing acknowledged;
-    /// it catches up by anti-entropy when it is back. A paused process
-    /// still accepts connections, so it is waited for until the failure
-    /// detector declares it dead.
+    /// True when the last attempt to connect to `node` failed. Only a
+    /// hint (a slot's new primary does not ask it to teach what it
+    /// holds): a failed attempt does not tell a dead process from a live
+    /// one behind a network hiccup, so a batch still waits for it until
+    /// the failure detector takes it out of the view. Counting it as
+    /// confirmed lost acknowledged writes: a live replica missed them and
+    /// the node that had them died (issue 41, defect 8).
     pub(super) fn unreachable(&self, node: NodeId) -> bool {
         self.links
             .lock()

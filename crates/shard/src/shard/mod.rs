@@ -1633,4 +1633,6 @@ mod waiting;
 pub use upkeep::AeBatch;
 
 #[cfg(test)]
+mod repl_tests;
+#[cfg(test)]
 mod tests;

@@ -126,8 +126,8 @@ impl Shard {
     /// record, when that moved since the last): on a restart, what they
     /// never confirmed is dropped (`DataDir::recover`).
     ///
-    /// A batch with nobody to ship it to (the region's other nodes are all
-    /// gone or unreachable) is its only copy: its confirmation is logged
+    /// A batch with nobody to ship it to (no other node of the region is
+    /// in the view) is its only copy: its confirmation is logged
     /// with it, as nothing else would keep it through a crash.
     pub fn flush_wal(&mut self) {
         let mut marked = false;
@@ -142,6 +142,14 @@ impl Shard {
         }
         if let Some(d) = &mut self.durability {
             d.wal.flush();
+            if d.wal.unwritten() {
+                // The write failed (disk full): the batch waits for the
+                // retry. Shipped now, it would carry the log's offset
+                // before its records, a confirmation would not cover
+                // them, and recovery would leave out what the region
+                // acknowledged.
+                return;
+            }
         }
         let index = self.index;
         let at = self
@@ -161,10 +169,15 @@ impl Shard {
         }
     }
 
-    /// Periodic log duty: retry a failed flush, `everysec` fsync, and log
-    /// a confirmation that came after the shard went idle.
+    /// Periodic log duty: retry a failed flush (and ship the batch that
+    /// waited for it), `everysec` fsync, and log a confirmation that came
+    /// after the shard went idle.
     pub fn tick_wal(&mut self) {
-        if self.repl.as_ref().is_some_and(|r| r.confirmation_due()) {
+        if self
+            .repl
+            .as_ref()
+            .is_some_and(|r| r.confirmation_due() || !r.pending.is_empty())
+        {
             self.flush_wal();
         }
         if let Some(d) = &mut self.durability {

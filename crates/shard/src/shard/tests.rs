@@ -7,11 +7,11 @@ use crate::wal::codec::{EntryState, LogEntry};
 use crate::wal::files::DataDir;
 use crate::wal::Wal;
 
-fn shard() -> Shard {
+pub(super) fn shard() -> Shard {
     Shard::new(0, 7, KeyHasher::default(), Arc::new(Hlc::default()))
 }
 
-fn key(s: &Shard, k: &str) -> HashedKey {
+pub(super) fn key(s: &Shard, k: &str) -> HashedKey {
     let key = Bytes::copy_from_slice(k.as_bytes());
     HashedKey {
         hash: std::hash::BuildHasher::hash_one(s.table.hasher(), &key[..]),
@@ -19,7 +19,7 @@ fn key(s: &Shard, k: &str) -> HashedKey {
     }
 }
 
-fn kop(s: &Shard, k: &str, op: Op) -> KeyOp {
+pub(super) fn kop(s: &Shard, k: &str, op: Op) -> KeyOp {
     let h = key(s, k);
     KeyOp {
         key: h.key,
@@ -28,7 +28,7 @@ fn kop(s: &Shard, k: &str, op: Op) -> KeyOp {
     }
 }
 
-fn set(v: &str) -> Op {
+pub(super) fn set(v: &str) -> Op {
     Op::Set {
         value: Bytes::copy_from_slice(v.as_bytes()),
         cond: SetCond::Always,
@@ -37,7 +37,7 @@ fn set(v: &str) -> Op {
     }
 }
 
-fn value(s: &mut Shard, k: &str) -> Option<Bytes> {
+pub(super) fn value(s: &mut Shard, k: &str) -> Option<Bytes> {
     let k = key(s, k);
     s.op_read(&k).unwrap().current.map(|c| c.value)
 }
@@ -441,7 +441,7 @@ proptest::proptest! {
     }
 }
 
-fn durable_shard(dir: &std::path::Path) -> Shard {
+pub(super) fn durable_shard(dir: &std::path::Path) -> Shard {
     let data = DataDir::open(dir).unwrap();
     let mut s = Shard::new(0, 7, KeyHasher::default(), Arc::new(Hlc::default()));
     let seg = data.create_segment(1, 0, true).unwrap();
@@ -449,7 +449,7 @@ fn durable_shard(dir: &std::path::Path) -> Shard {
     s
 }
 
-fn recovered(dir: &std::path::Path) -> Shard {
+pub(super) fn recovered(dir: &std::path::Path) -> Shard {
     let mut s = shard();
     let data = DataDir::open(dir).unwrap();
     let mut entries = Vec::new();

@@ -351,6 +351,12 @@ impl Wal {
         self.acks.push(ack);
     }
 
+    /// True when sealed records are not written yet (the last
+    /// [`Wal::flush`] failed, or none ran since they were sealed).
+    pub fn unwritten(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
     /// True when records or replies are waiting for [`Wal::flush`].
     pub fn pending(&self) -> bool {
         !self.buf.is_empty() || !self.acks.is_empty()
