@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::commits::owner;
 use super::common::cluster::Cluster;
+use super::common::{cluster_slots, slot_owner_port};
 use super::one_at_a_time;
 
 /// A key node `i` is the primary of.
@@ -14,6 +15,27 @@ fn key_owned_by(c: &Cluster, i: usize, prefix: &str) -> String {
         .map(|n| format!("{prefix}{n}"))
         .find(|k| owner(c, i, k) == i)
         .expect("a key node i owns")
+}
+
+/// `n` keys node `i` is the primary of (by one `CLUSTER SLOTS`).
+fn keys_owned_by(c: &Cluster, i: usize, prefix: &str, n: usize) -> Vec<String> {
+    let mut con = c.conn(i);
+    let slots = cluster_slots(&mut con);
+    let mut out = Vec::new();
+    for k in (0..100 * n).map(|m| format!("{prefix}{m}")) {
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(&k)
+            .query(&mut con)
+            .expect("CLUSTER KEYSLOT");
+        if slot_owner_port(&slots, slot) == c.port(i) {
+            out.push(k);
+            if out.len() == n {
+                return out;
+            }
+        }
+    }
+    panic!("node {i} owns fewer than {n} of the keys tried")
 }
 
 /// A replica whose connections failed for a moment — its process alive,
@@ -70,5 +92,57 @@ fn a_replica_out_of_reach_for_a_moment_is_waited_for() {
     assert_eq!(
         got, acked,
         "the surviving replica lacks writes node 0 acknowledged"
+    );
+}
+
+/// One `INFO` field of node `i` as a number.
+fn info_num(c: &Cluster, i: usize, section: &str, field: &str) -> u64 {
+    let text: String = c.query_retrying(i, redis::cmd("INFO").arg(section));
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO {section} of node {i}"))
+}
+
+/// A key is evicted by its primary only (issue 41, defect 6). Node 1 is
+/// short of memory and node 0 is not; node 1 holds node 0's keys as
+/// their replica. Before, node 1 evicted them with a delete of its own
+/// (with its own clock, so also a newer write node 0 had acknowledged),
+/// shipped it to node 0, and node 0 lost keys it never chose to evict.
+#[test]
+fn a_replica_short_of_memory_evicts_no_key_of_another_primary() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["r1", "r1"], &["--replication-factor", "2"]);
+    let keys = keys_owned_by(&c, 0, "ev:", 600);
+    let used = info_num(&c, 1, "memory", "used_memory");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-random")
+        .arg("maxmemory")
+        .arg(used + (1 << 20))
+        .query(&mut c.conn(1))
+        .expect("CONFIG SET on node 1");
+    let value = "x".repeat(8 << 10);
+    let mut con = c.conn(0);
+    for k in &keys {
+        let _: () = redis::cmd("SET")
+            .arg(k)
+            .arg(&value)
+            .query(&mut con)
+            .expect("SET");
+    }
+    // Eviction runs before batches and on the epoch timer.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut args = redis::cmd("EXISTS");
+    for k in &keys {
+        args.arg(k);
+    }
+    let present: usize = args.query(&mut c.conn(0)).expect("EXISTS");
+    assert_eq!(
+        present,
+        keys.len(),
+        "node 0 lost keys it did not evict (node 1 evicted {})",
+        info_num(&c, 1, "stats", "evicted_keys")
     );
 }

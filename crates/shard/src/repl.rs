@@ -85,6 +85,15 @@ pub trait Replicator: Send + Sync {
     /// A batch was not confirmed by the replicas (see [`Repl::ship`]).
     fn unconfirmed(&self) {}
 
+    /// Whether this node may evict `key` to free memory: it is the key's
+    /// primary in the region and serving. A replica never evicts on its
+    /// own: its delete, stamped with its clock, would also remove a newer
+    /// write the primary acknowledged. It follows the primary's
+    /// evictions as it follows any delete.
+    fn may_evict(&self, _key: &[u8]) -> bool {
+        true
+    }
+
     /// True when no other node of the region is in the view: what is
     /// shipped is confirmed with nobody having it, so the log marks it
     /// confirmed as it writes it.

@@ -63,6 +63,16 @@ impl Replicator for RegionReplicator {
         self.0.lost_batch();
     }
 
+    fn may_evict(&self, key: &[u8]) -> bool {
+        let hash = std::hash::BuildHasher::hash_one(&self.0.hasher, key);
+        let ring = self.0.ring.load();
+        self.0.is_serving()
+            && ring
+                .replicas(slot_of(hash), ring.own_region())
+                .first()
+                .is_some_and(|p| p.node == self.0.settings.node)
+    }
+
     fn alone(&self) -> bool {
         let ring = self.0.ring.load();
         let own = &ring.regions()[ring.own_region()];

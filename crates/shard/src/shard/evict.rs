@@ -3,7 +3,9 @@
 //! and how it goes — as a delete committed here, logged, gossiped to the
 //! other regions and shipped to the region's replicas exactly like a DEL,
 //! so replicas converge on its absence and anti-entropy never brings the
-//! key back (`docs/operations.md`, "Memory limit").
+//! key back (`docs/operations.md`, "Memory limit"). In a region of several
+//! nodes only a key's primary evicts it: its delete is ordered after every
+//! write it acknowledged; a replica's, stamped with its own clock, was not.
 
 use std::sync::Arc;
 
@@ -109,7 +111,9 @@ impl Shard {
     }
 
     /// True when `key`'s record may be evicted: live, not Elsa's own, not
-    /// held by a transaction under way, and with a TTL if `volatile`.
+    /// held by a transaction under way, with a TTL if `volatile`, and —
+    /// in a region of several nodes — of a key this node is the primary
+    /// of (see [`crate::repl::Replicator::may_evict`]).
     fn evictable(&self, hash: u64, key: &[u8], volatile: bool, now_ms: u64) -> bool {
         let Some(r) = self.table.get(hash, key) else {
             return false;
@@ -118,6 +122,10 @@ impl Shard {
             && !is_internal(key)
             && !self.holds.contains_key(key)
             && (!volatile || r.expiry(now_ms).is_some())
+            && self
+                .repl
+                .as_ref()
+                .is_none_or(|repl| repl.replicator.may_evict(key))
     }
 
     /// The next key to evict, or None when nothing may go.
@@ -221,7 +229,12 @@ impl Shard {
                     continue;
                 }
                 let hash = std::hash::BuildHasher::hash_one(&hasher, rec.key());
-                if self.holds.contains_key(rec.key()) {
+                if self.holds.contains_key(rec.key())
+                    || self
+                        .repl
+                        .as_ref()
+                        .is_some_and(|repl| !repl.replicator.may_evict(rec.key()))
+                {
                     continue;
                 }
                 out.push((
