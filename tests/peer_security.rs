@@ -47,6 +47,7 @@ fn lattice(key: &str, value: &str, commit_ts: u64) -> wire::Lattice {
         origin: 99,
         unit: 0,
         typed: None,
+        ..Default::default()
     }
 }
 

@@ -44,6 +44,7 @@ fn lattice(key: &[u8], s: &KeyState) -> Lattice {
         origin: 1,
         unit: 0,
         typed: Some(wire::typed_bytes(s)),
+        ..Default::default()
     }
 }
 

@@ -356,3 +356,81 @@ fn an_add_of_a_present_element_survives_a_concurrent_remove_in_another_region() 
         lost.join("\n")
     );
 }
+
+/// A change of a string's TTL alone never undoes a write of its value
+/// (issue 41, defect 15): region a writes `b` over `a` while region b,
+/// which has not seen it yet (300 ms away), changes the TTL of `a` — by
+/// EXPIRE, PEXPIREAT, PERSIST, GETEX, inside MULTI and from a script —
+/// after a's write, by the clocks. Both regions end with `b` and `b`'s own
+/// TTL (none). Before the fix both ended with `a` and the new TTL: the
+/// acknowledged SET was lost to a command that only set a TTL.
+#[test]
+fn a_ttl_change_never_undoes_a_concurrent_write_in_another_region() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["a", "b"], &["--wan-delay-ms", "300"]);
+    c.wait_members(&[0, 1], 2, std::time::Duration::from_secs(30));
+    let (mut a, mut b) = (c.conn(0), c.conn(1));
+    let run = |con: &mut redis::Connection, line: &str| -> Value {
+        let mut cmd = redis::cmd(line.split(' ').next().unwrap_or_default());
+        for arg in line.split(' ').skip(1) {
+            cmd.arg(arg);
+        }
+        cmd.query(con)
+            .unwrap_or_else(|e| panic!("{line} failed: {e}"))
+    };
+    let changes = [
+        ("t1", "EXPIRE t1 100"),
+        ("t2", "PEXPIREAT t2 99999999999999"),
+        ("t3", "PERSIST t3"),
+        ("t4", "GETEX t4 EX 100"),
+        ("t5", "MULTI"),
+        ("t6", "EVAL"),
+    ];
+    for (k, _) in changes {
+        run(&mut a, &format!("SET {k} a EX 1000"));
+    }
+    c.wait_same_digest(&[0, 1], std::time::Duration::from_secs(30));
+    for (k, _) in changes {
+        run(&mut a, &format!("SET {k} b"));
+    }
+    for (k, change) in changes {
+        match change {
+            "MULTI" => {
+                let _: Vec<i64> = redis::pipe()
+                    .atomic()
+                    .cmd("EXPIRE")
+                    .arg(k)
+                    .arg(100)
+                    .query(&mut b)
+                    .expect("MULTI EXPIRE EXEC");
+            }
+            "EVAL" => {
+                let _: i64 = redis::cmd("EVAL")
+                    .arg("return redis.call('EXPIRE', KEYS[1], 100)")
+                    .arg(1)
+                    .arg(k)
+                    .query(&mut b)
+                    .expect("EVAL EXPIRE");
+            }
+            line => {
+                run(&mut b, line);
+            }
+        }
+    }
+    c.wait_same_digest(&[0, 1], std::time::Duration::from_secs(30));
+    let mut lost = Vec::new();
+    for (node, con) in [("a", &mut a), ("b", &mut b)] {
+        for (k, change) in changes {
+            let got = run(con, &format!("GET {k}"));
+            let left = run(con, &format!("TTL {k}"));
+            if got != Value::BulkString(b"b".to_vec()) || left != Value::Int(-1) {
+                lost.push(format!("{node}: {k} ({change}) is {got:?}, TTL {left:?}"));
+            }
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "a TTL change undid the write:\n{}",
+        lost.join("\n")
+    );
+}

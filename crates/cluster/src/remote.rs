@@ -57,6 +57,11 @@ pub struct WriteMsg {
     /// The settled delta (`Write::delta`).
     #[prost(bytes = "bytes", optional, tag = "7")]
     pub delta: Option<Bytes>,
+    /// A change of the TTL alone: the value's write (`Current::ttl_of`).
+    #[prost(uint64, optional, tag = "8")]
+    pub ttl_of_ts: Option<u64>,
+    #[prost(uint32, optional, tag = "9")]
+    pub ttl_of_origin: Option<u32>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -82,6 +87,11 @@ pub struct StateMsg {
     /// The key's typed state, if it holds one.
     #[prost(bytes = "bytes", optional, tag = "5")]
     pub typed: Option<Bytes>,
+    /// `ReadState::ttl_of`.
+    #[prost(uint64, optional, tag = "6")]
+    pub ttl_of_ts: Option<u64>,
+    #[prost(uint32, optional, tag = "7")]
+    pub ttl_of_origin: Option<u32>,
 }
 
 /// [`Call::kind`] of a prepare (hold + validate).
@@ -245,10 +255,10 @@ fn check(m: CheckMsg) -> Check {
 }
 
 fn write_msg(w: &Write) -> WriteMsg {
-    let (value, expire_ms, typed) = match &w.state {
-        None => (None, None, None),
-        Some(Value::Str(c)) => (Some(c.value.clone()), c.expire_ms, None),
-        Some(Value::Typed(s)) => (None, None, Some(typed_bytes(s))),
+    let (value, expire_ms, typed, ttl_of) = match &w.state {
+        None => (None, None, None, None),
+        Some(Value::Str(c)) => (Some(c.value.clone()), c.expire_ms, None, c.ttl_of),
+        Some(Value::Typed(s)) => (None, None, Some(typed_bytes(s)), None),
     };
     WriteMsg {
         key: w.key.key.clone(),
@@ -258,6 +268,8 @@ fn write_msg(w: &Write) -> WriteMsg {
         typed,
         base: w.base.as_deref().map(typed_bytes),
         delta: w.delta.as_deref().map(typed_bytes),
+        ttl_of_ts: ttl_of.map(|v| v.commit_ts),
+        ttl_of_origin: ttl_of.map(|v| v.origin),
     }
 }
 
@@ -268,6 +280,9 @@ fn write(m: WriteMsg) -> Write {
             Value::Str(Current {
                 value,
                 expire_ms: m.expire_ms,
+                ttl_of: m
+                    .ttl_of_ts
+                    .map(|ts| Version::new(ts, m.ttl_of_origin.unwrap_or(0))),
             })
         }),
     };
@@ -289,6 +304,8 @@ fn state_msg(s: &ReadState) -> StateMsg {
         commit_ts: s.version.commit_ts,
         origin: s.version.origin,
         typed: s.typed.as_deref().map(typed_bytes),
+        ttl_of_ts: s.ttl_of.map(|v| v.commit_ts),
+        ttl_of_origin: s.ttl_of.map(|v| v.origin),
     }
 }
 
@@ -297,9 +314,13 @@ fn state(m: StateMsg) -> ReadState {
         current: m.value.map(|value| Current {
             value,
             expire_ms: m.expire_ms,
+            ttl_of: None,
         }),
         typed: m.typed.map(typed_from),
         version: Version::new(m.commit_ts, m.origin),
+        ttl_of: m
+            .ttl_of_ts
+            .map(|ts| Version::new(ts, m.ttl_of_origin.unwrap_or(0))),
         snapshot: false,
         latest_expire_ms: None,
     }
@@ -385,6 +406,7 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
                         current: None,
                         typed: None,
                         version: Version::ZERO,
+                        ttl_of: None,
                         snapshot: false,
                         latest_expire_ms: None,
                     })

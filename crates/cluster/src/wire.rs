@@ -37,6 +37,12 @@ pub struct Lattice {
     /// `value`: a delta, or a whole state, to merge.
     #[prost(bytes = "bytes", optional, tag = "8")]
     pub typed: Option<Bytes>,
+    /// A change of the TTL alone: the write of the value it changed
+    /// (`elsa_shard::Current::ttl_of`), commit time and origin.
+    #[prost(uint64, optional, tag = "9")]
+    pub ttl_of_ts: Option<u64>,
+    #[prost(uint32, optional, tag = "10")]
+    pub ttl_of_origin: Option<u32>,
 }
 
 /// A typed state's bytes on the wire.
@@ -362,13 +368,16 @@ pub fn decode_frame(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
 
 impl From<&elsa_shard::wal::codec::LogEntry> for Lattice {
     fn from(e: &elsa_shard::wal::codec::LogEntry) -> Lattice {
-        let (value, expire_ms, typed) = match &e.state {
+        let (value, expire_ms, typed, ttl_of) = match &e.state {
             elsa_shard::wal::codec::EntryState::Plain(c) => (
                 c.as_ref().map(|c| c.value.clone()),
                 c.as_ref().and_then(|c| c.expire_ms),
                 None,
+                c.as_ref().and_then(|c| c.ttl_of),
             ),
-            elsa_shard::wal::codec::EntryState::Typed(s) => (None, None, Some(typed_bytes(s))),
+            elsa_shard::wal::codec::EntryState::Typed(s) => {
+                (None, None, Some(typed_bytes(s)), None)
+            }
         };
         Lattice {
             key: e.key.clone(),
@@ -379,6 +388,8 @@ impl From<&elsa_shard::wal::codec::LogEntry> for Lattice {
             origin: e.version.origin,
             unit: e.unit.code(),
             typed,
+            ttl_of_ts: ttl_of.map(|v| v.commit_ts),
+            ttl_of_origin: ttl_of.map(|v| v.origin),
         }
     }
 }
@@ -393,6 +404,9 @@ impl From<Lattice> for elsa_shard::wal::codec::LogEntry {
                     elsa_shard::Current {
                         value,
                         expire_ms: l.expire_ms,
+                        ttl_of: l
+                            .ttl_of_ts
+                            .map(|ts| elsa_lattice::Version::new(ts, l.ttl_of_origin.unwrap_or(0))),
                     }
                 })),
             },
@@ -422,6 +436,8 @@ mod tests {
                 origin: 3,
                 unit: 1,
                 typed: None,
+                ttl_of_ts: None,
+                ttl_of_origin: None,
             }],
             after_gap: false,
         }));

@@ -238,6 +238,7 @@ mod tests {
             value: Some(Value::Str(crate::ops::Current {
                 value: Bytes::copy_from_slice(v.as_bytes()),
                 expire_ms: None,
+                ttl_of: None,
             })),
             version: Version::new(from, 1),
             until,

@@ -82,6 +82,15 @@ pub enum Expect {
 }
 
 impl ReadState {
+    /// The write of the plain value a command sees, if it sees one: what
+    /// a change of its TTL alone applies to (`KeyView::value_version`).
+    pub fn value_version(&self) -> Option<Version> {
+        match (&self.typed, &self.current) {
+            (None, Some(_)) => Some(self.ttl_of.unwrap_or(self.version)),
+            _ => None,
+        }
+    }
+
     /// What a command sees of the key: its typed state, else its live
     /// string.
     pub fn value(&self) -> Option<Value> {
@@ -187,6 +196,9 @@ pub struct ReadState {
     pub typed: Option<std::sync::Arc<elsa_lattice::KeyState>>,
     /// The version of the stored state (ZERO if never written).
     pub version: Version,
+    /// The stored plain state changed the TTL alone of the value written
+    /// as this version (`Current::ttl_of`).
+    pub ttl_of: Option<Version>,
     /// Read as of the snapshot asked for (`ShardMsg::Read::at`); false
     /// for the latest state.
     pub snapshot: bool,

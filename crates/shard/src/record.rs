@@ -6,8 +6,13 @@
 //! Layout of `data`:
 //!
 //! ```text
-//! [flags u8][origin u32][key_len u32][access u24][expire_ms u64 if HAS_TTL][key][value]
+//! [flags u8][origin u32][key_len u32][access u24][expire_ms u64 if HAS_TTL]
+//! [ttl_of: commit_ts u64, origin u32 if TTL_OF][key][value]
 //! ```
+//!
+//! `ttl_of` marks a state that changed only the TTL of the value written
+//! as that version (EXPIRE, PERSIST…): it orders by that version first
+//! (`Current::order`), so a concurrent write of the value wins over it.
 //!
 //! `access` is the key's eviction clock, Redis's 24 `lru` bits of an object:
 //! its last access in seconds, or (under an LFU policy) its last decrement
@@ -40,6 +45,9 @@ const UNIT_HERE: u8 = 8;
 const UNIT_SHARDS: u8 = 16;
 /// `[value]` is a pointer to a boxed `Arc<KeyState>` owned by the record.
 const TYPED: u8 = 32;
+/// The state changed only the TTL of an earlier write (`ttl_of` follows
+/// the expiry).
+const TTL_OF: u8 = 64;
 const HEADER: usize = 1 + 4 + 4 + 3;
 /// Where the access clock sits in `data`.
 const ACCESS: usize = 9;
@@ -116,19 +124,28 @@ impl Record {
         key: &[u8],
         value: Option<&Bytes>,
         expire_ms: Option<u64>,
+        ttl_of: Option<Version>,
         start_ts: Ts,
         version: Version,
     ) -> Record {
         match value {
             Some(v) if v.len() >= SHARED_MIN => {
-                let mut r = Record::new(key, Some(&[0; PTR]), expire_ms, start_ts, version);
+                let mut r =
+                    Record::packed(key, Some(&[0; PTR]), expire_ms, ttl_of, start_ts, version);
                 let ptr = Box::into_raw(Box::new(v.clone())) as usize;
                 let at = r.data.len() - PTR;
                 r.data[at..].copy_from_slice(&ptr.to_le_bytes());
                 r.data[0] |= SHARED;
                 r
             }
-            _ => Record::new(key, value.map(|v| &v[..]), expire_ms, start_ts, version),
+            _ => Record::packed(
+                key,
+                value.map(|v| &v[..]),
+                expire_ms,
+                ttl_of,
+                start_ts,
+                version,
+            ),
         }
     }
 
@@ -263,6 +280,18 @@ impl Record {
         start_ts: Ts,
         version: Version,
     ) -> Record {
+        Record::packed(key, value, expire_ms, None, start_ts, version)
+    }
+
+    /// [`Record::new`] of a state that may be a TTL change (`ttl_of`).
+    fn packed(
+        key: &[u8],
+        value: Option<&[u8]>,
+        expire_ms: Option<u64>,
+        ttl_of: Option<Version>,
+        start_ts: Ts,
+        version: Version,
+    ) -> Record {
         let mut flags = 0;
         if value.is_none() {
             flags |= TOMBSTONE;
@@ -270,8 +299,14 @@ impl Record {
         if expire_ms.is_some() {
             flags |= HAS_TTL;
         }
+        // A tombstone is never a TTL change.
+        let ttl_of = ttl_of.filter(|_| value.is_some());
+        if ttl_of.is_some() {
+            flags |= TTL_OF;
+        }
         let val = value.unwrap_or(&[]);
-        let ttl_len = if expire_ms.is_some() { 8 } else { 0 };
+        let ttl_len =
+            if expire_ms.is_some() { 8 } else { 0 } + if ttl_of.is_some() { 12 } else { 0 };
         let mut data = Vec::with_capacity(HEADER + ttl_len + key.len() + val.len());
         data.push(flags);
         data.extend_from_slice(&version.origin.to_le_bytes());
@@ -279,6 +314,10 @@ impl Record {
         data.extend_from_slice(&[0; 3]);
         if let Some(ms) = expire_ms {
             data.extend_from_slice(&ms.to_le_bytes());
+        }
+        if let Some(v) = ttl_of {
+            data.extend_from_slice(&v.commit_ts.to_le_bytes());
+            data.extend_from_slice(&v.origin.to_le_bytes());
         }
         data.extend_from_slice(key);
         data.extend_from_slice(val);
@@ -350,7 +389,33 @@ impl Record {
     }
 
     fn body_start(&self) -> usize {
-        HEADER + if self.flags() & HAS_TTL != 0 { 8 } else { 0 }
+        HEADER
+            + if self.flags() & HAS_TTL != 0 { 8 } else { 0 }
+            + if self.flags() & TTL_OF != 0 { 12 } else { 0 }
+    }
+
+    /// The write whose value this state only changed the TTL of, if it
+    /// is such a change (see the module doc).
+    pub fn ttl_of(&self) -> Option<Version> {
+        if self.flags() & TTL_OF == 0 {
+            return None;
+        }
+        let at = HEADER + if self.flags() & HAS_TTL != 0 { 8 } else { 0 };
+        let mut ts = [0u8; 8];
+        ts.copy_from_slice(&self.data[at..at + 8]);
+        let mut origin = [0u8; 4];
+        origin.copy_from_slice(&self.data[at + 8..at + 12]);
+        Some(Version::new(
+            u64::from_le_bytes(ts),
+            u32::from_le_bytes(origin),
+        ))
+    }
+
+    /// Where this plain state stands in its key's order
+    /// (`Current::order`).
+    pub fn order(&self) -> (Version, Version) {
+        let v = self.version();
+        (self.ttl_of().unwrap_or(v), v)
     }
 
     fn key_len(&self) -> usize {
@@ -412,7 +477,20 @@ impl Record {
     /// value and TTL dropped (an expired value, once collected, still has
     /// to win merges against older copies the way a DELETE does).
     pub fn to_tombstone(&self) -> Record {
-        Record::new(self.key(), None, None, self.start_ts, self.version())
+        match self.ttl_of() {
+            // A lapsed TTL change stays one, its value dropped: as a plain
+            // tombstone it would order by its own version and beat a
+            // write of the value it never saw.
+            Some(of) => Record::packed(
+                self.key(),
+                Some(&[]),
+                self.expire_ms(),
+                Some(of),
+                self.start_ts,
+                self.version(),
+            ),
+            None => Record::new(self.key(), None, None, self.start_ts, self.version()),
+        }
     }
 
     /// Heap bytes this record owns (for INFO memory accounting).
@@ -474,6 +552,7 @@ mod tests {
                 &vec![b'k'; key_len],
                 Some(&value),
                 ttl.then_some(7),
+                None,
                 1,
                 Version::new(2, 3),
             );
@@ -493,7 +572,7 @@ mod tests {
     #[test]
     fn big_values_are_kept_by_reference() {
         let big = Bytes::from(vec![7u8; SHARED_MIN]);
-        let r = Record::new_shared(b"k", Some(&big), Some(5), 1, Version::new(2, 3));
+        let r = Record::new_shared(b"k", Some(&big), Some(5), None, 1, Version::new(2, 3));
         assert_eq!(r.value(), Some(&big[..]));
         let v = r.value_bytes().unwrap();
         assert_eq!(v.as_ptr(), big.as_ptr(), "the same buffer, not a copy");
@@ -505,8 +584,42 @@ mod tests {
         drop(r);
         assert_eq!(v.len(), SHARED_MIN, "the handle outlives the record");
         let small = Bytes::from_static(b"small");
-        let s = Record::new_shared(b"k", Some(&small), None, 1, Version::new(2, 3));
+        let s = Record::new_shared(b"k", Some(&small), None, None, 1, Version::new(2, 3));
         assert_ne!(s.value_bytes().unwrap().as_ptr(), small.as_ptr());
+    }
+
+    #[test]
+    fn a_ttl_change_keeps_the_write_it_changed_through_expiry() {
+        let of = Version::new(10, 4);
+        for ttl in [None, Some(100)] {
+            let r = Record::new_shared(
+                b"key",
+                Some(&Bytes::from_static(b"value")),
+                ttl,
+                Some(of),
+                1,
+                Version::new(20, 5),
+            );
+            assert_eq!(r.key(), b"key");
+            assert_eq!(r.value(), Some(&b"value"[..]));
+            assert_eq!(r.expire_ms(), ttl);
+            assert_eq!(r.ttl_of(), Some(of));
+            assert_eq!(r.order(), (of, Version::new(20, 5)));
+        }
+        let lapsed = Record::new_shared(
+            b"key",
+            Some(&Bytes::from_static(b"value")),
+            Some(100),
+            Some(of),
+            1,
+            Version::new(20, 5),
+        )
+        .to_tombstone();
+        assert_eq!(lapsed.live_value(200), None);
+        assert_eq!(lapsed.order(), (of, Version::new(20, 5)));
+        let plain = Record::new(b"k", Some(b"v"), None, 1, Version::new(3, 1));
+        assert_eq!(plain.ttl_of(), None);
+        assert_eq!(plain.order(), (Version::new(3, 1), Version::new(3, 1)));
     }
 
     #[test]

@@ -79,6 +79,8 @@ struct HeldKey {
     dirty: bool,
     /// Its typed state as read under the holds (a typed write's base).
     read: Option<std::sync::Arc<KeyState>>,
+    /// The write of the plain value read (`KeyView::value_version`).
+    read_version: Option<Version>,
 }
 
 /// Keys' states captured under holds, with the commands' changes on top.
@@ -103,6 +105,7 @@ impl Overlay {
             Ok(states) => {
                 for ((k, _), rs) in keys.into_iter().zip(states) {
                     let held = HeldKey {
+                        read_version: rs.value_version(),
                         value: rs.value(),
                         read: rs.typed,
                         dirty: false,
@@ -152,6 +155,17 @@ impl KeyView for Overlay {
 
     fn now_ms(&self) -> u64 {
         self.now_ms
+    }
+
+    fn value_version(&mut self, key: &[u8]) -> Option<Version> {
+        let entry = self.states.get(key)?;
+        match (&entry.value, entry.dirty) {
+            // A command before wrote it: a TTL change folds into that
+            // write (or stays the change of the value it already named).
+            (Some(Value::Str(c)), true) => c.ttl_of,
+            (_, true) => None,
+            (_, false) => entry.read_version,
+        }
     }
 }
 
@@ -368,6 +382,7 @@ impl Coordinator {
                 value: state,
                 dirty,
                 read,
+                ..
             } = held;
             if dirty {
                 // To the shard that holds the key, even if the view has

@@ -106,6 +106,7 @@ mod tests {
             state: elsa_shard::wal::codec::EntryState::Plain(Some(Current {
                 value: Bytes::from_static(b"v"),
                 expire_ms: Some(9),
+                ttl_of: None,
             })),
             start_ts: 3,
             version: Version::new(4, 5),

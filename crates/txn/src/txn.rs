@@ -122,6 +122,9 @@ struct ViewKey {
     key: Bytes,
     hash: u64,
     base: Option<Value>,
+    /// The write of `base` when it is a plain value read from the store
+    /// (see `KeyView::value_version`).
+    base_version: Option<Version>,
     /// `base` was taken out of the write buffer (which gets it back, or
     /// the write): the op holds the only copy, so a typed write merges in
     /// place ([`elsa_shard::ops::merge_into`]).
@@ -174,6 +177,21 @@ impl KeyView for TxnView {
 
     fn now_ms(&self) -> u64 {
         self.now_ms
+    }
+
+    fn value_version(&mut self, key: &[u8]) -> Option<Version> {
+        let k = self.keys.iter().find(|k| k.key == key)?;
+        match &k.write {
+            // This transaction wrote it: a TTL change folds into that
+            // write (or stays the change of the value it already named).
+            Some(Some(Value::Str(c))) => c.ttl_of,
+            Some(_) => None,
+            None if k.owned => match &k.base {
+                Some(Value::Str(c)) => c.ttl_of,
+                _ => None,
+            },
+            None => k.base_version,
+        }
     }
 }
 
@@ -282,9 +300,11 @@ impl Txn {
             }
             let owned = self.writes.contains_key(&key);
             // A buffered key's value is taken below, once nothing can fail.
+            let mut base_version = None;
             let base = if owned || blind {
                 None
             } else if let Some((_, rs, _)) = self.reads.get(&key) {
+                base_version = rs.value_version();
                 rs.value()
             } else {
                 let hk = HashedKey {
@@ -310,6 +330,7 @@ impl Txn {
                     }
                 }
                 let current = rs.value();
+                base_version = rs.value_version();
                 if self.isolation != Isolation::ReadCommitted {
                     let expect = Expect::unchanged(&rs);
                     self.reads.insert(key.clone(), (hash, rs, expect));
@@ -322,6 +343,7 @@ impl Txn {
                 key,
                 hash,
                 base,
+                base_version,
                 owned,
                 write: None,
             });

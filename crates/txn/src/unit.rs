@@ -131,6 +131,7 @@ mod tests {
             state: elsa_shard::wal::codec::EntryState::Plain(Some(Current {
                 value: Bytes::from(value.to_string()),
                 expire_ms: None,
+                ttl_of: None,
             })),
             start_ts: ts,
             version: Version::new(ts, 1),

@@ -63,6 +63,7 @@ fn fingerprint_collision_hides_a_differing_version_from_anti_entropy() {
             state: EntryState::Plain(Some(Current {
                 value: Bytes::from("resurrected"),
                 expire_ms: None,
+                ttl_of: None,
             })),
             start_ts: older.commit_ts,
             version: older,
@@ -208,6 +209,7 @@ fn ae_finish_cutoff_sync_covers_replaced_writes() {
             state: EntryState::Plain(Some(Current {
                 value: Bytes::from("later"),
                 expire_ms: None,
+                ttl_of: None,
             })),
             start_ts: later.commit_ts,
             version: later,

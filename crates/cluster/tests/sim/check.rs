@@ -38,6 +38,7 @@ fn lattice_of(world: &World, a: &Ack) -> LogEntry {
         state: EntryState::Plain(a.value.clone().map(|value| Current {
             value,
             expire_ms: None,
+            ttl_of: None,
         })),
         start_ts: a.version.commit_ts,
         version: a.version,

@@ -257,6 +257,7 @@ impl BitOp {
             Some(Value::Str(Current {
                 value: Bytes::from(result),
                 expire_ms: None,
+                ttl_of: None,
             })),
         );
         OpReply::Int(len as i64)

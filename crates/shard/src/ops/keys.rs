@@ -46,13 +46,19 @@ fn set_expiry(key: &[u8], view: &mut impl KeyView, at: Option<u64>) {
     let now = view.now_ms();
     match view.live(key) {
         None => {}
-        Some(Value::Str(c)) => view.write(
-            key,
-            Some(Current {
-                value: c.value,
-                expire_ms: at,
-            }),
-        ),
+        Some(Value::Str(c)) => {
+            // A change of the TTL alone: a concurrent write of the value
+            // elsewhere wins over it (issue 41, defect 15).
+            let ttl_of = c.ttl_of.or_else(|| view.value_version(key));
+            view.write(
+                key,
+                Some(Current {
+                    value: c.value,
+                    expire_ms: at,
+                    ttl_of,
+                }),
+            )
+        }
         Some(Value::Typed(s)) if s.kind(now) == Kind::String => {
             let value = s.visible_string(now);
             let (start_ts, version) = view.stamp();
@@ -132,9 +138,18 @@ pub(super) fn rename(key: &[u8], view: &mut impl KeyView, to: &[u8], nx: bool) -
     if nx && view.kind(to) != Kind::None {
         return OpReply::Int(0);
     }
-    view.store(to, Some(v));
+    view.store(to, Some(written_anew(v)));
     view.store(key, None);
     done
+}
+
+/// A value moved or copied to another key: a write of that key's value,
+/// never a change of a TTL alone (`Current::ttl_of`).
+fn written_anew(v: Value) -> Value {
+    match v {
+        Value::Str(c) => Value::Str(Current { ttl_of: None, ..c }),
+        typed => typed,
+    }
 }
 
 /// COPY: `to` gets the value and its TTL unless it exists (REPLACE
@@ -146,7 +161,7 @@ pub(super) fn copy(key: &[u8], view: &mut impl KeyView, to: &[u8], replace: bool
     if !replace && view.kind(to) != Kind::None {
         return OpReply::Int(0);
     }
-    view.store(to, Some(v));
+    view.store(to, Some(written_anew(v)));
     OpReply::Int(1)
 }
 

@@ -50,6 +50,22 @@ pub struct Current {
     pub value: Bytes,
     /// When it expires, if it has a TTL.
     pub expire_ms: Option<u64>,
+    /// `Some(v)` when this state is a change of the TTL alone (EXPIRE,
+    /// PERSIST, GETEX…) of the value written as `v`: it orders after that
+    /// value and other TTL changes of it, never after another write of
+    /// the value, whatever the clocks say (see [`Current::order`]).
+    pub ttl_of: Option<Version>,
+}
+
+impl Current {
+    /// Where a plain state written as `version` stands in its key's
+    /// order: by the write of its value first, then by the write itself.
+    /// A TTL change concurrent with a write of the value (SET in one
+    /// region, EXPIRE of the older value in another) loses to it, and
+    /// never brings the older value back (issue 41, defect 15).
+    pub fn order(state: Option<&Current>, version: Version) -> (Version, Version) {
+        (state.and_then(|c| c.ttl_of).unwrap_or(version), version)
+    }
 }
 
 /// What a key holds, of any type.
@@ -277,6 +293,15 @@ pub trait KeyView {
     /// Milliseconds since the Unix epoch, for TTLs.
     fn now_ms(&self) -> u64;
 
+    /// The write of the plain value `key` shows, when it comes from the
+    /// store unchanged (not written by this transaction): a change of its
+    /// TTL alone applies to that write (`Current::ttl_of`). `None`: the
+    /// change is written as a write of the value (where the view cannot
+    /// tell, or the value is this transaction's own).
+    fn value_version(&mut self, _key: &[u8]) -> Option<Version> {
+        None
+    }
+
     /// `key`'s access clock and how to read it (OBJECT IDLETIME, FREQ);
     /// `None` where no clock is kept.
     fn access(&mut self, _key: &[u8]) -> Option<(u32, crate::evict::AccessClock)> {
@@ -295,6 +320,7 @@ pub trait KeyView {
                 Kind::String => Ok(s.visible_string(now).map(|value| Current {
                     value,
                     expire_ms: s.string.expire_ms(),
+                    ttl_of: None,
                 })),
                 _ => Err(WRONGTYPE),
             },
@@ -904,6 +930,7 @@ fn keeping_ttl(old: Option<&Current>, value: Bytes) -> Option<Current> {
     Some(Current {
         value,
         expire_ms: old.and_then(|c| c.expire_ms),
+        ttl_of: None,
     })
 }
 
@@ -995,6 +1022,7 @@ pub(crate) mod testing {
                 Value::Str(Current {
                     value: Bytes::copy_from_slice(value),
                     expire_ms: None,
+                    ttl_of: None,
                 }),
             );
         }

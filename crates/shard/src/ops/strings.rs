@@ -39,6 +39,7 @@ pub(super) fn set(
                 s.visible_string(now).map(|value| Current {
                     value,
                     expire_ms: s.string.expire_ms(),
+                    ttl_of: None,
                 }),
             ),
             Some(Value::Typed(_)) if reply == SetReply::Old => return OpReply::Error(WRONGTYPE),
@@ -48,6 +49,7 @@ pub(super) fn set(
                 Some(Current {
                     value: Bytes::new(),
                     expire_ms: s.expire_ms(now),
+                    ttl_of: None,
                 }),
             ),
         }
@@ -79,6 +81,7 @@ pub(super) fn set(
             Some(Current {
                 value: value.clone(),
                 expire_ms,
+                ttl_of: None,
             }),
         );
     }
@@ -91,6 +94,11 @@ pub(super) fn getex(key: &[u8], view: &mut impl KeyView, ttl: GetExTtl) -> OpRep
     let Some(c) = read_string!(view, key) else {
         return OpReply::Nil;
     };
+    // A change of the TTL alone (see `keys::set_expiry`).
+    let ttl_of = match ttl {
+        GetExTtl::Persist | GetExTtl::At(_) => c.ttl_of.or_else(|| view.value_version(key)),
+        _ => None,
+    };
     match ttl {
         GetExTtl::Refused(e) => return OpReply::Error(e),
         GetExTtl::Keep => {}
@@ -100,6 +108,7 @@ pub(super) fn getex(key: &[u8], view: &mut impl KeyView, ttl: GetExTtl) -> OpRep
             Some(Current {
                 value: c.value.clone(),
                 expire_ms: None,
+                ttl_of,
             }),
         ),
         GetExTtl::Persist => {}
@@ -110,6 +119,7 @@ pub(super) fn getex(key: &[u8], view: &mut impl KeyView, ttl: GetExTtl) -> OpRep
             Some(Current {
                 value: c.value.clone(),
                 expire_ms: Some(at),
+                ttl_of,
             }),
         ),
     }

@@ -240,6 +240,7 @@ fn value_of(rec: &Record, now_ms: u64) -> Option<Value> {
     Some(Value::Str(Current {
         value: rec.value_bytes()?,
         expire_ms: rec.expire_ms(),
+        ttl_of: None,
     }))
 }
 
@@ -253,6 +254,7 @@ fn state_of(value: Option<Value>, version: Version, now_ms: u64) -> ReadState {
             s.visible_string(now_ms).map(|value| Current {
                 value,
                 expire_ms: s.string.expire_ms(),
+                ttl_of: None,
             }),
             Some(s),
         ),
@@ -261,6 +263,7 @@ fn state_of(value: Option<Value>, version: Version, now_ms: u64) -> ReadState {
         current,
         typed,
         version,
+        ttl_of: None,
         snapshot: false,
         latest_expire_ms: None,
     }
@@ -355,6 +358,12 @@ impl KeyView for LoneView<'_> {
 
     fn now_ms(&self) -> u64 {
         self.now_ms
+    }
+
+    fn value_version(&mut self, key: &[u8]) -> Option<Version> {
+        let hash = self.hash_of(key);
+        let rec = self.shard.table.get(hash, key)?;
+        (!rec.is_typed() && rec.live_value(self.now_ms).is_some()).then(|| rec.order().0)
     }
 }
 
@@ -638,6 +647,7 @@ impl Shard {
                 let c = t.visible_string(now_ms).map(|value| Current {
                     value,
                     expire_ms: t.string.expire_ms(),
+                    ttl_of: None,
                 });
                 return self.install(hash, key, &EntryState::Plain(c), start_ts, version);
             }
@@ -728,6 +738,7 @@ impl Shard {
                 Value::Str(Current {
                     value,
                     expire_ms: r.expire_ms(),
+                    ttl_of: None,
                 })
             }),
         };
@@ -928,9 +939,11 @@ impl Shard {
         let now_ms = if here { 0 } else { unix_ms() };
         self.table.upsert(hash, key, |old| {
             match old {
-                // A lattice merge: the larger version wins; an equal one is
-                // the same state already.
-                Some(old) if old.version() >= version => return None,
+                // A lattice merge: the larger version wins — a change of
+                // the TTL alone by the version of the value it changed
+                // first (`Current::order`); an equal one is the same
+                // state already.
+                Some(old) if old.order() >= Current::order(state, version) => return None,
                 // Deleting a key already deleted here needs no new lattice…
                 Some(old) if here && state.is_none() && old.is_tombstone() => return None,
                 // …nor does deleting a key that never existed.
@@ -953,6 +966,7 @@ impl Shard {
                     key,
                     state.map(|c| &c.value),
                     state.and_then(|c| c.expire_ms),
+                    state.and_then(|c| c.ttl_of),
                     start_ts,
                     version,
                 )
@@ -1254,11 +1268,13 @@ impl Shard {
     }
 
     fn read_state(&self, key: &HashedKey, now_ms: u64) -> ReadState {
-        state_of(
+        let mut state = state_of(
             self.lookup(key.hash, &key.key, now_ms),
             self.version_of(key.hash, &key.key),
             now_ms,
-        )
+        );
+        state.ttl_of = self.table.get(key.hash, &key.key).and_then(Record::ttl_of);
+        state
     }
 
     fn validate(
@@ -1636,3 +1652,5 @@ pub use upkeep::AeBatch;
 mod repl_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod ttl_tests;

@@ -352,13 +352,25 @@ impl Shard {
         // come back after a restart (issue 41). The collector frees it
         // like any tombstone.
         let now = unix_ms();
+        // A lapsed change of the TTL alone stays one, its value dropped
+        // (`Record::to_tombstone`).
         let entries = self.table.iter().map(|r| {
             let expired = r.typed().is_none() && r.expire_ms().is_some_and(|at| at <= now);
+            let ttl_of = r.ttl_of();
             crate::wal::codec::EntryRef {
                 key: r.key(),
                 typed: r.typed().map(|s| &**s),
-                value: if expired { None } else { r.value() },
-                expire_ms: if expired { None } else { r.expire_ms() },
+                value: match (expired, ttl_of) {
+                    (false, _) => r.value(),
+                    (true, Some(_)) => Some(&[][..]),
+                    (true, None) => None,
+                },
+                expire_ms: if expired && ttl_of.is_none() {
+                    None
+                } else {
+                    r.expire_ms()
+                },
+                ttl_of,
                 start_ts: r.start_ts,
                 version: r.version(),
             }

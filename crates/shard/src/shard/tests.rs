@@ -214,6 +214,7 @@ fn holds_block_conflicting_work_until_released() {
             Some(Value::Str(Current {
                 value: Bytes::from("new"),
                 expire_ms: None,
+                ttl_of: None,
             })),
             None,
         )],
@@ -275,6 +276,7 @@ fn older_versions_never_overwrite_newer_ones() {
         &EntryState::Plain(Some(Current {
             value: Bytes::from("old"),
             expire_ms: None,
+            ttl_of: None,
         })),
         1,
         old,
@@ -374,6 +376,7 @@ fn lattice_records() -> impl proptest::strategy::Strategy<Value = Vec<Vec<LogEnt
             state: EntryState::Plain((kind != 1).then(|| Current {
                 value: Bytes::from(format!("v{ts}.{origin}")),
                 expire_ms,
+                ttl_of: None,
             })),
             start_ts: ts,
             version: Version::new(ts, origin),
@@ -477,6 +480,7 @@ fn peer_lattices_are_merged_logged_and_acked_once_durable() {
         state: EntryState::Plain(Some(Current {
             value: Bytes::from("remote"),
             expire_ms: None,
+            ttl_of: None,
         })),
         start_ts: 1,
         version: Version::new(u64::MAX / 2, 9),
@@ -487,6 +491,7 @@ fn peer_lattices_are_merged_logged_and_acked_once_durable() {
         state: EntryState::Plain(Some(Current {
             value: Bytes::from("stale"),
             expire_ms: None,
+            ttl_of: None,
         })),
         start_ts: 1,
         version: Version::new(1, 9),
@@ -535,6 +540,7 @@ fn refused_commits_leave_nothing_in_the_log() {
             Some(Value::Str(Current {
                 value: Bytes::from("no"),
                 expire_ms: None,
+                ttl_of: None,
             })),
             None,
         )],
@@ -584,6 +590,7 @@ fn entry(key: &str, value: Option<&str>, commit_ts: u64, origin: u32) -> LogEntr
         state: EntryState::Plain(value.map(|v| Current {
             value: Bytes::from(v.to_string()),
             expire_ms: None,
+            ttl_of: None,
         })),
         start_ts: 1,
         version: Version::new(commit_ts, origin),
@@ -958,6 +965,7 @@ fn a_commit_waits_out_a_hold_then_validates() {
     let four = Some(Value::Str(Current {
         value: Bytes::from("4"),
         expire_ms: None,
+        ttl_of: None,
     }));
     let blind = CommitRequest {
         checks: Vec::new(),
@@ -971,6 +979,7 @@ fn a_commit_waits_out_a_hold_then_validates() {
     let three = Some(Value::Str(Current {
         value: Bytes::from("3"),
         expire_ms: None,
+        ttl_of: None,
     }));
     s.op_install(
         2,
@@ -1378,6 +1387,7 @@ fn work_queued_before_the_node_stopped_serving_is_refused_not_run() {
             Some(Value::Str(Current {
                 value: Bytes::from_static(b"installed"),
                 expire_ms: None,
+                ttl_of: None,
             })),
             None,
         )],
@@ -1710,6 +1720,7 @@ fn an_expired_key_stays_a_tombstone_in_the_snapshot() {
         state: EntryState::Plain(Some(Current {
             value: Bytes::from(value.to_string()),
             expire_ms,
+            ttl_of: None,
         })),
         start_ts: 1,
         version: Version::new(ts, 9),

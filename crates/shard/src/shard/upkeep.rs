@@ -34,6 +34,7 @@ fn entry_of(rec: &Record, key: Bytes) -> LogEntry {
         None => EntryState::Plain(rec.value_bytes().map(|value| Current {
             value,
             expire_ms: rec.expire_ms(),
+            ttl_of: rec.ttl_of(),
         })),
     };
     LogEntry {

@@ -44,6 +44,9 @@ use crate::ops::Current;
 const TOMBSTONE: u8 = 1;
 const HAS_TTL: u8 = 2;
 const TYPED: u8 = 4;
+/// A change of the TTL alone: the version of the value it changed follows
+/// the expiry (see `Current::ttl_of`).
+const TTL_OF: u8 = 8;
 const HEADER: usize = 12;
 /// Marks the start of every frame, so recovery can tell a torn tail (no
 /// valid frame after the damage) from damage in the middle of a file.
@@ -100,6 +103,8 @@ pub struct EntryRef<'a> {
     pub value: Option<&'a [u8]>,
     /// Absolute expiry, if any.
     pub expire_ms: Option<u64>,
+    /// The value's write, when this state changed its TTL alone.
+    pub ttl_of: Option<Version>,
     /// Start timestamp.
     pub start_ts: Ts,
     /// Version.
@@ -116,6 +121,7 @@ impl<'a> EntryRef<'a> {
                 typed: Some(s),
                 value: None,
                 expire_ms: None,
+                ttl_of: None,
                 start_ts,
                 version,
             },
@@ -134,6 +140,7 @@ impl<'a> EntryRef<'a> {
             typed: None,
             value: state.map(|c| &c.value[..]),
             expire_ms: state.and_then(|c| c.expire_ms),
+            ttl_of: state.and_then(|c| c.ttl_of),
             start_ts,
             version,
         }
@@ -147,6 +154,7 @@ pub fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
         typed,
         value,
         expire_ms,
+        ttl_of,
         start_ts,
         version,
     } = e;
@@ -171,9 +179,17 @@ pub fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
     if expire_ms.is_some() {
         flags |= HAS_TTL;
     }
+    let ttl_of = ttl_of.filter(|_| value.is_some());
+    if ttl_of.is_some() {
+        flags |= TTL_OF;
+    }
     out.put_u8(flags);
     if let Some(ms) = expire_ms {
         out.put_u64_le(ms);
+    }
+    if let Some(of) = ttl_of {
+        out.put_u64_le(of.commit_ts);
+        out.put_u32_le(of.origin);
     }
     if let Some(v) = value {
         out.put_u32_le(v.len() as u32);
@@ -422,7 +438,10 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
         let key = Bytes::copy_from_slice(&p[..klen]);
         p.advance(klen);
         let flags = p.get_u8();
-        if flags & !(TOMBSTONE | HAS_TTL | TYPED) != 0 || (flags & TYPED != 0 && flags != TYPED) {
+        if flags & !(TOMBSTONE | HAS_TTL | TYPED | TTL_OF) != 0
+            || (flags & TYPED != 0 && flags != TYPED)
+            || (flags & TTL_OF != 0 && flags & TOMBSTONE != 0)
+        {
             return Err(format!(
                 "unknown entry flags {flags:#x} (written by a newer Elsa?)"
             ));
@@ -430,6 +449,13 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
         let expire_ms = if flags & HAS_TTL != 0 {
             need(p, 8)?;
             Some(p.get_u64_le())
+        } else {
+            None
+        };
+        let ttl_of = if flags & TTL_OF != 0 {
+            need(p, 12)?;
+            let ts = p.get_u64_le();
+            Some(Version::new(ts, p.get_u32_le()))
         } else {
             None
         };
@@ -449,7 +475,11 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
             need(p, vlen)?;
             let value = Bytes::copy_from_slice(&p[..vlen]);
             p.advance(vlen);
-            EntryState::Plain(Some(Current { value, expire_ms }))
+            EntryState::Plain(Some(Current {
+                value,
+                expire_ms,
+                ttl_of,
+            }))
         };
         need(p, 20)?;
         let start_ts = p.get_u64_le();
@@ -484,6 +514,7 @@ mod tests {
             state: EntryState::Plain(v.map(|v| Current {
                 value: Bytes::copy_from_slice(v.as_bytes()),
                 expire_ms: ttl,
+                ttl_of: None,
             })),
             start_ts: ts,
             version: Version::new(ts + 1, 3),

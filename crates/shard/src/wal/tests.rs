@@ -73,6 +73,7 @@ fn current(v: &str) -> codec::EntryState {
     codec::EntryState::Plain(Some(crate::ops::Current {
         value: Bytes::copy_from_slice(v.as_bytes()),
         expire_ms: None,
+        ttl_of: None,
     }))
 }
 
