@@ -42,6 +42,10 @@
 //!   partition: afterwards every node reads the same counter — the number
 //!   of acknowledged increments — every acknowledged field, and every
 //!   acknowledged member not acknowledged removed.
+//! - [`hot_keys`]: a set or list written every 40 ms in both regions
+//!   whose remove's gossip frame was lost: the other region gets the
+//!   remove while the key is still written, and once the remove is
+//!   collected the element does not come back.
 //! - [`pipeline_replies`]: a pipeline whose writes fail (2pc, node cut off
 //!   from the other region) answers exactly one reply per command, in
 //!   order, and the connection stays in step (`PING` answers `PONG`).
@@ -73,6 +77,8 @@ mod commits;
 mod converge;
 #[path = "cluster/datatypes.rs"]
 mod datatypes;
+#[path = "cluster/hot_keys.rs"]
+mod hot_keys;
 #[path = "cluster/pipeline_replies.rs"]
 mod pipeline_replies;
 #[path = "cluster/regions.rs"]

@@ -68,6 +68,7 @@ fn pull_everything() -> Frame {
         lattices: Vec::new(),
         pull: (0..65_536).collect(),
         full: true,
+        ..Default::default()
     }))
 }
 

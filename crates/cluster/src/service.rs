@@ -15,7 +15,8 @@
 //!
 //! The state lives here; the work is split by job: [`links`] (connections
 //! and every frame that arrives), [`routing`] (key → shard, the
-//! one-primary fence, 2pc push), [`rounds`] (anti-entropy rounds) and
+//! one-primary fence, 2pc push), [`rounds`] (anti-entropy rounds), [`proofs`]
+//! (what they prove each peer holds: tombstone collection) and
 //! [`catchup`] (catch-up after a start, hand-back of slots); [`pubsub`]
 //! carries PUBLISH to the other nodes; [`untrusted`] checks every peer
 //! frame's timestamps and counts before anything in it is used (links are
@@ -25,6 +26,7 @@ mod catchup;
 mod decommission;
 mod faults;
 mod links;
+mod proofs;
 mod pubsub;
 mod replicate;
 mod rounds;
@@ -170,6 +172,11 @@ struct Round {
     /// The differing buckets here also held lattices younger than the
     /// cutoff (not shipped).
     younger: bool,
+    /// The buckets that differed, where a young typed lattice was held
+    /// back here, and whether a batch hit the cap (see `proofs`).
+    differ: Vec<u32>,
+    held: Vec<u32>,
+    capped: bool,
     /// When it started (rounds not answered in [`ROUND_TIMEOUT`] are dropped).
     at: Instant,
     /// A takeover round: which slots, and who waits for it.
@@ -205,6 +212,9 @@ pub struct Cluster {
     acked: Mutex<HashMap<(u16, NodeId), Stream>>,
     peers: Mutex<HashMap<NodeId, PeerStats>>,
     rounds: Mutex<HashMap<u64, Round>>,
+    /// Per peer, which buckets anti-entropy proved it holds (tombstone
+    /// collection) and which keep differing (see [`proofs`]).
+    proofs: Mutex<HashMap<NodeId, proofs::Proofs>>,
     waits: Mutex<HashMap<u64, oneshot::Sender<u64>>>,
     epoch: AtomicU64,
     lag: Mutex<hdrhistogram::Histogram<u64>>,
@@ -346,6 +356,7 @@ impl Cluster {
             acked: Mutex::new(HashMap::new()),
             peers: Mutex::new(HashMap::new()),
             rounds: Mutex::new(HashMap::new()),
+            proofs: Mutex::new(HashMap::new()),
             waits: Mutex::new(HashMap::new()),
             epoch: AtomicU64::new(0),
             lag: Mutex::new(
@@ -779,21 +790,6 @@ impl Cluster {
             return (0, 0, 0);
         }
         (h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.max())
-    }
-
-    /// Tombstones older than this may be collected: every peer that
-    /// replicates anything with this node has confirmed identical digests
-    /// since (the caller also applies its age limit).
-    pub fn tombstone_horizon(&self) -> u64 {
-        let ring = self.ring.load();
-        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        let mut h = u64::MAX;
-        for m in ring.members() {
-            if m.node != self.settings.node {
-                h = h.min(peers.get(&m.node).map_or(0, |p| p.synced_ts));
-            }
-        }
-        h
     }
 
     /// The cluster's mode for cross-region commits.

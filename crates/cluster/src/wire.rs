@@ -163,6 +163,22 @@ pub struct AeEntries {
     /// those buckets, young ones too (see `Cluster::ae_compare`).
     #[prost(bool, tag = "4")]
     pub full: bool,
+    /// From the initiator: buckets whose young typed lattices the answer
+    /// must carry too (a bucket that kept differing while its collection
+    /// was written; see `service::proofs`).
+    #[prost(uint32, repeated, tag = "5")]
+    pub whole: Vec<u32>,
+    /// In an answer: the buckets where the responder held a young typed
+    /// lattice back (sorted).
+    #[prost(uint32, repeated, tag = "6")]
+    pub held: Vec<u32>,
+    /// In an answer: `held` and `capped` are filled in (a node older than
+    /// this field sends neither, and its answer proves nothing).
+    #[prost(bool, tag = "7")]
+    pub proof: bool,
+    /// In an answer: a shard's batch hit its cap (`held` is incomplete).
+    #[prost(bool, tag = "8")]
+    pub capped: bool,
 }
 
 /// A request forwarded to a shard of the receiver (see `remote`).

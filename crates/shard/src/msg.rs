@@ -466,6 +466,9 @@ pub enum ShardMsg {
         limit: usize,
         /// Only lattices committed before this.
         older_than: Ts,
+        /// Bitmap of buckets whose typed lattices go whatever their age
+        /// (empty: none; see `Shard::bucket_batch_whole`).
+        whole: Vec<u64>,
         /// The lattices.
         reply: oneshot::Sender<crate::shard::AeBatch>,
     },

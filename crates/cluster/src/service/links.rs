@@ -323,7 +323,8 @@ impl Cluster {
                     .merge_from(link.node, e.lattices, None, arrival)
                     .is_some()
                 {
-                    self.ae_finish(link.node, e.round, &received);
+                    let theirs = (e.proof && !e.capped).then_some(e.held.as_slice());
+                    self.ae_finish(link.node, e.round, &received, theirs);
                 }
             }
             Body::WatermarkReply(w) => {
@@ -623,13 +624,17 @@ impl Cluster {
                     let tx = tx.clone();
                     self.handle.spawn(async move {
                         let cutoff = if e.full { u64::MAX } else { me.cutoff() };
-                        let (lattices, _) = me.bucket_lattices(&e.pull, cutoff).await;
+                        let out = me.bucket_lattices(&e.pull, cutoff, &e.whole).await;
                         let _ = tx.send(Out {
                             frame: Frame::new(Body::AeEntries(wire::AeEntries {
                                 round: e.round,
-                                lattices,
+                                lattices: out.lattices,
                                 pull: Vec::new(),
                                 full: false,
+                                whole: Vec::new(),
+                                held: out.held,
+                                proof: true,
+                                capped: out.capped,
                             })),
                             at: Instant::now(),
                         });

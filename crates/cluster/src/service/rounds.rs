@@ -20,30 +20,40 @@ impl Cluster {
     }
 
     /// The lattices of `buckets` committed before `older_than` (at most
-    /// one batch per shard), and whether those buckets also hold younger
-    /// ones here.
+    /// one batch per shard), with the young typed ones of `whole` too
+    /// (see `proofs`).
     pub(super) async fn bucket_lattices(
         &self,
         buckets: &[u32],
         older_than: u64,
-    ) -> (Vec<Lattice>, bool) {
+        whole: &[u32],
+    ) -> Shipment {
         let wanted = ae::bitmap(buckets);
-        let mut out = Vec::new();
-        let mut younger = false;
+        let whole = if whole.is_empty() {
+            Vec::new()
+        } else {
+            ae::bitmap(whole)
+        };
+        let mut out = Shipment::default();
         for inbox in &self.inboxes {
             let (reply, rx) = oneshot::channel();
             let _ = inbox.send(ShardMsg::BucketEntries {
                 wanted: wanted.clone(),
                 limit: AE_BATCH,
                 older_than,
+                whole: whole.clone(),
                 reply,
             });
             if let Ok(batch) = rx.await {
-                out.extend(batch.entries.iter().map(Lattice::from));
-                younger |= batch.younger;
+                out.lattices.extend(batch.entries.iter().map(Lattice::from));
+                out.younger |= batch.younger;
+                out.held.extend(batch.held);
+                out.capped |= batch.capped;
             }
         }
-        (out, younger)
+        out.held.sort_unstable();
+        out.held.dedup();
+        out
     }
 
     /// One round per period, with the next peer in turn: a node that
@@ -113,6 +123,9 @@ impl Cluster {
                     digest,
                     shipped: None,
                     younger: false,
+                    differ: Vec::new(),
+                    held: Vec::new(),
+                    capped: false,
                     at: Instant::now(),
                     takeover,
                 },
@@ -168,6 +181,7 @@ impl Cluster {
             // started is on both, whatever gossip frames were lost.
             self.mark_handed_over(peer, round.started);
             self.mark_synced(peer, round.started, true);
+            self.prove_identical(peer, &shared, round.started);
             if let Some(t) = round.takeover {
                 let _ = t.done.send(true);
             }
@@ -199,6 +213,7 @@ impl Cluster {
                     lattices: Vec::new(),
                     pull,
                     full: true,
+                    ..Default::default()
                 })),
                 true,
             );
@@ -206,14 +221,19 @@ impl Cluster {
         }
         let this = self.clone();
         let id = b.round;
+        let whole = self.whole_due(peer, &differ);
         self.handle.spawn(async move {
-            let (lattices, younger) = this.bucket_lattices(&differ, round.cutoff).await;
+            let out = this.bucket_lattices(&differ, round.cutoff, &whole).await;
+            let lattices = out.lattices;
             {
                 let mut peers = this.peers.lock().unwrap_or_else(|e| e.into_inner());
                 peers.entry(peer).or_default().ae_shipped += lattices.len() as u64;
             }
             round.shipped = Some(lattices.len());
-            round.younger = younger;
+            round.younger = out.younger;
+            round.held = out.held;
+            round.capped = out.capped;
+            round.differ = differ.clone();
             this.rounds
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -232,6 +252,8 @@ impl Cluster {
                     lattices,
                     pull: differ,
                     full,
+                    whole,
+                    ..Default::default()
                 })),
                 true,
             );
@@ -248,8 +270,15 @@ impl Cluster {
     /// simulation, `ae_finish_cutoff_sync_covers_replaced_writes`).
     /// `received`: the commit timestamps of the lattices the peer sent;
     /// only those older than the round's cutoff count (a full pull brings
-    /// young ones too).
-    pub(super) fn ae_finish(&self, peer: NodeId, round_id: u64, received: &[u64]) {
+    /// young ones too). `theirs`: where the peer held young typed
+    /// lattices back, when its answer says (tombstone proofs: `proofs`).
+    pub(super) fn ae_finish(
+        &self,
+        peer: NodeId,
+        round_id: u64,
+        received: &[u64],
+        theirs: Option<&[u32]>,
+    ) {
         let round = self
             .rounds
             .lock()
@@ -271,6 +300,15 @@ impl Cluster {
             if r.shipped.is_some_and(|n| n < AE_BATCH) {
                 self.mark_handed_over(peer, r.cutoff);
             }
+            if let Some(shared) = self.shared_with(peer) {
+                let outcome = super::proofs::Outcome {
+                    differ: &r.differ,
+                    held: &r.held,
+                    theirs,
+                    capped: r.capped,
+                };
+                self.prove_round(peer, &shared, r.started, r.cutoff, outcome);
+            }
             let received = received.iter().filter(|&&ts| ts < r.cutoff).count();
             if r.shipped == Some(0) && received == 0 {
                 self.mark_synced(peer, r.cutoff, !r.younger);
@@ -278,9 +316,10 @@ impl Cluster {
         }
     }
 
-    /// A round found the pair in sync up to `ts`: for catching up and
-    /// tombstone collection, and, with `ours`, for this node's gossip
-    /// streams to the peer (watermarks).
+    /// A round found the pair in sync up to `ts`: for catching up, and,
+    /// with `ours`, for this node's gossip streams to the peer
+    /// (watermarks). Not for tombstone collection: a young collection may
+    /// hide an older element change (see `proofs`).
     pub(super) fn mark_synced(&self, peer: NodeId, ts: u64, ours: bool) {
         {
             let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
@@ -318,4 +357,17 @@ impl Cluster {
             .now()
             .saturating_sub((settle.as_millis() as u64) << 16)
     }
+}
+
+/// What the shards answered for a set of buckets (see
+/// [`Cluster::bucket_lattices`]).
+#[derive(Default)]
+pub(super) struct Shipment {
+    pub lattices: Vec<Lattice>,
+    /// Younger lattices sat in those buckets too (not shipped).
+    pub younger: bool,
+    /// Buckets where a young typed lattice was held back (sorted).
+    pub held: Vec<u32>,
+    /// A shard's batch hit the cap.
+    pub capped: bool,
 }

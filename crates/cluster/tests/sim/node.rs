@@ -1055,6 +1055,7 @@ impl Node {
                         lattices,
                         pull: Vec::new(),
                         full: false,
+                        ..Default::default()
                     })));
                 }
             }
@@ -1260,6 +1261,7 @@ impl Node {
                 lattices,
                 pull: differ,
                 full: false,
+                ..Default::default()
             })),
         );
     }

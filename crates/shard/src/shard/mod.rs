@@ -535,9 +535,10 @@ impl Shard {
                 wanted,
                 limit,
                 older_than,
+                whole,
                 reply,
             } => {
-                let _ = reply.send(self.bucket_batch(&wanted, limit, older_than));
+                let _ = reply.send(self.bucket_batch_whole(&wanted, limit, older_than, &whole));
             }
             ShardMsg::Admin(admin) => self.handle_admin(admin),
         }

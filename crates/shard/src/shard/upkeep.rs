@@ -337,9 +337,27 @@ impl Shard {
     /// also hold lattices committed at or after `older_than` (when the
     /// batch is not full: a full one stops scanning early).
     pub fn bucket_batch(&self, wanted: &[u64], limit: usize, older_than: Ts) -> AeBatch {
+        self.bucket_batch_whole(wanted, limit, older_than, &[])
+    }
+
+    /// [`Shard::bucket_batch`], with the young typed lattices of the
+    /// buckets marked in `whole` (a bitmap like `wanted`, empty for none)
+    /// shipped too, and the buckets where a young typed lattice was held
+    /// back listed (`AeBatch::held`). A collection's newer version does
+    /// not hold an older element change, so a key written all the time
+    /// would otherwise never carry one whose gossip was lost (issue 41,
+    /// defects 12 and 13; `Cluster::ae_finish`).
+    pub fn bucket_batch_whole(
+        &self,
+        wanted: &[u64],
+        limit: usize,
+        older_than: Ts,
+        whole: &[u64],
+    ) -> AeBatch {
         let hasher = self.table_hasher();
-        let mut out = Vec::new();
-        let mut younger = false;
+        let marked =
+            |bits: &[u64], b: usize| bits.get(b / 64).is_some_and(|w| w & (1 << (b % 64)) != 0);
+        let mut batch = AeBatch::default();
         let (start, skip) = self.ae_cursor.get();
         let start = start % SEGMENTS;
         // From the cursor round the table, and back over the part of the
@@ -357,27 +375,36 @@ impl Shard {
             for (pos, rec) in self.table.segment(seg).enumerate().take(to).skip(from) {
                 let hash = std::hash::BuildHasher::hash_one(&hasher, rec.key());
                 let b = bucket_of(hash);
-                if wanted.get(b / 64).is_none_or(|w| w & (1 << (b % 64)) == 0) {
+                if !marked(wanted, b) {
                     continue;
                 }
                 if rec.commit_ts >= older_than {
-                    younger = true;
-                    continue;
+                    batch.younger = true;
+                    if !rec.is_typed() {
+                        continue;
+                    }
+                    if !marked(whole, b) {
+                        if batch.held.last() != Some(&(b as u32)) {
+                            batch.held.push(b as u32);
+                        }
+                        continue;
+                    }
                 }
-                out.push(entry_of(rec, Bytes::copy_from_slice(rec.key())));
-                if out.len() >= limit {
+                batch
+                    .entries
+                    .push(entry_of(rec, Bytes::copy_from_slice(rec.key())));
+                if batch.entries.len() >= limit {
                     self.ae_cursor.set((seg, pos + 1));
-                    return AeBatch {
-                        entries: out,
-                        younger,
-                    };
+                    batch.capped = true;
+                    batch.held.sort_unstable();
+                    batch.held.dedup();
+                    return batch;
                 }
             }
         }
-        AeBatch {
-            entries: out,
-            younger,
-        }
+        batch.held.sort_unstable();
+        batch.held.dedup();
+        batch
     }
 }
 
@@ -389,4 +416,11 @@ pub struct AeBatch {
     /// The wanted buckets also hold younger lattices (which may hide
     /// older commits they replaced; see `Cluster::ae_finish`).
     pub younger: bool,
+    /// Buckets where a young typed lattice was held back (sorted): what
+    /// differs there may be an older element change the key's newer
+    /// writes do not carry, so the batch proves nothing about them.
+    pub held: Vec<u32>,
+    /// The batch hit its limit: the scan stopped early, so `younger` and
+    /// `held` are incomplete.
+    pub capped: bool,
 }
