@@ -42,6 +42,10 @@
 //!   partition: afterwards every node reads the same counter — the number
 //!   of acknowledged increments — every acknowledged field, and every
 //!   acknowledged member not acknowledged removed.
+//! - [`flush`]: FLUSHDB and FLUSHALL on one node empty the database on
+//!   every node of every region, through anti-entropy rounds, restarts
+//!   (`kill -9`, SIGTERM) and a node that was down during the flush; a
+//!   write made after the flush survives it.
 //! - [`pipeline_replies`]: a pipeline whose writes fail (2pc, node cut off
 //!   from the other region) answers exactly one reply per command, in
 //!   order, and the connection stays in step (`PING` answers `PONG`).
@@ -71,6 +75,8 @@ mod commits;
 mod converge;
 #[path = "cluster/datatypes.rs"]
 mod datatypes;
+#[path = "cluster/flush.rs"]
+mod flush;
 #[path = "cluster/pipeline_replies.rs"]
 mod pipeline_replies;
 #[path = "cluster/regions.rs"]
