@@ -4,8 +4,9 @@
 //! both and leaves the others; a FLUSHALL empties every database on both;
 //! neither anti-entropy rounds nor restarts (`kill -9`, SIGTERM) bring a
 //! flushed key back; a write made after the flush on the other node
-//! survives it; and a node that was down during a FLUSHALL learns it when
-//! it comes back, its old keys coming back nowhere. Before the fix a flush
+//! survives it; a node that was down during a FLUSHALL learns it when
+//! it comes back, its old keys coming back nowhere; and a flush whose
+//! frame to the other region was lost (a cut) gets there once it heals. Before the fix a flush
 //! was per node: the other node kept its keys, and anti-entropy brought
 //! them back to the node that flushed.
 
@@ -122,7 +123,11 @@ fn flush(c: &Cluster, i: usize, db: u8, what: &str) {
     let (v,): (Value,) = run_in(c, i, db, |p| {
         p.cmd(what);
     });
-    assert_eq!(text(&v).as_deref(), Some("OK"), "{what} on node {i} answered {v:?}");
+    assert_eq!(
+        text(&v).as_deref(),
+        Some("OK"),
+        "{what} on node {i} answered {v:?}"
+    );
 }
 
 /// Waits until both nodes list both as members, caught up.
@@ -152,7 +157,12 @@ fn flushes_reach_every_node(c: &mut Cluster) {
     // node 0 made after it: only that write is left, on both.
     write(c, 1, 0, &keys("m", 10), "v");
     write(c, 1, 2, &keys("d", 10), "v");
-    wait_sizes(c, &both, &[(0, 10), (1, 20), (2, 10)], "node 1's keys on both");
+    wait_sizes(
+        c,
+        &both,
+        &[(0, 10), (1, 20), (2, 10)],
+        "node 1's keys on both",
+    );
     flush(c, 1, 0, "FLUSHALL");
     std::thread::sleep(Duration::from_millis(20));
     write(c, 0, 0, &["after".to_string()], "x");
@@ -173,11 +183,21 @@ fn flushes_reach_every_node(c: &mut Cluster) {
     c.kill9(0);
     c.restart(0);
     settle(c);
-    wait_sizes(c, &both, &after_flushall, "after kill -9 and restart of node 0");
+    wait_sizes(
+        c,
+        &both,
+        &after_flushall,
+        "after kill -9 and restart of node 0",
+    );
     c.terminate(1);
     c.restart(1);
     settle(c);
-    wait_sizes(c, &both, &after_flushall, "after SIGTERM and restart of node 1");
+    wait_sizes(
+        c,
+        &both,
+        &after_flushall,
+        "after SIGTERM and restart of node 1",
+    );
     hold_sizes(c, &both, &after_flushall, "after the restarts", rounds);
     c.wait_same_digest(&both, Duration::from_secs(30));
 
@@ -214,4 +234,34 @@ fn flushes_empty_both_regions() {
     let _one = one_at_a_time();
     let mut c = Cluster::start(&["a", "b"], &["--wan-delay-ms", "10"]);
     flushes_reach_every_node(&mut c);
+
+    // The flush's own frame lost (node 0 cut off from the other region
+    // when it flushes): the other region still has the keys until the cut
+    // heals, and then anti-entropy carries the floor.
+    write(&c, 1, 0, &keys("cut", 5), "v");
+    let both = [0, 1];
+    wait_sizes(&c, &both, &[(0, 5)], "keys written before the cut");
+    c.fault(0, "ISOLATE");
+    flush(&c, 0, 0, "FLUSHDB");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        dbsize(&c, 1, 0),
+        5,
+        "the cut did not hold: the FLUSHDB reached the other region"
+    );
+    c.fault(0, "HEAL");
+    wait_sizes(
+        &c,
+        &both,
+        &[(0, 0)],
+        "a FLUSHDB whose frame was lost, once healed",
+    );
+    hold_sizes(
+        &c,
+        &both,
+        &[(0, 0)],
+        "after the heal",
+        Duration::from_secs(3),
+    );
+    c.wait_same_digest(&both, Duration::from_secs(30));
 }

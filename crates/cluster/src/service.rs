@@ -16,7 +16,8 @@
 //! The state lives here; the work is split by job: [`links`] (connections
 //! and every frame that arrives), [`routing`] (key → shard, the
 //! one-primary fence, 2pc push), [`rounds`] (anti-entropy rounds) and
-//! [`catchup`] (catch-up after a start, hand-back of slots); [`pubsub`]
+//! [`catchup`] (catch-up after a start, hand-back of slots); [`floors`]
+//! carries FLUSHALL and FLUSHDB to every node; [`pubsub`]
 //! carries PUBLISH to the other nodes; [`untrusted`] checks every peer
 //! frame's timestamps and counts before anything in it is used (links are
 //! authenticated by `crate::peer_auth` before any frame is read).
@@ -24,6 +25,7 @@
 mod catchup;
 mod decommission;
 mod faults;
+mod floors;
 mod links;
 mod pubsub;
 mod replicate;

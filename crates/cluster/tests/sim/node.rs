@@ -1043,6 +1043,7 @@ impl Node {
                     round: g.round,
                     buckets,
                     digests,
+                    floors: None,
                 })));
             }
             Body::AeEntries(e) => {
@@ -1209,6 +1210,7 @@ impl Node {
                     round,
                     groups,
                     digests,
+                    floors: None,
                 })),
             );
         }
