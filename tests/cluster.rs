@@ -42,6 +42,10 @@
 //!   partition: afterwards every node reads the same counter — the number
 //!   of acknowledged increments — every acknowledged field, and every
 //!   acknowledged member not acknowledged removed.
+//! - [`flush`]: FLUSHDB and FLUSHALL on one node empty the database on
+//!   every node of every region, through anti-entropy rounds, restarts
+//!   (`kill -9`, SIGTERM) and a node that was down during the flush; a
+//!   write made after the flush survives it.
 //! - [`hot_keys`]: a set or list written every 40 ms in both regions
 //!   whose remove's gossip frame was lost: the other region gets the
 //!   remove while the key is still written, and once the remove is
@@ -77,6 +81,8 @@ mod commits;
 mod converge;
 #[path = "cluster/datatypes.rs"]
 mod datatypes;
+#[path = "cluster/flush.rs"]
+mod flush;
 #[path = "cluster/hot_keys.rs"]
 mod hot_keys;
 #[path = "cluster/pipeline_replies.rs"]

@@ -295,6 +295,13 @@ impl Cluster {
         }
     }
 
+    /// SIGTERM to node `i`; waits (60 s) for it to exit (a clean shutdown).
+    pub fn terminate(&mut self, i: usize) {
+        if let Some(mut n) = self.nodes[i].take() {
+            n.terminate(Duration::from_secs(60));
+        }
+    }
+
     /// Starts node `i` again on the same ports and data; waits for PING.
     pub fn restart(&mut self, i: usize) {
         assert!(self.nodes[i].is_none(), "node {i} is still running");

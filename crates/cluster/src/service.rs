@@ -17,7 +17,8 @@
 //! and every frame that arrives), [`routing`] (key → shard, the
 //! one-primary fence, 2pc push), [`rounds`] (anti-entropy rounds), [`proofs`]
 //! (what they prove each peer holds: tombstone collection) and
-//! [`catchup`] (catch-up after a start, hand-back of slots); [`pubsub`]
+//! [`catchup`] (catch-up after a start, hand-back of slots); [`floors`]
+//! carries FLUSHALL and FLUSHDB to every node; [`pubsub`]
 //! carries PUBLISH to the other nodes; [`untrusted`] checks every peer
 //! frame's timestamps and counts before anything in it is used (links are
 //! authenticated by `crate::peer_auth` before any frame is read).
@@ -25,6 +26,7 @@
 mod catchup;
 mod decommission;
 mod faults;
+mod floors;
 mod links;
 mod proofs;
 mod pubsub;

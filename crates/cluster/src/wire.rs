@@ -3,7 +3,8 @@
 //! TCP connections.
 //!
 //! One [`Frame`] carries one of: a hello, a shard's gossip for one peer
-//! shard, an anti-entropy step, or a forwarded shard request and its answer.
+//! shard, an anti-entropy step, a forwarded shard request and its answer,
+//! or a flush's floors (among others: see [`Body`]).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
@@ -123,6 +124,9 @@ pub struct AeGroups {
     /// now on until they caught up again.
     #[prost(message, repeated, tag = "4")]
     pub fence: Vec<Fence>,
+    /// The sender's flush floors (see [`Floors`]).
+    #[prost(message, optional, tag = "5")]
+    pub floors: Option<Floors>,
 }
 
 /// A node fenced by a takeover, as the taker last saw it: refused until
@@ -147,6 +151,51 @@ pub struct AeBuckets {
     pub buckets: Vec<u32>,
     #[prost(uint64, repeated, tag = "3")]
     pub digests: Vec<u64>,
+    /// The responder's flush floors (see [`Floors`]).
+    #[prost(message, optional, tag = "4")]
+    pub floors: Option<Floors>,
+}
+
+/// The FLUSHALL and FLUSHDB floors a node knows (`elsa_shard::db::Floors`):
+/// sent to every node when a flush is made, and in every anti-entropy
+/// round both ways, so a lost frame or a node that was down is repaired.
+/// A receiver keeps the higher of each; absent when nothing was flushed.
+#[derive(Clone, PartialEq, Message)]
+pub struct Floors {
+    /// FLUSHALL's: every database.
+    #[prost(uint64, tag = "1")]
+    pub all: u64,
+    /// Databases flushed alone, and (same order) their floors.
+    #[prost(uint32, repeated, tag = "2")]
+    pub dbs: Vec<u32>,
+    #[prost(uint64, repeated, tag = "3")]
+    pub ts: Vec<u64>,
+}
+
+impl Floors {
+    /// The wire form of `f`, None when nothing was ever flushed.
+    pub fn of(f: &elsa_shard::db::Floors) -> Option<Floors> {
+        if f.is_empty() {
+            return None;
+        }
+        Some(Floors {
+            all: f.all,
+            dbs: f.per_db.keys().map(|&db| u32::from(db)).collect(),
+            ts: f.per_db.values().copied().collect(),
+        })
+    }
+
+    /// The floors this names (a database index beyond 255 names none).
+    pub fn floors(&self) -> elsa_shard::db::Floors {
+        let mut f = elsa_shard::db::Floors::default();
+        f.raise(None, self.all);
+        for (&db, &ts) in self.dbs.iter().zip(&self.ts) {
+            if let Ok(db) = u8::try_from(db) {
+                f.raise(Some(db), ts);
+            }
+        }
+        f
+    }
 }
 
 /// Anti-entropy step 3/4: lattices of differing buckets, and (from the
@@ -299,7 +348,7 @@ pub struct Publish {
 pub struct Frame {
     #[prost(
         oneof = "Body",
-        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15"
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
     )]
     pub body: Option<Body>,
 }
@@ -337,6 +386,9 @@ pub enum Body {
     ReplicateAck(ReplicateAck),
     #[prost(message, tag = "15")]
     Publish(Publish),
+    /// A FLUSHALL or FLUSHDB made on the sender (its floors after it).
+    #[prost(message, tag = "16")]
+    Flush(Floors),
 }
 
 impl Frame {

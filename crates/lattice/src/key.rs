@@ -552,6 +552,17 @@ impl KeyState {
 }
 
 impl KeyState {
+    /// Forgets every part written before commit timestamp `ts` (a FLUSHALL
+    /// or FLUSHDB at `ts`: its range tombstone); true if anything went.
+    /// Unlike a change of type it leaves no floor behind: the store drops
+    /// whatever older arrives later itself.
+    pub fn forget_before(&mut self, ts: crate::Ts) -> bool {
+        match ts.checked_sub(1) {
+            Some(below) => self.trim(Version::new(below, crate::NodeId::MAX)),
+            None => false,
+        }
+    }
+
     /// Forgets everything written at or below `floor`; true if anything
     /// went.
     fn trim(&mut self, floor: Version) -> bool {

@@ -295,8 +295,22 @@ impl Conn {
         {
             return self.w().error("ERR syntax error");
         }
-        match self.each_shard(|reply| AdminMsg::Flush { db, reply }).await {
-            Ok(_) => {
+        // One timestamp for every shard: the node flushes as one.
+        let at = self.coord.node.hlc.now();
+        match self
+            .each_shard(|reply| AdminMsg::Flush { db, at, reply })
+            .await
+        {
+            Ok(floors) => {
+                // Logged here; now to every other node of every region (a
+                // range tombstone like any write: `docs/regions.md`).
+                if let Some(cluster) = &self.shared.cluster {
+                    let mut all = elsa_shard::db::Floors::default();
+                    for f in &floors {
+                        all.merge(f);
+                    }
+                    cluster.flushed(&all);
+                }
                 self.shared.tracking.flushed_by_command();
                 self.w().simple("OK")
             }

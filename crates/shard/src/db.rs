@@ -54,6 +54,10 @@ pub fn db_of(stored: &[u8]) -> u8 {
 /// What FLUSHALL and FLUSHDB deleted: range tombstones over commit
 /// timestamps, one for every database and one per database flushed alone.
 /// A lattice committed before the floor of its key's database is gone.
+///
+/// A lattice itself: floors only rise, and two merge by taking the higher
+/// of each (so every node of every region ends with the same floors
+/// whatever order it learns them in; `elsa_cluster` carries them).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Floors {
     /// FLUSHALL: before this, every database is gone.
@@ -82,10 +86,37 @@ impl Floors {
         }
     }
 
-    /// The floor under a stored key.
+    /// The floor under a stored key. The store's own keys (transaction
+    /// records) belong to no database: only FLUSHALL's floor is theirs.
     pub fn of(&self, stored: &[u8]) -> u64 {
+        if self.per_db.is_empty() || stored.starts_with(crate::INTERNAL_PREFIX) {
+            return self.all;
+        }
         let db = db_of(stored);
         self.all.max(self.per_db.get(&db).copied().unwrap_or(0))
+    }
+
+    /// Every floor: (None, FLUSHALL's) and (Some(db), FLUSHDB's), the
+    /// zero ones left out.
+    pub fn entries(&self) -> impl Iterator<Item = (Option<u8>, u64)> + '_ {
+        std::iter::once((None, self.all))
+            .chain(self.per_db.iter().map(|(&db, &ts)| (Some(db), ts)))
+            .filter(|&(_, ts)| ts > 0)
+    }
+
+    /// The floors of `other` that are higher than these (what merging it
+    /// would raise).
+    pub fn raised_by(&self, other: &Floors) -> Floors {
+        let mut up = Floors::default();
+        if other.all > self.all {
+            up.all = other.all;
+        }
+        for (&db, &ts) in &other.per_db {
+            if ts > self.per_db.get(&db).copied().unwrap_or(0) {
+                up.per_db.insert(db, ts);
+            }
+        }
+        up
     }
 
     /// The highest floor of all.
@@ -117,6 +148,56 @@ mod tests {
             prop_assume!((a, &ka) != (b, &kb));
             prop_assert_ne!(encode(a, &ka), encode(b, &kb));
         }
+    }
+
+    proptest! {
+        #[test]
+        fn floors_merge_as_a_lattice(
+            a in proptest::collection::vec((proptest::option::of(0u8..4), 0u64..50), 0..6),
+            b in proptest::collection::vec((proptest::option::of(0u8..4), 0u64..50), 0..6),
+        ) {
+            let of = |v: &[(Option<u8>, u64)]| {
+                let mut f = Floors::default();
+                for &(db, ts) in v {
+                    f.raise(db, ts);
+                }
+                f
+            };
+            let (fa, fb) = (of(&a), of(&b));
+            let mut ab = fa.clone();
+            ab.merge(&fb);
+            let mut ba = fb.clone();
+            ba.merge(&fa);
+            for db in 0..4u8 {
+                let key = encode(db, b"k");
+                prop_assert_eq!(ab.of(&key), ba.of(&key));
+                prop_assert_eq!(ab.of(&key), fa.of(&key).max(fb.of(&key)));
+            }
+            // What `raised_by` names is exactly what merging adds.
+            let mut up = fa.clone();
+            up.merge(&fa.raised_by(&fb));
+            prop_assert_eq!(up.highest(), ab.highest());
+            for db in 0..4u8 {
+                let key = encode(db, b"k");
+                prop_assert_eq!(up.of(&key), ab.of(&key));
+            }
+            prop_assert!(ab.raised_by(&fa).is_empty() && ab.raised_by(&fb).is_empty());
+        }
+    }
+
+    #[test]
+    fn a_store_key_is_under_flushall_only() {
+        let mut f = Floors::default();
+        f.raise(Some(0), 10);
+        let internal = [crate::INTERNAL_PREFIX, b"txn"].concat();
+        assert_eq!(f.of(&internal), 0);
+        assert_eq!(f.of(b"user"), 10);
+        f.raise(None, 5);
+        assert_eq!(f.of(&internal), 5);
+        assert_eq!(
+            f.entries().collect::<Vec<_>>(),
+            vec![(None, 5), (Some(0), 10)]
+        );
     }
 
     #[test]

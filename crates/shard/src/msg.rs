@@ -525,13 +525,23 @@ pub enum AdminMsg {
     /// Per database with keys: live keys and keys with a TTL.
     /// Per database: keys, keys with a TTL, the sum of their TTLs (ms).
     Keyspace(oneshot::Sender<Vec<(u8, usize, usize, u64)>>),
-    /// Delete everything (`db` None) or one database.
+    /// Delete everything (`db` None) or one database: a range tombstone
+    /// at the shard's clock, logged.
     Flush {
         /// The database, or all.
         db: Option<u8>,
-        /// Done.
-        reply: oneshot::Sender<()>,
+        /// Its timestamp: what was committed before it goes.
+        at: Ts,
+        /// Done (logged): the shard's flush floors now, for the other
+        /// nodes (`elsa_cluster` replicates them).
+        reply: oneshot::Sender<crate::db::Floors>,
     },
+    /// Floors of FLUSHALL/FLUSHDB made elsewhere (another node, another
+    /// region): those higher than the shard's are logged and applied —
+    /// what was committed before them goes, and never comes back.
+    RaiseFloors(crate::db::Floors),
+    /// The shard's flush floors (anti-entropy carries them).
+    Floors(oneshot::Sender<crate::db::Floors>),
     /// Live keys of segments starting at `segment`, at least `count` keys or
     /// until the shard ends; answers the keys and the next segment (None at end).
     Scan {

@@ -314,7 +314,12 @@ impl Cluster {
                     .or_insert_with(|| Stream::after_boot(self.boot_ts))
                     .acked(a.flushed_ts);
             }
-            Body::AeBuckets(b) => self.ae_compare(link.node, b),
+            Body::AeBuckets(b) => {
+                // Before anything of the round: a node that missed a flush
+                // ships and takes nothing it covers.
+                self.on_floors(b.floors.as_ref());
+                self.ae_compare(link.node, b)
+            }
             Body::ReplicateAck(a) => self.on_replicate_ack(link.node, a),
             Body::AeEntries(e) => {
                 let received: Vec<u64> = e.lattices.iter().map(|l| l.commit_ts).collect();
@@ -592,6 +597,9 @@ impl Cluster {
                 });
             }
             Body::AeGroups(g) => {
+                // Applied before this round's digest is taken (see
+                // `floors`).
+                self.on_floors(g.floors.as_ref());
                 let me = self.clone();
                 let tx = tx.clone();
                 let peer = hello.node;
@@ -602,6 +610,7 @@ impl Cluster {
                     // Before the digest: what the fenced nodes sent is in
                     // it, or refused from now on.
                     me.fence(&g.fence);
+                    let floors = me.node_floors().await;
                     let digest = me.node_digest().await;
                     let mine = ae::group_digests(&digest, &shared);
                     let groups = ae::differing_groups(&mine, &g.groups, &g.digests);
@@ -611,6 +620,7 @@ impl Cluster {
                             round: g.round,
                             buckets,
                             digests,
+                            floors,
                         })),
                         at: Instant::now(),
                     });
@@ -651,6 +661,7 @@ impl Cluster {
                     .insert(hello.node);
             }
             Body::Publish(p) => self.on_published(&hello.region, p),
+            Body::Flush(f) => self.on_floors(Some(&f)),
             Body::WatermarkQuery(q) => {
                 let ts = self.watermark(&q.region);
                 reply(Body::WatermarkReply(wire::WatermarkReply { id: q.id, ts }));

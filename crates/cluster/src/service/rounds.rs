@@ -107,6 +107,7 @@ impl Cluster {
     ) -> u64 {
         let started = self.hlc.now();
         let cutoff = self.cutoff();
+        let floors = self.node_floors().await;
         let digest = Arc::new(self.node_digest().await);
         let round = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (groups, digests) = ae::group_digests(&digest, shared);
@@ -138,6 +139,7 @@ impl Cluster {
                 groups,
                 digests,
                 fence,
+                floors,
             })),
             true,
         );

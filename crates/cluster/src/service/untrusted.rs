@@ -49,6 +49,26 @@ impl Cluster {
         Ok(())
     }
 
+    /// A flush's floors: each a timestamp (one far ahead would delete
+    /// every write until then), at most one per database.
+    fn floors_ok(&self, f: Option<&wire::Floors>) -> Result<(), Refused> {
+        let Some(f) = f else {
+            return Ok(());
+        };
+        if f.dbs.len() > 256 || f.dbs.len() != f.ts.len() {
+            return Err(Refused(format!(
+                "flush floors: {} databases, {} timestamps",
+                f.dbs.len(),
+                f.ts.len()
+            )));
+        }
+        self.ts_ok("a FLUSHALL floor", f.all)?;
+        for &ts in &f.ts {
+            self.ts_ok("a FLUSHDB floor", ts)?;
+        }
+        Ok(())
+    }
+
     /// Checks a frame's timestamps and counts before it is acted on.
     pub(crate) fn check_frame(&self, frame: &Frame) -> Result<(), Refused> {
         let Some(body) = &frame.body else {
@@ -71,7 +91,7 @@ impl Cluster {
                         g.digests.len()
                     )));
                 }
-                Ok(())
+                self.floors_ok(g.floors.as_ref())
             }
             Body::AeBuckets(b) => {
                 if b.buckets.len() > MAX_BUCKETS || b.buckets.len() != b.digests.len() {
@@ -81,7 +101,7 @@ impl Cluster {
                         b.digests.len()
                     )));
                 }
-                Ok(())
+                self.floors_ok(b.floors.as_ref())
             }
             Body::AeEntries(e) => {
                 if e.pull.len() > MAX_BUCKETS {
@@ -100,6 +120,7 @@ impl Cluster {
             Body::Response(r) => self.ts_ok("an answer's clock", r.hlc),
             Body::Replicate(r) => self.lattices_ok(&r.lattices),
             Body::WatermarkReply(w) => self.ts_ok("a watermark", w.ts),
+            Body::Flush(f) => self.floors_ok(Some(f)),
             _ => Ok(()),
         }
     }

@@ -1043,6 +1043,7 @@ impl Node {
                     round: g.round,
                     buckets,
                     digests,
+                    floors: None,
                 })));
             }
             Body::AeEntries(e) => {
@@ -1210,6 +1211,7 @@ impl Node {
                     round,
                     groups,
                     digests,
+                    floors: None,
                 })),
             );
         }

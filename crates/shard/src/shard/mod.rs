@@ -554,9 +554,16 @@ impl Shard {
                 let rows = self.keyspace();
                 self.respond(reply, rows);
             }
-            AdminMsg::Flush { db, reply } => {
-                self.op_flush(db);
-                self.respond(reply, ());
+            AdminMsg::Flush { db, at, reply } => {
+                self.op_flush(db, at);
+                let floors = self.flush_floor.clone();
+                self.respond(reply, floors);
+            }
+            AdminMsg::RaiseFloors(floors) => {
+                self.raise_flush_floors(&floors);
+            }
+            AdminMsg::Floors(reply) => {
+                let _ = reply.send(self.flush_floor.clone());
             }
             AdminMsg::Scan {
                 db,
@@ -790,6 +797,17 @@ impl Shard {
         version: Version,
         source: Source,
     ) -> bool {
+        // Committed before a FLUSHALL/FLUSHDB this shard knows of: gone
+        // (a typed state keeps only its parts written since).
+        let trimmed;
+        let state = match self.under_flush(key, state, version) {
+            Some(None) => return false,
+            Some(Some(t)) => {
+                trimmed = t;
+                &trimmed
+            }
+            None => state,
+        };
         // What a snapshot may still need of the version this replaces.
         let replaced = match &self.history {
             Some(h) if h.wanted() => Some(self.past_version(hash, key)),
@@ -1644,6 +1662,7 @@ impl Shard {
 }
 
 mod evict;
+mod flush;
 mod persist;
 mod upkeep;
 mod waiting;

@@ -194,11 +194,9 @@ impl Shard {
     }
 
     /// Replays one recovered record (no log, no gossip). One committed
-    /// before a FLUSHALL or FLUSHDB already replayed is gone.
+    /// before a FLUSHALL or FLUSHDB already replayed is gone
+    /// (`install_from`).
     pub fn restore(&mut self, hash: u64, entry: &LogEntry) {
-        if entry.version.commit_ts < self.flush_floor.of(&entry.key) {
-            return;
-        }
         self.install_from(
             hash,
             &entry.key,
@@ -347,6 +345,15 @@ impl Shard {
             .rotate(Box::new(segment))
             .map_err(|e| format!("log rotation: {e}"))?;
         d.seq = seq;
+        // The new segment starts with the flush floors: the snapshot
+        // replaces the old ones, which held them.
+        if !self.flush_floor.is_empty() {
+            self.relog_flush_floors();
+            self.flush_wal();
+        }
+        let Some(d) = &mut self.durability else {
+            return Err("this shard has no data directory".into());
+        };
         // An expired value is kept, as the tombstone it is to merges: left
         // out, an older live copy a peer still has (or sends late) would
         // come back after a restart (issue 41). The collector frees it

@@ -352,7 +352,8 @@ fn a_tombstone_collected_after_a_read_still_validates() {
     );
     s.op_batch(&[kop(&s, "k", set("2"))]);
     assert!(s.validate(&[check(&s)], None, Refusal::Busy).is_err());
-    s.op_flush(None);
+    let at = s.hlc.now();
+    s.op_flush(None, at);
     assert!(
         s.validate(&[check(&s)], None, Refusal::Busy).is_err(),
         "after a FLUSHALL nothing tells whether the key was written meanwhile"

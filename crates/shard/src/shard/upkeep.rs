@@ -1,5 +1,6 @@
-//! Keyspace upkeep and administration: counting, flushing, scanning,
-//! INFO counters, the gossip buffer's epoch flush, and garbage collection.
+//! Keyspace upkeep and administration: counting, scanning, INFO
+//! counters, the gossip buffer's epoch flush, and garbage collection
+//! (FLUSHALL and FLUSHDB: [`super::flush`]).
 
 use bytes::Bytes;
 
@@ -78,44 +79,6 @@ impl Shard {
             .into_iter()
             .map(|(db, (k, e, ttl))| (db, k, e, ttl))
             .collect()
-    }
-
-    /// Drops every key (FLUSHALL, `db` None) or every key of one database
-    /// (FLUSHDB).
-    pub fn op_flush(&mut self, db: Option<u8>) {
-        // A range tombstone: everything committed before now is gone, and
-        // the log says so, so recovery (which replays in any order) drops
-        // what came before it too.
-        let floor = self.hlc.now();
-        match db {
-            None => {
-                self.table.clear();
-                self.gossip.clear();
-            }
-            Some(db) => {
-                self.table
-                    .retain(|r| is_internal(r.key()) || db::db_of(r.key()) != db);
-                self.gossip.retain(|key| db::db_of(key) != db);
-            }
-        }
-        self.flush_floor.raise(db, floor);
-        if let Some(d) = &mut self.durability {
-            d.wal.stage_flush(db, floor);
-        }
-        if let Some(hook) = &self.on_change {
-            hook.flushed(db);
-        }
-    }
-
-    /// After recovery: drops what a logged FLUSHALL or FLUSHDB deleted
-    /// (lattices committed before their floors), whatever order the files
-    /// replayed in.
-    pub fn apply_flush_floor(&mut self, floors: &db::Floors) {
-        if floors.is_empty() {
-            return;
-        }
-        self.table.retain(|r| r.commit_ts >= floors.of(r.key()));
-        self.flush_floor.merge(floors);
     }
 
     /// Live keys from `segment` on, until at least `count` were seen;
