@@ -1287,12 +1287,14 @@ impl Shard {
     }
 
     fn read_state(&self, key: &HashedKey, now_ms: u64) -> ReadState {
+        // One probe for value, version and TTL-change mark.
+        let rec = self.table.get(key.hash, &key.key);
         let mut state = state_of(
-            self.lookup(key.hash, &key.key, now_ms),
-            self.version_of(key.hash, &key.key),
+            rec.and_then(|r| value_of(r, now_ms)),
+            rec.map_or(Version::ZERO, Record::version),
             now_ms,
         );
-        state.ttl_of = self.table.get(key.hash, &key.key).and_then(Record::ttl_of);
+        state.ttl_of = rec.and_then(Record::ttl_of);
         state
     }
 
