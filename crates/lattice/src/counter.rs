@@ -464,6 +464,12 @@ impl Crdt for Counter {
     fn merge(&mut self, other: Counter) -> bool {
         let mut changed = false;
         let theirs_win = other.order() > self.order();
+        // The same base told twice: one telling may know less of what it
+        // saw (a transaction record's plain value saw no increments; the
+        // shard's delta of the same write did). What the write saw is
+        // what either telling saw — a join, so merges stay
+        // order-independent and an increment is never counted again.
+        let same_base = other.order() == self.order();
         let Counter {
             value,
             start_ts,
@@ -485,6 +491,8 @@ impl Crdt for Counter {
             r.expire_ms = expire_ms;
             r.observed = observed;
             changed = true;
+        } else if same_base && !observed.is_empty() {
+            changed |= self.rare_mut().observed.merge(observed);
         }
         self.tidy();
         changed
@@ -528,6 +536,28 @@ mod tests {
         let (_, c) = start.incr_by(1, 0, v(3, 3), 0).unwrap();
         let all = apply(apply(apply(start.clone(), a), b), c);
         assert_eq!(all.value(0).as_deref(), Some(&b"13"[..]));
+    }
+
+    #[test]
+    fn one_set_told_twice_counts_what_either_telling_saw() {
+        // A transaction's record carries its SET as a plain value (a base
+        // that saw no increments); the shard's log carries the same SET
+        // as the delta that saw the INCR before it. Recovery replays both,
+        // in either order: before, the first replayed kept its empty
+        // "seen" and the INCR counted again (1, SET 2, kill -9: 3; found
+        // by the restart-differential checker, seed 2885).
+        let start = Counter::default();
+        let (_, incr) = start.incr_by(1, 0, v(1, 1), 0).unwrap();
+        let here = apply(start.clone(), incr.clone());
+        let logged = here.set(Some("2".into()), None, 0, v(2, 1));
+        let recorded = Counter::default().set(Some("2".into()), None, 0, v(2, 1));
+        for order in [[&logged, &recorded], [&recorded, &logged]] {
+            let mut c = apply(Counter::default(), incr.clone());
+            for d in order {
+                c.merge((*d).clone());
+            }
+            assert_eq!(c.value(0).as_deref(), Some(&b"2"[..]));
+        }
     }
 
     #[test]
