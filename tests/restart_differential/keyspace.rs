@@ -4,8 +4,8 @@
 //!
 //! Relaxed, and why (each a rule the report names):
 //! - Hash fields and set members are sorted before comparing: neither
-//!   server promises an order (`docs/commands.md:101`, "list fields in
-//!   hash order"; `docs/commands.md:130`, "Members come in hash order").
+//!   server promises an order (`docs/commands.md, "Hashes"`, "list fields in
+//!   hash order"; `docs/commands.md, "Sets"`, "Members come in hash order").
 //! - PTTLs agree within [`PTTL_TOLERANCE_MS`]; -1 (no TTL) only with -1.
 //!   The two dumps are read moments apart, a restart in between.
 //! - A key present on one side only, whose PTTL there is at most the

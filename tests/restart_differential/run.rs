@@ -7,18 +7,18 @@
 //! Rules where Elsa may differ from Redis, each applied where it arises
 //! and named in the listing:
 //! - A script that raises an error writes nothing in Elsa and keeps what it
-//!   wrote before the error in Redis (`docs/commands.md:296`: "A
+//!   wrote before the error in Redis (`docs/commands.md, "Scripting"`: "A
 //!   script that raises an error (or is killed) writes nothing; Redis keeps
 //!   what it wrote before the error"). After such an error the checker
 //!   deletes the script's keys on both servers.
 //! - `BEGIN … COMMIT` is Elsa's: Redis runs the same commands as `MULTI …
 //!   EXEC`. A COMMIT answered `-CONFLICT` wrote nothing and is retried, as a
-//!   client does (`docs/transactions.md:9`: "`-CONFLICT <key> …`, nothing
+//!   client does (`docs/transactions.md, the first table`: "`-CONFLICT <key> …`, nothing
 //!   written, client retries"; a snapshot's freeze makes a COMMIT conflict,
-//!   `docs/durability.md:154`).
+//!   `docs/durability.md, "Snapshots", freeze`).
 //! - SAVE while a periodic snapshot runs answers `-ERR Background save
 //!   already in progress` and is retried: that snapshot is Redis's save
-//!   point (`docs/durability.md:150`), and Redis answers SAVE during a
+//!   point (`docs/durability.md, "Snapshots"`), and Redis answers SAVE during a
 //!   save point's BGSAVE the same way.
 //! - While a `t*` key may be lapsing, replies that count or list the whole
 //!   key space (DBSIZE, KEYS, SCAN, RANDOMKEY) are compared by errors only:
@@ -302,7 +302,7 @@ impl Runner {
             e = save(&mut self.pair.elsa);
             self.note(
                 i,
-                "rule (docs/durability.md:150: a periodic snapshot is Redis's save \
+                "rule (docs/durability.md, Snapshots: a periodic snapshot is Redis's save \
                  point; SAVE meets it with 'already in progress'): SAVE retried on elsa"
                     .into(),
             );
@@ -382,7 +382,7 @@ impl Runner {
         self.note(
             i,
             format!(
-                "rule (docs/commands.md:296: a script that raises an error writes \
+                "rule (docs/commands.md, Scripting: a script that raises an error writes \
                  nothing in Elsa, Redis keeps its partial writes): DEL {} on both \
                  (redis {r}, elsa {e})",
                 shown.join(" ")
@@ -455,7 +455,7 @@ impl Runner {
                     self.note(
                         i,
                         format!(
-                            "rule (docs/transactions.md:9: CONFLICT, nothing written, client \
+                            "rule (docs/transactions.md, the first table: CONFLICT, nothing written, client \
                              retries): COMMIT answered {commit}; attempt {}",
                             attempt + 1
                         ),
