@@ -2,7 +2,8 @@
 //! once the other region has it; `crdt` acknowledges at once, and
 //! `WAITREGION` says when the other region has it. And an add of an
 //! element already there, concurrent with a remove in the other region,
-//! keeps it (add-wins, `docs/datatypes.md`).
+//! keeps it (add-wins, `docs/datatypes.md`); a change of a TTL alone
+//! never undoes a concurrent write of the value.
 
 use std::time::Instant;
 
@@ -10,6 +11,16 @@ use redis::Value;
 
 use crate::common::cluster::Cluster;
 use crate::{get_all, lag_lines, one_at_a_time, text};
+
+/// `line` (arguments split at spaces) on `con`; panics on an error reply.
+fn run(con: &mut redis::Connection, line: &str) -> Value {
+    let mut cmd = redis::cmd(line.split(' ').next().unwrap_or_default());
+    for arg in line.split(' ').skip(1) {
+        cmd.arg(arg);
+    }
+    cmd.query(con)
+        .unwrap_or_else(|e| panic!("{line} failed: {e}"))
+}
 
 fn ok(v: &Value) -> bool {
     matches!(v, Value::Okay) || matches!(v, Value::SimpleString(s) if s == "OK")
@@ -286,14 +297,6 @@ fn an_add_of_a_present_element_survives_a_concurrent_remove_in_another_region() 
     let c = Cluster::start(&["a", "b"], &["--wan-delay-ms", "300"]);
     c.wait_members(&[0, 1], 2, std::time::Duration::from_secs(30));
     let (mut a, mut b) = (c.conn(0), c.conn(1));
-    let run = |con: &mut redis::Connection, line: &str| -> Value {
-        let mut cmd = redis::cmd(line.split(' ').next().unwrap_or_default());
-        for arg in line.split(' ').skip(1) {
-            cmd.arg(arg);
-        }
-        cmd.query(con)
-            .unwrap_or_else(|e| panic!("{line} failed: {e}"))
-    };
     for line in [
         "SADD s1 m x",
         "SADD s2 m x",
@@ -370,14 +373,6 @@ fn a_ttl_change_never_undoes_a_concurrent_write_in_another_region() {
     let c = Cluster::start(&["a", "b"], &["--wan-delay-ms", "300"]);
     c.wait_members(&[0, 1], 2, std::time::Duration::from_secs(30));
     let (mut a, mut b) = (c.conn(0), c.conn(1));
-    let run = |con: &mut redis::Connection, line: &str| -> Value {
-        let mut cmd = redis::cmd(line.split(' ').next().unwrap_or_default());
-        for arg in line.split(' ').skip(1) {
-            cmd.arg(arg);
-        }
-        cmd.query(con)
-            .unwrap_or_else(|e| panic!("{line} failed: {e}"))
-    };
     let changes = [
         ("t1", "EXPIRE t1 100"),
         ("t2", "PEXPIREAT t2 99999999999999"),

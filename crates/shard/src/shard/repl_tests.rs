@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::tests::{kop, set, shard};
+use super::tests::{kop, recovered_as, set, shard};
 use super::*;
 use crate::wal::files::DataDir;
 use crate::wal::{LogSink, Wal};
@@ -58,25 +58,6 @@ impl Held {
         }
         n
     }
-}
-
-/// What a restart of a clustered node recovers from `dir` (its own
-/// records the log never saw confirmed are left out).
-fn recovered_in_cluster(dir: &std::path::Path) -> Shard {
-    let mut s = shard();
-    let data = DataDir::open(dir).unwrap();
-    let mut entries = Vec::new();
-    data.recover(true, |item| {
-        if let crate::wal::files::Replayed::Lattices(rec, _) = item {
-            entries.extend(rec)
-        }
-    })
-    .unwrap();
-    for e in entries {
-        let h = std::hash::BuildHasher::hash_one(s.table.hasher(), &e.key[..]);
-        s.restore(h, &e);
-    }
-    s
 }
 
 #[test]
@@ -133,7 +114,7 @@ fn a_write_acknowledged_after_the_disk_came_back_survives_a_restart() {
     assert_eq!(answer.replies, vec![OpReply::Ok]);
     s.close_wal();
 
-    let mut r = recovered_in_cluster(&dir);
+    let mut r = recovered_as(&dir, true);
     assert_eq!(
         super::tests::value(&mut r, "k").as_deref(),
         Some(&b"v"[..]),

@@ -454,10 +454,16 @@ pub(super) fn durable_shard(dir: &std::path::Path) -> Shard {
 }
 
 pub(super) fn recovered(dir: &std::path::Path) -> Shard {
+    recovered_as(dir, false)
+}
+
+/// What recovery from `dir` gives; `clustered`: as a node with replicas in
+/// its region (own records the log never saw confirmed are left out).
+pub(super) fn recovered_as(dir: &std::path::Path, clustered: bool) -> Shard {
     let mut s = shard();
     let data = DataDir::open(dir).unwrap();
     let mut entries = Vec::new();
-    data.recover(false, |item| {
+    data.recover(clustered, |item| {
         if let crate::wal::files::Replayed::Lattices(rec, _) = item {
             entries.extend(rec)
         }
@@ -585,7 +591,7 @@ fn scan_covers_all_segments() {
     assert_eq!(some.len(), 11);
 }
 
-fn entry(key: &str, value: Option<&str>, commit_ts: u64, origin: u32) -> LogEntry {
+pub(super) fn entry(key: &str, value: Option<&str>, commit_ts: u64, origin: u32) -> LogEntry {
     LogEntry {
         key: Bytes::from(key.to_string()),
         state: EntryState::Plain(value.map(|v| Current {

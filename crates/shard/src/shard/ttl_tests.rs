@@ -5,30 +5,16 @@
 
 use bytes::Bytes;
 
-use super::tests::{durable_shard, kop, recovered, shard, value};
+use super::tests::{durable_shard, entry, kop, recovered, shard, value};
 use super::*;
 use crate::ops::Op;
-use crate::wal::codec::{EntryState, LogEntry};
-
-fn plain(k: &str, v: Option<&str>, ts: u64, origin: u32) -> LogEntry {
-    LogEntry {
-        key: Bytes::copy_from_slice(k.as_bytes()),
-        state: EntryState::Plain(v.map(|v| Current {
-            value: Bytes::copy_from_slice(v.as_bytes()),
-            expire_ms: None,
-            ttl_of: None,
-        })),
-        start_ts: ts - 1,
-        version: Version::new(ts, origin),
-        unit: Default::default(),
-    }
-}
+use crate::wal::codec::LogEntry;
 
 /// `EXPIRE k` (far in the future) on a shard holding `a` as written at
 /// (10, 1): the lattice it gossips. Its clock is far past 50.
 fn expire_of_a() -> LogEntry {
     let mut s = shard();
-    s.op_merge(&[plain("k", Some("a"), 10, 1)], false).unwrap();
+    s.op_merge(&[entry("k", Some("a"), 10, 1)], false).unwrap();
     s.flush_gossip();
     s.op_batch(&[kop(&s, "k", Op::ExpireAt(u64::MAX / 4))]);
     let mut out = s.flush_gossip();
@@ -51,10 +37,10 @@ fn ttl(s: &mut Shard, k: &str) -> Option<u64> {
 #[test]
 fn an_expire_never_undoes_a_concurrent_set_in_either_order() {
     let expire = expire_of_a();
-    let set_b = plain("k", Some("b"), 50, 2);
+    let set_b = entry("k", Some("b"), 50, 2);
     for order in [[&expire, &set_b], [&set_b, &expire]] {
         let mut s = shard();
-        s.op_merge(&[plain("k", Some("a"), 10, 1)], false).unwrap();
+        s.op_merge(&[entry("k", Some("a"), 10, 1)], false).unwrap();
         for e in order {
             s.op_merge(&[(*e).clone()], false).unwrap();
         }
@@ -66,10 +52,10 @@ fn an_expire_never_undoes_a_concurrent_set_in_either_order() {
 #[test]
 fn an_expire_never_undoes_a_concurrent_delete() {
     let expire = expire_of_a();
-    let del = plain("k", None, 50, 2);
+    let del = entry("k", None, 50, 2);
     for order in [[&expire, &del], [&del, &expire]] {
         let mut s = shard();
-        s.op_merge(&[plain("k", Some("a"), 10, 1)], false).unwrap();
+        s.op_merge(&[entry("k", Some("a"), 10, 1)], false).unwrap();
         for e in order {
             s.op_merge(&[(*e).clone()], false).unwrap();
         }
@@ -81,7 +67,7 @@ fn an_expire_never_undoes_a_concurrent_delete() {
 fn of_two_ttl_changes_of_one_value_the_later_wins() {
     let expire = expire_of_a();
     let mut s = shard();
-    s.op_merge(&[plain("k", Some("a"), 10, 1)], false).unwrap();
+    s.op_merge(&[entry("k", Some("a"), 10, 1)], false).unwrap();
     s.op_merge(std::slice::from_ref(&expire), false).unwrap();
     assert_eq!(ttl(&mut s, "k"), Some(u64::MAX / 4));
     // PERSIST here, after the EXPIRE (its clock is later still).
@@ -92,7 +78,7 @@ fn of_two_ttl_changes_of_one_value_the_later_wins() {
         Some(Version::new(10, 1))
     );
     let mut t = shard();
-    t.op_merge(&[persist, plain("k", Some("a"), 10, 1), expire], false)
+    t.op_merge(&[persist, entry("k", Some("a"), 10, 1), expire], false)
         .unwrap();
     assert_eq!(value(&mut t, "k").as_deref(), Some(&b"a"[..]));
     assert_eq!(ttl(&mut t, "k"), None);
@@ -103,12 +89,12 @@ fn a_ttl_change_keeps_its_place_through_the_log() {
     let dir = std::env::temp_dir().join(format!("elsa-shard-ttlof-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut s = durable_shard(&dir);
-    s.op_merge(&[plain("k", Some("a"), 10, 1), expire_of_a()], false)
+    s.op_merge(&[entry("k", Some("a"), 10, 1), expire_of_a()], false)
         .unwrap();
     s.flush_wal();
     s.close_wal();
     let mut r = recovered(&dir);
-    r.op_merge(&[plain("k", Some("b"), 50, 2)], false).unwrap();
+    r.op_merge(&[entry("k", Some("b"), 50, 2)], false).unwrap();
     assert_eq!(value(&mut r, "k").as_deref(), Some(&b"b"[..]));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -116,7 +102,7 @@ fn a_ttl_change_keeps_its_place_through_the_log() {
 #[test]
 fn rename_of_a_ttl_change_is_a_write_of_the_new_key() {
     let mut s = shard();
-    s.op_merge(&[plain("k", Some("a"), 10, 1), expire_of_a()], false)
+    s.op_merge(&[entry("k", Some("a"), 10, 1), expire_of_a()], false)
         .unwrap();
     s.flush_gossip();
     s.op_batch(&[kop(
