@@ -366,7 +366,9 @@ fn an_add_of_a_present_element_survives_a_concurrent_remove_in_another_region() 
 /// EXPIRE, PEXPIREAT, PERSIST, GETEX, inside MULTI and from a script —
 /// after a's write, by the clocks. Both regions end with `b` and `b`'s own
 /// TTL (none). Before the fix both ended with `a` and the new TTL: the
-/// acknowledged SET was lost to a command that only set a TTL.
+/// acknowledged SET was lost to a command that only set a TTL. The same
+/// for a counter (`c…`: `10`, INCR'd, so a typed state): before its fix
+/// it ended as `11` with the new TTL.
 #[test]
 fn a_ttl_change_never_undoes_a_concurrent_write_in_another_region() {
     let _one = one_at_a_time();
@@ -374,52 +376,62 @@ fn a_ttl_change_never_undoes_a_concurrent_write_in_another_region() {
     c.wait_members(&[0, 1], 2, std::time::Duration::from_secs(30));
     let (mut a, mut b) = (c.conn(0), c.conn(1));
     let changes = [
-        ("t1", "EXPIRE t1 100"),
-        ("t2", "PEXPIREAT t2 99999999999999"),
-        ("t3", "PERSIST t3"),
-        ("t4", "GETEX t4 EX 100"),
-        ("t5", "MULTI"),
-        ("t6", "EVAL"),
+        ("1", "EXPIRE {} 100"),
+        ("2", "PEXPIREAT {} 99999999999999"),
+        ("3", "PERSIST {}"),
+        ("4", "GETEX {} EX 100"),
+        ("5", "MULTI"),
+        ("6", "EVAL"),
     ];
-    for (k, _) in changes {
-        run(&mut a, &format!("SET {k} a EX 1000"));
+    let keys = |n: &str| [format!("t{n}"), format!("c{n}")];
+    for (n, _) in changes {
+        let [t, counter] = keys(n);
+        run(&mut a, &format!("SET {t} a EX 1000"));
+        run(&mut a, &format!("SET {counter} 10 EX 1000"));
+        run(&mut a, &format!("INCR {counter}"));
     }
     c.wait_same_digest(&[0, 1], std::time::Duration::from_secs(30));
-    for (k, _) in changes {
-        run(&mut a, &format!("SET {k} b"));
+    for (n, _) in changes {
+        for k in keys(n) {
+            run(&mut a, &format!("SET {k} b"));
+        }
     }
-    for (k, change) in changes {
-        match change {
-            "MULTI" => {
-                let _: Vec<i64> = redis::pipe()
-                    .atomic()
-                    .cmd("EXPIRE")
-                    .arg(k)
-                    .arg(100)
-                    .query(&mut b)
-                    .expect("MULTI EXPIRE EXEC");
-            }
-            "EVAL" => {
-                let _: i64 = redis::cmd("EVAL")
-                    .arg("return redis.call('EXPIRE', KEYS[1], 100)")
-                    .arg(1)
-                    .arg(k)
-                    .query(&mut b)
-                    .expect("EVAL EXPIRE");
-            }
-            line => {
-                run(&mut b, line);
+    for (n, change) in changes {
+        for k in keys(n) {
+            match change {
+                "MULTI" => {
+                    let _: Vec<i64> = redis::pipe()
+                        .atomic()
+                        .cmd("EXPIRE")
+                        .arg(&k)
+                        .arg(100)
+                        .query(&mut b)
+                        .expect("MULTI EXPIRE EXEC");
+                }
+                "EVAL" => {
+                    let _: i64 = redis::cmd("EVAL")
+                        .arg("return redis.call('EXPIRE', KEYS[1], 100)")
+                        .arg(1)
+                        .arg(&k)
+                        .query(&mut b)
+                        .expect("EVAL EXPIRE");
+                }
+                line => {
+                    run(&mut b, &line.replace("{}", &k));
+                }
             }
         }
     }
     c.wait_same_digest(&[0, 1], std::time::Duration::from_secs(30));
     let mut lost = Vec::new();
     for (node, con) in [("a", &mut a), ("b", &mut b)] {
-        for (k, change) in changes {
-            let got = run(con, &format!("GET {k}"));
-            let left = run(con, &format!("TTL {k}"));
-            if got != Value::BulkString(b"b".to_vec()) || left != Value::Int(-1) {
-                lost.push(format!("{node}: {k} ({change}) is {got:?}, TTL {left:?}"));
+        for (n, change) in changes {
+            for k in keys(n) {
+                let got = run(con, &format!("GET {k}"));
+                let left = run(con, &format!("TTL {k}"));
+                if got != Value::BulkString(b"b".to_vec()) || left != Value::Int(-1) {
+                    lost.push(format!("{node}: {k} ({change}) is {got:?}, TTL {left:?}"));
+                }
             }
         }
     }

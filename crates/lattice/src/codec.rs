@@ -5,8 +5,9 @@
 //!
 //! ```text
 //! state:      counter floor:version ttl collection
-//! counter:    [flags u8: 1 value, 2 expiry][value_len u32][value][expire u64]
-//!             [start_ts u64] version tallies(observed) tallies
+//! counter:    [flags u8: 1 value, 2 expiry, 4 ttl_of][value_len u32][value]
+//!             [expire u64] version(ttl_of) [start_ts u64] version
+//!             tallies(observed) tallies
 //! tallies:    [n u32] n × ([origin u32][total i64] version)
 //! version:    [commit_ts u64][origin u32]
 //! ttl:        [0 none | 1 expiry (any type) | 2 hash, 3 set, 4 zset, 5 list expiry u8]
@@ -291,13 +292,19 @@ fn put_tallies(out: &mut Vec<u8>, t: &Tallies) {
 fn put_counter(out: &mut Vec<u8>, c: &Counter) {
     let value = c.base_value();
     let expire_ms = c.expire_ms();
-    let flags = u8::from(value.is_some()) | (u8::from(expire_ms.is_some()) << 1);
+    let ttl_of = c.ttl_of();
+    let flags = u8::from(value.is_some())
+        | (u8::from(expire_ms.is_some()) << 1)
+        | (u8::from(ttl_of.is_some()) << 2);
     out.put_u8(flags);
     if let Some(v) = value {
         put_bytes(out, v);
     }
     if let Some(at) = expire_ms {
         out.put_u64_le(at);
+    }
+    if let Some(of) = ttl_of {
+        put_version(out, of);
     }
     out.put_u64_le(c.base_start_ts());
     put_version(out, c.base_version());
@@ -425,7 +432,7 @@ fn get_tallies(buf: &mut Bytes) -> Option<Tallies> {
 
 fn get_counter(buf: &mut Bytes) -> Option<Counter> {
     let flags = get_u8(buf)?;
-    if flags > 3 {
+    if flags > 7 {
         return None;
     }
     let value = if flags & 1 != 0 {
@@ -438,13 +445,19 @@ fn get_counter(buf: &mut Bytes) -> Option<Counter> {
     } else {
         None
     };
+    let ttl_of = if flags & 4 != 0 {
+        Some(get_version(buf)?)
+    } else {
+        None
+    };
     let start_ts = get_u64(buf)?;
     let version = get_version(buf)?;
     let observed = get_tallies(buf)?;
     let tallies = get_tallies(buf)?;
-    Some(Counter::from_parts(
-        value, expire_ms, start_ts, version, observed, tallies,
-    ))
+    Some(
+        Counter::from_parts(value, expire_ms, start_ts, version, observed, tallies)
+            .with_ttl_of(ttl_of),
+    )
 }
 
 fn get_dots(buf: &mut Bytes) -> Option<Dots> {

@@ -187,11 +187,20 @@ struct Rare {
     observed: Tallies,
     /// Every origin's running total.
     tallies: Tallies,
+    /// `Some(v)` when the base is a change of the TTL alone (EXPIRE,
+    /// PERSIST, GETEX) of the base written as `v`: it orders after that
+    /// base and its other TTL changes, never after another write of the
+    /// value, whatever the clocks say (issue 41, defect 15; as a plain
+    /// string's `Current::ttl_of`).
+    ttl_of: Option<Version>,
 }
 
 impl Rare {
     fn is_empty(&self) -> bool {
-        self.expire_ms.is_none() && self.observed.is_empty() && self.tallies.is_empty()
+        self.expire_ms.is_none()
+            && self.observed.is_empty()
+            && self.tallies.is_empty()
+            && self.ttl_of.is_none()
     }
 }
 
@@ -216,6 +225,7 @@ impl Counter {
             expire_ms,
             observed,
             tallies,
+            ttl_of: None,
         };
         Counter {
             value,
@@ -256,6 +266,27 @@ impl Counter {
         self.rare.as_ref().and_then(|r| r.expire_ms)
     }
 
+    /// The base whose TTL alone this base changed, if it is such a
+    /// change (see [`Counter::retime`]).
+    pub fn ttl_of(&self) -> Option<Version> {
+        self.rare.as_ref().and_then(|r| r.ttl_of)
+    }
+
+    /// The write of the base's value: the base itself, or the one whose
+    /// TTL it changed.
+    pub fn value_version(&self) -> Version {
+        self.ttl_of().unwrap_or(self.version)
+    }
+
+    /// This counter marked a change of the TTL of the base written as
+    /// `of` (decoding).
+    pub(crate) fn with_ttl_of(mut self, of: Option<Version>) -> Counter {
+        if of.is_some() {
+            self.rare_mut().ttl_of = of;
+        }
+        self
+    }
+
     /// Heap bytes owned beyond the handle (memory accounting).
     pub fn heap_bytes(&self) -> usize {
         self.value.as_ref().map_or(0, Elem::heap_bytes)
@@ -275,14 +306,28 @@ impl Counter {
         }
     }
 
-    /// The merge order of bases: version first; the rest only makes it
-    /// total.
-    fn order(&self) -> (Version, Ts, Option<&[u8]>, Option<u64>) {
+    /// The merge order of bases: by the write of the base's value first,
+    /// then by the base's own write — so a change of the TTL alone loses
+    /// to a concurrent write of the value (issue 41, defect 15); the rest
+    /// only makes it total.
+    #[allow(clippy::type_complexity)]
+    fn order(
+        &self,
+    ) -> (
+        Version,
+        Version,
+        Ts,
+        Option<&[u8]>,
+        Option<u64>,
+        Option<Version>,
+    ) {
         (
+            self.value_version(),
             self.version,
             self.start_ts,
             self.base_value(),
             self.expire_ms(),
+            self.ttl_of(),
         )
     }
 
@@ -355,6 +400,16 @@ impl Counter {
         self.version.max(self.tallies().newest())
     }
 
+    /// The newest write of the value itself — its base's value or an
+    /// increment, not a change of the TTL alone: what a write of another
+    /// type is ordered against (`KeyState`'s change-of-type rule), so a
+    /// TTL change never beats a concurrent write of the key, and
+    /// [`Counter::drop_through`] (which judges the base by the same
+    /// version) commutes with merging.
+    pub fn written(&self) -> Version {
+        self.value_version().max(self.tallies().newest())
+    }
+
     /// The delta of writing the whole value (`None` deletes): a new base
     /// that has seen every tally.
     pub fn set(
@@ -385,6 +440,37 @@ impl Counter {
             tallies.clone(),
             tallies,
         )
+    }
+
+    /// The delta of changing the TTL alone (EXPIRE, PERSIST, GETEX) to
+    /// `expire_ms`: a base of the same value and the same observed
+    /// tallies, marked as a change of the base it saw. It keeps every
+    /// increment (seen or concurrent) and loses to a concurrent write of
+    /// the value, whatever the clocks say — it never brings an older
+    /// value back over a newer one (issue 41, defect 15).
+    pub fn retime(&self, expire_ms: Option<u64>, start_ts: Ts, version: Version) -> Counter {
+        Counter::from_parts(
+            self.value.clone(),
+            expire_ms,
+            start_ts,
+            version,
+            self.observed().clone(),
+            self.tallies().clone(),
+        )
+        .with_ttl_of(Some(self.ttl_target()))
+    }
+
+    /// The write a TTL change applies to: the base's value — or, when the
+    /// base holds none (the value is increments alone, `INCR` of a
+    /// missing key), the newest write of the value, so that a floor below
+    /// those increments (a DEL of another type before them) never drops
+    /// it; a concurrent SET then wins unless it missed one of them.
+    pub fn ttl_target(&self) -> Version {
+        if self.value.is_some() {
+            self.value_version()
+        } else {
+            self.written()
+        }
     }
 
     /// The delta of `INCRBY by` at `now_ms` and the new value, or Redis's
@@ -437,7 +523,7 @@ impl Counter {
         // key whose type never changed has floor ZERO), answered without
         // the copy of the value the general path compares against.
         let above = |t: &Tallies| t.0.iter().all(|(_, t)| t.version > floor);
-        if self.version > floor
+        if self.value_version() > floor
             && self
                 .rare
                 .as_ref()
@@ -446,7 +532,9 @@ impl Counter {
             return false;
         }
         let before = self.clone();
-        if self.version <= floor {
+        // A TTL change carries the value of the base it changed: judged
+        // by that base's write.
+        if self.value_version() <= floor {
             let tallies = self.rare.take().map(|r| r.tallies).unwrap_or_default();
             *self = Counter::default();
             self.rare_mut().tallies = tallies;
@@ -476,9 +564,9 @@ impl Crdt for Counter {
             version,
             rare,
         } = other;
-        let (expire_ms, observed, tallies) = match rare {
-            Some(r) => (r.expire_ms, r.observed, r.tallies),
-            None => (None, Tallies::default(), Tallies::default()),
+        let (expire_ms, observed, tallies, ttl_of) = match rare {
+            Some(r) => (r.expire_ms, r.observed, r.tallies, r.ttl_of),
+            None => (None, Tallies::default(), Tallies::default(), None),
         };
         if !tallies.is_empty() {
             changed |= self.rare_mut().tallies.merge(tallies);
@@ -490,6 +578,7 @@ impl Crdt for Counter {
             let r = self.rare_mut();
             r.expire_ms = expire_ms;
             r.observed = observed;
+            r.ttl_of = ttl_of;
             changed = true;
         } else if same_base && !observed.is_empty() {
             changed |= self.rare_mut().observed.merge(observed);
@@ -536,6 +625,37 @@ mod tests {
         let (_, c) = start.incr_by(1, 0, v(3, 3), 0).unwrap();
         let all = apply(apply(apply(start.clone(), a), b), c);
         assert_eq!(all.value(0).as_deref(), Some(&b"13"[..]));
+    }
+
+    #[test]
+    fn a_ttl_change_loses_to_a_concurrent_set_and_keeps_increments() {
+        // "10" at (1, 1), INCR'd at (2, 1); region 2 SETs "20" at (3, 2)
+        // having seen neither the INCR nor the EXPIRE region 1 makes at
+        // (9, 1) of what it saw. The SET wins in any order, whatever the
+        // clocks say; the INCR, unseen by it, counts on top (issue 41,
+        // defect 15).
+        let start = Counter::default().set(Some("10".into()), None, 0, v(1, 1));
+        let (_, incr) = start.incr_by(1, 0, v(2, 1), 0).unwrap();
+        let here = apply(start.clone(), incr.clone());
+        let expire = here.retime(Some(5_000), 0, v(9, 1));
+        assert_eq!(expire.ttl_of(), Some(v(1, 1)));
+        assert_eq!(
+            apply(here.clone(), expire.clone()).value(0).as_deref(),
+            Some(&b"11"[..])
+        );
+        let set = start.set(Some("20".into()), None, 0, v(3, 2));
+        let a = apply(apply(here.clone(), expire.clone()), set.clone());
+        let b = apply(apply(apply(start.clone(), set), incr), expire);
+        assert_eq!(a, b);
+        assert_eq!(a.value(0).as_deref(), Some(&b"21"[..]));
+        assert_eq!(a.expire_ms(), None, "the SET keeps its own TTL (none)");
+        // A TTL change of a TTL change names the first base.
+        assert_eq!(
+            here.retime(None, 0, v(4, 1))
+                .retime(Some(1), 0, v(5, 1))
+                .ttl_of(),
+            Some(v(1, 1))
+        );
     }
 
     #[test]

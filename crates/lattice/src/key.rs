@@ -240,7 +240,7 @@ impl KeyState {
     /// What the key shows at `now_ms`.
     pub fn kind(&self, now_ms: u64) -> Kind {
         match self.collection_newest() {
-            Some(c) if c > self.string.newest() => match &self.collection {
+            Some(c) if c > self.string.written() => match &self.collection {
                 Some(coll) if !coll.is_empty() && !self.collection_expired(now_ms) => coll.kind(),
                 _ => Kind::None,
             },
@@ -400,7 +400,17 @@ impl KeyState {
             Kind::String => {
                 let value = target.visible_string(now_ms);
                 let expire = target.string.expire_ms();
-                KeyState::of_string(self.string.set(value, expire, start_ts, dot))
+                // A change of this value's TTL alone (EXPIRE in a script
+                // or a BEGIN block) stays one: it never wins over a
+                // concurrent write of the value (`Counter::retime`).
+                let retimed = mine == Kind::String
+                    && target.string.ttl_of() == Some(self.string.ttl_target())
+                    && value == self.visible_string(now_ms);
+                if retimed {
+                    KeyState::of_string(self.string.retime(expire, start_ts, dot))
+                } else {
+                    KeyState::of_string(self.string.set(value, expire, start_ts, dot))
+                }
             }
             Kind::Hash | Kind::Set | Kind::ZSet | Kind::List => {
                 let same = mine == theirs;
@@ -643,7 +653,7 @@ impl Crdt for KeyState {
         }
         // String against collection: the older part loses everything.
         if let Some(c) = self.collection_newest() {
-            changed |= self.raise_floor(self.string.newest().min(c));
+            changed |= self.raise_floor(self.string.written().min(c));
         }
         if self.floor > floor {
             changed |= self.trim(self.floor);

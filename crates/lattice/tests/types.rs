@@ -81,6 +81,14 @@ fn expire_at(x: &Option<u8>) -> Option<u64> {
 fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
     let kind = state.kind(0);
     if let Cmd::Expire(x) = cmd {
+        // A string's TTL changes on its base alone (`Counter::retime`).
+        if kind == Kind::String {
+            return Some(KeyState::of_string(state.string.retime(
+                expire_at(x),
+                0,
+                dot,
+            )));
+        }
         return kind
             .is_collection()
             .then(|| KeyState::of_ttl(Ttl::on(kind, expire_at(x), dot)));
@@ -246,8 +254,9 @@ fn model(seen: &(Seen, Option<u64>), cmd: &Cmd) -> (Seen, Option<u64>) {
             Seen::Hash(_) | Seen::Set(_) | Seen::ZSet(_) | Seen::List(_)
         )
     };
+    let is_string = matches!(seen.0, Seen::String(_));
     if let Cmd::Expire(x) = cmd {
-        return if is_collection(&seen.0) {
+        return if is_collection(&seen.0) || is_string {
             (seen.0.clone(), expire_at(x))
         } else {
             seen.clone()
@@ -255,12 +264,11 @@ fn model(seen: &(Seen, Option<u64>), cmd: &Cmd) -> (Seen, Option<u64>) {
     }
     let value = model_value(&seen.0, cmd);
     // A key that shows nothing has no expiry; a collection keeps its own
-    // while it shows something; strings here never have one.
-    let ttl = if is_collection(&value) && is_collection(&seen.0) {
-        seen.1
-    } else {
-        None
-    };
+    // while it shows something; a string keeps its own through INCR and
+    // refused commands, and loses it to SET and DEL.
+    let keeps = (is_collection(&value) && is_collection(&seen.0))
+        || (is_string && !matches!(cmd, Cmd::Set(_) | Cmd::Del));
+    let ttl = if keeps { seen.1 } else { None };
     (value, ttl)
 }
 

@@ -42,7 +42,7 @@ fn expiry(key: &[u8], view: &mut impl KeyView) -> Option<Option<u64>> {
 /// Gives the live `key` the expiry `at` (`None` persists it), whatever its
 /// type: a string is written again with it, a collection's expiry changes
 /// alone (a delta: its elements are not rewritten).
-fn set_expiry(key: &[u8], view: &mut impl KeyView, at: Option<u64>) {
+pub(super) fn set_expiry(key: &[u8], view: &mut impl KeyView, at: Option<u64>) {
     let now = view.now_ms();
     match view.live(key) {
         None => {}
@@ -60,9 +60,9 @@ fn set_expiry(key: &[u8], view: &mut impl KeyView, at: Option<u64>) {
             )
         }
         Some(Value::Typed(s)) if s.kind(now) == Kind::String => {
-            let value = s.visible_string(now);
+            // The same for a counter: its base's TTL alone changes.
             let (start_ts, version) = view.stamp();
-            let delta = s.string.set(value, at, start_ts, version);
+            let delta = s.string.retime(at, start_ts, version);
             drop(s);
             view.merge(key, KeyState::of_string(delta));
         }

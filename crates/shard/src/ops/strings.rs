@@ -94,34 +94,16 @@ pub(super) fn getex(key: &[u8], view: &mut impl KeyView, ttl: GetExTtl) -> OpRep
     let Some(c) = read_string!(view, key) else {
         return OpReply::Nil;
     };
-    // A change of the TTL alone (see `keys::set_expiry`).
-    let ttl_of = match ttl {
-        GetExTtl::Persist | GetExTtl::At(_) => c.ttl_of.or_else(|| view.value_version(key)),
-        _ => None,
-    };
     match ttl {
         GetExTtl::Refused(e) => return OpReply::Error(e),
         GetExTtl::Keep => {}
-        // Only a key that has a TTL changes (Redis's removeExpire).
-        GetExTtl::Persist if c.expire_ms.is_some() => view.write(
-            key,
-            Some(Current {
-                value: c.value.clone(),
-                expire_ms: None,
-                ttl_of,
-            }),
-        ),
+        // Only a key that has a TTL changes (Redis's removeExpire); a
+        // change of the TTL alone (`keys::set_expiry`).
+        GetExTtl::Persist if c.expire_ms.is_some() => super::keys::set_expiry(key, view, None),
         GetExTtl::Persist => {}
         // A time already past deletes the key (Redis's GETEX deletes it).
         GetExTtl::At(at) if at <= view.now_ms() => view.write(key, None),
-        GetExTtl::At(at) => view.write(
-            key,
-            Some(Current {
-                value: c.value.clone(),
-                expire_ms: Some(at),
-                ttl_of,
-            }),
-        ),
+        GetExTtl::At(at) => super::keys::set_expiry(key, view, Some(at)),
     }
     OpReply::Bulk(c.value)
 }

@@ -117,3 +117,57 @@ fn rename_of_a_ttl_change_is_a_write_of_the_new_key() {
     let k2 = out.iter().find(|e| &e.key[..] == b"k2").unwrap();
     assert_eq!(k2.state.plain().and_then(|c| c.ttl_of), None);
 }
+
+/// A counter (a string INCR'd, so a typed state): its value written as
+/// `10` at (10, 1), INCR'd, then `EXPIRE k` here — the increment's and
+/// the EXPIRE's lattices, as gossiped. Both clocks are far past 50.
+fn expire_of_a_counter() -> (LogEntry, LogEntry) {
+    let mut s = shard();
+    s.op_merge(&[entry("k", Some("10"), 10, 1)], false).unwrap();
+    s.flush_gossip();
+    s.op_batch(&[kop(&s, "k", Op::IncrBy(1))]);
+    let incr = s.flush_gossip().remove(0);
+    s.op_batch(&[kop(&s, "k", Op::ExpireAt(u64::MAX / 4))]);
+    let expire = s.flush_gossip().remove(0);
+    assert!(expire.version > Version::new(50, 2));
+    (incr, expire)
+}
+
+#[test]
+fn an_expire_of_a_counter_never_undoes_a_concurrent_set_in_either_order() {
+    let (incr, expire) = expire_of_a_counter();
+    // `b` is not a number: it shows as itself. `20` is: the INCR it had
+    // not seen counts on top of it.
+    for (set, shown) in [("b", "b"), ("20", "21")] {
+        let set = entry("k", Some(set), 50, 2);
+        for order in [[&expire, &set], [&set, &expire]] {
+            let mut s = shard();
+            s.op_merge(&[entry("k", Some("10"), 10, 1), incr.clone()], false)
+                .unwrap();
+            for e in order {
+                s.op_merge(&[(*e).clone()], false).unwrap();
+            }
+            assert_eq!(value(&mut s, "k").as_deref(), Some(shown.as_bytes()));
+            assert_eq!(ttl(&mut s, "k"), None, "the SET keeps its own TTL (none)");
+        }
+    }
+}
+
+#[test]
+fn an_expire_of_a_counter_keeps_a_concurrent_increment() {
+    let (incr, expire) = expire_of_a_counter();
+    // Another region's INCR (origin 8), not seen by the EXPIRE.
+    let mut there = Shard::new(0, 8, KeyHasher::default(), Arc::new(Hlc::default()));
+    there
+        .op_merge(&[entry("k", Some("10"), 10, 1)], false)
+        .unwrap();
+    there.flush_gossip();
+    there.op_batch(&[kop(&there, "k", Op::IncrBy(5))]);
+    let incr2 = there.flush_gossip().remove(0);
+    let mut s = shard();
+    s.op_merge(&[entry("k", Some("10"), 10, 1), incr, expire], false)
+        .unwrap();
+    s.op_merge(&[incr2], false).unwrap();
+    assert_eq!(value(&mut s, "k").as_deref(), Some(&b"16"[..]));
+    assert_eq!(ttl(&mut s, "k"), Some(u64::MAX / 4));
+}
