@@ -112,9 +112,7 @@ pub struct ElsaServer {
 
 impl ElsaServer {
     pub fn start(dir: &TestDir, flags: Vec<String>) -> Result<ElsaServer, String> {
-        let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let mut node = Node::spawn(&dir.data(), &dir.log(), &refs);
-        wait_elsa(&mut node)?;
+        let node = spawn_elsa(&dir.data(), &dir.log(), &flags)?;
         Ok(ElsaServer { node, flags })
     }
 
@@ -126,11 +124,31 @@ impl ElsaServer {
     pub fn restart(&mut self, kind: RestartKind) -> Result<(), String> {
         stop("elsa", self.node.port, &mut self.node.child, kind)
             .map_err(|e| format!("stop: {e}"))?;
-        let refs: Vec<&str> = self.flags.iter().map(String::as_str).collect();
         let data = self.node.data_dir.clone();
         let log = self.node.log.clone();
-        self.node = Node::spawn(&data, &log, &refs);
-        wait_elsa(&mut self.node).map_err(|e| format!("start: {e}"))
+        self.node = spawn_elsa(&data, &log, &self.flags).map_err(|e| format!("start: {e}"))?;
+        Ok(())
+    }
+}
+
+/// Starts a node and waits for it. A port another process took between
+/// the free-port check and the node's bind (long runs start several
+/// checkers side by side) is the harness's race, not a finding: that
+/// start is tried again on another port.
+fn spawn_elsa(
+    data: &std::path::Path,
+    log: &std::path::Path,
+    flags: &[String],
+) -> Result<Node, String> {
+    let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut attempt = 0;
+    loop {
+        let mut node = Node::spawn(data, log, &refs);
+        match wait_elsa(&mut node) {
+            Err(e) if e.contains("Address already in use") && attempt < 5 => attempt += 1,
+            Err(e) => return Err(e),
+            Ok(()) => return Ok(node),
+        }
     }
 }
 
