@@ -207,7 +207,7 @@ impl Conn {
             return Outcome::Failed("ERR script threads are not running".into());
         }
         loop {
-            match events.recv().await {
+            match next_event(&mut events).await {
                 Some(Event::Call { args, resp3 }) => {
                     let reply = self.script_call(args, script.ro, resp3).await;
                     let _ = answers_tx.send(reply);
@@ -220,7 +220,27 @@ impl Conn {
             }
         }
     }
+}
 
+/// The script's next message: polled for up to [`super::lua::SPIN`] (the
+/// script thread runs Lua between its calls, usually for a µs or two),
+/// then awaited. While a script runs this holds its worker for at most
+/// that long per call; Redis runs nothing else meanwhile at all.
+async fn next_event(events: &mut tokio::sync::mpsc::UnboundedReceiver<Event>) -> Option<Event> {
+    use std::ops::ControlFlow::{Break, Continue};
+    use tokio::sync::mpsc::error::TryRecvError;
+    let polled = super::lua::spin(|| match events.try_recv() {
+        Ok(e) => Break(Some(e)),
+        Err(TryRecvError::Disconnected) => Break(None),
+        Err(TryRecvError::Empty) => Continue(()),
+    });
+    match polled {
+        Some(e) => e,
+        None => events.recv().await,
+    }
+}
+
+impl Conn {
     /// `redis.acl_check_cmd`: 1 when this connection's user may run the
     /// command line, 0 when not (nothing logged, as Redis).
     fn acl_check_for_script(&self, args: &[Bytes]) -> Reply {
