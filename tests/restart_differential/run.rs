@@ -24,6 +24,11 @@
 //!   key space (DBSIZE, KEYS, SCAN, RANDOMKEY) are compared by errors only:
 //!   the two servers read the clock moments apart, and Redis counts an
 //!   expired key until its active expiry (100 ms cycles) collects it.
+//! - A `BITFIELD` with a write that failed (`OVERFLOW FAIL`, a nil in its
+//!   reply) has created or padded the key in both servers, but Redis does
+//!   not log a BITFIELD that changed no field, so a restart loses what it
+//!   showed (`docs/durability.md, "What survives each restart"`: "One
+//!   difference the other way"). The checker deletes the key on both.
 //! - SCAN, HSCAN, SSCAN and ZSCAN replies are compared in full only when
 //!   both servers answered in one page (cursor 0): this module's keys make
 //!   the key space outgrow the base generator's COUNTs, and where a page
@@ -354,6 +359,22 @@ impl Runner {
         }
         if name == "QUIT" {
             self.reconnect(i, None)?;
+        }
+        if name == "BITFIELD" && self.queued.is_none() {
+            let failed = |x: &Reply| matches!(x, Reply::NilBulk | Reply::Null);
+            if matches!(&r, Reply::Array(items) if items.iter().any(failed)) {
+                let del = vec![b"DEL".to_vec(), args[1].clone()];
+                let (rd, ed) = self.exchange(&del);
+                self.note(
+                    i,
+                    format!(
+                        "rule (docs/durability.md, What survives each restart: Redis does not \
+                         log a BITFIELD whose writes failed, though it made the key): DEL {} on \
+                         both (redis {rd}, elsa {ed})",
+                        crate::resp::quote(&args[1])
+                    ),
+                );
+            }
         }
         if (name == "EVAL" || name == "EVALSHA") && self.queued.is_none() {
             if let Reply::Error(t) = &r {

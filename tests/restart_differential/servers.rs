@@ -207,7 +207,7 @@ impl RedisPersistent {
             dir: dir.to_path_buf(),
             log,
         };
-        r.wait_ready()?;
+        r.ready_or_respawn()?;
         Ok(r)
     }
 
@@ -221,7 +221,24 @@ impl RedisPersistent {
         let (port, child) = spawn_redis(&self.dir, &self.log)?;
         self.port = port;
         self.child = child;
-        self.wait_ready()
+        self.ready_or_respawn()
+    }
+
+    /// Waits for the server; one that lost its port to another process
+    /// (checkers side by side) starts again on another (as `spawn_elsa`).
+    fn ready_or_respawn(&mut self) -> Result<(), String> {
+        let mut attempt = 0;
+        loop {
+            match self.wait_ready() {
+                Err(e) if e.contains("Failed listening on port") && attempt < 5 => {
+                    attempt += 1;
+                    let (port, child) = spawn_redis(&self.dir, &self.log)?;
+                    self.port = port;
+                    self.child = child;
+                }
+                other => return other,
+            }
+        }
     }
 
     fn wait_ready(&mut self) -> Result<(), String> {
