@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{free_port, Node, TestDir};
+use crate::common::{free_port, served_by, Node, TestDir};
 use crate::resp::{Conn, Reply};
 
 /// How both servers are stopped before they are started again.
@@ -166,7 +166,10 @@ fn wait_elsa(node: &mut Node) -> Result<(), String> {
                 tail(&node.log_text(), 40)
             ));
         }
-        if ping(node.port) {
+        // Ours, not another process's server that took the port first
+        // (checkers side by side: seed 100966 talked to another run's
+        // Redis).
+        if ping(node.port) && served_by(node.port, node.child.id()) {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -251,7 +254,7 @@ impl RedisPersistent {
                 ));
             }
             // Redis answers -LOADING while it reads its AOF.
-            if ping(self.port) {
+            if ping(self.port) && served_by(self.port, self.child.id()) {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -78,6 +78,24 @@ impl Persistence {
         result
     }
 
+    /// As [`Persistence::snapshot`], but a snapshot already running
+    /// (SAVE, BGSAVE or the periodic one) is waited for first and then
+    /// this one taken: SHUTDOWN's final snapshot, as Redis's SHUTDOWN
+    /// stops a running BGSAVE and saves (it answered "Errors trying to
+    /// SHUTDOWN" before: restart-differential seed 700668). Gives up on
+    /// "in progress" after a minute.
+    pub async fn snapshot_when_free(&self, coord: &Coordinator) -> Result<Manifest, String> {
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            match self.snapshot(coord).await {
+                Err(e) if e.ends_with("already in progress") && Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await
+                }
+                other => return other,
+            }
+        }
+    }
+
     async fn take(&self, coord: &Coordinator) -> Result<Manifest, String> {
         let shards = coord.node.shards();
         let gone = |_| "a shard is gone (shutting down)".to_string();

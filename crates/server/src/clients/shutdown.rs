@@ -93,7 +93,7 @@ impl Conn {
         if !f.nosave {
             tracing::info!("User requested shutdown...; saving the final snapshot");
             let p = self.shared.persistence.clone();
-            if let Err(e) = p.snapshot(&self.coord).await {
+            if let Err(e) = p.snapshot_when_free(&self.coord).await {
                 if !f.force {
                     tracing::warn!("Error trying to save the DB, can't exit: {e}");
                     return self.w().error("ERR Errors trying to SHUTDOWN. Check logs.");
