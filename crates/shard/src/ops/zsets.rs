@@ -805,6 +805,11 @@ fn store(view: &mut impl KeyView, dest: &[u8], picked: Vec<(Bytes, f64)>) -> OpR
     let (_, dot) = view.stamp();
     let mut z = ZSet::default();
     for (m, s) in picked {
+        // A stored -0 is 0, as Redis's compact encoding (every set up to
+        // zset-max-listpack-entries) stores it and as ZADD stores it
+        // here: `WEIGHTS 0` of a negative score (restart-differential
+        // seed 2300028).
+        let s = if s == 0.0 { 0.0 } else { s };
         let d = z.set(&m, s, dot);
         z.merge(d);
     }
@@ -1016,6 +1021,33 @@ mod tests {
         let o = op("ZUNIONSTORE d 2 a b");
         assert_eq!(o.other_keys(), &[Bytes::from("b"), Bytes::from("d")]);
         assert_eq!(o.key(), &Bytes::from("a"));
+    }
+
+    #[test]
+    fn a_stored_negative_zero_is_zero_as_in_redis() {
+        use super::super::testing::MapView;
+        use crate::Op;
+        let mut v = MapView::default();
+        let mut run = |key: &str, line: &str| v.run(key, Op::ZSets(op(line)));
+        run("s", "ZADD s -1 a 1.5 c");
+        for line in [
+            "ZUNIONSTORE d 2 s nokey WEIGHTS 0 0",
+            "ZINTERSTORE d 1 s WEIGHTS 0",
+        ] {
+            run("s", line);
+            // redis-server 7.0 answers a 0 c 0 (ZUNION, not stored: a -0).
+            let shown = format!("{:?}", run("d", "ZRANGE d 0 -1 WITHSCORES"));
+            assert_eq!(
+                shown,
+                format!(
+                    "{:?}",
+                    OpReply::Scored(vec![(Bytes::from("a"), 0.0), (Bytes::from("c"), 0.0)])
+                ),
+                "{line}"
+            );
+            let score = format!("{:?}", run("d", "ZSCORE d a"));
+            assert!(!score.contains('-'), "{line}: {score}");
+        }
     }
 
     #[test]
