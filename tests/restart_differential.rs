@@ -21,7 +21,8 @@
 //!
 //! Not covered here: the transaction records' lifetime (10 min,
 //! `RECORD_TTL_MS` in `crates/txn/src/record.rs`) is not configurable, so
-//! no run outlives a record; the cluster variant of issue 41.
+//! no run outlives a record. The cluster variant of issue 41 is
+//! `restart_differential_cluster.rs`.
 //!
 //! Size: `ELSA_RDIFF_SEQUENCES` sequences (default 40: about 2 minutes
 //! in a debug build on two cores) of about `ELSA_RDIFF_LEN` commands

@@ -2,7 +2,10 @@
 //! to both in lockstep and its replies compared (the differential test's
 //! norms), and at each restart the whole key space of both compared
 //! before the stop (live) and after the start (what was kept). A run stops
-//! at its first divergence.
+//! at its first divergence. The side under test is a [`Side`]: the single
+//! server ([`run`]), or the cluster variant's nodes behind one session
+//! connection ([`run_on`], `restart_differential_cluster.rs`), each node's
+//! key space compared with Redis's.
 //!
 //! Rules where Elsa may differ from Redis, each applied where it arises
 //! and named in the listing:
@@ -54,6 +57,11 @@ pub struct Stats {
     pub restarts: BTreeMap<RestartKind, usize>,
     pub keys_compared: usize,
     pub rules_applied: usize,
+    /// Keys compared per key space read (a cluster's nodes; empty for
+    /// the single server).
+    pub keys_by_space: BTreeMap<String, usize>,
+    /// The side's own counters ([`Side::counters`]).
+    pub side: BTreeMap<String, usize>,
 }
 
 impl Stats {
@@ -63,6 +71,12 @@ impl Stats {
         self.rules_applied += o.rules_applied;
         for (k, n) in &o.restarts {
             *self.restarts.entry(*k).or_default() += n;
+        }
+        for (k, n) in &o.keys_by_space {
+            *self.keys_by_space.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &o.side {
+            *self.side.entry(k.clone()).or_default() += n;
         }
     }
 }
@@ -173,9 +187,66 @@ fn sig(r: &Reply) -> String {
     }
 }
 
+/// One key space of the side under test, as [`Side::spaces`] lists it.
+pub struct Space {
+    pub port: u16,
+    /// Its name in reports ("node 3 (b)"); None: the single server,
+    /// named "elsa".
+    pub name: Option<String>,
+    /// What groups its divergences in a signature ("region b").
+    pub group: String,
+}
+
+/// The side under test as the runner sees it: one server ([`Subject`]),
+/// or a cluster (`restart_differential_cluster.rs`) reached through one
+/// session connection.
+pub trait Side {
+    /// Where the session connection goes (asked again after a restart).
+    fn port(&self) -> u16;
+    /// Stops and starts again `kind`'s way (the server, or one node); an
+    /// error begins `stop:`, `start:` or (a cluster whose restarted node
+    /// is up while its nodes do not all see each other ready) `whole:`.
+    fn restart(&mut self, kind: RestartKind) -> Result<(), String>;
+    /// Before item `i` runs (a cluster cuts a node off or heals it).
+    fn before_item(&mut self, _i: usize) {}
+    /// Before the key spaces are read: a cluster waits until its nodes
+    /// agree; an error says they did not.
+    fn settle(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    /// The key spaces to read and compare with Redis's.
+    fn spaces(&self) -> Vec<Space>;
+    /// What happened since last asked, for the listing.
+    fn take_notes(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Counters of the run for the summary.
+    fn counters(&self) -> BTreeMap<String, usize> {
+        BTreeMap::new()
+    }
+}
+
+impl Side for Subject {
+    fn port(&self) -> u16 {
+        Subject::port(self)
+    }
+
+    fn restart(&mut self, kind: RestartKind) -> Result<(), String> {
+        Subject::restart(self, kind)
+    }
+
+    fn spaces(&self) -> Vec<Space> {
+        vec![Space {
+            port: Subject::port(self),
+            name: None,
+            group: String::new(),
+        }]
+    }
+}
+
 struct Runner {
     redis: RedisPersistent,
-    elsa: Subject,
+    elsa: Box<dyn Side>,
     pair: Pair,
     /// Norms of the commands queued since MULTI (None: not in MULTI).
     queued: Option<Vec<(Judge, Cmd)>>,
@@ -184,15 +255,29 @@ struct Runner {
     notes: BTreeMap<usize, Vec<String>>,
     command: usize,
     last_restart: Option<RestartKind>,
+    /// The sequence's last item (where notes made at the end go).
+    last_item: usize,
     _dir: TestDir,
 }
 
 /// Runs `seq` on fresh servers. An `Err` is a harness failure (Redis
 /// would not start); everything Elsa does wrong is a [`Failure`].
 pub fn run(seq: &RSequence) -> Result<Outcome, String> {
-    let dir = TestDir::new("rdiff");
+    run_on(seq, "rdiff", |dir| {
+        Subject::start(dir, seq.snapshot_sec, selftest()).map(|s| Box::new(s) as Box<dyn Side>)
+    })
+}
+
+/// As [`run`], with the side under test `start` makes (after Redis
+/// started, in the run's dir, a [`TestDir`] tagged `tag`).
+pub fn run_on(
+    seq: &RSequence,
+    tag: &str,
+    start: impl FnOnce(&TestDir) -> Result<Box<dyn Side>, String>,
+) -> Result<Outcome, String> {
+    let dir = TestDir::new(tag);
     let redis = RedisPersistent::start(&dir.root.join("redis"))?;
-    let elsa = match Subject::start(&dir, seq.snapshot_sec, selftest()) {
+    let elsa = match start(&dir) {
         Ok(e) => e,
         Err(why) => {
             return Ok(Outcome {
@@ -223,10 +308,15 @@ pub fn run(seq: &RSequence) -> Result<Outcome, String> {
         notes: BTreeMap::new(),
         command: 0,
         last_restart: None,
+        last_item: seq.items.len().saturating_sub(1),
         _dir: dir,
     };
     let mut failure = None;
     for (i, item) in seq.items.iter().enumerate() {
+        r.elsa.before_item(i);
+        // Shown after the item before (a listing shows notes after an
+        // item's commands).
+        r.side_notes(i.saturating_sub(1));
         if let Err(f) = r.item(i, item) {
             failure = Some(f);
             break;
@@ -236,6 +326,7 @@ pub fn run(seq: &RSequence) -> Result<Outcome, String> {
         r.last_restart = None;
         failure = r.compare_spaces(seq.items.len(), "at the end").err();
     }
+    r.stats.side = r.elsa.counters();
     Ok(Outcome {
         stats: r.stats,
         failure,
@@ -252,6 +343,16 @@ impl Runner {
             command: None,
             tags: Vec::new(),
             detail,
+        }
+    }
+
+    /// The side's notes, shown at item `i` (the last item's, at the end;
+    /// not rules: nothing counted).
+    fn side_notes(&mut self, i: usize) {
+        let notes = self.elsa.take_notes();
+        if !notes.is_empty() {
+            let i = i.min(self.last_item);
+            self.notes.entry(i).or_default().extend(notes);
         }
     }
 
@@ -550,10 +651,15 @@ impl Runner {
         if let Err(e) = self.redis.restart(kind) {
             return Err(self.fail(i, format!("harness: redis restart ({kind}) failed"), e));
         }
-        if let Err(e) = self.elsa.restart(kind) {
-            let sig = match e.starts_with("stop:") {
-                true => format!("elsa could not be stopped by {kind}"),
-                false => format!("elsa did not come back after {kind}"),
+        let restarted = self.elsa.restart(kind);
+        self.side_notes(i);
+        if let Err(e) = restarted {
+            let sig = if e.starts_with("stop:") {
+                format!("elsa could not be stopped by {kind}")
+            } else if e.starts_with("whole:") {
+                format!("the cluster was not whole again after {kind} of one node")
+            } else {
+                format!("elsa did not come back after {kind}")
             };
             return Err(self.fail(i, sig, format!("    {e}")));
         }
@@ -565,47 +671,87 @@ impl Runner {
         self.compare_spaces(i, "after the restart")
     }
 
-    /// Both key spaces, compared; `phase` names the moment.
+    /// Both key spaces, compared; `phase` names the moment. A cluster's
+    /// nodes are each compared with a dump of Redis read just before.
     fn compare_spaces(&mut self, i: usize, phase: &str) -> Result<(), Failure> {
+        let settled = self.elsa.settle();
+        self.side_notes(i);
+        if let Err(e) = settled {
+            return Err(self.fail(i, format!("{phase}: the nodes did not converge"), e));
+        }
         let read = |port: u16, who: &str| -> Result<Dump, String> {
             keyspace::dump(port).map_err(|e| format!("{who}: {e}"))
         };
-        let (redis, elsa) = match read(self.redis.port(), "redis")
-            .and_then(|r| Ok((r, read(self.elsa.port(), "elsa")?)))
-        {
-            Ok(d) => d,
-            Err(e) => {
-                return Err(self.fail(i, format!("{phase}: the key space could not be read"), e))
+        let mut found = Vec::new();
+        for space in self.elsa.spaces() {
+            let who = space.name.clone().unwrap_or_else(|| "elsa".into());
+            let (redis, elsa) = match read(self.redis.port(), "redis")
+                .and_then(|r| Ok((r, read(space.port, &who)?)))
+            {
+                Ok(d) => d,
+                Err(e) => {
+                    return Err(self.fail(
+                        i,
+                        format!("{phase}: the key space could not be read"),
+                        e,
+                    ))
+                }
+            };
+            let n = redis.len().max(elsa.len());
+            self.stats.keys_compared += n;
+            if let Some(name) = &space.name {
+                *self.stats.keys_by_space.entry(name.clone()).or_default() += n;
             }
-        };
-        self.stats.keys_compared += redis.len().max(elsa.len());
-        let diffs = keyspace::compare(&redis, &elsa);
-        if diffs.is_empty() {
+            let diffs = keyspace::compare(&redis, &elsa);
+            if !diffs.is_empty() {
+                found.push((space, who, redis.len(), elsa.len(), diffs));
+            }
+        }
+        if found.is_empty() {
             return Ok(());
         }
-        let mut tags: Vec<String> = diffs.iter().map(|d| d.tag()).collect();
+        let all = || found.iter().flat_map(|f| f.4.iter());
+        let mut tags: Vec<String> = all().map(|d| d.tag()).collect();
         tags.sort();
         tags.dedup();
         // Grouped by the kinds of difference; the types are counted per
         // group in the report.
-        let mut classes: Vec<&str> = diffs.iter().map(|d| d.class).collect();
+        let mut classes: Vec<&str> = all().map(|d| d.class).collect();
         classes.sort_unstable();
         classes.dedup();
         let phase_sig = match phase {
             "after the restart" => "after a restart",
             other => other,
         };
-        let detail: Vec<String> = diffs.iter().map(|d| format!("      {d}")).collect();
+        let mut groups: Vec<&str> = found
+            .iter()
+            .filter(|f| f.0.name.is_some())
+            .map(|f| f.0.group.as_str())
+            .collect();
+        groups.dedup();
+        let on = match groups.is_empty() {
+            true => String::new(),
+            false => format!(" on {}", groups.join(", ")),
+        };
+        let texts: Vec<String> = found
+            .iter()
+            .map(|(space, who, rn, en, diffs)| {
+                let at = match &space.name {
+                    Some(name) => format!("{phase}, {name}"),
+                    None => phase.to_string(),
+                };
+                let detail: Vec<String> = diffs.iter().map(|d| format!("      {d}")).collect();
+                format!(
+                    "    {at}: {} keys differ (redis has {rn}, {who} {en}):\n{}",
+                    diffs.len(),
+                    detail.join("\n")
+                )
+            })
+            .collect();
         let mut f = self.fail(
             i,
-            format!("key space {phase_sig}: {}", classes.join(", ")),
-            format!(
-                "    {phase}: {} keys differ (redis has {}, elsa {}):\n{}",
-                diffs.len(),
-                redis.len(),
-                elsa.len(),
-                detail.join("\n")
-            ),
+            format!("key space {phase_sig}: {}{on}", classes.join(", ")),
+            texts.join("\n"),
         );
         f.tags = tags;
         Err(f)
