@@ -78,7 +78,6 @@ use std::time::{Duration, Instant};
 use common::{env_or, Node, TestDir};
 use gen_rdiff::RSequence;
 use run::{Failure, Stats};
-use servers::RestartKind;
 
 /// Full listings printed per kind of divergence (the rest: one line each).
 const SHOWN_PER_KIND: usize = 2;
@@ -114,11 +113,7 @@ fn keyspace_survives_restarts_as_in_redis() {
     let len = env_or::<usize>("ELSA_RDIFF_LEN", 60);
     let base = env_or::<u64>("ELSA_RDIFF_SEED", 1);
     let shrink_runs = env_or::<usize>("ELSA_RDIFF_SHRINK", 0);
-    let skip: Vec<String> = env_or::<String>("ELSA_RDIFF_SKIP", String::new())
-        .split(',')
-        .map(|s| s.trim().to_uppercase())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let skip = gen_rdiff::skip_from_env();
     let started = Instant::now();
     let mut stats = Stats::default();
     let mut kinds: Vec<Kind> = Vec::new();
@@ -182,10 +177,6 @@ fn keyspace_survives_restarts_as_in_redis() {
             }
         }
     }
-    let by_kind: Vec<String> = RestartKind::ALL
-        .iter()
-        .map(|k| format!("{k} {}", stats.restarts.get(k).copied().unwrap_or(0)))
-        .collect();
     let restarts: usize = stats.restarts.values().sum();
     let summary = format!(
         "restart-differential: {sequences} sequences (seeds {base}..{}), {} commands, \
@@ -193,7 +184,7 @@ fn keyspace_survives_restarts_as_in_redis() {
          {failed} sequences diverged, {} kinds of divergence",
         base + sequences,
         stats.commands,
-        by_kind.join(", "),
+        stats.restarts_by_kind(),
         stats.keys_compared,
         stats.rules_applied,
         started.elapsed().as_secs_f64(),

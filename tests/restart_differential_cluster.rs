@@ -488,11 +488,7 @@ fn check(shape: &Shape) {
     let sequences = env_or::<u64>("ELSA_RDIFF_CLUSTER_SEQUENCES", 2);
     let len = env_or::<usize>("ELSA_RDIFF_CLUSTER_LEN", 30);
     let base = env_or::<u64>("ELSA_RDIFF_SEED", 1);
-    let skip: Vec<String> = env_or::<String>("ELSA_RDIFF_SKIP", String::new())
-        .split(',')
-        .map(|s| s.trim().to_uppercase())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let skip = gen_rdiff::skip_from_env();
     let started = Instant::now();
     let mut stats = run::Stats::default();
     let mut kinds: Vec<Kind> = Vec::new();
@@ -535,10 +531,6 @@ fn check(shape: &Shape) {
             }),
         }
     }
-    let by_kind: Vec<String> = RestartKind::ALL
-        .iter()
-        .map(|k| format!("{k} {}", stats.restarts.get(k).copied().unwrap_or(0)))
-        .collect();
     let restarts: usize = stats.restarts.values().sum();
     let cuts: usize = stats
         .side
@@ -561,7 +553,7 @@ fn check(shape: &Shape) {
          {} kinds of divergence",
         shape.name,
         base + sequences,
-        by_kind.join(", "),
+        stats.restarts_by_kind(),
         counted(&stats.side, "restarted "),
         counted(&stats.side, "cut "),
         stats.keys_compared,

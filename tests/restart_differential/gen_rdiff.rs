@@ -522,6 +522,17 @@ pub fn sequence(seed: u64, len: usize) -> RSequence {
     }
 }
 
+/// The commands `ELSA_RDIFF_SKIP` names (comma-separated, any case), for
+/// [`without`].
+pub fn skip_from_env() -> Vec<String> {
+    std::env::var("ELSA_RDIFF_SKIP")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_uppercase())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 /// `seq` without the commands named in `skip` (upper case): a way to look
 /// past a known divergence (`ELSA_RDIFF_SKIP=FLUSHDB,FLUSHALL`). Only data
 /// commands should be named: leaving out MULTI or EXEC would unbalance

@@ -65,6 +65,15 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// The restarts by kind, for a summary line: `SIGTERM 3, SHUTDOWN 1, …`.
+    pub fn restarts_by_kind(&self) -> String {
+        let by_kind: Vec<String> = RestartKind::ALL
+            .iter()
+            .map(|k| format!("{k} {}", self.restarts.get(k).copied().unwrap_or(0)))
+            .collect();
+        by_kind.join(", ")
+    }
+
     pub fn add(&mut self, o: &Stats) {
         self.commands += o.commands;
         self.keys_compared += o.keys_compared;
