@@ -551,13 +551,14 @@ impl Counter {
 impl Crdt for Counter {
     fn merge(&mut self, other: Counter) -> bool {
         let mut changed = false;
-        let theirs_win = other.order() > self.order();
+        let order = other.order().cmp(&self.order());
+        let theirs_win = order == std::cmp::Ordering::Greater;
         // The same base told twice: one telling may know less of what it
         // saw (a transaction record's plain value saw no increments; the
         // shard's delta of the same write did). What the write saw is
         // what either telling saw — a join, so merges stay
         // order-independent and an increment is never counted again.
-        let same_base = other.order() == self.order();
+        let same_base = order == std::cmp::Ordering::Equal;
         let Counter {
             value,
             start_ts,
