@@ -770,46 +770,6 @@ unsafe extern "C-unwind" fn raising<const K: usize>(
     1
 }
 
-/// How long a script thread spins for its connection's answer before it
-/// sleeps on the channel, and the connection's task for the script's
-/// next call (`run::next_event`). A call takes the connection a few µs;
-/// waking a sleeping thread costs as much again on each side, which made
-/// a script's calls about 18 µs each against Redis's 1–2 (issue 41,
-/// defect 11: 100,000 SADDs in one script took 10× Redis's time).
-pub const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
-
-/// Polls `poll` until it breaks, for up to [`SPIN`] (the clock read once
-/// every 64 polls); `None` when it did not break in time.
-pub fn spin<T>(mut poll: impl FnMut() -> std::ops::ControlFlow<T>) -> Option<T> {
-    let until = std::time::Instant::now() + SPIN;
-    for n in 0u32.. {
-        if let std::ops::ControlFlow::Break(t) = poll() {
-            return Some(t);
-        }
-        if n % 64 == 63 && std::time::Instant::now() >= until {
-            return None;
-        }
-        std::hint::spin_loop();
-    }
-    None
-}
-
-/// The connection's answer to the call just sent: spun for up to
-/// [`SPIN`], then slept for. `None` when the connection is gone.
-fn answer(answers: &Receiver<Reply>) -> Option<Reply> {
-    use std::ops::ControlFlow::{Break, Continue};
-    use std::sync::mpsc::TryRecvError;
-    let polled = spin(|| match answers.try_recv() {
-        Ok(r) => Break(Some(r)),
-        Err(TryRecvError::Disconnected) => Break(None),
-        Err(TryRecvError::Empty) => Continue(()),
-    });
-    match polled {
-        Some(r) => r,
-        None => answers.recv().ok(),
-    }
-}
-
 /// `redis.call`/`redis.pcall`: the command's reply, and whether it is an
 /// error (which `redis.call` raises, `redis.pcall` returns).
 fn call(lua: &Lua, args: Table) -> mlua::Result<(Value, bool)> {
@@ -830,7 +790,7 @@ fn call(lua: &Lua, args: Table) -> mlua::Result<(Value, bool)> {
         resp3: ctx.resp3.get(),
     });
     let reply = match sent {
-        Ok(()) => answer(&ctx.answers),
+        Ok(()) => super::handoff::answer(&ctx.answers),
         Err(_) => None,
     };
     let Some(reply) = reply else {
@@ -853,7 +813,7 @@ fn acl_check(lua: &Lua, args: Table) -> mlua::Result<(Value, bool)> {
         Err(m) => return fail(m),
     };
     let sent = ctx.events.send(Event::AclCheck { args: argv });
-    match sent.ok().and_then(|_| answer(&ctx.answers)) {
+    match sent.ok().and_then(|_| super::handoff::answer(&ctx.answers)) {
         Some(Reply::Int(n)) => Ok((Value::Boolean(n != 0), false)),
         Some(Reply::Error(e)) => Ok((Value::Table(err_table(lua, &e)?), true)),
         _ => {

@@ -9,6 +9,8 @@
 //! - `run`: running one script for a connection — its transaction, its
 //!   `redis.call`s, retries on conflict.
 //! - `exec`: an EXEC whose queue holds a script, run as one transaction.
+//! - `handoff`: a call's message and its reply between the script thread
+//!   and the connection's task.
 //! - `fuzzing`: a script thread and canned replies for the `lua_script`
 //!   fuzz target (`fuzz/`).
 //!
@@ -25,6 +27,7 @@ pub mod convert;
 mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
+mod handoff;
 mod lstruct;
 pub mod lua;
 mod run;

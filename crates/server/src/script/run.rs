@@ -222,14 +222,14 @@ impl Conn {
     }
 }
 
-/// The script's next message: polled for up to [`super::lua::SPIN`] (the
+/// The script's next message: polled for up to [`super::handoff::SPIN`] (the
 /// script thread runs Lua between its calls, usually for a µs or two),
 /// then awaited. While a script runs this holds its worker for at most
 /// that long per call; Redis runs nothing else meanwhile at all.
 async fn next_event(events: &mut tokio::sync::mpsc::UnboundedReceiver<Event>) -> Option<Event> {
     use std::ops::ControlFlow::{Break, Continue};
     use tokio::sync::mpsc::error::TryRecvError;
-    let polled = super::lua::spin(|| match events.try_recv() {
+    let polled = super::handoff::spin(|| match events.try_recv() {
         Ok(e) => Break(Some(e)),
         Err(TryRecvError::Disconnected) => Break(None),
         Err(TryRecvError::Empty) => Continue(()),
