@@ -561,16 +561,27 @@ fn messages_reach_every_node_of_the_region_in_publisher_order() {
 /// has delayed them past a second — and a missing one is a failure.
 /// Without, a marker published on `to` after 2 s ends the wait: nothing may
 /// come before it.
+///
+/// Each call has its own channel: with messages crossing regions, the
+/// previous call's last messages (published on `from` for a subscriber
+/// elsewhere) may still be on their way to `to` when this call subscribes
+/// there — CI once read `remote:14…19` of the call before as this call's
+/// first six.
 fn crosses(
     cluster: &common::cluster::Cluster,
     from: usize,
     to: usize,
     expect_delivery: bool,
 ) -> usize {
-    let mut sub = subscriber(cluster.port(to), "news");
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let channel = format!(
+        "news-{}",
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let mut sub = subscriber(cluster.port(to), &channel);
     let mut publisher = cluster.conn(from);
     let publish = |c: &mut redis::Connection, m: &str| {
-        let _: i64 = redis::cmd("PUBLISH").arg("news").arg(m).query(c).unwrap();
+        let _: i64 = redis::cmd("PUBLISH").arg(&channel).arg(m).query(c).unwrap();
     };
     if !expect_delivery {
         for seq in 0..20 {
@@ -590,7 +601,7 @@ fn crosses(
     // Warm-up messages every 200 ms until one arrives.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let warmer = {
-        let (stop, port) = (stop.clone(), cluster.port(from));
+        let (stop, port, channel) = (stop.clone(), cluster.port(from), channel.clone());
         std::thread::spawn(move || {
             let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
                 .unwrap()
@@ -601,7 +612,7 @@ fn crosses(
                 && started.elapsed() < Duration::from_secs(20)
             {
                 let _: i64 = redis::cmd("PUBLISH")
-                    .arg("news")
+                    .arg(&channel)
                     .arg("warm")
                     .query(&mut c)
                     .unwrap();

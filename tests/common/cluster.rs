@@ -123,11 +123,31 @@ impl Cluster {
 
     /// As [`Cluster::start`], with `each(i)`'s flags added to node `i`'s
     /// (flags that differ per node, such as `--metrics-port`).
+    ///
+    /// Ports are picked free and may be taken by another process before a
+    /// node binds them (tests run in parallel): a node that could not
+    /// listen makes the whole cluster start again on new ports, up to five
+    /// times.
     pub fn start_each(
         regions: &[&str],
         extra: &[&str],
         each: impl Fn(usize) -> Vec<String>,
     ) -> Cluster {
+        let mut attempt = 0;
+        loop {
+            match Cluster::try_start_each(regions, extra, &each) {
+                Ok(c) => return c,
+                Err(e) if e.contains("Address already in use") && attempt < 5 => attempt += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    fn try_start_each(
+        regions: &[&str],
+        extra: &[&str],
+        each: &impl Fn(usize) -> Vec<String>,
+    ) -> Result<Cluster, String> {
         let ports: Vec<(u16, u16)> = regions
             .iter()
             .map(|_| (free_tcp_udp_port(), free_tcp_udp_port()))
@@ -199,15 +219,17 @@ impl Cluster {
             cluster.spawn(i);
         }
         for i in 0..cluster.specs.len() {
+            // On an error the cluster drops: every node it started is
+            // killed.
             cluster.nodes[i]
                 .as_mut()
                 .expect("spawned")
-                .wait_ready(Duration::from_secs(60));
+                .try_wait_ready(Duration::from_secs(60))?;
         }
         let all: Vec<usize> = (0..cluster.len()).collect();
         cluster.wait_members(&all, cluster.len(), Duration::from_secs(60));
         cluster.wait_caught_up(&all, Duration::from_secs(60));
-        cluster
+        Ok(cluster)
     }
 
     pub fn len(&self) -> usize {

@@ -277,24 +277,33 @@ impl Node {
     /// Waits until the server answers PING; panics with its log if it
     /// exits or does not answer within `timeout`.
     pub fn wait_ready(&mut self, timeout: Duration) {
+        if let Err(e) = self.try_wait_ready(timeout) {
+            panic!("{e}");
+        }
+    }
+
+    /// [`Node::wait_ready`], answering what went wrong instead of
+    /// panicking (a caller may retry a lost port race: the text then holds
+    /// "Address already in use").
+    pub fn try_wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
+                return Err(format!(
                     "elsa server exited during startup ({status}); log:\n{}",
                     self.log_text()
-                );
+                ));
             }
             if served_by(self.port, self.child.id()) {
-                return;
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!(
+        Err(format!(
             "elsa server on port {} did not answer PING; log:\n{}",
             self.port,
             self.log_text()
-        );
+        ))
     }
 
     pub fn url(&self) -> String {
