@@ -226,6 +226,7 @@ fn check_msg(c: &Check) -> CheckMsg {
         Expect::Version(v) => (0, v.commit_ts, v.origin),
         Expect::LiveVersion(v, _) => (2, v.commit_ts, v.origin),
         Expect::CommittedBefore(ts) => (1, ts, 0),
+        Expect::KeysetBefore(db, ts) => (3, ts, u32::from(db)),
     };
     CheckMsg {
         key: c.key.key.clone(),
@@ -249,6 +250,7 @@ fn check(m: CheckMsg) -> Check {
         expect: match m.kind {
             0 => Expect::Version(Version::new(m.ts, m.origin)),
             2 => Expect::LiveVersion(Version::new(m.ts, m.origin), m.until),
+            3 => Expect::KeysetBefore(m.origin as u8, m.ts),
             _ => Expect::CommittedBefore(m.ts),
         },
     }

@@ -223,7 +223,7 @@ impl Conn {
             .await?
             .into_iter()
             .sum();
-        let own = self.own_writes(db);
+        let own = self.read_keyset(db);
         if own.is_empty() {
             return Ok(n);
         }
@@ -258,7 +258,7 @@ impl Conn {
         let shards = self.coord.node.shards();
         let seed: u64 = rand::random();
         let db = self.s.db;
-        let own = self.own_writes(db);
+        let own = self.read_keyset(db);
         if !own.is_empty() {
             let mut keys = self.all_keys(db, None).await?;
             overlay(&own, &mut keys, None, None, |_| true);
@@ -403,7 +403,7 @@ impl Conn {
         };
         // Inside a transaction: its own writes, each on the page that
         // covers its place (so a full scan lists it once).
-        let own = self.own_writes(db);
+        let own = self.read_keyset(db);
         if !own.is_empty() {
             let end = if next == 0 {
                 shards * SEGMENTS as u64
@@ -431,7 +431,7 @@ impl Conn {
         match self.all_keys(db, pat.clone()).await {
             Ok(mut keys) => {
                 overlay(
-                    &self.own_writes(db),
+                    &self.read_keyset(db),
                     &mut keys,
                     pat.as_deref(),
                     None,

@@ -11,6 +11,11 @@ use crate::cmd::{is, Control};
 use crate::conn::{run_in_txn, write_shaped, Conn, Queued};
 
 fn conflict_message(key: &[u8]) -> String {
+    if key == elsa_shard::KEYSET {
+        return "CONFLICT the key space it listed or counted (KEYS, SCAN, DBSIZE, RANDOMKEY) \
+                changed by a concurrent commit; nothing was written, retry"
+            .into();
+    }
     let key = elsa_shard::db::user_key(key);
     if key.is_empty() {
         "CONFLICT transaction lost to a concurrent commit; nothing was written, retry".into()

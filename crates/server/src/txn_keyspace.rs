@@ -6,8 +6,10 @@
 //! transaction) with the transaction's own writes laid over that answer: a
 //! key it created is listed and counted, a key it deleted is not — as a
 //! Redis script sees its own writes (`EXISTS`, `KEYS`, `DBSIZE` agree). They
-//! are not validated at commit: a key another client creates or deletes
-//! meanwhile does not make the transaction lose (docs/transactions.md,
+//! are validated at commit (RR, SI): a key of the database another client
+//! creates or deletes on this node meanwhile makes the transaction lose, as
+//! a key read by name that changed does (`Txn::read_keyset`; the shards'
+//! side is `elsa_shard`'s `shard/keyset.rs`; docs/transactions.md,
 //! "Whole-key-space reads"). Outside a transaction nothing here applies.
 
 use std::collections::HashSet;
@@ -68,12 +70,15 @@ pub(crate) fn overlay(
 }
 
 impl Conn {
-    /// The keys the open transaction wrote in database `db`; none outside a
-    /// transaction.
-    pub(crate) fn own_writes(&self, db: u8) -> Vec<Own> {
+    /// A whole-key-space read of database `db`: inside a transaction,
+    /// noted for validation at commit, and the keys the transaction wrote
+    /// in `db` (what the read lays over the shards' answer); nothing
+    /// outside one.
+    pub(crate) fn read_keyset(&self, db: u8) -> Vec<Own> {
         let Some(txn) = &self.s.txn else {
             return Vec::new();
         };
+        txn.read_keyset(db);
         txn.written(elsa_shard::unix_ms())
             .filter_map(|(stored, hash, kind)| {
                 let (d, key) = elsa_shard::db::decode(stored);

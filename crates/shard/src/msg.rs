@@ -79,6 +79,11 @@ pub enum Expect {
     /// The key was last committed before this start timestamp (the paper's
     /// preCommit check: first committer wins).
     CommittedBefore(Ts),
+    /// No key of this database appeared or went on the shard since this
+    /// start timestamp: a whole-key-space read (KEYS, SCAN, DBSIZE,
+    /// RANDOMKEY) validated, checked on the key [`crate::KEYSET`] (see
+    /// `shard/keyset.rs`).
+    KeysetBefore(u8, Ts),
 }
 
 impl ReadState {

@@ -96,6 +96,11 @@ pub struct Txn {
     /// The first of the TTLs the keys it read live had then, and the key:
     /// a read-only snapshot transaction still fails if it passed.
     first_expiry: Option<(u64, Bytes)>,
+    /// The databases whose whole key set it read (KEYS, SCAN, DBSIZE,
+    /// RANDOMKEY), one bit each: RR/SI validate them at commit on every
+    /// shard of this node (`elsa_shard`'s `shard/keyset.rs`). Atomic so
+    /// that a read taking the transaction shared can note it.
+    keysets: [std::sync::atomic::AtomicU64; 4],
 }
 
 /// A key the transaction wrote.
@@ -232,7 +237,28 @@ impl Txn {
             reads: HashMap::new(),
             rmw: HashMap::new(),
             stamps: 0,
+            keysets: Default::default(),
         }
+    }
+
+    /// Notes a whole-key-space read of database `db` (KEYS, SCAN, DBSIZE,
+    /// RANDOMKEY): at RR and SI, COMMIT fails with a conflict if a key of
+    /// `db` appeared or went on this node since the transaction began, as
+    /// one that read a key by name fails if it changed.
+    pub fn read_keyset(&self, db: u8) {
+        self.keysets[db as usize / 64]
+            .fetch_or(1 << (db % 64), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The databases whose key set it read.
+    fn keyset_dbs(&self) -> Vec<u8> {
+        (0..=255u8)
+            .filter(|&db| {
+                self.keysets[db as usize / 64].load(std::sync::atomic::Ordering::Relaxed)
+                    & (1 << (db % 64))
+                    != 0
+            })
+            .collect()
     }
 
     /// True when the transaction has buffered writes.
@@ -406,7 +432,16 @@ impl Txn {
 
     async fn commit_here(self, coord: &Coordinator) -> Result<Ts, TxnError> {
         let validate_reads = self.isolation != Isolation::ReadCommitted;
-        if self.writes.is_empty() && self.snapshot.is_some() && self.from_snapshot {
+        let keysets = if validate_reads {
+            self.keyset_dbs()
+        } else {
+            Vec::new()
+        };
+        if self.writes.is_empty()
+            && self.snapshot.is_some()
+            && self.from_snapshot
+            && keysets.is_empty()
+        {
             // Read only, and only from its snapshot: it saw the state as of
             // its start, so it takes effect there and no later commit can
             // conflict with it. Expiry is the clock's, not a version: a key
@@ -417,7 +452,10 @@ impl Txn {
                 _ => Ok(self.start_ts),
             };
         }
-        if self.writes.is_empty() && (!validate_reads || self.reads.is_empty()) {
+        if self.writes.is_empty()
+            && keysets.is_empty()
+            && (!validate_reads || self.reads.is_empty())
+        {
             return Ok(coord.node.hlc.now());
         }
         let mut per_shard: HashMap<ShardId, ShardPart> = HashMap::new();
@@ -463,6 +501,21 @@ impl Txn {
                 _ => part.holds.push((key.clone(), HoldMode::Write)),
             }
             part.writes.push(Write::new(key, state, read));
+        }
+        if !keysets.is_empty() {
+            // The key set it read: checked, under a read hold, on every
+            // shard of this node (whose keys KEYS and the others list).
+            let key = keyset_key();
+            for i in 0..coord.node.shards() {
+                let part = per_shard.entry(coord.node.local(i)).or_default();
+                part.holds.push((key.clone(), HoldMode::Read));
+                for &db in &keysets {
+                    part.checks.push(Check {
+                        key: key.clone(),
+                        expect: Expect::KeysetBefore(db, self.start_ts),
+                    });
+                }
+            }
         }
         if per_shard.len() == 1 {
             let Some((shard, part)) = per_shard.into_iter().next() else {
@@ -522,21 +575,31 @@ async fn commit_across(
     }
 }
 
-/// The same parts, each key sent to the shard the current view routes it to.
+/// The hold key of a shard's key set, as a key to send.
+fn keyset_key() -> HashedKey {
+    HashedKey {
+        key: Bytes::from_static(elsa_shard::KEYSET),
+        hash: 0,
+    }
+}
+
+/// The same parts, each key sent to the shard the current view routes it
+/// to (a key set's check and hold stay on their shard: it is the shard's).
 fn regroup(coord: &Coordinator, parts: HashMap<ShardId, ShardPart>) -> HashMap<ShardId, ShardPart> {
     let mut out: HashMap<ShardId, ShardPart> = HashMap::new();
-    for part in parts.into_values() {
+    let route = |shard: ShardId, key: &HashedKey| {
+        if &key.key[..] == elsa_shard::KEYSET {
+            shard
+        } else {
+            coord.shard_of(key.hash)
+        }
+    };
+    for (shard, part) in parts {
         for h in part.holds {
-            out.entry(coord.shard_of(h.0.hash))
-                .or_default()
-                .holds
-                .push(h);
+            out.entry(route(shard, &h.0)).or_default().holds.push(h);
         }
         for c in part.checks {
-            out.entry(coord.shard_of(c.key.hash))
-                .or_default()
-                .checks
-                .push(c);
+            out.entry(route(shard, &c.key)).or_default().checks.push(c);
         }
         for w in part.writes {
             out.entry(coord.shard_of(w.key.hash))

@@ -47,6 +47,13 @@ impl Shard {
         }
         self.flush_floor.merge(&up);
         self.drop_below(&up);
+        let now = self.hlc.peek();
+        for (db, _) in up.entries() {
+            match db {
+                Some(db) => self.keyset.changed(db, now),
+                None => self.keyset.changed_all(now),
+            }
+        }
         if let Some(hook) = &self.on_change {
             for (db, _) in up.entries() {
                 hook.flushed(db);

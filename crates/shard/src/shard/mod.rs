@@ -146,6 +146,9 @@ pub struct Shard {
     gc: upkeep::GcSweep,
     /// The last FLUSHALL here: everything committed before it was deleted.
     flush_floor: crate::db::Floors,
+    /// When each database's key set last changed, once a whole-key-space
+    /// read asked (see `keyset`).
+    keyset: keyset::Keyset,
     /// Told of every change installed here (see [`ChangeHook`]).
     on_change: Option<Arc<dyn ChangeHook>>,
     /// Set while a local write that changes nothing a client reads is
@@ -389,6 +392,7 @@ impl Shard {
             tombstone_floor: 0,
             gc: upkeep::GcSweep::default(),
             flush_floor: Default::default(),
+            keyset: keyset::Keyset::default(),
             on_change: None,
             unseen: false,
             ae_cursor: std::cell::Cell::new((0, 0)),
@@ -547,6 +551,7 @@ impl Shard {
     fn handle_admin(&mut self, msg: AdminMsg) {
         match msg {
             AdminMsg::Dbsize { db, reply } => {
+                self.keyset.track();
                 let n = self.live_keys(db);
                 self.respond(reply, n);
             }
@@ -573,10 +578,12 @@ impl Shard {
                 kind,
                 reply,
             } => {
+                self.keyset.track();
                 let r = self.op_scan(db, segment, count, pattern.as_deref(), kind.as_deref());
                 self.respond(reply, r);
             }
             AdminMsg::RandomKey { db, seed, reply } => {
+                self.keyset.track();
                 let k = self.op_random_key(db, seed);
                 self.respond(reply, k);
             }
@@ -910,7 +917,10 @@ impl Shard {
     ) -> bool {
         let floor = self.tombstone_floor;
         let unit = self.unit;
-        self.table.update(hash, key, |old| match old {
+        // Whether the key appeared or went, when someone asks (`keyset`).
+        let now_ms = if self.keyset.tracking() { unix_ms() } else { 0 };
+        let mut flipped = false;
+        let written = self.table.update(hash, key, |old| match old {
             None => {
                 // Collected here already (every replica had it), as a
                 // tombstone would be.
@@ -920,26 +930,57 @@ impl Shard {
                 {
                     return Update::Unchanged;
                 }
+                flipped = now_ms > 0 && keyset::typed_live(&delta, now_ms);
                 Update::Put(Record::new_typed(key, Arc::new(delta), start_ts).with_unit(unit))
             }
-            Some(rec) => match rec.typed_mut() {
-                Some(state) => {
-                    if !Arc::make_mut(state).merge(delta) {
-                        return Update::Unchanged;
+            Some(rec) => {
+                let was = now_ms > 0
+                    && match rec.typed() {
+                        Some(state) => keyset::typed_live(state, now_ms),
+                        None => keyset::plain_live(Some(rec), now_ms),
+                    };
+                let update = match rec.typed_mut() {
+                    Some(state) => {
+                        if !Arc::make_mut(state).merge(delta) {
+                            return Update::Unchanged;
+                        }
+                        rec.restamp(start_ts);
+                        rec.set_unit(unit);
+                        Update::InPlace
                     }
-                    rec.restamp(start_ts);
-                    rec.set_unit(unit);
-                    Update::InPlace
-                }
-                None => {
-                    let mut state = rec.as_typed();
-                    if !state.merge(delta) {
-                        return Update::Unchanged;
+                    None => {
+                        let mut state = rec.as_typed();
+                        if !state.merge(delta) {
+                            return Update::Unchanged;
+                        }
+                        Update::Put(
+                            Record::new_typed(key, Arc::new(state), start_ts).with_unit(unit),
+                        )
                     }
-                    Update::Put(Record::new_typed(key, Arc::new(state), start_ts).with_unit(unit))
+                };
+                if now_ms > 0 {
+                    let is = match &update {
+                        Update::Put(r) => r.typed().is_some_and(|s| keyset::typed_live(s, now_ms)),
+                        _ => rec.typed().is_some_and(|s| keyset::typed_live(s, now_ms)),
+                    };
+                    flipped = was != is;
                 }
-            },
-        })
+                update
+            }
+        });
+        if flipped {
+            self.keyset_changed(key);
+        }
+        written
+    }
+
+    /// `key` appeared or went: its database's key set changed now.
+    fn keyset_changed(&mut self, key: &[u8]) {
+        if keyset::internal(key) {
+            return;
+        }
+        let at = self.hlc.peek();
+        self.keyset.changed(crate::db::db_of(key), at);
     }
 
     /// Installs a plain lattice over a plain one (or none) unless the
@@ -955,8 +996,10 @@ impl Shard {
     ) -> bool {
         let here = source == Source::Local;
         let floor = self.tombstone_floor;
-        let now_ms = if here { 0 } else { unix_ms() };
-        self.table.upsert(hash, key, |old| {
+        let tracking = self.keyset.tracking();
+        let now_ms = if here && !tracking { 0 } else { unix_ms() };
+        let mut flipped = false;
+        let written = self.table.upsert(hash, key, |old| {
             match old {
                 // A lattice merge: the larger version wins — a change of
                 // the TTL alone by the version of the value it changed
@@ -980,6 +1023,10 @@ impl Shard {
                 }
                 _ => {}
             }
+            if tracking {
+                let is = state.is_some_and(|c| c.expire_ms.is_none_or(|at| at > now_ms));
+                flipped = keyset::plain_live(old, now_ms) != is;
+            }
             Some(
                 Record::new_shared(
                     key,
@@ -991,13 +1038,40 @@ impl Shard {
                 )
                 .with_unit(self.unit),
             )
-        })
+        });
+        if flipped {
+            self.keyset_changed(key);
+        }
+        written
     }
 
     /// Who else holds `key`, seen by a request that wants `mode`.
     fn blocked(&self, key: &[u8], mode: HoldMode, me: Option<TxnId>) -> bool {
         if self.holds.is_empty() {
             return false; // the common case: no multi-shard commit in flight
+        }
+        if key == KEYSET {
+            // A whole-key-space read waits for every commit about to
+            // install here (see `keyset`).
+            if mode == HoldMode::Read
+                && self
+                    .holds
+                    .values()
+                    .any(|h| h.writer.is_some_and(|w| Some(w) != me))
+            {
+                return true;
+            }
+        } else if mode == HoldMode::Write
+            && !keyset::internal(key)
+            && self
+                .holds
+                .get(KEYSET)
+                .is_some_and(|h| h.readers.iter().any(|&r| Some(r) != me))
+        {
+            // Every write may change the key set another transaction read
+            // (not an internal key, such as the reader's own transaction
+            // record: no listing shows those).
+            return true;
         }
         match self.holds.get(key) {
             None => false,
@@ -1306,7 +1380,9 @@ impl Shard {
     ) -> Result<(), Refusal> {
         for c in checks {
             let mode = match c.expect {
-                Expect::Version(_) | Expect::LiveVersion(..) => HoldMode::Read,
+                Expect::Version(_) | Expect::LiveVersion(..) | Expect::KeysetBefore(..) => {
+                    HoldMode::Read
+                }
                 Expect::CommittedBefore(_) => HoldMode::Write,
             };
             if self.blocked(&c.key.key, mode, me) {
@@ -1316,11 +1392,19 @@ impl Shard {
                     other => other.clone(),
                 });
             }
+            if let Expect::KeysetBefore(db, start_ts) = c.expect {
+                if !self.keyset.unchanged_since(db, start_ts) {
+                    self.stats.conflicts += 1;
+                    return Err(Refusal::Conflict(c.key.key.clone()));
+                }
+                continue;
+            }
             let version = self.version_of(c.key.hash, &c.key.key);
             let ok = match c.expect {
                 Expect::Version(v) => version == v || self.collected_since(&c.key.key, v, version),
                 Expect::LiveVersion(v, until) => version == v && until > unix_ms(),
                 Expect::CommittedBefore(start_ts) => version.commit_ts < start_ts,
+                Expect::KeysetBefore(..) => true, // judged above
             };
             if !ok {
                 self.stats.conflicts += 1;
@@ -1665,9 +1749,11 @@ impl Shard {
 
 mod evict;
 mod flush;
+mod keyset;
 mod persist;
 mod upkeep;
 mod waiting;
+pub use keyset::KEYSET;
 pub use upkeep::AeBatch;
 
 #[cfg(test)]

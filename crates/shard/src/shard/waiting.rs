@@ -75,7 +75,9 @@ impl Wanted {
 fn commit_keys(req: &CommitRequest) -> impl Iterator<Item = (&Bytes, HoldMode)> {
     let checks = req.checks.iter().map(|c| {
         let mode = match c.expect {
-            Expect::Version(_) | Expect::LiveVersion(..) => HoldMode::Read,
+            Expect::Version(_) | Expect::LiveVersion(..) | Expect::KeysetBefore(..) => {
+                HoldMode::Read
+            }
             Expect::CommittedBefore(_) => HoldMode::Write,
         };
         (&c.key.key, mode)
