@@ -869,23 +869,7 @@ impl Conn {
         parse: fn(&cmd::Args) -> Result<DataCmd, CmdError>,
         args: &[Bytes],
     ) -> Result<DataCmd, CmdError> {
-        let db = self.s.db;
-        if db == 0
-            && !args
-                .iter()
-                .skip(1)
-                .any(|a| a.starts_with(elsa_shard::db::MARK))
-        {
-            return parse(args); // database 0, keys stored as named
-        }
-        let Some(spec) = cmd::lookup(&args[0]) else {
-            return parse(args);
-        };
-        let mut args = args.to_vec();
-        for i in cmd::key_positions(spec, &args) {
-            args[i] = self.db_key(&args[i]);
-        }
-        parse(&args)
+        data_cmd_in(self.s.db, parse, args)
     }
 
     /// A key as stored in the selected database.
@@ -1058,6 +1042,33 @@ impl Conn {
 }
 
 /// Runs a command's ops inside an open transaction.
+/// Parses a data command whose keys live in database `db` (stored with
+/// their database: `elsa_shard::db`).
+pub(crate) fn data_cmd_in(
+    db: u8,
+    parse: fn(&cmd::Args) -> Result<DataCmd, CmdError>,
+    args: &[Bytes],
+) -> Result<DataCmd, CmdError> {
+    if db == 0
+        && !args
+            .iter()
+            .skip(1)
+            .any(|a| a.starts_with(elsa_shard::db::MARK))
+    {
+        return parse(args); // database 0, keys stored as named
+    }
+    let Some(spec) = cmd::lookup(&args[0]) else {
+        return parse(args);
+    };
+    let mut args = args.to_vec();
+    for i in cmd::key_positions(spec, &args) {
+        if elsa_shard::db::needs_encoding(db, &args[i]) {
+            args[i] = elsa_shard::db::encode(db, &args[i]);
+        }
+    }
+    parse(&args)
+}
+
 pub(crate) async fn run_in_txn(
     coord: &Coordinator,
     txn: &mut Txn,

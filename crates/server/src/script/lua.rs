@@ -74,6 +74,9 @@ pub struct Run {
     pub events: tokio::sync::mpsc::UnboundedSender<Event>,
     /// The connection's answers to [`Event::Call`], in order.
     pub answers: Receiver<Reply>,
+    /// Runs plain data commands here rather than on the connection
+    /// (`super::inline`).
+    pub inline: Option<super::inline::Inline>,
 }
 
 /// What a running script asks of its connection.
@@ -145,6 +148,7 @@ struct Ctx {
     resp3: Cell<bool>,
     events: tokio::sync::mpsc::UnboundedSender<Event>,
     answers: Receiver<Reply>,
+    inline: Option<super::inline::Inline>,
 }
 
 /// A script thread's Lua state and what it compiled.
@@ -628,6 +632,7 @@ impl State {
             resp3: Cell::new(false),
             events: run.events,
             answers: run.answers,
+            inline: run.inline,
         });
         let result = self.xpcall.call::<MultiValue>((f, self.handler.clone()));
         let ctx = self.lua.remove_app_data::<Ctx>();
@@ -785,6 +790,13 @@ fn call(lua: &Lua, args: Table) -> mlua::Result<(Value, bool)> {
         Err(m) => return fail(m),
     };
     let _ = ctx.ro; // the connection checks read-only runs (it knows the command's flags)
+    if let Some(reply) = ctx
+        .inline
+        .as_ref()
+        .and_then(|i| i.call(&argv, ctx.resp3.get()))
+    {
+        return convert::to_lua(lua, &reply);
+    }
     let sent = ctx.events.send(Event::Call {
         args: argv,
         resp3: ctx.resp3.get(),

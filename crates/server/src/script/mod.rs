@@ -28,6 +28,7 @@ mod exec;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handoff;
+pub mod inline;
 mod lstruct;
 pub mod lua;
 mod run;

@@ -186,6 +186,17 @@ impl Conn {
     /// (inside `self.s.txn`) until it ends. The worker thread is never
     /// blocked: this task only awaits the script thread's messages.
     async fn run_script(&mut self, script: &Script) -> Outcome {
+        // The transaction goes to the script thread for the run (it runs
+        // plain data commands itself: `super::inline`) and comes back for
+        // each call served here, and at the end.
+        let slot: super::inline::Slot = Arc::new(std::sync::Mutex::new(self.s.txn.take()));
+        let outcome = self.serve_script(script, &slot).await;
+        self.s.txn = take_txn(&slot);
+        outcome
+    }
+
+    /// [`Conn::run_script`] with the transaction in `slot`.
+    async fn serve_script(&mut self, script: &Script, slot: &super::inline::Slot) -> Outcome {
         let shared = self.shared.clone();
         let running = Running {
             ctl: shared.scripts.start(),
@@ -202,6 +213,14 @@ impl Conn {
             ctl: running.ctl.clone(),
             events: events_tx,
             answers,
+            inline: Some(super::inline::Inline {
+                node: self.coord.node.clone(),
+                txn: slot.clone(),
+                db: self.s.db,
+                shared: shared.clone(),
+                acl_free: self.s.acl_free,
+                ro: script.ro,
+            }),
         });
         if !shared.scripts.pool.send(job) {
             return Outcome::Failed("ERR script threads are not running".into());
@@ -209,7 +228,9 @@ impl Conn {
         loop {
             match next_event(&mut events).await {
                 Some(Event::Call { args, resp3 }) => {
+                    self.s.txn = take_txn(slot);
                     let reply = self.script_call(args, script.ro, resp3).await;
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = self.s.txn.take();
                     let _ = answers_tx.send(reply);
                 }
                 Some(Event::AclCheck { args }) => {
@@ -220,6 +241,11 @@ impl Conn {
             }
         }
     }
+}
+
+/// The transaction out of a run's slot.
+fn take_txn(slot: &super::inline::Slot) -> Option<Txn> {
+    slot.lock().unwrap_or_else(|e| e.into_inner()).take()
 }
 
 /// The script's next message: polled for up to [`super::handoff::SPIN`] (the

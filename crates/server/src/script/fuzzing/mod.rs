@@ -289,6 +289,7 @@ impl FuzzRunner {
             ctl: ctl.clone(),
             events: events_tx,
             answers,
+            inline: None,
         }));
         let started = Instant::now();
         let deadline = tokio::time::Instant::from_std(started + self.kill_after);
