@@ -252,6 +252,10 @@ impl Txn {
 
     /// The databases whose key set it read.
     fn keyset_dbs(&self) -> Vec<u8> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.keysets.iter().all(|w| w.load(Relaxed) == 0) {
+            return Vec::new(); // the usual case, at every commit
+        }
         (0..=255u8)
             .filter(|&db| {
                 self.keysets[db as usize / 64].load(std::sync::atomic::Ordering::Relaxed)
@@ -259,6 +263,12 @@ impl Txn {
                     != 0
             })
             .collect()
+    }
+
+    /// True when an op on `key` needs no shard: the transaction wrote it,
+    /// or read it at RR/SI (its read buffer answers).
+    pub fn buffered(&self, key: &[u8]) -> bool {
+        self.writes.contains_key(key) || self.reads.contains_key(key)
     }
 
     /// True when the transaction has buffered writes.

@@ -1,7 +1,8 @@
 //! The hand-off between a script thread and its connection's task: each
 //! `redis.call` is a message one way and the reply the other. Both sides
 //! poll briefly before they sleep, since waking a sleeping thread cost
-//! more than the call itself (issue 41, defect 11).
+//! more than the call itself (issue 41, defect 11). Calls on keys the
+//! script's transaction already holds skip it (`super::inline`).
 
 use std::sync::mpsc::Receiver;
 
