@@ -8,7 +8,8 @@
 //!
 //! **Shape.** Two regions of two nodes (`a a b b`), `--appendfsync always
 //! --tombstone-ttl-sec 1 --replication-factor 2` (every node holds every
-//! key; removes are collected during the run). One writer thread per
+//! key; removes are collected during the run; `ELSA_CRDT_TOMBSTONE_TTL`
+//! sets another TTL). One writer thread per
 //! node, on its own connection to its own node, seeded RNG
 //! (`crdt_concurrent/writer.rs`), on twelve shared hot keys
 //! (`crdt_concurrent/ops.rs`): two each of a counter, a set, a hash, a
@@ -49,6 +50,18 @@
 //!   `DEL` was acknowledged cannot have been seen by it; every other
 //!   pair (the other region, overlapping, a `DEL` in doubt) leaves the
 //!   element free;
+//! - a remove (or such a `DEL`) sent from 2 s before a node was stopped
+//!   or cut off until more than the tombstone TTL before the cluster was
+//!   whole again leaves its element free: the others may collect it while
+//!   that node is out of their view, and the node brings its old add back
+//!   — the documented trade (`docs/regions.md`, *Tombstones*: "A node that
+//!   is away longer than the TTL and comes back with an old value can
+//!   bring that value back … keep the TTL above your longest expected
+//!   outage"). With the default TTL of 1 s that frees most removes made
+//!   during a restart (the summary counts them); with
+//!   `ELSA_CRDT_TOMBSTONE_TTL=60` none are freed and removes are checked
+//!   across every outage (collection then runs only on removes older than
+//!   a minute);
 //! - lists: every item at most once, each writer's acknowledged pushes in
 //!   the order it made them, and one lone `RPUSH`'s items next to each
 //!   other ("a b c stays together");
@@ -78,8 +91,17 @@
 //! order across writers beyond "the same on every node", nor which
 //! writer's string wins (clocks decide).
 //!
+//! **Found.** The first runs (seeds 2 and 3) flagged `HDEL`s and `ZREM`s
+//! acknowledged while a node of the other region was stopped, back on
+//! every node once converged. Not a defect: it is the trade above. A
+//! minimal run shows it for every type (`kill -9` of a node of region
+//! `b`, ten members, fields, sorted-set members and list items of
+//! region-`a` keys removed, 4 s, restart: 10 of 10 of each back with
+//! `--tombstone-ttl-sec 1`, none with 30); the checker now models it.
+//!
 //! `ELSA_CRDT_SEED` (default 1) seeds the writers and the faults (timing
-//! is not replayed); `ELSA_KEEP_TEST_DIRS=1` keeps the nodes' logs. The
+//! is not replayed); `ELSA_KEEP_TEST_DIRS=1` keeps the nodes' logs;
+//! `ELSA_CRDT_DUMP=FILE` writes every op with its outcome and times. The
 //! run prints the faults, one summary line (ops acknowledged / in doubt /
 //! not applied per kind, errors by kind, faults, keys compared, elements
 //! by expectation, times) and, on a divergence, the seed, node, key,
@@ -112,7 +134,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use check::{Divergence, Got, Model};
+use check::{Absence, Divergence, Got, Model};
 use common::cluster::Cluster;
 use common::env_or;
 use ops::{KeyType, Op, Outcome};
@@ -151,6 +173,8 @@ struct Run {
     t0: Instant,
     events: Vec<String>,
     counts: BTreeMap<String, usize>,
+    /// Nodes stopped or cut off, until the cluster was whole again.
+    absences: Vec<Absence>,
 }
 
 impl Run {
@@ -183,6 +207,7 @@ impl Run {
         let cut = Duration::from_millis(self.rng.gen_range(1000..3000));
         *self.counts.entry(format!("{f:?}")).or_default() += 1;
         self.event(format!("{f:?} {who}"));
+        let from = Instant::now();
         match f {
             Fault::Kill9 | Fault::Sigterm => {
                 if matches!(f, Fault::Kill9) {
@@ -205,6 +230,11 @@ impl Run {
         self.whole()
             .map_err(|e| format!("after {f:?} of {who}: {e}"))?;
         self.event("whole again".into());
+        // A lapsed node stays in its peers' view (catching up).
+        if !matches!(f, Fault::Lapse) {
+            let to = Instant::now();
+            self.absences.push(Absence { who, from, to });
+        }
         Ok(())
     }
 
@@ -240,13 +270,18 @@ fn per_kind(ops: &[Op]) -> String {
 fn concurrent_writers_in_two_regions_converge_by_the_crdt_rules() {
     let seed = env_or::<u64>("ELSA_CRDT_SEED", 1);
     let rounds = env_or::<usize>("ELSA_CRDT_ROUNDS", 6);
-    println!("[crdt] seed {seed} (ELSA_CRDT_SEED), {rounds} fault rounds (ELSA_CRDT_ROUNDS)");
+    let ttl = env_or::<u64>("ELSA_CRDT_TOMBSTONE_TTL", 1);
+    println!(
+        "[crdt] seed {seed} (ELSA_CRDT_SEED), {rounds} fault rounds (ELSA_CRDT_ROUNDS), \
+         tombstone TTL {ttl}s (ELSA_CRDT_TOMBSTONE_TTL)"
+    );
+    let ttl_flag = ttl.to_string();
     let started = Instant::now();
     let flags = [
         "--appendfsync",
         "always",
         "--tombstone-ttl-sec",
-        "1",
+        &ttl_flag,
         "--replication-factor",
         "2",
     ];
@@ -260,6 +295,7 @@ fn concurrent_writers_in_two_regions_converge_by_the_crdt_rules() {
         t0: Instant::now(),
         events: Vec::new(),
         counts: BTreeMap::new(),
+        absences: Vec::new(),
     };
     // Every kind of fault once (in a seeded order), then any.
     let mut faults = vec![Fault::Kill9, Fault::Sigterm, Fault::Isolate, Fault::Lapse];
@@ -318,7 +354,11 @@ fn concurrent_writers_in_two_regions_converge_by_the_crdt_rules() {
         count(Outcome::Unknown),
         count(Outcome::NotApplied),
     );
-    let model = Model::build(&ops, run.t0);
+    let model = Model::build(&ops, run.t0, &run.absences, Duration::from_secs(ttl));
+    if let Ok(path) = std::env::var("ELSA_CRDT_DUMP") {
+        let lines: Vec<String> = (0..ops.len()).map(|i| model.said(i)).collect();
+        std::fs::write(&path, lines.join("\n") + "\n").expect("write ELSA_CRDT_DUMP");
+    }
 
     let keys = KeyType::all_keys();
     let mut divergences: Vec<Divergence> = Vec::new();
@@ -364,7 +404,8 @@ fn concurrent_writers_in_two_regions_converge_by_the_crdt_rules() {
     println!(
         "[crdt] seed {seed}: {} ops ({acked} acked, {unknown} unknown, {not_applied} not applied; \
          by kind acked/unknown/not-applied: {}); errors: [{}]; {connects} refused connections; \
-         faults: {:?}; {} keys compared on {} nodes, elements {}; wrote {:.1}s, converged in \
+         faults: {:?}; {} keys compared on {} nodes, elements {} ({} of the Either only as a \
+         node was away past the tombstone TTL after their remove); wrote {:.1}s, converged in \
          {:.1}s, total {:.1}s; {} divergences",
         ops.len(),
         per_kind(&ops),
@@ -373,6 +414,7 @@ fn concurrent_writers_in_two_regions_converge_by_the_crdt_rules() {
         keys.len(),
         run.cluster.len(),
         musts.join(", "),
+        model.exempt,
         wrote.as_secs_f64(),
         settled.as_secs_f64(),
         started.elapsed().as_secs_f64(),

@@ -3,7 +3,7 @@
 //! and the comparison of what a node reads with it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::ops::{Effect, KeyType, Op, Outcome, SHARED};
 
@@ -54,6 +54,18 @@ struct Elem {
     removes: Vec<usize>,
 }
 
+/// A node out of some peers' view (stopped, or cut off from the other
+/// region) from `from` until the cluster was whole again at `to`.
+pub struct Absence {
+    pub who: String,
+    pub from: Instant,
+    pub to: Instant,
+}
+
+/// How long before a node went away a remove may still not have reached
+/// it (replication lag on a loaded machine, generous).
+const LAG: Duration = Duration::from_secs(2);
+
 /// An acknowledged push: its op, its items.
 type Pushed = (usize, Vec<String>);
 
@@ -69,6 +81,9 @@ pub struct Divergence {
 pub struct Model<'a> {
     ops: &'a [Op],
     t0: Instant,
+    absences: &'a [Absence],
+    /// `--tombstone-ttl-sec`.
+    ttl: Duration,
     /// (key, field) → sums of the acknowledged and of the in-doubt deltas.
     counters: BTreeMap<(String, Option<String>), (i64, i64)>,
     elems: BTreeMap<String, BTreeMap<String, Elem>>,
@@ -82,15 +97,20 @@ pub struct Model<'a> {
     pushes: BTreeMap<String, BTreeMap<usize, Vec<Pushed>>>,
     /// How many elements were expected each way (over all keys, once).
     pub musts: BTreeMap<Must, usize>,
+    /// How many of the `Either`s only because a remove of theirs may be
+    /// undone by a node away past the tombstone TTL.
+    pub exempt: usize,
 }
 
 impl<'a> Model<'a> {
     /// `ops` holds every writer's ops, each writer's in the order it made
     /// them.
-    pub fn build(ops: &'a [Op], t0: Instant) -> Model<'a> {
+    pub fn build(ops: &'a [Op], t0: Instant, absences: &'a [Absence], ttl: Duration) -> Model<'a> {
         let mut m = Model {
             ops,
             t0,
+            absences,
+            ttl,
             counters: BTreeMap::new(),
             elems: BTreeMap::new(),
             dels: BTreeMap::new(),
@@ -98,6 +118,7 @@ impl<'a> Model<'a> {
             in_doubt: BTreeMap::new(),
             pushes: BTreeMap::new(),
             musts: BTreeMap::new(),
+            exempt: 0,
         };
         for (i, op) in ops.iter().enumerate() {
             for e in &op.effects {
@@ -156,17 +177,21 @@ impl<'a> Model<'a> {
             }
         }
         let mut musts = BTreeMap::new();
+        let mut away = 0;
         for (key, elems) in &m.elems {
             for elem in elems.keys() {
-                *musts.entry(m.must(key, elem).0).or_default() += 1;
+                let (must, why) = m.must(key, elem);
+                *musts.entry(must).or_default() += 1;
+                away += usize::from(must == Must::Either && why.contains(" was away ("));
             }
         }
         m.musts = musts;
+        m.exempt = away;
         m
     }
 
     /// An op for a report: what it sent, its outcome, when.
-    fn said(&self, i: usize) -> String {
+    pub fn said(&self, i: usize) -> String {
         let op = &self.ops[i];
         format!(
             "{} -> {:?} ({:.2}s..{:.2}s)",
@@ -175,6 +200,27 @@ impl<'a> Model<'a> {
             (op.sent - self.t0).as_secs_f64(),
             (op.done - self.t0).as_secs_f64()
         )
+    }
+
+    /// Whether remove `i` may be undone by the documented trade of
+    /// collecting tombstones (`docs/regions.md`, *Tombstones*: "A node that
+    /// is away longer than the TTL and comes back with an old value can
+    /// bring that value back"): it was made when a node may not have had
+    /// it yet and stayed away past the TTL after it, so the others could
+    /// forget it before that node brought its old add back. Answers who.
+    fn undone_by_absence(&self, i: usize) -> Option<String> {
+        let op = &self.ops[i];
+        self.absences
+            .iter()
+            .find(|a| op.sent + LAG >= a.from && op.sent + self.ttl < a.to)
+            .map(|a| {
+                format!(
+                    "{} was away ({:.1}s..{:.1}s, longer than the tombstone TTL after it)",
+                    a.who,
+                    (a.from - self.t0).as_secs_f64(),
+                    (a.to - self.t0).as_secs_f64()
+                )
+            })
     }
 
     /// What `elem` of `key` must be, and why.
@@ -188,7 +234,10 @@ impl<'a> Model<'a> {
         let mut doubt = (add.outcome == Outcome::Unknown).then(|| why(el.add, "add in doubt"));
         for &r in &el.removes {
             match self.ops[r].outcome {
-                Outcome::Acked => return (Must::Absent, why(r, "removed")),
+                Outcome::Acked => match self.undone_by_absence(r) {
+                    Some(who) => doubt = Some(why(r, &format!("removed while {who}"))),
+                    None => return (Must::Absent, why(r, "removed")),
+                },
                 Outcome::Unknown => doubt = Some(why(r, "remove in doubt")),
                 Outcome::NotApplied => {}
             }
@@ -204,7 +253,10 @@ impl<'a> Model<'a> {
                         && del.region == add.region
                         && del.sent > add.done =>
                 {
-                    return (Must::Absent, why(d, "deleted after it was added"));
+                    match self.undone_by_absence(d) {
+                        Some(who) => doubt = Some(why(d, &format!("deleted while {who}"))),
+                        None => return (Must::Absent, why(d, "deleted after it was added")),
+                    }
                 }
                 // Added after the DEL was answered: the DEL cannot have
                 // seen it (it removes only what it saw).

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use super::check::{Got, Model};
+use super::check::{Absence, Got, Model};
 use super::ops::{Effect, Op, Outcome};
 
 fn s(v: &str) -> String {
@@ -120,7 +120,7 @@ fn the_model_accepts_what_the_rules_allow_and_flags_what_they_forbid() {
         "HINCRBY",
         vec![incr("cc:hash:0", Some("shared"), 4)],
     );
-    let m = Model::build(&ops, t0);
+    let m = Model::build(&ops, t0, &[], Duration::from_secs(1));
     let flagged = |key: &str, got: Got| m.check(0, key, &got).len();
 
     // Allowed.
@@ -162,4 +162,27 @@ fn the_model_accepts_what_the_rules_allow_and_flags_what_they_forbid() {
     ] {
         assert!(flagged(key, got.clone()) > 0, "{key} {got:?} is flagged");
     }
+
+    // A node away from before the SREM until more than the tombstone TTL
+    // after it may bring w0:1 back (docs/regions.md, Tombstones); one back
+    // within the TTL may not.
+    let away = |to_ms: u64| Absence {
+        who: s("node 3 (b)"),
+        from: t0 + Duration::from_millis(15),
+        to: t0 + Duration::from_millis(to_ms),
+    };
+    let back = set(&["w0:1", "w2:2"]);
+    let long = [away(2_000)];
+    let m = Model::build(&ops, t0, &long, Duration::from_secs(1));
+    assert_eq!(
+        m.check(0, "cc:set:0", &back).len(),
+        0,
+        "undone by the absence"
+    );
+    let short = [away(900)];
+    let m = Model::build(&ops, t0, &short, Duration::from_secs(1));
+    assert!(
+        !m.check(0, "cc:set:0", &back).is_empty(),
+        "back within the TTL"
+    );
 }
