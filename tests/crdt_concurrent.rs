@@ -99,6 +99,19 @@
 //! region-`a` keys removed, 4 s, restart: 10 of 10 of each back with
 //! `--tombstone-ttl-sec 1`, none with 30); the checker now models it.
 //!
+//! **A defect** (not fixed here): seed 3 once lost, on every node, two
+//! acknowledged writes of region `b` — `ZINCRBY cc:zset:0 5 shared`
+//! (the sum came out 400 of 405) and `ZADD cc:zset:0 283 w2:283` — just
+//! as a region-`a` `BEGIN [ZREM cc:zset:0 w1:201; RPUSH …]` committed. A
+//! single-shard commit diffs its target against what the shard stores at
+//! commit, not against what it read; a remote delta stamped before the
+//! key's newest local write merges in between without moving the key's
+//! version, so validation passes and the commit removes the merged member
+//! and writes the score back as read. `crdt_concurrent/defect.rs` makes it
+//! deterministic (`#[ignore]`d until fixed: sets and sorted sets, RC and
+//! SI, every node). A "busy" node (a script that waited out a fault past
+//! `busy-reply-threshold` answers `-BUSY` to everyone) is waited for.
+//!
 //! `ELSA_CRDT_SEED` (default 1) seeds the writers and the faults (timing
 //! is not replayed); `ELSA_KEEP_TEST_DIRS=1` keeps the nodes' logs;
 //! `ELSA_CRDT_DUMP=FILE` writes every op with its outcome and times. The
@@ -118,6 +131,8 @@ mod common;
 
 #[path = "crdt_concurrent/check.rs"]
 mod check;
+#[path = "crdt_concurrent/defect.rs"]
+mod defect;
 #[path = "crdt_concurrent/ops.rs"]
 mod ops;
 #[path = "crdt_concurrent/selftest.rs"]
@@ -166,6 +181,22 @@ fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
+/// [`caught`], retried while a node answers `-BUSY`: a script whose calls
+/// wait out a fault can run past `busy-reply-threshold`, and the node then
+/// answers every other command `-BUSY` until it ends (`docs/transactions.md`,
+/// *Busy scripts*) — the harness's `INFO` too.
+fn unbusy<T>(f: impl Fn() -> T) -> Result<T, String> {
+    let started = Instant::now();
+    loop {
+        match caught(&f) {
+            Err(e) if e.contains("BUSY") && started.elapsed() < WHOLE_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The cluster and what was done to it.
 struct Run {
     cluster: Cluster,
@@ -192,7 +223,7 @@ impl Run {
     /// caught up.
     fn whole(&self) -> Result<(), String> {
         let all: Vec<usize> = (0..self.cluster.len()).collect();
-        caught(|| {
+        unbusy(|| {
             self.cluster.wait_members(&all, all.len(), WHOLE_TIMEOUT);
             self.cluster.wait_caught_up(&all, WHOLE_TIMEOUT);
         })
@@ -220,12 +251,12 @@ impl Run {
                 self.event(format!("{who} started again"));
             }
             Fault::Isolate => {
-                caught(|| self.cluster.fault(v, "ISOLATE"))?;
+                unbusy(|| self.cluster.fault(v, "ISOLATE"))?;
                 std::thread::sleep(cut);
-                caught(|| self.cluster.fault(v, "HEAL"))?;
+                unbusy(|| self.cluster.fault(v, "HEAL"))?;
                 self.event(format!("{who} healed"));
             }
-            Fault::Lapse => caught(|| self.cluster.fault(v, "LAPSE"))?,
+            Fault::Lapse => unbusy(|| self.cluster.fault(v, "LAPSE"))?,
         }
         self.whole()
             .map_err(|e| format!("after {f:?} of {who}: {e}"))?;
@@ -243,11 +274,11 @@ impl Run {
     fn settle(&mut self) -> Result<Duration, String> {
         let started = Instant::now();
         for i in 0..self.cluster.len() {
-            let _ = caught(|| self.cluster.fault(i, "HEAL"));
+            let _ = unbusy(|| self.cluster.fault(i, "HEAL"));
         }
         self.whole()?;
         let all: Vec<usize> = (0..self.cluster.len()).collect();
-        caught(|| self.cluster.wait_same_digest(&all, DIGEST_TIMEOUT))?;
+        unbusy(|| self.cluster.wait_same_digest(&all, DIGEST_TIMEOUT))?;
         Ok(started.elapsed())
     }
 }
@@ -365,7 +396,7 @@ fn concurrent_writers_in_two_regions_converge_by_the_crdt_rules() {
     for key in &keys {
         let mut first: Option<(usize, Got)> = None;
         for i in 0..run.cluster.len() {
-            let got = match caught(|| check::read(&mut run.cluster.conn(i), key)) {
+            let got = match unbusy(|| check::read(&mut run.cluster.conn(i), key)) {
                 Ok(Ok(g)) => g,
                 Ok(Err(e)) => {
                     divergences.push(Divergence {
