@@ -112,6 +112,21 @@
 //! SI, every node). A "busy" node (a script that waited out a fault past
 //! `busy-reply-threshold` answers `-BUSY` to everyone) is waited for.
 //!
+//! **Also seen, not analysed to the end** (seeds 1–13, one run each; the
+//! other seeds passed). Seeds 8 and 12: `ELSA.DIGEST` never agreed within
+//! 180 s of healing, though in seed 12 every key read the same on every
+//! node and matched the model: a lasting difference in state no read shows
+//! (tombstones or metadata), which anti-entropy finds and ships every
+//! round (`ae_last_differing_buckets` 1–3) without repairing; both runs
+//! had nodes "restarting in place" after a refused batch and other
+//! regions' transaction parts "shown alone" after 10 s. Seed 9: three
+//! list items pushed by a two-key `MULTI` on a node cut off from the other
+//! region (`ISOLATE`), then `LREM`ed and `DEL`ed in the same region, came
+//! back on every node — perhaps a part of that commit parked in the other
+//! region for want of its record, shown alone 10 s later, after the
+//! removes' tombstones (1 s TTL) were collected. Both are reported as they
+//! are (not filtered); timing is not replayed, so a seed may pass again.
+//!
 //! `ELSA_CRDT_SEED` (default 1) seeds the writers and the faults (timing
 //! is not replayed); `ELSA_KEEP_TEST_DIRS=1` keeps the nodes' logs;
 //! `ELSA_CRDT_DUMP=FILE` writes every op with its outcome and times. The
