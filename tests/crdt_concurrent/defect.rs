@@ -12,7 +12,8 @@
 //! (`docs/datatypes.md`: a concurrent add survives; concurrent increments
 //! all count; `docs/transactions.md`: "a member added … by the transaction
 //! merges with concurrent changes made in other regions exactly as a lone
-//! `SADD`/`HSET` would"). Run with `--ignored`; it fails until fixed.
+//! `SADD`/`HSET` would"). Failed before the fix (`Shard::op_commit` now
+//! settles such writes against what the transaction read).
 
 use std::time::Duration;
 
@@ -29,7 +30,6 @@ fn q(c: &mut redis::Connection, line: &str) -> Value {
 }
 
 #[test]
-#[ignore = "defect: a single-shard BEGIN commit undoes another region's concurrent add and increment"]
 fn a_single_shard_commit_keeps_what_another_region_merged_after_its_read() {
     // Deltas take 300 ms between regions: region b's writes are stamped
     // before region a's newer local write, and arrive after a's read.

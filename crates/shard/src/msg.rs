@@ -178,8 +178,9 @@ impl Write {
     /// value written — the same lattice in the transaction's record, in
     /// every install and in every replica's log, so a resolver installing
     /// it again, or recovery replaying the record, merges what the shard
-    /// merged. (A single-shard commit needs none: the shard computes it
-    /// against what it stores.)
+    /// merged. A single-shard commit settles the writes of typed states it
+    /// read too (`Shard::op_commit`); the others it computes against what
+    /// the shard stores.
     pub fn settle(&mut self, start_ts: elsa_lattice::Ts, version: elsa_lattice::Version) {
         let typed = matches!(self.state, Some(Value::Typed(_))) || self.base.is_some();
         if !typed || self.delta.is_some() {

@@ -1452,7 +1452,20 @@ impl Shard {
             self.unit = Unit::Here;
         }
         let now_ms = unix_ms();
-        for w in &req.writes {
+        let mut writes = req.writes;
+        for w in &mut writes {
+            // A write of a typed state the transaction read is the delta
+            // from what it read, as a multi-shard commit's: what another
+            // region merged here since — stamped before the key's newest
+            // write, so it moved no version and passed validation — stays,
+            // as a concurrent add or increment must (docs/datatypes.md).
+            // Against what is stored now, the commit removed it again
+            // (`tests/crdt_concurrent/defect.rs`).
+            if w.base.is_some() {
+                w.settle(req.start_ts, version);
+            }
+        }
+        for w in &writes {
             self.apply_write(w, req.start_ts, version, now_ms);
         }
         self.unit = Unit::None;
