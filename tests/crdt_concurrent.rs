@@ -164,7 +164,6 @@ mod selftest;
 mod writer;
 
 use std::collections::BTreeMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -173,6 +172,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use check::{Absence, Divergence, Got, Model};
+use common::caught;
 use common::cluster::Cluster;
 use common::env_or;
 use ops::{KeyType, Op, Outcome};
@@ -192,16 +192,6 @@ enum Fault {
     Sigterm,
     Isolate,
     Lapse,
-}
-
-/// `f()`, its panic (the cluster harness panics on a timeout) as an error.
-fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
-        p.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "panic".into())
-    })
 }
 
 /// [`caught`], retried while a node answers `-BUSY`: a script whose calls

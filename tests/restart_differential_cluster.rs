@@ -124,7 +124,6 @@ mod servers;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -132,6 +131,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
+use common::caught;
 use common::cluster::Cluster;
 use common::env_or;
 use gen_rdiff::RSequence;
@@ -173,16 +173,6 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `f()`, its panic (the cluster harness panics on a timeout) as an error.
-fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
-        p.downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "panic".into())
-    })
-}
-
 /// A node cut off: its index, the fault, the items it started before and
 /// is healed before.
 struct Cut {
@@ -207,30 +197,15 @@ struct ClusterSide {
 
 impl ClusterSide {
     fn start(seq: &RSequence, shape: &Shape) -> Result<Box<dyn Side>, String> {
-        let snapshot = seq.snapshot_sec.to_string();
-        let rf = shape.replication_factor.to_string();
-        let flags = [
-            "--appendfsync",
-            "always",
-            "--tombstone-ttl-sec",
-            "1",
-            "--databases",
-            "16",
-            "--snapshot-interval-sec",
-            &snapshot,
-            "--replication-factor",
-            &rf,
-        ];
-        // A port another process took between the free-port check and a
-        // node's bind (checkers side by side) is the harness's race, not a
-        // finding: the cluster starts again on other ports (seen once).
-        let mut attempt = 0;
-        let cluster = loop {
-            match caught(|| Cluster::start(shape.regions, &flags)) {
-                Err(e) if e.contains("Address already in use") && attempt < 5 => attempt += 1,
-                other => break other?,
-            }
-        };
+        let mut flags = servers::durability_flags(seq.snapshot_sec);
+        flags.extend([
+            "--replication-factor".into(),
+            shape.replication_factor.to_string(),
+        ]);
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        // (`Cluster::start` starts again on other ports when a node loses
+        // a port race to another process.)
+        let cluster = caught(|| Cluster::start(shape.regions, &flags))?;
         let mut rng = StdRng::seed_from_u64(seq.seed ^ 0x636c_7573_7465_7221);
         let session = *cluster.in_region("a").choose(&mut rng).expect("region a");
         let cuts = match rng.gen_range(0..10) {

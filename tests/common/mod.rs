@@ -480,3 +480,13 @@ pub fn slot_owner_port(map: &[(u16, u16, u16, String)], slot: u16) -> u16 {
     assert_eq!(owners.len(), 1, "slot {slot} has exactly one owner");
     owners[0]
 }
+
+/// `f()`, its panic (the cluster harness panics on a timeout) as an error.
+pub fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".into())
+    })
+}

@@ -270,6 +270,21 @@ impl<'a> Model<'a> {
         }
     }
 
+    /// A hash's or sorted set's divergences: its shared counter (field or
+    /// member [`SHARED`]), then its other elements.
+    fn shared_and_elements(
+        &self,
+        key: &str,
+        mut got: BTreeMap<String, Option<String>>,
+    ) -> Vec<(String, String, String)> {
+        let shared = got.remove(SHARED).flatten();
+        let counter = self.counter(key, Some(SHARED), shared.as_deref());
+        counter
+            .into_iter()
+            .chain(self.elements(key, &got))
+            .collect()
+    }
+
     /// Every divergence of what node `node` read for `key` from the model.
     pub fn check(&self, node: usize, key: &str, got: &Got) -> Vec<Divergence> {
         let mut out = Vec::new();
@@ -300,28 +315,14 @@ impl<'a> Model<'a> {
                 }
             }
             (KeyType::Hash, Got::Hash(h)) => {
-                let mut got: BTreeMap<String, Option<String>> = h
-                    .iter()
-                    .map(|(f, v)| (f.clone(), Some(v.clone())))
-                    .collect();
-                let shared = got.remove(SHARED).flatten();
-                if let Some(d) = self.counter(key, Some(SHARED), shared.as_deref()) {
-                    diverge(d.0, d.1, d.2);
-                }
-                for d in self.elements(key, &got) {
+                let got = h.iter().map(|(f, v)| (f.clone(), Some(v.clone())));
+                for d in self.shared_and_elements(key, got.collect()) {
                     diverge(d.0, d.1, d.2);
                 }
             }
             (KeyType::ZSet, Got::ZSet(z)) => {
-                let mut got: BTreeMap<String, Option<String>> = z
-                    .iter()
-                    .map(|(m, s)| (m.clone(), Some(format!("{s}"))))
-                    .collect();
-                let shared = got.remove(SHARED).flatten();
-                if let Some(d) = self.counter(key, Some(SHARED), shared.as_deref()) {
-                    diverge(d.0, d.1, d.2);
-                }
-                for d in self.elements(key, &got) {
+                let got = z.iter().map(|(m, s)| (m.clone(), Some(format!("{s}"))));
+                for d in self.shared_and_elements(key, got.collect()) {
                     diverge(d.0, d.1, d.2);
                 }
             }

@@ -51,13 +51,19 @@ impl std::fmt::Display for RestartKind {
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Elsa's flags for a run: two workers (multi-key commands cross shards),
-/// every commit fsynced, tombstones collectable after a second, and a
-/// snapshot every `snapshot_sec` seconds (0: only on SAVE and shutdown).
+/// Elsa's flags for a run: two workers (multi-key commands cross shards)
+/// and [`durability_flags`].
 pub fn elsa_flags(snapshot_sec: u64) -> Vec<String> {
+    let mut flags = vec!["--workers".to_string(), "2".to_string()];
+    flags.extend(durability_flags(snapshot_sec));
+    flags
+}
+
+/// Every commit fsynced, tombstones collectable after a second, 16
+/// databases, and a snapshot every `snapshot_sec` seconds (0: only on SAVE
+/// and shutdown).
+pub fn durability_flags(snapshot_sec: u64) -> Vec<String> {
     [
-        "--workers",
-        "2",
         "--appendfsync",
         "always",
         "--tombstone-ttl-sec",
