@@ -151,6 +151,11 @@ const EDGES: &[&str] = &[
     "return redis.call('echo', 'hi')",
     "return redis.call('set', KEYS[1], 2.7)",
     "return redis.call('set', KEYS[1], 1e20)",
+    // `%.17g` turns to an exponent at 17 digits (Elsa sent
+    // "100000000000000000").
+    "redis.call('set', KEYS[1], 1e17) return redis.call('get', KEYS[1])",
+    "redis.call('set', KEYS[1], -2^53 - 0.5) return redis.call('get', KEYS[1])",
+    "redis.call('set', KEYS[1], 1e16) return redis.call('get', KEYS[1])",
     "return redis.call('incrbyfloat', KEYS[1], 0.1)",
     "return redis.sha1hex('abc')",
     "return redis.sha1hex()",

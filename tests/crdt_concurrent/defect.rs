@@ -51,6 +51,11 @@ fn a_single_shard_commit_keeps_what_another_region_merged_after_its_read() {
         q(&mut b, &format!("ZADD z{k} 7 m"));
         q(&mut b, &format!("ZINCRBY z{k} 5 shared"));
         q(&mut b, &format!("SADD s{k} m"));
+        // Stamped in a later millisecond than b's writes: two nodes'
+        // clocks give equal timestamps within one, and the tie goes to the
+        // higher node id — b's write would be the newer, and the read of
+        // region a's commit rightly refused.
+        std::thread::sleep(Duration::from_millis(3));
         q(&mut a, &format!("ZADD z{k} 2 newer"));
         q(&mut a, &format!("SADD s{k} newer"));
         let reads = [format!("ZREM z{k} old"), format!("SREM s{k} old")];

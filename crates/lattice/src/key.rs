@@ -622,34 +622,33 @@ impl Crdt for KeyState {
             self.ttl = other.ttl;
             changed = true;
         }
-        match (self.collection.take(), other.collection) {
-            (None, None) => {}
-            (None, Some(theirs)) => {
-                self.collection = Some(theirs);
+        // In place: a collection is a large value to move out and back
+        // for each one-member delta.
+        let mut other_type = None;
+        match (&mut self.collection, other.collection) {
+            (_, None) => {}
+            (slot @ None, Some(theirs)) => {
+                *slot = Some(theirs);
                 changed = true;
             }
-            (Some(mine), None) => self.collection = Some(mine),
-            (Some(mut mine), Some(theirs)) => match mine.merge_same(theirs) {
-                Ok(c) => {
-                    changed |= c;
-                    self.collection = Some(mine);
-                }
-                Err(theirs) => {
-                    // Two collection types: the newer wins whole (two
-                    // writes never share a version; the kind only orders
-                    // states that hold no write at all).
-                    let theirs_win =
-                        (theirs.newest(), theirs.kind()) > (mine.newest(), mine.kind());
-                    let (win, lose) = if theirs_win {
-                        (theirs, mine)
-                    } else {
-                        (mine, theirs)
-                    };
-                    changed |= theirs_win;
-                    changed |= self.raise_floor(lose.newest());
-                    self.collection = Some(win);
-                }
+            (Some(mine), Some(theirs)) => match mine.merge_same(theirs) {
+                Ok(c) => changed |= c,
+                Err(theirs) => other_type = Some(theirs),
             },
+        }
+        if let Some((theirs, mine)) = other_type.and_then(|t| Some((t, self.collection.take()?))) {
+            // Two collection types: the newer wins whole (two writes never
+            // share a version; the kind only orders states that hold no
+            // write at all).
+            let theirs_win = (theirs.newest(), theirs.kind()) > (mine.newest(), mine.kind());
+            let (win, lose) = if theirs_win {
+                (theirs, mine)
+            } else {
+                (mine, theirs)
+            };
+            changed |= theirs_win;
+            changed |= self.raise_floor(lose.newest());
+            self.collection = Some(win);
         }
         // String against collection: the older part loses everything.
         if let Some(c) = self.collection_newest() {

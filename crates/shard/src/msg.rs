@@ -186,9 +186,18 @@ impl Write {
         if !typed || self.delta.is_some() {
             return;
         }
-        let from = self.base.as_deref().cloned().unwrap_or_default();
-        let target = crate::ops::typed_of(self.state.as_ref());
-        let delta = from.replace_with(&target, crate::shard::unix_ms(), start_ts, version);
+        // Both read where they are: either may be a large collection.
+        let empty = elsa_lattice::KeyState::default();
+        let from = self.base.as_deref().unwrap_or(&empty);
+        let built;
+        let target = match &self.state {
+            Some(Value::Typed(t)) => &**t,
+            other => {
+                built = crate::ops::typed_of(other.as_ref());
+                &built
+            }
+        };
+        let delta = from.replace_with(target, crate::shard::unix_ms(), start_ts, version);
         self.delta = Some(std::sync::Arc::new(delta));
     }
 }

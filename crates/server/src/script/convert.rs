@@ -478,6 +478,12 @@ pub fn fmt_g17(x: f64) -> String {
     if x == 0.0 {
         return if x.is_sign_negative() { "-0" } else { "0" }.into();
     }
+    if x.fract() == 0.0 && x.abs() < 1e17 {
+        // An integer of at most 17 digits: `%.17g` prints all of them
+        // (the common case, `redis.call('sadd', k, i)`, without the
+        // formatting below).
+        return (x as i64).to_string();
+    }
     let sci = format!("{x:.16e}");
     let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
@@ -509,6 +515,9 @@ mod tests {
         assert_eq!(fmt_g17(-3.0), "-3");
         assert_eq!(fmt_g17(0.5), "0.5");
         assert_eq!(fmt_g17(1e20), "1e+20");
+        assert_eq!(fmt_g17(1e17), "1e+17");
+        assert_eq!(fmt_g17(1e16), "10000000000000000");
+        assert_eq!(fmt_g17(-99999999999999984.0), "-99999999999999984");
         assert_eq!(fmt_g17(1e-5), "1.0000000000000001e-05");
         assert_eq!(fmt_g17(123456789012345678.0), "1.2345678901234568e+17");
     }

@@ -713,30 +713,62 @@ const RAISING_C: [&std::ffi::CStr; 5] = [
     c"elsa.acl_check_cmd",
 ];
 
-/// The functions of [`RAISING`] that take a command line: their
-/// arguments reach Rust packed in one table (`n` = how many), since mlua
-/// holds each argument of a callback in a slot of a stack of about 8,000
-/// — and `redis.call('lpush', k, unpack(t))` may pass 7,999.
+/// The functions of [`RAISING`] that take a command line: [`invoke`]
+/// reads it off the Lua stack into [`ARGV`] and calls them with no
+/// arguments (through mlua, each argument would be a value reference, a
+/// table slot and a guard — a quarter of a `redis.call('sadd', k, i)` —
+/// and mlua holds a callback's arguments in a stack of about 8,000 slots,
+/// while `redis.call('lpush', k, unpack(t))` may pass 7,999).
 const PACKED: [bool; 5] = [true, false, false, false, true];
 
+thread_local! {
+    /// The command line of the `redis.call`, `redis.pcall` or
+    /// `redis.acl_check_cmd` in progress on this script thread, as
+    /// [`invoke`] read it, or Redis's error text for arguments it refuses.
+    static ARGV: std::cell::RefCell<Result<Vec<Bytes>, &'static str>> =
+        const { std::cell::RefCell::new(Ok(Vec::new())) };
+}
+
+/// The arguments on the stack as a command line (strings and numbers
+/// only, at least one), or Redis's error text. Reads only: nothing here
+/// allocates in Lua or can raise a Lua error.
+unsafe fn read_argv(l: *mut mlua::ffi::lua_State) -> Result<Vec<Bytes>, &'static str> {
+    use mlua::ffi;
+    let n = ffi::lua_gettop(l);
+    if n == 0 {
+        return Err("ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv = Vec::with_capacity(n as usize);
+    for i in 1..=n {
+        argv.push(match ffi::lua_type(l, i) {
+            ffi::LUA_TSTRING => {
+                let mut len = 0;
+                let p = ffi::lua_tolstring(l, i, &mut len);
+                Bytes::copy_from_slice(std::slice::from_raw_parts(p.cast::<u8>(), len))
+            }
+            // `%.17g`, as Redis formats a number argument.
+            ffi::LUA_TNUMBER => Bytes::from(convert::fmt_g17(ffi::lua_tonumber(l, i))),
+            _ => return Err("ERR Lua redis lib command arguments must be strings or integers"),
+        });
+    }
+    Ok(argv)
+}
+
+/// The command line [`invoke`] read for the call in progress.
+fn take_argv() -> Result<Vec<Bytes>, &'static str> {
+    ARGV.with(|a| std::mem::replace(&mut *a.borrow_mut(), Ok(Vec::new())))
+}
+
 /// Calls the registry function `RAISING[k]` with the arguments on the
-/// stack (packed when [`PACKED`] says so), leaving its two results.
+/// stack (in [`ARGV`] when [`PACKED`] says so), leaving its two results.
 unsafe fn invoke(l: *mut mlua::ffi::lua_State, k: usize) {
     use mlua::ffi;
     let mut n = ffi::lua_gettop(l);
     if PACKED[k] {
-        ffi::lua_createtable(l, n, 1);
-        for i in 1..=n {
-            ffi::lua_pushvalue(l, i);
-            ffi::lua_rawseti(l, -2, i as _);
-        }
-        ffi::lua_pushinteger(l, n as ffi::lua_Integer);
-        ffi::lua_setfield(l, -2, c"n".as_ptr());
-        if n > 0 {
-            ffi::lua_replace(l, 1);
-            ffi::lua_settop(l, 1);
-        }
-        n = 1;
+        let argv = read_argv(l);
+        ARGV.with(|a| *a.borrow_mut() = argv);
+        ffi::lua_settop(l, 0);
+        n = 0;
     }
     ffi::lua_getfield(l, ffi::LUA_REGISTRYINDEX, RAISING_C[k].as_ptr());
     ffi::lua_insert(l, 1);
@@ -777,15 +809,16 @@ unsafe extern "C-unwind" fn raising<const K: usize>(
 
 /// `redis.call`/`redis.pcall`: the command's reply, and whether it is an
 /// error (which `redis.call` raises, `redis.pcall` returns).
-fn call(lua: &Lua, args: Table) -> mlua::Result<(Value, bool)> {
+fn call(lua: &Lua, _: ()) -> mlua::Result<(Value, bool)> {
     let fail = |m: &str| Ok((Value::Table(err_table(lua, m.as_bytes())?), true));
+    let argv = take_argv();
     let Some(ctx) = lua.app_data_ref::<Ctx>() else {
         return fail("ERR redis.call/pcall can only be called inside a script invocation");
     };
     if ctx.ctl.killed.load(Ordering::Relaxed) {
         return fail(KILLED);
     }
-    let argv = match call_args(&args) {
+    let argv = match argv {
         Ok(a) => a,
         Err(m) => return fail(m),
     };
@@ -815,12 +848,13 @@ fn call(lua: &Lua, args: Table) -> mlua::Result<(Value, bool)> {
 
 /// `redis.acl_check_cmd(command, args…)`: whether the script's user may
 /// run it (`true`/`false`); an unknown command is an error.
-fn acl_check(lua: &Lua, args: Table) -> mlua::Result<(Value, bool)> {
+fn acl_check(lua: &Lua, _: ()) -> mlua::Result<(Value, bool)> {
     let fail = |m: &str| Ok((Value::Table(err_table(lua, m.as_bytes())?), true));
+    let argv = take_argv();
     let Some(ctx) = lua.app_data_ref::<Ctx>() else {
         return fail("ERR redis.acl_check_cmd can only be called inside a script invocation");
     };
-    let argv = match call_args(&args) {
+    let argv = match argv {
         Ok(a) => a,
         Err(m) => return fail(m),
     };
@@ -833,26 +867,6 @@ fn acl_check(lua: &Lua, args: Table) -> mlua::Result<(Value, bool)> {
             fail("ERR the client's connection closed")
         }
     }
-}
-
-/// A `redis.*` call's arguments (packed by [`invoke`]) as a command line
-/// (strings and numbers only, at least one), or Redis's error text.
-fn call_args(args: &Table) -> Result<Vec<Bytes>, &'static str> {
-    let n: usize = args.raw_get("n").unwrap_or(0);
-    if n == 0 {
-        return Err("ERR Please specify at least one argument for this redis lib call");
-    }
-    let mut argv = Vec::with_capacity(n);
-    for i in 1..=n {
-        let a: Value = args.raw_get(i).unwrap_or(Value::Nil);
-        argv.push(match &a {
-            Value::Number(x) => Bytes::from(convert::fmt_g17(*x)),
-            Value::Integer(x) => Bytes::from(x.to_string()),
-            Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
-            _ => return Err("ERR Lua redis lib command arguments must be strings or integers"),
-        });
-    }
-    Ok(argv)
 }
 
 /// `redis.log(level, message…)`, to `tracing`.

@@ -666,18 +666,18 @@ impl Shard {
                 });
                 return self.install(hash, key, &EntryState::Plain(c), start_ts, version);
             }
-            (_, None) => KeyState::default(),
-            (_, Some(Value::Str(c))) => KeyState::of_string(elsa_lattice::Counter::default().set(
-                Some(c.value),
-                c.expire_ms,
-                start_ts,
-                version,
+            (_, None) => Arc::new(KeyState::default()),
+            (_, Some(Value::Str(c))) => Arc::new(KeyState::of_string(
+                elsa_lattice::Counter::default().set(Some(c.value), c.expire_ms, start_ts, version),
             )),
-            (_, Some(Value::Typed(t))) => (*t).clone(),
+            // Read where it is (a collection a transaction built may hold
+            // a million members).
+            (_, Some(Value::Typed(t))) => t,
         };
-        let from = stored.as_deref().cloned().unwrap_or_default();
-        drop(stored);
+        let empty = KeyState::default();
+        let from = stored.as_deref().unwrap_or(&empty);
         let delta = from.replace_with(&target, now_ms, start_ts, version);
+        drop(stored);
         if delta != KeyState::default() {
             self.merge_local(hash, key, delta, start_ts, version, now_ms);
         }
