@@ -121,7 +121,7 @@ impl Crdt for Dots {
 /// say *what* a remove took away, not *when*: a remove may only be
 /// forgotten once every replica has it, and that is a question of its own
 /// version (`collect_removes`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Presence {
     pub(crate) adds: Dots,
     /// The removes, boxed: most elements were never removed, and a big
@@ -136,6 +136,15 @@ pub struct Presence {
 pub(crate) struct Removed {
     pub(crate) removes: Dots,
     pub(crate) removed_at: Version,
+}
+
+/// Only the adds: what a digest compares (`orset::Shows`). The removes
+/// are bookkeeping for late adds, forgotten by each replica at its own
+/// time; two replicas that keep the same adds show the same element.
+impl std::hash::Hash for Presence {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.adds.hash(state);
+    }
 }
 
 impl Presence {

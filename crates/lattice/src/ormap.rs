@@ -90,6 +90,12 @@ pub struct Field {
     pub(crate) value: Counter,
 }
 
+impl crate::orset::Shows for Field {
+    fn shows(&self) -> bool {
+        self.is_live()
+    }
+}
+
 impl Field {
     /// True while the field is in the hash.
     pub fn is_live(&self) -> bool {

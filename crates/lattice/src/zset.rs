@@ -236,6 +236,12 @@ pub struct Member {
     pub(crate) score: Score,
 }
 
+impl crate::orset::Shows for Member {
+    fn shows(&self) -> bool {
+        self.is_live()
+    }
+}
+
 impl Member {
     /// True while the member is in the set.
     pub fn is_live(&self) -> bool {
