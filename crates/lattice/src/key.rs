@@ -636,19 +636,20 @@ impl Crdt for KeyState {
                 Err(theirs) => other_type = Some(theirs),
             },
         }
-        if let Some((theirs, mine)) = other_type.and_then(|t| Some((t, self.collection.take()?))) {
-            // Two collection types: the newer wins whole (two writes never
-            // share a version; the kind only orders states that hold no
-            // write at all).
+        // Two collection types (`mine` is there: `merge_same` refused
+        // it): the newer wins whole (two writes never share a version;
+        // the kind only orders states that hold no write at all).
+        if let (Some(theirs), Some(mine)) = (other_type, self.collection.as_ref()) {
             let theirs_win = (theirs.newest(), theirs.kind()) > (mine.newest(), mine.kind());
-            let (win, lose) = if theirs_win {
-                (theirs, mine)
-            } else {
-                (mine, theirs)
-            };
             changed |= theirs_win;
-            changed |= self.raise_floor(lose.newest());
-            self.collection = Some(win);
+            let lose = if theirs_win {
+                self.collection.replace(theirs).map(|m| m.newest())
+            } else {
+                Some(theirs.newest())
+            };
+            if let Some(v) = lose {
+                changed |= self.raise_floor(v);
+            }
         }
         // String against collection: the older part loses everything.
         if let Some(c) = self.collection_newest() {
