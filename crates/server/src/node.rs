@@ -144,6 +144,15 @@ fn recover(
     let mut shards: Vec<Shard> = (0..workers)
         .map(|i| Shard::new(i, config.node_id, hasher, hlc.clone()))
         .collect();
+    // What each shard had collected when the snapshot was taken: a
+    // record read from the log after it puts back nothing from before
+    // (`Shard::restore_replayed`).
+    let manifest = dir.manifest().map_err(StartError::Recover)?;
+    if let Some(m) = &manifest {
+        for (i, shard) in shards.iter_mut().enumerate() {
+            shard.set_collection_floor(m.floor_of(i, workers));
+        }
+    }
     let started = Instant::now();
     let mut max_ts = 0;
     // Replay is a merge: files may be read in any order, and a record is
@@ -176,11 +185,18 @@ fn recover(
                 }
                 Origin::Snapshot => Vec::new(),
             };
-            for e in std::iter::once(e).chain(more) {
+            let place = |e: &elsa_shard::wal::codec::LogEntry| {
                 let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
-                max_ts = max_ts.max(e.version.commit_ts);
                 let shard = usize::from(ring.own_shard(elsa_cluster::ring::slot_of(hash)));
-                shards[shard].restore(hash, &e);
+                (hash, shard)
+            };
+            max_ts = max_ts.max(e.version.commit_ts);
+            let (hash, shard) = place(&e);
+            shards[shard].restore(hash, &e);
+            for w in more {
+                max_ts = max_ts.max(w.version.commit_ts);
+                let (hash, shard) = place(&w);
+                shards[shard].restore_replayed(hash, &w);
             }
         }
     })?;

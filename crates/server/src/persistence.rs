@@ -126,22 +126,23 @@ impl Persistence {
                     Err(e) => outcome = Err(e.to_string()),
                 }
             }
-            let mut files = Vec::with_capacity(shards);
+            let mut written = Vec::with_capacity(shards);
             for rx in dumps {
                 match rx.await.map_err(gone).and_then(|r| r) {
-                    Ok((name, _)) => files.push(name),
+                    Ok(dumped) => written.push(dumped),
                     Err(e) => outcome = Err(e),
                 }
             }
-            outcome = outcome.map(|_| files);
+            outcome = outcome.map(|_| written);
         }
         for s in 0..shards {
             coord.post_later(coord.node.local(s), ShardMsg::Admin(AdminMsg::Thaw));
         }
-        let files = outcome?;
+        let written = outcome?;
         let manifest = Manifest {
             seq,
-            files,
+            files: written.iter().map(|d| d.file.clone()).collect(),
+            floors: written.iter().map(|d| d.collection_floor).collect(),
             unix_secs: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),

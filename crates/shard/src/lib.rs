@@ -42,7 +42,9 @@ pub use ops::{
 };
 pub use record::Unit;
 pub use repl::{AckLevel, Replicator};
-pub use shard::{unix_ms, AeBatch, ChangeHook, Shard, ShardStats, KEYSET, PART_WAIT, PREPARE_WAIT};
+pub use shard::{
+    unix_ms, AeBatch, ChangeHook, Dumped, Shard, ShardStats, KEYSET, PART_WAIT, PREPARE_WAIT,
+};
 pub use table::KeyHasher;
 
 /// Keys Elsa keeps for itself (transaction records) start with this;

@@ -596,12 +596,12 @@ pub enum AdminMsg {
     /// multi-shard commit holds keys here.
     Freeze(oneshot::Sender<()>),
     /// Snapshot, step 2: switch the log to segment `seq` and write this
-    /// shard's snapshot file; answers its name and size.
+    /// shard's snapshot file; answers what it wrote.
     Dump {
         /// The snapshot's sequence number.
         seq: u64,
-        /// File name and bytes, or the error.
-        reply: oneshot::Sender<Result<(String, u64), String>>,
+        /// What was written, or the error.
+        reply: oneshot::Sender<Result<crate::Dumped, String>>,
     },
     /// Snapshot, step 3: accept multi-shard prepares again.
     Thaw,

@@ -121,7 +121,9 @@ pub struct Shard {
     /// Lattices from other regions that belong to a transaction of several
     /// keys, kept out of sight until the whole transaction is installed
     /// here (by `elsa_txn`'s unit install), or [`PART_WAIT`] passes.
-    parts: HashMap<Bytes, (LogEntry, std::time::Instant)>,
+    /// With each, when it came and the oldest commit merged into it (which
+    /// holds the collection floor back: see [`Shard::collection_floor`]).
+    parts: HashMap<Bytes, (LogEntry, std::time::Instant, Ts)>,
     stats: ShardStats,
     durability: Option<Durability>,
     frozen: bool,
@@ -213,8 +215,40 @@ enum Source {
     Peer,
     /// Another region's transaction, installed here as a whole: logged
     /// and shipped to the region's other replicas, not gossiped (every
-    /// region gets it from the committing one).
+    /// region gets it from the committing one). Its record may bring it
+    /// again long after: nothing in it below the collection floor counts.
     Remote,
+    /// A committed transaction record's write put back by recovery
+    /// (`elsa_txn::record::restore_writes`): as `Recovery`, and like an
+    /// install, nothing in it below the collection floor counts.
+    Replayed,
+}
+
+impl Source {
+    /// Replayed from disk at startup.
+    fn recovering(self) -> bool {
+        matches!(self, Source::Recovery | Source::Replayed)
+    }
+
+    /// A transaction delivered again, perhaps long after it first was
+    /// (see [`Shard::collection_floor`]).
+    fn redelivered(self) -> bool {
+        matches!(self, Source::Remote | Source::Replayed)
+    }
+}
+
+/// True when every part of a write committed as `version` is older than
+/// `floor`. A transaction's write is judged whole — all of it was written
+/// by its commit — never trimmed part by part: a counter's or a score's
+/// base carries the tallies it saw, and dropping those alone would count
+/// them twice.
+fn written_before(state: &EntryState, version: Version, floor: Ts) -> bool {
+    let newest = match state {
+        // A change of a TTL alone goes with the value it changed.
+        EntryState::Plain(c) => Current::order(c.as_ref(), version).0,
+        EntryState::Typed(s) => s.newest().max(version),
+    };
+    newest.commit_ts < floor
 }
 
 /// How long a part of another region's transaction waits for the rest
@@ -815,6 +849,11 @@ impl Shard {
             }
             None => state,
         };
+        // A transaction delivered again from before the collection floor:
+        // what it wrote is here already, or was removed and collected.
+        if source.redelivered() && written_before(state, version, self.tombstone_floor) {
+            return false;
+        }
         // What a snapshot may still need of the version this replaces.
         let replaced = match &self.history {
             Some(h) if h.wanted() => Some(self.past_version(hash, key)),
@@ -850,13 +889,13 @@ impl Shard {
             }
         }
         if written && !self.parts.is_empty() {
-            if let Some((part, _)) = self.parts.get(key) {
+            if let Some((part, _, _)) = self.parts.get(key) {
                 if part.version <= version {
                     // Superseded, or installed with its transaction — but
                     // a typed delta is never superseded by a newer write
                     // (it holds elements the newer one may not): it merges
                     // (a no-op when its unit put it here already).
-                    let (part, _) = self.parts.remove(key).expect("just found");
+                    let (part, _, _) = self.parts.remove(key).expect("just found");
                     if matches!(part.state, EntryState::Typed(_)) {
                         let unit = std::mem::replace(&mut self.unit, part.unit);
                         self.install_from(
@@ -872,7 +911,7 @@ impl Shard {
                 }
             }
         }
-        if written && source != Source::Recovery && !self.unseen {
+        if written && !source.recovering() && !self.unseen {
             if let Some(hook) = &self.on_change {
                 hook.changed(key);
             }
@@ -896,7 +935,7 @@ impl Shard {
                 });
             }
         }
-        if written && source != Source::Recovery {
+        if written && !source.recovering() {
             if let Some(d) = &mut self.durability {
                 d.wal.stage(key, state, start_ts, version, own);
             }
@@ -1767,8 +1806,11 @@ mod persist;
 mod upkeep;
 mod waiting;
 pub use keyset::KEYSET;
+pub use persist::Dumped;
 pub use upkeep::AeBatch;
 
+#[cfg(test)]
+mod floor_tests;
 #[cfg(test)]
 mod repl_tests;
 #[cfg(test)]

@@ -207,6 +207,22 @@ impl Shard {
         );
     }
 
+    /// A committed transaction record's write, put back by recovery
+    /// (`elsa_txn::record::restore_writes`): as [`Shard::restore`], but
+    /// what it holds from before the collection floor is not put back —
+    /// the record may have arrived again after the snapshot that holds
+    /// the floor, and its writes were here then or removed and collected.
+    pub fn restore_replayed(&mut self, hash: u64, entry: &LogEntry) {
+        self.install_from(
+            hash,
+            &entry.key,
+            &entry.state,
+            entry.start_ts,
+            entry.version,
+            Source::Replayed,
+        );
+    }
+
     /// Merges lattices received from a peer. Each is installed only if it
     /// wins the merge; those that do are logged (not gossiped back).
     ///
@@ -252,11 +268,13 @@ impl Shard {
     /// supersedes it); typed deltas merge, since each holds changes the
     /// other does not.
     fn park_part(&mut self, e: &LogEntry) {
-        let Some((p, _)) = self.parts.get_mut(&e.key) else {
+        let Some((p, _, oldest)) = self.parts.get_mut(&e.key) else {
             let at = std::time::Instant::now();
-            self.parts.insert(e.key.clone(), (e.clone(), at));
+            let oldest = e.version.commit_ts;
+            self.parts.insert(e.key.clone(), (e.clone(), at, oldest));
             return;
         };
+        *oldest = (*oldest).min(e.version.commit_ts);
         if let (EntryState::Plain(_), EntryState::Plain(_)) = (&p.state, &e.state) {
             if p.version < e.version {
                 *p = e.clone();
@@ -285,7 +303,7 @@ impl Shard {
         let hasher = *self.table.hasher();
         let mut late = Vec::new();
         let mut merge_now = Vec::new();
-        self.parts.retain(|key, (part, at)| {
+        self.parts.retain(|key, (part, at, _)| {
             let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
             let stored = self
                 .table
@@ -326,7 +344,8 @@ impl Shard {
     }
 
     /// Switches the log to segment `seq` and writes this shard's snapshot.
-    pub fn op_dump(&mut self, seq: u64) -> Result<(String, u64), String> {
+    pub fn op_dump(&mut self, seq: u64) -> Result<Dumped, String> {
+        let collection_floor = self.tombstone_floor;
         let index = self.index;
         let Some(d) = &mut self.durability else {
             return Err("this shard has no data directory".into());
@@ -382,9 +401,15 @@ impl Shard {
                 version: r.version(),
             }
         });
-        d.dir
+        let (file, bytes) = d
+            .dir
             .write_snapshot(seq, index, entries)
-            .map_err(|e| format!("snapshot file: {e}"))
+            .map_err(|e| format!("snapshot file: {e}"))?;
+        Ok(Dumped {
+            file,
+            bytes,
+            collection_floor,
+        })
     }
 }
 
@@ -399,4 +424,16 @@ fn typed_of_entry(e: &LogEntry) -> KeyState {
             e.version,
         )),
     }
+}
+
+/// One shard's snapshot file, as [`Shard::op_dump`] wrote it.
+#[derive(Debug, Clone)]
+pub struct Dumped {
+    /// Its name inside `snap/`.
+    pub file: String,
+    /// Its size.
+    pub bytes: u64,
+    /// The shard's collection floor then ([`Shard::collection_floor`]),
+    /// which the manifest keeps.
+    pub collection_floor: elsa_lattice::Ts,
 }

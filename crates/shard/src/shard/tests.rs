@@ -1740,14 +1740,15 @@ fn an_expired_key_stays_a_tombstone_in_the_snapshot() {
         reply: tx,
     });
     s.flush_wal();
-    let (name, _) = s.op_dump(2).unwrap();
+    let dumped = s.op_dump(2).unwrap();
     s.close_wal();
     DataDir::open(&dir)
         .unwrap()
         .commit_manifest(&crate::wal::files::Manifest {
             seq: 2,
-            files: vec![name],
+            files: vec![dumped.file],
             unix_secs: 0,
+            floors: vec![dumped.collection_floor],
         })
         .unwrap();
     let mut r = recovered(&dir);

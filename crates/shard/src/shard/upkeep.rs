@@ -202,6 +202,7 @@ impl Shard {
     /// may go like any other. Tombstones are kept while unflushed gossip
     /// still has to carry them.
     pub fn collect_garbage(&mut self, now_ms: u64, tombstone_before: Ts) -> usize {
+        let tombstone_before = self.held_back(tombstone_before);
         self.gc = GcSweep::default();
         let removed = self.collect_segments(0..crate::table::SEGMENTS, now_ms, tombstone_before);
         self.tombstone_floor = self.tombstone_floor.max(tombstone_before);
@@ -214,6 +215,7 @@ impl Shard {
     /// sweep over millions of keys in one turn stalled every client of the
     /// shard for its length; a slice of it stalls them for a slice.
     pub fn collect_garbage_step(&mut self, now_ms: u64, tombstone_before: Ts, segments: usize) {
+        let tombstone_before = self.held_back(tombstone_before);
         let horizon = *self.gc.horizon.get_or_insert(tombstone_before);
         let start = self.gc.cursor;
         let end = (start + segments.max(1)).min(crate::table::SEGMENTS);
@@ -224,6 +226,36 @@ impl Shard {
         } else {
             self.gc.cursor = end;
         }
+    }
+
+    /// `tombstone_before`, held back below the oldest part of another
+    /// region's transaction waiting here: its install is not in any
+    /// digest yet, so no proof covers it, and neither the removes it may
+    /// meet nor the floor that judges it may pass it.
+    fn held_back(&self, tombstone_before: Ts) -> Ts {
+        self.parts
+            .values()
+            .map(|(_, _, oldest)| *oldest)
+            .min()
+            .map_or(tombstone_before, |t| tombstone_before.min(t))
+    }
+
+    /// The collection floor: every tombstone this shard collected was
+    /// committed before it, and every replica then held what this one
+    /// held from before it (the horizon it collected by). A transaction
+    /// delivered again — another region's installed once more from its
+    /// record, or a record's writes put back by recovery — brings nothing
+    /// from before it: what it holds from then is here already, or was
+    /// removed and collected (issue 41). Snapshots keep it
+    /// ([`Shard::set_collection_floor`]).
+    pub fn collection_floor(&self) -> Ts {
+        self.tombstone_floor
+    }
+
+    /// Takes a floor a snapshot kept (recovery, before replay; it only
+    /// rises).
+    pub fn set_collection_floor(&mut self, floor: Ts) {
+        self.tombstone_floor = self.tombstone_floor.max(floor);
     }
 
     fn collect_segments(

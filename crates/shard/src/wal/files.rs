@@ -40,6 +40,24 @@ pub struct Manifest {
     pub files: Vec<String>,
     /// When it was taken (Unix seconds).
     pub unix_secs: u64,
+    /// Per shard, its collection floor when it was taken
+    /// (`Shard::collection_floor`): recovery puts back no transaction
+    /// record's write from before it. Empty in a manifest written before
+    /// floors were kept (nothing is then held back).
+    pub floors: Vec<elsa_lattice::Ts>,
+}
+
+impl Manifest {
+    /// The collection floor recovery applies to shard `shard` of `shards`:
+    /// its own when the node has as many shards as when the snapshot was
+    /// taken, else the lowest (keys may have moved between shards).
+    pub fn floor_of(&self, shard: usize, shards: usize) -> elsa_lattice::Ts {
+        if self.floors.len() == shards {
+            self.floors.get(shard).copied().unwrap_or(0)
+        } else {
+            self.floors.iter().copied().min().unwrap_or(0)
+        }
+    }
 }
 
 /// Why recovery stopped.
@@ -315,6 +333,9 @@ impl DataDir {
         for f in &m.files {
             text.push_str(&format!("file {f}\n"));
         }
+        for (i, floor) in m.floors.iter().enumerate() {
+            text.push_str(&format!("floor {i} {floor}\n"));
+        }
         let tmp = self.snap_dir().join("MANIFEST.tmp");
         let mut f = File::create(&tmp)?;
         f.write_all(text.as_bytes())?;
@@ -357,12 +378,23 @@ impl DataDir {
             seq: 0,
             files: Vec::new(),
             unix_secs: 0,
+            floors: Vec::new(),
         };
         for line in lines {
             match line.split_once(' ') {
                 Some(("seq", v)) => m.seq = v.parse().map_err(|_| bad("bad seq"))?,
                 Some(("unix", v)) => m.unix_secs = v.parse().map_err(|_| bad("bad time"))?,
                 Some(("file", v)) => m.files.push(v.to_string()),
+                Some(("floor", v)) => {
+                    // `floor <shard> <ts>`, shards in order.
+                    let floor = v
+                        .split_once(' ')
+                        .and_then(|(i, f)| Some((i.parse::<usize>().ok()?, f.parse().ok()?)))
+                        .filter(|(i, _)| *i == m.floors.len())
+                        .ok_or_else(|| bad("bad floor"))?
+                        .1;
+                    m.floors.push(floor);
+                }
                 _ => return Err(bad("unknown manifest line")),
             }
         }

@@ -435,3 +435,38 @@ fn log_bytes_leave_out_the_zeros_written_ahead() {
     );
     assert_eq!(data.wal_bytes(), 150, "a closed segment counts its file");
 }
+
+#[test]
+fn a_manifest_keeps_each_shards_collection_floor() {
+    let root = tempdir("manifest-floors");
+    let dir = files::DataDir::open(&root).unwrap();
+    let m = files::Manifest {
+        seq: 3,
+        files: vec!["0000000003-000.snap".into(), "0000000003-001.snap".into()],
+        unix_secs: 7,
+        floors: vec![100 << 16, 90 << 16],
+    };
+    dir.commit_manifest(&m).unwrap();
+    let read = dir.manifest().unwrap().expect("a manifest");
+    assert_eq!(read, m);
+    // As many shards as then: each its own; otherwise the lowest.
+    assert_eq!(read.floor_of(0, 2), 100 << 16);
+    assert_eq!(read.floor_of(1, 2), 90 << 16);
+    assert_eq!(read.floor_of(2, 4), 90 << 16);
+    // A manifest from before floors were kept holds nothing back.
+    std::fs::write(
+        root.join("snap/MANIFEST"),
+        "elsa-snapshot 1\nseq 3\nunix 7\nfile 0000000003-000.snap\n",
+    )
+    .unwrap();
+    let old = dir.manifest().unwrap().expect("a manifest");
+    assert_eq!(old.floor_of(0, 1), 0);
+    // A damaged floor line is refused, not guessed.
+    std::fs::write(
+        root.join("snap/MANIFEST"),
+        "elsa-snapshot 1\nseq 3\nunix 7\nfloor 1 5\n",
+    )
+    .unwrap();
+    assert!(dir.manifest().is_err());
+    let _ = std::fs::remove_dir_all(&root);
+}
