@@ -181,3 +181,171 @@ fn a_remote_transaction_is_visible_all_at_once() {
         torn.join("\n")
     );
 }
+
+/// Accounts of one region, 100 each.
+const ACCOUNTS: usize = 5;
+
+fn accounts(region: &str) -> Vec<String> {
+    (0..ACCOUNTS)
+        .map(|i| format!("bank:{region}:{i}"))
+        .collect()
+}
+
+/// One transfer between two of `keys` at SI; true if it committed.
+fn transfer(con: &mut redis::Connection, keys: &[String], from: usize, to: usize, n: i64) -> bool {
+    let num = |v: &Value| text(v).and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+    let Ok(Value::Okay) = redis::cmd("BEGIN").arg("SI").query::<Value>(con) else {
+        return false;
+    };
+    let a = redis::cmd("GET").arg(&keys[from]).query::<Value>(con);
+    let b = redis::cmd("GET").arg(&keys[to]).query::<Value>(con);
+    let (Ok(a), Ok(b)) = (a, b) else {
+        let _ = redis::cmd("ABORT").query::<Value>(con);
+        return false;
+    };
+    let _: Result<Value, _> = redis::cmd("SET")
+        .arg(&keys[from])
+        .arg(num(&a) - n)
+        .query(con);
+    let _: Result<Value, _> = redis::cmd("SET").arg(&keys[to]).arg(num(&b) + n).query(con);
+    matches!(redis::cmd("COMMIT").query::<Value>(con), Ok(Value::Int(_)))
+}
+
+/// Issue 42: in two regions of two nodes, each region transferring
+/// between its own five accounts (`BEGIN SI`, two keys at a time, many
+/// writers), readers in the other region (`BEGIN SI`, all five, `COMMIT`)
+/// saw sums other than the total in 84 of 299 snapshots — a transfer
+/// reads what an earlier one wrote, and installed before it, the later
+/// transfer's half showed the earlier one's effect without its other half.
+///
+/// Fails today (20 of 5 928 remote snapshots wrong in 10 s, e.g. `[100,
+/// 120, 100, 100, 100]`): another region's transactions are installed in
+/// the order their records and frames arrive, so a transfer that read an
+/// earlier one's write can be shown before it (the order of installs must
+/// follow each key's versions at the origin). Ignored until fixed.
+#[test]
+#[ignore = "defect (issue 42): another region's dependent transfers are installed out of order"]
+fn transfers_of_another_region_never_show_a_wrong_total() {
+    let _one = one_at_a_time();
+    let started = Instant::now();
+    let c = Arc::new(Cluster::start(&["a", "a", "b", "b"], &[]));
+    let regions = [("a", [0usize, 1]), ("b", [2, 3])];
+    for (r, nodes) in regions {
+        let mut con = c.conn(nodes[0]);
+        let mut mset = redis::cmd("MSET");
+        for k in accounts(r) {
+            mset.arg(k).arg(100);
+        }
+        let _: Value = mset.query(&mut con).expect("MSET");
+    }
+    // Every node sees both regions' opening balances.
+    for i in 0..c.len() {
+        let mut con = c.conn(i);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for r in ["a", "b"] {
+            loop {
+                let v: Vec<Value> = redis::cmd("MGET").arg(accounts(r)).query(&mut con).unwrap();
+                if v.iter().all(|v| text(v).as_deref() == Some("100")) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "node {i} never saw region {r}'s accounts"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    let run = Duration::from_secs(crate::common::env_or("ELSA_AV_SECS", 8));
+    let stop = Arc::new(AtomicBool::new(false));
+    let commits = Arc::new(AtomicUsize::new(0));
+    let mut threads = Vec::new();
+    for (r, nodes) in regions {
+        for node in nodes {
+            for w in 0..2u64 {
+                let (c, stop, commits) = (c.clone(), stop.clone(), commits.clone());
+                threads.push(std::thread::spawn(move || {
+                    let mut con = c.conn(node);
+                    let keys = accounts(r);
+                    let mut i = w * 7 + node as u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        i = i
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let from = (i >> 33) as usize % ACCOUNTS;
+                        let to = (from + 1 + (i >> 40) as usize % (ACCOUNTS - 1)) % ACCOUNTS;
+                        if transfer(&mut con, &keys, from, to, 1 + (i >> 50) as i64 % 10) {
+                            commits.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    (0usize, Vec::<String>::new())
+                }));
+            }
+        }
+    }
+    // Readers on every node, of the other region's accounts.
+    for (other, nodes) in [("b", [0usize, 1]), ("a", [2, 3])] {
+        for node in nodes {
+            let (c, stop) = (c.clone(), stop.clone());
+            threads.push(std::thread::spawn(move || {
+                let mut con = c.conn(node);
+                let keys = accounts(other);
+                let (mut snapshots, mut wrong) = (0usize, Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(seen) = read_group(&mut con, "si", &keys) else {
+                        continue;
+                    };
+                    snapshots += 1;
+                    let values: Vec<i64> = seen
+                        .iter()
+                        .map(|v| v.as_deref().and_then(|s| s.parse().ok()).unwrap_or(-1))
+                        .collect();
+                    let sum: i64 = values.iter().sum();
+                    if sum != 100 * ACCOUNTS as i64 && wrong.len() < 5 {
+                        wrong.push(format!(
+                            "node {node} read region {other}'s accounts as {values:?} (sum {sum}) at {:.1?}",
+                            started.elapsed()
+                        ));
+                    }
+                }
+                (snapshots, wrong)
+            }));
+        }
+    }
+    std::thread::sleep(run);
+    stop.store(true, Ordering::Relaxed);
+    let (mut snapshots, mut wrong) = (0, Vec::new());
+    for t in threads {
+        let (n, w) = t.join().expect("a client thread");
+        snapshots += n;
+        wrong.extend(w);
+    }
+    let commits = commits.load(Ordering::Relaxed);
+    eprintln!(
+        "bank across regions: {commits} transfers, {snapshots} remote snapshots, {} with a wrong total (first 5 per reader), {:.1?}",
+        wrong.len(),
+        started.elapsed()
+    );
+    assert!(commits > 100, "only {commits} transfers");
+    assert!(snapshots > 100, "only {snapshots} remote snapshots");
+    assert!(
+        wrong.is_empty(),
+        "readers saw another region's transfers in part:\n{}",
+        wrong.join("\n")
+    );
+    // And the totals hold everywhere once converged.
+    let all: Vec<usize> = (0..c.len()).collect();
+    c.wait_same_digest(&all, Duration::from_secs(30));
+    for i in 0..c.len() {
+        let mut con = c.conn(i);
+        for r in ["a", "b"] {
+            let v: Vec<Value> = redis::cmd("MGET").arg(accounts(r)).query(&mut con).unwrap();
+            let sum: i64 = v.iter().filter_map(|v| text(v)?.parse::<i64>().ok()).sum();
+            assert_eq!(
+                sum,
+                100 * ACCOUNTS as i64,
+                "node {i}, region {r}'s accounts"
+            );
+        }
+    }
+}
