@@ -441,3 +441,67 @@ fn a_ttl_change_never_undoes_a_concurrent_write_in_another_region() {
         lost.join("\n")
     );
 }
+
+/// Clock skew, injected (`ELSA.FAULT CLOCK ms`, issue 42): a node whose
+/// clock runs ahead stamps its commits ahead, so its write beats a later
+/// one (by real time) of a node whose clock is right — last writer wins
+/// by the clocks, as `docs/regions.md` says — and a node further ahead of
+/// a peer than `max-clock-drift-ms` has its lattices refused there until
+/// its clock is right again (then they go through).
+#[test]
+fn a_skewed_clock_orders_writes_by_its_timestamps_within_the_drift_limit() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["a", "b"], &["--max-clock-drift-ms", "2000"]);
+    let (mut a, mut b) = (c.conn(0), c.conn(1));
+    let converged =
+        |key: &str, want: &str, a: &mut redis::Connection, b: &mut redis::Connection| {
+            let deadline = Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                let (x, y) = (run(a, &format!("GET {key}")), run(b, &format!("GET {key}")));
+                if text(&x).as_deref() == Some(want) && text(&y).as_deref() == Some(want) {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{key}: a has {x:?}, b has {y:?}, both should have {want}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        };
+    // Two concurrent writes, b's first by real time: b is cut off while
+    // both are made, so neither clock has seen the other's stamp (a clock
+    // that has moves past it, and its writes win as they should).
+    let concurrent = |key: &str, a: &mut redis::Connection, b: &mut redis::Connection| {
+        c.fault(1, "ISOLATE");
+        assert!(ok(&run(b, &format!("SET {key} from-b"))));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(ok(&run(a, &format!("SET {key} from-a"))));
+        c.fault(1, "HEAL");
+    };
+    // Right clocks: the later write wins.
+    concurrent("k1", &mut a, &mut b);
+    converged("k1", "from-a", &mut a, &mut b);
+    // b's clock 1.5 s ahead: its write, made first, wins.
+    c.fault(1, "CLOCK 1500");
+    concurrent("k2", &mut a, &mut b);
+    converged("k2", "from-b", &mut a, &mut b);
+    // 5 s ahead, past the 2 s limit: a refuses b's lattices…
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    c.fault(1, "CLOCK 5000");
+    assert!(ok(&run(&mut b, "SET k3 from-b")));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(
+        text(&run(&mut a, "GET k3")),
+        None,
+        "a took a lattice 5 s ahead"
+    );
+    // …until b's clock is right and real time has passed the stamp.
+    c.fault(1, "HEAL");
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    converged("k3", "from-b", &mut a, &mut b);
+    let bad = redis::cmd("ELSA.FAULT")
+        .arg("CLOCK")
+        .arg("soon")
+        .query::<Value>(&mut b);
+    assert!(bad.is_err(), "CLOCK soon answered {bad:?}");
+}

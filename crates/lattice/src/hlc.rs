@@ -3,7 +3,7 @@
 //! Hand-written because it is a dozen lines and sits on every commit: one
 //! atomic word, advanced with compare-and-swap, no lock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::Ts;
@@ -41,6 +41,9 @@ pub struct Hlc<C: PhysicalClock = SystemClock> {
     horizon: AtomicU64,
     /// How many pauses this process noticed (see [`Hlc::lapse`]).
     lapses: AtomicU64,
+    /// Milliseconds added to the physical clock: a skewed clock, for
+    /// tests only ([`Hlc::set_offset_ms`]).
+    offset_ms: AtomicI64,
     clock: C,
 }
 
@@ -57,13 +60,28 @@ impl<C: PhysicalClock> Hlc<C> {
             last: AtomicU64::new(0),
             horizon: AtomicU64::new(u64::MAX),
             lapses: AtomicU64::new(0),
+            offset_ms: AtomicI64::new(0),
             clock,
         }
     }
 
+    /// Physical time as this clock reads it (its offset included), ms.
+    pub fn physical_ms(&self) -> u64 {
+        let offset = self.offset_ms.load(Ordering::Relaxed);
+        self.clock.now_ms().saturating_add_signed(offset)
+    }
+
+    /// Testing: reads physical time `ms` ahead (behind, when negative) of
+    /// the real clock from now on — clock skew on one node, which a node
+    /// allows only with `fault-injection` (`ELSA.FAULT CLOCK ms`). The
+    /// timestamps it hands out stay increasing whatever the offset does.
+    pub fn set_offset_ms(&self, ms: i64) {
+        self.offset_ms.store(ms, Ordering::Relaxed);
+    }
+
     fn physical(&self) -> Ts {
         let horizon = self.horizon.load(Ordering::SeqCst);
-        self.clock.now_ms().min(horizon) << LOGICAL_BITS
+        self.physical_ms().min(horizon) << LOGICAL_BITS
     }
 
     /// Until renewed, timestamps take their physical part from no later
@@ -134,7 +152,7 @@ impl<C: PhysicalClock> Hlc<C> {
     /// is observed or installed. A forged far-future one (2^64−2 would lock
     /// a key for good; 2^63−1 would push every later commit past it) fails.
     pub fn plausible(&self, ts: Ts, max_drift_ms: u64) -> bool {
-        Self::millis(ts) <= self.clock.now_ms().saturating_add(max_drift_ms)
+        Self::millis(ts) <= self.physical_ms().saturating_add(max_drift_ms)
     }
 
     /// [`Hlc::observe`], but only for a [`plausible`](Hlc::plausible)
@@ -184,6 +202,25 @@ mod tests {
         assert_eq!(Hlc::<Arc<Manual>>::millis(c), 1_500);
         hlc.hold_physical_below(9_500); // renewed
         assert_eq!(Hlc::<Arc<Manual>>::millis(hlc.now()), 9_000);
+    }
+
+    #[test]
+    fn an_offset_skews_timestamps_and_what_counts_as_plausible() {
+        let phys = Arc::new(Manual(AtomicU64::new(10_000)));
+        let hlc = Hlc::new(phys.clone());
+        hlc.set_offset_ms(2_000);
+        let ahead = hlc.now();
+        assert_eq!(Hlc::<Arc<Manual>>::millis(ahead), 12_000);
+        assert!(hlc.plausible(12_400 << LOGICAL_BITS, 500));
+        assert!(!hlc.plausible(12_600 << LOGICAL_BITS, 500));
+        // Set back: still increasing, the physical part held until real
+        // time catches up.
+        hlc.set_offset_ms(-1_000);
+        let behind = hlc.now();
+        assert!(behind > ahead);
+        assert_eq!(Hlc::<Arc<Manual>>::millis(behind), 12_000);
+        phys.0.store(14_000, Ordering::Relaxed);
+        assert_eq!(Hlc::<Arc<Manual>>::millis(hlc.now()), 13_000);
     }
 
     #[test]

@@ -187,7 +187,7 @@ impl Conn {
     /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|DELAY-INSTALLS
     /// ms|DELAY-ANSWERS ms [PREPARES]|LINKS-DOWN ms|CRASH-AFTER-RECORD|CRASH-BEFORE-SHIP prefix|
     /// PAUSE-BEFORE-SHIP prefix|CRASH-AFTER-SHIP-TO-ONE prefix|PAUSE-REPAIR|
-    /// LAPSE|HEAL` (needs
+    /// LAPSE|CLOCK ms|HEAL` (needs
     /// `fault-injection = true`):
     /// cut this node off from other regions; have it ignore the installs
     /// of multi-shard commits coordinated elsewhere (a node that dies
@@ -202,8 +202,9 @@ impl Conn {
     /// shipping it, or stop itself there (SIGSTOP), or ship it to one
     /// replica and die once that one has it; start no anti-entropy round;
     /// act as if it had just
-    /// noticed a pause (it stops serving and catches up again); HEAL
-    /// undoes the delays and cuts.
+    /// noticed a pause (it stops serving and catches up again); run its
+    /// clock `ms` ahead (negative: behind) of the real one (clock skew);
+    /// HEAL undoes the delays, cuts and skew.
     pub(crate) fn elsa_fault(&mut self, args: &[Bytes]) {
         let Some(cl) = self.shared.cluster.clone() else {
             return self.w().error("ERR this node has no peers");
@@ -269,6 +270,17 @@ impl Conn {
             cl.set_repair_paused(true);
         } else if is(&args[1], "lapse") {
             cl.simulate_pause();
+        } else if is(&args[1], "clock") {
+            let Some(ms) = args
+                .get(2)
+                .and_then(|a| std::str::from_utf8(a).ok()?.parse::<i64>().ok())
+                .filter(|ms| ms.unsigned_abs() <= 24 * 3_600_000)
+            else {
+                return self.w().error(
+                    "ERR ELSA.FAULT CLOCK takes milliseconds (negative: behind), at most a day",
+                );
+            };
+            cl.set_clock_offset(ms);
         } else if is(&args[1], "heal") {
             cl.set_isolated(false);
             cl.set_drop_installs(false);
@@ -276,11 +288,12 @@ impl Conn {
             cl.set_links_down(std::time::Duration::ZERO);
             cl.set_busy_installs(false);
             cl.set_repair_paused(false);
+            cl.set_clock_offset(0);
             self.coord.node.set_install_delay(0);
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms [PREPARES], LINKS-DOWN ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms [PREPARES], LINKS-DOWN ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE, CLOCK ms or HEAL");
         }
         self.w().simple("OK");
     }

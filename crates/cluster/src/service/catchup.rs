@@ -32,7 +32,7 @@ const PULSE: Duration = Duration::from_millis(100);
 /// [`Hlc::hold_physical_below`]): several pulses, so a loaded runtime does
 /// not stall timestamps, and well under the second or more of silence the
 /// failure detector needs before peers take this node's slots over.
-const CLOCK_LEASE: Duration = Duration::from_millis(600);
+pub(super) const CLOCK_LEASE: Duration = Duration::from_millis(600);
 
 impl Cluster {
     /// True once this node has caught up since it started (it may then be
@@ -217,8 +217,10 @@ impl Cluster {
             self.serving.store(false, Ordering::SeqCst);
         }
         self.last_tick.store(now, Ordering::SeqCst);
+        // Ahead of the clock's own physical time (a skewed clock, in tests,
+        // reads other than `now`).
         self.hlc
-            .hold_physical_below(now + CLOCK_LEASE.as_millis() as u64);
+            .hold_physical_below(self.hlc.physical_ms() + CLOCK_LEASE.as_millis() as u64);
         if paused {
             return Some(format!("no pulse for {gap} ms (paused?)"));
         }

@@ -144,6 +144,18 @@ impl Cluster {
         self.rejoin("fault injection: as if paused");
     }
 
+    /// Testing: skews this node's clock `ms` ahead (behind, when
+    /// negative) of the real one (see `Hlc::set_offset_ms`).
+    pub fn set_clock_offset(&self, ms: i64) {
+        self.hlc.set_offset_ms(ms);
+        // At once, not from the next pulse: the horizon would hold the
+        // skewed clock's timestamps below the old reading until then.
+        self.hlc.hold_physical_below(
+            self.hlc.physical_ms() + super::catchup::CLOCK_LEASE.as_millis() as u64,
+        );
+        tracing::warn!("fault injection: clock offset {ms} ms");
+    }
+
     /// Cuts this node off from every other region, or heals it.
     pub fn set_isolated(&self, on: bool) {
         self.isolated.store(on, Ordering::Relaxed);
