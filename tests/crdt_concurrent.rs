@@ -128,14 +128,19 @@
 //! node read. A cluster that is not whole again after a fault fails too
 //! (a finding, not a checker error).
 //!
-//! **Still seen** (seeds 3–12 after the fix, one run each: 9 clean).
-//! Seed 12: a hash field added by a region-`a` `BEGIN` at 1.57 s and
-//! removed by an `EVAL` at 2.74 s came back on every node, and the shared
-//! `HINCRBY` field summed 2 short of the acknowledged increments; a node
-//! of region `b` had been stopped by SIGTERM at 1.7 s (its restart left
-//! out one lattice its replica never confirmed) and the install of the
-//! `BEGIN` in region `b` failed meanwhile, its parts shown alone 10 s
-//! later. Not analysed to the end.
+//! **Still seen** (26 runs after the fix, seeds 1–22, release build: 23
+//! clean; the build before it, 6 runs: 2 clean). Seeds 12 and 16: the
+//! shared `HINCRBY` field of a hash sums a little short of the
+//! acknowledged increments on every node (2469 of 2471, 993 of 995–999,
+//! 1105 of 1110) — the build before the fix shows it too, at the same
+//! seeds (2203 of 2205–2208; 2562 of 2565 and 2720 of 2725), so it is
+//! older than it; and once, one field removed by an `EVAL` came back, its
+//! add a `BEGIN` whose install in region `b` failed while a node there was
+//! stopped (SIGTERM), its parts shown alone 10 s later. Both runs stopped
+//! a region-`b` node whose restart left out a lattice its replica never
+//! confirmed. Not analysed to the end: the next step is a per-key state
+//! dump (tallies per origin, the base and what it observed) on a
+//! divergence.
 //!
 //! Ignored by default (`#[ignore]`) until its long runs are clean. Run it:
 //!
@@ -305,10 +310,10 @@ fn per_kind(ops: &[Op]) -> String {
     parts.join(", ")
 }
 
-/// Ignored until its long runs are clean: about one run in ten still
+/// Ignored until its long runs are clean: about one run in eight still
 /// diverges (see the module doc, *Still seen*).
 #[test]
-#[ignore = "about one run in ten still diverges (module doc: Still seen)"]
+#[ignore = "about one run in eight still diverges (module doc: Still seen)"]
 fn concurrent_writers_in_two_regions_converge_by_the_crdt_rules() {
     let seed = env_or::<u64>("ELSA_CRDT_SEED", 1);
     let rounds = env_or::<usize>("ELSA_CRDT_ROUNDS", 6);
