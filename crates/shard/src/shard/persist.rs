@@ -197,14 +197,7 @@ impl Shard {
     /// before a FLUSHALL or FLUSHDB already replayed is gone
     /// (`install_from`).
     pub fn restore(&mut self, hash: u64, entry: &LogEntry) {
-        self.install_from(
-            hash,
-            &entry.key,
-            &entry.state,
-            entry.start_ts,
-            entry.version,
-            Source::Recovery,
-        );
+        self.restore_as(hash, entry, Source::Recovery);
     }
 
     /// A committed transaction record's write, put back by recovery
@@ -213,13 +206,17 @@ impl Shard {
     /// the record may have arrived again after the snapshot that holds
     /// the floor, and its writes were here then or removed and collected.
     pub fn restore_replayed(&mut self, hash: u64, entry: &LogEntry) {
+        self.restore_as(hash, entry, Source::Replayed);
+    }
+
+    fn restore_as(&mut self, hash: u64, entry: &LogEntry, source: Source) {
         self.install_from(
             hash,
             &entry.key,
             &entry.state,
             entry.start_ts,
             entry.version,
-            Source::Replayed,
+            source,
         );
     }
 

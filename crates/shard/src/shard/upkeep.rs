@@ -215,8 +215,12 @@ impl Shard {
     /// sweep over millions of keys in one turn stalled every client of the
     /// shard for its length; a slice of it stalls them for a slice.
     pub fn collect_garbage_step(&mut self, now_ms: u64, tombstone_before: Ts, segments: usize) {
-        let tombstone_before = self.held_back(tombstone_before);
-        let horizon = *self.gc.horizon.get_or_insert(tombstone_before);
+        // Taken when a sweep starts (every epoch carries one; a sweep
+        // keeps the first).
+        let horizon = match self.gc.horizon {
+            Some(h) => h,
+            None => *self.gc.horizon.insert(self.held_back(tombstone_before)),
+        };
         let start = self.gc.cursor;
         let end = (start + segments.max(1)).min(crate::table::SEGMENTS);
         self.collect_segments(start..end, now_ms, horizon);
