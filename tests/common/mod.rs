@@ -56,6 +56,24 @@ pub fn served_by(port: u16, pid: u32) -> bool {
         .any(|l| l.trim() == format!("process_id:{pid}"))
 }
 
+/// [`served_by`] for a server that requires `AUTH password`: it must
+/// accept the password and name `pid` as its process.
+pub fn served_by_with_password(port: u16, pid: u32, password: &str) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://:{password}@127.0.0.1:{port}/")) else {
+        return false;
+    };
+    let Ok(mut c) = client.get_connection() else {
+        return false;
+    };
+    redis::cmd("INFO")
+        .arg("server")
+        .query::<String>(&mut c)
+        .is_ok_and(|info| {
+            info.lines()
+                .any(|l| l.trim() == format!("process_id:{pid}"))
+        })
+}
+
 /// Path of the `elsa` binary cargo built for these tests.
 pub fn elsa_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_elsa"))
@@ -65,42 +83,61 @@ impl Elsa {
     /// Starts `elsa server` with `extra` flags on a free port; waits until it
     /// answers PING.
     pub fn start(extra: &[&str]) -> Elsa {
-        let port = free_port();
-        let data_dir =
-            std::env::temp_dir().join(format!("elsa-test-{}-{}", std::process::id(), port));
-        let mut cmd = Command::new(elsa_bin());
-        cmd.arg("server")
-            .arg("--port")
-            .arg(port.to_string())
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .args(extra)
-            .env("ELSA_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        let child = cmd.spawn().expect("spawn elsa server");
-        let mut elsa = Elsa {
-            port,
-            child,
-            data_dir,
-        };
-        elsa.wait_ready();
-        elsa
+        Elsa::spawn_ready(extra, None)
     }
 
-    /// Waits until this very process answers on its port; panics if it
-    /// exits first.
-    fn wait_ready(&mut self) {
+    /// Starts `elsa server` with `extra` flags (and `--requirepass` when
+    /// `password` is given) on a free port and waits until this very
+    /// process answers there. A server that exits during start-up (another
+    /// process took its port between the check and the bind) is started
+    /// again on another port, twice at most.
+    fn spawn_ready(extra: &[&str], password: Option<&str>) -> Elsa {
+        let mut last_exit = None;
+        for _ in 0..3 {
+            let port = free_port();
+            let data_dir =
+                std::env::temp_dir().join(format!("elsa-test-{}-{}", std::process::id(), port));
+            let mut cmd = Command::new(elsa_bin());
+            cmd.arg("server")
+                .arg("--port")
+                .arg(port.to_string())
+                .arg("--data-dir")
+                .arg(&data_dir)
+                .args(extra)
+                .env("ELSA_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit());
+            if let Some(password) = password {
+                cmd.arg("--requirepass").arg(password);
+            }
+            let child = cmd.spawn().expect("spawn elsa server");
+            let mut elsa = Elsa {
+                port,
+                child,
+                data_dir,
+            };
+            match elsa.wait_ready(password) {
+                Ok(()) => return elsa,
+                Err(status) => last_exit = Some(status),
+            }
+        }
+        panic!("elsa server exited during startup three times (last: {last_exit:?})");
+    }
+
+    /// Waits until this very process answers on its port; `Err` with its
+    /// exit status if it exits first.
+    fn wait_ready(&mut self, password: Option<&str>) -> Result<(), std::process::ExitStatus> {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "elsa server on port {} exited during startup ({status})",
-                    self.port
-                );
+                return Err(status);
             }
-            if served_by(self.port, self.child.id()) {
-                return;
+            let ours = match password {
+                None => served_by(self.port, self.child.id()),
+                Some(password) => served_by_with_password(self.port, self.child.id(), password),
+            };
+            if ours {
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -144,34 +181,7 @@ impl Drop for Elsa {
 impl Elsa {
     /// Starts a server that requires `AUTH password`.
     pub fn start_with_password(password: &str) -> Elsa {
-        let port = free_port();
-        let data_dir =
-            std::env::temp_dir().join(format!("elsa-test-{}-{}", std::process::id(), port));
-        let child = Command::new(elsa_bin())
-            .args([
-                "server",
-                "--port",
-                &port.to_string(),
-                "--requirepass",
-                password,
-            ])
-            .arg("--data-dir")
-            .arg(&data_dir)
-            .env("ELSA_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn elsa server");
-        let elsa = Elsa {
-            port,
-            child,
-            data_dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "elsa did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        elsa
+        Elsa::spawn_ready(&[], Some(password))
     }
 }
 
