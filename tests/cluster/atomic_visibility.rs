@@ -218,13 +218,13 @@ fn transfer(con: &mut redis::Connection, keys: &[String], from: usize, to: usize
 /// reads what an earlier one wrote, and installed before it, the later
 /// transfer's half showed the earlier one's effect without its other half.
 ///
-/// Fails today (20 of 5 928 remote snapshots wrong in 10 s, e.g. `[100,
-/// 120, 100, 100, 100]`): another region's transactions are installed in
-/// the order their records and frames arrive, so a transfer that read an
-/// earlier one's write can be shown before it (the order of installs must
-/// follow each key's versions at the origin). Ignored until fixed.
+/// Failed before each key's primary checked the order of installs
+/// (`Expect::InOrder`, `elsa_shard`'s `shard/parts.rs`): 20 of 5,928
+/// remote snapshots wrong in 10 s, e.g. `[100, 120, 100, 100, 100]` —
+/// another region's transactions were installed in the order their
+/// records and frames arrived, so a transfer that read an earlier one's
+/// write could show before it.
 #[test]
-#[ignore = "defect (issue 42): another region's dependent transfers are installed out of order"]
 fn transfers_of_another_region_never_show_a_wrong_total() {
     let _one = one_at_a_time();
     let started = Instant::now();

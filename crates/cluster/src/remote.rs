@@ -27,7 +27,9 @@ pub struct CheckMsg {
     #[prost(uint64, tag = "2")]
     pub hash: u64,
     /// 0 = exact version, 1 = committed before `ts`, 2 = exact version
-    /// and live until `until`.
+    /// and live until `until`, 3 = key set of database `origin` unchanged
+    /// since `ts`, 4 = another region's versions installed in order
+    /// (`order_ts`/`order_origin`, see `Expect::InOrder`).
     #[prost(uint32, tag = "3")]
     pub kind: u32,
     #[prost(uint64, tag = "4")]
@@ -36,6 +38,10 @@ pub struct CheckMsg {
     pub origin: u32,
     #[prost(uint64, tag = "6")]
     pub until: u64,
+    #[prost(uint64, repeated, tag = "7")]
+    pub order_ts: Vec<u64>,
+    #[prost(uint32, repeated, tag = "8")]
+    pub order_origin: Vec<u32>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -227,6 +233,11 @@ fn check_msg(c: &Check) -> CheckMsg {
         Expect::LiveVersion(v, _) => (2, v.commit_ts, v.origin),
         Expect::CommittedBefore(ts) => (1, ts, 0),
         Expect::KeysetBefore(db, ts) => (3, ts, u32::from(db)),
+        Expect::InOrder(_) => (4, 0, 0),
+    };
+    let (order_ts, order_origin) = match &c.expect {
+        Expect::InOrder(versions) => versions.iter().map(|v| (v.commit_ts, v.origin)).unzip(),
+        _ => (Vec::new(), Vec::new()),
     };
     CheckMsg {
         key: c.key.key.clone(),
@@ -238,6 +249,8 @@ fn check_msg(c: &Check) -> CheckMsg {
             Expect::LiveVersion(_, until) => until,
             _ => 0,
         },
+        order_ts,
+        order_origin,
     }
 }
 
@@ -251,6 +264,18 @@ fn check(m: CheckMsg) -> Check {
             0 => Expect::Version(Version::new(m.ts, m.origin)),
             2 => Expect::LiveVersion(Version::new(m.ts, m.origin), m.until),
             3 => Expect::KeysetBefore(m.origin as u8, m.ts),
+            4 => {
+                let mut versions: Vec<Version> = m
+                    .order_ts
+                    .iter()
+                    .zip(&m.order_origin)
+                    .map(|(&ts, &origin)| Version::new(ts, origin))
+                    .collect();
+                // Rising, as the check reads them, whatever the peer sent.
+                versions.sort_unstable();
+                versions.dedup();
+                Expect::InOrder(versions)
+            }
             _ => Expect::CommittedBefore(m.ts),
         },
     }

@@ -427,7 +427,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
             .cluster
             .as_ref()
             .and_then(|c| c.take_remote_units())
-            .map(|rx| tokio::task::spawn_local(install_remote_units(coord.clone(), rx)));
+            .map(|rx| {
+                tokio::task::spawn_local(elsa_txn::unit::install_remote_units(coord.clone(), rx))
+            });
         let served = accept_loop(
             Listeners {
                 plain: plain_listener,
@@ -576,31 +578,6 @@ async fn resolve_orphans(coord: Coordinator) {
                     in_flight.borrow_mut().remove(&(s, txn));
                 });
             }
-        }
-    }
-}
-
-/// Installs, each as one, the transactions of other regions the
-/// replication service hands this node (`elsa_txn::unit`): one batch at a
-/// time, each batch all that waited meanwhile.
-async fn install_remote_units(
-    coord: Coordinator,
-    mut units: mpsc::UnboundedReceiver<Vec<elsa_shard::wal::codec::LogEntry>>,
-) {
-    while let Some(first) = units.recv().await {
-        let mut batch = vec![first];
-        while let Ok(more) = units.try_recv() {
-            batch.push(more);
-        }
-        let n = batch.len();
-        if let Err(e) = coord
-            .install_unit(elsa_txn::unit::newest_per_key(batch))
-            .await
-        {
-            tracing::warn!(
-                "{n} transactions of other regions not installed as one: {e}; their parts show once they have waited {:?}",
-                elsa_shard::PART_WAIT
-            );
         }
     }
 }

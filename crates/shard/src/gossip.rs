@@ -5,6 +5,15 @@
 //! times in an epoch is sent once, already merged. A typed key (a hash, a
 //! set, a counter) keeps the merge of the epoch's deltas instead, so one
 //! member's change to a million-member set ships one member.
+//!
+//! One exception to "once per epoch": a write of a transaction of several
+//! keys is never folded into a later write of its key. Another region
+//! installs such a transaction whole, and before any later one that
+//! carries its change (`shard/parts.rs`); folded, its part would be
+//! missing from its own unit. So a key whose last write this epoch was
+//! such a part is *captured* — its lattice as that write left it — before
+//! it is written again ([`GossipBuffer::holds_a_part`],
+//! [`GossipBuffer::capture`]), and the flush ships both.
 
 use bytes::Bytes;
 use elsa_lattice::{Crdt, KeyState};
@@ -20,11 +29,19 @@ pub enum Dirty {
     Delta(Box<KeyState>),
 }
 
+/// A part of a transaction taken out of the epoch's changes before a
+/// later write of its key: the lattice to ship for it.
+pub type Captured = crate::wal::codec::LogEntry;
+
 /// Keys changed since the last flush.
 #[derive(Default)]
 pub struct GossipBuffer {
-    // foldhash: this map is touched on every write.
-    dirty: HashMap<Bytes, Dirty, foldhash::fast::RandomState>,
+    // foldhash: this map is touched on every write. The flag: the key's
+    // last write was a part of a transaction of several keys.
+    dirty: HashMap<Bytes, (Dirty, bool), foldhash::fast::RandomState>,
+    /// Parts of transactions taken out of `dirty` before a later write of
+    /// their key (see the module doc), in the order they were written.
+    captured: Vec<Captured>,
     /// Nothing is kept: the node has no peers and never will (no peer
     /// port), so no epoch ever ships. Keeping the keys anyway cost a hash
     /// insert and a key copy per write, and a second table lookup per key
@@ -40,37 +57,64 @@ impl GossipBuffer {
     }
 
     /// Notes that `key` changed as a whole (one hash; the key is copied
-    /// only the first time in an epoch).
-    pub fn record(&mut self, key: &[u8]) {
+    /// only the first time in an epoch); `part`: by a transaction of
+    /// several keys.
+    pub fn record(&mut self, key: &[u8], part: bool) {
         if self.off {
             return;
         }
         match self.dirty.get_mut(key) {
-            Some(d) => *d = Dirty::Whole,
+            Some(d) => *d = (Dirty::Whole, part),
             None => {
-                self.dirty.insert(Bytes::copy_from_slice(key), Dirty::Whole);
+                self.dirty
+                    .insert(Bytes::copy_from_slice(key), (Dirty::Whole, part));
             }
         }
     }
 
-    /// Notes a delta merged into `key`. After a whole-state write this
-    /// epoch the key ships whole anyway.
-    pub fn record_delta(&mut self, key: &[u8], delta: &KeyState) {
+    /// Notes a delta merged into `key` (`part`: by a transaction of
+    /// several keys). After a whole-state write this epoch the key ships
+    /// whole anyway.
+    pub fn record_delta(&mut self, key: &[u8], delta: &KeyState, part: bool) {
         if self.off {
             return;
         }
         match self.dirty.get_mut(key) {
-            Some(Dirty::Whole) => {}
-            Some(Dirty::Delta(d)) => {
+            Some((Dirty::Whole, p)) => *p = part,
+            Some((Dirty::Delta(d), p)) => {
                 d.merge(delta.clone());
+                *p = part;
             }
             None => {
                 self.dirty.insert(
                     Bytes::copy_from_slice(key),
-                    Dirty::Delta(Box::new(delta.clone())),
+                    (Dirty::Delta(Box::new(delta.clone())), part),
                 );
             }
         }
+    }
+
+    /// True when `key`'s last write this epoch was a part of a transaction
+    /// of several keys: it must be captured before `key` is written again.
+    pub fn holds_a_part(&self, key: &[u8]) -> bool {
+        !self.off && self.dirty.get(key).is_some_and(|(_, part)| *part)
+    }
+
+    /// Takes `key` out of this epoch's changes, to ship as it is now
+    /// (see the module doc): what changed of it, which the caller turns
+    /// into the lattice to ship.
+    pub fn capture(&mut self, key: &[u8]) -> Option<Dirty> {
+        self.dirty.remove(key).map(|(d, _)| d)
+    }
+
+    /// Keeps a captured part's lattice for the next flush.
+    pub fn keep_captured(&mut self, part: Captured) {
+        self.captured.push(part);
+    }
+
+    /// Takes the captured parts, oldest first.
+    pub fn take_captured(&mut self) -> Vec<Captured> {
+        std::mem::take(&mut self.captured)
     }
 
     /// True when `key` changed this epoch.
@@ -78,28 +122,31 @@ impl GossipBuffer {
         self.dirty.contains_key(key)
     }
 
-    /// Number of changed keys.
+    /// Number of changed keys (and captured parts).
     pub fn len(&self) -> usize {
-        self.dirty.len()
+        self.dirty.len() + self.captured.len()
     }
 
     /// True when nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.dirty.is_empty()
+        self.dirty.is_empty() && self.captured.is_empty()
     }
 
-    /// Takes every changed key, leaving the buffer empty.
+    /// Takes every changed key, leaving the buffer empty (the captured
+    /// parts are taken apart: [`GossipBuffer::take_captured`]).
     pub fn drain(&mut self) -> impl Iterator<Item = (Bytes, Dirty)> + '_ {
-        self.dirty.drain()
+        self.dirty.drain().map(|(k, (d, _))| (k, d))
     }
 
     /// Forgets everything (FLUSHALL).
     pub fn clear(&mut self) {
         self.dirty.clear();
+        self.captured.clear();
     }
 
     /// Forgets the keys `keep` refuses (FLUSHDB).
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
         self.dirty.retain(|k, _| keep(k));
+        self.captured.retain(|c| keep(&c.key));
     }
 }

@@ -84,6 +84,12 @@ pub enum Expect {
     /// RANDOMKEY) validated, checked on the key [`crate::KEYSET`] (see
     /// `shard/keyset.rs`).
     KeysetBefore(u8, Ts),
+    /// Another region's transactions installed here may write this key's
+    /// versions (rising): the newest has arrived here as a part, and
+    /// every part of the key still waiting below it is among them — so
+    /// no transaction shows here before one whose change it carries
+    /// (`shard/parts.rs`). Holds the key for writing.
+    InOrder(Vec<Version>),
 }
 
 impl ReadState {

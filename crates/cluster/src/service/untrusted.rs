@@ -138,6 +138,9 @@ impl Cluster {
         for c in &call.checks {
             // `until` is an expiry (wall time), not a version.
             self.ts_ok("a check's version", c.ts)?;
+            for &ts in &c.order_ts {
+                self.ts_ok("a check's version", ts)?;
+            }
         }
         // A write's typed value, base and delta are not checked: before a
         // commit settles them they carry placeholder versions of 2^63 + n

@@ -123,7 +123,7 @@ pub struct Shard {
     /// here (by `elsa_txn`'s unit install), or [`PART_WAIT`] passes.
     /// With each, when it came and the oldest commit merged into it (which
     /// holds the collection floor back: see [`Shard::collection_floor`]).
-    parts: HashMap<Bytes, (LogEntry, std::time::Instant, Ts)>,
+    parts: HashMap<Bytes, parts::Parked>,
     stats: ShardStats,
     durability: Option<Durability>,
     frozen: bool,
@@ -859,6 +859,11 @@ impl Shard {
             Some(h) if h.wanted() => Some(self.past_version(hash, key)),
             _ => None,
         };
+        if source == Source::Local && self.gossip.holds_a_part(key) {
+            // Its last write this epoch was part of a transaction of
+            // several keys: shipped as it is, not folded into this one.
+            self.capture_part(hash, key);
+        }
         let written = match state {
             EntryState::Plain(p) => {
                 if self.table.get(hash, key).is_some_and(Record::is_typed) {
@@ -889,27 +894,7 @@ impl Shard {
             }
         }
         if written && !self.parts.is_empty() {
-            if let Some((part, _, _)) = self.parts.get(key) {
-                if part.version <= version {
-                    // Superseded, or installed with its transaction — but
-                    // a typed delta is never superseded by a newer write
-                    // (it holds elements the newer one may not): it merges
-                    // (a no-op when its unit put it here already).
-                    let (part, _, _) = self.parts.remove(key).expect("just found");
-                    if matches!(part.state, EntryState::Typed(_)) {
-                        let unit = std::mem::replace(&mut self.unit, part.unit);
-                        self.install_from(
-                            hash,
-                            key,
-                            &part.state,
-                            part.start_ts,
-                            part.version,
-                            Source::Peer,
-                        );
-                        self.unit = unit;
-                    }
-                }
-            }
+            self.parts_after_write(hash, key);
         }
         if written && !source.recovering() && !self.unseen {
             if let Some(hook) = &self.on_change {
@@ -918,8 +903,8 @@ impl Shard {
         }
         if written && source == Source::Local {
             match state {
-                EntryState::Plain(_) => self.gossip.record(key),
-                EntryState::Typed(s) => self.gossip.record_delta(key, s),
+                EntryState::Plain(_) => self.gossip.record(key, self.unit != Unit::None),
+                EntryState::Typed(s) => self.gossip.record_delta(key, s, self.unit != Unit::None),
             }
         }
         let mut own = false;
@@ -1422,7 +1407,7 @@ impl Shard {
                 Expect::Version(_) | Expect::LiveVersion(..) | Expect::KeysetBefore(..) => {
                     HoldMode::Read
                 }
-                Expect::CommittedBefore(_) => HoldMode::Write,
+                Expect::CommittedBefore(_) | Expect::InOrder(_) => HoldMode::Write,
             };
             if self.blocked(&c.key.key, mode, me) {
                 self.stats.busy += 1;
@@ -1444,6 +1429,7 @@ impl Shard {
                 Expect::LiveVersion(v, until) => version == v && until > unix_ms(),
                 Expect::CommittedBefore(start_ts) => version.commit_ts < start_ts,
                 Expect::KeysetBefore(..) => true, // judged above
+                Expect::InOrder(ref versions) => self.in_order(c.key.hash, &c.key.key, versions),
             };
             if !ok {
                 self.stats.conflicts += 1;
@@ -1802,6 +1788,7 @@ impl Shard {
 mod evict;
 mod flush;
 mod keyset;
+mod parts;
 mod persist;
 mod upkeep;
 mod waiting;
@@ -1811,6 +1798,8 @@ pub use upkeep::AeBatch;
 
 #[cfg(test)]
 mod floor_tests;
+#[cfg(test)]
+mod order_tests;
 #[cfg(test)]
 mod repl_tests;
 #[cfg(test)]

@@ -3,12 +3,11 @@
 //! decision record, peer merges, snapshot dumps, and replay at startup.
 
 use super::{Durability, Refusal, Shard, Source, ERR_WAL};
-use crate::record::{Record, Unit};
+use crate::record::Unit;
 use crate::shard::unix_ms;
 use crate::wal::codec::{EntryState, LogEntry};
 use crate::wal::files::DataDir;
 use crate::wal::Wal;
-use elsa_lattice::{Crdt, KeyState, Version};
 
 impl Shard {
     /// Tells `hook` of every change installed from now on.
@@ -235,10 +234,17 @@ impl Shard {
             return Err(r);
         }
         let mut changed = 0;
+        // Parts first: a lone write in the same frame may have to wait
+        // behind one of them (`parts.rs`).
+        let mut lone = Vec::with_capacity(if park { entries.len() } else { 0 });
         for e in entries {
             let hash = std::hash::BuildHasher::hash_one(self.table.hasher(), &e.key[..]);
             self.hlc.observe(e.version.commit_ts);
-            if park && e.unit != Unit::None {
+            if park {
+                if e.unit == Unit::None {
+                    lone.push((hash, e));
+                    continue;
+                }
                 if self.version_of(hash, &e.key) < e.version {
                     self.park_part(e);
                     continue;
@@ -257,87 +263,17 @@ impl Shard {
                     as usize;
         }
         self.unit = Unit::None;
-        Ok(changed)
-    }
-
-    /// Keeps `e` out of sight until the rest of its transaction is here. A
-    /// plain lattice replaces an older one parked for its key (it
-    /// supersedes it); typed deltas merge, since each holds changes the
-    /// other does not.
-    fn park_part(&mut self, e: &LogEntry) {
-        let Some((p, _, oldest)) = self.parts.get_mut(&e.key) else {
-            let at = std::time::Instant::now();
-            let oldest = e.version.commit_ts;
-            self.parts.insert(e.key.clone(), (e.clone(), at, oldest));
-            return;
-        };
-        *oldest = (*oldest).min(e.version.commit_ts);
-        if let (EntryState::Plain(_), EntryState::Plain(_)) = (&p.state, &e.state) {
-            if p.version < e.version {
-                *p = e.clone();
+        for (hash, e) in lone {
+            if self.waits_behind_a_part(hash, &e.key, e.version) {
+                self.park_part(e);
+                continue;
             }
-            return;
-        }
-        let mut merged = typed_of_entry(p);
-        merged.merge(typed_of_entry(e));
-        p.state = EntryState::Typed(std::sync::Arc::new(merged));
-        if e.version > p.version {
-            p.version = e.version;
-            p.start_ts = e.start_ts;
-            p.unit = e.unit;
-        }
-    }
-
-    /// Parts of other regions' transactions (see [`Shard::op_merge`]):
-    /// forgets those installed since (the whole transaction was), and
-    /// shows alone those that waited longer than `wait` — the rest was
-    /// lost on the way or its install failed, and staleness must stay
-    /// bounded. Called every merge epoch.
-    pub fn settle_parts(&mut self, wait: std::time::Duration) {
-        if self.parts.is_empty() || self.write_refusal().is_some() {
-            return;
-        }
-        let hasher = *self.table.hasher();
-        let mut late = Vec::new();
-        let mut merge_now = Vec::new();
-        self.parts.retain(|key, (part, at, _)| {
-            let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
-            let stored = self
-                .table
-                .get(hash, key)
-                .map_or(Version::ZERO, Record::version);
-            if stored >= part.version {
-                // Superseded, or installed with its transaction — except
-                // that a typed delta is never superseded by a newer write
-                // (it holds elements the newer one may not): it merges
-                // (a no-op when its unit put it here already).
-                if matches!(part.state, EntryState::Typed(_)) {
-                    merge_now.push((hash, part.clone()));
-                }
-                return false;
-            }
-            if at.elapsed() >= wait {
-                late.push((hash, part.clone()));
-                return false;
-            }
-            true
-        });
-        if !late.is_empty() {
-            tracing::warn!(
-                "{} parts of other regions' transactions waited {wait:?} for the rest; shown alone",
-                late.len()
-            );
-        }
-        for (hash, e) in merge_now {
-            self.unit = e.unit;
-            self.install_from(hash, &e.key, &e.state, e.start_ts, e.version, Source::Peer);
-        }
-        for (hash, e) in late {
-            self.stats.parts_alone += 1;
-            self.unit = e.unit;
-            self.install_from(hash, &e.key, &e.state, e.start_ts, e.version, Source::Peer);
+            changed +=
+                self.install_from(hash, &e.key, &e.state, e.start_ts, e.version, Source::Peer)
+                    as usize;
         }
         self.unit = Unit::None;
+        Ok(changed)
     }
 
     /// Switches the log to segment `seq` and writes this shard's snapshot.
@@ -407,19 +343,6 @@ impl Shard {
             bytes,
             collection_floor,
         })
-    }
-}
-
-/// An entry's state as a typed one (a plain lattice as a string's base).
-fn typed_of_entry(e: &LogEntry) -> KeyState {
-    match &e.state {
-        EntryState::Typed(s) => (**s).clone(),
-        EntryState::Plain(p) => KeyState::of_string(elsa_lattice::Counter::default().set(
-            p.as_ref().map(|c| c.value.clone()),
-            p.as_ref().and_then(|c| c.expire_ms),
-            e.start_ts,
-            e.version,
-        )),
     }
 }
 

@@ -159,29 +159,51 @@ impl Shard {
     /// peers yet the caller drops them; replication will ship them.
     pub fn flush_gossip(&mut self) -> Vec<LogEntry> {
         let hasher = self.table_hasher();
-        let out: Vec<_> = self
-            .gossip
-            .drain()
-            .filter_map(|(key, dirty)| {
-                let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
-                let rec = self.table.get(hash, &key)?;
-                Some(match dirty {
-                    Dirty::Whole => entry_of(rec, key),
-                    Dirty::Delta(d) => {
-                        let version = d.newest();
-                        LogEntry {
-                            key,
-                            state: EntryState::Typed(std::sync::Arc::new(*d)),
-                            start_ts: rec.start_ts,
-                            version,
-                            unit: rec.unit(),
-                        }
+        let mut out = self.gossip.take_captured();
+        let now = self.gossip.drain().filter_map(|(key, dirty)| {
+            let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
+            let rec = self.table.get(hash, &key)?;
+            Some(match dirty {
+                Dirty::Whole => entry_of(rec, key),
+                Dirty::Delta(d) => {
+                    let version = d.newest();
+                    LogEntry {
+                        key,
+                        state: EntryState::Typed(std::sync::Arc::new(*d)),
+                        start_ts: rec.start_ts,
+                        version,
+                        unit: rec.unit(),
                     }
-                })
+                }
             })
-            .collect();
+        });
+        out.extend(now);
         self.stats.gossiped += out.len() as u64;
         out
+    }
+
+    /// Takes `key` out of this epoch's changes as the lattice its last
+    /// write (a part of a transaction of several keys) left, to ship
+    /// before the write about to replace it (see `crate::gossip`).
+    pub(super) fn capture_part(&mut self, hash: u64, key: &[u8]) {
+        let Some(dirty) = self.gossip.capture(key) else {
+            return;
+        };
+        let Some(rec) = self.table.get(hash, key) else {
+            return;
+        };
+        let key = Bytes::copy_from_slice(key);
+        let part = match dirty {
+            Dirty::Whole => entry_of(rec, key),
+            Dirty::Delta(d) => LogEntry {
+                key,
+                version: d.newest(),
+                state: EntryState::Typed(std::sync::Arc::new(*d)),
+                start_ts: rec.start_ts,
+                unit: rec.unit(),
+            },
+        };
+        self.gossip.keep_captured(part);
     }
 
     fn table_hasher(&self) -> KeyHasher {
@@ -239,7 +261,7 @@ impl Shard {
     fn held_back(&self, tombstone_before: Ts) -> Ts {
         self.parts
             .values()
-            .map(|(_, _, oldest)| *oldest)
+            .map(|p| p.oldest)
             .min()
             .map_or(tombstone_before, |t| tombstone_before.min(t))
     }

@@ -78,7 +78,7 @@ fn commit_keys(req: &CommitRequest) -> impl Iterator<Item = (&Bytes, HoldMode)> 
             Expect::Version(_) | Expect::LiveVersion(..) | Expect::KeysetBefore(..) => {
                 HoldMode::Read
             }
-            Expect::CommittedBefore(_) => HoldMode::Write,
+            Expect::CommittedBefore(_) | Expect::InOrder(_) => HoldMode::Write,
         };
         (&c.key.key, mode)
     });

@@ -1,0 +1,183 @@
+//! Another region's transactions show in the order their changes build on
+//! each other (issue 42: in the bank run, a transfer that read what an
+//! earlier one wrote was installed first, and readers saw the earlier
+//! one's change of one account without its change of the other).
+use super::tests::{key, kop, set, shard, value};
+use super::*;
+use crate::ops::Value;
+use crate::wal::codec::{EntryState, LogEntry};
+
+fn v(t: u64) -> Version {
+    Version::new(t << 16, 3)
+}
+
+fn plain(k: &str, value: &str, version: Version, unit: Unit) -> LogEntry {
+    LogEntry {
+        key: Bytes::from(k.to_string()),
+        state: EntryState::Plain(Some(Current {
+            value: Bytes::from(value.to_string()),
+            expire_ms: None,
+            ttl_of: None,
+        })),
+        start_ts: version.commit_ts,
+        version,
+        unit,
+    }
+}
+
+fn in_order(s: &Shard, k: &str, versions: &[Version]) -> bool {
+    let h = key(s, k);
+    s.in_order(h.hash, &h.key, versions)
+}
+
+/// Installs `entries` as another region's transaction, under holds.
+fn install(s: &mut Shard, txn: TxnId, entries: &[LogEntry]) {
+    let holds = entries
+        .iter()
+        .map(|e| {
+            (
+                key(s, std::str::from_utf8(&e.key).unwrap()),
+                HoldMode::Write,
+            )
+        })
+        .collect();
+    s.op_prepare(PrepareRequest {
+        txn,
+        checks: Vec::new(),
+        holds,
+        want_states: false,
+        retry_on_busy: true,
+        wait: false,
+    })
+    .unwrap();
+    s.op_install_remote(txn, entries).unwrap();
+}
+
+#[test]
+fn a_transaction_carrying_an_earlier_ones_change_waits_for_it() {
+    let mut s = shard();
+    // T2 (x, y at 20) and T3 (y, z at 30, having read T2's y) arrive as
+    // parts, in the order the writing shard committed them.
+    s.op_merge(
+        &[
+            plain("y", "105", v(20), Unit::Shards),
+            plain("y", "102", v(30), Unit::Shards),
+        ],
+        true,
+    )
+    .unwrap();
+    assert_eq!(value(&mut s, "y"), None, "parts wait out of sight");
+    assert!(!in_order(&s, "y", &[v(30)]), "T3 alone would show T2's y");
+    assert!(in_order(&s, "y", &[v(20), v(30)]), "with T2, both may go");
+    assert!(in_order(&s, "y", &[v(20)]), "T2 first");
+    assert!(!in_order(&s, "z", &[v(30)]), "z's part is not here yet");
+    install(&mut s, 1, &[plain("y", "105", v(20), Unit::Shards)]);
+    assert_eq!(value(&mut s, "y").as_deref(), Some(&b"105"[..]));
+    assert!(in_order(&s, "y", &[v(30)]), "T2 is installed: T3 may go");
+    install(&mut s, 2, &[plain("y", "102", v(30), Unit::Shards)]);
+    assert_eq!(value(&mut s, "y").as_deref(), Some(&b"102"[..]));
+    assert!(
+        in_order(&s, "y", &[v(20)]),
+        "superseded: nothing to wait for"
+    );
+}
+
+#[test]
+fn a_lone_write_on_a_waiting_part_waits_behind_it() {
+    let mut s = shard();
+    // T2's part of y, then an INCR of y in the writing region (a commit
+    // of one key, shown at once as a rule) that carries T2's change.
+    s.op_merge(&[plain("y", "105", v(20), Unit::Shards)], true)
+        .unwrap();
+    s.op_merge(&[plain("y", "106", v(25), Unit::None)], true)
+        .unwrap();
+    assert_eq!(value(&mut s, "y"), None, "the lone write waits behind T2");
+    install(&mut s, 1, &[plain("y", "105", v(20), Unit::Shards)]);
+    assert_eq!(
+        value(&mut s, "y").as_deref(),
+        Some(&b"106"[..]),
+        "T2 installed: the lone write shows at once"
+    );
+    // With no part waiting, a lone write shows as it comes.
+    s.op_merge(&[plain("y", "107", v(40), Unit::None)], true)
+        .unwrap();
+    assert_eq!(value(&mut s, "y").as_deref(), Some(&b"107"[..]));
+}
+
+#[test]
+fn what_waits_shows_alone_after_the_wait() {
+    let mut s = shard();
+    s.op_merge(
+        &[
+            plain("y", "105", v(20), Unit::Shards),
+            plain("y", "106", v(25), Unit::None),
+        ],
+        true,
+    )
+    .unwrap();
+    s.settle_parts(std::time::Duration::from_secs(3600));
+    assert_eq!(value(&mut s, "y"), None);
+    s.settle_parts(std::time::Duration::ZERO);
+    assert_eq!(value(&mut s, "y").as_deref(), Some(&b"106"[..]));
+    assert!(in_order(&s, "y", &[v(20)]));
+}
+
+#[test]
+fn a_part_written_again_in_its_epoch_is_shipped_as_it_was() {
+    let mut s = shard();
+    let (x, y) = (key(&s, "x"), key(&s, "y"));
+    let str_of = |v: &str| {
+        Some(Value::Str(Current {
+            value: Bytes::from(v.to_string()),
+            expire_ms: None,
+            ttl_of: None,
+        }))
+    };
+    s.op_prepare(PrepareRequest {
+        txn: 1,
+        checks: Vec::new(),
+        holds: vec![(x.clone(), HoldMode::Write), (y.clone(), HoldMode::Write)],
+        want_states: false,
+        retry_on_busy: true,
+        wait: false,
+    })
+    .unwrap();
+    let ts = s.hlc.now();
+    let t2 = Version::new(ts, 9);
+    s.op_install(
+        1,
+        &[
+            Write::new(x, str_of("95"), None),
+            Write::new(y, str_of("105"), None),
+        ],
+        ts,
+        t2,
+    )
+    .unwrap();
+    // The same epoch, a later write of y.
+    s.op_batch(&[kop(&s, "y", set("106"))]);
+    let mut shipped: Vec<(String, Version, Unit)> = s
+        .flush_gossip()
+        .iter()
+        .map(|e| {
+            (
+                String::from_utf8_lossy(&e.key).into_owned(),
+                e.version,
+                e.unit,
+            )
+        })
+        .collect();
+    shipped.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    assert_eq!(shipped.len(), 3, "{shipped:?}");
+    assert_eq!(shipped[0], ("x".into(), t2, Unit::Shards));
+    assert_eq!(
+        shipped[1],
+        ("y".into(), t2, Unit::Shards),
+        "T2's y, as T2 left it"
+    );
+    assert!(shipped[2].1 > t2 && shipped[2].2 == Unit::None);
+    // A key written alone twice still ships once.
+    s.op_batch(&[kop(&s, "z", set("1"))]);
+    s.op_batch(&[kop(&s, "z", set("2"))]);
+    assert_eq!(s.flush_gossip().len(), 1);
+}
