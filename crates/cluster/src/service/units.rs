@@ -11,16 +11,22 @@
 //!
 //! - a commit across the writer's shards has a transaction record
 //!   (`elsa_txn::record`) holding every write; the record is a key like
-//!   any other, gossiped to its replicas here, and the record key's
-//!   primary here installs the writes;
+//!   any other, gossiped to its replicas here, and each of them installs
+//!   the writes;
 //! - a commit of several keys on one of the writer's shards arrives whole
 //!   in that shard's gossip frame (the sender puts all of it in every
-//!   frame that carries a part, see [`Cluster::complete_units`]); the
-//!   primary here of its smallest key installs it.
+//!   frame that carries a part, see [`Cluster::complete_units`]); each
+//!   node here that receives it installs it.
 //!
-//! Every other node of this region just parks the parts it received; the
-//! install reaches its keys' backups through in-region replication. Parts
-//! whose install never comes are shown alone after `elsa_shard::PART_WAIT`.
+//! Every node that receives a whole transaction installs it, not one
+//! chosen node: installs go in order (`elsa_txn::unit`), and with one
+//! installer per record key a chain of transfers on hot keys went back
+//! and forth between installers, each waiting for the other's turn — in
+//! the bank run they fell seconds behind and gave transactions up. An
+//! install that finds its transaction there already changes nothing
+//! (merges of the same versions). The parts wait meanwhile; the install
+//! reaches its keys' backups through in-region replication. Parts whose
+//! install never comes are shown alone after `elsa_shard::PART_WAIT`.
 
 use std::collections::HashMap;
 
@@ -55,17 +61,12 @@ impl Cluster {
         if arrival == Arrival::Direct {
             return;
         }
-        let me = self.settings.node;
-        let mine = |key: &[u8]| {
-            let hash = std::hash::BuildHasher::hash_one(&self.hasher, key);
-            self.route(hash).node == me
-        };
         let mut here: HashMap<Version, Vec<&Lattice>> = HashMap::new();
         for l in lattices {
             if is_record_key(&l.key) {
                 let Some(value) = &l.value else { continue };
                 if let Ok(Outcome::Committed(writes)) = Outcome::decode(value) {
-                    if !writes.is_empty() && mine(&l.key) {
+                    if !writes.is_empty() {
                         self.hand_unit(writes);
                     }
                 }
@@ -76,17 +77,12 @@ impl Cluster {
             }
         }
         for parts in here.into_values() {
-            let Some(leader) = parts.iter().map(|l| &l.key).min() else {
-                continue;
-            };
-            if mine(leader) {
-                self.hand_unit(
-                    parts
-                        .into_iter()
-                        .map(|l| LogEntry::from(l.clone()))
-                        .collect(),
-                );
-            }
+            self.hand_unit(
+                parts
+                    .into_iter()
+                    .map(|l| LogEntry::from(l.clone()))
+                    .collect(),
+            );
         }
     }
 
