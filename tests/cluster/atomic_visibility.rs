@@ -259,6 +259,7 @@ fn transfers_of_another_region_never_show_a_wrong_total() {
     let run = Duration::from_secs(crate::common::env_or("ELSA_AV_SECS", 8));
     let stop = Arc::new(AtomicBool::new(false));
     let commits = Arc::new(AtomicUsize::new(0));
+    let read_total = Arc::new(AtomicUsize::new(0));
     let mut threads = Vec::new();
     for (r, nodes) in regions {
         for node in nodes {
@@ -286,7 +287,7 @@ fn transfers_of_another_region_never_show_a_wrong_total() {
     // Readers on every node, of the other region's accounts.
     for (other, nodes) in [("b", [0usize, 1]), ("a", [2, 3])] {
         for node in nodes {
-            let (c, stop) = (c.clone(), stop.clone());
+            let (c, stop, read_total) = (c.clone(), stop.clone(), read_total.clone());
             threads.push(std::thread::spawn(move || {
                 let mut con = c.conn(node);
                 let keys = accounts(other);
@@ -296,6 +297,7 @@ fn transfers_of_another_region_never_show_a_wrong_total() {
                         continue;
                     };
                     snapshots += 1;
+                    read_total.fetch_add(1, Ordering::Relaxed);
                     let values: Vec<i64> = seen
                         .iter()
                         .map(|v| v.as_deref().and_then(|s| s.parse().ok()).unwrap_or(-1))
@@ -313,6 +315,14 @@ fn transfers_of_another_region_never_show_a_wrong_total() {
         }
     }
     std::thread::sleep(run);
+    // A slow build (debug, a loaded machine) runs on until the history is
+    // long enough to mean something.
+    let until = Instant::now() + Duration::from_secs(90);
+    while (commits.load(Ordering::Relaxed) <= 100 || read_total.load(Ordering::Relaxed) <= 100)
+        && Instant::now() < until
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
     stop.store(true, Ordering::Relaxed);
     let (mut snapshots, mut wrong) = (0, Vec::new());
     for t in threads {
