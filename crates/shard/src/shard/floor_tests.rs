@@ -3,7 +3,7 @@
 //! recovery — never brings back what this shard collected (issue 41: the
 //! concurrent CRDT checker found elements added by `MULTI`, `EVAL` and
 //! `BEGIN` blocks back on every node after their removes were collected).
-use super::tests::{key, shard, value};
+use super::tests::{install, key, shard, value};
 use super::*;
 use crate::wal::codec::{EntryState, LogEntry};
 use elsa_lattice::{Collection, OrSet};
@@ -50,29 +50,6 @@ fn members(s: &Shard, k: &str) -> Vec<String> {
             .collect(),
         _ => Vec::new(),
     }
-}
-
-/// Installs `entries` as another region's transaction, under holds.
-fn install(s: &mut Shard, txn: TxnId, entries: &[LogEntry]) {
-    let holds = entries
-        .iter()
-        .map(|e| {
-            (
-                key(s, std::str::from_utf8(&e.key).unwrap()),
-                HoldMode::Write,
-            )
-        })
-        .collect();
-    s.op_prepare(PrepareRequest {
-        txn,
-        checks: Vec::new(),
-        holds,
-        want_states: false,
-        retry_on_busy: true,
-        wait: false,
-    })
-    .unwrap();
-    s.op_install_remote(txn, entries).unwrap();
 }
 
 /// A transaction of region b: `SADD s e` and `SET k old` at 10; then

@@ -2,7 +2,7 @@
 //! each other (issue 42: in the bank run, a transfer that read what an
 //! earlier one wrote was installed first, and readers saw the earlier
 //! one's change of one account without its change of the other).
-use super::tests::{key, kop, set, shard, value};
+use super::tests::{install, key, kop, set, shard, value};
 use super::*;
 use crate::ops::Value;
 use crate::wal::codec::{EntryState, LogEntry};
@@ -28,29 +28,6 @@ fn plain(k: &str, value: &str, version: Version, unit: Unit) -> LogEntry {
 fn in_order(s: &Shard, k: &str, versions: &[Version]) -> bool {
     let h = key(s, k);
     s.in_order(h.hash, &h.key, versions)
-}
-
-/// Installs `entries` as another region's transaction, under holds.
-fn install(s: &mut Shard, txn: TxnId, entries: &[LogEntry]) {
-    let holds = entries
-        .iter()
-        .map(|e| {
-            (
-                key(s, std::str::from_utf8(&e.key).unwrap()),
-                HoldMode::Write,
-            )
-        })
-        .collect();
-    s.op_prepare(PrepareRequest {
-        txn,
-        checks: Vec::new(),
-        holds,
-        want_states: false,
-        retry_on_busy: true,
-        wait: false,
-    })
-    .unwrap();
-    s.op_install_remote(txn, entries).unwrap();
 }
 
 #[test]

@@ -1766,3 +1766,26 @@ fn an_expired_key_stays_a_tombstone_in_the_snapshot() {
     assert_eq!(value(&mut r, "gone"), None, "an older copy came back");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Installs `entries` as another region's transaction, under holds.
+pub(super) fn install(s: &mut Shard, txn: TxnId, entries: &[LogEntry]) {
+    let holds = entries
+        .iter()
+        .map(|e| {
+            (
+                key(s, std::str::from_utf8(&e.key).unwrap()),
+                HoldMode::Write,
+            )
+        })
+        .collect();
+    s.op_prepare(PrepareRequest {
+        txn,
+        checks: Vec::new(),
+        holds,
+        want_states: false,
+        retry_on_busy: true,
+        wait: false,
+    })
+    .unwrap();
+    s.op_install_remote(txn, entries).unwrap();
+}
