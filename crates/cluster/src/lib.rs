@@ -9,6 +9,7 @@
 pub mod antientropy;
 pub mod config;
 pub mod membership;
+pub mod owners;
 pub mod peer_auth;
 pub mod remote;
 pub mod ring;

@@ -24,7 +24,7 @@ use elsa_shard::table::DIGEST_BUCKETS;
 use elsa_txn::router::ShardId;
 
 /// A node of the cluster, as membership reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Member {
     /// Its id (unique in the cluster).
     pub node: NodeId,
