@@ -53,15 +53,27 @@ enum Command {
     Cluster(cluster::ClusterArgs),
 }
 
+/// The log filter: `ELSA_LOG` (default `info`). openraft is silenced
+/// unless named there: it reports every unreachable peer on every retry,
+/// and the ownership group logs what an operator needs itself (a lease
+/// lost or held again, a node taken out or put back).
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    let spec = std::env::var("ELSA_LOG").unwrap_or_else(|_| "info".into());
+    let spec = if spec.contains("openraft") {
+        spec
+    } else {
+        format!("{spec},openraft=off")
+    };
+    tracing_subscriber::EnvFilter::try_new(spec)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=off"))
+}
+
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Server(args) => {
             tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_env("ELSA_LOG")
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-                )
+                .with_env_filter(log_filter())
                 .with_target(false)
                 .init();
             match elsa_server::run(*args) {

@@ -1,6 +1,7 @@
 //! The cluster settings a node runs with (resolved by the server's config).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use elsa_lattice::NodeId;
@@ -22,6 +23,41 @@ pub enum Replication {
     /// A commit is acknowledged only after every other region has it
     /// durably (the paper's §5.9 baseline).
     TwoPc,
+}
+
+/// Who decides which node of a region serves a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ownership {
+    /// The failure detector's view (chitchat): each node decides alone.
+    /// A node cut off from its region keeps serving (see
+    /// `docs/regions.md`, *Partitions inside a region*).
+    Gossip,
+    /// A Raft group per region agrees on owners and a node serves a slot
+    /// only under a lease from it (`crate::owners`): one owner per slot
+    /// under any partition; a node cut off from its region's majority
+    /// serves nothing.
+    Leases,
+}
+
+impl Ownership {
+    /// The config spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ownership::Gossip => "gossip",
+            Ownership::Leases => "leases",
+        }
+    }
+}
+
+impl std::str::FromStr for Ownership {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "gossip" => Ok(Ownership::Gossip),
+            "leases" => Ok(Ownership::Leases),
+            _ => Err(format!("'{s}' (expected gossip or leases)")),
+        }
+    }
 }
 
 impl Routing {
@@ -89,6 +125,10 @@ pub struct Settings {
     pub routing: Routing,
     /// Cross-region mode.
     pub replication: Replication,
+    /// Who decides a slot's owner inside the region.
+    pub ownership: Ownership,
+    /// Where the node keeps its own state (the ownership group's log).
+    pub state_dir: Option<PathBuf>,
     /// Merge epoch.
     pub merge_epoch: Duration,
     /// Anti-entropy period.

@@ -17,5 +17,5 @@ pub mod service;
 pub mod watermark;
 pub mod wire;
 
-pub use config::{Replication, Routing, Settings};
+pub use config::{Ownership, Replication, Routing, Settings};
 pub use service::{Cluster, RegionReplicator, Router, Standalone};

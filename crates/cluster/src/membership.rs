@@ -76,6 +76,7 @@ pub async fn run(cluster: Arc<Cluster>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut published: Option<u64> = None;
     let mut published_leaving = false;
+    let mut published_formed = false;
     let mut published_excluding: Option<String> = None;
     let own_id = s.node.to_string();
     let mut seen = Seen::default();
@@ -98,6 +99,8 @@ pub async fn run(cluster: Arc<Cluster>) {
             published_leaving = true;
         }
         let live = watcher.borrow_and_update().clone();
+        // Whether a peer of this region is in a formed ownership group.
+        let mut peers_formed = false;
         let mut newest: HashMap<NodeId, (u64, Member, u64)> = HashMap::new();
         // node → whether it publishes that it excludes this one (leaving).
         let mut excludes: HashMap<NodeId, bool> = HashMap::new();
@@ -123,6 +126,7 @@ pub async fn run(cluster: Arc<Cluster>) {
                 continue; // absurd: the ring would be sized by it
             }
             let ready: u64 = state.get("ready").and_then(|r| r.parse().ok()).unwrap_or(0);
+            peers_formed |= region == s.region && state.get("owners") == Some("1");
             excludes.insert(
                 node,
                 state
@@ -167,6 +171,20 @@ pub async fn run(cluster: Arc<Cluster>) {
             leaving: cluster.leaving(),
         });
         members.sort_by_key(|m| m.node);
+        if let Some(region) = cluster.region() {
+            let own: Vec<Member> = members
+                .iter()
+                .filter(|m| m.region == s.region)
+                .cloned()
+                .collect();
+            cluster.ownership_round(&own, peers_formed).await;
+            if !published_formed && region.is_formed().await {
+                handle
+                    .with_chitchat(|c| c.self_node_state().set("owners", "1"))
+                    .await;
+                published_formed = true;
+            }
+        }
         if members != cluster.ring().members() {
             cluster.set_members(members).await;
         }

@@ -106,7 +106,7 @@ pub const PREPARE: u32 = 4;
 /// A forwarded request. `kind`: 1 batch, 2 read, 3 commit, 4 prepare,
 /// 5 shadow holds, 6 install, 7 release, 8 exec, 9 synchronous
 /// replication push (`entries`), 10 install of other regions' transactions
-/// under holds (`entries`).
+/// under holds (`entries`), 11 a call between ownership groups (`raft`).
 #[derive(Clone, PartialEq, Message)]
 pub struct Call {
     #[prost(uint32, tag = "1")]
@@ -148,6 +148,9 @@ pub struct Call {
     /// (`PrepareRequest::wait`, `CommitRequest::wait`).
     #[prost(bool, tag = "16")]
     pub wait: bool,
+    /// Kind 11: the ownership group's request (`crate::owners::net`).
+    #[prost(bytes = "bytes", tag = "17")]
+    pub raft: Bytes,
 }
 
 fn holds_of(holds: Vec<HoldMsg>) -> Vec<(HashedKey, HoldMode)> {
@@ -222,6 +225,9 @@ pub struct Answer {
     pub states: Vec<StateMsg>,
     #[prost(uint64, tag = "6")]
     pub ts: u64,
+    /// An ownership group's reply (to a call of kind 11).
+    #[prost(bytes = "bytes", tag = "7")]
+    pub raft: Bytes,
 }
 
 /// Fulfils a caller's reply channel from an answer (or drops it).

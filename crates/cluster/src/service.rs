@@ -28,6 +28,7 @@ mod decommission;
 mod faults;
 mod floors;
 mod links;
+mod ownership;
 mod proofs;
 mod pubsub;
 mod replicate;
@@ -307,6 +308,8 @@ pub struct Cluster {
     seed_addrs: Mutex<Vec<Vec<SocketAddr>>>,
     /// This node's decommission, if one was asked for.
     decommission: decommission::Decommission,
+    /// The region's ownership group (`ownership = leases`), once started.
+    region: std::sync::OnceLock<Arc<crate::owners::Region>>,
 }
 
 impl Cluster {
@@ -398,6 +401,7 @@ impl Cluster {
             datagrams_dropped: Arc::new(AtomicU64::new(0)),
             seed_addrs: Mutex::new(Vec::new()),
             decommission: decommission::Decommission::default(),
+            region: std::sync::OnceLock::new(),
         });
         let c = cluster.clone();
         std::thread::Builder::new()
@@ -418,6 +422,7 @@ impl Cluster {
                     tokio::spawn(c.clone().replication_loop());
                     tokio::spawn(c.clone().pulse());
                     tokio::spawn(c.clone().resolve_seeds());
+                    c.start_ownership().await;
                     crate::membership::run(c).await;
                 })
             })?;

@@ -152,6 +152,9 @@ pub struct Keys {
     /// Cross-region replication: crdt or 2pc.
     #[arg(long, env = "ELSA_REPLICATION")]
     pub replication: Option<String>,
+    /// Who decides a slot's owner inside a region: gossip or leases.
+    #[arg(long, env = "ELSA_OWNERSHIP")]
+    pub ownership: Option<String>,
     /// Anti-entropy period in milliseconds.
     #[arg(long, env = "ELSA_ANTI_ENTROPY_MS")]
     pub anti_entropy_ms: Option<u64>,
@@ -283,6 +286,7 @@ impl Keys {
             region_nodes,
             routing,
             replication,
+            ownership,
             anti_entropy_ms,
             tombstone_ttl_sec,
             wan_delay_ms,
@@ -413,6 +417,8 @@ pub struct ClusterKeys {
     pub routing: elsa_cluster::Routing,
     /// Cross-region mode.
     pub replication: elsa_cluster::Replication,
+    /// Who decides a slot's owner inside the region.
+    pub ownership: elsa_cluster::Ownership,
     /// Anti-entropy period.
     pub anti_entropy_ms: u64,
     /// Tombstone age limit.
@@ -776,6 +782,9 @@ impl Config {
                     .parse()
                     .map_err(|e| ConfigError::Value("routing", e))?,
                 replication,
+                ownership: need(c.ownership, "ownership")?
+                    .parse()
+                    .map_err(|e| ConfigError::Value("ownership", e))?,
                 anti_entropy_ms: match need(c.anti_entropy_ms, "anti-entropy-ms")? {
                     v @ 10..=600_000 => v,
                     v => {

@@ -519,6 +519,8 @@ fn start_cluster(
         replication_factor: c.replication_factor,
         routing: c.routing,
         replication: c.replication,
+        ownership: c.ownership,
+        state_dir: Some(config.data_dir.clone()),
         merge_epoch: Duration::from_millis(config.merge_epoch_ms),
         anti_entropy: Duration::from_millis(c.anti_entropy_ms),
         wan_delay: Duration::from_millis(c.wan_delay_ms),

@@ -55,6 +55,19 @@ impl Conn {
             cl.frames_refused(),
             cl.datagrams_dropped(),
         );
+        // Who serves a slot in the region (see `elsa_cluster::owners`).
+        let _ = write!(t, "ownership:{}\r\n", c.cluster.ownership.name());
+        if let Some(r) = cl.region() {
+            let view = r.view();
+            let left = r.lease_left_ms();
+            let _ = write!(
+                t,
+                "ownership_leader:{}\r\nownership_index:{}\r\nownership_nodes_in:{}\r\nlease_ms_left:{left}\r\n",
+                r.leader().map_or(-1, i64::from),
+                view.index,
+                view.inside.len(),
+            );
+        }
         // Where this node sits on the ring, and its decommission (see
         // `elsa_cluster::service::decommission`).
         let d = cl.decommission_status();

@@ -62,10 +62,12 @@ openraft::declare_raft_types!(
         R = state::Outcome,
 );
 
-/// How long a beat extends a node's lease.
-pub const LEASE: Duration = Duration::from_millis(2_000);
+/// How long a beat extends a node's lease: longer than an election
+/// (while the group has no leader nobody can renew), short enough that a
+/// node's slots are not long without an owner once it is gone.
+pub const LEASE: Duration = Duration::from_millis(3_000);
 /// How often a node beats.
-pub const BEAT: Duration = Duration::from_millis(400);
+pub const BEAT: Duration = Duration::from_millis(500);
 /// How often the leader looks for nodes to take out or put in.
 const LEADER_TICK: Duration = Duration::from_millis(100);
 /// Log entries between snapshots.
@@ -135,20 +137,27 @@ impl Region {
             voters: BTreeSet::new(),
         }));
         let v = view.clone();
+        let (lost_tx, lost_rx) = tokio::sync::watch::channel(0u64);
         let on_apply = Arc::new(move |a: &Applied| {
             let old = v.load();
             let generation = a.owners.generation();
             let mine = if generation == old.generation {
                 old.mine.clone()
             } else {
-                Arc::new(
-                    (0..DIGEST_BUCKETS)
-                        .map(|slot| match a.owners.owner(slot) {
-                            Some(n) if n == me => a.owners.start(slot),
-                            _ => u64::MAX,
-                        })
-                        .collect(),
-                )
+                let mine: Vec<u64> = (0..DIGEST_BUCKETS)
+                    .map(|slot| match a.owners.owner(slot) {
+                        Some(n) if n == me => a.owners.start(slot),
+                        _ => u64::MAX,
+                    })
+                    .collect();
+                let lost = mine
+                    .iter()
+                    .zip(old.mine.iter())
+                    .any(|(new, was)| *new == u64::MAX && *was != u64::MAX);
+                if lost {
+                    lost_tx.send_replace(generation);
+                }
+                Arc::new(mine)
             };
             v.store(Arc::new(View {
                 index: a.last_applied.map_or(0, |l| l.index),
@@ -166,9 +175,11 @@ impl Region {
         let sm = StateStore::open(dir, Owners::new(vnodes, rf), on_apply)?;
         let config = openraft::Config {
             cluster_name: "elsa-region".into(),
-            heartbeat_interval: 100,
-            election_timeout_min: 400,
-            election_timeout_max: 800,
+            // Raft's heartbeat is also its append timeout: a peer link
+            // over TLS on a loaded node needs more than 100 ms at times.
+            heartbeat_interval: 250,
+            election_timeout_min: 750,
+            election_timeout_max: 1_500,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
             max_in_snapshot_log_to_keep: 100,
             ..Default::default()
@@ -196,6 +207,7 @@ impl Region {
             alive: Mutex::new(BTreeMap::new()),
         });
         tokio::spawn(beat_loop(Arc::downgrade(&region)));
+        tokio::spawn(release_loop(Arc::downgrade(&region), lost_rx));
         tokio::spawn(leader_loop(Arc::downgrade(&region)));
         Ok(region)
     }
@@ -218,6 +230,11 @@ impl Region {
     /// Until when this node's lease runs (unix ms, 0: none yet).
     pub fn lease_until(&self) -> u64 {
         self.lease_until.load(Ordering::Acquire)
+    }
+
+    /// How long this node's lease still runs, ms (0: none).
+    pub fn lease_left_ms(&self) -> u64 {
+        self.lease_until().saturating_sub((self.clock)())
     }
 
     /// The group's leader, as this node knows it.
@@ -256,16 +273,22 @@ impl Region {
             Ok(Rpc::Append(r)) => Reply::Append(self.raft.append_entries(r).await),
             Ok(Rpc::Vote(r)) => Reply::Vote(self.raft.vote(r).await),
             Ok(Rpc::Snapshot(r)) => Reply::Snapshot(self.raft.install_snapshot(r).await),
-            Ok(Rpc::Propose(cmd)) => Reply::Proposed(self.write_here(cmd).await),
+            Ok(Rpc::Propose(cmd)) => Reply::Proposed(
+                self.raft
+                    .client_write(cmd)
+                    .await
+                    .map(|r| r.log_id.index)
+                    .map_err(|e| e.to_string()),
+            ),
             Err(e) => Reply::Proposed(Err(format!("undecodable request: {e}"))),
         };
         serde_json::to_vec(&reply).unwrap_or_default()
     }
 
-    /// Proposes `cmd` as the leader; the index it was committed at.
-    async fn write_here(&self, cmd: Command) -> Result<u64, String> {
+    /// Proposes `cmd` as the leader; whether it changed anything.
+    async fn write_here(&self, cmd: Command) -> Result<bool, String> {
         match self.raft.client_write(cmd).await {
-            Ok(r) => Ok(r.log_id.index),
+            Ok(r) => Ok(r.data.changed),
             Err(e) => Err(e.to_string()),
         }
     }
@@ -331,8 +354,10 @@ impl Region {
             } else {
                 continue;
             };
-            tracing::info!("ownership: {cmd:?}");
-            self.write_here(cmd).await?;
+            let what = format!("{cmd:?}");
+            if self.write_here(cmd).await? {
+                tracing::info!("ownership: {what}");
+            }
         }
         let alive = self.alive.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for (node, addr) in alive {
@@ -362,14 +387,55 @@ impl Region {
 async fn beat_loop(region: std::sync::Weak<Region>) {
     let mut tick = tokio::time::interval(BEAT);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut held = false;
+    let mut why = String::new();
     loop {
         tick.tick().await;
         let Some(r) = region.upgrade() else { return };
         if !r.is_formed().await {
             continue;
         }
-        if let Err(e) = r.beat().await {
-            tracing::debug!("ownership beat: {e}");
+        match tokio::time::timeout(2 * BEAT, r.beat()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => why = e,
+            Err(_) => why = format!("no answer in {:?}", 2 * BEAT),
+        }
+        let holds = r.lease_left_ms() > 0;
+        if holds != held {
+            if holds {
+                tracing::info!("ownership: this node holds its lease");
+            } else {
+                tracing::warn!(
+                    "ownership: this node's lease ended; it serves no slot until its region \
+                     renews it (last beat: {why})"
+                );
+            }
+            held = holds;
+        }
+    }
+}
+
+/// Releases the slots this node lost, once it has applied their loss and
+/// the drift has passed — the bound this design already puts on how long
+/// a request routed under a lease may take to reach its shard — so their
+/// new owners need not wait for this node's lease to end.
+async fn release_loop(
+    region: std::sync::Weak<Region>,
+    mut lost: tokio::sync::watch::Receiver<u64>,
+) {
+    while lost.changed().await.is_ok() {
+        let generation = *lost.borrow_and_update();
+        let Some(drift) = region.upgrade().map(|r| r.drift_ms) else {
+            return;
+        };
+        tokio::time::sleep(Duration::from_millis(drift)).await;
+        let Some(r) = region.upgrade() else { return };
+        let cmd = Command::Released {
+            node: r.me,
+            generation,
+        };
+        if let Err(e) = r.propose(cmd).await {
+            tracing::debug!("ownership: releasing slots: {e}");
         }
     }
 }
@@ -380,8 +446,12 @@ async fn leader_loop(region: std::sync::Weak<Region>) {
     loop {
         tick.tick().await;
         let Some(r) = region.upgrade() else { return };
-        if let Err(e) = r.lead().await {
-            tracing::debug!("ownership leader round: {e}");
+        // A leader cut off from the majority commits nothing: give up
+        // the round rather than wait for the heal.
+        match tokio::time::timeout(CALL_LIMIT, r.lead()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!("ownership leader round: {e}"),
+            Err(_) => tracing::debug!("ownership leader round: no commit in {CALL_LIMIT:?}"),
         }
     }
 }

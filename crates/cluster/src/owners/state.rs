@@ -49,6 +49,21 @@ pub enum Command {
     },
     /// A node that left the region for good (decommissioned) is forgotten.
     Forget { node: NodeId, drift_ms: u64 },
+    /// A node that applied `generation` (and so serves none of the slots
+    /// it had lost by then) releases them: their new owners need not wait
+    /// for its lease to end.
+    Released { node: NodeId, generation: u64 },
+}
+
+/// When a slot's new owner may start, and which node's lease it waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fence {
+    /// Unix ms (the waited-for node's lease end plus the drift).
+    pub at: u64,
+    /// The slot's previous owner.
+    pub from: NodeId,
+    /// The generation the slot changed hands in.
+    pub generation: u64,
 }
 
 /// What applying a command answered.
@@ -77,8 +92,8 @@ pub struct Owners {
     /// Per slot, run-length encoded: the last node that owned it (kept
     /// while it has no owner, so the next one waits for it).
     last: Vec<(u16, NodeId)>,
-    /// Per slot that changed hands: the unix ms its owner starts at.
-    starts: BTreeMap<u16, u64>,
+    /// Per slot that changed hands: when its owner starts.
+    starts: BTreeMap<u16, Fence>,
     /// Bumped each time the owners change.
     generation: u64,
     /// Ring parameters (set by the first command; the same everywhere).
@@ -119,7 +134,7 @@ impl Owners {
 
     /// The unix ms the owner of `slot` may start serving it at.
     pub fn start(&self, slot: usize) -> u64 {
-        self.starts.get(&(slot as u16)).copied().unwrap_or(0)
+        self.starts.get(&(slot as u16)).map_or(0, |f| f.at)
     }
 
     /// The members in the ring.
@@ -175,6 +190,15 @@ impl Owners {
                 self.records.remove(node).is_some_and(|r| r.inside),
                 *drift_ms,
             ),
+            Command::Released { node, generation } => {
+                let before = self.starts.len();
+                self.starts
+                    .retain(|_, f| f.from != *node || f.generation > *generation);
+                let changed = self.starts.len() != before;
+                // Views of the owners' starts are made anew per generation.
+                self.generation += u64::from(changed);
+                return Outcome { changed };
+            }
         };
         if changed {
             self.reassign(drift);
@@ -214,7 +238,12 @@ impl Owners {
                 .get(prev)
                 .map_or(0, |r| r.expires_ms + drift_ms);
             if fence > 0 {
-                self.starts.insert(slot as u16, fence);
+                let f = Fence {
+                    at: fence,
+                    from: *prev,
+                    generation: self.generation + 1,
+                };
+                self.starts.insert(slot as u16, f);
             } else {
                 self.starts.remove(&(slot as u16));
             }
@@ -348,6 +377,32 @@ mod tests {
             .unwrap()
             .rebuilt();
         assert!((0..DIGEST_BUCKETS).all(|x| again.owner(x) == s.owner(x)));
+    }
+
+    #[test]
+    fn a_release_lets_the_new_owners_start_at_once() {
+        let mut s = Owners::new(16, 2);
+        beat(&mut s, 1, 1_000);
+        admit(&mut s, 1);
+        let g1 = s.generation();
+        beat(&mut s, 2, 1_000);
+        admit(&mut s, 2);
+        let moved: Vec<usize> = (0..DIGEST_BUCKETS)
+            .filter(|&x| s.owner(x) == Some(2))
+            .collect();
+        assert!(moved.iter().all(|&x| s.start(x) == 1_500));
+        // A release for an older generation than the move does nothing.
+        let early = Command::Released {
+            node: 1,
+            generation: g1,
+        };
+        assert!(!s.apply(&early).changed);
+        let now = Command::Released {
+            node: 1,
+            generation: s.generation(),
+        };
+        assert!(s.apply(&now).changed);
+        assert!(moved.iter().all(|&x| s.start(x) == 0));
     }
 
     #[test]

@@ -256,7 +256,10 @@ async fn a_node_alone_keeps_its_group_across_a_restart() {
 
     let again = start_in(&mesh, 1, 0, Some(&dir)).await;
     assert!(again.is_formed().await, "the group is remembered");
-    assert!(!again.may_serve(0), "no lease before a beat after the restart");
+    assert!(
+        !again.may_serve(0),
+        "no lease before a beat after the restart"
+    );
     let nodes = vec![again];
     wait_for("it serves again", Duration::from_secs(10), || {
         census(&nodes)[0] == total

@@ -97,7 +97,7 @@ impl Cluster {
     ///   handed back, as after a restart;
     /// - a node with data (a restart) waits [`JOIN_GRACE`] for a ready
     ///   peer; with none, the lowest node id in view goes first.
-    fn may_found_region(&self) -> bool {
+    pub(super) fn may_found_region(&self) -> bool {
         let booted = *self.booted.lock().unwrap_or_else(|e| e.into_inner());
         let ring = self.ring.load();
         let own: Vec<NodeId> = ring

@@ -471,6 +471,10 @@ impl Cluster {
                 }
                 // Checked by `check_frame`.
                 self.hlc.observe(req.hlc);
+                if call.kind == ownership::OWNERS {
+                    self.answer_owners(req.id, call, tx);
+                    return;
+                }
                 if call.kind == 9 {
                     // A synchronous-replication push (2pc mode).
                     let entries = call.entries;

@@ -160,8 +160,9 @@ impl Cluster {
                 .find(|id| !skipped.as_ref().is_some_and(|s| s.contains(&id.node)))
                 .copied()
                 .filter(usable)
-                // Not before it took the slot over (see `takeover`).
-                .filter(|id| id.node != me || self.took_over(slot))
+                // Not before it took the slot over (see `takeover`), nor
+                // without its lease (`ownership = leases`).
+                .filter(|id| id.node != me || (self.took_over(slot) && self.leased(slot)))
                 .unwrap_or(NO_PRIMARY),
             (Routing::Random, all) => {
                 let pick = all[rand::random::<usize>() % all.len()];
