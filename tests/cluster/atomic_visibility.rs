@@ -1,11 +1,12 @@
 //! Atomic visibility across regions (issue 12, item 13): a transaction
 //! committed in one region becomes visible in another all at once.
 //!
-//! Region b (one node) commits, in three writers, transactions that write
+//! Region b (one node) commits, in three or two writers, transactions that write
 //! one value to every key of a group: `BEGIN SI … COMMIT`, `MULTI/EXEC`
-//! and a lone `MSET`. The groups' keys spread over both shards of the
-//! writer and over both nodes of region a (keys sharing a shard in b split
-//! across a's nodes, and the other way round). Readers on both nodes of
+//! and a lone `MSET` whose keys spread over both shards of the writer and
+//! over both nodes of region a (keys sharing a shard in b split across
+//! a's nodes, and the other way round), and `MULTI/EXEC` and `EVAL` whose
+//! keys share one hash slot (one shard runs the transaction whole). Readers on both nodes of
 //! region a read whole groups as of one moment (`BEGIN SI` with one `GET`
 //! per key, and `MGET`) and check every key of a group holds the same
 //! value. Without the unit install every so often a reader sees a group
@@ -22,9 +23,23 @@ use crate::{one_at_a_time, text};
 
 const GROUP: usize = 6;
 
+/// A group's keys: spread over shards and nodes, or — for the `…1`
+/// writers — all in one hash slot (one shard: the transaction runs there
+/// whole, as one op).
 fn group(name: &str) -> Vec<String> {
-    (0..GROUP).map(|i| format!("av:{name}:{i}")).collect()
+    if name.ends_with('1') {
+        (0..GROUP).map(|i| format!("av:{{{name}}}:{i}")).collect()
+    } else {
+        (0..GROUP).map(|i| format!("av:{name}:{i}")).collect()
+    }
 }
+
+/// The writers whose transactions span shards (or are one write).
+const SPREAD: [&str; 3] = ["si", "multi", "mset"];
+/// The writers whose transactions run on one shard: each write of a
+/// `MULTI` step has its own version (they used to arrive in another region
+/// split key by key: 10 torn of 747 group reads).
+const ONE_SHARD: [&str; 2] = ["multi1", "eval1"];
 
 /// One group write in region b, by `how`.
 fn write_group(con: &mut redis::Connection, how: &str, keys: &[String], value: u64) -> bool {
@@ -37,7 +52,17 @@ fn write_group(con: &mut redis::Connection, how: &str, keys: &[String], value: u
             }
             matches!(redis::cmd("COMMIT").query::<Value>(con), Ok(Value::Int(_)))
         }
-        "multi" => {
+        "eval1" => {
+            let script = "for i, k in ipairs(KEYS) do redis.call('SET', k, ARGV[1]) end return 1";
+            redis::cmd("EVAL")
+                .arg(script)
+                .arg(keys.len())
+                .arg(keys)
+                .arg(&v)
+                .query::<Value>(con)
+                .is_ok()
+        }
+        "multi" | "multi1" => {
             let mut p = redis::pipe();
             p.atomic();
             for k in keys {
@@ -89,6 +114,15 @@ fn field(info: &str, name: &str) -> String {
 
 #[test]
 fn a_remote_transaction_is_visible_all_at_once() {
+    visible_all_at_once(&SPREAD);
+}
+
+#[test]
+fn a_remote_one_shard_transaction_is_visible_all_at_once() {
+    visible_all_at_once(&ONE_SHARD);
+}
+
+fn visible_all_at_once(hows: &'static [&'static str]) {
     let _one = one_at_a_time();
     let started = Instant::now();
     let c = Arc::new(Cluster::start(&["a", "a", "b"], &["--wan-delay-ms", "10"]));
@@ -97,7 +131,7 @@ fn a_remote_transaction_is_visible_all_at_once() {
     let commits = Arc::new(AtomicUsize::new(0));
 
     let mut writers = Vec::new();
-    for how in ["si", "multi", "mset"] {
+    for &how in hows {
         let (c, stop, commits) = (c.clone(), stop.clone(), commits.clone());
         writers.push(std::thread::spawn(move || {
             let mut con = c.conn(2);
@@ -120,7 +154,7 @@ fn a_remote_transaction_is_visible_all_at_once() {
                 let mut con = c.conn(node);
                 let (mut snapshots, mut torn) = (0usize, Vec::new());
                 while !stop.load(Ordering::Relaxed) {
-                    for how in ["si", "multi", "mset"] {
+                    for &how in hows {
                         let Some(seen) = read_group(&mut con, read_how, &group(how)) else {
                             continue;
                         };

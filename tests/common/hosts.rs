@@ -58,6 +58,8 @@ pub struct Host {
     pub node_id: u32,
     pub region: String,
     dir: TestDir,
+    /// What it was last started with (seeds, extra flags), to restart it.
+    launched: Option<(Vec<usize>, Vec<String>)>,
 }
 
 /// A set of hosts on one bridge. Drop tears everything down.
@@ -200,6 +202,7 @@ impl Hosts {
                 node_id: 0,
                 region: String::new(),
                 dir: TestDir::new(&format!("{tag}-{name}")),
+                launched: None,
             });
             ip(&["netns", "add", &ns]);
             let port = format!("p{i}");
@@ -242,6 +245,10 @@ impl Hosts {
     /// shared cluster secret, `--workers 2 --merge-epoch-ms 50
     /// --anti-entropy-ms 300`, then `extra`. Waits until it answers PING.
     pub fn start(&mut self, i: usize, region: &str, node_id: u32, seeds: &[usize], extra: &[&str]) {
+        self.hosts[i].launched = Some((
+            seeds.to_vec(),
+            extra.iter().map(|s| s.to_string()).collect(),
+        ));
         let seeds: Vec<String> = seeds
             .iter()
             .map(|&s| format!("{}:{PEER_PORT}", self.hosts[s].name))
@@ -536,6 +543,33 @@ impl Hosts {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Kills host `i`'s node as `kill -9` does, and reaps it.
+    pub fn kill(&mut self, i: usize) {
+        let mut child = self.hosts[i].node.take().expect("a node runs there");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Starts host `i`'s node again as it was last started (same node id,
+    /// region, seeds, flags and data directory).
+    pub fn restart(&mut self, i: usize) {
+        let (seeds, extra) = self.hosts[i]
+            .launched
+            .clone()
+            .expect("the node was started before");
+        let (region, id) = (self.hosts[i].region.clone(), self.hosts[i].node_id);
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        self.start(i, &region, id, &seeds, &extra);
+    }
+
+    /// Pauses (SIGSTOP) or resumes (SIGCONT) host `i`'s node.
+    pub fn pause(&self, i: usize, on: bool) {
+        let pid = self.hosts[i].node.as_ref().expect("a node runs there").id();
+        let sig = if on { libc::SIGSTOP } else { libc::SIGCONT };
+        // SAFETY: kill(2) on the PID of a child we own and have not reaped.
+        unsafe { libc::kill(pid as libc::pid_t, sig) };
     }
 
     /// The last `n` lines of host `i`'s node log.

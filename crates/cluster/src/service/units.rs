@@ -30,7 +30,6 @@
 
 use std::collections::HashMap;
 
-use elsa_lattice::Version;
 use elsa_shard::wal::codec::LogEntry;
 use elsa_shard::Unit;
 use elsa_txn::record::{is_record_key, Outcome};
@@ -61,7 +60,10 @@ impl Cluster {
         if arrival == Arrival::Direct {
             return;
         }
-        let mut here: HashMap<Version, Vec<&Lattice>> = HashMap::new();
+        // A one-shard unit's writes share their start and origin (one
+        // version for a commit; a version each, one start, for an `op_exec`
+        // step).
+        let mut here: HashMap<(u64, u32), Vec<&Lattice>> = HashMap::new();
         for l in lattices {
             if is_record_key(&l.key) {
                 let Some(value) = &l.value else { continue };
@@ -71,9 +73,7 @@ impl Cluster {
                     }
                 }
             } else if arrival == Arrival::Gossip && Unit::from_code(l.unit) == Unit::Here {
-                here.entry(Version::new(l.commit_ts, l.origin))
-                    .or_default()
-                    .push(l);
+                here.entry((l.start_ts, l.origin)).or_default().push(l);
             }
         }
         for parts in here.into_values() {
@@ -123,10 +123,10 @@ impl Cluster {
         entries: &[LogEntry],
         frames: &mut HashMap<elsa_lattice::NodeId, Vec<usize>>,
     ) {
-        let mut here: HashMap<Version, Vec<usize>> = HashMap::new();
+        let mut here: HashMap<(u64, u32), Vec<usize>> = HashMap::new();
         for (i, e) in entries.iter().enumerate() {
             if e.unit == Unit::Here {
-                here.entry(e.version).or_default().push(i);
+                here.entry(unit_of(e)).or_default().push(i);
             }
         }
         if here.is_empty() {
@@ -144,15 +144,15 @@ impl Cluster {
             for &i in picked.iter() {
                 have[i] = true;
             }
-            let mut versions: Vec<Version> = picked
+            let mut units: Vec<(u64, u32)> = picked
                 .iter()
                 .filter(|&&i| entries[i].unit == Unit::Here)
-                .map(|&i| entries[i].version)
+                .map(|&i| unit_of(&entries[i]))
                 .collect();
-            versions.sort_unstable();
-            versions.dedup();
-            for v in versions {
-                for &i in &here[&v] {
+            units.sort_unstable();
+            units.dedup();
+            for u in units {
+                for &i in &here[&u] {
                     if !have[i] {
                         have[i] = true;
                         picked.push(i);
@@ -161,4 +161,10 @@ impl Cluster {
             }
         }
     }
+}
+
+/// Which one-shard unit an entry belongs to: its start and origin (see
+/// `find_units`).
+fn unit_of(e: &LogEntry) -> (u64, u32) {
+    (e.start_ts, e.version.origin)
 }

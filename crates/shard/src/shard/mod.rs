@@ -118,6 +118,12 @@ pub struct Shard {
     /// a pipeline across shards: [`BatchMode`]): the next to use and the
     /// last (see [`Shard::next_ts`]).
     block: Option<(Ts, Ts)>,
+    /// The first timestamp of an `op_exec` step that writes several keys:
+    /// every write of the step carries it as its start, which is how
+    /// another region tells the step's writes (each with its own version)
+    /// apart from others' and installs them as one (`Unit::Here` entries
+    /// are grouped by start and origin: elsa_cluster's `service/units`).
+    unit_first: Option<Ts>,
     /// Lattices from other regions that belong to a transaction of several
     /// keys, kept out of sight until the whole transaction is installed
     /// here (by `elsa_txn`'s unit install), or [`PART_WAIT`] passes.
@@ -371,7 +377,9 @@ impl KeyView for LoneView<'_> {
         let ts = self.shard.next_ts();
         let version = Version::new(ts, self.shard.node);
         let hash = self.hash_of(key);
-        self.shard.store(hash, key, value, ts, version, self.now_ms);
+        let start = self.shard.unit_first.unwrap_or(ts);
+        self.shard
+            .store(hash, key, value, start, version, self.now_ms);
     }
 
     fn merge(&mut self, key: &[u8], delta: KeyState) {
@@ -389,7 +397,8 @@ impl KeyView for LoneView<'_> {
 
     fn stamp(&mut self) -> (Ts, Version) {
         let ts = self.shard.next_ts();
-        self.stamp = (ts, Version::new(ts, self.shard.node));
+        let start = self.shard.unit_first.unwrap_or(ts);
+        self.stamp = (start, Version::new(ts, self.shard.node));
         self.stamp
     }
 
@@ -419,6 +428,7 @@ impl Shard {
             gossip: GossipBuffer::default(),
             unit: Unit::None,
             block: None,
+            unit_first: None,
             parts: HashMap::new(),
             stats: ShardStats::default(),
             durability: None,
@@ -1763,10 +1773,6 @@ impl Shard {
         }
         self.validate(checks, None, Refusal::Busy)?;
         let n = ops.iter().map(KeyOp::stamps).sum::<u64>();
-        if n > 2 {
-            // More than one key written.
-            self.unit = Unit::Here;
-        }
         if n > 0 {
             // One block of timestamps for the whole step: each write of
             // it gets its own (a key written twice keeps its order), and no
@@ -1775,9 +1781,15 @@ impl Shard {
             // and not its last (a transfer's debit without its credit).
             let first = self.hlc.reserve(n);
             self.block = Some((first, first + (n - 1)));
+            if n > 2 {
+                // More than one key written.
+                self.unit = Unit::Here;
+                self.unit_first = Some(first);
+            }
         }
         let replies = self.run_ops(ops, None);
         self.unit = Unit::None;
+        self.unit_first = None;
         self.block = None;
         debug_assert_eq!(replies.len(), ops.len(), "holds were checked above");
         self.stats.commits += 1;
