@@ -178,19 +178,27 @@ fn worker_ports_serve_their_own_slots_without_a_hop() {
             .unwrap();
         let own = &per_port[&(base + w)];
         let other = &per_port[&(base + 1 - w)];
-        let before = inbox_messages(&mut c);
-        for k in own.iter() {
-            let _: () = redis::cmd("SET").arg(*k).arg(2).query(&mut c).unwrap();
-            let v: i64 = redis::cmd("GET").arg(*k).query(&mut c).unwrap();
-            assert_eq!(v, 2);
-        }
-        let mut p = redis::pipe();
-        p.atomic();
-        for k in own.iter().take(6) {
-            p.cmd("INCR").arg(*k);
-        }
-        let _: Vec<i64> = p.query(&mut c).unwrap();
-        let own_hops = inbox_messages(&mut c) - before;
+        // The node's own background work (the orphan resolver asks every
+        // shard once a second) may land in the window now and then: the
+        // fewest hops of three tries is the commands' own.
+        let own_hops = (0..3)
+            .map(|_| {
+                let before = inbox_messages(&mut c);
+                for k in own.iter() {
+                    let _: () = redis::cmd("SET").arg(*k).arg(2).query(&mut c).unwrap();
+                    let v: i64 = redis::cmd("GET").arg(*k).query(&mut c).unwrap();
+                    assert_eq!(v, 2);
+                }
+                let mut p = redis::pipe();
+                p.atomic();
+                for k in own.iter().take(6) {
+                    p.cmd("INCR").arg(*k);
+                }
+                let _: Vec<i64> = p.query(&mut c).unwrap();
+                inbox_messages(&mut c) - before
+            })
+            .min()
+            .unwrap_or(0);
         // Each INFO asks the other shard by message: two INFOs, two hops.
         assert!(own_hops <= 2, "{own_hops} hops for {} own keys", own.len());
         let before = inbox_messages(&mut c);
