@@ -24,6 +24,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::ring::{Member, Ring};
 
+/// Most shards a member may announce (a node runs at most 256 workers),
+/// as membership checks them too.
+const MAX_SHARDS: u16 = 256;
+
 /// A command of the region's log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Command {
@@ -154,6 +158,10 @@ impl Owners {
                 expires_ms,
                 drift_ms,
             } => {
+                if member.shards == 0 || member.shards > MAX_SHARDS {
+                    // Absurd (the ring is sized by it): the node stays out.
+                    return Outcome::default();
+                }
                 let r = self.records.entry(member.node).or_insert_with(|| Record {
                     member: member.clone(),
                     expires_ms: 0,
@@ -403,6 +411,24 @@ mod tests {
         };
         assert!(s.apply(&now).changed);
         assert!(moved.iter().all(|&x| s.start(x) == 0));
+    }
+
+    #[test]
+    fn a_beat_announcing_absurd_shards_is_refused() {
+        let mut s = Owners::new(16, 2);
+        for shards in [0, 257, u16::MAX] {
+            let member = Member {
+                shards,
+                ..member(1, true)
+            };
+            let cmd = Command::Beat {
+                member,
+                expires_ms: 1_000,
+                drift_ms: 500,
+            };
+            assert!(!s.apply(&cmd).changed);
+            assert!(s.records.is_empty(), "{shards} shards recorded");
+        }
     }
 
     #[test]
