@@ -29,7 +29,9 @@
 //! - `*_admin_in_multi`: `PING`, `DBSIZE`, `TIME`, `ECHO` queued inside
 //!   MULTI between the data commands; EXEC must answer one reply per queued
 //!   command, in order, and the data must be as without them;
-//! - [`region_of_three_under_kill_and_pause`]: a three-node region
+//! - [`region_of_three_under_kill_and_pause`] (and
+//!   [`region_of_three_with_leases_under_kill_pause_and_clock`], the same
+//!   with `ownership = leases` and clock offsets too): a three-node region
 //!   (replication factor 3, `appendfsync always`, default ack level
 //!   `region`) with clients on every node, running list-append and
 //!   rw-register at SI, RR and WATCH at once, while `kill -9`/restart and
@@ -903,26 +905,41 @@ impl Drop for StopOnDrop<'_> {
 /// must be in the final state, and the nodes must converge.
 #[test]
 fn region_of_three_under_kill_and_pause() {
+    region_under_faults("region", &[], &[faults::Kind::Kill, faults::Kind::Pause]);
+}
+
+/// The same with `ownership = leases` (one owner per slot agreed through
+/// the region's Raft group, issue 42), and a third kind of fault: a node's
+/// clock moved 400 ms ahead or behind (below `max-clock-drift-ms`).
+#[test]
+fn region_of_three_with_leases_under_kill_pause_and_clock() {
+    region_under_faults(
+        "region-leases",
+        &["--ownership", "leases", "--fault-injection", "true"],
+        &[faults::Kind::Kill, faults::Kind::Pause, faults::Kind::Clock],
+    );
+}
+
+fn region_under_faults(tag: &str, extra: &[&str], kinds: &[faults::Kind]) {
     let _alone = own_machine();
     let cfg = Config::from_env();
     let target: usize = env_or("ELSA_ISOLATION_FAULT_TXNS", cfg.txns.div_ceil(2));
     let threads: usize = env_or("ELSA_ISOLATION_FAULT_THREADS", 6);
     let started_at = Instant::now();
-    let mut cluster = Cluster::start(
-        &["r1", "r1", "r1"],
-        // Every acknowledged commit is on its node's disk: what a kill loses
-        // is then replication's doing, not the fsync policy's. Connections
-        // move between a node's workers as in the `*_moving` runs, killed
-        // and paused meanwhile.
-        &[
-            "--replication-factor",
-            "3",
-            "--appendfsync",
-            "always",
-            MOVING[0],
-            MOVING[1],
-        ],
-    );
+    // Every acknowledged commit is on its node's disk: what a kill loses
+    // is then replication's doing, not the fsync policy's. Connections
+    // move between a node's workers as in the `*_moving` runs, killed
+    // and paused meanwhile.
+    let mut flags = vec![
+        "--replication-factor",
+        "3",
+        "--appendfsync",
+        "always",
+        MOVING[0],
+        MOVING[1],
+    ];
+    flags.extend_from_slice(extra);
+    let mut cluster = Cluster::start(&["r1", "r1", "r1"], &flags);
     let ports: Vec<u16> = (0..cluster.len()).map(|i| cluster.port(i)).collect();
     // Appends on lists (ELSA_ISOLATION_REGION_APPEND=string appends on
     // strings): a late write shows on a list as an element in the middle,
@@ -947,7 +964,7 @@ fn region_of_three_under_kill_and_pause() {
         .iter()
         .enumerate()
         .map(|(r, &(workload, level))| Plan {
-            name: format!("region-{}-{}", workload.name(), level.name()),
+            name: format!("{tag}-{}-{}", workload.name(), level.name()),
             workload,
             level,
             threads,
@@ -981,8 +998,7 @@ fn region_of_three_under_kill_and_pause() {
         // Should the schedule panic, the clients must still stop, or the
         // scope would wait for them forever.
         let stopper = StopOnDrop(&stop);
-        let kinds = [faults::Kind::Kill, faults::Kind::Pause];
-        let log = faults::run(&mut cluster, &mut rng, t0, &kinds, kinds.len(), || {
+        let log = faults::run(&mut cluster, &mut rng, t0, kinds, kinds.len(), || {
             started.iter().all(|n| n.load(Ordering::Relaxed) >= target)
         });
         drop(stopper);
@@ -1003,7 +1019,7 @@ fn region_of_three_under_kill_and_pause() {
         failures.extend(judged.failures);
     }
     println!(
-        "[isolation] region: faults (seed {}):\n  {}\n[isolation] region: nodes converged {converged:.1?} after the runs; \
+        "[isolation] {tag}: faults (seed {}):\n  {}\n[isolation] {tag}: nodes converged {converged:.1?} after the runs; \
          connections moved between workers {moved} times; whole test {:.1?}",
         cfg.seed,
         log.join("\n  "),

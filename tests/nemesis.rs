@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::hosts::{in_netns, url, Hosts};
+use common::hosts::{quick_conn, Hosts};
 
 const H1: usize = 0;
 const H2: usize = 1;
@@ -38,8 +38,8 @@ enum Op {
     Set(String),
     /// A `DEL` of this key was sent (its outcome may be unknown).
     DelSent(String),
-    /// A `DEL` of this key answered.
-    Del(String),
+    /// A `DEL` of this key answered this count.
+    Del(String, i64),
 }
 
 #[derive(Clone, Debug)]
@@ -52,17 +52,7 @@ struct Event {
 
 /// A connection to host `i` with short timeouts (a cut makes calls hang).
 fn conn(hosts: &Hosts, i: usize) -> Option<redis::Connection> {
-    let ns = hosts.hosts[i].ns.clone();
-    let url = url(hosts.hosts[i].addr);
-    in_netns(&ns, move || {
-        let c = redis::Client::open(url)
-            .ok()?
-            .get_connection_with_timeout(Duration::from_secs(2))
-            .ok()?;
-        c.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-        c.set_write_timeout(Some(Duration::from_secs(3))).ok()?;
-        Some(c)
-    })
+    quick_conn(&hosts.hosts[i].ns, hosts.hosts[i].addr)
 }
 
 /// A client on host `i` until `stop`: an INCR, a GET and a unique SET per
@@ -81,15 +71,7 @@ fn client(
         while !stop.load(Ordering::Relaxed) {
             let Some(con) = c.as_mut() else {
                 std::thread::sleep(Duration::from_millis(100));
-                let u = url(addr);
-                c = in_netns(&ns, move || {
-                    let c = redis::Client::open(u)
-                        .ok()?
-                        .get_connection_with_timeout(Duration::from_secs(2))
-                        .ok()?;
-                    c.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
-                    Some(c)
-                });
+                c = quick_conn(&ns, addr);
                 continue;
             };
             n += 1;
@@ -123,7 +105,7 @@ fn client(
                         redis::cmd("DEL")
                             .arg(old)
                             .query::<i64>(con)
-                            .map(|_| Op::Del(old.clone()))
+                            .map(|n| Op::Del(old.clone(), n))
                     }
                     (_, None) => continue,
                 };
@@ -184,13 +166,6 @@ fn stale_reads(history: &[Event]) -> Vec<String> {
     stale
 }
 
-fn lease_held(hosts: &Hosts, i: usize) -> bool {
-    hosts
-        .replication_field(i, "lease_ms_left")
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|v| v > 0)
-}
-
 /// The tests of this file one at a time: each runs three nodes and
 /// clients on every one, and two at once on a small machine starve the
 /// failure detector before any fault is injected.
@@ -212,7 +187,7 @@ fn region_of_three(tag: &str, ownership: &str, extra: &[&str]) -> Hosts {
     hosts.wait_settled(&[H1, H2, H3], 3, long);
     if ownership == "leases" {
         for i in [H1, H2, H3] {
-            hosts.wait_until(i, "a lease held", long, || lease_held(&hosts, i));
+            hosts.wait_until(i, "a lease held", long, || hosts.lease_held(i));
         }
     }
     hosts
@@ -239,6 +214,7 @@ fn cut_one_node_off(ownership: &str) {
     let _one = one_at_a_time();
     let long = Duration::from_secs(60);
     let hosts = region_of_three("nem", ownership, &[]);
+    let t0 = Instant::now();
     let (stop, history, clients) = clients_on_every_node(&hosts);
     std::thread::sleep(Duration::from_secs(3));
     let cut_at = Instant::now();
@@ -275,7 +251,7 @@ fn cut_one_node_off(ownership: &str) {
             p
         })
         .collect();
-    let (acked, hidden) = check_keys(&hosts, &history);
+    let (acked, hidden) = check_keys(&hosts, &history, t0);
     let reads = history
         .iter()
         .filter(|e| matches!(e.op, Op::Read(_)))
@@ -303,7 +279,7 @@ fn cut_one_node_off(ownership: &str) {
 /// unreadable, or an acknowledged `DEL` of a key whose `SET` had been
 /// acknowledged before it undone. Returns how many keys
 /// were acknowledged, and the problems.
-fn check_keys(hosts: &Hosts, history: &[Event]) -> (usize, Vec<String>) {
+fn check_keys(hosts: &Hosts, history: &[Event], t0: Instant) -> (usize, Vec<String>) {
     use std::collections::HashSet;
     let del_sent: HashSet<&String> = history
         .iter()
@@ -333,7 +309,7 @@ fn check_keys(hosts: &Hosts, history: &[Event]) -> (usize, Vec<String>) {
     let deleted: Vec<String> = history
         .iter()
         .filter_map(|e| match &e.op {
-            Op::Del(k) if set_at.get(k).is_some_and(|t| *t <= e.invoked) => Some(k.clone()),
+            Op::Del(k, _) if set_at.get(k).is_some_and(|t| *t <= e.invoked) => Some(k.clone()),
             _ => None,
         })
         .collect();
@@ -342,6 +318,18 @@ fn check_keys(hosts: &Hosts, history: &[Event]) -> (usize, Vec<String>) {
         .filter(|e| matches!(e.op, Op::Set(_)))
         .count();
     let mut problems = Vec::new();
+    // A DEL after an acknowledged SET of its key (and no other write of
+    // it) must find the key: answering 0 is a stale read.
+    for e in history {
+        if let Op::Del(k, 0) = &e.op {
+            if set_at.get(k).is_some_and(|t| *t <= e.invoked) {
+                problems.push(format!(
+                    "DEL {k} answered 0 after its SET was acknowledged: {}",
+                    timeline(history, k, t0)
+                ));
+            }
+        }
+    }
     for i in 0..hosts.len() {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -373,6 +361,9 @@ fn check_keys(hosts: &Hosts, history: &[Event]) -> (usize, Vec<String>) {
                 break;
             }
             if Instant::now() > deadline {
+                if let Some(k) = back.first() {
+                    problems.push(format!("{k}: {}", timeline(history, k, t0)));
+                }
                 if !missing.is_empty() {
                     problems.push(format!(
                         "h{}: {} of {} acknowledged keys unreadable, e.g. {:?}",
@@ -397,6 +388,28 @@ fn check_keys(hosts: &Hosts, history: &[Event]) -> (usize, Vec<String>) {
         }
     }
     (acked, problems)
+}
+
+/// Every event of `key`, with its host and times from `t0`.
+fn timeline(history: &[Event], key: &str, t0: Instant) -> String {
+    let of = |op: &Op| match op {
+        Op::Set(k) | Op::DelSent(k) | Op::Del(k, _) => k == key,
+        _ => false,
+    };
+    history
+        .iter()
+        .filter(|e| of(&e.op))
+        .map(|e| {
+            format!(
+                "h{} {:?} {:.3?}..{:.3?}",
+                e.host + 1,
+                e.op,
+                e.invoked - t0,
+                e.completed - t0
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[test]
@@ -446,6 +459,7 @@ fn random_faults_inside_a_region_keep_one_owner_per_slot() {
     let _one = one_at_a_time();
     let long = Duration::from_secs(60);
     let mut hosts = region_of_three("nemr", "leases", &["--fault-injection", "true"]);
+    let t0 = Instant::now();
     let (stop, history, clients) = clients_on_every_node(&hosts);
     std::thread::sleep(Duration::from_secs(2));
     let mut faults = Vec::new();
@@ -454,6 +468,7 @@ fn random_faults_inside_a_region_keep_one_owner_per_slot() {
         let others: Vec<usize> = (0..3).filter(|&j| j != x).collect();
         let hold = Duration::from_secs(rng.gen_range(4..=9));
         let started = Instant::now();
+        let at = t0.elapsed();
         let what = match rng.gen_range(0..4) {
             0 => {
                 hosts.cut(&[x], &others);
@@ -490,11 +505,11 @@ fn random_faults_inside_a_region_keep_one_owner_per_slot() {
         };
         for i in [H1, H2, H3] {
             hosts.wait_until(i, "a lease held again after the fault", long, || {
-                lease_held(&hosts, i)
+                hosts.lease_held(i)
             });
         }
         faults.push(format!(
-            "h{} {what} for {hold:?} (back after {:.1?})",
+            "{at:.1?}: h{} {what} for {hold:?} (back after {:.1?})",
             x + 1,
             started.elapsed()
         ));
@@ -504,7 +519,7 @@ fn random_faults_inside_a_region_keep_one_owner_per_slot() {
     let errors: Vec<usize> = clients.into_iter().map(|c| c.join().unwrap()).collect();
     let history = history.lock().unwrap().clone();
     let stale = stale_reads(&history);
-    let (acked, problems) = check_keys(&hosts, &history);
+    let (acked, problems) = check_keys(&hosts, &history, t0);
     let max_incr = history
         .iter()
         .filter_map(|e| match e.op {

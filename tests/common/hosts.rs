@@ -399,6 +399,14 @@ impl Hosts {
             .map(|v| v.trim().to_string())
     }
 
+    /// Whether host `i`'s node holds an ownership lease now (`ownership =
+    /// leases`: `lease_ms_left` above 0 in `INFO replication`).
+    pub fn lease_held(&self, i: usize) -> bool {
+        self.replication_field(i, "lease_ms_left")
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|v| v > 0)
+    }
+
     /// Polls `cond` every 100 ms until it holds; panics with `what` and
     /// host `i`'s log tail after `timeout`.
     pub fn wait_until(
@@ -599,6 +607,23 @@ impl Drop for Hosts {
 /// The client URL of a node at `addr` (with the password).
 pub fn url(addr: Ipv4Addr) -> String {
     format!("redis://:{PASSWORD}@{addr}:{CLIENT_PORT}/")
+}
+
+/// A connection to the node at `addr`, opened inside namespace `ns`, with
+/// short timeouts (2 s to connect, 3 s per call: a cut or a paused node
+/// makes calls hang) for clients that keep going through faults; `None`
+/// when it cannot be opened now.
+pub fn quick_conn(ns: &str, addr: Ipv4Addr) -> Option<redis::Connection> {
+    let url = url(addr);
+    in_netns(ns, move || {
+        let c = redis::Client::open(url)
+            .ok()?
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .ok()?;
+        c.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+        c.set_write_timeout(Some(Duration::from_secs(3))).ok()?;
+        Some(c)
+    })
 }
 
 /// Runs `f` on a thread that has joined network namespace `ns` (a socket

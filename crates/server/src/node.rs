@@ -820,6 +820,7 @@ fn worker(
         let ttl_ms = shared.config.cluster.tombstone_ttl_sec * 1000;
         let open_reads = node.open_reads.clone();
         let hlc = node.hlc.clone();
+        let node_ctx = node.clone();
         tokio::task::spawn_local(async move {
             let mut tick = tokio::time::interval(epoch);
             let per_second = (1000 / epoch.as_millis().max(1)).max(1) as usize;
@@ -839,7 +840,7 @@ fn worker(
                 shard.tick_wal();
                 shard.expire_parked(elsa_txn::router::RETRY_FOR);
                 shard.expire_waiting(elsa_shard::PREPARE_WAIT);
-                shard.settle_parts(elsa_shard::PART_WAIT);
+                shard.settle_parts(elsa_shard::PART_WAIT, node_ctx.installs_blocked_ago());
                 // A sweep of the whole table each second, a slice per
                 // epoch (see `Shard::collect_garbage_step`).
                 let now_ms = elsa_shard::unix_ms();

@@ -439,13 +439,16 @@ pub enum ShardMsg {
     /// Other regions' transactions, installed here as one under the holds
     /// `txn` took (`elsa_txn::unit`): each lattice with its own version,
     /// merged (a newer state here stays), logged, shipped to the region's
-    /// other replicas, not gossiped on; then the holds are released.
+    /// other replicas, not gossiped on. The holds stay: the installer
+    /// releases them once every shard answered.
     InstallRemote {
         /// The holds' transaction here.
         txn: TxnId,
         /// The lattices.
         entries: Vec<crate::wal::codec::LogEntry>,
-        /// Done once durable, or refused (the holds were lost).
+        /// Done once logged by every replica of the keys in the region
+        /// (or the region stopped waiting for one), or refused (the holds
+        /// were lost).
         reply: oneshot::Sender<Result<(), Refusal>>,
     },
     /// A backup of a participant's keys holds them too (no validation,

@@ -161,6 +161,12 @@ pub struct NodeContext {
     /// long a multi-shard commit waits between its decision and its
     /// installs, widening the window in which slots can move under it.
     install_delay_ms: AtomicU64,
+    /// When this node's installer of other regions' transactions last
+    /// found the region unable to install them (ms since `created`, plus
+    /// one; 0: never). The shards' parked parts wait that long again
+    /// before they are shown alone (`Shard::settle_parts`).
+    installs_blocked: AtomicU64,
+    created: std::time::Instant,
 }
 
 /// Low bits of a transaction id that count this node's transactions.
@@ -198,6 +204,27 @@ impl NodeContext {
             snapshots: None,
             next_txn: AtomicU64::new(first_txn_counter()),
             install_delay_ms: AtomicU64::new(0),
+            installs_blocked: AtomicU64::new(0),
+            created: std::time::Instant::now(),
+        }
+    }
+
+    /// The region cannot install other regions' transactions now (a key's
+    /// primary has no lease, cannot be reached, or stays busy).
+    pub fn installs_blocked(&self) {
+        let at = self.created.elapsed().as_millis() as u64 + 1;
+        self.installs_blocked.store(at, Ordering::Relaxed);
+    }
+
+    /// How long ago [`NodeContext::installs_blocked`] was last said.
+    pub fn installs_blocked_ago(&self) -> Option<std::time::Duration> {
+        match self.installs_blocked.load(Ordering::Relaxed) {
+            0 => None,
+            at => Some(
+                self.created
+                    .elapsed()
+                    .saturating_sub(std::time::Duration::from_millis(at - 1)),
+            ),
         }
     }
 

@@ -20,8 +20,11 @@
 //! writer committing faster than holds can be taken one by one (hundreds
 //! of commits a second on the same keys) does not turn into a queue of
 //! installs fighting for the same holds. Busy (a local commit holds a
-//! key) releases everything and retries after a backoff; if it keeps
-//! failing, the parked parts are shown alone after `elsa_shard::PART_WAIT`.
+//! key) releases everything and retries after a backoff. An install the
+//! region cannot run (a primary without its lease, unreachable, busy too
+//! long) is tried again every 100 ms for as long as that lasts, and the
+//! parked parts wait with it: only time in which installing was possible
+//! counts towards `elsa_shard::PART_WAIT`.
 //!
 //! **In order** (issue 42). A transaction whose lattice of a key carries
 //! an earlier transaction's change of it (a transfer that read what
@@ -85,16 +88,27 @@ const ATTEMPTS_PER_ROUND: usize = 16;
 /// How often transactions that wait are tried again.
 const ROUND: Duration = Duration::from_millis(5);
 
+/// How often while the region cannot install them.
+const BLOCKED_RETRY: Duration = Duration::from_millis(100);
+
+/// A longer gap between rounds: the process was stopped.
+const STOPPED_GAP: Duration = Duration::from_secs(1);
+
 /// The node's installer of other regions' transactions: takes them from
 /// `units` as the replication service finds them, and installs as many
 /// as can go together, in order (see the module doc). One that waits
-/// longer than `elsa_shard::PART_WAIT` is given up: its parts are shown
-/// alone by then.
+/// longer than `elsa_shard::PART_WAIT` for a part it builds on is given
+/// up: its parts are shown alone by then. Time in which the region could
+/// not install at all (or this process was stopped) does not count.
 pub async fn install_remote_units(
     coord: Coordinator,
     mut units: mpsc::UnboundedReceiver<Vec<LogEntry>>,
 ) {
     let mut waiting: Vec<(Vec<LogEntry>, Instant)> = Vec::new();
+    let mut last_round = Instant::now();
+    // While the region cannot install (see `Err` below): not before then,
+    // and since when (for the log).
+    let (mut retry_at, mut blocked_since): (Option<Instant>, Option<Instant>) = (None, None);
     loop {
         if waiting.is_empty() {
             match units.recv().await {
@@ -109,6 +123,19 @@ pub async fn install_remote_units(
         }
         while let Ok(more) = units.try_recv() {
             waiting.push((more, Instant::now()));
+        }
+        // A stopped process (SIGSTOP) could install nothing: the waits
+        // skip the gap, as the shards' parked parts do.
+        let now = Instant::now();
+        let gap = now.saturating_duration_since(last_round);
+        last_round = now;
+        if gap > STOPPED_GAP {
+            for (_, since) in &mut waiting {
+                *since = (*since + gap).min(now);
+            }
+        }
+        if retry_at.is_some_and(|t| now < t) {
+            continue;
         }
         let before = waiting.len();
         waiting.retain(|(_, since)| since.elapsed() < elsa_shard::PART_WAIT);
@@ -136,8 +163,15 @@ pub async fn install_remote_units(
             len = len.clamp(1, cand.len());
             let batch: Vec<Vec<LogEntry>> =
                 cand[..len].iter().map(|&i| waiting[i].0.clone()).collect();
-            match coord.install_unit(&batch).await {
+            match install_stamped(&coord, &batch).await {
                 Ok(Installed::All) => {
+                    if let Some(t) = blocked_since.take() {
+                        tracing::info!(
+                            "transactions of other regions install again, after {:.1?}",
+                            t.elapsed()
+                        );
+                    }
+                    retry_at = None;
                     for &i in &cand[..len] {
                         done[i] = true;
                     }
@@ -159,15 +193,26 @@ pub async fn install_remote_units(
                     len = cand.len();
                 }
                 Err(e) => {
-                    tracing::warn!(
-                        "{len} transactions of other regions not installed as one: {e}; their parts show once they have waited {:?}",
-                        elsa_shard::PART_WAIT
-                    );
-                    for &i in &cand[..len] {
-                        done[i] = true;
+                    // The region cannot install now: a key's primary has no
+                    // lease, cannot be reached, or stayed busy (every
+                    // `TxnError` an install can meet is of that kind).
+                    // Nothing is given up for it (issue 42: parts shown
+                    // alone once a region had been without its majority
+                    // for 10 s tore remote snapshots right after it came
+                    // back): the waits, here and of the shards' parked
+                    // parts, start again, and all is tried again soon.
+                    if blocked_since.is_none() {
+                        tracing::warn!(
+                            "transactions of other regions cannot be installed now ({e}); they wait out of sight and are tried again every {BLOCKED_RETRY:?}"
+                        );
+                        blocked_since = Some(Instant::now());
                     }
-                    cand.drain(..len);
-                    len = cand.len();
+                    coord.node.installs_blocked();
+                    for (_, since) in &mut waiting {
+                        *since = Instant::now();
+                    }
+                    retry_at = Some(Instant::now() + BLOCKED_RETRY);
+                    break;
                 }
             }
         }
@@ -178,6 +223,28 @@ pub async fn install_remote_units(
         });
     }
 }
+
+/// [`Coordinator::install_unit`], saying the region is blocked
+/// ([`NodeContext::installs_blocked`](crate::router::NodeContext)) every
+/// [`STUCK`] it takes: an install whose hold waits on a paused or cut-off
+/// primary can take as long as the fault, and the parts it would install
+/// must not be shown alone meanwhile.
+async fn install_stamped(
+    coord: &Coordinator,
+    batch: &[Vec<LogEntry>],
+) -> Result<Installed, TxnError> {
+    let install = coord.install_unit(batch);
+    tokio::pin!(install);
+    loop {
+        match tokio::time::timeout(STUCK, &mut install).await {
+            Ok(done) => return done,
+            Err(_) => coord.node.installs_blocked(),
+        }
+    }
+}
+
+/// How long an install may take before the region counts as blocked.
+const STUCK: Duration = Duration::from_millis(500);
 
 impl Coordinator {
     /// Installs `units` (other regions' committed transactions) all at
@@ -246,7 +313,13 @@ impl Coordinator {
                 retry.wait().await?;
                 continue;
             }
-            guard.disarm();
+            // The guard stays armed: the holds are released once every
+            // shard has answered, i.e. once every replica of every key in
+            // the region has logged the install — a node that crashes
+            // after a reader saw the transaction cannot take part of it
+            // back (issue 42: with the holds released at each shard's own
+            // install, a node killed right after lost one shard's half from
+            // its log and the region showed the rest).
             let mut waits = Vec::with_capacity(per_shard.len());
             for (shard, part) in per_shard {
                 let entries = part.into_iter().map(|(e, _)| e.clone()).collect();

@@ -130,6 +130,9 @@ pub struct Shard {
     /// With each, when it came and the oldest commit merged into it (which
     /// holds the collection floor back: see [`Shard::collection_floor`]).
     parts: HashMap<Bytes, parts::Parked>,
+    /// When [`Shard::settle_parts`] last ran (a longer gap than a few
+    /// epochs means the process was stopped: parts' clocks skip it).
+    parts_settled: Option<std::time::Instant>,
     stats: ShardStats,
     durability: Option<Durability>,
     frozen: bool,
@@ -430,6 +433,7 @@ impl Shard {
             block: None,
             unit_first: None,
             parts: HashMap::new(),
+            parts_settled: None,
             stats: ShardStats::default(),
             durability: None,
             frozen: false,
@@ -558,8 +562,14 @@ impl Shard {
                 entries,
                 reply,
             } => {
+                // Answered once every replica of the keys in the region has
+                // logged them (or the region gave up waiting): the holds
+                // stay until the installer has every answer, so no reader
+                // sees the install before a crash of this node could no
+                // longer take half of it away (issue 42).
                 let r = self.op_install_remote(txn, &entries);
-                self.respond(reply, r);
+                let unconfirmed = r.is_ok().then_some(Ok(()));
+                self.respond_at(crate::repl::AckLevel::Region, reply, r, unconfirmed);
             }
             ShardMsg::Shadow { txn, holds, reply } => {
                 self.op_shadow(txn | crate::msg::SHADOW, holds);
@@ -932,7 +942,7 @@ impl Shard {
         }
         if written && !source.recovering() {
             if let Some(d) = &mut self.durability {
-                d.wal.stage(key, state, start_ts, version, own);
+                d.wal.stage(key, state, start_ts, version, own, self.unit);
             }
         }
         written
@@ -1654,7 +1664,6 @@ impl Shard {
             );
         }
         self.unit = Unit::None;
-        self.op_release(txn);
         Ok(())
     }
 

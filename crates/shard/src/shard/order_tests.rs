@@ -92,9 +92,9 @@ fn what_waits_shows_alone_after_the_wait() {
         true,
     )
     .unwrap();
-    s.settle_parts(std::time::Duration::from_secs(3600));
+    s.settle_parts(std::time::Duration::from_secs(3600), None);
     assert_eq!(value(&mut s, "y"), None);
-    s.settle_parts(std::time::Duration::ZERO);
+    s.settle_parts(std::time::Duration::ZERO, None);
     assert_eq!(value(&mut s, "y").as_deref(), Some(&b"106"[..]));
     assert!(in_order(&s, "y", &[v(20)]));
 }
@@ -157,4 +157,37 @@ fn a_part_written_again_in_its_epoch_is_shipped_as_it_was() {
     s.op_batch(&[kop(&s, "z", set("1"))]);
     s.op_batch(&[kop(&s, "z", set("2"))]);
     assert_eq!(s.flush_gossip().len(), 1);
+}
+
+/// Issue 42: a part's wait counts only time in which its region could
+/// install it — not while the process was stopped, nor before the
+/// installer last found the region unable to install.
+#[test]
+fn a_part_waits_longer_while_nothing_could_install_it() {
+    use std::time::{Duration, Instant};
+    let mut s = shard();
+    s.op_merge(&[plain("x", "t1", v(10), Unit::Shards)], true)
+        .unwrap();
+    let wait = Duration::from_secs(3);
+    let aged = |s: &mut Shard, by: Duration| {
+        s.parts.get_mut(&b"x"[..]).unwrap().since = Instant::now() - by;
+    };
+    // Parked 5 s ago, but the process was stopped for 4 of them (the
+    // last settle 4 s ago): it has waited 1 s.
+    aged(&mut s, Duration::from_secs(5));
+    s.parts_settled = Some(Instant::now() - Duration::from_secs(4));
+    s.settle_parts(wait, None);
+    assert_eq!(value(&mut s, "x"), None, "a stopped process's gap counts");
+    // Parked 5 s ago; the installer found the region unable 1 s ago.
+    aged(&mut s, Duration::from_secs(5));
+    s.settle_parts(wait, Some(Duration::from_secs(1)));
+    assert_eq!(
+        value(&mut s, "x"),
+        None,
+        "time the region was blocked counts"
+    );
+    // Blocked long ago, parked 5 s ago: shown alone.
+    aged(&mut s, Duration::from_secs(5));
+    s.settle_parts(wait, Some(Duration::from_secs(10)));
+    assert_eq!(value(&mut s, "x").as_deref(), Some(&b"t1"[..]));
 }

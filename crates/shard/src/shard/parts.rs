@@ -28,13 +28,18 @@
 //! `GossipBuffer::capture`), so a part that has arrived has every older
 //! part of its key before it.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use elsa_lattice::{Crdt, KeyState, Version};
 
 use super::{Shard, Source};
 use crate::record::{Record, Unit};
 use crate::wal::codec::{EntryState, LogEntry};
+
+/// A gap between two [`Shard::settle_parts`] calls (one per merge epoch)
+/// longer than this: the process was stopped (SIGSTOP, a VM paused) and
+/// could not install anything meanwhile.
+const STOPPED_GAP: Duration = Duration::from_secs(1);
 
 /// What waits for `key`: the other region's lattices merged, and which of
 /// them are parts of transactions not yet installed here.
@@ -156,10 +161,35 @@ impl Shard {
 
     /// Parts of other regions' transactions: forgets those installed
     /// since (the whole transaction was), and shows alone those that
-    /// waited longer than `wait` — the rest was lost on the way or its
-    /// install failed, and staleness must stay bounded. Called every
-    /// merge epoch.
-    pub fn settle_parts(&mut self, wait: std::time::Duration) {
+    /// waited longer than `wait` — the rest was lost on the way, and
+    /// staleness must stay bounded. Called every merge epoch.
+    ///
+    /// A part's wait counts only time in which this region could have
+    /// installed it (issue 42: torn remote snapshots right after a region
+    /// got its majority back): not while the process was stopped (a gap
+    /// between calls), not while this shard refuses writes (catching up),
+    /// and not before `blocked_ago` — how long ago this node's installer
+    /// last found the region unable to install (a key's primary without
+    /// its lease, unreachable or paused; `None`: never).
+    pub fn settle_parts(&mut self, wait: Duration, blocked_ago: Option<Duration>) {
+        let now = Instant::now();
+        let gap = self
+            .parts_settled
+            .replace(now)
+            .map(|t| now.saturating_duration_since(t))
+            .filter(|&g| g > STOPPED_GAP);
+        let mut restart = blocked_ago.and_then(|a| now.checked_sub(a));
+        if self.write_refusal().is_some() {
+            restart = Some(now);
+        }
+        for p in self.parts.values_mut() {
+            if let Some(g) = gap {
+                p.since = (p.since + g).min(now);
+            }
+            if let Some(r) = restart {
+                p.since = p.since.max(r);
+            }
+        }
         if self.parts.is_empty() || self.write_refusal().is_some() {
             return;
         }

@@ -209,6 +209,8 @@ impl Shard {
     }
 
     fn restore_as(&mut self, hash: u64, entry: &LogEntry, source: Source) {
+        // With the kind of commit that wrote it (logged since issue 42).
+        let unit = std::mem::replace(&mut self.unit, entry.unit);
         self.install_from(
             hash,
             &entry.key,
@@ -217,6 +219,7 @@ impl Shard {
             entry.version,
             source,
         );
+        self.unit = unit;
     }
 
     /// Merges lattices received from a peer. Each is installed only if it
@@ -332,6 +335,7 @@ impl Shard {
                 ttl_of,
                 start_ts: r.start_ts,
                 version: r.version(),
+                unit: r.unit(),
             }
         });
         let (file, bytes) = d

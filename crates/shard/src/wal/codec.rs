@@ -47,6 +47,13 @@ const TYPED: u8 = 4;
 /// A change of the TTL alone: the version of the value it changed follows
 /// the expiry (see `Current::ttl_of`).
 const TTL_OF: u8 = 8;
+/// Two bits: which kind of commit wrote the entry ([`crate::record::Unit`]
+/// code, 0–2), so that a node that restarts still ships another region a
+/// transaction's part as a part (issue 42: after a restart, recovered keys
+/// went out as lone writes and the other region showed them at once —
+/// a transfer seen in part). Logs written before carry none.
+const UNIT_SHIFT: u8 = 4;
+const UNIT_MASK: u8 = 3 << UNIT_SHIFT;
 const HEADER: usize = 12;
 /// Marks the start of every frame, so recovery can tell a torn tail (no
 /// valid frame after the damage) from damage in the middle of a file.
@@ -87,8 +94,8 @@ pub struct LogEntry {
     pub start_ts: Ts,
     /// Who committed it, when.
     pub version: Version,
-    /// Which kind of commit wrote it (not logged: it only steers what
-    /// another region waits for before showing it).
+    /// Which kind of commit wrote it (steers what another region waits
+    /// for before showing it; logged since issue 42).
     pub unit: crate::record::Unit,
 }
 
@@ -109,6 +116,8 @@ pub struct EntryRef<'a> {
     pub start_ts: Ts,
     /// Version.
     pub version: Version,
+    /// Which kind of commit wrote it.
+    pub unit: crate::record::Unit,
 }
 
 impl<'a> EntryRef<'a> {
@@ -124,8 +133,14 @@ impl<'a> EntryRef<'a> {
                 ttl_of: None,
                 start_ts,
                 version,
+                unit: crate::record::Unit::None,
             },
         }
+    }
+
+    /// The same, written by a commit of `unit`'s kind.
+    pub fn with_unit(self, unit: crate::record::Unit) -> Self {
+        EntryRef { unit, ..self }
     }
 
     /// Borrows a key and its plain state.
@@ -143,6 +158,7 @@ impl<'a> EntryRef<'a> {
             ttl_of: state.and_then(|c| c.ttl_of),
             start_ts,
             version,
+            unit: crate::record::Unit::None,
         }
     }
 }
@@ -157,11 +173,13 @@ pub fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
         ttl_of,
         start_ts,
         version,
+        unit,
     } = e;
+    let unit = (unit.code() as u8) << UNIT_SHIFT;
     out.put_u32_le(key.len() as u32);
     out.extend_from_slice(key);
     if let Some(s) = typed {
-        out.put_u8(TYPED);
+        out.put_u8(TYPED | unit);
         let at = out.len();
         out.put_u32_le(0);
         s.encode(out);
@@ -172,7 +190,7 @@ pub fn encode_entry(out: &mut Vec<u8>, e: EntryRef<'_>) {
         out.put_u32_le(version.origin);
         return;
     }
-    let mut flags = 0;
+    let mut flags = unit;
     if value.is_none() {
         flags |= TOMBSTONE;
     }
@@ -380,7 +398,10 @@ pub fn decode_file_at(data: &[u8], mut each: impl FnMut(u64, Logged)) -> Result<
 pub fn encode_lattices(out: &mut Vec<u8>, entries: &[LogEntry]) {
     out.put_u32_le(entries.len() as u32);
     for e in entries {
-        encode_entry(out, EntryRef::of(&e.key, &e.state, e.start_ts, e.version));
+        encode_entry(
+            out,
+            EntryRef::of(&e.key, &e.state, e.start_ts, e.version).with_unit(e.unit),
+        );
     }
 }
 
@@ -438,9 +459,12 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
         let key = Bytes::copy_from_slice(&p[..klen]);
         p.advance(klen);
         let flags = p.get_u8();
+        let unit = (flags & UNIT_MASK) >> UNIT_SHIFT;
+        let flags = flags & !UNIT_MASK;
         if flags & !(TOMBSTONE | HAS_TTL | TYPED | TTL_OF) != 0
             || (flags & TYPED != 0 && flags != TYPED)
             || (flags & TTL_OF != 0 && flags & TOMBSTONE != 0)
+            || unit > 2
         {
             return Err(format!(
                 "unknown entry flags {flags:#x} (written by a newer Elsa?)"
@@ -490,7 +514,7 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
             state,
             start_ts,
             version: Version::new(commit_ts, origin),
-            unit: crate::record::Unit::None,
+            unit: crate::record::Unit::from_code(u32::from(unit)),
         });
     }
     if p.has_remaining() {
@@ -527,7 +551,7 @@ mod tests {
         for e in entries {
             encode_entry(
                 &mut body,
-                EntryRef::of(&e.key, &e.state, e.start_ts, e.version),
+                EntryRef::of(&e.key, &e.state, e.start_ts, e.version).with_unit(e.unit),
             );
         }
         let mut out = Vec::new();
@@ -598,6 +622,37 @@ mod tests {
                 Logged::FlushDb(3, 78)
             ]
         );
+    }
+
+    /// Issue 42: the kind of commit that wrote an entry survives a
+    /// restart, plain, tombstone and typed alike.
+    #[test]
+    fn unit_marks_roundtrip() {
+        use crate::record::Unit;
+        let typed = LogEntry {
+            state: EntryState::Typed(Arc::new(KeyState::of_string(
+                elsa_lattice::Counter::default(),
+            ))),
+            ..entry("t", None, None, 7)
+        };
+        let r = vec![
+            LogEntry {
+                unit: Unit::Here,
+                ..entry("a", Some("1"), Some(5), 1)
+            },
+            LogEntry {
+                unit: Unit::Shards,
+                ..entry("b", None, None, 2)
+            },
+            LogEntry {
+                unit: Unit::Shards,
+                ..typed
+            },
+            entry("c", Some("2"), None, 3),
+        ];
+        let (got, tail) = decode_all(&frame(&r));
+        assert!(tail.is_ok());
+        assert_eq!(got, vec![r]);
     }
 
     #[test]

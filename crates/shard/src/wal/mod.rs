@@ -285,6 +285,7 @@ impl Wal {
         start_ts: Ts,
         version: Version,
         own: bool,
+        unit: crate::record::Unit,
     ) {
         if self.open.is_some() && self.open_own != own {
             self.seal();
@@ -295,7 +296,7 @@ impl Wal {
         }
         codec::encode_entry(
             &mut self.buf,
-            codec::EntryRef::of(key, state, start_ts, version),
+            codec::EntryRef::of(key, state, start_ts, version).with_unit(unit),
         );
         self.staged_count += 1;
     }

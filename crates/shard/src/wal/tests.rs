@@ -92,6 +92,7 @@ fn write_records(
             1,
             Version::new(i as u64 + 1, 1),
             false,
+            Default::default(),
         );
         wal.seal();
         let acked = acked.clone();
@@ -298,7 +299,14 @@ fn recovery_leaves_out_own_records_no_confirmation_covers() {
     let dir = tempdir("own");
     let data = files::DataDir::open(&dir).unwrap();
     let stage = |wal: &mut Wal, k: &str, own: bool| {
-        wal.stage(k.as_bytes(), &current(k), 1, Version::new(2, 1), own);
+        wal.stage(
+            k.as_bytes(),
+            &current(k),
+            1,
+            Version::new(2, 1),
+            own,
+            Default::default(),
+        );
         wal.seal();
     };
     // Segment 1: a peer's lattice, two own ones confirmed in place, one
@@ -367,7 +375,14 @@ fn a_segment_zeroed_ahead_recovers_after_a_crash() {
         Fsync::Always,
     );
     for k in ["a", "b", "c"] {
-        wal.stage(k.as_bytes(), &current(k), 1, Version::new(2, 1), false);
+        wal.stage(
+            k.as_bytes(),
+            &current(k),
+            1,
+            Version::new(2, 1),
+            false,
+            Default::default(),
+        );
         wal.seal();
         wal.flush();
     }
