@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use elsa_lattice::Version;
 use elsa_shard::wal::codec::LogEntry;
-use elsa_shard::{AckLevel, Check, Expect, HoldMode, PrepareRequest, Refusal, ShardMsg};
+use elsa_shard::{AckLevel, Check, Expect, HoldMode, PrepareRequest, Refusal, ShardMsg, TxnId};
 use tokio::sync::mpsc;
 
 use crate::atomic::HoldGuard;
@@ -322,20 +322,118 @@ impl Coordinator {
             // its log and the region showed the rest).
             let mut waits = Vec::with_capacity(per_shard.len());
             for (shard, part) in per_shard {
-                let entries = part.into_iter().map(|(e, _)| e.clone()).collect();
-                waits.push(self.start(shard, |reply| ShardMsg::InstallRemote {
+                let entries: Vec<LogEntry> = part.into_iter().map(|(e, _)| e.clone()).collect();
+                let sent = entries.clone();
+                let rx = self.start(shard, |reply| ShardMsg::InstallRemote {
                     txn,
-                    entries,
+                    entries: sent,
                     reply,
-                })?);
+                });
+                waits.push((entries, rx));
             }
-            for rx in waits {
-                rx.await.map_err(|_| TxnError::ShardGone)??;
+            let (mut installed, mut unsettled) = (0, Vec::new());
+            for (entries, rx) in waits {
+                let done = match rx {
+                    Ok(rx) => matches!(rx.await, Ok(Ok(()))),
+                    Err(_) => false,
+                };
+                if done {
+                    installed += 1;
+                } else {
+                    unsettled.extend(entries);
+                }
             }
-            return Ok(Installed::All);
+            if !unsettled.is_empty() {
+                if installed == 0 {
+                    // Shown nowhere: given up whole, tried again later.
+                    return Err(TxnError::Unavailable(
+                        "no shard confirmed the install".to_string(),
+                    ));
+                }
+                self.settle_install(&mut guard, txn, unsettled).await;
+            }
+            return Ok(Installed::All); // the guard releases every hold
         }
     }
+
+    /// Part of an install went in and stays held, part did not (its
+    /// shard's node was unreachable, lost the holds, or its replicas did
+    /// not confirm — such a node drops the lattices when it catches up
+    /// again): installs the rest again under the same transaction's holds,
+    /// without checks (the transaction is decided and partly shown to
+    /// nobody yet), every 100 ms until it is in, for at most
+    /// [`SETTLE_FOR`]. Readers of the held keys wait meanwhile: released
+    /// before, the region showed the part that went in (issue 42).
+    async fn settle_install(&self, guard: &mut HoldGuard<'_>, txn: TxnId, mut rest: Vec<LogEntry>) {
+        let deadline = Instant::now() + SETTLE_FOR;
+        while !rest.is_empty() {
+            if Instant::now() > deadline {
+                tracing::error!(
+                    "an install of other regions' transactions stayed unfinished for {SETTLE_FOR:?}: {} of its lattices may show late",
+                    rest.len()
+                );
+                return;
+            }
+            self.node.installs_blocked();
+            tokio::time::sleep(BLOCKED_RETRY).await;
+            let mut per_shard: HashMap<ShardId, Vec<LogEntry>> = HashMap::new();
+            for e in rest.drain(..) {
+                per_shard
+                    .entry(self.shard_of(self.hash(&e.key)))
+                    .or_default()
+                    .push(e);
+            }
+            for (shard, entries) in per_shard {
+                if self
+                    .install_again(guard, txn, shard, &entries)
+                    .await
+                    .is_err()
+                {
+                    rest.extend(entries);
+                }
+            }
+        }
+    }
+
+    /// Holds `entries`' keys on `shard` for `txn` (again) and installs them.
+    async fn install_again(
+        &self,
+        guard: &mut HoldGuard<'_>,
+        txn: TxnId,
+        shard: ShardId,
+        entries: &[LogEntry],
+    ) -> Result<(), ()> {
+        let req = PrepareRequest {
+            txn,
+            checks: Vec::new(),
+            holds: entries
+                .iter()
+                .map(|e| (self.hashed(e.key.clone()), HoldMode::Write))
+                .collect(),
+            want_states: false,
+            retry_on_busy: true,
+            wait: false,
+        };
+        let ack = AckLevel::Local;
+        let held = self
+            .start(shard, |reply| ShardMsg::Prepare { req, ack, reply })
+            .map_err(|_| ())?;
+        guard.add(shard);
+        held.await.map_err(|_| ())?.map_err(|_| ())?;
+        let entries = entries.to_vec();
+        let done = self
+            .start(shard, |reply| ShardMsg::InstallRemote {
+                txn,
+                entries,
+                reply,
+            })
+            .map_err(|_| ())?;
+        done.await.map_err(|_| ())?.map_err(|_| ())
+    }
 }
+
+/// How long [`Coordinator::settle_install`] keeps trying.
+const SETTLE_FOR: Duration = Duration::from_secs(60);
 
 #[cfg(test)]
 mod tests {

@@ -195,6 +195,10 @@ struct Parked {
 
 /// What an install answers when this shard does not hold the transaction's
 /// keys (it was resolved, and found aborted, meanwhile).
+/// An install of other regions' transactions that the region's other
+/// replicas of its keys did not confirm (see [`ShardMsg::InstallRemote`]).
+pub const ERR_INSTALL_UNCONFIRMED: &str =
+    "ERR the install was not confirmed by the region's replicas; install it again";
 pub const ERR_HOLDS_LOST: &str = "ERR the transaction no longer holds its keys here (it was resolved as aborted while its coordinator was unreachable); not applied";
 
 /// What a write answers when the region's other replicas did not confirm it.
@@ -263,7 +267,12 @@ fn written_before(state: &EntryState, version: Version, floor: Ts) -> bool {
 /// How long a part of another region's transaction waits for the rest
 /// before it is shown alone (the rest lost on the way, or its unit install
 /// failed): a bound on staleness, never reached while the link is healthy.
-pub const PART_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// A minute, not less: the rest of a transaction whose writing node was
+/// killed comes only once that node's region serves again (its backup
+/// does not gossip it on), and with 10 s, two regions of two nodes showed
+/// transfers in part after a `kill -9` of 7 s (issue 42,
+/// `tests/nemesis_regions.rs` seeds 4 and 6).
+pub const PART_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How long a prepare or a commit that asked to wait
 /// ([`PrepareRequest::wait`], [`CommitRequest::wait`]) waits for its keys
@@ -567,8 +576,13 @@ impl Shard {
                 // stay until the installer has every answer, so no reader
                 // sees the install before a crash of this node could no
                 // longer take half of it away (issue 42).
+                // Not confirmed (a replica refused or was lost), it is an
+                // error: this node may drop the install when it catches up
+                // again, and the installer installs it again.
                 let r = self.op_install_remote(txn, &entries);
-                let unconfirmed = r.is_ok().then_some(Ok(()));
+                let unconfirmed = r
+                    .is_ok()
+                    .then(|| Err(Refusal::Unavailable(ERR_INSTALL_UNCONFIRMED.to_string())));
                 self.respond_at(crate::repl::AckLevel::Region, reply, r, unconfirmed);
             }
             ShardMsg::Shadow { txn, holds, reply } => {
@@ -930,7 +944,13 @@ impl Shard {
         let mut own = false;
         if written && matches!(source, Source::Local | Source::Remote) {
             if let Some(r) = &mut self.repl {
-                own = true;
+                // Logged as this node's own commit (left out by a recovery
+                // that finds it unconfirmed) only when it is one: another
+                // region's install was decided there, and dropped by a
+                // restart in place it left the region showing the rest of
+                // its transaction (issue 42); kept, it is what anti-entropy
+                // would bring back anyway.
+                own = source == Source::Local;
                 r.pending.push(crate::wal::codec::LogEntry {
                     key: Bytes::copy_from_slice(key),
                     state: state.clone(),
