@@ -23,7 +23,8 @@
 //! last heal every node reaches the same `ELSA.DIGEST`, and every node
 //! reads the same balances, summing to the total.
 //!
-//! `ELSA_NEMESIS_SEED` replays a run, `ELSA_NEMESIS_ROUNDS` (default 4)
+//! `ELSA_NEMESIS_SEED` replays a run (default 6; `random` draws one),
+//! `ELSA_NEMESIS_ROUNDS` (default 4)
 //! sets its length, `ELSA_NEMESIS_OWNERSHIP` runs it with `gossip`,
 //! `ELSA_NEMESIS_FLAGS` adds server flags.
 
@@ -244,7 +245,12 @@ fn settle(hosts: &Hosts, leases: bool) {
 fn two_regions_under_random_faults_keep_every_bank_whole() {
     use rand::{Rng, SeedableRng};
     let env = |name: &str, default: u64| common::env_or(name, default);
-    let seed = env("ELSA_NEMESIS_SEED", rand::random::<u32>() as u64);
+    // CI runs seed 6 (a clock 400 ms ahead, a kill, a pause, the regions
+    // cut apart); long runs give seeds (`ELSA_NEMESIS_SEED=random` draws one).
+    let seed = match std::env::var("ELSA_NEMESIS_SEED").as_deref() {
+        Ok("random") => rand::random::<u32>() as u64,
+        _ => env("ELSA_NEMESIS_SEED", 6),
+    };
     let rounds = env("ELSA_NEMESIS_ROUNDS", 4);
     let ownership =
         std::env::var("ELSA_NEMESIS_OWNERSHIP").unwrap_or_else(|_| "leases".to_string());
