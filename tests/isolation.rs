@@ -915,7 +915,7 @@ fn region_of_three_under_kill_and_pause() {
 fn region_of_three_with_leases_under_kill_pause_and_clock() {
     region_under_faults(
         "region-leases",
-        &["--ownership", "leases", "--fault-injection", "true"],
+        &["--ownership", "leases"],
         &[faults::Kind::Kill, faults::Kind::Pause, faults::Kind::Clock],
     );
 }
