@@ -36,6 +36,12 @@ run() {
   taskset -c 0 "$bin" server --port "$port" --workers "$WORKERS" --appendfsync "$fsync" --data-dir "$dir" >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  # With ownership = leases (a wrapper may add it), not before the lease.
+  for _ in $(seq 100); do
+    redis-cli -p "$port" info replication | grep -q '^ownership:leases' || break
+    redis-cli -p "$port" info replication | grep -q '^lease_ms_left:[1-9]' && break
+    sleep 0.1
+  done
   # GET reads keys that exist (as compare-cpu.sh's, which runs after SET).
   [ "$w" = get-hot ] && redis-cli -p "$port" set key:__rand_int__ xxx >/dev/null
   case $w in get|get-1) taskset -c 1 redis-benchmark -p "$port" -P 16 -c 50 -r 1000000 -n 1000000 -t set -q >/dev/null 2>&1 ;; esac
