@@ -104,7 +104,9 @@ pub async fn install_remote_units(
     coord: Coordinator,
     mut units: mpsc::UnboundedReceiver<Vec<LogEntry>>,
 ) {
-    let mut waiting: Vec<(Vec<LogEntry>, Instant)> = Vec::new();
+    // Each with when it came (or its wait restarted), and the key its
+    // last order check waited on (for the log, should it be given up).
+    let mut waiting: Vec<(Vec<LogEntry>, Instant, Option<Bytes>)> = Vec::new();
     let mut last_round = Instant::now();
     // While the region cannot install (see `Err` below): not before then,
     // and since when (for the log).
@@ -112,17 +114,17 @@ pub async fn install_remote_units(
     loop {
         if waiting.is_empty() {
             match units.recv().await {
-                Some(u) => waiting.push((u, Instant::now())),
+                Some(u) => waiting.push((u, Instant::now(), None)),
                 None => return,
             }
         } else if let Ok(got) = tokio::time::timeout(ROUND, units.recv()).await {
             match got {
-                Some(u) => waiting.push((u, Instant::now())),
+                Some(u) => waiting.push((u, Instant::now(), None)),
                 None => return,
             }
         }
         while let Ok(more) = units.try_recv() {
-            waiting.push((more, Instant::now()));
+            waiting.push((more, Instant::now(), None));
         }
         // A stopped process (SIGSTOP) could install nothing: the waits
         // skip the gap, as the shards' parked parts do.
@@ -130,19 +132,33 @@ pub async fn install_remote_units(
         let gap = now.saturating_duration_since(last_round);
         last_round = now;
         if gap > STOPPED_GAP {
-            for (_, since) in &mut waiting {
+            for (_, since, _) in &mut waiting {
                 *since = (*since + gap).min(now);
             }
         }
         if retry_at.is_some_and(|t| now < t) {
             continue;
         }
-        let before = waiting.len();
-        waiting.retain(|(_, since)| since.elapsed() < elsa_shard::PART_WAIT);
-        if waiting.len() < before {
+        let (late, kept): (Vec<_>, Vec<_>) = waiting
+            .drain(..)
+            .partition(|(_, since, _)| since.elapsed() >= elsa_shard::PART_WAIT);
+        waiting = kept;
+        if !late.is_empty() {
+            let what: Vec<String> = late
+                .iter()
+                .take(3)
+                .map(|(u, _, on)| {
+                    format!(
+                        "{} keys at {:?}, last waiting on {:?}",
+                        u.len(),
+                        u.first().map(|e| e.version),
+                        on.as_ref().map(|k| String::from_utf8_lossy(k).into_owned())
+                    )
+                })
+                .collect();
             tracing::warn!(
-                "{} transactions of other regions waited {:?} for parts they carry; their parts show alone",
-                before - waiting.len(),
+                "{} transactions of other regions waited {:?} for parts they carry; their parts show alone (e.g. {what:?})",
+                late.len(),
                 elsa_shard::PART_WAIT
             );
         }
@@ -152,7 +168,7 @@ pub async fn install_remote_units(
         // some wait, try half as many. One that cannot go alone waits for
         // its part, and so does every later one that shares a key with it
         // (it may carry its change); the others are tried without them.
-        waiting.sort_by_key(|(u, _)| u.first().map(|e| e.version));
+        waiting.sort_by_key(|(u, _, _)| u.first().map(|e| e.version));
         let mut cand: Vec<usize> = (0..waiting.len()).collect();
         let mut done = vec![false; waiting.len()];
         let mut len = cand.len();
@@ -179,8 +195,9 @@ pub async fn install_remote_units(
                     len = cand.len();
                 }
                 Ok(Installed::NotYet(_)) if len > 1 => len /= 2,
-                Ok(Installed::NotYet(_)) => {
+                Ok(Installed::NotYet(key)) => {
                     let head = cand[0];
+                    waiting[head].2 = Some(key);
                     let mut blocked: HashSet<&Bytes> = HashSet::new();
                     cand.retain(|&i| {
                         let unit = &waiting[i].0;
@@ -208,7 +225,7 @@ pub async fn install_remote_units(
                         blocked_since = Some(Instant::now());
                     }
                     coord.node.installs_blocked();
-                    for (_, since) in &mut waiting {
+                    for (_, since, _) in &mut waiting {
                         *since = Instant::now();
                     }
                     retry_at = Some(Instant::now() + BLOCKED_RETRY);
