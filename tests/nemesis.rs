@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::hosts::{quick_conn, Hosts};
+use common::hosts::{broken, quick_conn, reconnected, Hosts};
 
 const H1: usize = 0;
 const H2: usize = 1;
@@ -69,9 +69,7 @@ fn client(
         let mut errors = 0;
         let mut n = 0u64;
         while !stop.load(Ordering::Relaxed) {
-            let Some(con) = c.as_mut() else {
-                std::thread::sleep(Duration::from_millis(100));
-                c = quick_conn(&ns, addr);
+            let Some(con) = reconnected(&mut c, &ns, addr) else {
                 continue;
             };
             n += 1;
@@ -118,7 +116,7 @@ fn client(
                     }),
                     Err(e) => {
                         errors += 1;
-                        if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+                        if broken(&e) {
                             ok = false;
                             break;
                         }

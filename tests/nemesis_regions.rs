@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use common::hosts::{quick_conn, Hosts};
+use common::hosts::{broken, reconnected, Hosts};
 
 const A1: usize = 0;
 const A2: usize = 1;
@@ -76,7 +76,7 @@ fn num(v: &Value) -> i64 {
 fn abort(con: &mut redis::Connection) -> bool {
     match redis::cmd("ABORT").query::<Value>(con) {
         Ok(_) => true,
-        Err(e) => !(e.is_io_error() || e.is_timeout() || e.is_connection_dropped()),
+        Err(e) => !broken(&e),
     }
 }
 
@@ -101,7 +101,7 @@ fn transfer(
     };
     match run(con) {
         Ok(done) => Some(done),
-        Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => None,
+        Err(e) if broken(&e) => None,
         Err(_) => abort(con).then_some(false),
     }
 }
@@ -114,12 +114,10 @@ fn snapshot(
     keys: &[String],
     si: bool,
 ) -> Result<Option<Vec<i64>>, ()> {
-    let broke =
-        |e: &redis::RedisError| e.is_io_error() || e.is_timeout() || e.is_connection_dropped();
     if !si {
         return match redis::cmd("MGET").arg(keys).query::<Vec<Value>>(con) {
             Ok(v) => Ok(Some(v.iter().map(num).collect())),
-            Err(e) if broke(&e) => Err(()),
+            Err(e) if broken(&e) => Err(()),
             Err(_) => Ok(None),
         };
     }
@@ -134,7 +132,7 @@ fn snapshot(
     };
     match run(con) {
         Ok(seen) => Ok(seen),
-        Err(e) if broke(&e) => Err(()),
+        Err(e) if broken(&e) => Err(()),
         Err(_) => abort(con).then_some(None).ok_or(()),
     }
 }
@@ -166,9 +164,7 @@ fn clients(
             let mut c = None;
             let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ i as u64;
             while !stop.load(Ordering::Relaxed) {
-                let Some(con) = c.as_mut() else {
-                    std::thread::sleep(Duration::from_millis(100));
-                    c = quick_conn(&ns, addr);
+                let Some(con) = reconnected(&mut c, &ns, addr) else {
                     continue;
                 };
                 x = x
@@ -195,9 +191,7 @@ fn clients(
             let mut c = None;
             let mut n = 0usize;
             while !stop.load(Ordering::Relaxed) {
-                let Some(con) = c.as_mut() else {
-                    std::thread::sleep(Duration::from_millis(100));
-                    c = quick_conn(&ns, addr);
+                let Some(con) = reconnected(&mut c, &ns, addr) else {
                     continue;
                 };
                 n += 1;

@@ -626,6 +626,27 @@ pub fn quick_conn(ns: &str, addr: Ipv4Addr) -> Option<redis::Connection> {
     })
 }
 
+/// For a client that keeps going through faults: the connection in `c`,
+/// or, when there is none (it broke), a new one opened after 100 ms —
+/// `None` while none can be opened.
+pub fn reconnected<'c>(
+    c: &'c mut Option<redis::Connection>,
+    ns: &str,
+    addr: Ipv4Addr,
+) -> Option<&'c mut redis::Connection> {
+    if c.is_none() {
+        std::thread::sleep(Duration::from_millis(100));
+        *c = quick_conn(ns, addr);
+    }
+    c.as_mut()
+}
+
+/// The error says the connection is gone or hung (a cut, a paused or
+/// killed node): open another one; the call's outcome is unknown.
+pub fn broken(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_timeout() || e.is_connection_dropped()
+}
+
 /// Runs `f` on a thread that has joined network namespace `ns` (a socket
 /// made there stays there; the thread then ends).
 pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {

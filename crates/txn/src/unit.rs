@@ -339,17 +339,16 @@ impl Coordinator {
             // its log and the region showed the rest).
             let mut waits = Vec::with_capacity(per_shard.len());
             for (shard, part) in per_shard {
-                let entries: Vec<LogEntry> = part.into_iter().map(|(e, _)| e.clone()).collect();
-                let sent = entries.clone();
+                let entries = part.iter().map(|(e, _)| e.clone()).collect();
                 let rx = self.start(shard, |reply| ShardMsg::InstallRemote {
                     txn,
-                    entries: sent,
+                    entries,
                     reply,
                 });
-                waits.push((entries, rx));
+                waits.push((part, rx));
             }
             let (mut installed, mut unsettled) = (0, Vec::new());
-            for (entries, rx) in waits {
+            for (part, rx) in waits {
                 let done = match rx {
                     Ok(rx) => matches!(rx.await, Ok(Ok(()))),
                     Err(_) => false,
@@ -357,7 +356,8 @@ impl Coordinator {
                 if done {
                     installed += 1;
                 } else {
-                    unsettled.extend(entries);
+                    // Copied again only when it must be installed again.
+                    unsettled.extend(part.into_iter().map(|(e, _)| e.clone()));
                 }
             }
             if !unsettled.is_empty() {
