@@ -122,3 +122,95 @@ fn a_write_acknowledged_after_the_disk_came_back_survives_a_restart() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 42: another region's install waits for the region's replicas
+/// before it is answered, an unconfirmed one is answered with an error (the
+/// installer installs it again), and a restart that leaves out this node's
+/// own unconfirmed commits keeps it — with its unit mark, so anti-entropy
+/// ships it on as a part of its transaction.
+#[test]
+fn an_unconfirmed_remote_install_is_an_error_and_survives_a_restart_in_place() {
+    let dir = std::env::temp_dir().join(format!("elsa-shard-replinst-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data = DataDir::open(&dir).unwrap();
+    let seg = data.create_segment(1, 0, false).unwrap();
+    let mut s = shard();
+    s.attach_wal(Wal::new(Box::new(seg), crate::wal::Fsync::No), data, 1);
+    let replicas = Arc::new(Held::default());
+    s.attach_replicator(replicas.clone());
+
+    // This node's own commit, which the replicas never confirm.
+    let (tx, _own) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Batch {
+        ops: vec![kop(&s, "mine", set("v"))],
+        mode: BatchMode::Prefix,
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    // Another region's transaction, installed under holds.
+    let txn = 91;
+    let (tx, mut held) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::Prepare {
+        req: PrepareRequest {
+            txn,
+            checks: Vec::new(),
+            holds: vec![(super::tests::key(&s, "x"), HoldMode::Write)],
+            want_states: false,
+            retry_on_busy: true,
+            wait: false,
+        },
+        ack: crate::repl::AckLevel::Local,
+        reply: tx,
+    });
+    s.flush_wal();
+    s.tick_wal();
+    assert!(held.try_recv().unwrap().is_ok());
+    let remote = LogEntry {
+        key: Bytes::from_static(b"x"),
+        state: EntryState::Plain(Some(Current {
+            value: Bytes::from_static(b"remote"),
+            expire_ms: None,
+            ttl_of: None,
+        })),
+        start_ts: 50 << 16,
+        version: Version::new(50 << 16, 9),
+        unit: Unit::Shards,
+    };
+    let (tx, mut installed) = tokio::sync::oneshot::channel();
+    s.handle(ShardMsg::InstallRemote {
+        txn,
+        entries: vec![remote],
+        reply: tx,
+    });
+    s.flush_wal();
+    s.tick_wal();
+    assert!(
+        installed.try_recv().is_err(),
+        "not answered before the region's replicas logged it"
+    );
+    // The replicas refuse every batch (they count this node as dead).
+    for done in std::mem::take(&mut *replicas.0.lock().unwrap()) {
+        done(false);
+    }
+    s.tick_wal();
+    assert!(
+        matches!(installed.try_recv(), Ok(Err(Refusal::Unavailable(_)))),
+        "an unconfirmed install is an error"
+    );
+    s.close_wal();
+
+    let mut r = recovered_as(&dir, true);
+    assert_eq!(
+        super::tests::value(&mut r, "mine"),
+        None,
+        "own and unconfirmed: left out"
+    );
+    assert_eq!(
+        super::tests::value(&mut r, "x").as_deref(),
+        Some(&b"remote"[..]),
+        "another region's install is kept"
+    );
+    let h = super::tests::key(&r, "x");
+    assert_eq!(r.table.get(h.hash, b"x").unwrap().unit(), Unit::Shards);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
