@@ -45,6 +45,7 @@ pub mod node;
 pub mod persistence;
 pub mod pubsub;
 mod rates;
+mod recovery;
 mod replication;
 pub mod resp;
 pub mod runtime;

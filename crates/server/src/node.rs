@@ -5,13 +5,11 @@
 use std::cell::RefCell;
 use std::net::TcpListener as StdListener;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use elsa_lattice::Hlc;
-use elsa_shard::wal::files::{DataDir, Origin, Replayed};
-use elsa_shard::wal::Wal;
 use elsa_shard::AdminMsg;
 use elsa_shard::{KeyHasher, Shard, ShardMsg};
 use elsa_txn::router::{LocalShard, Placement};
@@ -129,127 +127,6 @@ fn listen(addr: std::net::SocketAddr) -> Result<StdListener, StartError> {
     Ok(sock.into())
 }
 
-/// Loads the snapshot and log into fresh shards and opens a new log
-/// segment for each. With `drop_unconfirmed`, this node's own commits that
-/// its region's replicas never confirmed are left out (`DataDir::recover`).
-fn recover(
-    config: &Config,
-    hasher: KeyHasher,
-    hlc: &Arc<Hlc>,
-    drop_unconfirmed: bool,
-) -> Result<(Vec<Shard>, Persistence), StartError> {
-    let dir = DataDir::open(&config.data_dir)
-        .map_err(|e| StartError::DataDir(config.data_dir.display().to_string(), e))?;
-    let workers = config.workers;
-    let mut shards: Vec<Shard> = (0..workers)
-        .map(|i| Shard::new(i, config.node_id, hasher, hlc.clone()))
-        .collect();
-    // What each shard had collected when the snapshot was taken: a
-    // record read from the log after it puts back nothing from before
-    // (`Shard::restore_replayed`).
-    let manifest = dir.manifest().map_err(StartError::Recover)?;
-    if let Some(m) = &manifest {
-        for (i, shard) in shards.iter_mut().enumerate() {
-            shard.set_collection_floor(m.floor_of(i, workers));
-        }
-    }
-    let started = Instant::now();
-    let mut max_ts = 0;
-    // Replay is a merge: files may be read in any order, and a record is
-    // placed by today's ring even if the node had another shard count.
-    let ring =
-        elsa_cluster::ring::Ring::alone(config.node_id, workers as u16, config.cluster.vnodes);
-    let recovery = dir.recover(drop_unconfirmed, |replayed| {
-        let (record, origin) = match replayed {
-            Replayed::Lattices(record, origin) => (record, origin),
-            Replayed::Flush(db, floor) => {
-                let mut floors = elsa_shard::db::Floors::default();
-                floors.raise(db, floor);
-                for shard in shards.iter_mut() {
-                    shard.apply_flush_floor(&floors);
-                }
-                return;
-            }
-        };
-        for e in record {
-            // A committed transaction record in the log puts back every
-            // write of its transaction, whichever shards' logs had their
-            // own parts: a multi-shard commit recovers all-or-nothing. (A
-            // record its region never confirmed is not replayed: the region
-            // may have settled the transaction aborted meanwhile.) One in
-            // the snapshot is spent: its transaction is in the snapshot
-            // whole (`Origin::Snapshot`).
-            let more = match origin {
-                Origin::Log => {
-                    elsa_txn::record::restore_writes(&e.key, e.state.plain().map(|c| &c.value[..]))
-                }
-                Origin::Snapshot => Vec::new(),
-            };
-            let place = |e: &elsa_shard::wal::codec::LogEntry| {
-                let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
-                let shard = usize::from(ring.own_shard(elsa_cluster::ring::slot_of(hash)));
-                (hash, shard)
-            };
-            max_ts = max_ts.max(e.version.commit_ts);
-            let (hash, shard) = place(&e);
-            shards[shard].restore(hash, &e);
-            for w in more {
-                max_ts = max_ts.max(w.version.commit_ts);
-                let (hash, shard) = place(&w);
-                shards[shard].restore_replayed(hash, &w);
-            }
-        }
-    })?;
-    hlc.observe(max_ts.max(recovery.flush_floor.highest()));
-    for shard in &mut shards {
-        shard.apply_flush_floor(&recovery.flush_floor);
-    }
-    let recovery_ms = started.elapsed().as_millis() as u64;
-    for (path, len) in &recovery.torn {
-        tracing::warn!(
-            "{}: torn record at the end (a write cut short by a crash); cut the file to {len} bytes",
-            path.display()
-        );
-    }
-    if recovery.files > 0 {
-        tracing::info!(
-            "recovered {} lattices from {} records in {} files ({} MB) in {recovery_ms} ms",
-            recovery.entries,
-            recovery.records,
-            recovery.files,
-            recovery.bytes / 1_000_000
-        );
-    }
-    if recovery.unconfirmed > 0 {
-        tracing::warn!(
-            "left out {} lattices this node committed that its region's replicas never confirmed (never acknowledged at level region; a write any replica got comes back from it)",
-            recovery.unconfirmed
-        );
-    }
-    let seq = recovery.max_seq + 1;
-    for (i, shard) in shards.iter_mut().enumerate() {
-        let file = dir
-            .create_segment(seq, i, true)
-            .map_err(|e| StartError::Segment(config.data_dir.display().to_string(), e))?;
-        shard.attach_wal(
-            Wal::new(Box::new(file), config.appendfsync),
-            dir.clone(),
-            seq,
-        );
-    }
-    let persistence = Persistence {
-        dir,
-        next_seq: AtomicU64::new(seq + 1),
-        in_progress: AtomicBool::new(false),
-        last_save_unix: AtomicU64::new(recovery.snapshot_unix),
-        last_save_ms: AtomicU64::new(0),
-        last_error: std::sync::Mutex::new(None),
-        recovery,
-        recovery_ms,
-    };
-    Ok((shards, persistence))
-}
-
 /// Runs a node until SIGINT or SIGTERM.
 pub fn run(config: Config) -> Result<(), StartError> {
     crate::cmd::set_databases(config.databases);
@@ -279,7 +156,11 @@ pub fn run(config: Config) -> Result<(), StartError> {
     // a transaction record the region had settled aborted put its
     // transaction back).
     let drop_unconfirmed = config.cluster.peer_port != 0 && config.cluster.replication_factor > 1;
-    let (mut shards, persistence) = recover(&config, hasher, &hlc, drop_unconfirmed)?;
+    let crate::recovery::Recovered {
+        mut shards,
+        persistence,
+        units: recovered_units,
+    } = crate::recovery::recover(&config, hasher, &hlc, drop_unconfirmed)?;
     let mut inboxes = Vec::with_capacity(workers);
     let mut inbox_rxs = Vec::with_capacity(workers);
     for _ in 0..workers {
@@ -426,7 +307,11 @@ pub fn run(config: Config) -> Result<(), StartError> {
         let units = shared
             .cluster
             .as_ref()
-            .and_then(|c| c.take_remote_units())
+            .and_then(|c| {
+                let rx = c.take_remote_units()?;
+                c.hand_units(recovered_units);
+                Some(rx)
+            })
             .map(|rx| {
                 tokio::task::spawn_local(elsa_txn::unit::install_remote_units(coord.clone(), rx))
             });

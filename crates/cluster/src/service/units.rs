@@ -95,6 +95,14 @@ impl Cluster {
         }
     }
 
+    /// Hands the installer transactions found another way (those recovery
+    /// found not installed here yet); once it is taken.
+    pub fn hand_units(&self, units: Vec<Vec<LogEntry>>) {
+        for u in units {
+            self.hand_unit(u);
+        }
+    }
+
     fn hand_unit(&self, writes: Vec<LogEntry>) {
         if let Some(tx) = &*self.units_tx.lock().unwrap_or_else(|e| e.into_inner()) {
             let _ = tx.send(writes);

@@ -130,6 +130,10 @@ pub struct Shard {
     /// With each, when it came and the oldest commit merged into it (which
     /// holds the collection floor back: see [`Shard::collection_floor`]).
     parts: HashMap<Bytes, parts::Parked>,
+    /// Set while lattices another region sent are merged
+    /// ([`Shard::op_merge`] with `park`): logged as such
+    /// ([`crate::wal::codec::Frame::Remote`]).
+    from_region: bool,
     /// When [`Shard::settle_parts`] last ran (a longer gap than a few
     /// epochs means the process was stopped: parts' clocks skip it).
     parts_settled: Option<std::time::Instant>,
@@ -442,6 +446,7 @@ impl Shard {
             block: None,
             unit_first: None,
             parts: HashMap::new(),
+            from_region: false,
             parts_settled: None,
             stats: ShardStats::default(),
             durability: None,
@@ -941,7 +946,11 @@ impl Shard {
                 EntryState::Typed(s) => self.gossip.record_delta(key, s, self.unit != Unit::None),
             }
         }
-        let mut own = false;
+        let mut frame = if self.from_region || source == Source::Remote {
+            crate::wal::codec::Frame::Remote
+        } else {
+            crate::wal::codec::Frame::Plain
+        };
         if written && matches!(source, Source::Local | Source::Remote) {
             if let Some(r) = &mut self.repl {
                 // Logged as this node's own commit (left out by a recovery
@@ -950,7 +959,9 @@ impl Shard {
                 // restart in place it left the region showing the rest of
                 // its transaction (issue 42); kept, it is what anti-entropy
                 // would bring back anyway.
-                own = source == Source::Local;
+                if source == Source::Local {
+                    frame = crate::wal::codec::Frame::Own;
+                }
                 r.pending.push(crate::wal::codec::LogEntry {
                     key: Bytes::copy_from_slice(key),
                     state: state.clone(),
@@ -962,7 +973,7 @@ impl Shard {
         }
         if written && !source.recovering() {
             if let Some(d) = &mut self.durability {
-                d.wal.stage(key, state, start_ts, version, own, self.unit);
+                d.wal.stage(key, state, start_ts, version, frame, self.unit);
             }
         }
         written

@@ -22,6 +22,12 @@
 //!   a waiting part of an older transaction waits behind it, since it may
 //!   carry that transaction's change (an `INCR` of T2's y).
 //!
+//! **Durable** (issue 42). Parked parts are logged
+//! ([`Frame::Parked`](crate::wal::codec::Frame::Parked)) and logged again
+//! at each snapshot, and recovery parks them again: forgotten in a restart,
+//! the order check above would have let a later transaction of their keys
+//! show before them (a reader right after the restart saw a wrong total).
+//!
 //! A key's parts come from one shard of the writing region, over one
 //! connection, in the order they were committed there (the sender ships
 //! every write of a transaction, even one overwritten in the same epoch:
@@ -34,7 +40,7 @@ use elsa_lattice::{Crdt, KeyState, Version};
 
 use super::{Shard, Source};
 use crate::record::{Record, Unit};
-use crate::wal::codec::{EntryState, LogEntry};
+use crate::wal::codec::{EntryState, Frame, LogEntry};
 
 /// A gap between two [`Shard::settle_parts`] calls (one per merge epoch)
 /// longer than this: the process was stopped (SIGSTOP, a VM paused) and
@@ -54,6 +60,9 @@ pub(super) struct Parked {
     pub oldest: elsa_lattice::Ts,
     /// Versions of transaction parts here and not installed yet, rising.
     pub units: Vec<Version>,
+    /// Those parts as they came (what a snapshot logs again, and what
+    /// recovery hands the installer: see [`Shard::parked_parts`]).
+    pub pending: Vec<LogEntry>,
 }
 
 impl Shard {
@@ -63,6 +72,16 @@ impl Shard {
     /// for its key (it supersedes it); typed deltas merge, since each
     /// holds changes the other does not.
     pub(super) fn park_part(&mut self, e: &LogEntry) {
+        if let Some(d) = &mut self.durability {
+            d.wal.stage(
+                &e.key,
+                &e.state,
+                e.start_ts,
+                e.version,
+                Frame::Parked,
+                e.unit,
+            );
+        }
         let unit = (e.unit != Unit::None).then_some(e.version);
         let Some(p) = self.parts.get_mut(&e.key) else {
             self.parts.insert(
@@ -72,6 +91,7 @@ impl Shard {
                     since: Instant::now(),
                     oldest: e.version.commit_ts,
                     units: unit.into_iter().collect(),
+                    pending: unit.map(|_| e.clone()).into_iter().collect(),
                 },
             );
             return;
@@ -80,6 +100,7 @@ impl Shard {
         if let Some(v) = unit {
             if let Err(at) = p.units.binary_search(&v) {
                 p.units.insert(at, v);
+                p.pending.push(e.clone());
             }
         }
         if let (EntryState::Plain(_), EntryState::Plain(_)) = (&p.entry.state, &e.state) {
@@ -142,6 +163,7 @@ impl Shard {
         };
         let before = p.units.len();
         p.units.retain(|&u| u > stored);
+        p.pending.retain(|e| e.version > stored);
         if p.units.len() < before {
             p.since = Instant::now();
         }
@@ -203,6 +225,7 @@ impl Shard {
                 .get(hash, key)
                 .map_or(Version::ZERO, Record::version);
             p.units.retain(|&u| u > stored);
+            p.pending.retain(|e| e.version > stored);
             if stored >= p.entry.version || p.units.is_empty() {
                 // Superseded or installed (a typed delta still merges: a
                 // newer write does not hold its elements), or a lone write
@@ -231,6 +254,60 @@ impl Shard {
             self.stats.parts_alone += 1;
             self.show_part(hash, &e);
         }
+    }
+
+    /// A parked part read back by recovery ([`Frame::Parked`]): parked
+    /// again unless what is stored is as new (then it was installed, or a
+    /// typed delta merges as it would have when shown).
+    pub fn restore_part(&mut self, hash: u64, e: &LogEntry) {
+        if self.version_of(hash, &e.key) < e.version {
+            self.park_part(e);
+        } else if matches!(e.state, EntryState::Typed(_)) {
+            self.restore(hash, e);
+        }
+    }
+
+    /// Logs every parked part again (into a new segment, which the
+    /// snapshot about to be written does not replace).
+    pub(super) fn relog_parts(&mut self) {
+        let Some(d) = &mut self.durability else {
+            return;
+        };
+        for p in self.parts.values() {
+            // The parts as they came first: recovery keeps the first copy
+            // of each version as the part (a typed merge holds older ones').
+            for e in p.pending.iter().chain(std::iter::once(&p.entry)) {
+                d.wal.stage(
+                    &e.key,
+                    &e.state,
+                    e.start_ts,
+                    e.version,
+                    Frame::Parked,
+                    e.unit,
+                );
+            }
+        }
+        d.wal.seal();
+    }
+
+    /// Every part parked here as it came, not installed yet (for recovery:
+    /// the installer's queue was lost with the process).
+    pub fn parked_parts(&self) -> impl Iterator<Item = &LogEntry> {
+        self.parts.values().flat_map(|p| &p.pending)
+    }
+
+    /// The version stored for `key` (ZERO when none).
+    pub fn stored_version(&self, key: &[u8]) -> Version {
+        let hash = std::hash::BuildHasher::hash_one(self.table.hasher(), key);
+        self.version_of(hash, key)
+    }
+
+    /// True when `key`'s part of the transaction committed as `version`
+    /// waits here.
+    pub fn is_parked(&self, key: &[u8], version: Version) -> bool {
+        self.parts
+            .get(key)
+            .is_some_and(|p| p.units.binary_search(&version).is_ok())
     }
 
     /// Merges a parked lattice into the table, as the unit it came from.

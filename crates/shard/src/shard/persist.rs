@@ -2,6 +2,8 @@
 //! holding replies until their records are durable, the multi-shard
 //! decision record, peer merges, snapshot dumps, and replay at startup.
 
+use bytes::Bytes;
+
 use super::{Durability, Refusal, Shard, Source, ERR_WAL};
 use crate::record::Unit;
 use crate::shard::unix_ms;
@@ -208,6 +210,22 @@ impl Shard {
         self.restore_as(hash, entry, Source::Replayed);
     }
 
+    /// Every live value whose key starts with `prefix` (a whole-table
+    /// scan: for recovery, which looks for transaction records).
+    pub fn values_under(&self, prefix: &[u8]) -> Vec<(Bytes, Bytes)> {
+        self.table
+            .iter()
+            .filter(|r| r.key().starts_with(prefix))
+            .filter_map(|r| {
+                let value = r.value()?;
+                Some((
+                    Bytes::copy_from_slice(r.key()),
+                    Bytes::copy_from_slice(value),
+                ))
+            })
+            .collect()
+    }
+
     fn restore_as(&mut self, hash: u64, entry: &LogEntry, source: Source) {
         // With the kind of commit that wrote it (logged since issue 42).
         let unit = std::mem::replace(&mut self.unit, entry.unit);
@@ -237,6 +255,7 @@ impl Shard {
             return Err(r);
         }
         let mut changed = 0;
+        self.from_region = park;
         // Parts first: a lone write in the same frame may have to wait
         // behind one of them (`parts.rs`).
         let mut lone = Vec::with_capacity(if park { entries.len() } else { 0 });
@@ -276,6 +295,7 @@ impl Shard {
                     as usize;
         }
         self.unit = Unit::None;
+        self.from_region = false;
         Ok(changed)
     }
 
@@ -304,6 +324,11 @@ impl Shard {
         // replaces the old ones, which held them.
         if !self.flush_floor.is_empty() {
             self.relog_flush_floors();
+            self.flush_wal();
+        }
+        // And the parts still parked, which the snapshot does not hold.
+        if !self.parts.is_empty() {
+            self.relog_parts();
             self.flush_wal();
         }
         let Some(d) = &mut self.durability else {

@@ -464,14 +464,19 @@ pub(super) fn recovered_as(dir: &std::path::Path, clustered: bool) -> Shard {
     let data = DataDir::open(dir).unwrap();
     let mut entries = Vec::new();
     data.recover(clustered, |item| {
-        if let crate::wal::files::Replayed::Lattices(rec, _) = item {
-            entries.extend(rec)
+        if let crate::wal::files::Replayed::Lattices(rec, origin) = item {
+            let parked = origin == crate::wal::files::Origin::Parked;
+            entries.extend(rec.into_iter().map(|e| (e, parked)))
         }
     })
     .unwrap();
-    for e in entries {
+    for (e, parked) in entries {
         let h = std::hash::BuildHasher::hash_one(s.table.hasher(), &e.key[..]);
-        s.restore(h, &e);
+        if parked {
+            s.restore_part(h, &e);
+        } else {
+            s.restore(h, &e);
+        }
     }
     s
 }

@@ -10,6 +10,10 @@
 //! payload: [count u32] count × entry
 //!        | [count | OWN u32] count × entry  (this node's own commits, shipped
 //!                                      to the region's other replicas)
+//!        | [count | REMOTE u32] count × entry  (lattices another region
+//!                                      sent, merged as they came)
+//!        | [count | PARKED u32] count × entry  (parts of another region's
+//!                                      transactions, kept out of sight)
 //!        | [u32::MAX][floor u64]      (FLUSHALL: every lattice committed
 //!                                      before `floor` is gone)
 //!        | [u32::MAX - 1][seq u64][offset u64]  (the region's replicas
@@ -226,6 +230,13 @@ pub enum Logged {
     /// Lattices this node committed and shipped to its region's other
     /// replicas: trusted once a [`Logged::Confirmed`] covers them.
     Own(Vec<LogEntry>),
+    /// Lattices another region sent, installed as they came (lone writes,
+    /// transaction records): recovery must not take such a record's
+    /// writes as a transaction of this region's (see [`Frame::Remote`]).
+    Remote(Vec<LogEntry>),
+    /// Parts of another region's transactions, kept out of sight until
+    /// their transaction is installed whole (see [`Frame::Parked`]).
+    Parked(Vec<LogEntry>),
     /// Every own frame of segment `seq` (of the same shard) ending by
     /// byte `offset` was confirmed by the region's replicas.
     Confirmed {
@@ -251,6 +262,47 @@ const FLUSH_DB_MARK: u32 = u32::MAX - 2;
 /// Set in an entry count: an own frame (see [`Logged::Own`]). Counts stay
 /// far below it (a frame is at most [`MAX_FRAME`] bytes).
 pub const OWN: u32 = 1 << 30;
+/// Set in an entry count: lattices another region sent (see
+/// [`Logged::Remote`]).
+pub const REMOTE: u32 = 1 << 29;
+/// Set in an entry count: parked parts (see [`Logged::Parked`]).
+pub const PARKED: u32 = 1 << 28;
+const KINDS: u32 = OWN | REMOTE | PARKED;
+
+/// Which kind of frame a lattice is logged in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Frame {
+    /// Installed here: from a peer of this region, or recovered.
+    #[default]
+    Plain,
+    /// A commit of this node's, shipped to its region's other replicas.
+    Own,
+    /// Sent by another region and installed as it came. A transaction
+    /// record among them is another region's: replay hands it to the
+    /// installer rather than putting its writes in (issue 42: a restart
+    /// showed such a transaction before an older one it built on).
+    Remote,
+    /// A part of another region's transaction, parked
+    /// (`shard/parts.rs`): replay parks it again (issue 42: parts lost in
+    /// a restart left the transactions after them free to show first).
+    Parked,
+}
+
+impl Frame {
+    fn bits(self) -> u32 {
+        match self {
+            Frame::Plain => 0,
+            Frame::Own => OWN,
+            Frame::Remote => REMOTE,
+            Frame::Parked => PARKED,
+        }
+    }
+}
+
+/// Closes a frame of `count` lattices of kind `kind` (see [`open_frame`]).
+pub fn close_frame_of(out: &mut [u8], at: usize, count: u32, kind: Frame) {
+    close_frame(out, at, count | kind.bits());
+}
 
 /// Appends a confirmation frame (see [`Logged::Confirmed`]) to `out`.
 pub fn encode_confirmed(out: &mut Vec<u8>, seq: u64, offset: u64) {
@@ -448,8 +500,11 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
         }
         return Ok(Logged::Confirmed { seq, offset });
     }
-    let own = count & OWN != 0;
-    let count = (count & !OWN) as usize;
+    let kind = count & KINDS;
+    if kind.count_ones() > 1 {
+        return Err(format!("unknown record kind {kind:#x}"));
+    }
+    let count = (count & !KINDS) as usize;
     // Each entry takes at least 29 bytes: bounds the allocation by the data.
     let mut out = Vec::with_capacity(count.min(p.len() / 29 + 1));
     for _ in 0..count {
@@ -520,10 +575,11 @@ fn decode_payload(mut p: &[u8]) -> Result<Logged, String> {
     if p.has_remaining() {
         return Err("trailing bytes in record".into());
     }
-    Ok(if own {
-        Logged::Own(out)
-    } else {
-        Logged::Lattices(out)
+    Ok(match kind {
+        OWN => Logged::Own(out),
+        REMOTE => Logged::Remote(out),
+        PARKED => Logged::Parked(out),
+        _ => Logged::Lattices(out),
     })
 }
 
@@ -562,7 +618,9 @@ mod tests {
     fn decode_all(data: &[u8]) -> (Vec<Vec<LogEntry>>, Result<Tail, Corrupt>) {
         let mut got = Vec::new();
         let tail = decode_file(data, |r| match r {
-            Logged::Lattices(r) | Logged::Own(r) => got.push(r),
+            Logged::Lattices(r) | Logged::Own(r) | Logged::Remote(r) | Logged::Parked(r) => {
+                got.push(r)
+            }
             Logged::Flush(ts) => got.push(vec![entry("FLUSH", None, None, ts)]),
             Logged::FlushDb(db, ts) => got.push(vec![entry(&format!("FLUSH{db}"), None, None, ts)]),
             Logged::Confirmed { seq, offset } => {
@@ -603,6 +661,41 @@ mod tests {
                 }
             ]
         );
+    }
+
+    /// Issue 42: another region's lattices and parked parts keep their
+    /// kind of frame; two kinds at once are refused.
+    #[test]
+    fn remote_and_parked_records_roundtrip() {
+        let r1 = vec![entry("a", Some("1"), None, 1)];
+        let mut file = Vec::new();
+        for kind in [Frame::Remote, Frame::Parked, Frame::Own, Frame::Plain] {
+            let at = open_frame(&mut file);
+            encode_entry(
+                &mut file,
+                EntryRef::of(&r1[0].key, &r1[0].state, r1[0].start_ts, r1[0].version),
+            );
+            close_frame_of(&mut file, at, 1, kind);
+        }
+        let mut got = Vec::new();
+        assert_eq!(decode_file(&file, |r| got.push(r)), Ok(Tail::Clean));
+        assert_eq!(
+            got,
+            vec![
+                Logged::Remote(r1.clone()),
+                Logged::Parked(r1.clone()),
+                Logged::Own(r1.clone()),
+                Logged::Lattices(r1.clone()),
+            ]
+        );
+        let mut bad = Vec::new();
+        let at = open_frame(&mut bad);
+        encode_entry(
+            &mut bad,
+            EntryRef::of(&r1[0].key, &r1[0].state, r1[0].start_ts, r1[0].version),
+        );
+        close_frame(&mut bad, at, 1 | OWN | PARKED);
+        assert!(decode_file(&bad, |_| {}).is_err());
     }
 
     #[test]

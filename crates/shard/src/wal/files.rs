@@ -76,7 +76,7 @@ pub enum RecoverError {
     Snapshot(PathBuf, String),
 }
 
-/// Where a replayed record was read.
+/// Where a replayed record was read, and what kind of lattices it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     /// The snapshot: the state of every key when it was taken. A snapshot
@@ -90,6 +90,13 @@ pub enum Origin {
     Snapshot,
     /// A log segment written after the snapshot.
     Log,
+    /// A log segment: lattices another region sent, installed as they
+    /// came ([`codec::Frame::Remote`]). A transaction record among them is
+    /// another region's, whose writes go through the installer.
+    Remote,
+    /// A log segment: parts of other regions' transactions that were
+    /// parked, not shown ([`codec::Frame::Parked`]); parked again.
+    Parked,
 }
 
 /// What replay hands its caller, in the order of each file.
@@ -173,6 +180,8 @@ fn replay(
     codec::decode_file_at(data, |end, rec| {
         r.records += 1;
         match (rec, &mut own) {
+            (codec::Logged::Remote(rec), _) => emit(r, Replayed::Lattices(rec, Origin::Remote)),
+            (codec::Logged::Parked(rec), _) => emit(r, Replayed::Lattices(rec, Origin::Parked)),
             (codec::Logged::Lattices(rec), _) | (codec::Logged::Own(rec), None) => {
                 emit(r, replay(rec))
             }

@@ -108,8 +108,8 @@ pub struct Wal {
     /// Where the frame of the message being handled starts in `buf`, and
     /// how many lattices it holds so far (see [`codec::open_frame`]).
     open: Option<usize>,
-    /// The open frame holds own commits (see [`codec::Logged::Own`]).
-    open_own: bool,
+    /// What kind of lattices the open frame holds (see [`codec::Frame`]).
+    open_kind: codec::Frame,
     staged_count: u32,
     buf: Vec<u8>,
     acks: Vec<Ack>,
@@ -259,7 +259,7 @@ impl Wal {
             sink,
             policy,
             open: None,
-            open_own: false,
+            open_kind: codec::Frame::Plain,
             staged_count: 0,
             buf: Vec::new(),
             acks: Vec::new(),
@@ -275,24 +275,24 @@ impl Wal {
         self.policy
     }
 
-    /// Adds one lattice to the record of the message being handled; `own`
-    /// for a commit of this node shipped to its region's other replicas
-    /// (own and other lattices go in separate records).
+    /// Adds one lattice to the record of the message being handled, in a
+    /// frame of its `kind` (own commits, another region's lattices and
+    /// parked parts each go in records of their own).
     pub fn stage(
         &mut self,
         key: &[u8],
         state: &codec::EntryState,
         start_ts: Ts,
         version: Version,
-        own: bool,
+        kind: codec::Frame,
         unit: crate::record::Unit,
     ) {
-        if self.open.is_some() && self.open_own != own {
+        if self.open.is_some() && self.open_kind != kind {
             self.seal();
         }
         if self.open.is_none() {
             self.open = Some(codec::open_frame(&mut self.buf));
-            self.open_own = own;
+            self.open_kind = kind;
         }
         codec::encode_entry(
             &mut self.buf,
@@ -340,8 +340,7 @@ impl Wal {
     /// Ends the message being handled: its staged lattices become one record.
     pub fn seal(&mut self) {
         if let Some(at) = self.open.take() {
-            let own = if self.open_own { codec::OWN } else { 0 };
-            codec::close_frame(&mut self.buf, at, self.staged_count | own);
+            codec::close_frame_of(&mut self.buf, at, self.staged_count, self.open_kind);
             self.staged_count = 0;
             self.stats.records += 1;
         }

@@ -91,7 +91,7 @@ fn write_records(
             &current(&i.to_string()),
             1,
             Version::new(i as u64 + 1, 1),
-            false,
+            codec::Frame::Plain,
             Default::default(),
         );
         wal.seal();
@@ -304,7 +304,11 @@ fn recovery_leaves_out_own_records_no_confirmation_covers() {
             &current(k),
             1,
             Version::new(2, 1),
-            own,
+            if own {
+                codec::Frame::Own
+            } else {
+                codec::Frame::Plain
+            },
             Default::default(),
         );
         wal.seal();
@@ -380,7 +384,7 @@ fn a_segment_zeroed_ahead_recovers_after_a_crash() {
             &current(k),
             1,
             Version::new(2, 1),
-            false,
+            codec::Frame::Plain,
             Default::default(),
         );
         wal.seal();

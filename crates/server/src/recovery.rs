@@ -1,0 +1,224 @@
+//! Recovery at start-up: the snapshot and the log into fresh shards, and
+//! what of other regions' transactions this node was still installing
+//! (handed to the installer once the node runs).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use elsa_lattice::Hlc;
+use elsa_shard::wal::codec::LogEntry;
+use elsa_shard::wal::files::{DataDir, Origin, Replayed};
+use elsa_shard::wal::Wal;
+use elsa_shard::{KeyHasher, Shard, Unit};
+use elsa_txn::record::{is_record_key, Outcome};
+
+use crate::config::Config;
+use crate::node::StartError;
+use crate::persistence::Persistence;
+
+/// What recovery gives the node.
+pub(crate) struct Recovered {
+    /// One per worker, holding what the node held.
+    pub shards: Vec<Shard>,
+    /// The data directory and what recovery did.
+    pub persistence: Persistence,
+    /// Other regions' transactions to install (see [`units_to_install`]).
+    pub units: Vec<Vec<LogEntry>>,
+}
+
+/// Loads the snapshot and log into fresh shards and opens a new log
+/// segment for each. With `drop_unconfirmed`, this node's own commits that
+/// its region's replicas never confirmed are left out (`DataDir::recover`).
+pub(crate) fn recover(
+    config: &Config,
+    hasher: KeyHasher,
+    hlc: &Arc<Hlc>,
+    drop_unconfirmed: bool,
+) -> Result<Recovered, StartError> {
+    let dir = DataDir::open(&config.data_dir)
+        .map_err(|e| StartError::DataDir(config.data_dir.display().to_string(), e))?;
+    let workers = config.workers;
+    let mut shards: Vec<Shard> = (0..workers)
+        .map(|i| Shard::new(i, config.node_id, hasher, hlc.clone()))
+        .collect();
+    // What each shard had collected when the snapshot was taken: a
+    // record read from the log after it puts back nothing from before
+    // (`Shard::restore_replayed`).
+    let manifest = dir.manifest().map_err(StartError::Recover)?;
+    if let Some(m) = &manifest {
+        for (i, shard) in shards.iter_mut().enumerate() {
+            shard.set_collection_floor(m.floor_of(i, workers));
+        }
+    }
+    let started = Instant::now();
+    let mut max_ts = 0;
+    // Replay is a merge: files may be read in any order, and a record is
+    // placed by today's ring even if the node had another shard count.
+    let ring =
+        elsa_cluster::ring::Ring::alone(config.node_id, workers as u16, config.cluster.vnodes);
+    let place = |e: &LogEntry| {
+        let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
+        let shard = usize::from(ring.own_shard(elsa_cluster::ring::slot_of(hash)));
+        (hash, shard)
+    };
+    let mut remote_records = HashSet::new();
+    let recovery = dir.recover(drop_unconfirmed, |replayed| {
+        let (record, origin) = match replayed {
+            Replayed::Lattices(record, origin) => (record, origin),
+            Replayed::Flush(db, floor) => {
+                let mut floors = elsa_shard::db::Floors::default();
+                floors.raise(db, floor);
+                for shard in shards.iter_mut() {
+                    shard.apply_flush_floor(&floors);
+                }
+                return;
+            }
+        };
+        for e in record {
+            // A committed transaction record in the log puts back every
+            // write of its transaction, whichever shards' logs had their
+            // own parts: a multi-shard commit recovers all-or-nothing. (A
+            // record its region never confirmed is not replayed: the region
+            // may have settled the transaction aborted meanwhile.) One in
+            // the snapshot is spent: its transaction is in the snapshot
+            // whole (`Origin::Snapshot`). One another region sent goes to
+            // the installer (`units_to_install`).
+            let more = match origin {
+                Origin::Log => {
+                    elsa_txn::record::restore_writes(&e.key, e.state.plain().map(|c| &c.value[..]))
+                }
+                Origin::Remote => {
+                    if is_record_key(&e.key) {
+                        remote_records.insert(e.key.clone());
+                    }
+                    Vec::new()
+                }
+                Origin::Snapshot | Origin::Parked => Vec::new(),
+            };
+            max_ts = max_ts.max(e.version.commit_ts);
+            let (hash, shard) = place(&e);
+            if origin == Origin::Parked {
+                shards[shard].restore_part(hash, &e);
+                continue;
+            }
+            shards[shard].restore(hash, &e);
+            for w in more {
+                max_ts = max_ts.max(w.version.commit_ts);
+                let (hash, shard) = place(&w);
+                shards[shard].restore_replayed(hash, &w);
+            }
+        }
+    })?;
+    hlc.observe(max_ts.max(recovery.flush_floor.highest()));
+    for shard in &mut shards {
+        shard.apply_flush_floor(&recovery.flush_floor);
+    }
+    let recovery_ms = started.elapsed().as_millis() as u64;
+    for (path, len) in &recovery.torn {
+        tracing::warn!(
+            "{}: torn record at the end (a write cut short by a crash); cut the file to {len} bytes",
+            path.display()
+        );
+    }
+    if recovery.files > 0 {
+        tracing::info!(
+            "recovered {} lattices from {} records in {} files ({} MB) in {recovery_ms} ms",
+            recovery.entries,
+            recovery.records,
+            recovery.files,
+            recovery.bytes / 1_000_000
+        );
+    }
+    if recovery.unconfirmed > 0 {
+        tracing::warn!(
+            "left out {} lattices this node committed that its region's replicas never confirmed (never acknowledged at level region; a write any replica got comes back from it)",
+            recovery.unconfirmed
+        );
+    }
+    let seq = recovery.max_seq + 1;
+    for (i, shard) in shards.iter_mut().enumerate() {
+        let file = dir
+            .create_segment(seq, i, true)
+            .map_err(|e| StartError::Segment(config.data_dir.display().to_string(), e))?;
+        shard.attach_wal(
+            Wal::new(Box::new(file), config.appendfsync),
+            dir.clone(),
+            seq,
+        );
+    }
+    let persistence = Persistence {
+        dir,
+        next_seq: AtomicU64::new(seq + 1),
+        in_progress: AtomicBool::new(false),
+        last_save_unix: AtomicU64::new(recovery.snapshot_unix),
+        last_save_ms: AtomicU64::new(0),
+        last_error: std::sync::Mutex::new(None),
+        recovery,
+        recovery_ms,
+    };
+    let units = units_to_install(&shards, &remote_records, |e| place(e).1);
+    if !units.is_empty() {
+        tracing::info!(
+            "{} transactions of other regions were not installed here when the node stopped: handed to the installer",
+            units.len()
+        );
+    }
+    Ok(Recovered {
+        shards,
+        persistence,
+        units,
+    })
+}
+
+/// Other regions' transactions this node was installing when it stopped
+/// (the installer's queue is not kept): each transaction record another
+/// region sent (`remote_records`) with a write not stored here, each
+/// record (from the snapshot too) with a write whose part is parked here,
+/// and each one-shard commit whose parts are parked here. The installer
+/// installs them in order, as when they first came (issue 42: recovery
+/// used to put such a record's writes in at once, and a transfer that
+/// built on an earlier one still waiting showed first — a reader right
+/// after the restart saw a wrong total).
+fn units_to_install(
+    shards: &[Shard],
+    remote_records: &HashSet<Bytes>,
+    shard_of: impl Fn(&LogEntry) -> usize,
+) -> Vec<Vec<LogEntry>> {
+    let parked = shards.iter().any(|s| s.parked_parts().next().is_some());
+    if !parked && remote_records.is_empty() {
+        return Vec::new();
+    }
+    let mut units = Vec::new();
+    for shard in shards {
+        for (key, value) in shard.values_under(elsa_txn::record::RECORD_PREFIX) {
+            let Ok(Outcome::Committed(writes)) = Outcome::decode(&value) else {
+                continue;
+            };
+            let waits = writes
+                .iter()
+                .any(|w| shards[shard_of(w)].is_parked(&w.key, w.version));
+            let missing = remote_records.contains(&key)
+                && writes
+                    .iter()
+                    .any(|w| shards[shard_of(w)].stored_version(&w.key) < w.version);
+            if waits || missing {
+                units.push(writes);
+            }
+        }
+    }
+    // A one-shard commit's parts share their start and origin
+    // (`elsa_cluster`'s `service/units`).
+    let mut here: HashMap<(u64, u32), Vec<LogEntry>> = HashMap::new();
+    for shard in shards {
+        for e in shard.parked_parts().filter(|e| e.unit == Unit::Here) {
+            here.entry((e.start_ts, e.version.origin))
+                .or_default()
+                .push(e.clone());
+        }
+    }
+    units.extend(here.into_values());
+    units
+}
