@@ -58,6 +58,7 @@ fn gossip(flushed_ts: u64, lattices: Vec<wire::Lattice>) -> Frame {
         flushed_ts,
         lattices,
         after_gap: false,
+        ..Default::default()
     }))
 }
 

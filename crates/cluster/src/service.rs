@@ -35,6 +35,7 @@ mod replicate;
 mod rounds;
 mod routing;
 mod seeds;
+mod streams;
 mod takeover;
 mod units;
 mod untrusted;
@@ -213,6 +214,15 @@ pub struct Cluster {
     /// (local shard, peer) → what that peer has confirmed of the shard's
     /// gossip stream.
     acked: Mutex<HashMap<(u16, NodeId), Stream>>,
+    /// (local shard, node of another region) → the gossip frames it has
+    /// not acknowledged yet (see [`streams`]).
+    outboxes: Mutex<HashMap<(u16, NodeId), streams::Outbox>>,
+    /// (node of another region, its shard) → the next frame to merge.
+    streams_in: Mutex<HashMap<(NodeId, u32), Option<streams::Inbox>>>,
+    /// Nodes of other regions: the last view they were in, and when.
+    last_view: Mutex<HashMap<NodeId, (Arc<Ring>, Instant)>>,
+    /// Frames peers of other regions gave up before they reached here.
+    gossip_gaps: AtomicU64,
     peers: Mutex<HashMap<NodeId, PeerStats>>,
     rounds: Mutex<HashMap<u64, Round>>,
     /// Per peer, which buckets anti-entropy proved it holds (tombstone
@@ -369,6 +379,10 @@ impl Cluster {
                     .expect("static histogram bounds are valid"),
             ),
             gossip_frames_dropped: AtomicUsize::new(0),
+            outboxes: Mutex::new(HashMap::new()),
+            streams_in: Mutex::new(HashMap::new()),
+            last_view: Mutex::new(HashMap::new()),
+            gossip_gaps: AtomicU64::new(0),
             ready: AtomicBool::new(false),
             booted: Mutex::new(Instant::now()),
             first_gossip: Mutex::new(HashMap::new()),
@@ -419,6 +433,7 @@ impl Cluster {
                     tokio::spawn(c.clone().anti_entropy_loop());
                     tokio::spawn(c.clone().takeover_loop());
                     tokio::spawn(c.clone().expire_requests());
+                    tokio::spawn(c.clone().resend_loop());
                     tokio::spawn(c.clone().replication_loop());
                     tokio::spawn(c.clone().pulse());
                     tokio::spawn(c.clone().resolve_seeds());
@@ -627,60 +642,6 @@ impl Cluster {
                         REQUEST_TIMEOUT
                     );
                 }
-            }
-        }
-    }
-
-    /// End of a merge epoch on local shard `shard`: ships its lattices to
-    /// every other replica of their keys (one frame per peer node; an
-    /// empty frame still carries the flush time, for watermarks).
-    pub fn ship_gossip(self: &Arc<Self>, shard: usize, entries: Vec<LogEntry>) {
-        let flushed_ts = self.hlc.now();
-        self.epoch.fetch_add(1, Ordering::Relaxed);
-        if let Some(f) = self.flushes.get(shard) {
-            f.fetch_add(1, Ordering::Relaxed);
-        }
-        let ring = self.ring.load();
-        let me = self.settings.node;
-        let mut per_node: HashMap<NodeId, Vec<usize>> = ring
-            .members()
-            .iter()
-            .filter(|m| m.node != me)
-            .map(|m| (m.node, Vec::new()))
-            .collect();
-        for (i, e) in entries.iter().enumerate() {
-            let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
-            for id in ring.all_replicas(slot_of(hash)) {
-                if id.node != me {
-                    if let Some(v) = per_node.get_mut(&id.node) {
-                        if v.last() != Some(&i) {
-                            v.push(i);
-                        }
-                    }
-                }
-            }
-        }
-        self.complete_units(&entries, &mut per_node);
-        for (node, picked) in per_node {
-            let lattices: Vec<Lattice> =
-                picked.iter().map(|&i| Lattice::from(&entries[i])).collect();
-            let frame = Frame::new(Body::Gossip(wire::Gossip {
-                to_shard: 0,
-                from_shard: shard as u32,
-                flushed_ts,
-                lattices,
-                after_gap: false,
-            }));
-            // Recorded whether or not it leaves: a dropped frame is never
-            // acknowledged, which is what holds the watermark back.
-            self.acked
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry((shard as u16, node))
-                .or_insert_with(|| Stream::after_boot(self.boot_ts))
-                .sent(flushed_ts);
-            if !self.send(node, frame, true) {
-                self.gossip_frames_dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

@@ -96,6 +96,18 @@ pub struct Gossip {
     /// `service::Stream`).
     #[prost(bool, tag = "5")]
     pub after_gap: bool,
+    /// To another region: the frame's place in the stream of
+    /// `from_shard` to the receiver (1, 2, …; 0: not sequenced), which the
+    /// receiver merges in order (`service::streams`).
+    #[prost(uint64, tag = "6")]
+    pub seq: u64,
+    /// The sender's start (its HLC then): a new one starts a new stream.
+    #[prost(uint64, tag = "7")]
+    pub boot: u64,
+    /// The oldest frame of the stream the sender still holds (every one
+    /// before it was acknowledged, or given up: a gap).
+    #[prost(uint64, tag = "8")]
+    pub first: u64,
 }
 
 /// The receiver merged a gossip frame durably.
@@ -107,6 +119,11 @@ pub struct GossipAck {
     pub flushed_ts: u64,
     #[prost(bool, tag = "3")]
     pub after_gap: bool,
+    /// The frame's `seq` and `boot` (see [`Gossip::seq`]).
+    #[prost(uint64, tag = "4")]
+    pub seq: u64,
+    #[prost(uint64, tag = "5")]
+    pub boot: u64,
 }
 
 /// Anti-entropy step 1: XOR digests of 256-bucket groups, over the buckets
@@ -508,6 +525,9 @@ mod tests {
                 ttl_of_origin: None,
             }],
             after_gap: false,
+            seq: 7,
+            boot: 8,
+            first: 5,
         }));
         let mut all = BytesMut::new();
         f.encode_to(&mut all);

@@ -44,6 +44,12 @@ impl Conn {
             cl.isolated() as u8,
             !cl.is_serving() as u8,
         );
+        // Streams to other regions (`elsa_cluster`'s `service/streams`).
+        let (waiting, given_up, gaps) = cl.gossip_streams();
+        let _ = write!(
+            t,
+            "gossip_frames_waiting:{waiting}\r\ngossip_frames_given_up:{given_up}\r\ngossip_gaps:{gaps}\r\n"
+        );
         let _ = write!(
             t,
             "peer_links:{}\r\npeer_frames_refused:{}\r\npeer_datagrams_dropped:{}\r\n",

@@ -308,6 +308,7 @@ impl Cluster {
                 }
             }
             Body::GossipAck(a) => {
+                self.stream_acked(link.node, &a);
                 let mut acked = self.acked.lock().unwrap_or_else(|e| e.into_inner());
                 acked
                     .entry((a.from_shard as u16, link.node))
@@ -577,9 +578,18 @@ impl Cluster {
                     .unwrap_or_else(|e| e.into_inner())
                     .entry(hello.node)
                     .or_insert(g.flushed_ts);
+                // Another region's stream: merged in order (`streams`).
+                let numbered = g.seq > 0;
+                if numbered && self.stream_take(hello.node, &g) == streams::Take::Early {
+                    return;
+                }
                 self.note_received(hello.node, &g.lattices);
                 let arrival = self.arrival(&hello.region, Arrival::Gossip);
+                let (from_shard, seq) = (g.from_shard, g.seq);
                 let Some(done) = self.merge_from(hello.node, g.lattices, Some(()), arrival) else {
+                    if numbered {
+                        self.stream_untake(hello.node, from_shard, seq);
+                    }
                     return;
                 };
                 let tx = tx.clone();
@@ -587,11 +597,20 @@ impl Cluster {
                     from_shard: g.from_shard,
                     flushed_ts: g.flushed_ts,
                     after_gap: g.after_gap,
+                    seq: g.seq,
+                    boot: g.boot,
                 };
+                let me = self.clone();
+                let node = hello.node;
                 self.handle.spawn(async move {
                     for rx in done {
                         if !matches!(rx.await, Ok(Ok(_))) {
-                            return; // not durable: no ack, the watermark waits
+                            // Not durable: no ack, the watermark waits (and
+                            // the frame is awaited again).
+                            if numbered {
+                                me.stream_untake(node, from_shard, seq);
+                            }
+                            return;
                         }
                     }
                     let _ = tx.send(Out {
@@ -601,6 +620,10 @@ impl Cluster {
                 });
             }
             Body::AeGroups(g) => {
+                // Behind on gossip to it: the stream goes first (`streams`).
+                if self.stream_behind(hello.node) {
+                    return;
+                }
                 // Applied before this round's digest is taken (see
                 // `floors`).
                 self.on_floors(g.floors.as_ref());

@@ -88,6 +88,10 @@ impl Cluster {
             peers.rotate_left(first);
             let peer = peers[turn % peers.len()];
             turn = turn.wrapping_add(1);
+            // Behind on gossip to it: the stream goes first (`streams`).
+            if self.stream_behind(peer) {
+                continue;
+            }
             let Some(shared) = self.shared_with(peer) else {
                 continue;
             };

@@ -699,6 +699,7 @@ impl Node {
                 flushed_ts,
                 lattices,
                 after_gap: false,
+                ..Default::default()
             }));
             // Recorded whether or not it leaves: a dropped frame is never
             // acknowledged, which is what holds the watermark back.
@@ -1028,6 +1029,7 @@ impl Node {
                     from_shard: g.from_shard,
                     flushed_ts: g.flushed_ts,
                     after_gap: g.after_gap,
+                    ..Default::default()
                 })));
             }
             Body::AeGroups(g) => {

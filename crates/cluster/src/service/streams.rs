@@ -1,0 +1,575 @@
+//! Gossip to other regions as ordered streams that lose nothing a short
+//! fault can take (issue 42).
+//!
+//! Each shard's epoch frames to a node of another region form a stream:
+//! numbered 1, 2, … per sender start ([`wire::Gossip::seq`], `boot`), kept
+//! by the sender until the receiver acknowledges them (merged durably),
+//! sent again in order while they are not ([`Outbox`]), and merged by the
+//! receiver strictly in order ([`Inbox`]): a frame that comes before the
+//! one it waits for is dropped unacknowledged, and comes again.
+//!
+//! Why: the receiving region shows another region's transaction only
+//! whole and after those it builds on (`elsa_shard`'s `shard/parts.rs`),
+//! which needs every part of a key to arrive in the order it was
+//! committed. Frames used to be dropped — a full link queue, a cut between
+//! the regions (whose nodes leave each other's view, so no frame was even
+//! made for them), a receiver that refused them while it caught up — and
+//! anti-entropy repaired what was lost with the keys' latest states only:
+//! a transfer that built on a lost one showed before it, and readers of
+//! the other region saw wrong bank totals right after each such fault
+//! (`tests/nemesis_regions.rs`). Now a node of another region that left
+//! the view still gets frames made for it, by the last view it was in,
+//! for up to [`VANISHED_FOR`], and they wait here until it is back.
+//!
+//! Bounded: a stream holds at most [`MAX_FRAMES`] frames and
+//! [`MAX_BYTES`]; beyond, the oldest are given up. The receiver sees the
+//! gap (`first` past what it merged), logs it and counts it
+//! (`INFO replication` `gossip_gaps`), and anti-entropy repairs those keys
+//! as before — a transaction among them may then be seen in part. A
+//! sender that restarts starts a new stream: what its last frames carried
+//! comes by anti-entropy too. Streams within a region are not numbered
+//! (their merges show at once).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use elsa_lattice::NodeId;
+use elsa_shard::wal::codec::LogEntry;
+
+use super::Cluster;
+use crate::ring::{slot_of, Ring};
+use crate::watermark::Stream;
+use crate::wire::{self, Body, Frame, Lattice};
+
+/// Frames one stream keeps unacknowledged at most.
+pub const MAX_FRAMES: usize = 8192;
+/// Bytes of lattices one stream keeps unacknowledged at most.
+pub const MAX_BYTES: usize = 64 << 20;
+/// How long a node of another region that left the view still gets
+/// frames (made by the last view it was in).
+pub const VANISHED_FOR: Duration = Duration::from_secs(600);
+/// Frames unacknowledged this long are sent again (all of the stream's,
+/// in order).
+const RESEND_AFTER: Duration = Duration::from_secs(3);
+/// The most frames one stream sends at a time when it sends again.
+const RESEND_BATCH: usize = 256;
+/// How often streams are looked at for frames to send again.
+const RESEND_TICK: Duration = Duration::from_millis(200);
+
+/// One frame a stream keeps.
+struct Kept {
+    frame: wire::Gossip,
+    /// When it was made.
+    made: Instant,
+    bytes: usize,
+    acked: bool,
+    /// When it was last sent (None: not yet, or its send failed).
+    sent: Option<Instant>,
+}
+
+/// The sending end of one stream: frames not acknowledged yet, in order.
+#[derive(Default)]
+pub struct Outbox {
+    next: u64,
+    kept: VecDeque<Kept>,
+    bytes: usize,
+    /// Frames given up (over the bounds) since the start.
+    pub given_up: u64,
+}
+
+impl Outbox {
+    /// Numbers `frame` and keeps it; the frame to send now, if every
+    /// earlier one has been sent (else the resend sends it in order).
+    pub fn push(&mut self, mut frame: wire::Gossip, now: Instant) -> Option<wire::Gossip> {
+        self.next += 1;
+        frame.seq = self.next;
+        let bytes = frame
+            .lattices
+            .iter()
+            .map(|l| {
+                l.key.len()
+                    + l.value.as_ref().map_or(0, |v| v.len())
+                    + l.typed.as_ref().map_or(0, |v| v.len())
+                    + 48
+            })
+            .sum::<usize>()
+            + 64;
+        let in_order = self.kept.iter().all(|k| k.sent.is_some());
+        self.kept.push_back(Kept {
+            frame,
+            made: now,
+            bytes,
+            acked: false,
+            sent: in_order.then_some(now),
+        });
+        self.bytes += bytes;
+        while self.kept.len() > MAX_FRAMES || (self.bytes > MAX_BYTES && self.kept.len() > 1) {
+            let k = self.kept.pop_front().expect("not empty");
+            self.bytes -= k.bytes;
+            self.given_up += 1;
+        }
+        let first = self.first();
+        let last = self.kept.back_mut().expect("just pushed");
+        last.frame.first = first;
+        in_order.then(|| last.frame.clone())
+    }
+
+    /// The oldest frame kept (every one before it acknowledged or given
+    /// up).
+    pub fn first(&self) -> u64 {
+        self.kept.front().map_or(self.next + 1, |k| k.frame.seq)
+    }
+
+    /// The frame numbered `seq` was merged durably.
+    pub fn acked(&mut self, seq: u64) {
+        let Some(front) = self.kept.front().map(|k| k.frame.seq) else {
+            return;
+        };
+        if seq < front {
+            return;
+        }
+        if let Some(k) = self.kept.get_mut((seq - front) as usize) {
+            k.acked = true;
+        }
+        while self.kept.front().is_some_and(|k| k.acked) {
+            let k = self.kept.pop_front().expect("not empty");
+            self.bytes -= k.bytes;
+        }
+    }
+
+    /// The frame numbered `seq` did not leave: it goes with the resend.
+    pub fn unsent(&mut self, seq: u64) {
+        self.unsent_from(seq);
+    }
+
+    /// Frames from `seq` on did not leave.
+    pub fn unsent_from(&mut self, seq: u64) {
+        for k in self.kept.iter_mut().filter(|k| k.frame.seq >= seq) {
+            k.sent = None;
+        }
+    }
+
+    /// Frames to send now, in order, at most [`RESEND_BATCH`]: when the
+    /// oldest unacknowledged one waits too long (or never left), every
+    /// unacknowledged frame goes again from there; else those not sent
+    /// yet that follow sent ones.
+    pub fn resend(&mut self, now: Instant) -> Vec<wire::Gossip> {
+        let stale = self.kept.iter().find(|k| !k.acked).is_some_and(|k| {
+            k.sent
+                .is_none_or(|at| now.saturating_duration_since(at) >= RESEND_AFTER)
+        });
+        if stale {
+            for k in self.kept.iter_mut().filter(|k| !k.acked) {
+                k.sent = None;
+            }
+        }
+        let first = self.first();
+        self.kept
+            .iter_mut()
+            .skip_while(|k| k.acked || k.sent.is_some())
+            .filter(|k| !k.acked)
+            .take(RESEND_BATCH)
+            .map(|k| {
+                k.sent = Some(now);
+                k.frame.first = first;
+                k.frame.clone()
+            })
+            .collect()
+    }
+
+    /// True when its oldest frame waits since longer than a resend: the
+    /// stream is behind (a cut healed, a slow link).
+    pub fn behind(&self, now: Instant) -> bool {
+        self.kept
+            .front()
+            .is_some_and(|k| now.saturating_duration_since(k.made) >= RESEND_AFTER)
+    }
+
+    /// Frames kept (not acknowledged yet).
+    pub fn waiting(&self) -> usize {
+        self.kept.len()
+    }
+}
+
+/// The receiving end of one stream: the next frame to merge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inbox {
+    boot: u64,
+    next: u64,
+}
+
+/// What to do with a numbered frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Take {
+    /// The one awaited: merge it (and acknowledge once durable).
+    Next,
+    /// One merged before: merge it again (a no-op) and acknowledge.
+    Again,
+    /// One that comes before the one awaited: drop it (it comes again).
+    Early,
+}
+
+impl Inbox {
+    /// Where frame `seq` of the stream of sender start `boot` (whose
+    /// oldest kept frame is `first`) goes; the second value is how many
+    /// frames the sender gave up before it (a gap, 0 when none).
+    pub fn take(inbox: &mut Option<Inbox>, boot: u64, seq: u64, first: u64) -> (Take, u64) {
+        let ib = match inbox {
+            Some(ib) if ib.boot == boot => ib,
+            // A new stream (the sender started again, or this node did):
+            // from its oldest frame on.
+            _ => inbox.insert(Inbox { boot, next: first }),
+        };
+        let mut gap = 0;
+        if ib.next < first {
+            gap = first - ib.next;
+            ib.next = first;
+        }
+        let take = match seq.cmp(&ib.next) {
+            std::cmp::Ordering::Equal => {
+                ib.next += 1;
+                Take::Next
+            }
+            std::cmp::Ordering::Less => Take::Again,
+            std::cmp::Ordering::Greater => Take::Early,
+        };
+        (take, gap)
+    }
+
+    /// Frame `seq` was taken as the next but could not be merged: await
+    /// it again.
+    pub fn untake(inbox: &mut Option<Inbox>, seq: u64) {
+        if let Some(ib) = inbox {
+            if ib.next == seq + 1 {
+                ib.next = seq;
+            }
+        }
+    }
+}
+
+impl Cluster {
+    /// End of a merge epoch on local shard `shard`: ships its lattices to
+    /// every other replica of their keys (one frame per peer node; an
+    /// empty frame still carries the flush time, for watermarks). To
+    /// another region, through the shard's stream to that node (see the
+    /// module doc).
+    pub fn ship_gossip(self: &Arc<Self>, shard: usize, entries: Vec<LogEntry>) {
+        let flushed_ts = self.hlc.now();
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+        if let Some(f) = self.flushes.get(shard) {
+            f.fetch_add(1, Ordering::Relaxed);
+        }
+        let ring = self.ring.load_full();
+        let me = self.settings.node;
+        let now = Instant::now();
+        let mut per_node: HashMap<NodeId, Vec<usize>> = ring
+            .members()
+            .iter()
+            .filter(|m| m.node != me)
+            .map(|m| (m.node, Vec::new()))
+            .collect();
+        for (i, e) in entries.iter().enumerate() {
+            let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
+            for id in ring.all_replicas(slot_of(hash)) {
+                if id.node != me {
+                    if let Some(v) = per_node.get_mut(&id.node) {
+                        if v.last() != Some(&i) {
+                            v.push(i);
+                        }
+                    }
+                }
+            }
+        }
+        // Nodes of other regions out of the view lately: by the last view
+        // they were in.
+        for (node, old) in self.vanished(&ring, now) {
+            let picked = entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| {
+                    let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
+                    old.replicates(slot_of(hash), node)
+                })
+                .map(|(i, _)| i)
+                .collect();
+            per_node.insert(node, picked);
+        }
+        self.complete_units(&entries, &mut per_node);
+        for (node, picked) in per_node {
+            let lattices: Vec<Lattice> =
+                picked.iter().map(|&i| Lattice::from(&entries[i])).collect();
+            let mut gossip = wire::Gossip {
+                to_shard: 0,
+                from_shard: shard as u32,
+                flushed_ts,
+                lattices,
+                ..Default::default()
+            };
+            // Recorded whether or not it leaves: a dropped frame is never
+            // acknowledged, which is what holds the watermark back.
+            self.acked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry((shard as u16, node))
+                .or_insert_with(|| Stream::after_boot(self.boot_ts))
+                .sent(flushed_ts);
+            let remote = self
+                .known_region(node)
+                .is_some_and(|r| r != self.settings.region);
+            if remote {
+                gossip.boot = self.boot_ts;
+                let mut boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
+                let outbox = boxes.entry((shard as u16, node)).or_default();
+                match outbox.push(gossip, now) {
+                    Some(g) => gossip = g,
+                    None => continue,
+                }
+            }
+            let seq = gossip.seq;
+            if !self.send(node, Frame::new(Body::Gossip(gossip)), true) {
+                self.gossip_frames_dropped.fetch_add(1, Ordering::Relaxed);
+                if remote {
+                    let mut boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(o) = boxes.get_mut(&(shard as u16, node)) {
+                        o.unsent(seq);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The region `node` was last seen in.
+    fn known_region(&self, node: NodeId) -> Option<String> {
+        if let Some(m) = self.ring.load().member(node) {
+            return Some(m.region.clone());
+        }
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&node)
+            .map(|m| m.region.clone())
+    }
+
+    /// Nodes of other regions not in `ring` that were in a view less than
+    /// [`VANISHED_FOR`] ago, each with that view; remembers `ring` for
+    /// those in it, and forgets the streams of nodes gone longer.
+    fn vanished(&self, ring: &Arc<Ring>, now: Instant) -> Vec<(NodeId, Arc<Ring>)> {
+        let mut seen = self.last_view.lock().unwrap_or_else(|e| e.into_inner());
+        for m in ring.members() {
+            if m.region != self.settings.region {
+                match seen.get_mut(&m.node) {
+                    Some((r, at)) => {
+                        if !Arc::ptr_eq(r, ring) {
+                            *r = ring.clone();
+                        }
+                        *at = now;
+                    }
+                    None => {
+                        seen.insert(m.node, (ring.clone(), now));
+                    }
+                }
+            }
+        }
+        let mut gone = Vec::new();
+        seen.retain(|node, (_, at)| {
+            let keep = now.saturating_duration_since(*at) < VANISHED_FOR;
+            if !keep {
+                gone.push(*node);
+            }
+            keep
+        });
+        if !gone.is_empty() {
+            self.outboxes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|(_, node), _| !gone.contains(node));
+        }
+        seen.iter()
+            .filter(|(node, _)| ring.member(**node).is_none())
+            .map(|(node, (r, _))| (*node, r.clone()))
+            .collect()
+    }
+
+    /// True while a stream of this node's to `peer` is behind. Anti-entropy
+    /// with `peer` waits meanwhile: it ships keys' latest states only, and
+    /// a part it brings ahead of the stream's older ones would let a
+    /// transaction that built on them show first.
+    pub(super) fn stream_behind(&self, peer: NodeId) -> bool {
+        let now = Instant::now();
+        self.outboxes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|((_, node), o)| *node == peer && o.behind(now))
+    }
+
+    /// An acknowledgement of a numbered frame from `node`.
+    pub(super) fn stream_acked(&self, node: NodeId, ack: &wire::GossipAck) {
+        if ack.seq == 0 || ack.boot != self.boot_ts {
+            return;
+        }
+        let mut boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(o) = boxes.get_mut(&(ack.from_shard as u16, node)) {
+            o.acked(ack.seq);
+        }
+    }
+
+    /// Where a numbered frame from `node` goes (see [`Inbox::take`]).
+    pub(super) fn stream_take(&self, node: NodeId, g: &wire::Gossip) -> Take {
+        let mut boxes = self.streams_in.lock().unwrap_or_else(|e| e.into_inner());
+        let inbox = boxes.entry((node, g.from_shard)).or_default();
+        let (take, gap) = Inbox::take(inbox, g.boot, g.seq, g.first);
+        if gap > 0 {
+            self.gossip_gaps.fetch_add(gap, Ordering::Relaxed);
+            tracing::warn!(
+                "node {node} gave up {gap} gossip frames of its shard {} before they reached this node (a long cut or a slow link): anti-entropy repairs their keys, and a transaction among them may be seen here in part",
+                g.from_shard
+            );
+        }
+        take
+    }
+
+    /// The numbered frame `seq` from `node` could not be merged.
+    pub(super) fn stream_untake(&self, node: NodeId, from_shard: u32, seq: u64) {
+        let mut boxes = self.streams_in.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(inbox) = boxes.get_mut(&(node, from_shard)) {
+            Inbox::untake(inbox, seq);
+        }
+    }
+
+    /// Sends again, in order, the frames of every stream that waits too
+    /// long for its acknowledgement.
+    pub(super) async fn resend_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(RESEND_TICK);
+        loop {
+            tick.tick().await;
+            let now = Instant::now();
+            let due: Vec<((u16, NodeId), Vec<wire::Gossip>)> = self
+                .outboxes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter_mut()
+                .map(|(stream, o)| (*stream, o.resend(now)))
+                .filter(|(_, frames)| !frames.is_empty())
+                .collect();
+            for ((shard, node), frames) in due {
+                let mut failed = None;
+                for g in frames {
+                    let seq = g.seq;
+                    if failed.is_some() || !self.send(node, Frame::new(Body::Gossip(g)), true) {
+                        failed.get_or_insert(seq);
+                    }
+                }
+                // Not left: sent again from there on the next tick.
+                if let Some(from) = failed {
+                    let mut boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(o) = boxes.get_mut(&(shard, node)) {
+                        o.unsent_from(from);
+                    }
+                }
+            }
+        }
+    }
+
+    /// This node's streams to other regions, for INFO: frames waiting
+    /// for their acknowledgement, frames given up, and frames its peers
+    /// gave up before they reached here.
+    pub fn gossip_streams(&self) -> (usize, u64, u64) {
+        let boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
+        let waiting = boxes.values().map(Outbox::waiting).sum();
+        let given_up = boxes.values().map(|o| o.given_up).sum();
+        (waiting, given_up, self.gossip_gaps.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(n: u64) -> wire::Gossip {
+        wire::Gossip {
+            flushed_ts: n,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn frames_wait_for_their_acknowledgement_and_go_again_in_order() {
+        let t0 = Instant::now();
+        let mut o = Outbox::default();
+        assert_eq!(o.push(frame(1), t0).map(|g| g.seq), Some(1));
+        o.unsent(1);
+        // Frame 1 did not leave: 2 waits for it, and both go in order.
+        assert_eq!(o.push(frame(2), t0), None);
+        let again: Vec<u64> = o.resend(t0).iter().map(|g| g.seq).collect();
+        assert_eq!(again, vec![1, 2]);
+        assert!(o.resend(t0).is_empty(), "just sent");
+        o.acked(2);
+        assert_eq!(o.waiting(), 2, "1 is not acknowledged yet");
+        let later = t0 + RESEND_AFTER;
+        let again: Vec<u64> = o.resend(later).iter().map(|g| g.seq).collect();
+        assert_eq!(again, vec![1]);
+        o.acked(1);
+        assert_eq!(o.waiting(), 0);
+        assert_eq!(o.first(), 3);
+        assert_eq!(
+            o.push(frame(3), later).map(|g| (g.seq, g.first)),
+            Some((3, 3))
+        );
+    }
+
+    #[test]
+    fn a_backlog_goes_in_batches_in_order() {
+        let t0 = Instant::now();
+        let mut o = Outbox::default();
+        o.push(frame(0), t0);
+        o.unsent(1);
+        for n in 1..600 {
+            assert!(o.push(frame(n), t0).is_none(), "frame 1 has not left");
+        }
+        let mut sent = Vec::new();
+        for _ in 0..4 {
+            sent.extend(o.resend(t0).iter().map(|g| g.seq));
+        }
+        assert_eq!(sent, (1..=600).collect::<Vec<u64>>());
+        assert!(!o.behind(t0));
+        assert!(o.behind(t0 + RESEND_AFTER));
+    }
+
+    #[test]
+    fn a_stream_over_its_bounds_gives_its_oldest_frames_up() {
+        let t0 = Instant::now();
+        let mut o = Outbox::default();
+        for n in 0..MAX_FRAMES as u64 + 3 {
+            o.push(frame(n), t0);
+        }
+        assert_eq!(o.waiting(), MAX_FRAMES);
+        assert_eq!(o.given_up, 3);
+        assert_eq!(o.first(), 4);
+    }
+
+    #[test]
+    fn the_receiver_merges_in_order_and_sees_gaps() {
+        let mut ib = None;
+        assert_eq!(Inbox::take(&mut ib, 9, 1, 1), (Take::Next, 0));
+        assert_eq!(Inbox::take(&mut ib, 9, 3, 1), (Take::Early, 0));
+        assert_eq!(Inbox::take(&mut ib, 9, 2, 1), (Take::Next, 0));
+        assert_eq!(Inbox::take(&mut ib, 9, 2, 1), (Take::Again, 0));
+        // Frame 3 could not be merged: awaited again.
+        assert_eq!(Inbox::take(&mut ib, 9, 3, 1), (Take::Next, 0));
+        Inbox::untake(&mut ib, 3);
+        assert_eq!(Inbox::take(&mut ib, 9, 4, 1), (Take::Early, 0));
+        assert_eq!(Inbox::take(&mut ib, 9, 3, 1), (Take::Next, 0));
+        // The sender gave frames 4..=6 up.
+        assert_eq!(Inbox::take(&mut ib, 9, 7, 7), (Take::Next, 3));
+        // It started again: a new stream, from its oldest frame.
+        assert_eq!(Inbox::take(&mut ib, 10, 2, 1), (Take::Early, 0));
+        assert_eq!(Inbox::take(&mut ib, 10, 1, 1), (Take::Next, 0));
+        // This node started again: whatever the sender still holds.
+        let mut fresh = None;
+        assert_eq!(Inbox::take(&mut fresh, 10, 5, 4), (Take::Early, 0));
+        assert_eq!(Inbox::take(&mut fresh, 10, 4, 4), (Take::Next, 0));
+    }
+}
