@@ -93,6 +93,8 @@ pub struct View {
     generation: u64,
     /// The group's voters.
     pub voters: BTreeSet<RaftId>,
+    /// Nodes that left the region for good (see `Command::Forget`).
+    pub forgotten: BTreeSet<NodeId>,
 }
 
 /// A node's member of its region's ownership group.
@@ -110,6 +112,9 @@ pub struct Region {
     /// Region nodes membership sees alive (peer address), for the leader
     /// to make voters of.
     alive: Mutex<BTreeMap<NodeId, SocketAddr>>,
+    /// Set once this node left the region for good ([`Region::leave`]):
+    /// it beats no more.
+    left: std::sync::atomic::AtomicBool,
 }
 
 impl Region {
@@ -135,6 +140,7 @@ impl Region {
             mine: Arc::new(vec![u64::MAX; DIGEST_BUCKETS]),
             generation: u64::MAX,
             voters: BTreeSet::new(),
+            forgotten: BTreeSet::new(),
         }));
         let v = view.clone();
         let (lost_tx, lost_rx) = tokio::sync::watch::channel(0u64);
@@ -166,6 +172,7 @@ impl Region {
                 mine,
                 generation,
                 voters: a.membership.membership().voter_ids().collect(),
+                forgotten: a.owners.forgotten.clone(),
             }));
             if generation != old.generation {
                 on_view();
@@ -205,6 +212,7 @@ impl Region {
             drift_ms: drift.as_millis() as u64,
             member,
             alive: Mutex::new(BTreeMap::new()),
+            left: std::sync::atomic::AtomicBool::new(false),
         });
         tokio::spawn(beat_loop(Arc::downgrade(&region)));
         tokio::spawn(release_loop(Arc::downgrade(&region), lost_rx));
@@ -265,6 +273,21 @@ impl Region {
     /// voters of those that are not).
     pub fn set_alive(&self, alive: BTreeMap<NodeId, SocketAddr>) {
         *self.alive.lock().unwrap_or_else(|e| e.into_inner()) = alive;
+    }
+
+    /// This node leaves the region for good (decommissioned): it beats no
+    /// more, and the group forgets it — its record, and, by the leader's
+    /// next round, its vote, so the region's majority no longer counts it
+    /// (a region of three that decommissioned one and lost another would
+    /// otherwise serve nothing).
+    pub async fn leave(&self) -> Result<(), String> {
+        self.left.store(true, Ordering::SeqCst);
+        self.propose(Command::Forget {
+            node: self.me,
+            drift_ms: self.drift_ms,
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Answers a peer's call.
@@ -359,10 +382,23 @@ impl Region {
                 tracing::info!("ownership: {what}");
             }
         }
+        let gone: BTreeSet<RaftId> = view
+            .forgotten
+            .iter()
+            .map(|&n| RaftId::from(n))
+            .filter(|id| view.voters.contains(id))
+            .collect();
+        if !gone.is_empty() && gone.len() < view.voters.len() {
+            tracing::info!("ownership: nodes {gone:?} left the region; no longer voters");
+            self.raft
+                .change_membership(ChangeMembers::RemoveVoters(gone), false)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let alive = self.alive.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for (node, addr) in alive {
             let id = RaftId::from(node);
-            if view.voters.contains(&id) {
+            if view.voters.contains(&id) || view.forgotten.contains(&node) {
                 continue;
             }
             tracing::info!("ownership: node {node} joins the region's group");
@@ -392,7 +428,7 @@ async fn beat_loop(region: std::sync::Weak<Region>) {
     loop {
         tick.tick().await;
         let Some(r) = region.upgrade() else { return };
-        if !r.is_formed().await {
+        if r.left.load(Ordering::SeqCst) || !r.is_formed().await {
             continue;
         }
         match tokio::time::timeout(2 * BEAT, r.beat()).await {

@@ -100,6 +100,11 @@ pub struct Owners {
     starts: BTreeMap<u16, Fence>,
     /// Bumped each time the owners change.
     generation: u64,
+    /// Nodes that left the region for good (decommissioned): the leader
+    /// takes them out of the group's voters, and does not make voters of
+    /// them again until they beat again (started anew).
+    #[serde(default)]
+    pub forgotten: std::collections::BTreeSet<NodeId>,
     /// Ring parameters (set by the first command; the same everywhere).
     vnodes: u32,
     rf: usize,
@@ -168,6 +173,7 @@ impl Owners {
                     inside: false,
                 });
                 r.expires_ms = r.expires_ms.max(*expires_ms);
+                self.forgotten.remove(&member.node);
                 let moved = r.member != *member;
                 r.member = member.clone();
                 (moved && r.inside, *drift_ms)
@@ -194,10 +200,13 @@ impl Owners {
                 }
                 _ => (false, 0),
             },
-            Command::Forget { node, drift_ms } => (
-                self.records.remove(node).is_some_and(|r| r.inside),
-                *drift_ms,
-            ),
+            Command::Forget { node, drift_ms } => {
+                self.forgotten.insert(*node);
+                (
+                    self.records.remove(node).is_some_and(|r| r.inside),
+                    *drift_ms,
+                )
+            }
             Command::Released { node, generation } => {
                 let before = self.starts.len();
                 self.starts

@@ -237,6 +237,57 @@ async fn the_leader_cut_off_is_replaced_and_a_node_joins_later() {
     }
 }
 
+/// Issue 42: a node that leaves the region for good is forgotten — its
+/// vote too — so the majority is counted among the nodes that remain: with
+/// node 3 gone and node 4 joined, nodes 1 and 4 serve everything while
+/// node 2 is cut off (2 of 3 voters; kept as a voter, node 3 would make
+/// it 2 of 4, and nothing would be served).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_left_is_forgotten_and_no_longer_counts_for_the_majority() {
+    let mesh = Arc::new(Mesh::default());
+    let mut nodes = vec![
+        start(&mesh, 1, 0).await,
+        start(&mesh, 2, 50).await,
+        start(&mesh, 3, -50).await,
+    ];
+    let voters: BTreeMap<NodeId, SocketAddr> = (1..=3).map(|n| (n, member(n).peer)).collect();
+    nodes[0].found(&voters).await.unwrap();
+    let total = DIGEST_BUCKETS / 16;
+    wait_for("every slot served", Duration::from_secs(10), || {
+        census(&nodes).iter().sum::<usize>() == total
+    })
+    .await;
+    nodes[2].leave().await.unwrap();
+    wait_for("node 3 no longer a voter", Duration::from_secs(15), || {
+        nodes[0].view().voters == BTreeSet::from([1, 2])
+    })
+    .await;
+    nodes[2].shutdown().await;
+    cut(&mesh, 3, &[1, 2, 4]);
+    nodes.push(start(&mesh, 4, 20).await);
+    let alive: BTreeMap<NodeId, SocketAddr> = [1, 2, 4].map(|n| (n, member(n).peer)).into();
+    for n in &nodes {
+        n.set_alive(alive.clone());
+    }
+    wait_for("node 4 a voter", Duration::from_secs(15), || {
+        nodes[0].view().voters == BTreeSet::from([1, 2, 4])
+    })
+    .await;
+    cut(&mesh, 2, &[1, 3, 4]);
+    wait_for(
+        "nodes 1 and 4 serve everything",
+        Duration::from_secs(20),
+        || {
+            let c = census(&nodes);
+            c[1] == 0 && c[2] == 0 && c[0] + c[3] == total
+        },
+    )
+    .await;
+    for n in &nodes {
+        n.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_alone_keeps_its_group_across_a_restart() {
     let dir = std::env::temp_dir().join(format!("elsa-owners-{}", std::process::id()));

@@ -146,6 +146,26 @@ impl Cluster {
         }
         if self.handoff_pending().0.is_empty() {
             self.decommission.phase.store(DONE, Ordering::SeqCst);
+            // With `ownership = leases`, the region's group forgets it.
+            if let Some(region) = self.region().cloned() {
+                self.handle.spawn(async move {
+                    for _ in 0..60 {
+                        match region.leave().await {
+                            Ok(()) => {
+                                tracing::info!(
+                                    "decommission: the region's ownership group forgot this node"
+                                );
+                                return;
+                            }
+                            Err(e) => tracing::debug!("decommission: forgetting this node: {e}"),
+                        }
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    tracing::warn!(
+                        "decommission: the region's ownership group could not forget this node (no majority for a minute); it still counts it as a voter"
+                    );
+                });
+            }
             tracing::warn!(
                 "decommission: done — every slot it held has its replicas back; stop this node"
             );

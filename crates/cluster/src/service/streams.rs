@@ -328,14 +328,17 @@ impl Cluster {
                 }
             }
             let seq = gossip.seq;
-            if !self.send(node, Frame::new(Body::Gossip(gossip)), true) {
-                self.gossip_frames_dropped.fetch_add(1, Ordering::Relaxed);
-                if remote {
-                    let mut boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(o) = boxes.get_mut(&(shard as u16, node)) {
-                        o.unsent(seq);
-                    }
+            if self.send(node, Frame::new(Body::Gossip(gossip)), true) {
+                continue;
+            }
+            if remote {
+                // Kept: it goes with the resend.
+                let mut boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(o) = boxes.get_mut(&(shard as u16, node)) {
+                    o.unsent(seq);
                 }
+            } else {
+                self.gossip_frames_dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
