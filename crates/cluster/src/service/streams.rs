@@ -218,6 +218,9 @@ impl Inbox {
     pub fn take(inbox: &mut Option<Inbox>, boot: u64, seq: u64, first: u64) -> (Take, u64) {
         let ib = match inbox {
             Some(ib) if ib.boot == boot => ib,
+            // A frame of the sender's previous start, late: that stream
+            // is over.
+            Some(ib) if boot < ib.boot => return (Take::Early, 0),
             // A new stream (the sender started again, or this node did):
             // from its oldest frame on.
             _ => inbox.insert(Inbox { boot, next: first }),
@@ -344,7 +347,7 @@ impl Cluster {
     }
 
     /// The region `node` was last seen in.
-    fn known_region(&self, node: NodeId) -> Option<String> {
+    pub(super) fn known_region(&self, node: NodeId) -> Option<String> {
         if let Some(m) = self.ring.load().member(node) {
             return Some(m.region.clone());
         }
@@ -570,6 +573,9 @@ mod tests {
         // It started again: a new stream, from its oldest frame.
         assert_eq!(Inbox::take(&mut ib, 10, 2, 1), (Take::Early, 0));
         assert_eq!(Inbox::take(&mut ib, 10, 1, 1), (Take::Next, 0));
+        // A late frame of its previous start is dropped.
+        assert_eq!(Inbox::take(&mut ib, 9, 8, 7), (Take::Early, 0));
+        assert_eq!(Inbox::take(&mut ib, 10, 2, 1), (Take::Next, 0));
         // This node started again: whatever the sender still holds.
         let mut fresh = None;
         assert_eq!(Inbox::take(&mut fresh, 10, 5, 4), (Take::Early, 0));

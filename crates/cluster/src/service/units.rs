@@ -140,11 +140,12 @@ impl Cluster {
         if here.is_empty() {
             return;
         }
-        let ring = self.ring.load();
         for (node, picked) in frames.iter_mut() {
-            let remote = ring
-                .member(*node)
-                .is_some_and(|m| m.region != self.settings.region);
+            // A node of another region out of the view lately gets its
+            // frames too (`streams`).
+            let remote = self
+                .known_region(*node)
+                .is_some_and(|r| r != self.settings.region);
             if !remote {
                 continue;
             }
