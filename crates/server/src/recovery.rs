@@ -222,3 +222,92 @@ fn units_to_install(
     units.extend(here.into_values());
     units
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use elsa_lattice::Version;
+    use elsa_shard::wal::codec::EntryState;
+    use elsa_shard::Current;
+
+    fn entry(key: &str, value: &str, version: Version, unit: Unit) -> LogEntry {
+        LogEntry {
+            key: Bytes::from(key.to_string()),
+            state: EntryState::Plain(Some(Current {
+                value: Bytes::from(value.to_string()),
+                expire_ms: None,
+                ttl_of: None,
+            })),
+            start_ts: version.commit_ts,
+            version,
+            unit,
+        }
+    }
+
+    fn record(txn: u64, writes: Vec<LogEntry>, version: Version) -> LogEntry {
+        LogEntry {
+            key: elsa_txn::record::record_key(txn),
+            state: EntryState::Plain(Some(Current {
+                value: Outcome::Committed(writes).encode(),
+                expire_ms: None,
+                ttl_of: None,
+            })),
+            start_ts: version.commit_ts,
+            version,
+            unit: Unit::None,
+        }
+    }
+
+    /// Issue 42: what recovery hands the installer — another region's
+    /// record with a write not here, a record (of any origin) with a part
+    /// parked here, a one-shard commit whose parts are parked — and what
+    /// it does not: a record whose writes are all here.
+    #[test]
+    fn recovery_hands_the_installer_what_was_not_installed() {
+        let hasher = KeyHasher::default();
+        let hlc = Arc::new(Hlc::default());
+        let mut shards = vec![Shard::new(0, 1, hasher, hlc.clone())];
+        let put = |s: &mut Shard, e: &LogEntry, parked: bool| {
+            let hash = std::hash::BuildHasher::hash_one(&hasher, &e.key[..]);
+            if parked {
+                s.restore_part(hash, e);
+            } else {
+                s.restore(hash, e);
+            }
+        };
+        let v = |t: u64| Version::new(t << 16, 9);
+        // Another region's transaction: x's part parked, y's not here.
+        let (x, y) = (
+            entry("x", "1", v(20), Unit::Shards),
+            entry("y", "2", v(20), Unit::Shards),
+        );
+        let remote = record(7, vec![x.clone(), y.clone()], v(20));
+        put(&mut shards[0], &remote, false);
+        put(&mut shards[0], &x, true);
+        // This region's transaction, whole here.
+        let (p, q) = (
+            entry("p", "1", v(25), Unit::Shards),
+            entry("q", "1", v(25), Unit::Shards),
+        );
+        let local = record(8, vec![p.clone(), q.clone()], v(25));
+        for e in [&local, &p, &q] {
+            put(&mut shards[0], e, false);
+        }
+        // Another region's one-shard commit, parked.
+        let (a, b) = (
+            entry("a", "1", v(30), Unit::Here),
+            entry("b", "1", v(30), Unit::Here),
+        );
+        put(&mut shards[0], &a, true);
+        put(&mut shards[0], &b, true);
+        let remote_records = HashSet::from([remote.key.clone()]);
+        let mut units = units_to_install(&shards, &remote_records, |_| 0);
+        for u in &mut units {
+            u.sort_by(|l, r| l.key.cmp(&r.key));
+        }
+        units.sort_by(|l, r| l[0].key.cmp(&r[0].key));
+        assert_eq!(units, vec![vec![a, b], vec![x, y]]);
+        // Nothing parked and no record of another region: nothing.
+        assert!(units_to_install(&shards[..0], &HashSet::new(), |_| 0).is_empty());
+    }
+}
