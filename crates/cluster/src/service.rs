@@ -190,6 +190,10 @@ struct Round {
 /// How long an anti-entropy round may wait for the peer's answers.
 const ROUND_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// This node's own commits of its last moments before it started, per
+/// local shard, and when they were set (see `streams`).
+type BootTail = (Vec<Arc<Vec<LogEntry>>>, Instant);
+
 /// The node's replication service.
 pub struct Cluster {
     settings: Settings,
@@ -223,6 +227,9 @@ pub struct Cluster {
     last_view: Mutex<HashMap<NodeId, (Arc<Ring>, Instant)>>,
     /// Frames peers of other regions gave up before they reached here.
     gossip_gaps: AtomicU64,
+    /// This node's commits of its last moments before it started, and
+    /// when they were set (see [`Cluster::set_boot_tail`]).
+    boot_tail: Mutex<Option<BootTail>>,
     peers: Mutex<HashMap<NodeId, PeerStats>>,
     rounds: Mutex<HashMap<u64, Round>>,
     /// Per peer, which buckets anti-entropy proved it holds (tombstone
@@ -383,6 +390,7 @@ impl Cluster {
             streams_in: Mutex::new(HashMap::new()),
             last_view: Mutex::new(HashMap::new()),
             gossip_gaps: AtomicU64::new(0),
+            boot_tail: Mutex::new(None),
             ready: AtomicBool::new(false),
             booted: Mutex::new(Instant::now()),
             first_gossip: Mutex::new(HashMap::new()),

@@ -160,6 +160,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         mut shards,
         persistence,
         units: recovered_units,
+        tail,
     } = crate::recovery::recover(&config, hasher, &hlc, drop_unconfirmed)?;
     let mut inboxes = Vec::with_capacity(workers);
     let mut inbox_rxs = Vec::with_capacity(workers);
@@ -171,6 +172,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let fresh = persistence.recovery.files == 0;
     let cluster = start_cluster(&config, &inboxes, &hlc, hasher, fresh)?;
     if let Some(c) = &cluster {
+        c.set_boot_tail(tail);
         c.on_lost_batch(Box::new(|| {
             restart_in_place(
                 "a batch of this node's writes was not confirmed by its region's replicas (it was paused, cut off or declared dead meanwhile); restarting to leave them out",

@@ -27,6 +27,13 @@ pub(crate) struct Recovered {
     pub persistence: Persistence,
     /// Other regions' transactions to install (see [`units_to_install`]).
     pub units: Vec<Vec<LogEntry>>,
+    /// Per shard, this node's own commits of the last 30 s before it
+    /// stopped, in commit order: the first frame of each of its new
+    /// streams to other regions (issue 42: the frames of its last moments
+    /// were lost with the process, and anti-entropy, which brings keys'
+    /// latest states only, left parts of its transactions waiting there
+    /// for the full `PART_WAIT`).
+    pub tail: Vec<Vec<LogEntry>>,
 }
 
 /// Loads the snapshot and log into fresh shards and opens a new log
@@ -65,6 +72,7 @@ pub(crate) fn recover(
         (hash, shard)
     };
     let mut remote_records = HashSet::new();
+    let mut tail = Tail::new(workers);
     let recovery = dir.recover(drop_unconfirmed, |replayed| {
         let (record, origin) = match replayed {
             Replayed::Lattices(record, origin) => (record, origin),
@@ -87,7 +95,7 @@ pub(crate) fn recover(
             // whole (`Origin::Snapshot`). One another region sent goes to
             // the installer (`units_to_install`).
             let more = match origin {
-                Origin::Log => {
+                Origin::Log | Origin::Own => {
                     elsa_txn::record::restore_writes(&e.key, e.state.plain().map(|c| &c.value[..]))
                 }
                 Origin::Remote => {
@@ -105,6 +113,9 @@ pub(crate) fn recover(
                 continue;
             }
             shards[shard].restore(hash, &e);
+            if origin == Origin::Own {
+                tail.keep(shard, &e);
+            }
             for w in more {
                 max_ts = max_ts.max(w.version.commit_ts);
                 let (hash, shard) = place(&w);
@@ -170,7 +181,56 @@ pub(crate) fn recover(
         shards,
         persistence,
         units,
+        tail: tail.finish(),
     })
+}
+
+/// How far back a restarted node's own commits go to other regions again
+/// (see [`Recovered::tail`]).
+const TAIL: std::time::Duration = std::time::Duration::from_secs(30);
+/// The most of them kept per shard.
+const TAIL_MAX: usize = 100_000;
+
+/// The newest of this node's own commits, per shard, as recovery reads
+/// them (files in any order).
+struct Tail {
+    per_shard: Vec<Vec<LogEntry>>,
+    newest: u64,
+}
+
+impl Tail {
+    fn new(shards: usize) -> Tail {
+        Tail {
+            per_shard: vec![Vec::new(); shards],
+            newest: 0,
+        }
+    }
+
+    fn keep(&mut self, shard: usize, e: &LogEntry) {
+        self.newest = self.newest.max(e.version.commit_ts);
+        let list = &mut self.per_shard[shard];
+        list.push(e.clone());
+        if list.len() >= 2 * TAIL_MAX {
+            let from = self.newest.saturating_sub((TAIL.as_millis() as u64) << 16);
+            list.retain(|e| e.version.commit_ts >= from);
+            list.sort_by_key(|e| e.version);
+            let over = list.len().saturating_sub(TAIL_MAX);
+            list.drain(..over);
+        }
+    }
+
+    /// Per shard, its commits of the last [`TAIL`] before the newest, in
+    /// commit order.
+    fn finish(mut self) -> Vec<Vec<LogEntry>> {
+        let from = self.newest.saturating_sub((TAIL.as_millis() as u64) << 16);
+        for list in &mut self.per_shard {
+            list.retain(|e| e.version.commit_ts >= from);
+            list.sort_by_key(|e| e.version);
+            let over = list.len().saturating_sub(TAIL_MAX);
+            list.drain(..over);
+        }
+        self.per_shard
+    }
 }
 
 /// Other regions' transactions this node was installing when it stopped
@@ -309,5 +369,23 @@ mod tests {
         assert_eq!(units, vec![vec![a, b], vec![x, y]]);
         // Nothing parked and no record of another region: nothing.
         assert!(units_to_install(&shards[..0], &HashSet::new(), |_| 0).is_empty());
+    }
+
+    /// Issue 42: a restarted node's own commits of its last 30 s, per
+    /// shard and in commit order, whatever order the files were read in.
+    #[test]
+    fn the_tail_keeps_the_last_commits_in_order() {
+        let ms = |t: u64| Version::new(t << 16, 1);
+        let mut tail = Tail::new(2);
+        for t in [100_000, 40_000, 99_000, 70_000, 69_000] {
+            tail.keep(0, &entry("k", "v", ms(t), Unit::None));
+        }
+        tail.keep(1, &entry("j", "v", ms(80_000), Unit::Here));
+        let got: Vec<Vec<u64>> = tail
+            .finish()
+            .iter()
+            .map(|l| l.iter().map(|e| e.version.commit_ts >> 16).collect())
+            .collect();
+        assert_eq!(got, vec![vec![70_000, 99_000, 100_000], vec![80_000]]);
     }
 }

@@ -287,6 +287,7 @@ impl Cluster {
         }
         // Nodes of other regions out of the view lately: by the last view
         // they were in.
+        let mut views: HashMap<NodeId, Arc<Ring>> = HashMap::new();
         for (node, old) in self.vanished(&ring, now) {
             let picked = entries
                 .iter()
@@ -298,6 +299,7 @@ impl Cluster {
                 .map(|(i, _)| i)
                 .collect();
             per_node.insert(node, picked);
+            views.insert(node, old);
         }
         self.complete_units(&entries, &mut per_node);
         for (node, picked) in per_node {
@@ -324,7 +326,20 @@ impl Cluster {
             if remote {
                 gossip.boot = self.boot_ts;
                 let mut boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
-                let outbox = boxes.entry((shard as u16, node)).or_default();
+                let outbox = match boxes.entry((shard as u16, node)) {
+                    std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        // A new stream starts with what this node committed
+                        // in its last moments before it started.
+                        let view = views.get(&node).unwrap_or(&ring);
+                        let outbox = v.insert(Outbox::default());
+                        if let Some(tail) = self.tail_frame(shard, node, view) {
+                            outbox.push(tail, now);
+                            outbox.unsent(1);
+                        }
+                        outbox
+                    }
+                };
                 match outbox.push(gossip, now) {
                     Some(g) => gossip = g,
                     None => continue,
@@ -344,6 +359,56 @@ impl Cluster {
                 self.gossip_frames_dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// This node's own commits of its last moments before it started, per
+    /// local shard, in commit order (recovery's tail): the first frame of
+    /// each new stream to a node of another region, for up to
+    /// [`VANISHED_FOR`]. A node killed loses the frames it had not had
+    /// acknowledged; without them, the other region got those commits by
+    /// anti-entropy only, which brings keys' latest states and never a
+    /// one-shard commit whole (issue 42).
+    pub fn set_boot_tail(&self, tail: Vec<Vec<LogEntry>>) {
+        let tail = tail.into_iter().map(Arc::new).collect();
+        *self.boot_tail.lock().unwrap_or_else(|e| e.into_inner()) = Some((tail, Instant::now()));
+    }
+
+    /// The first frame of a new stream of `shard` to `node` (replicating
+    /// what `view` gives it): the tail's lattices of its keys, with the
+    /// rest of every one-shard commit among them.
+    fn tail_frame(&self, shard: usize, node: NodeId, view: &Ring) -> Option<wire::Gossip> {
+        let mut kept = self.boot_tail.lock().unwrap_or_else(|e| e.into_inner());
+        if kept
+            .as_ref()
+            .is_some_and(|(_, at)| at.elapsed() >= VANISHED_FOR)
+        {
+            *kept = None;
+        }
+        let entries = kept.as_ref()?.0.get(shard)?.clone();
+        drop(kept);
+        if entries.is_empty() {
+            return None;
+        }
+        let picked: Vec<usize> = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| {
+                let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
+                view.replicates(slot_of(hash), node)
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let mut frames = HashMap::from([(node, picked)]);
+        self.complete_units(&entries[..], &mut frames);
+        let mut picked = frames.remove(&node).unwrap_or_default();
+        picked.sort_unstable();
+        Some(wire::Gossip {
+            from_shard: shard as u32,
+            flushed_ts: self.boot_ts,
+            lattices: picked.iter().map(|&i| Lattice::from(&entries[i])).collect(),
+            boot: self.boot_ts,
+            ..Default::default()
+        })
     }
 
     /// The region `node` was last seen in.

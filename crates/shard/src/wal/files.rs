@@ -90,6 +90,10 @@ pub enum Origin {
     Snapshot,
     /// A log segment written after the snapshot.
     Log,
+    /// A log segment: this node's own commits (confirmed by its region,
+    /// where it has replicas) — replayed as `Log`; the tail of them goes
+    /// to other regions again after a restart.
+    Own,
     /// A log segment: lattices another region sent, installed as they
     /// came ([`codec::Frame::Remote`]). A transaction record among them is
     /// another region's, whose writes go through the installer.
@@ -177,17 +181,26 @@ fn replay(
         apply(item);
     };
     let replay = |rec| Replayed::Lattices(rec, origin);
+    let own_rec = |rec| {
+        Replayed::Lattices(
+            rec,
+            if origin == Origin::Log {
+                Origin::Own
+            } else {
+                origin
+            },
+        )
+    };
     codec::decode_file_at(data, |end, rec| {
         r.records += 1;
         match (rec, &mut own) {
             (codec::Logged::Remote(rec), _) => emit(r, Replayed::Lattices(rec, Origin::Remote)),
             (codec::Logged::Parked(rec), _) => emit(r, Replayed::Lattices(rec, Origin::Parked)),
-            (codec::Logged::Lattices(rec), _) | (codec::Logged::Own(rec), None) => {
-                emit(r, replay(rec))
-            }
+            (codec::Logged::Lattices(rec), _) => emit(r, replay(rec)),
+            (codec::Logged::Own(rec), None) => emit(r, own_rec(rec)),
             (codec::Logged::Own(rec), Some((seq, shard, c))) => {
                 if c.confirmed.get(&(*seq, *shard)).is_some_and(|&o| o >= end) {
-                    emit(r, replay(rec));
+                    emit(r, own_rec(rec));
                 } else {
                     c.waiting
                         .entry((*seq, *shard))
@@ -200,7 +213,7 @@ fn replay(
                 *at = (*at).max(offset);
                 if let Some(waiting) = c.waiting.get_mut(&(seq, *shard)) {
                     for (_, rec) in waiting.extract_if(.., |(end, _)| *end <= offset) {
-                        emit(r, replay(rec));
+                        emit(r, own_rec(rec));
                     }
                 }
             }
