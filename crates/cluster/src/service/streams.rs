@@ -289,16 +289,7 @@ impl Cluster {
         // they were in.
         let mut views: HashMap<NodeId, Arc<Ring>> = HashMap::new();
         for (node, old) in self.vanished(&ring, now) {
-            let picked = entries
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| {
-                    let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
-                    old.replicates(slot_of(hash), node)
-                })
-                .map(|(i, _)| i)
-                .collect();
-            per_node.insert(node, picked);
+            per_node.insert(node, self.picked_for(&entries, &old, node));
             views.insert(node, old);
         }
         self.complete_units(&entries, &mut per_node);
@@ -389,16 +380,7 @@ impl Cluster {
         if entries.is_empty() {
             return None;
         }
-        let picked: Vec<usize> = entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| {
-                let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
-                view.replicates(slot_of(hash), node)
-            })
-            .map(|(i, _)| i)
-            .collect();
-        let mut frames = HashMap::from([(node, picked)]);
+        let mut frames = HashMap::from([(node, self.picked_for(&entries, view, node))]);
         self.complete_units(&entries[..], &mut frames);
         let mut picked = frames.remove(&node).unwrap_or_default();
         picked.sort_unstable();
@@ -409,6 +391,19 @@ impl Cluster {
             boot: self.boot_ts,
             ..Default::default()
         })
+    }
+
+    /// Which of `entries` `node` replicates by `view` (indexes).
+    fn picked_for(&self, entries: &[LogEntry], view: &Ring, node: NodeId) -> Vec<usize> {
+        entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| {
+                let hash = std::hash::BuildHasher::hash_one(&self.hasher, &e.key[..]);
+                view.replicates(slot_of(hash), node)
+            })
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// The region `node` was last seen in.
