@@ -902,15 +902,22 @@ impl Drop for StopOnDrop<'_> {
 /// each run on its own keys, while `faults.rs` kills (-9) and restarts a
 /// node and pauses (SIGSTOP/SIGCONT) one, one fault at a time. Every
 /// history must show nothing its level forbids, every acknowledged append
-/// must be in the final state, and the nodes must converge.
+/// must be in the final state, and the nodes must converge. With
+/// `ownership = gossip` (each node's failure detector decides who serves a
+/// slot; no longer the default).
 #[test]
 fn region_of_three_under_kill_and_pause() {
-    region_under_faults("region", &[], &[faults::Kind::Kill, faults::Kind::Pause]);
+    region_under_faults(
+        "region",
+        &["--ownership", "gossip"],
+        &[faults::Kind::Kill, faults::Kind::Pause],
+    );
 }
 
-/// The same with `ownership = leases` (one owner per slot agreed through
-/// the region's Raft group, issue 42), and a third kind of fault: a node's
-/// clock moved 400 ms ahead or behind (below `max-clock-drift-ms`).
+/// The same with `ownership = leases`, the default (one owner per slot
+/// agreed through the region's Raft group, issue 42), and a third kind of
+/// fault: a node's clock moved 400 ms ahead or behind (below
+/// `max-clock-drift-ms`).
 #[test]
 fn region_of_three_with_leases_under_kill_pause_and_clock() {
     region_under_faults(

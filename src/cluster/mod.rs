@@ -16,7 +16,8 @@ mod process;
 
 use plan::{
     layout, parse_loss, parse_rtt, server_args, shell_quote, wan_delay_ms, Appendfsync,
-    ClusterFile, NodeRecord, NodeSpec, Replication, ServerOptions, CLUSTER_FILE, HOST, SECRET_FILE,
+    ClusterFile, NodeRecord, NodeSpec, Ownership, Replication, ServerOptions, CLUSTER_FILE, HOST,
+    SECRET_FILE,
 };
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -80,6 +81,11 @@ struct UpArgs {
     /// Replication protocol (server default if not given).
     #[arg(long, value_enum)]
     replication: Option<Replication>,
+    /// Who serves a slot inside a region (server default, `leases`, if not
+    /// given; `gossip` for regions of two nodes that must survive one
+    /// failure).
+    #[arg(long, value_enum)]
+    ownership: Option<Ownership>,
     /// Merge epoch in milliseconds (server default if not given).
     #[arg(long)]
     merge_epoch_ms: Option<u64>,
@@ -185,6 +191,7 @@ fn up(a: UpArgs) -> Result<i32, String> {
         workers: a.workers,
         replication_factor: a.replication_factor,
         replication: a.replication,
+        ownership: a.ownership,
         merge_epoch_ms: a.merge_epoch_ms,
         appendfsync: a.appendfsync,
     };

@@ -175,6 +175,26 @@ impl Replication {
     }
 }
 
+/// `--ownership` values passed through to `elsa server`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ownership {
+    /// A Raft group per region agrees who serves each slot (a region
+    /// serves while a majority of its nodes is up).
+    Leases,
+    /// Each node's failure detector decides (a region of two nodes keeps
+    /// serving when one fails; split brain under a cut inside a region).
+    Gossip,
+}
+
+impl Ownership {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ownership::Leases => "leases",
+            Ownership::Gossip => "gossip",
+        }
+    }
+}
+
 /// `--appendfsync` values passed through to `elsa server`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Appendfsync {
@@ -203,6 +223,7 @@ pub struct ServerOptions {
     pub workers: Option<usize>,
     pub replication_factor: Option<u32>,
     pub replication: Option<Replication>,
+    pub ownership: Option<Ownership>,
     pub merge_epoch_ms: Option<u64>,
     pub appendfsync: Option<Appendfsync>,
 }
@@ -255,6 +276,9 @@ pub fn server_args(
     }
     if let Some(r) = opts.replication {
         flag("replication", r.as_str().into());
+    }
+    if let Some(o) = opts.ownership {
+        flag("ownership", o.as_str().into());
     }
     if let Some(e) = opts.merge_epoch_ms {
         flag("merge-epoch-ms", e.to_string().into());
@@ -509,6 +533,7 @@ mod tests {
             workers: Some(2),
             replication_factor: Some(3),
             replication: Some(Replication::TwoPc),
+            ownership: Some(Ownership::Gossip),
             merge_epoch_ms: Some(20),
             appendfsync: Some(Appendfsync::Always),
         };
@@ -530,6 +555,8 @@ mod tests {
                 "3",
                 "--replication",
                 "2pc",
+                "--ownership",
+                "gossip",
                 "--merge-epoch-ms",
                 "20",
                 "--appendfsync",

@@ -47,9 +47,19 @@ fn keys_owned_by(c: &Cluster, i: usize, prefix: &str, n: usize) -> Vec<String> {
 #[test]
 fn a_replica_out_of_reach_for_a_moment_is_waited_for() {
     let _one = one_at_a_time();
+    // A region of two nodes that must survive one failure: `ownership =
+    // gossip` (with leases the survivor alone is no majority and serves
+    // nothing, `docs/regions.md`, *One owner per slot*).
     let mut c = Cluster::start(
         &["r1", "r1"],
-        &["--replication-factor", "2", "--appendfsync", "always"],
+        &[
+            "--replication-factor",
+            "2",
+            "--appendfsync",
+            "always",
+            "--ownership",
+            "gossip",
+        ],
     );
     let key = key_owned_by(&c, 0, "hiccup:");
     let mut con = c.conn(0);

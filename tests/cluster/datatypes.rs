@@ -310,6 +310,9 @@ fn check_list(c: &Cluster, done: &[Done]) {
 #[test]
 fn counters_hashes_and_sets_in_two_regions_keep_every_acknowledged_change() {
     let _one = one_at_a_time();
+    // Region a keeps taking writes while one of its two nodes is down:
+    // `ownership = gossip` (with leases the survivor alone is no majority,
+    // `docs/regions.md`, *One owner per slot*).
     let mut c = Cluster::start(
         &["a", "a", "b", "b"],
         &[
@@ -319,6 +322,8 @@ fn counters_hashes_and_sets_in_two_regions_keep_every_acknowledged_change() {
             "always",
             "--replication-factor",
             "2",
+            "--ownership",
+            "gossip",
         ],
     );
     let ports: Vec<u16> = (0..c.len()).map(|i| c.port(i)).collect();
