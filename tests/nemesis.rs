@@ -249,6 +249,22 @@ fn cut_one_node_off(ownership: &str) {
             p
         })
         .collect();
+    // No write sent through the cut-off node once the cut holds (half a
+    // second after `cut` began) is acknowledged before the heal: no other
+    // replica can have it. Before 2026-11-30, with leases, h1 acknowledged
+    // writes alone as soon as its failure detector dropped the others
+    // (about 1 s in) while its lease still ran (3 s): lost once the others
+    // served its slots — an acknowledged `DEL` undone, a `SET` gone.
+    let alone: Vec<String> = history
+        .iter()
+        .filter(|e| {
+            e.host == H1
+                && e.invoked >= cut_at + Duration::from_millis(500)
+                && e.completed < healed
+                && matches!(e.op, Op::Incr(_) | Op::Set(_) | Op::Del(..))
+        })
+        .map(|e| format!("{:?} sent at {:.1?}", e.op, e.invoked - t0))
+        .collect();
     let (acked, hidden) = check_keys(&hosts, &history, t0);
     let reads = history
         .iter()
@@ -257,10 +273,16 @@ fn cut_one_node_off(ownership: &str) {
     eprintln!(
         "ownership {ownership}: {} events ({reads} reads, {} acknowledged keys), answers per host \
          before/during/after the cut {phases:?}, client errors {errors:?}, h1 back {back_after:?} after \
-         the heal; {} stale reads; hidden: {hidden:?}",
+         the heal; {} stale reads; {} writes acknowledged by h1 alone; hidden: {hidden:?}",
         history.len(),
         acked,
-        stale.len()
+        stale.len(),
+        alone.len()
+    );
+    assert!(
+        alone.is_empty(),
+        "h1, cut off, acknowledged writes no replica could have: {:?}",
+        &alone[..alone.len().min(5)]
     );
     assert!(reads > 100, "too few reads to judge: {reads}");
     assert!(

@@ -45,7 +45,7 @@ use elsa_shard::table::DIGEST_BUCKETS;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, Raft};
 
-use crate::ring::Member;
+use crate::ring::{Member, Ring};
 use net::{Carrier, Net, Reply, Rpc};
 use state::{Command, Owners, Record};
 use store::{Applied, LogStore, StateStore};
@@ -86,6 +86,10 @@ pub struct View {
     pub records: BTreeMap<NodeId, Record>,
     /// The members in the ring.
     pub inside: Vec<Member>,
+    /// The ring of those members (None while there is none): the agreed
+    /// replicas of each slot, which a write waits for even once this
+    /// node's failure detector dropped one (`service/replicate.rs`).
+    pub ring: Option<Arc<Ring>>,
     /// Per slot: the unix ms this node may start serving it at, or
     /// `u64::MAX` where it does not own it.
     mine: Arc<Vec<u64>>,
@@ -137,6 +141,7 @@ impl Region {
             index: 0,
             records: BTreeMap::new(),
             inside: Vec::new(),
+            ring: None,
             mine: Arc::new(vec![u64::MAX; DIGEST_BUCKETS]),
             generation: u64::MAX,
             voters: BTreeSet::new(),
@@ -165,10 +170,17 @@ impl Region {
                 }
                 Arc::new(mine)
             };
+            let inside = a.owners.inside();
+            let ring = if inside == old.inside {
+                old.ring.clone()
+            } else {
+                (!inside.is_empty()).then(|| Arc::new(Ring::new(inside.clone(), me, vnodes, rf)))
+            };
             v.store(Arc::new(View {
                 index: a.last_applied.map_or(0, |l| l.index),
                 records: a.owners.records.clone(),
-                inside: a.owners.inside(),
+                inside,
+                ring,
                 mine,
                 generation,
                 voters: a.membership.membership().voter_ids().collect(),

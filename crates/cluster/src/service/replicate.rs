@@ -74,12 +74,21 @@ impl Replicator for RegionReplicator {
     }
 
     fn alone(&self) -> bool {
+        let me = self.0.settings.node;
         let ring = self.0.ring.load();
         let own = &ring.regions()[ring.own_region()];
-        !ring
-            .members()
-            .iter()
-            .any(|m| m.node != self.0.settings.node && &m.region == own)
+        let others = |ring: &Ring, own: &String| {
+            ring.members()
+                .iter()
+                .any(|m| m.node != me && &m.region == own)
+        };
+        // With leases, alone only if the region's group agrees too (a node
+        // cut off from the rest sees nobody, yet they are there).
+        !others(&ring, own)
+            && self
+                .0
+                .agreed_ring()
+                .is_none_or(|a| !a.members().iter().any(|m| m.node != me))
     }
 }
 
@@ -129,17 +138,37 @@ impl Cluster {
             .insert(id, batch);
     }
 
-    /// Sends batch `id` to the replicas of its keys (in the current view)
-    /// that have neither confirmed it nor been sent it lately; true when
-    /// none is left to wait for.
+    /// With `ownership = leases`, the ring of the nodes the region's group
+    /// has inside (None before it formed, or with gossip).
+    pub(super) fn agreed_ring(&self) -> Option<Arc<Ring>> {
+        self.region.get().and_then(|r| r.view().ring.clone())
+    }
+
+    /// Sends batch `id` to the replicas of its keys (in the current view,
+    /// and with leases in the agreed one too) that have neither confirmed
+    /// it nor been sent it lately; true when none is left to wait for.
+    ///
+    /// With leases a replica this node's failure detector dropped is still
+    /// waited for while the group has it inside: a node cut off from the
+    /// rest of its region drops them from its view within a second, yet
+    /// holds its lease for up to three, and would otherwise acknowledge
+    /// writes no replica has — lost once the others serve its slots (the
+    /// nemesis of 2026-11-30: a `DEL` acknowledged there undone, a `SET`
+    /// gone). The group takes a node out only once its lease has ended.
     fn push_batch(self: &Arc<Self>, id: u64, b: &mut Batch) -> bool {
         let ring = self.ring.load();
         let own = ring.own_region();
+        let agreed = self.agreed_ring();
         let me = self.settings.node;
         let mut per_node: HashMap<NodeId, Vec<Lattice>> = HashMap::new();
         let only = self.ship_only_to(id, &b.items);
         for (slot, l) in &b.items {
-            for r in ring.replicas(*slot, own) {
+            let seen = ring.replicas(*slot, own);
+            let more = agreed.as_deref().map_or(&[][..], |a| a.replicas(*slot, 0));
+            let more = more
+                .iter()
+                .filter(|a| !seen.iter().any(|s| s.node == a.node));
+            for r in seen.iter().chain(more) {
                 if r.node != me
                     && !b.confirmed.contains(&r.node)
                     && only.is_none_or(|o| o == r.node)
