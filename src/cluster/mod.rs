@@ -16,8 +16,7 @@ mod process;
 
 use plan::{
     layout, parse_loss, parse_rtt, server_args, shell_quote, wan_delay_ms, Appendfsync,
-    ClusterFile, NodeRecord, NodeSpec, Ownership, Replication, ServerOptions, CLUSTER_FILE, HOST,
-    SECRET_FILE,
+    ClusterFile, NodeRecord, NodeSpec, Replication, ServerOptions, CLUSTER_FILE, HOST, SECRET_FILE,
 };
 use std::fs::File;
 use std::os::unix::process::CommandExt;
@@ -81,11 +80,11 @@ struct UpArgs {
     /// Replication protocol (server default if not given).
     #[arg(long, value_enum)]
     replication: Option<Replication>,
-    /// Who serves a slot inside a region (server default, `leases`, if not
-    /// given; `gossip` for regions of two nodes that must survive one
+    /// Who serves a slot inside a region: `leases` (the server default)
+    /// or `gossip` (for regions of two nodes that must survive one
     /// failure).
-    #[arg(long, value_enum)]
-    ownership: Option<Ownership>,
+    #[arg(long)]
+    ownership: Option<elsa_cluster::Ownership>,
     /// Merge epoch in milliseconds (server default if not given).
     #[arg(long)]
     merge_epoch_ms: Option<u64>,

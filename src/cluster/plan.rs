@@ -175,26 +175,6 @@ impl Replication {
     }
 }
 
-/// `--ownership` values passed through to `elsa server`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ownership {
-    /// A Raft group per region agrees who serves each slot (a region
-    /// serves while a majority of its nodes is up).
-    Leases,
-    /// Each node's failure detector decides (a region of two nodes keeps
-    /// serving when one fails; split brain under a cut inside a region).
-    Gossip,
-}
-
-impl Ownership {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ownership::Leases => "leases",
-            Ownership::Gossip => "gossip",
-        }
-    }
-}
-
 /// `--appendfsync` values passed through to `elsa server`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Appendfsync {
@@ -223,7 +203,7 @@ pub struct ServerOptions {
     pub workers: Option<usize>,
     pub replication_factor: Option<u32>,
     pub replication: Option<Replication>,
-    pub ownership: Option<Ownership>,
+    pub ownership: Option<elsa_cluster::Ownership>,
     pub merge_epoch_ms: Option<u64>,
     pub appendfsync: Option<Appendfsync>,
 }
@@ -278,7 +258,7 @@ pub fn server_args(
         flag("replication", r.as_str().into());
     }
     if let Some(o) = opts.ownership {
-        flag("ownership", o.as_str().into());
+        flag("ownership", o.name().into());
     }
     if let Some(e) = opts.merge_epoch_ms {
         flag("merge-epoch-ms", e.to_string().into());
@@ -533,7 +513,7 @@ mod tests {
             workers: Some(2),
             replication_factor: Some(3),
             replication: Some(Replication::TwoPc),
-            ownership: Some(Ownership::Gossip),
+            ownership: Some(elsa_cluster::Ownership::Gossip),
             merge_epoch_ms: Some(20),
             appendfsync: Some(Appendfsync::Always),
         };

@@ -77,18 +77,17 @@ impl Replicator for RegionReplicator {
         let me = self.0.settings.node;
         let ring = self.0.ring.load();
         let own = &ring.regions()[ring.own_region()];
-        let others = |ring: &Ring, own: &String| {
-            ring.members()
-                .iter()
-                .any(|m| m.node != me && &m.region == own)
-        };
+        let seen_alone = !ring
+            .members()
+            .iter()
+            .any(|m| m.node != me && &m.region == own);
         // With leases, alone only if the region's group agrees too (a node
         // cut off from the rest sees nobody, yet they are there).
-        !others(&ring, own)
+        seen_alone
             && self
                 .0
                 .agreed_ring()
-                .is_none_or(|a| !a.members().iter().any(|m| m.node != me))
+                .is_none_or(|a| a.members().iter().all(|m| m.node == me))
     }
 }
 
