@@ -105,6 +105,64 @@ fn a_replica_out_of_reach_for_a_moment_is_waited_for() {
     );
 }
 
+/// With leases (the default), a node whose failure detector has dropped
+/// the rest of its region while its lease still runs — a second into a
+/// cut — waits for the replicas the region's group has inside: it
+/// acknowledges no write before a replica has it. Before, it counted
+/// itself alone and answered at once; the cut nemesis then saw the
+/// others serve its slots without the write (a `DEL` undone, a `SET`
+/// lost; issue 42). `FORGET-PEERS` makes the view drop them at once,
+/// `LINKS-DOWN` keeps every replica out of reach for a while.
+#[test]
+fn a_node_that_lost_sight_of_its_region_acknowledges_nothing_alone() {
+    let _one = one_at_a_time();
+    let mut c = Cluster::start(
+        &["r1", "r1", "r1"],
+        &["--replication-factor", "3", "--appendfsync", "always"],
+    );
+    let key = key_owned_by(&c, 0, "alone:");
+    let mut con = c.conn(0);
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg("before")
+        .query(&mut con)
+        .expect("SET");
+    // The view drops the region's other nodes first (so no batch is in
+    // flight when the links go down), then every replica is out of reach.
+    c.fault(0, "FORGET-PEERS 3000");
+    c.wait_members(&[0], 1, Duration::from_secs(1));
+    let down = Duration::from_millis(1500);
+    let cut = std::time::Instant::now();
+    c.fault(0, &format!("LINKS-DOWN {}", down.as_millis()));
+    let answer: redis::RedisResult<()> = redis::cmd("SET").arg(&key).arg("during").query(&mut con);
+    let answered = cut.elapsed();
+    eprintln!("node 0 answered {answer:?} {answered:?} after its links went down");
+    if let Err(e) = &answer {
+        // Refusing is allowed; acknowledging alone is not.
+        eprintln!("node 0 refused the write: {e}");
+        return;
+    }
+    assert!(
+        answered >= down,
+        "node 0 acknowledged a write {answered:?} into {down:?} without links, \
+         when no replica could have it"
+    );
+    // What was acknowledged survives the loss of the node that took it.
+    c.kill9(0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let got: Option<String> = loop {
+        match redis::cmd("GET").arg(&key).query(&mut c.conn(1)) {
+            Ok(v) => break v,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("node 1 answers: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("node 1 never took the key over: {e}"),
+        }
+    };
+    assert_eq!(got.as_deref(), Some("during"), "an acknowledged write lost");
+}
+
 /// One `INFO` field of node `i` as a number.
 fn info_num(c: &Cluster, i: usize, section: &str, field: &str) -> u64 {
     let text: String = c.query_retrying(i, redis::cmd("INFO").arg(section));

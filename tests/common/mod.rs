@@ -74,9 +74,13 @@ pub fn served_by_with_password(port: u16, pid: u32, password: &str) -> bool {
         })
 }
 
-/// Path of the `elsa` binary cargo built for these tests.
+/// Path of the `elsa` binary the tests run: `$ELSA_BIN` when set (to run
+/// a new test against an older build, e.g. to see it fail without a fix),
+/// else the one cargo built for these tests.
 pub fn elsa_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_elsa"))
+    std::env::var_os("ELSA_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_elsa")))
 }
 
 impl Elsa {

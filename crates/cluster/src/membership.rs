@@ -185,6 +185,9 @@ pub async fn run(cluster: Arc<Cluster>) {
                 published_formed = true;
             }
         }
+        if cluster.peers_forgotten() {
+            members.retain(|m| m.node == s.node || m.region != s.region);
+        }
         if members != cluster.ring().members() {
             cluster.set_members(members).await;
         }

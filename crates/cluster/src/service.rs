@@ -208,6 +208,9 @@ pub struct Cluster {
     isolated: AtomicBool,
     /// Until when this node's peer connections are down (fault injection).
     links_down_until: Mutex<Option<Instant>>,
+    /// Until when the views this node installs leave out the other nodes
+    /// of its region (fault injection).
+    peers_forgotten_until: Mutex<Option<Instant>>,
     /// The HLC when the service started (see [`Stream::after_boot`]).
     boot_ts: u64,
     /// Every node ever in the ring, as last seen there: the metrics port
@@ -373,6 +376,7 @@ impl Cluster {
             next_id: AtomicU64::new(1),
             isolated: AtomicBool::new(false),
             links_down_until: Mutex::new(None),
+            peers_forgotten_until: Mutex::new(None),
             boot_ts,
             known: Mutex::new(HashMap::new()),
             acked: Mutex::new(HashMap::new()),

@@ -204,7 +204,7 @@ impl Conn {
     }
 
     /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|DELAY-INSTALLS
-    /// ms|DELAY-ANSWERS ms [PREPARES]|LINKS-DOWN ms|CRASH-AFTER-RECORD|CRASH-BEFORE-SHIP prefix|
+    /// ms|DELAY-ANSWERS ms [PREPARES]|LINKS-DOWN ms|FORGET-PEERS ms|CRASH-AFTER-RECORD|CRASH-BEFORE-SHIP prefix|
     /// PAUSE-BEFORE-SHIP prefix|CRASH-AFTER-SHIP-TO-ONE prefix|PAUSE-REPAIR|
     /// LAPSE|CLOCK ms|HEAL` (needs
     /// `fault-injection = true`):
@@ -216,7 +216,9 @@ impl Conn {
     /// coordinator); hold its answers to peers `ms` (with PREPARES, only
     /// those to prepares); drop its peer connections and fail its
     /// attempts to connect for `ms` while membership goes on (a network
-    /// hiccup); die right after logging
+    /// hiccup); leave the region's other nodes out of the views it
+    /// installs for `ms` (its failure detector dropping them in a cut,
+    /// while the region's group goes on); die right after logging
     /// a transaction record (or a write of a key with `prefix`), before
     /// shipping it, or stop itself there (SIGSTOP), or ship it to one
     /// replica and die once that one has it; start no anti-entropy round;
@@ -259,6 +261,13 @@ impl Conn {
                     .error("ERR ELSA.FAULT LINKS-DOWN takes milliseconds");
             };
             cl.set_links_down(std::time::Duration::from_millis(ms));
+        } else if is(&args[1], "forget-peers") {
+            let Some(ms) = millis(args.get(2)) else {
+                return self
+                    .w()
+                    .error("ERR ELSA.FAULT FORGET-PEERS takes milliseconds");
+            };
+            cl.set_peers_forgotten(std::time::Duration::from_millis(ms));
         } else if is(&args[1], "busy-installs") {
             cl.set_busy_installs(true);
         } else if is(&args[1], "crash-after-record") {
@@ -305,6 +314,7 @@ impl Conn {
             cl.set_drop_installs(false);
             cl.set_answer_delay(0);
             cl.set_links_down(std::time::Duration::ZERO);
+            cl.set_peers_forgotten(std::time::Duration::ZERO);
             cl.set_busy_installs(false);
             cl.set_repair_paused(false);
             cl.set_clock_offset(0);
@@ -312,7 +322,7 @@ impl Conn {
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms [PREPARES], LINKS-DOWN ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE, CLOCK ms or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms [PREPARES], LINKS-DOWN ms, FORGET-PEERS ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE, CLOCK ms or HEAL");
         }
         self.w().simple("OK");
     }

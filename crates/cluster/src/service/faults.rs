@@ -176,6 +176,28 @@ impl Cluster {
         tracing::warn!("fault injection: peer connections down for {d:?}");
     }
 
+    /// Testing: for `d`, the membership views this node installs leave out
+    /// the other nodes of its region — as its failure detector does about
+    /// a second into a cut — while the region's ownership group goes on as
+    /// it was (its lease runs until the group hears otherwise).
+    pub fn set_peers_forgotten(&self, d: Duration) {
+        *self
+            .peers_forgotten_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + d);
+        tracing::warn!("fault injection: the region's other nodes left out of the view for {d:?}");
+    }
+
+    /// Does the view leave out the region's other nodes (fault injection)?
+    pub(crate) fn peers_forgotten(&self) -> bool {
+        self.settings.fault_injection
+            && self
+                .peers_forgotten_until
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|t| Instant::now() < t)
+    }
+
     /// Are this node's peer connections down (fault injection)?
     pub(crate) fn links_down(&self) -> bool {
         self.settings.fault_injection
