@@ -370,7 +370,9 @@ impl Hosts {
     }
 
     /// Runs `cmd` on host `i`'s node (a fresh connection; connection
-    /// errors retried for 30 s: a node may restart in place).
+    /// errors and `TRYAGAIN` retried for 30 s: a node may restart in
+    /// place, and a region settling after faults answers `TRYAGAIN` while
+    /// a slot's owner moves — as a Redis Cluster client retries it).
     pub fn query<T: redis::FromRedisValue>(&self, i: usize, cmd: &redis::Cmd) -> T {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -378,7 +380,9 @@ impl Hosts {
                 Ok(v) => return v,
                 Err(e)
                     if Instant::now() < deadline
-                        && (e.is_io_error() || e.is_connection_dropped()) =>
+                        && (e.is_io_error()
+                            || e.is_connection_dropped()
+                            || e.kind() == redis::ErrorKind::TryAgain) =>
                 {
                     std::thread::sleep(Duration::from_millis(100));
                 }

@@ -70,7 +70,7 @@ impl KeyState {
                 out.put_u8(1);
                 put_version(out, m.newest);
                 out.put_u32_le(m.fields.len() as u32);
-                for (name, f) in &m.fields {
+                for (name, f) in m.fields.iter() {
                     put_bytes(out, name);
                     put_presence(out, &f.presence);
                     put_counter(out, &f.value);
@@ -80,9 +80,9 @@ impl KeyState {
                 out.put_u8(2);
                 put_version(out, s.newest);
                 out.put_u32_le(s.members.len() as u32);
-                for (member, p) in &s.members {
+                for (member, p) in s.members.iter() {
                     put_bytes(out, member);
-                    put_presence(out, p);
+                    put_presence(out, &p);
                 }
             }
             Some(Collection::ZSet(z)) => {
@@ -147,7 +147,8 @@ impl KeyState {
                     newest,
                     ..OrMap::default()
                 };
-                m.fields.reserve(n);
+                let fields = m.fields.full_mut();
+                fields.reserve(n);
                 for _ in 0..n {
                     let name = Elem::new(&get_bytes(buf)?);
                     let f = Field {
@@ -155,12 +156,13 @@ impl KeyState {
                         value: get_counter(buf)?,
                     };
                     m.live += usize::from(f.is_live());
-                    if m.fields.insert(name, f).is_some() {
+                    if fields.insert(name, f).is_some() {
                         return None; // a field twice: not a state we wrote
                     }
                 }
-                m.digest = digest_of(&m.fields);
+                m.digest = digest_of(fields);
                 m.peak.after(Peak::default(), m.live);
+                m.settle();
                 Some(Collection::Hash(m))
             }
             2 => {
@@ -170,17 +172,19 @@ impl KeyState {
                     newest,
                     ..OrSet::default()
                 };
-                s.members.reserve(n);
+                let members = s.members.full_mut();
+                members.reserve(n);
                 for _ in 0..n {
                     let member = Elem::new(&get_bytes(buf)?);
                     let p = get_presence(buf)?;
                     s.live += usize::from(p.is_live());
-                    if s.members.insert(member, p).is_some() {
+                    if members.insert(member, p).is_some() {
                         return None; // a member twice: not a state we wrote
                     }
                 }
-                s.digest = digest_of(&s.members);
+                s.digest = digest_of(members);
                 s.peak.after(Peak::default(), s.live);
+                s.settle();
                 Some(Collection::Set(s))
             }
             3 => {
@@ -289,7 +293,7 @@ fn put_tallies(out: &mut Vec<u8>, t: &Tallies) {
     }
 }
 
-fn put_counter(out: &mut Vec<u8>, c: &Counter) {
+pub(crate) fn put_counter(out: &mut Vec<u8>, c: &Counter) {
     let value = c.base_value();
     let expire_ms = c.expire_ms();
     let ttl_of = c.ttl_of();
@@ -320,7 +324,7 @@ fn put_dots(out: &mut Vec<u8>, d: &Dots) {
     }
 }
 
-fn put_presence(out: &mut Vec<u8>, p: &Presence) {
+pub(crate) fn put_presence(out: &mut Vec<u8>, p: &Presence) {
     put_dots(out, &p.adds);
     put_dots(out, p.removes());
     put_version(out, p.removed_at());
@@ -430,7 +434,7 @@ fn get_tallies(buf: &mut Bytes) -> Option<Tallies> {
     Some(t)
 }
 
-fn get_counter(buf: &mut Bytes) -> Option<Counter> {
+pub(crate) fn get_counter(buf: &mut Bytes) -> Option<Counter> {
     let flags = get_u8(buf)?;
     if flags > 7 {
         return None;
@@ -470,7 +474,7 @@ fn get_dots(buf: &mut Bytes) -> Option<Dots> {
     Some(d)
 }
 
-fn get_presence(buf: &mut Bytes) -> Option<Presence> {
+pub(crate) fn get_presence(buf: &mut Bytes) -> Option<Presence> {
     let adds = get_dots(buf)?;
     let removes = get_dots(buf)?;
     let removed_at = get_version(buf)?;

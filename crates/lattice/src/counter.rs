@@ -287,6 +287,12 @@ impl Counter {
         self
     }
 
+    /// True when only the base is set: no expiry, tallies or TTL mark
+    /// (what a packed hash field encodes in a few bytes).
+    pub(crate) fn is_plain(&self) -> bool {
+        self.rare.is_none()
+    }
+
     /// Heap bytes owned beyond the handle (memory accounting).
     pub fn heap_bytes(&self) -> usize {
         self.value.as_ref().map_or(0, Elem::heap_bytes)

@@ -32,7 +32,7 @@ pub enum Collection {
     /// A hash.
     Hash(OrMap),
     /// A set of members.
-    Set(OrSet<crate::Elem>),
+    Set(OrSet),
     /// A sorted set.
     ZSet(ZSet),
     /// A list.
@@ -329,17 +329,20 @@ impl KeyState {
             + self.string.heap_bytes()
             + match &self.collection {
                 None => 0,
-                Some(Collection::Hash(m)) => m
-                    .fields
-                    .iter()
-                    .map(|(f, x)| {
-                        8 + INDEX
-                            + std::mem::size_of::<(crate::Elem, crate::ormap::Field)>()
-                            + f.heap_bytes()
-                            + presence(&x.presence)
-                            + x.value.heap_bytes()
-                    })
-                    .sum(),
+                Some(Collection::Hash(m)) => match m.packed_bytes() {
+                    Some(bytes) => bytes,
+                    None => m
+                        .fields
+                        .iter()
+                        .map(|(f, x)| {
+                            8 + INDEX
+                                + std::mem::size_of::<(crate::Elem, crate::ormap::Field)>()
+                                + crate::Elem::new(f).heap_bytes()
+                                + presence(&x.presence)
+                                + x.value.heap_bytes()
+                        })
+                        .sum(),
+                },
                 Some(Collection::ZSet(z)) => z
                     .members
                     .iter()
@@ -354,16 +357,19 @@ impl KeyState {
                     })
                     .sum(),
                 Some(Collection::List(l)) => l.heap_bytes(),
-                Some(Collection::Set(s)) => s
-                    .members
-                    .iter()
-                    .map(|(e, p)| {
-                        8 + INDEX
-                            + std::mem::size_of::<(crate::Elem, crate::Presence)>()
-                            + e.heap_bytes()
-                            + presence(p)
-                    })
-                    .sum(),
+                Some(Collection::Set(s)) => match s.packed_bytes() {
+                    Some(bytes) => bytes,
+                    None => s
+                        .members
+                        .iter()
+                        .map(|(e, p)| {
+                            8 + INDEX
+                                + std::mem::size_of::<(crate::Elem, crate::Presence)>()
+                                + crate::Elem::new(e).heap_bytes()
+                                + presence(&p)
+                        })
+                        .sum(),
+                },
             }
     }
 
@@ -441,8 +447,8 @@ impl KeyState {
                             if !same
                                 || m.get(f).as_ref() != Some(&v)
                                 || readded(
-                                    m.fields.get(f).map(|x| &x.presence),
-                                    &t.fields[f].presence,
+                                    m.fields.get(f).as_deref().map(|x| &x.presence),
+                                    &t.fields.get(f).expect("a field of t").presence,
                                 )
                             {
                                 d.merge(m.set(f, &v, start_ts, dot));
@@ -466,8 +472,8 @@ impl KeyState {
                         let mut d = OrSet::default();
                         for (e, p) in t.members.iter().filter(|(_, p)| p.is_live()) {
                             let mine = s.members.get(e).filter(|p| p.is_live());
-                            if mine.is_none_or(|mine| mine.lacks_an_add_of(p)) {
-                                d.merge(s.add(e.clone(), dot));
+                            if mine.is_none_or(|mine| mine.lacks_an_add_of(&p)) {
+                                d.merge(s.add(crate::Elem::new(e), dot));
                             }
                         }
                         for e in s.iter() {

@@ -30,6 +30,7 @@ pub mod list;
 mod lww;
 pub mod ormap;
 pub mod orset;
+mod packed;
 mod seq;
 pub mod zset;
 
@@ -42,6 +43,7 @@ pub use list::List;
 pub use lww::{Lww, Version};
 pub use ormap::{FieldValues, OrMap};
 pub use orset::{OrSet, Peak};
+pub use packed::{set_packing, MAX_ELEM, MAX_ENTRIES};
 pub use zset::ZSet;
 
 /// A timestamp from the [`Hlc`]: physical milliseconds in the high 48 bits,

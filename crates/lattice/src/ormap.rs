@@ -14,6 +14,7 @@ use bytes::Bytes;
 
 use crate::counter::Counter;
 use crate::orset::{digest_of, entry_digest, merge_entries, Map, Peak};
+use crate::packed::Entries;
 use crate::{Crdt, Elem, Presence, Ts, Version};
 
 /// Field–value pairs packed in one buffer: an `HGETALL`'s answer. Read
@@ -112,6 +113,81 @@ impl Field {
     }
 }
 
+/// A hash field, packed (see `crate::packed`): one add whose write also
+/// set the plain value (an `HSET`) as tag 0, origin, timestamp, how long
+/// before it its transaction started, and the value's bytes; anything else
+/// (removes, increments, two regions' adds) as tag 1 and the log's
+/// encoding.
+impl crate::packed::Pack for Field {
+    fn packable(&self) -> bool {
+        self.value
+            .base_value()
+            .is_none_or(|v| v.len() <= crate::packed::MAX_ELEM)
+    }
+
+    fn pack(&self, base: Ts, out: &mut Vec<u8>) {
+        let v = self.value.base_version();
+        let simple = match (&self.presence.adds.0[..], &self.presence.removed) {
+            ([(origin, ts)], None) => {
+                *origin == v.origin
+                    && *ts == v.commit_ts
+                    && self.value.is_plain()
+                    && self.value.base_start_ts() <= v.commit_ts
+            }
+            _ => false,
+        };
+        match self.value.base_value() {
+            Some(value) if simple => {
+                out.push(0);
+                crate::packed::put_version(out, v, base);
+                crate::packed::put_varint(out, v.commit_ts - self.value.base_start_ts());
+                out.extend_from_slice(value);
+            }
+            _ => {
+                out.push(1);
+                crate::codec::put_presence(out, &self.presence);
+                crate::codec::put_counter(out, &self.value);
+            }
+        }
+    }
+
+    fn unpack(b: &[u8], base: Ts) -> Field {
+        let mut at = 1;
+        if b[0] == 0 {
+            let v = crate::packed::get_version(b, &mut at, base);
+            let start_ts = v.commit_ts - crate::packed::get_varint(b, &mut at);
+            return Field {
+                presence: Presence::added(v),
+                value: Counter::from_parts(
+                    Some(Elem::new(&b[at..])),
+                    None,
+                    start_ts,
+                    v,
+                    Default::default(),
+                    Default::default(),
+                ),
+            };
+        }
+        let mut rest = Bytes::copy_from_slice(&b[1..]);
+        Field {
+            presence: crate::codec::get_presence(&mut rest).expect("a field this crate packed"),
+            value: crate::codec::get_counter(&mut rest).expect("a field this crate packed"),
+        }
+    }
+
+    fn live(&self) -> bool {
+        self.is_live()
+    }
+
+    fn stamp(&self) -> Ts {
+        self.presence
+            .adds
+            .newest()
+            .commit_ts
+            .max(self.value.newest().commit_ts)
+    }
+}
+
 impl Crdt for Field {
     fn merge(&mut self, other: Field) -> bool {
         self.presence.merge(other.presence) | self.value.merge(other.value)
@@ -121,7 +197,8 @@ impl Crdt for Field {
 /// An add-wins map of fields (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub struct OrMap {
-    pub(crate) fields: Map<Elem, Field>,
+    /// Packed while small (see `crate::packed`).
+    pub(crate) fields: Entries<Field>,
     pub(crate) live: usize,
     pub(crate) newest: Version,
     /// XOR of every field's digest (see `OrSet`'s).
@@ -141,12 +218,12 @@ impl Eq for OrMap {}
 impl OrMap {
     /// The value of `field`, when it is in the hash.
     pub fn get(&self, field: &[u8]) -> Option<Bytes> {
-        self.fields.get(field).and_then(Field::value)
+        self.fields.get(field).and_then(|f| f.value())
     }
 
     /// True when `field` is in the hash.
     pub fn contains(&self, field: &[u8]) -> bool {
-        self.fields.get(field).is_some_and(Field::is_live)
+        self.fields.get(field).is_some_and(|f| f.is_live())
     }
 
     /// True when `field` has an entry, live or removed.
@@ -165,7 +242,7 @@ impl OrMap {
     }
 
     /// The live fields and their values, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Elem, Bytes)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], Bytes)> + '_ {
         self.fields
             .iter()
             .filter_map(|(f, x)| x.value().map(|v| (f, v)))
@@ -202,6 +279,12 @@ impl OrMap {
         self.fields.len()
     }
 
+    /// True while the fields are packed in one buffer (see
+    /// `crate::packed`), and its bytes.
+    pub fn packed_bytes(&self) -> Option<usize> {
+        self.fields.packed().map(|p| p.heap_bytes())
+    }
+
     /// The newest write this state holds.
     pub fn newest(&self) -> Version {
         self.newest
@@ -212,6 +295,7 @@ impl OrMap {
     pub fn set(&self, field: &[u8], value: &[u8], start_ts: Ts, dot: Version) -> OrMap {
         let current = self.fields.get(field);
         let value = current
+            .as_deref()
             .map(|f| &f.value)
             .unwrap_or(&Counter::default())
             .set_elem(Some(Elem::new(value)), None, start_ts, dot);
@@ -234,8 +318,7 @@ impl OrMap {
         start_ts: Ts,
         dot: Version,
     ) -> Result<(i64, OrMap), &'static str> {
-        let empty = Field::default();
-        let current = self.fields.get(field).unwrap_or(&empty);
+        let current = self.fields.get(field).unwrap_or_default();
         let mut value = Counter::default();
         let base = if current.is_live() {
             current.value.clone()
@@ -266,9 +349,8 @@ impl OrMap {
     /// in the hash.
     pub fn remove(&self, field: &[u8], dot: Version) -> Option<OrMap> {
         let f = self.fields.get(field).filter(|f| f.is_live())?;
-        let (name, _) = self.fields.get_key_value(field)?;
         Some(self.single(
-            name.clone(),
+            Elem::new(field),
             Field {
                 presence: f.presence.removal(dot),
                 value: Counter::default(),
@@ -279,48 +361,57 @@ impl OrMap {
 
     /// The delta of removing every field as write `dot` (`DEL`).
     pub fn clear(&self, dot: Version) -> OrMap {
-        let mut delta = OrMap {
-            newest: dot,
-            ..OrMap::default()
-        };
+        let mut fields = Map::default();
         for (name, f) in self.fields.iter().filter(|(_, f)| f.is_live()) {
-            delta.fields.insert(
-                name.clone(),
+            fields.insert(
+                Elem::new(name),
                 Field {
                     presence: f.presence.removal(dot),
                     value: Counter::default(),
                 },
             );
         }
-        delta.digest = digest_of(&delta.fields);
-        delta
+        OrMap {
+            newest: dot,
+            digest: digest_of(&fields),
+            fields: Entries::Full(fields),
+            ..OrMap::default()
+        }
     }
 
     fn single(&self, name: Elem, f: Field, dot: Version) -> OrMap {
-        let mut m = OrMap {
+        let mut fields = Map::default();
+        let live = usize::from(f.is_live());
+        let digest = entry_digest(&name, &f);
+        fields.insert(name, f);
+        OrMap {
+            fields: Entries::Full(fields),
+            live,
             newest: dot,
-            ..OrMap::default()
-        };
-        m.live = usize::from(f.is_live());
-        m.digest = entry_digest(&name, &f);
-        m.fields.insert(name, f);
-        m
+            digest,
+            peak: Peak::default(),
+        }
     }
 
     /// Drops everything written at or below `floor` (a write of another
     /// type replaced the key then), values included; true if anything
     /// changed.
     pub fn drop_through(&mut self, floor: Version) -> bool {
+        if self.newest <= floor && self.fields.is_empty() {
+            return false;
+        }
         let mut changed = false;
-        self.fields.retain(|_, f| {
+        let fields = self.fields.full_mut();
+        fields.retain(|_, f| {
             changed |= f.presence.drop_through(floor) | f.value.drop_through(floor);
             !(f.presence.is_empty() && f.value == Counter::default())
         });
         if changed {
-            self.live = self.fields.values().filter(|f| f.is_live()).count();
-            self.digest = digest_of(&self.fields);
+            self.live = fields.values().filter(|f| f.is_live()).count();
+            self.digest = digest_of(fields);
             self.peak.after(Peak::default(), self.live);
         }
+        self.fields.settle();
         changed
     }
 
@@ -347,13 +438,21 @@ impl OrMap {
     /// Forgets removes older than `horizon` and fields with nothing newer
     /// left; answers how many fields went.
     pub fn collect(&mut self, horizon: Version) -> usize {
-        let before = self.fields.len();
-        self.fields.retain(|_, f| {
+        let fields = self.fields.full_mut();
+        let before = fields.len();
+        fields.retain(|_, f| {
             f.presence.collect_removes(horizon);
             !(f.presence.is_empty() && f.value.newest() < horizon)
         });
-        self.digest = digest_of(&self.fields);
-        before - self.fields.len()
+        self.digest = digest_of(fields);
+        let gone = before - fields.len();
+        self.fields.settle();
+        gone
+    }
+
+    /// Packs the fields when they fit (see `crate::packed`).
+    pub(crate) fn settle(&mut self) {
+        self.fields.settle();
     }
 }
 
@@ -364,13 +463,26 @@ impl Crdt for OrMap {
             self.newest = other.newest;
             changed = true;
         }
-        changed |= merge_entries(
-            &mut self.fields,
-            &mut self.live,
-            &mut self.digest,
-            other.fields,
-            Field::is_live,
-        );
+        let theirs = match other.fields {
+            Entries::Full(m) => m,
+            mut packed => std::mem::take(packed.full_mut()),
+        };
+        match self
+            .fields
+            .merge_packed(&theirs, &mut self.live, &mut self.digest)
+        {
+            Some(c) => changed |= c,
+            None => {
+                changed |= merge_entries(
+                    self.fields.full_mut(),
+                    &mut self.live,
+                    &mut self.digest,
+                    theirs,
+                    Field::is_live,
+                );
+                self.fields.settle();
+            }
+        }
         self.peak.after(other.peak, self.live);
         changed
     }

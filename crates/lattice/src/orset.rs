@@ -8,12 +8,12 @@
 //! removes) until every replica has them; then [`OrSet::collect`] drops
 //! them (`docs/datatypes.md`).
 
-use std::borrow::Borrow;
 use std::hash::Hash;
 
 use indexmap::IndexMap;
 
-use crate::{Crdt, Presence, Version};
+use crate::packed::Entries;
+use crate::{Crdt, Elem, Presence, Version};
 
 /// Map type of the collections: an `IndexMap` (entries in one dense
 /// vector, a table of indices beside it) rather than a hash table of
@@ -52,10 +52,11 @@ impl Peak {
     }
 }
 
-/// An add-wins set of `E` (see the module doc).
-#[derive(Clone, Debug)]
-pub struct OrSet<E: Eq + Hash> {
-    pub(crate) members: Map<E, Presence>,
+/// An add-wins set of members (see the module doc).
+#[derive(Clone, Debug, Default)]
+pub struct OrSet {
+    /// Packed while small (see `crate::packed`).
+    pub(crate) members: Entries<Presence>,
     /// How many members are live (not only tombstones).
     pub(crate) live: usize,
     /// The newest write (add or remove) this state holds.
@@ -67,41 +68,23 @@ pub struct OrSet<E: Eq + Hash> {
     pub(crate) peak: Peak,
 }
 
-impl<E: Eq + Hash> Default for OrSet<E> {
-    fn default() -> Self {
-        OrSet {
-            members: Map::default(),
-            live: 0,
-            newest: Version::ZERO,
-            digest: 0,
-            peak: Peak::default(),
-        }
-    }
-}
-
-impl<E: Eq + Hash> PartialEq for OrSet<E> {
+impl PartialEq for OrSet {
     fn eq(&self, other: &Self) -> bool {
         self.newest == other.newest && self.members == other.members
     }
 }
 
-impl<E: Eq + Hash> Eq for OrSet<E> {}
+impl Eq for OrSet {}
 
-impl<E: Eq + Hash + Clone> OrSet<E> {
+impl OrSet {
     /// True when `e` has an entry, live or removed.
-    pub fn has_member<Q: Hash + Eq + ?Sized>(&self, e: &Q) -> bool
-    where
-        E: Borrow<Q>,
-    {
+    pub fn has_member(&self, e: &[u8]) -> bool {
         self.members.contains_key(e)
     }
 
     /// True when `e` is a member.
-    pub fn contains<Q: Hash + Eq + ?Sized>(&self, e: &Q) -> bool
-    where
-        E: Borrow<Q>,
-    {
-        self.members.get(e).is_some_and(Presence::is_live)
+    pub fn contains(&self, e: &[u8]) -> bool {
+        self.members.get(e).is_some_and(|p| p.is_live())
     }
 
     /// Live members.
@@ -115,7 +98,7 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
     }
 
     /// The live members, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &E> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
         self.members
             .iter()
             .filter(|(_, p)| p.is_live())
@@ -125,6 +108,12 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
     /// Entries kept, tombstones included (for memory accounting).
     pub fn entries(&self) -> usize {
         self.members.len()
+    }
+
+    /// The bytes of the members' buffer while they are packed (see
+    /// `crate::packed`).
+    pub fn packed_bytes(&self) -> Option<usize> {
+        self.members.packed().map(|p| p.heap_bytes())
     }
 
     /// The newest write this state holds.
@@ -148,55 +137,60 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
     /// one it did not, so the member stays (issue 41, defect 14). One dot;
     /// merged, it replaces its origin's older add of `e`, so re-adds by
     /// one origin never grow the member.
-    pub fn add(&self, e: E, dot: Version) -> OrSet<E> {
+    pub fn add(&self, e: Elem, dot: Version) -> OrSet {
         Self::single(e, Presence::added(dot), dot)
     }
 
     /// The delta of removing `e` as write `dot`, or `None` when it is not
     /// a member.
-    pub fn remove<Q: Hash + Eq + ?Sized>(&self, e: &Q, dot: Version) -> Option<OrSet<E>>
-    where
-        E: Borrow<Q>,
-    {
-        let (e, p) = self.members.get_key_value(e).filter(|(_, p)| p.is_live())?;
-        Some(Self::single(e.clone(), p.removal(dot), dot))
+    pub fn remove(&self, e: &[u8], dot: Version) -> Option<OrSet> {
+        let p = self.members.get(e).filter(|p| p.is_live())?;
+        Some(Self::single(Elem::new(e), p.removal(dot), dot))
     }
 
     /// The delta of removing every live member as write `dot` (`DEL`).
-    pub fn clear(&self, dot: Version) -> OrSet<E> {
-        let mut delta = OrSet {
-            newest: dot,
-            ..OrSet::default()
-        };
+    pub fn clear(&self, dot: Version) -> OrSet {
+        let mut members = Map::default();
         for (e, p) in self.members.iter().filter(|(_, p)| p.is_live()) {
-            delta.members.insert(e.clone(), p.removal(dot));
+            members.insert(Elem::new(e), p.removal(dot));
         }
-        delta.digest = digest_of(&delta.members);
-        delta
+        OrSet {
+            newest: dot,
+            digest: digest_of(&members),
+            members: Entries::Full(members),
+            ..OrSet::default()
+        }
     }
 
-    fn single(e: E, p: Presence, dot: Version) -> OrSet<E> {
-        let mut s = OrSet {
+    fn single(e: Elem, p: Presence, dot: Version) -> OrSet {
+        let mut members = Map::default();
+        let live = usize::from(p.is_live());
+        let digest = entry_digest(&e, &p);
+        members.insert(e, p);
+        OrSet {
+            members: Entries::Full(members),
+            live,
             newest: dot,
-            ..OrSet::default()
-        };
-        s.live = usize::from(p.is_live());
-        s.digest = entry_digest(&e, &p);
-        s.members.insert(e, p);
-        s
+            digest,
+            peak: Peak::default(),
+        }
     }
 
     /// Drops everything written at or below `floor` (a write of another
     /// type replaced the key then); true if anything changed.
     pub fn drop_through(&mut self, floor: Version) -> bool {
+        if self.members.is_empty() {
+            return false;
+        }
         let mut changed = false;
-        self.members.retain(|_, p| {
+        self.members.full_mut().retain(|_, p| {
             changed |= p.drop_through(floor);
             !p.is_empty()
         });
         if changed {
             self.recount();
         }
+        self.members.settle();
         changed
     }
 
@@ -209,13 +203,16 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
     /// Forgets removes older than `horizon` (every replica has them), and
     /// members left with nothing; answers how many members went.
     pub fn collect(&mut self, horizon: Version) -> usize {
-        let before = self.members.len();
-        self.members.retain(|_, p| {
+        let members = self.members.full_mut();
+        let before = members.len();
+        members.retain(|_, p| {
             p.collect_removes(horizon);
             !p.is_empty()
         });
-        self.digest = digest_of(&self.members);
-        before - self.members.len()
+        self.digest = digest_of(members);
+        let gone = before - members.len();
+        self.members.settle();
+        gone
     }
 
     /// True when it holds no member, not even a tombstone.
@@ -223,27 +220,46 @@ impl<E: Eq + Hash + Clone> OrSet<E> {
         self.members.is_empty()
     }
 
+    /// Packs the members when they fit (see `crate::packed`).
+    pub(crate) fn settle(&mut self) {
+        self.members.settle();
+    }
+
     fn recount(&mut self) {
-        self.live = self.members.values().filter(|p| p.is_live()).count();
-        self.digest = digest_of(&self.members);
+        let members = self.members.full_mut();
+        self.live = members.values().filter(|p| p.is_live()).count();
+        self.digest = digest_of(members);
         self.peak.after(Peak::default(), self.live);
     }
 }
 
-impl<E: Eq + Hash + Clone> Crdt for OrSet<E> {
-    fn merge(&mut self, other: OrSet<E>) -> bool {
+impl Crdt for OrSet {
+    fn merge(&mut self, other: OrSet) -> bool {
         let mut changed = false;
         if other.newest > self.newest {
             self.newest = other.newest;
             changed = true;
         }
-        changed |= merge_entries(
-            &mut self.members,
-            &mut self.live,
-            &mut self.digest,
-            other.members,
-            Presence::is_live,
-        );
+        let theirs = match other.members {
+            Entries::Full(m) => m,
+            mut packed => std::mem::take(packed.full_mut()),
+        };
+        match self
+            .members
+            .merge_packed(&theirs, &mut self.live, &mut self.digest)
+        {
+            Some(c) => changed |= c,
+            None => {
+                changed |= merge_entries(
+                    self.members.full_mut(),
+                    &mut self.live,
+                    &mut self.digest,
+                    theirs,
+                    Presence::is_live,
+                );
+                self.members.settle();
+            }
+        }
         self.peak.after(other.peak, self.live);
         changed
     }
@@ -337,9 +353,9 @@ mod tests {
         // its collector judged every replica has: they show the same and
         // compare equal (they never did, so the other was never proven in
         // sync and never collected: the concurrent CRDT checker, seed 3).
-        let mut a: OrSet<Vec<u8>> = OrSet::default();
+        let mut a = OrSet::default();
         for (i, m) in [b"x", b"y"].iter().enumerate() {
-            let d = a.add(m.to_vec(), v(1 + i as u64, 1));
+            let d = a.add(Elem::new(*m), v(1 + i as u64, 1));
             a.merge(d);
         }
         let d = a.remove(&b"x"[..], v(5, 2)).unwrap();
@@ -351,9 +367,9 @@ mod tests {
         assert_eq!(a.digest(), b.digest());
         // A member live on one replica and removed on the other differs,
         // so anti-entropy still repairs a lost remove.
-        let mut c: OrSet<Vec<u8>> = OrSet::default();
+        let mut c = OrSet::default();
         for (i, m) in [b"x", b"y"].iter().enumerate() {
-            let d = c.add(m.to_vec(), v(1 + i as u64, 1));
+            let d = c.add(Elem::new(*m), v(1 + i as u64, 1));
             c.merge(d);
         }
         assert_ne!(a.digest(), c.digest());

@@ -37,7 +37,7 @@ fn m() -> Bytes {
     e(0)
 }
 
-fn set_of(s: &KeyState) -> OrSet<elsa_lattice::Elem> {
+fn set_of(s: &KeyState) -> OrSet {
     match &s.collection {
         Some(Collection::Set(x)) => x.clone(),
         _ => OrSet::default(),
@@ -293,7 +293,9 @@ fn readds_keep_the_state_and_the_delta_small() {
         size(&first),
         "re-adds by one origin grew the state"
     );
-    assert_eq!(s.approx_bytes(), first.approx_bytes());
+    // Packed, a later timestamp may take a byte more to write (its
+    // distance from the buffer's base): not a growth per re-add.
+    assert!(s.approx_bytes() <= first.approx_bytes() + 8);
     assert_eq!(one_delta, fresh, "a re-add's delta is one member's add");
     // Two regions taking turns: two adds for `m`, however many turns.
     for ts in 100..200 {

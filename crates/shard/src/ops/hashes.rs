@@ -160,9 +160,11 @@ impl HashOp {
             HashOp::GetAll => OpReply::Map(m.pairs()),
             HashOp::Len => OpReply::Int(m.len() as i64),
             HashOp::Exists(f) => OpReply::Int(m.contains(f) as i64),
-            HashOp::Keys => {
-                OpReply::Array(m.iter().map(|(f, _)| OpReply::Bulk(f.to_bytes())).collect())
-            }
+            HashOp::Keys => OpReply::Array(
+                m.iter()
+                    .map(|(f, _)| OpReply::Bulk(Bytes::copy_from_slice(f)))
+                    .collect(),
+            ),
             HashOp::Vals => OpReply::Array(m.iter().map(|(_, v)| OpReply::Bulk(v)).collect()),
             HashOp::StrLen(f) => OpReply::Int(m.get(f).map_or(0, |v| v.len() as i64)),
             HashOp::RandField {
@@ -320,7 +322,10 @@ pub(super) fn next(seed: &mut u64) -> u64 {
 
 /// HRANDFIELD: one field, `count` distinct ones, or `-count` with repeats.
 fn rand_field(m: &OrMap, count: Option<i64>, with_values: bool, mut seed: u64) -> OpReply {
-    let mut fields: Vec<(Bytes, Bytes)> = m.iter().map(|(f, v)| (f.to_bytes(), v)).collect();
+    let mut fields: Vec<(Bytes, Bytes)> = m
+        .iter()
+        .map(|(f, v)| (Bytes::copy_from_slice(f), v))
+        .collect();
     // Hash order differs between replicas: sort, so a seed picks alike.
     fields.sort();
     let Some(count) = count else {
@@ -362,7 +367,10 @@ fn scan(m: &OrMap, args: &ScanArgs) -> OpReply {
     let packed = m.len() <= PACKED_FIELDS
         && m.iter()
             .all(|(f, v)| f.len() <= PACKED_LEN && v.len() <= PACKED_LEN);
-    let fields: Vec<(Bytes, Bytes)> = m.iter().map(|(f, v)| (f.to_bytes(), v)).collect();
+    let fields: Vec<(Bytes, Bytes)> = m
+        .iter()
+        .map(|(f, v)| (Bytes::copy_from_slice(f), v))
+        .collect();
     let (page, next_cursor) = args.page(fields, packed);
     let flat: Vec<OpReply> = page
         .into_iter()

@@ -135,9 +135,9 @@ impl SetOp {
         }
     }
 
-    fn answer(&self, s: &OrSet<Elem>, exists: bool) -> OpReply {
+    fn answer(&self, s: &OrSet, exists: bool) -> OpReply {
         match self {
-            SetOp::Members => OpReply::Set(s.iter().map(Elem::to_bytes).collect()),
+            SetOp::Members => OpReply::Set(s.iter().map(Bytes::copy_from_slice).collect()),
             SetOp::IsMember(m) => OpReply::Int(s.contains(&m[..]) as i64),
             SetOp::MIsMember(ms) => OpReply::Array(
                 ms.iter()
@@ -152,7 +152,7 @@ impl SetOp {
     }
 }
 
-fn set_of(state: Option<&KeyState>) -> Option<&OrSet<Elem>> {
+fn set_of(state: Option<&KeyState>) -> Option<&OrSet> {
     match state?.collection.as_ref()? {
         Collection::Set(s) => Some(s),
         _ => None,
@@ -165,7 +165,7 @@ fn set_of(state: Option<&KeyState>) -> Option<&OrSet<Elem>> {
 fn write_set(
     view: &mut impl KeyView,
     key: &[u8],
-    f: impl FnOnce(&OrSet<Elem>, elsa_lattice::Version) -> (OpReply, Option<OrSet<Elem>>),
+    f: impl FnOnce(&OrSet, elsa_lattice::Version) -> (OpReply, Option<OrSet>),
 ) -> OpReply {
     let w = match begin_collection_write(view, key, Kind::Set) {
         Ok(w) => w,
@@ -221,7 +221,7 @@ fn add(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
 }
 
 /// The removal of `members` (those present) as one delta.
-fn removal(set: &OrSet<Elem>, members: &[Bytes], dot: elsa_lattice::Version) -> (i64, OrSet<Elem>) {
+fn removal(set: &OrSet, members: &[Bytes], dot: elsa_lattice::Version) -> (i64, OrSet) {
     let mut delta = OrSet::default();
     let mut removed = 0;
     for m in members {
@@ -245,14 +245,14 @@ fn rem(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
 
 /// The members in a stable order (hash order differs between replicas):
 /// what a seed picks from.
-fn sorted(s: &OrSet<Elem>) -> Vec<Bytes> {
-    let mut v: Vec<Bytes> = s.iter().map(Elem::to_bytes).collect();
+fn sorted(s: &OrSet) -> Vec<Bytes> {
+    let mut v: Vec<Bytes> = s.iter().map(Bytes::copy_from_slice).collect();
     v.sort();
     v
 }
 
 /// `n` distinct members picked with `seed` (a partial Fisher–Yates).
-fn pick(s: &OrSet<Elem>, n: usize, mut seed: u64) -> Vec<Bytes> {
+fn pick(s: &OrSet, n: usize, mut seed: u64) -> Vec<Bytes> {
     let mut v = sorted(s);
     let n = n.min(v.len());
     for i in 0..n {
@@ -280,7 +280,7 @@ fn pop(key: &[u8], view: &mut impl KeyView, count: Option<u64>, seed: u64) -> Op
     })
 }
 
-fn rand_member(s: &OrSet<Elem>, exists: bool, count: Option<i64>, mut seed: u64) -> OpReply {
+fn rand_member(s: &OrSet, exists: bool, count: Option<i64>, mut seed: u64) -> OpReply {
     let Some(count) = count else {
         return pick(s, 1, seed)
             .into_iter()
@@ -312,7 +312,7 @@ const INTSET_MEMBERS: usize = 512;
 /// True when Redis would keep this set an intset: it never held more than
 /// [`INTSET_MEMBERS`] members or one that is not an integer since it was
 /// created (Redis does not make an intset again).
-pub(super) fn intset(s: &OrSet<Elem>) -> bool {
+pub(super) fn intset(s: &OrSet) -> bool {
     let peak = s.peak();
     !peak.wide
         && peak.most.max(s.len()) <= INTSET_MEMBERS
@@ -321,8 +321,8 @@ pub(super) fn intset(s: &OrSet<Elem>) -> bool {
 
 /// SSCAN: a small set whole (cursor 0), a bigger one `count` members at a
 /// time in sorted order (see `ScanArgs::page`).
-fn scan(s: &OrSet<Elem>, args: &ScanArgs) -> OpReply {
-    let members: Vec<Bytes> = s.iter().map(Elem::to_bytes).collect();
+fn scan(s: &OrSet, args: &ScanArgs) -> OpReply {
+    let members: Vec<Bytes> = s.iter().map(Bytes::copy_from_slice).collect();
     let packed = members.len() <= PACKED_ELEMENTS;
     let (page, next_cursor) = args.page(members, packed);
     OpReply::Array(vec![
@@ -340,7 +340,7 @@ fn scan(s: &OrSet<Elem>, args: &ScanArgs) -> OpReply {
 /// `None` when absent, WRONGTYPE when not a set.
 fn members_of(view: &mut impl KeyView, key: &[u8]) -> Result<Option<Vec<Bytes>>, OpReply> {
     Ok(read_collection(view, key, Kind::Set)?
-        .and_then(|s| set_of(Some(&s)).map(|x| x.iter().map(Elem::to_bytes).collect())))
+        .and_then(|s| set_of(Some(&s)).map(|x| x.iter().map(Bytes::copy_from_slice).collect())))
 }
 
 fn move_member(key: &[u8], view: &mut impl KeyView, to: &[u8], member: &Bytes) -> OpReply {

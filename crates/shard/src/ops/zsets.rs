@@ -446,7 +446,7 @@ fn source_of(view: &mut impl KeyView, key: &[u8]) -> Result<Vec<(Bytes, f64)>, O
                 Ok(z.iter().map(|(m, s)| (m.to_bytes(), s)).collect())
             }
             (Kind::Set, Some(Collection::Set(x))) => {
-                Ok(x.iter().map(|m| (m.to_bytes(), 1.0)).collect())
+                Ok(x.iter().map(|m| (Bytes::copy_from_slice(m), 1.0)).collect())
             }
             _ => Err(OpReply::Error(WRONGTYPE)),
         },

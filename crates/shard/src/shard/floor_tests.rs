@@ -46,7 +46,7 @@ fn members(s: &Shard, k: &str) -> Vec<String> {
     match state.visible_collection(unix_ms()) {
         Some(Collection::Set(set)) => set
             .iter()
-            .map(|m| String::from_utf8_lossy(m.as_ref()).into_owned())
+            .map(|m| String::from_utf8_lossy(m).into_owned())
             .collect(),
         _ => Vec::new(),
     }
