@@ -89,7 +89,7 @@ impl KeyState {
                 out.put_u8(3);
                 put_version(out, z.newest);
                 out.put_u32_le(z.members.len() as u32);
-                for (member, m) in &z.members {
+                for (member, m) in z.members.iter() {
                     put_bytes(out, member);
                     put_presence(out, &m.presence);
                     put_score(out, &m.score);
@@ -194,7 +194,8 @@ impl KeyState {
                     newest,
                     ..ZSet::default()
                 };
-                z.members.reserve(n);
+                let members = z.members.full_mut();
+                members.reserve(n);
                 for _ in 0..n {
                     let member = Elem::new(&get_bytes(buf)?);
                     let m = Member {
@@ -202,12 +203,13 @@ impl KeyState {
                         score: get_score(buf)?,
                     };
                     z.live += usize::from(m.is_live());
-                    if z.members.insert(member, m).is_some() {
+                    if members.insert(member, m).is_some() {
                         return None; // a member twice: not a state we wrote
                     }
                 }
-                z.digest = digest_of(&z.members);
+                z.digest = digest_of(members);
                 z.peak.after(Peak::default(), z.live);
+                z.settle();
                 Some(Collection::ZSet(z))
             }
             4 => {
@@ -231,9 +233,9 @@ impl KeyState {
                     let p = get_pos(buf)?;
                     dead.push((p, get_version(buf)?));
                 }
-                Some(Collection::List(crate::List::from_parts(
+                Some(Collection::List(Box::new(crate::List::from_parts(
                     live, dead, newest,
-                )?))
+                )?)))
             }
             _ => return None,
         };
@@ -339,7 +341,7 @@ fn put_ftallies(out: &mut Vec<u8>, t: &FTallies) {
     }
 }
 
-fn put_score(out: &mut Vec<u8>, s: &Score) {
+pub(crate) fn put_score(out: &mut Vec<u8>, s: &Score) {
     out.put_u64_le(s.base().to_bits());
     put_version(out, s.version());
     put_ftallies(out, s.observed());
@@ -358,7 +360,7 @@ fn get_ftallies(buf: &mut Bytes) -> Option<FTallies> {
     Some(t)
 }
 
-fn get_score(buf: &mut Bytes) -> Option<Score> {
+pub(crate) fn get_score(buf: &mut Bytes) -> Option<Score> {
     let base = f64::from_bits(get_u64(buf)?);
     let version = get_version(buf)?;
     let observed = get_ftallies(buf)?;

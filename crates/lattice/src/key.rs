@@ -35,11 +35,17 @@ pub enum Collection {
     Set(OrSet),
     /// A sorted set.
     ZSet(ZSet),
-    /// A list.
-    List(List),
+    /// A list (boxed: its state is the largest, and the handle is part of
+    /// every key's state).
+    List(Box<List>),
 }
 
 impl Collection {
+    /// A list as a collection.
+    pub fn list(l: List) -> Collection {
+        Collection::List(Box::new(l))
+    }
+
     /// The newest write it holds.
     pub fn newest(&self) -> Version {
         match self {
@@ -97,7 +103,7 @@ impl Collection {
             (Collection::Hash(a), Collection::Hash(b)) => Ok(a.merge(b)),
             (Collection::Set(a), Collection::Set(b)) => Ok(a.merge(b)),
             (Collection::ZSet(a), Collection::ZSet(b)) => Ok(a.merge(b)),
-            (Collection::List(a), Collection::List(b)) => Ok(a.merge(b)),
+            (Collection::List(a), Collection::List(b)) => Ok(a.merge(*b)),
             (_, other) => Err(other),
         }
     }
@@ -307,7 +313,7 @@ impl KeyState {
                 Collection::Hash(m) => Collection::Hash(m.clear(dot)),
                 Collection::Set(s) => Collection::Set(s.clear(dot)),
                 Collection::ZSet(z) => Collection::ZSet(z.clear(dot)),
-                Collection::List(l) => Collection::List(l.clear(dot)),
+                Collection::List(l) => Collection::List(Box::new(l.clear(dot))),
             });
             delta.ttl = Ttl::none(dot);
         }
@@ -343,19 +349,22 @@ impl KeyState {
                         })
                         .sum(),
                 },
-                Some(Collection::ZSet(z)) => z
-                    .members
-                    .iter()
-                    .map(|(e, m)| {
-                        // Its slot, and its place in the order index.
-                        8 + INDEX
-                            + std::mem::size_of::<(crate::Elem, crate::zset::Member)>()
-                            + 2 * e.heap_bytes()
-                            + 40
-                            + presence(&m.presence)
-                            + m.score.heap_bytes()
-                    })
-                    .sum(),
+                Some(Collection::ZSet(z)) => match z.packed_bytes() {
+                    Some(bytes) => bytes,
+                    None => z
+                        .members
+                        .iter()
+                        .map(|(e, m)| {
+                            // Its slot, and its place in the order index.
+                            8 + INDEX
+                                + std::mem::size_of::<(crate::Elem, crate::zset::Member)>()
+                                + 2 * crate::Elem::new(e).heap_bytes()
+                                + 40
+                                + presence(&m.presence)
+                                + m.score.heap_bytes()
+                        })
+                        .sum(),
+                },
                 Some(Collection::List(l)) => l.heap_bytes(),
                 Some(Collection::Set(s)) => match s.packed_bytes() {
                     Some(bytes) => bytes,
@@ -497,8 +506,8 @@ impl KeyState {
                             if !same
                                 || z.score(m).map(f64::to_bits) != Some(score.to_bits())
                                 || readded(
-                                    z.members.get(m).map(|x| &x.presence),
-                                    &t.members[m].presence,
+                                    z.members.get(m).as_deref().map(|x| &x.presence),
+                                    &t.members.get(m).expect("a member of t").presence,
                                 )
                             {
                                 d.merge(z.set(m, score, dot));
@@ -521,7 +530,7 @@ impl KeyState {
                             Some(Collection::List(l)) if same => l,
                             _ => &empty,
                         };
-                        Collection::List(l.rewrite(t, dot))
+                        Collection::List(Box::new(l.rewrite(t, dot)))
                     }
                 };
                 delta.merge(KeyState::of(part));

@@ -374,7 +374,7 @@ impl OrMap {
         OrMap {
             newest: dot,
             digest: digest_of(&fields),
-            fields: Entries::Full(fields),
+            fields: Entries::from_map(fields),
             ..OrMap::default()
         }
     }
@@ -385,7 +385,7 @@ impl OrMap {
         let digest = entry_digest(&name, &f);
         fields.insert(name, f);
         OrMap {
-            fields: Entries::Full(fields),
+            fields: Entries::from_map(fields),
             live,
             newest: dot,
             digest,
@@ -463,10 +463,7 @@ impl Crdt for OrMap {
             self.newest = other.newest;
             changed = true;
         }
-        let theirs = match other.fields {
-            Entries::Full(m) => m,
-            mut packed => std::mem::take(packed.full_mut()),
-        };
+        let theirs = other.fields.into_map();
         match self
             .fields
             .merge_packed(&theirs, &mut self.live, &mut self.digest)

@@ -33,7 +33,7 @@ pub(crate) type Map<K, V> = IndexMap<K, V, foldhash::fast::RandomState>;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Peak {
     /// The most live entries at once.
-    pub most: usize,
+    pub most: u32,
     /// A write gave it an entry Redis would not pack (marked by the
     /// command, which knows Redis's limits; see `mark_wide`).
     pub wide: bool,
@@ -47,7 +47,7 @@ impl Peak {
             *self = Peak::default();
         } else {
             self.wide |= other.wide;
-            self.most = self.most.max(live);
+            self.most = self.most.max(u32::try_from(live).unwrap_or(u32::MAX));
         }
     }
 }
@@ -157,7 +157,7 @@ impl OrSet {
         OrSet {
             newest: dot,
             digest: digest_of(&members),
-            members: Entries::Full(members),
+            members: Entries::from_map(members),
             ..OrSet::default()
         }
     }
@@ -168,7 +168,7 @@ impl OrSet {
         let digest = entry_digest(&e, &p);
         members.insert(e, p);
         OrSet {
-            members: Entries::Full(members),
+            members: Entries::from_map(members),
             live,
             newest: dot,
             digest,
@@ -240,10 +240,7 @@ impl Crdt for OrSet {
             self.newest = other.newest;
             changed = true;
         }
-        let theirs = match other.members {
-            Entries::Full(m) => m,
-            mut packed => std::mem::take(packed.full_mut()),
-        };
+        let theirs = other.members.into_map();
         match self
             .members
             .merge_packed(&theirs, &mut self.live, &mut self.digest)

@@ -1,10 +1,12 @@
-//! Small collections packed in one buffer: what keeps a hash or a set of a
-//! few short elements near Redis's listpack size (issue 43).
+//! Small collections packed in one buffer: what keeps a hash, a set or a
+//! sorted set of a few short elements near Redis's listpack size (issue
+//! 43).
 //!
 //! A collection's entries are either a map ([`Entries::Full`]: an
 //! `IndexMap` of elements to their CRDT state, ~130 bytes an entry before
 //! its bytes) or, while it has at most [`MAX_ENTRIES`] entries none longer
-//! than [`MAX_ELEM`] bytes, one buffer ([`Entries::Packed`]):
+//! than [`MAX_ELEM`] bytes, one buffer ([`Entries::Packed`]; an empty
+//! collection is an empty buffer, no allocation):
 //!
 //! ```text
 //! buffer: [base ts u64 LE] entry*
@@ -66,7 +68,9 @@ pub(crate) trait Pack: Sized + Clone + Default + Crdt + std::hash::Hash + Shows 
 /// The entries of a collection (see the module doc).
 #[derive(Clone, Debug)]
 pub(crate) enum Entries<V> {
-    Full(Map<Elem, V>),
+    /// Boxed: a collection's handle is part of every key's state, and a
+    /// map is seven words where a box is one.
+    Full(Box<Map<Elem, V>>),
     Packed(Packed),
 }
 
@@ -77,9 +81,13 @@ pub(crate) struct Packed {
     len: u32,
 }
 
+/// Empty: packed, with no buffer (and no allocation) yet.
 impl<V> Default for Entries<V> {
     fn default() -> Self {
-        Entries::Full(Map::default())
+        Entries::Packed(Packed {
+            buf: Box::default(),
+            len: 0,
+        })
     }
 }
 
@@ -93,8 +101,12 @@ pub(crate) struct Slot<'a> {
 }
 
 impl Packed {
+    /// The timestamps' base (0 while the buffer is empty, before its
+    /// header is written).
     fn base(&self) -> Ts {
-        u64::from_le_bytes(self.buf[..8].try_into().expect("8 bytes"))
+        self.buf
+            .get(..8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
     }
 
     fn slots(&self) -> Slots<'_> {
@@ -175,6 +187,16 @@ impl<'a, V: Pack> Iterator for Iter<'a, V> {
 }
 
 impl<V: Pack> Entries<V> {
+    /// The map form holding `m`.
+    pub(crate) fn from_map(m: Map<Elem, V>) -> Entries<V> {
+        Entries::Full(Box::new(m))
+    }
+
+    /// The entries as a map, whatever the form.
+    pub(crate) fn into_map(mut self) -> Map<Elem, V> {
+        std::mem::take(self.full_mut())
+    }
+
     /// How many entries (removed elements' included).
     pub(crate) fn len(&self) -> usize {
         match self {
@@ -223,7 +245,7 @@ impl<V: Pack> Entries<V> {
             for s in p.slots() {
                 m.insert(Elem::new(s.key), V::unpack(s.state, base));
             }
-            *self = Entries::Full(m);
+            *self = Entries::Full(Box::new(m));
         }
         match self {
             Entries::Full(m) => m,
@@ -276,6 +298,14 @@ impl<V: Pack> Entries<V> {
         let Entries::Packed(p) = self else {
             return None;
         };
+        if !PACKING.with(|p| p.get()) {
+            return None;
+        }
+        if p.buf.is_empty() {
+            // The first entries: the header, based on their newest stamp.
+            let base = theirs.values().map(V::stamp).max().unwrap_or(0);
+            p.buf = base.to_le_bytes().to_vec().into_boxed_slice();
+        }
         let base = p.base();
         // First what each entry becomes, so nothing changes unless all fit:
         // entries replaced (where, old state, new state) and entries added.

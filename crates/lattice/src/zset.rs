@@ -34,6 +34,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 
 use crate::orset::{digest_of, entry_digest, Map, Peak};
+use crate::packed::Entries;
 use crate::{Crdt, Elem, Presence, Version};
 
 /// Sorted sets with more members than this keep an order index.
@@ -254,6 +255,80 @@ impl Member {
     }
 }
 
+/// A sorted-set member, packed (see `crate::packed`): one add whose write
+/// also set the score (a `ZADD`) as tag 0 (the score's 8 bytes) or 2 (an
+/// integral score as a zigzag varint), origin and timestamp; anything else
+/// (removes, increments, two regions' adds) as tag 1 and the log's
+/// encoding.
+impl crate::packed::Pack for Member {
+    fn packable(&self) -> bool {
+        true
+    }
+
+    fn pack(&self, base: crate::Ts, out: &mut Vec<u8>) {
+        let v = self.score.version();
+        let simple = match (&self.presence.adds.0[..], &self.presence.removed) {
+            ([(origin, ts)], None) => {
+                *origin == v.origin && *ts == v.commit_ts && self.score.counts.is_none()
+            }
+            _ => false,
+        };
+        if !simple {
+            out.push(1);
+            crate::codec::put_presence(out, &self.presence);
+            crate::codec::put_score(out, &self.score);
+            return;
+        }
+        let x = self.score.base();
+        // Integral and exactly an i64 (not -0, whose bits differ from 0).
+        let int = (x.fract() == 0.0 && x.abs() < 9.0e15 && x.to_bits() != (-0.0f64).to_bits())
+            .then_some(x as i64);
+        out.push(if int.is_some() { 2 } else { 0 });
+        crate::packed::put_version(out, v, base);
+        match int {
+            Some(i) => crate::packed::put_varint(out, ((i << 1) ^ (i >> 63)) as u64),
+            None => out.extend_from_slice(&x.to_bits().to_le_bytes()),
+        }
+    }
+
+    fn unpack(b: &[u8], base: crate::Ts) -> Member {
+        let mut at = 1;
+        if b[0] == 1 {
+            let mut rest = bytes::Bytes::copy_from_slice(&b[1..]);
+            return Member {
+                presence: crate::codec::get_presence(&mut rest)
+                    .expect("a member this crate packed"),
+                score: crate::codec::get_score(&mut rest).expect("a member this crate packed"),
+            };
+        }
+        let v = crate::packed::get_version(b, &mut at, base);
+        let x = if b[0] == 2 {
+            let z = crate::packed::get_varint(b, &mut at);
+            (((z >> 1) as i64) ^ -((z & 1) as i64)) as f64
+        } else {
+            f64::from_bits(u64::from_le_bytes(
+                b[at..at + 8].try_into().expect("8 bytes"),
+            ))
+        };
+        Member {
+            presence: Presence::added(v),
+            score: Score::from_parts(x, v, FTallies::default(), FTallies::default()),
+        }
+    }
+
+    fn live(&self) -> bool {
+        self.is_live()
+    }
+
+    fn stamp(&self) -> crate::Ts {
+        self.presence
+            .adds
+            .newest()
+            .commit_ts
+            .max(self.score.newest().commit_ts)
+    }
+}
+
 impl Crdt for Member {
     fn merge(&mut self, other: Member) -> bool {
         self.presence.merge(other.presence) | self.score.merge(other.score)
@@ -330,12 +405,15 @@ pub struct ScoreBound {
 /// An add-wins map of scores (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub struct ZSet {
-    pub(crate) members: Map<Elem, Member>,
+    /// Packed while small (see `crate::packed`).
+    pub(crate) members: Entries<Member>,
     pub(crate) live: usize,
     pub(crate) newest: Version,
     pub(crate) digest: u64,
     /// The live members in order, once a big set was read in order.
-    pub(crate) index: OnceLock<indexset::BTreeSet<Ranked>>,
+    /// Boxed: most sorted sets never have one, and the handle is part of
+    /// every key's state.
+    pub(crate) index: OnceLock<Box<indexset::BTreeSet<Ranked>>>,
     /// Its history, for `OBJECT ENCODING` (not state).
     pub(crate) peak: Peak,
 }
@@ -351,7 +429,7 @@ impl Eq for ZSet {}
 impl ZSet {
     /// The score of `member`, when it is in the set.
     pub fn score(&self, member: &[u8]) -> Option<f64> {
-        self.members.get(member).and_then(Member::score)
+        self.members.get(member).and_then(|m| m.score())
     }
 
     /// True when `member` has an entry, live or removed.
@@ -380,7 +458,7 @@ impl ZSet {
     }
 
     /// The live members and scores, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Elem, f64)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], f64)> + '_ {
         self.members
             .iter()
             .filter_map(|(m, x)| x.score().map(|s| (m, s)))
@@ -390,7 +468,7 @@ impl ZSet {
     /// a small set, the index (built now if need be) for a big one.
     pub fn ordered(&self) -> Ordered<'_> {
         if self.live <= INDEXED_FROM && self.index.get().is_none() {
-            let mut v: Vec<(f64, &Elem)> = self.iter().map(|(m, s)| (s, m)).collect();
+            let mut v: Vec<(f64, &[u8])> = self.iter().map(|(m, s)| (s, m)).collect();
             v.sort_by(|a, b| {
                 score_key(a.0)
                     .total_cmp(&score_key(b.0))
@@ -401,9 +479,9 @@ impl ZSet {
         Ordered::Big(self.index.get_or_init(|| {
             let mut idx = indexset::BTreeSet::new();
             for (m, s) in self.iter() {
-                idx.insert(Ranked::of(s, m.clone()));
+                idx.insert(Ranked::of(s, Elem::new(m)));
             }
-            idx
+            Box::new(idx)
         }))
     }
 
@@ -411,6 +489,7 @@ impl ZSet {
     pub fn set(&self, member: &[u8], score: f64, dot: Version) -> ZSet {
         let current = self.members.get(member);
         let s = current
+            .as_deref()
             .map(|m| &m.score)
             .unwrap_or(&Score::default())
             .set(score, dot);
@@ -427,8 +506,7 @@ impl ZSet {
     /// The delta of `ZINCRBY member by` as write `dot`, and the new
     /// score; `None` when the result is not a number.
     pub fn incr(&self, member: &[u8], by: f64, dot: Version) -> Option<(f64, ZSet)> {
-        let empty = Member::default();
-        let current = self.members.get(member).unwrap_or(&empty);
+        let current = self.members.get(member).unwrap_or_default();
         let shown = current.score().unwrap_or(0.0);
         let (n, s) = current.score.incr(shown, by, dot)?;
         Some((
@@ -447,12 +525,9 @@ impl ZSet {
     /// The delta of `ZREM member` as write `dot`, or `None` when it is
     /// not in the set.
     pub fn remove(&self, member: &[u8], dot: Version) -> Option<ZSet> {
-        let (name, m) = self
-            .members
-            .get_key_value(member)
-            .filter(|(_, m)| m.is_live())?;
+        let m = self.members.get(member).filter(|m| m.is_live())?;
         Some(self.single(
-            name.clone(),
+            Elem::new(member),
             Member {
                 presence: m.presence.removal(dot),
                 score: Score::default(),
@@ -463,45 +538,53 @@ impl ZSet {
 
     /// The delta of removing every member as write `dot` (`DEL`).
     pub fn clear(&self, dot: Version) -> ZSet {
-        let mut delta = ZSet {
-            newest: dot,
-            ..ZSet::default()
-        };
+        let mut members = Map::default();
         for (name, m) in self.members.iter().filter(|(_, m)| m.is_live()) {
-            delta.members.insert(
-                name.clone(),
+            members.insert(
+                Elem::new(name),
                 Member {
                     presence: m.presence.removal(dot),
                     score: Score::default(),
                 },
             );
         }
-        delta.digest = digest_of(&delta.members);
-        delta
+        ZSet {
+            newest: dot,
+            digest: digest_of(&members),
+            members: Entries::from_map(members),
+            ..ZSet::default()
+        }
     }
 
     fn single(&self, name: Elem, m: Member, dot: Version) -> ZSet {
-        let mut z = ZSet {
+        let mut members = Map::default();
+        let live = usize::from(m.is_live());
+        let digest = entry_digest(&name, &m);
+        members.insert(name, m);
+        ZSet {
+            members: Entries::from_map(members),
+            live,
             newest: dot,
+            digest,
             ..ZSet::default()
-        };
-        z.live = usize::from(m.is_live());
-        z.digest = entry_digest(&name, &m);
-        z.members.insert(name, m);
-        z
+        }
     }
 
     /// Drops everything written at or below `floor`; true if anything
     /// changed.
     pub fn drop_through(&mut self, floor: Version) -> bool {
+        if self.members.is_empty() {
+            return false;
+        }
         let mut changed = false;
-        self.members.retain(|_, m| {
+        self.members.full_mut().retain(|_, m| {
             changed |= m.presence.drop_through(floor) | m.score.drop_through(floor);
             !(m.presence.is_empty() && m.score.is_empty())
         });
         if changed {
             self.recount();
         }
+        self.settle();
         changed
     }
 
@@ -518,20 +601,38 @@ impl ZSet {
     /// Forgets removes older than `horizon` and members with nothing
     /// newer left; answers how many members went.
     pub fn collect(&mut self, horizon: Version) -> usize {
-        let before = self.members.len();
-        self.members.retain(|_, m| {
+        let members = self.members.full_mut();
+        let before = members.len();
+        members.retain(|_, m| {
             m.presence.collect_removes(horizon);
             !(m.presence.is_empty() && m.score.newest() < horizon)
         });
-        self.digest = digest_of(&self.members);
-        before - self.members.len()
+        self.digest = digest_of(members);
+        let gone = before - members.len();
+        self.settle();
+        gone
     }
 
     fn recount(&mut self) {
-        self.live = self.members.values().filter(|m| m.is_live()).count();
-        self.digest = digest_of(&self.members);
+        let members = self.members.full_mut();
+        self.live = members.values().filter(|m| m.is_live()).count();
+        self.digest = digest_of(members);
         self.index = OnceLock::new();
         self.peak.after(Peak::default(), self.live);
+    }
+
+    /// Packs the members when they fit (see `crate::packed`); a packed set
+    /// keeps no order index (merges into it do not maintain one).
+    pub(crate) fn settle(&mut self) {
+        self.members.settle();
+        if self.members.packed().is_some() {
+            self.index = OnceLock::new();
+        }
+    }
+
+    /// The bytes of the members' buffer while they are packed.
+    pub fn packed_bytes(&self) -> Option<usize> {
+        self.members.packed().map(|p| p.heap_bytes())
     }
 
     /// What it has held since it last emptied (see [`Peak`]).
@@ -553,8 +654,17 @@ impl Crdt for ZSet {
             changed = true;
         }
         let brought = other.peak;
-        for (k, v) in other.members {
-            match self.members.get_mut(&k) {
+        let theirs = other.members.into_map();
+        if let Some(c) = self
+            .members
+            .merge_packed(&theirs, &mut self.live, &mut self.digest)
+        {
+            self.peak.after(brought, self.live);
+            return changed | c;
+        }
+        let members = self.members.full_mut();
+        for (k, v) in theirs {
+            match members.get_mut(&k) {
                 Some(m) => {
                     let was = m.score();
                     let before = entry_digest(&k, m);
@@ -586,11 +696,12 @@ impl Crdt for ZSet {
                     if let (Some(idx), Some(s)) = (self.index.get_mut(), now) {
                         idx.insert(Ranked::of(s, k.clone()));
                     }
-                    self.members.insert(k, v);
+                    members.insert(k, v);
                     changed = true;
                 }
             }
         }
+        self.settle();
         self.peak.after(brought, self.live);
         changed
     }
@@ -600,7 +711,7 @@ impl Crdt for ZSet {
 /// positions 0.. by score, then member.
 pub enum Ordered<'a> {
     /// A small set, sorted now.
-    Small(Vec<(f64, &'a Elem)>),
+    Small(Vec<(f64, &'a [u8])>),
     /// A big set's index.
     Big(&'a indexset::BTreeSet<Ranked>),
 }
@@ -620,15 +731,15 @@ impl<'a> Ordered<'a> {
     }
 
     /// The member at position `i`, and its score.
-    pub fn get(&self, i: usize) -> Option<(f64, &Elem)> {
+    pub fn get(&self, i: usize) -> Option<(f64, &[u8])> {
         match self {
             Ordered::Small(v) => v.get(i).copied(),
-            Ordered::Big(b) => b.get_index(i).map(|r| (r.score, &r.member)),
+            Ordered::Big(b) => b.get_index(i).map(|r| (r.score, &r.member[..])),
         }
     }
 
     /// Positions `from..to`, in order.
-    pub fn range(&self, from: usize, to: usize) -> Vec<(f64, &Elem)> {
+    pub fn range(&self, from: usize, to: usize) -> Vec<(f64, &[u8])> {
         let to = to.min(self.len());
         if from >= to {
             return Vec::new();
@@ -637,14 +748,14 @@ impl<'a> Ordered<'a> {
             Ordered::Small(v) => v[from..to].to_vec(),
             Ordered::Big(b) => b
                 .range_idx(from..to)
-                .map(|r| (r.score, &r.member))
+                .map(|r| (r.score, &r.member[..]))
                 .collect(),
         }
     }
 
     /// The position of `member`, which has score `score`.
-    pub fn rank(&self, score: f64, member: &Elem) -> usize {
-        self.first_at_or_after(&Ranked::of(score, member.clone()))
+    pub fn rank(&self, score: f64, member: &[u8]) -> usize {
+        self.first_at_or_after(&Ranked::of(score, Elem::new(member)))
     }
 
     /// How many members sort before `probe`.

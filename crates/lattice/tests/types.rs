@@ -120,7 +120,7 @@ fn apply_value(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
         _ => ZSet::default(),
     };
     let list = || match &state.collection {
-        Some(Collection::List(l)) if kind == Kind::List => l.clone(),
+        Some(Collection::List(l)) if kind == Kind::List => (**l).clone(),
         _ => List::default(),
     };
     let l = list();
@@ -154,7 +154,7 @@ fn apply_value(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
             Kind::Hash => Some(KeyState::of(Collection::Hash(hash().clear(dot)))),
             Kind::Set => Some(KeyState::of(Collection::Set(set().clear(dot)))),
             Kind::ZSet => Some(KeyState::of(Collection::ZSet(zset().clear(dot)))),
-            Kind::List => Some(KeyState::of(Collection::List(l.clear(dot)))),
+            Kind::List => Some(KeyState::of(Collection::list(l.clear(dot)))),
         },
         Cmd::HSet(f, v) if matches!(kind, Kind::Hash | Kind::None) => Some(KeyState::of(
             Collection::Hash(hash().set(&b(f), &b(v), 0, dot)),
@@ -184,7 +184,7 @@ fn apply_value(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
         ))),
         Cmd::Push(front, v) if matches!(kind, Kind::List | Kind::None) => {
             let at = if *front { 0 } else { l.len() };
-            Some(KeyState::of(Collection::List(l.insert(
+            Some(KeyState::of(Collection::list(l.insert(
                 at,
                 [&b(v)[..]],
                 dot,
@@ -192,15 +192,15 @@ fn apply_value(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
         }
         Cmd::Pop(front) if kind == Kind::List => {
             let at = if *front { 0 } else { l.len() - 1 };
-            Some(KeyState::of(Collection::List(l.remove([at], dot))))
+            Some(KeyState::of(Collection::list(l.remove([at], dot))))
         }
-        Cmd::LSet(i, v) if kind == Kind::List => Some(KeyState::of(Collection::List(l.set(
+        Cmd::LSet(i, v) if kind == Kind::List => Some(KeyState::of(Collection::list(l.set(
             usize::from(*i),
             &b(v),
             dot,
         )?))),
         Cmd::LInsert(i, v) if kind == Kind::List && usize::from(*i) < l.len() => {
-            Some(KeyState::of(Collection::List(l.insert(
+            Some(KeyState::of(Collection::list(l.insert(
                 usize::from(*i),
                 [&b(v)[..]],
                 dot,
@@ -238,9 +238,11 @@ fn seen_value(s: &KeyState) -> Seen {
         (Kind::Set, Some(Collection::Set(x))) => {
             Seen::Set(x.iter().map(bytes::Bytes::copy_from_slice).collect())
         }
-        (Kind::ZSet, Some(Collection::ZSet(z))) => {
-            Seen::ZSet(z.iter().map(|(m, s)| (m.to_bytes(), s.to_bits())).collect())
-        }
+        (Kind::ZSet, Some(Collection::ZSet(z))) => Seen::ZSet(
+            z.iter()
+                .map(|(m, s)| (bytes::Bytes::copy_from_slice(m), s.to_bits()))
+                .collect(),
+        ),
         (Kind::List, Some(Collection::List(l))) => {
             Seen::List(l.iter().map(|e| e.to_bytes()).collect())
         }

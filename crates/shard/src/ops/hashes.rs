@@ -93,7 +93,7 @@ const PACKED_FIELDS: usize = 512;
 pub(super) fn packed(m: &OrMap) -> bool {
     let peak = m.peak();
     !peak.wide
-        && peak.most.max(m.len()) <= PACKED_FIELDS
+        && (peak.most as usize).max(m.len()) <= PACKED_FIELDS
         && m.iter()
             .all(|(f, v)| f.len() <= PACKED_LEN && v.len() <= PACKED_LEN)
 }

@@ -552,7 +552,7 @@ fn write(
     let delta = change(list, w.dot);
     drop(w.state);
     let mut d = w.prefix;
-    elsa_lattice::Crdt::merge(&mut d, KeyState::of(Collection::List(delta)));
+    elsa_lattice::Crdt::merge(&mut d, KeyState::of(Collection::List(Box::new(delta))));
     view.merge(key, d);
     Ok(())
 }

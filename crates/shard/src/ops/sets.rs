@@ -315,7 +315,7 @@ const INTSET_MEMBERS: usize = 512;
 pub(super) fn intset(s: &OrSet) -> bool {
     let peak = s.peak();
     !peak.wide
-        && peak.most.max(s.len()) <= INTSET_MEMBERS
+        && (peak.most as usize).max(s.len()) <= INTSET_MEMBERS
         && s.iter().all(|m| parse_i64(m).is_some())
 }
 

@@ -162,7 +162,7 @@ impl ZSetOp {
                 let doomed: Vec<Elem> = o
                     .range(from, to)
                     .into_iter()
-                    .map(|(_, m)| m.clone())
+                    .map(|(_, m)| Elem::new(m))
                     .collect();
                 let mut delta = ZSet::default();
                 for m in &doomed {
@@ -225,7 +225,7 @@ impl ZSetOp {
                 None => OpReply::Nil,
                 Some(s) => {
                     let o = z.ordered();
-                    let r = o.rank(s, &Elem::new(member));
+                    let r = o.rank(s, member);
                     let r = if *rev { o.len() - 1 - r } else { r };
                     if *withscore {
                         OpReply::Array(vec![OpReply::Int(r as i64), OpReply::Double(s)])
@@ -442,9 +442,10 @@ fn source_of(view: &mut impl KeyView, key: &[u8]) -> Result<Vec<(Bytes, f64)>, O
         Some(Value::Str(_)) => Err(OpReply::Error(WRONGTYPE)),
         Some(Value::Typed(s)) => match (s.kind(now), s.collection.as_ref()) {
             (Kind::None, _) => Ok(Vec::new()),
-            (Kind::ZSet, Some(Collection::ZSet(z))) => {
-                Ok(z.iter().map(|(m, s)| (m.to_bytes(), s)).collect())
-            }
+            (Kind::ZSet, Some(Collection::ZSet(z))) => Ok(z
+                .iter()
+                .map(|(m, s)| (Bytes::copy_from_slice(m), s))
+                .collect()),
             (Kind::Set, Some(Collection::Set(x))) => {
                 Ok(x.iter().map(|m| (Bytes::copy_from_slice(m), 1.0)).collect())
             }
@@ -658,7 +659,7 @@ fn lex_positions(o: &Ordered<'_>, min: &LexBound, max: &LexBound, rev: bool) -> 
     if len == 0 {
         return (0, 0);
     }
-    let member = |i: usize| o.get(i).map_or(&[][..], |(_, m)| &m[..]);
+    let member = |i: usize| o.get(i).map_or(&[][..], |(_, m)| m);
     if !gte_min(member(len - 1), min) || !lte_max(member(0), max) {
         return (0, 0);
     }
@@ -732,7 +733,7 @@ fn range(z: &ZSet, args: &RangeArgs) -> Vec<(Bytes, f64)> {
     if args.rev {
         picked.reverse();
     }
-    let picked: Vec<(f64, &Elem)> = if matches!(args.range, ZRange::Rank { .. }) {
+    let picked: Vec<(f64, &[u8])> = if matches!(args.range, ZRange::Rank { .. }) {
         picked
     } else {
         // Redis: an offset past the set's end, or negative, answers
@@ -747,7 +748,10 @@ fn range(z: &ZSet, args: &RangeArgs) -> Vec<(Bytes, f64)> {
             it.take(args.limit as usize).collect()
         }
     };
-    picked.into_iter().map(|(s, m)| (m.to_bytes(), s)).collect()
+    picked
+        .into_iter()
+        .map(|(s, m)| (Bytes::copy_from_slice(m), s))
+        .collect()
 }
 
 /// A lex range with an offset, walked as Redis walks it: from the
@@ -784,7 +788,7 @@ fn lex_walk(
         if !within {
             break;
         }
-        picked.push((m.to_bytes(), s));
+        picked.push((Bytes::copy_from_slice(m), s));
         at = if args.rev {
             i.checked_sub(1)
         } else {
@@ -846,8 +850,10 @@ fn pop(key: &[u8], view: &mut impl KeyView, max: bool, count: Option<u64>) -> Op
                 delta.merge(d);
             }
         }
-        let picked: Vec<(Bytes, f64)> =
-            picked.into_iter().map(|(s, m)| (m.to_bytes(), s)).collect();
+        let picked: Vec<(Bytes, f64)> = picked
+            .into_iter()
+            .map(|(s, m)| (Bytes::copy_from_slice(m), s))
+            .collect();
         let reply = match count {
             Some(_) => OpReply::Scored(picked),
             None => OpReply::Array(
@@ -903,7 +909,7 @@ fn rand_member(
     let mut all: Vec<(Bytes, f64)> = o
         .range(0, o.len())
         .into_iter()
-        .map(|(s, m)| (m.to_bytes(), s))
+        .map(|(s, m)| (Bytes::copy_from_slice(m), s))
         .collect();
     let Some(count) = count else {
         if all.is_empty() {
@@ -945,7 +951,7 @@ const PACKED_MEMBER: usize = 64;
 pub(super) fn packed(z: &ZSet) -> bool {
     let peak = z.peak();
     !peak.wide
-        && peak.most.max(z.len()) <= PACKED_ELEMENTS
+        && (peak.most as usize).max(z.len()) <= PACKED_ELEMENTS
         && z.iter().all(|(m, _)| m.len() <= PACKED_MEMBER)
 }
 
@@ -957,10 +963,12 @@ fn scan(z: &ZSet, args: &ScanArgs) -> OpReply {
         let o = z.ordered();
         o.range(0, o.len())
             .into_iter()
-            .map(|(s, m)| (m.to_bytes(), s))
+            .map(|(s, m)| (Bytes::copy_from_slice(m), s))
             .collect()
     } else {
-        z.iter().map(|(m, s)| (m.to_bytes(), s)).collect()
+        z.iter()
+            .map(|(m, s)| (Bytes::copy_from_slice(m), s))
+            .collect()
     };
     let next_cursor = if packed {
         0

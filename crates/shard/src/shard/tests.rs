@@ -1572,18 +1572,30 @@ fn popped_list_elements_are_collected_past_the_horizon_and_an_emptied_list_goes(
     let values: Vec<Vec<u8>> = (0..1000).map(|i| format!("e{i}").into_bytes()).collect();
     let d = list.insert(0, values.iter().map(|v| &v[..]), v(10));
     list.merge(d.clone());
-    entries.push(typed_entry("l", KeyState::of(Collection::List(d))));
+    entries.push(typed_entry(
+        "l",
+        KeyState::of(Collection::List(Box::new(d))),
+    ));
     for i in 0..600u64 {
         let d = list.remove([0], v(20 + i));
         list.merge(d.clone());
-        entries.push(typed_entry("l", KeyState::of(Collection::List(d))));
+        entries.push(typed_entry(
+            "l",
+            KeyState::of(Collection::List(Box::new(d))),
+        ));
     }
     let gone = List::default().insert(0, [&b"x"[..]], v(700));
     let mut g = gone.clone();
     let gone_rm = g.remove([0], v(701));
     g.merge(gone_rm.clone());
-    entries.push(typed_entry("gone", KeyState::of(Collection::List(gone))));
-    entries.push(typed_entry("gone", KeyState::of(Collection::List(gone_rm))));
+    entries.push(typed_entry(
+        "gone",
+        KeyState::of(Collection::List(Box::new(gone))),
+    ));
+    entries.push(typed_entry(
+        "gone",
+        KeyState::of(Collection::List(Box::new(gone_rm))),
+    ));
     s.op_merge(&entries, false).expect("merge");
     let stored = |s: &Shard, k: &str| {
         let h = key(s, k);
@@ -1635,7 +1647,7 @@ fn a_typed_part_is_never_dropped_for_a_newer_write_of_its_key() {
     };
     let part = |k: &str, d: List| LogEntry {
         unit: Unit::Shards,
-        ..typed_entry(k, KeyState::of(Collection::List(d)))
+        ..typed_entry(k, KeyState::of(Collection::List(Box::new(d))))
     };
     // Arriving late: "x" (a transaction's part, ts 10) after "y" (ts 20),
     // pushed after it elsewhere.
@@ -1646,7 +1658,10 @@ fn a_typed_part_is_never_dropped_for_a_newer_write_of_its_key() {
     let y = after_x.insert(1, [&b"y"[..]], v(20, 1));
     let mut s = shard();
     s.op_merge(
-        &[typed_entry("l", KeyState::of(Collection::List(y.clone())))],
+        &[typed_entry(
+            "l",
+            KeyState::of(Collection::List(Box::new(y.clone()))),
+        )],
         true,
     )
     .unwrap();
@@ -1663,7 +1678,10 @@ fn a_typed_part_is_never_dropped_for_a_newer_write_of_its_key() {
         "the part waits for its transaction"
     );
     s.op_merge(
-        &[typed_entry("l", KeyState::of(Collection::List(y)))],
+        &[typed_entry(
+            "l",
+            KeyState::of(Collection::List(Box::new(y))),
+        )],
         false,
     )
     .unwrap();
