@@ -65,10 +65,10 @@ printf "%-7s %9s | %12s %12s %8s | %12s %12s %8s | %s\n" shape keys \
 for s in ${SHAPES:-string hash set zset list}; do
   start_redis
   read -r rr ru rm < <(run_shape "$s" "$REDIS_URL" "${PIDS[-1]}")
-  kill "${PIDS[-1]}"
+  kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null || true
   start_elsa
   read -r er eu em < <(run_shape "$s" "$ELSA_URL" "${PIDS[-1]}")
-  kill "${PIDS[-1]}"
+  kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null || true
   rm -rf "$TMP/elsa"
   keys=$N; [ "$s" = string ] && keys=$((N * 10))
   printf "%-7s %9s | %12s %12s %8s | %12s %12s %8s | %.2f %.2f\n" "$s" "$keys" \

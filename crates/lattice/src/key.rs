@@ -336,7 +336,8 @@ impl KeyState {
             + match &self.collection {
                 None => 0,
                 Some(Collection::Hash(m)) => match m.packed_bytes() {
-                    Some(bytes) => bytes,
+                    // The allocator's size class: a multiple of 16.
+                    Some(bytes) => bytes.next_multiple_of(16),
                     None => m
                         .fields
                         .iter()
@@ -350,7 +351,8 @@ impl KeyState {
                         .sum(),
                 },
                 Some(Collection::ZSet(z)) => match z.packed_bytes() {
-                    Some(bytes) => bytes,
+                    // The allocator's size class: a multiple of 16.
+                    Some(bytes) => bytes.next_multiple_of(16),
                     None => z
                         .members
                         .iter()
@@ -367,7 +369,8 @@ impl KeyState {
                 },
                 Some(Collection::List(l)) => l.heap_bytes(),
                 Some(Collection::Set(s)) => match s.packed_bytes() {
-                    Some(bytes) => bytes,
+                    // The allocator's size class: a multiple of 16.
+                    Some(bytes) => bytes.next_multiple_of(16),
                     None => s
                         .members
                         .iter()

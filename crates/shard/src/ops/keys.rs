@@ -250,8 +250,12 @@ pub(super) fn memory_usage(key: &[u8], view: &mut impl KeyView) -> OpReply {
                 crate::record::footprint(key.len(), c.value.len(), c.expire_ms.is_some()) as i64,
             )
         }
+        // The record holds a pointer to a box holding the `Arc` (its two
+        // counts beside the state).
         Some(Value::Typed(s)) => OpReply::Int(
             (crate::record::footprint(key.len(), std::mem::size_of::<usize>(), false)
+                + std::mem::size_of::<usize>()
+                + 2 * std::mem::size_of::<usize>()
                 + s.approx_bytes()) as i64,
         ),
     }
