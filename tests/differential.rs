@@ -132,6 +132,32 @@ fn replies_match_redis() {
     let sequences = env_or::<u64>("ELSA_DIFF_SEQUENCES", 200);
     let len = env_or::<u64>("ELSA_DIFF_LEN", 40) as usize;
     let base = env_or::<u64>("ELSA_DIFF_SEED", 1);
+    differential(gen::sequence, sequences, len, base, true);
+}
+
+/// Hashes, sets and sorted sets growing past the packing limits (128
+/// entries, 64-byte elements) and shrinking back, many elements a command
+/// (`differential/gen_bulk.rs`): Elsa's packed form turns into its map and
+/// back while every reply is compared with Redis's. `ELSA_DIFF_BULK`
+/// sequences (default 40) of `ELSA_DIFF_LEN` commands.
+#[test]
+fn collections_crossing_the_packing_limits_match_redis() {
+    let sequences = env_or::<u64>("ELSA_DIFF_BULK", 40);
+    let len = env_or::<u64>("ELSA_DIFF_LEN", 40) as usize;
+    let base = env_or::<u64>("ELSA_DIFF_SEED", 1);
+    differential(gen::bulk_sequence, sequences, len, base, false);
+}
+
+/// Runs `sequences` sequences from `make` (seeds `base` on) against Elsa
+/// and Redis and fails on any divergence; `moves` also requires that
+/// connections moved between Elsa's workers often enough to judge that.
+fn differential(
+    make: fn(u64, usize) -> gen::Sequence,
+    sequences: u64,
+    len: usize,
+    base: u64,
+    moves: bool,
+) {
     let shrink_per_kind = env_or::<u64>("ELSA_DIFF_SHRINK", 1) as usize;
 
     let redis = RedisServer::start();
@@ -165,7 +191,7 @@ fn replies_match_redis() {
     // Set when a server stopped answering: the run ends there.
     let mut died: Option<String> = None;
     'sequences: for i in 0..sequences {
-        let seq = gen::sequence(base + i, len);
+        let seq = make(base + i, len);
         for mode in [Mode::Sequential, Mode::Pipelined(seq.chunk)] {
             runs += 1;
             let outcome = match runner::run(ports, &seq.steps, mode) {
@@ -224,7 +250,7 @@ fn replies_match_redis() {
         kinds.len()
     );
     println!("{summary}");
-    if let (Some(elsa), true) = (&_elsa, died.is_none()) {
+    if let (Some(elsa), true, true) = (&_elsa, died.is_none(), moves) {
         // The moves the divergences above were judged across happened.
         let moved = common::clients_moved(elsa.port);
         println!("differential: connections moved between Elsa's workers {moved} times");

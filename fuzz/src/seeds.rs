@@ -30,7 +30,7 @@ fn states() -> Vec<KeyState> {
         KeyState::of(Collection::Hash(hash)),
         KeyState::of(Collection::Set(set)),
         KeyState::of(Collection::ZSet(zset)),
-        KeyState::of(Collection::List(list)),
+        KeyState::of(Collection::list(list)),
     ]
 }
 

@@ -52,8 +52,13 @@ use super::resp::quote;
 
 // String and bit commands (GETEX, GETRANGE, SETRANGE, INCRBYFLOAT, the
 // bit commands) and key commands (RENAME, COPY, OBJECT…), one file each.
+#[path = "gen_bulk.rs"]
+mod bulk;
 #[path = "gen_hashes.rs"]
 mod hashes;
+
+#[allow(unused_imports)] // the restart checker includes this file and runs none of them
+pub use bulk::bulk_sequence;
 #[path = "gen_keys.rs"]
 mod keys;
 #[path = "gen_lists.rs"]
