@@ -22,8 +22,11 @@
 //! each replica holds, and merges give the same result (the property
 //! tests in `tests/packed.rs`). Reads scan the buffer (as Redis scans a
 //! listpack: O(n) within the limits); a merge of a delta edits the entries
-//! it touches in place, and a collection that outgrows the limits turns
-//! into the map for good, until an emptied collection starts over.
+//! it touches in place. A collection that outgrows the limits turns into
+//! the map, and back once it fits them again (its removes collected, or
+//! emptied). Redis keeps a converted key in its hash table until the key
+//! goes; `OBJECT ENCODING` answers as Redis would whatever the form (from
+//! the collection's `Peak`).
 //!
 //! Hand-written: the encoding is Elsa's (dots and values of its lattices),
 //! no crate packs them.
