@@ -293,48 +293,6 @@ impl Crdt for Presence {
     }
 }
 
-/// A set member's presence, packed (see `crate::packed`): one add and no
-/// remove (the common case) as its tag 0, origin and timestamp; anything
-/// else as tag 1 and the log's encoding.
-impl crate::packed::Pack for Presence {
-    fn packable(&self) -> bool {
-        true
-    }
-
-    fn pack(&self, base: Ts, out: &mut Vec<u8>) {
-        match (&self.adds.0[..], &self.removed) {
-            ([(origin, ts)], None) => {
-                out.push(0);
-                crate::packed::put_version(out, Version::new(*ts, *origin), base);
-            }
-            _ => {
-                out.push(1);
-                crate::codec::put_presence(out, self);
-            }
-        }
-    }
-
-    fn unpack(b: &[u8], base: Ts) -> Presence {
-        let mut at = 1;
-        match b[0] {
-            0 => Presence::added(crate::packed::get_version(b, &mut at, base)),
-            _ => crate::codec::get_presence(&mut bytes::Bytes::copy_from_slice(&b[1..]))
-                .expect("a presence this crate packed"),
-        }
-    }
-
-    fn live(&self) -> bool {
-        self.is_live()
-    }
-
-    fn stamp(&self) -> Ts {
-        self.adds
-            .newest()
-            .commit_ts
-            .max(self.removed_at().commit_ts)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

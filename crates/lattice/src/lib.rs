@@ -31,6 +31,7 @@ mod lww;
 pub mod ormap;
 pub mod orset;
 mod packed;
+mod packing;
 mod seq;
 pub mod zset;
 

@@ -194,6 +194,12 @@ impl Score {
         *self != before
     }
 
+    /// True when only the base is set: no increment totals (what a packed
+    /// member encodes in a few bytes).
+    pub(crate) fn is_plain(&self) -> bool {
+        self.counts.is_none()
+    }
+
     /// True when it holds no write at all.
     pub fn is_empty(&self) -> bool {
         self.version == Version::ZERO && self.counts.is_none() && self.base.to_bits() == 0
@@ -252,80 +258,6 @@ impl Member {
     /// Its score, when live.
     pub fn score(&self) -> Option<f64> {
         self.is_live().then(|| self.score.value())
-    }
-}
-
-/// A sorted-set member, packed (see `crate::packed`): one add whose write
-/// also set the score (a `ZADD`) as tag 0 (the score's 8 bytes) or 2 (an
-/// integral score as a zigzag varint), origin and timestamp; anything else
-/// (removes, increments, two regions' adds) as tag 1 and the log's
-/// encoding.
-impl crate::packed::Pack for Member {
-    fn packable(&self) -> bool {
-        true
-    }
-
-    fn pack(&self, base: crate::Ts, out: &mut Vec<u8>) {
-        let v = self.score.version();
-        let simple = match (&self.presence.adds.0[..], &self.presence.removed) {
-            ([(origin, ts)], None) => {
-                *origin == v.origin && *ts == v.commit_ts && self.score.counts.is_none()
-            }
-            _ => false,
-        };
-        if !simple {
-            out.push(1);
-            crate::codec::put_presence(out, &self.presence);
-            crate::codec::put_score(out, &self.score);
-            return;
-        }
-        let x = self.score.base();
-        // Integral and exactly an i64 (not -0, whose bits differ from 0).
-        let int = (x.fract() == 0.0 && x.abs() < 9.0e15 && x.to_bits() != (-0.0f64).to_bits())
-            .then_some(x as i64);
-        out.push(if int.is_some() { 2 } else { 0 });
-        crate::packed::put_version(out, v, base);
-        match int {
-            Some(i) => crate::packed::put_varint(out, ((i << 1) ^ (i >> 63)) as u64),
-            None => out.extend_from_slice(&x.to_bits().to_le_bytes()),
-        }
-    }
-
-    fn unpack(b: &[u8], base: crate::Ts) -> Member {
-        let mut at = 1;
-        if b[0] == 1 {
-            let mut rest = bytes::Bytes::copy_from_slice(&b[1..]);
-            return Member {
-                presence: crate::codec::get_presence(&mut rest)
-                    .expect("a member this crate packed"),
-                score: crate::codec::get_score(&mut rest).expect("a member this crate packed"),
-            };
-        }
-        let v = crate::packed::get_version(b, &mut at, base);
-        let x = if b[0] == 2 {
-            let z = crate::packed::get_varint(b, &mut at);
-            (((z >> 1) as i64) ^ -((z & 1) as i64)) as f64
-        } else {
-            f64::from_bits(u64::from_le_bytes(
-                b[at..at + 8].try_into().expect("8 bytes"),
-            ))
-        };
-        Member {
-            presence: Presence::added(v),
-            score: Score::from_parts(x, v, FTallies::default(), FTallies::default()),
-        }
-    }
-
-    fn live(&self) -> bool {
-        self.is_live()
-    }
-
-    fn stamp(&self) -> crate::Ts {
-        self.presence
-            .adds
-            .newest()
-            .commit_ts
-            .max(self.score.newest().commit_ts)
     }
 }
 
