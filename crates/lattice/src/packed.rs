@@ -44,11 +44,14 @@ pub const MAX_ENTRIES: usize = 128;
 pub const MAX_ELEM: usize = 64;
 
 thread_local! {
-    static PACKING: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    static PACKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Testing: whether collections changed on this thread pack (on by
-/// default). The property tests run one history both ways and compare.
+/// Whether collections changed on this thread pack. **Off by default**
+/// (2026-11-30): the two-region CRDT checker (`tests/crdt_concurrent.rs`,
+/// seed 17, twice in a row) saw an acknowledged `HDEL` undone on every
+/// node with packing on, and not with the build before it; not found yet.
+/// The property tests turn it on and compare both forms.
 #[doc(hidden)]
 pub fn set_packing(on: bool) {
     PACKING.with(|p| p.set(on));

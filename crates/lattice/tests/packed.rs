@@ -157,6 +157,7 @@ proptest! {
 /// under them by removes packs again once its collector forgot them.
 #[test]
 fn the_limits_are_redis_listpack_limits() {
+    set_packing(true);
     let mut m = OrMap::default();
     let mut ts = 10;
     let set = |m: &mut OrMap, f: usize, len: usize, ts: &mut u64| {
