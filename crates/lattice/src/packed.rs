@@ -49,8 +49,8 @@ thread_local! {
 
 /// Whether collections changed on this thread pack. **Off by default**
 /// (2026-11-30): the two-region CRDT checker (`tests/crdt_concurrent.rs`,
-/// seed 17, twice in a row) saw an acknowledged `HDEL` undone on every
-/// node with packing on, and not with the build before it; not found yet.
+/// seed 17: 3 runs of 4) saw an acknowledged `HDEL` undone on every
+/// node with packing on, and in none of 3 runs without; not found yet.
 /// The property tests turn it on and compare both forms.
 #[doc(hidden)]
 pub fn set_packing(on: bool) {
