@@ -13,7 +13,7 @@
 use bytes::Bytes;
 
 use crate::counter::Counter;
-use crate::orset::{digest_of, entry_digest, merge_entries, Map, Peak};
+use crate::orset::{digest_of, entry_digest, Map, Peak};
 use crate::packed::Entries;
 use crate::{Crdt, Elem, Presence, Ts, Version};
 
@@ -388,23 +388,9 @@ impl Crdt for OrMap {
             self.newest = other.newest;
             changed = true;
         }
-        let theirs = other.fields.into_map();
-        match self
+        changed |= self
             .fields
-            .merge_packed(&theirs, &mut self.live, &mut self.digest)
-        {
-            Some(c) => changed |= c,
-            None => {
-                changed |= merge_entries(
-                    self.fields.full_mut(),
-                    &mut self.live,
-                    &mut self.digest,
-                    theirs,
-                    Field::is_live,
-                );
-                self.fields.settle();
-            }
-        }
+            .merge_in(other.fields, &mut self.live, &mut self.digest);
         self.peak.after(other.peak, self.live);
         changed
     }

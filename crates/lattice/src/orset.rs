@@ -240,23 +240,9 @@ impl Crdt for OrSet {
             self.newest = other.newest;
             changed = true;
         }
-        let theirs = other.members.into_map();
-        match self
+        changed |= self
             .members
-            .merge_packed(&theirs, &mut self.live, &mut self.digest)
-        {
-            Some(c) => changed |= c,
-            None => {
-                changed |= merge_entries(
-                    self.members.full_mut(),
-                    &mut self.live,
-                    &mut self.digest,
-                    theirs,
-                    Presence::is_live,
-                );
-                self.members.settle();
-            }
-        }
+            .merge_in(other.members, &mut self.live, &mut self.digest);
         self.peak.after(other.peak, self.live);
         changed
     }

@@ -291,6 +291,25 @@ impl<V: Pack> Entries<V> {
         });
     }
 
+    /// Merges `theirs` in, keeping `live` and `digest` current: in place
+    /// while the result stays packed, else into the map form (packed again
+    /// if it fits); true if anything changed. (A hash's and a set's merge;
+    /// a sorted set keeps its order index beside, so it merges itself.)
+    pub(crate) fn merge_in(
+        &mut self,
+        theirs: Entries<V>,
+        live: &mut usize,
+        digest: &mut u64,
+    ) -> bool {
+        let theirs = theirs.into_map();
+        if let Some(changed) = self.merge_packed(&theirs, live, digest) {
+            return changed;
+        }
+        let changed = crate::orset::merge_entries(self.full_mut(), live, digest, theirs, V::live);
+        self.settle();
+        changed
+    }
+
     /// Merges `theirs` into the packed form in place, keeping `live` and
     /// `digest` current (as `orset::merge_entries` does for the map);
     /// `None`, with nothing changed, when the result would not fit the
