@@ -149,6 +149,22 @@
 //! `LAPSE` (22.4 s; it hands its slots over and takes them back): a lead
 //! toward issue 42's one owner per slot, not a proof.
 //!
+//! **Seen since** (2026-11-30, seed 17, debug build, 2 cores, one build
+//! alternating `ELSA_PACKING=1` and `=0`, 6 pairs, and 9 earlier runs): an
+//! acknowledged remove undone on every node — `HDEL` (3 runs), `ZREM`,
+//! `SREM` inside a `MULTI` — in 5 of 15 runs with small collections
+//! packed and in none of 11 without; a list's order (an element after
+//! one pushed later by the same writer) in runs of both. A state dump of
+//! the `ZREM` case (a throwaway `MEMORY USAGE` printing the `KeyState`)
+//! read the member with its original add's dot (the `ZADD` 8 s before)
+//! and no remove: the remove was collected, then the old add came back
+//! from somewhere that still held it — a node region `b` stopped with
+//! `SIGTERM` just before the `ZADD` and that was catching up when it
+//! came, or the node that `LAPSE`d 0.4 s after the remove. Convergence
+//! took 60 s (`PART_WAIT`: a part of another region's transaction shown
+//! alone) in half the runs, either way. Packing is off by default until
+//! this is found (`crates/lattice/src/packed.rs`).
+//!
 //! Ignored by default (`#[ignore]`) until its long runs are clean. Run it:
 //!
 //! ```text

@@ -240,9 +240,9 @@ impl KeyState {
             _ => return None,
         };
         Some(KeyState {
-            string,
+            string: string.into(),
             collection,
-            ttl,
+            ttl: ttl.into(),
             floor,
         })
     }
@@ -266,7 +266,7 @@ impl KeyState {
             Some(Collection::ZSet(z)) => z.digest() ^ 0x25e7,
             Some(Collection::List(l)) => l.digest() ^ 0x7157,
         };
-        h.hash_one((&self.string, self.floor, self.ttl)) ^ collection.rotate_left(17)
+        h.hash_one((&*self.string, self.floor, *self.ttl)) ^ collection.rotate_left(17)
     }
 }
 

@@ -211,6 +211,19 @@ pub const ERR_OVERFLOW: &str = "ERR increment or decrement would overflow";
 
 static NO_TALLIES: Tallies = Tallies(Vec::new());
 
+/// A key with no string part (most collections) reads this one.
+impl crate::sparse::Empty for Counter {
+    fn empty() -> &'static Counter {
+        static EMPTY: Counter = Counter {
+            value: None,
+            start_ts: 0,
+            version: Version::ZERO,
+            rare: None,
+        };
+        &EMPTY
+    }
+}
+
 impl Counter {
     /// A counter of exactly these parts (decoding).
     pub(crate) fn from_parts(

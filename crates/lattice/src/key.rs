@@ -23,6 +23,7 @@ use crate::counter::Counter;
 use crate::list::List;
 use crate::ormap::OrMap;
 use crate::orset::OrSet;
+use crate::sparse::Sparse;
 use crate::zset::ZSet;
 use crate::{Crdt, Version};
 
@@ -164,6 +165,18 @@ pub struct Ttl {
     pub kind: Kind,
 }
 
+/// A key with no expiry (most) reads this one.
+impl crate::sparse::Empty for Ttl {
+    fn empty() -> &'static Ttl {
+        static EMPTY: Ttl = Ttl {
+            expire_ms: None,
+            version: Version::ZERO,
+            kind: Kind::None,
+        };
+        &EMPTY
+    }
+}
+
 impl Ttl {
     /// An expiry at `expire_ms` of a collection of kind `kind`, written
     /// as `version`.
@@ -194,12 +207,13 @@ impl Ttl {
 /// One key's state (see the module doc).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KeyState {
-    /// The string part.
-    pub string: Counter,
+    /// The string part (boxed only when there is one: see
+    /// `crate::sparse`).
+    pub string: Sparse<Counter>,
     /// The collection part.
     pub collection: Option<Collection>,
-    /// The collection's expiry.
-    pub ttl: Ttl,
+    /// The collection's expiry (boxed only when set).
+    pub ttl: Sparse<Ttl>,
     /// The newest write of any part that lost to another type: every part
     /// forgets what is at or below it.
     pub(crate) floor: Version,
@@ -217,7 +231,7 @@ impl KeyState {
     /// A state holding only `string` (a string command's delta).
     pub fn of_string(string: Counter) -> KeyState {
         KeyState {
-            string,
+            string: string.into(),
             ..KeyState::default()
         }
     }
@@ -225,7 +239,7 @@ impl KeyState {
     /// A state holding only a collection expiry (an `EXPIRE` delta).
     pub fn of_ttl(ttl: Ttl) -> KeyState {
         KeyState {
-            ttl,
+            ttl: ttl.into(),
             ..KeyState::default()
         }
     }
@@ -238,7 +252,7 @@ impl KeyState {
     fn collection_newest(&self) -> Option<Version> {
         match &self.collection {
             Some(c) => Some(c.newest().max(self.ttl.version)),
-            None if self.ttl != Ttl::default() => Some(self.ttl.version),
+            None if *self.ttl != Ttl::default() => Some(self.ttl.version),
             None => None,
         }
     }
@@ -306,7 +320,7 @@ impl KeyState {
         if self.collection.is_none()
             && (self.string.base_value().is_some() || !self.string.tallies().is_empty())
         {
-            delta.string = self.string.set(None, None, start_ts, dot);
+            delta.string = self.string.set(None, None, start_ts, dot).into();
         }
         if let Some(c) = &self.collection {
             delta.collection = Some(match c {
@@ -315,7 +329,7 @@ impl KeyState {
                 Collection::ZSet(z) => Collection::ZSet(z.clear(dot)),
                 Collection::List(l) => Collection::List(Box::new(l.clear(dot))),
             });
-            delta.ttl = Ttl::none(dot);
+            delta.ttl = Ttl::none(dot).into();
         }
         delta
     }
@@ -331,7 +345,11 @@ impl KeyState {
                     .as_ref()
                     .map_or(0, |_| std::mem::size_of::<crate::dots::Removed>())
         };
+        // The string part and the expiry, when boxed (`crate::sparse`).
+        let boxed = usize::from(self.string.is_boxed()) * std::mem::size_of::<Counter>()
+            + usize::from(self.ttl.is_boxed()) * std::mem::size_of::<Ttl>();
         std::mem::size_of::<KeyState>()
+            + boxed
             + self.string.heap_bytes()
             + match &self.collection {
                 None => 0,
@@ -540,7 +558,7 @@ impl KeyState {
                 // The expiry is written even when unchanged: a write is a
                 // write (it moves the key's version, so a WATCH on it
                 // fails, as in Redis), whatever it changed.
-                delta.ttl = Ttl::on(theirs, target.expire_ms(now_ms), dot);
+                delta.ttl = Ttl::on(theirs, target.expire_ms(now_ms), dot).into();
                 delta
             }
         }
@@ -594,9 +612,13 @@ impl KeyState {
     /// Forgets everything written at or below `floor`; true if anything
     /// went.
     fn trim(&mut self, floor: Version) -> bool {
-        let mut changed = self.string.drop_through(floor);
-        if self.ttl.version <= floor && self.ttl != Ttl::default() {
-            self.ttl = Ttl::default();
+        let mut changed = false;
+        if let Some(s) = self.string.get_mut() {
+            changed = s.drop_through(floor);
+            self.string.tidy();
+        }
+        if self.ttl.version <= floor && *self.ttl != Ttl::default() {
+            self.ttl = Sparse::default();
             changed = true;
         }
         if let Some(c) = self.collection.as_mut() {

@@ -33,6 +33,7 @@ pub mod orset;
 mod packed;
 mod packing;
 mod seq;
+pub mod sparse;
 pub mod zset;
 
 pub use counter::Counter;

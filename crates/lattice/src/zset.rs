@@ -591,6 +591,8 @@ impl Crdt for ZSet {
             .members
             .merge_packed(&theirs, &mut self.live, &mut self.digest)
         {
+            // Packed sets keep no order index (`settle`): none to follow.
+            self.index = OnceLock::new();
             self.peak.after(brought, self.live);
             return changed | c;
         }

@@ -96,7 +96,7 @@ fn apply(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
     let mut delta = apply_value(state, cmd, dot)?;
     let creates = delta.collection.is_some()
         && kind == Kind::None
-        && (state.collection.is_some() || state.ttl != Ttl::default());
+        && (state.collection.is_some() || *state.ttl != Ttl::default());
     if creates {
         delta.merge(KeyState::of_ttl(Ttl::none(dot)));
     }
@@ -137,7 +137,7 @@ fn apply_value(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
             }
             // A string hidden behind a newer (now empty) collection is not
             // the key's value: the increment starts from zero.
-            let mut base = state.string.clone();
+            let mut base = (*state.string).clone();
             let mut delta = elsa_lattice::Counter::default();
             if kind == Kind::None && state.string.value(0).is_some() {
                 let reset = state.string.set(None, None, 0, dot);

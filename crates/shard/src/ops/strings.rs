@@ -128,15 +128,15 @@ pub(super) fn incr(key: &[u8], view: &mut impl KeyView, delta: i64) -> OpReply {
         // A plain string: its value is the base the increments add to.
         Some(Value::Str(c)) => Counter::default().set(Some(c.value), c.expire_ms, 0, Version::ZERO),
         Some(Value::Typed(s)) => match s.kind(now) {
-            Kind::String => s.string.clone(),
+            Kind::String => (*s.string).clone(),
             // A string hidden behind a newer, emptied collection is not
             // the key's value: count from zero (as after a DEL).
             Kind::None if s.string.value(now).is_some() => {
-                let mut c = s.string.clone();
+                let mut c = (*s.string).clone();
                 c.merge(s.string.set(None, None, 0, Version::ZERO));
                 c
             }
-            Kind::None => s.string.clone(),
+            Kind::None => (*s.string).clone(),
             _ => return OpReply::Error(WRONGTYPE),
         },
     };

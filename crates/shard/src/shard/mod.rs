@@ -796,7 +796,7 @@ impl Shard {
                 .get(hash, key)
                 .is_some_and(|r| !r.is_typed() && r.expire_ms().is_some_and(|at| at <= now_ms))
         };
-        if delta.string != elsa_lattice::Counter::default() && expired_plain() {
+        if *delta.string != elsa_lattice::Counter::default() && expired_plain() {
             delta.merge(KeyState::of_string(
                 elsa_lattice::Counter::default().set(None, None, start_ts, version),
             ));
