@@ -95,6 +95,8 @@ mod pipeline_replies;
 mod regions;
 #[path = "cluster/ring.rs"]
 mod ring;
+#[path = "cluster/shutdown.rs"]
+mod shutdown;
 #[path = "cluster/spread.rs"]
 mod spread;
 

@@ -13,11 +13,11 @@ use super::common::{cluster_slots, slot_owner_port};
 use super::one_at_a_time;
 
 /// Keys enough that a 3-node region's nodes are all primaries of some.
-fn keys() -> Vec<String> {
+pub(super) fn keys() -> Vec<String> {
     (0..24).map(|i| format!("tx:{i}")).collect()
 }
 
-fn mset(c: &mut redis::Connection, keys: &[String], v: &str) -> redis::RedisResult<()> {
+pub(super) fn mset(c: &mut redis::Connection, keys: &[String], v: &str) -> redis::RedisResult<()> {
     let mut cmd = redis::cmd("MSET");
     for k in keys {
         cmd.arg(k).arg(v);
@@ -26,7 +26,7 @@ fn mset(c: &mut redis::Connection, keys: &[String], v: &str) -> redis::RedisResu
 }
 
 /// Reads every key through node `i`, retrying while its view settles.
-fn read_all(c: &Cluster, i: usize, keys: &[String]) -> Vec<Option<String>> {
+pub(super) fn read_all(c: &Cluster, i: usize, keys: &[String]) -> Vec<Option<String>> {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let got: redis::RedisResult<Vec<Option<String>>> =
@@ -44,7 +44,7 @@ fn read_all(c: &Cluster, i: usize, keys: &[String]) -> Vec<Option<String>> {
 
 /// `MSET` of every key of `ks` to `value` through the node on `port`, on a
 /// thread of its own (the test kills nodes meanwhile); its answer at join.
-fn mset_from_thread(
+pub(super) fn mset_from_thread(
     port: u16,
     ks: &[String],
     value: &'static str,
@@ -58,7 +58,7 @@ fn mset_from_thread(
     })
 }
 
-fn three_nodes() -> Cluster {
+pub(super) fn three_nodes() -> Cluster {
     Cluster::start(
         &["r0", "r0", "r0"],
         &["--replication-factor", "3", "--appendfsync", "always"],

@@ -328,15 +328,19 @@ pub fn run(config: Config) -> Result<(), StartError> {
         )
         .await;
         snapshots.abort();
-        resolver.abort();
         if let Some(u) = units {
             u.abort();
         }
         // A clean shutdown leaves a snapshot, so the next start replays
-        // little or nothing (unless SHUTDOWN took it, or said NOSAVE).
+        // little or nothing (unless SHUTDOWN took it, or said NOSAVE). The
+        // resolver runs on meanwhile: a snapshot waits for the keys'
+        // holds to go, and an orphaned transaction's go only when the
+        // resolver finishes it (stopped first, a SIGTERM hung there:
+        // `tests/cluster/shutdown.rs`).
         if shared.conns.shutdown.wants_snapshot() {
             let _ = shared.persistence.snapshot(&coord).await;
         }
+        resolver.abort();
         served
     })?;
     // Dropping the connection senders ends every worker loop.

@@ -13,7 +13,11 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long a snapshot waits for the transactions holding keys to finish
+/// before it gives up (the resolver finishes an orphaned one after 3 s).
+const FREEZE_WAIT: Duration = Duration::from_secs(10);
 
 use elsa_shard::wal::files::{DataDir, Manifest, Recovery};
 use elsa_shard::{AdminMsg, ShardMsg};
@@ -109,10 +113,26 @@ impl Persistence {
                     .map_err(|e| e.to_string())?,
             );
         }
+        // A shard freezes once no transaction holds its keys. A hold
+        // whose transaction nobody decides (its coordinator gone, the
+        // resolver stopped) would freeze the node for good — every write
+        // waiting behind it, and a SIGTERM never ending (crdt_concurrent
+        // seed 17): past FREEZE_WAIT the snapshot is given up instead.
         let mut outcome = Ok(Vec::new());
-        for rx in frozen {
-            if let Err(e) = rx.await.map_err(gone) {
-                outcome = Err(e);
+        let all_frozen = async {
+            for rx in frozen {
+                rx.await.map_err(gone)?;
+            }
+            Ok::<(), String>(())
+        };
+        match tokio::time::timeout(FREEZE_WAIT, all_frozen).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => outcome = Err(e),
+            Err(_) => {
+                outcome = Err(format!(
+                    "a transaction held keys for {} s (its coordinator gone or stuck); try again",
+                    FREEZE_WAIT.as_secs()
+                ))
             }
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
