@@ -242,9 +242,25 @@ impl Shard {
             true
         });
         if !late.is_empty() {
+            // Which ones, so a run's log tells what was shown in part.
+            let which: Vec<String> = late
+                .iter()
+                .take(3)
+                .map(|(_, e)| {
+                    format!(
+                        "{} (origin {}, ts {}, {:?})",
+                        String::from_utf8_lossy(&e.key),
+                        e.version.origin,
+                        e.version.commit_ts,
+                        e.unit
+                    )
+                })
+                .collect();
             tracing::warn!(
-                "{} parts of other regions' transactions waited {wait:?} for the rest; shown alone",
-                late.len()
+                "{} parts of other regions' transactions waited {wait:?} for the rest; shown alone: {}{}",
+                late.len(),
+                which.join(", "),
+                if late.len() > 3 { ", …" } else { "" }
             );
         }
         for (hash, e) in show {
