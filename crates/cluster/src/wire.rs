@@ -238,8 +238,10 @@ pub struct AeEntries {
     /// lattice back (sorted).
     #[prost(uint32, repeated, tag = "6")]
     pub held: Vec<u32>,
-    /// In an answer: `held` and `capped` are filled in (a node older than
-    /// this field sends neither, and its answer proves nothing).
+    /// In an answer: `held` and `capped` are filled in, and the responder
+    /// merged what the initiator shipped (a node older than this field
+    /// sends neither, and its answer proves nothing; nor does one that
+    /// refused the initiator's lattices, distrusting or fencing it).
     #[prost(bool, tag = "7")]
     pub proof: bool,
     /// In an answer: a shard's batch hit its cap (`held` is incomplete).

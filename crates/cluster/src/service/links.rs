@@ -655,7 +655,13 @@ impl Cluster {
             }
             Body::AeEntries(e) => {
                 let arrival = self.arrival(&hello.region, Arrival::Repair);
-                let _ = self.merge_from(hello.node, e.lattices, None, arrival);
+                // The answer's proof tells the initiator this node merged
+                // what it shipped (its tombstones may then go: `proofs`);
+                // shipped by a node this one distrusts or fences, nothing
+                // was merged, so the answer proves nothing.
+                let merged = self
+                    .merge_from(hello.node, e.lattices, None, arrival)
+                    .is_some();
                 if !e.pull.is_empty() {
                     let me = self.clone();
                     let tx = tx.clone();
@@ -670,7 +676,7 @@ impl Cluster {
                                 full: false,
                                 whole: Vec::new(),
                                 held: out.held,
-                                proof: true,
+                                proof: merged,
                                 capped: out.capped,
                             })),
                             at: Instant::now(),

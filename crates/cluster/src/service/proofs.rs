@@ -8,8 +8,10 @@
 //! - identical digests prove it up to the round's start;
 //! - a differing bucket is proven up to the round's cutoff when both
 //!   sides shipped every lattice of it older than the cutoff (no batch
-//!   cut short by the cap) and neither held back a *young typed* lattice
-//!   there. A plain key's newer version carries everything its older ones
+//!   cut short by the cap), neither held back a *young typed* lattice
+//!   there, and the responder merged what the initiator shipped (one
+//!   that distrusts or fences the initiator drops it, and its answer
+//!   proves nothing: `AeEntries::proof`). A plain key's newer version carries everything its older ones
 //!   did; a collection's does not carry an older element change — an
 //!   `SREM` whose gossip frame was lost is in no later `SADD` — so a
 //!   young collection may hide exactly the remove the sweep would forget
