@@ -17,7 +17,7 @@ pub(super) fn keys() -> Vec<String> {
     (0..24).map(|i| format!("tx:{i}")).collect()
 }
 
-pub(super) fn mset(c: &mut redis::Connection, keys: &[String], v: &str) -> redis::RedisResult<()> {
+fn mset(c: &mut redis::Connection, keys: &[String], v: &str) -> redis::RedisResult<()> {
     let mut cmd = redis::cmd("MSET");
     for k in keys {
         cmd.arg(k).arg(v);
@@ -44,7 +44,7 @@ pub(super) fn read_all(c: &Cluster, i: usize, keys: &[String]) -> Vec<Option<Str
 
 /// `MSET` of every key of `ks` to `value` through the node on `port`, on a
 /// thread of its own (the test kills nodes meanwhile); its answer at join.
-pub(super) fn mset_from_thread(
+fn mset_from_thread(
     port: u16,
     ks: &[String],
     value: &'static str,
@@ -63,6 +63,20 @@ pub(super) fn three_nodes() -> Cluster {
         &["r0", "r0", "r0"],
         &["--replication-factor", "3", "--appendfsync", "always"],
     )
+}
+
+/// Sets every key of `ks` to "0", then has node 0 coordinate an `MSET`
+/// of them to "1" whose part on node 1 is held but never installed, and
+/// kills node 0 after the decision: the commit is orphaned, its keys on
+/// node 1 held until node 1's resolver finishes it. Answers what the
+/// client heard.
+pub(super) fn orphan_a_commit(c: &mut Cluster, ks: &[String]) -> redis::RedisResult<()> {
+    mset(&mut c.conn(0), ks, "0").expect("setup");
+    c.fault(1, "DROP-INSTALLS");
+    let commit = mset_from_thread(c.port(0), ks, "1");
+    std::thread::sleep(Duration::from_millis(800));
+    c.kill9(0);
+    commit.join().unwrap()
 }
 
 #[test]
@@ -99,15 +113,9 @@ fn a_coordinator_dying_after_the_decision_leaves_the_commit_finished() {
     let _one = one_at_a_time();
     let mut c = three_nodes();
     let ks = keys();
-    mset(&mut c.conn(0), &ks, "0").expect("setup");
-    // Node 1 holds its part without installing it; the coordinator (node
-    // 0) dies after deciding. Node 1's resolver finds the holds orphaned,
-    // reads the transaction's record — committed — and installs.
-    c.fault(1, "DROP-INSTALLS");
-    let commit = mset_from_thread(c.port(0), &ks, "1");
-    std::thread::sleep(Duration::from_millis(800));
-    c.kill9(0);
-    let answer = commit.join().unwrap();
+    // Node 1's resolver finds the holds orphaned, reads the transaction's
+    // record — committed — and installs.
+    let answer = orphan_a_commit(&mut c, &ks);
     assert!(
         answer.is_err(),
         "the coordinator died: no answer ({answer:?})"

@@ -466,6 +466,16 @@ fn lit(b: &[u8]) -> Arg {
 }
 
 impl Gen {
+    /// A generator for `seed`, no expiry step allowed yet.
+    fn seeded(seed: u64) -> Gen {
+        Gen {
+            rng: StdRng::seed_from_u64(seed),
+            multi: MultiState::default(),
+            watch: WatchState::default(),
+            expiry_budget: 0,
+        }
+    }
+
     fn pick<'a>(&mut self, from: &[&'a [u8]]) -> &'a [u8] {
         from.choose(&mut self.rng).expect("non-empty table")
     }
@@ -1201,12 +1211,7 @@ impl Gen {
 /// The sequence for `seed`, of about `len` commands. Some sequences switch
 /// to RESP3 first (`HELLO 3`), so RESP3 replies are compared too.
 pub fn sequence(seed: u64, len: usize) -> Sequence {
-    let mut g = Gen {
-        rng: StdRng::seed_from_u64(seed),
-        multi: MultiState::default(),
-        watch: WatchState::default(),
-        expiry_budget: 0,
-    };
+    let mut g = Gen::seeded(seed);
     let chunk = g.rng.gen_range(2..=16);
     g.expiry_budget = usize::from(g.rng.gen_bool(0.25));
     let mut steps = Vec::new();

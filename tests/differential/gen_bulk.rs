@@ -8,10 +8,9 @@
 //! are not Redis's), and lists of them are compared in order only where
 //! Redis defines one (ZRANGE).
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
-use super::{lit, Arg, Cmd, Gen, MultiState, Norm, Sequence, Step, WatchState};
+use super::{lit, Arg, Cmd, Gen, Norm, Sequence, Step};
 
 /// An element of the bulk keys: mostly short, sometimes past 64 bytes.
 fn element(prefix: &str, i: u32, long: bool) -> Arg {
@@ -135,12 +134,7 @@ impl Gen {
 
 /// A sequence of `len` bulk commands for `seed` (see the module doc).
 pub fn bulk_sequence(seed: u64, len: usize) -> Sequence {
-    let mut g = Gen {
-        rng: StdRng::seed_from_u64(seed),
-        multi: MultiState::default(),
-        watch: WatchState::default(),
-        expiry_budget: 0,
-    };
+    let mut g = Gen::seeded(seed);
     let chunk = g.rng.gen_range(2..=16);
     let steps = (0..len).map(|_| Step::one(g.bulk_command())).collect();
     Sequence { seed, steps, chunk }
