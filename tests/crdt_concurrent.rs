@@ -120,7 +120,9 @@
 //!
 //! `ELSA_CRDT_SEED` (default 1) seeds the writers and the faults (timing
 //! is not replayed); `ELSA_KEEP_TEST_DIRS=1` keeps the nodes' logs;
-//! `ELSA_CRDT_DUMP=FILE` writes every op with its outcome and times. The
+//! `ELSA_CRDT_DUMP=FILE` writes every op with its outcome and times;
+//! `ELSA_CRDT_WATCH=FILE` every change of an element's presence on each
+//! node as it happened (`crdt_concurrent/watch.rs`). The
 //! run prints the faults, one summary line (ops acknowledged / in doubt /
 //! not applied per kind, errors by kind, faults, keys compared, elements
 //! by expectation, times) and, on a divergence, the seed, node, key,
@@ -194,6 +196,8 @@ mod defect;
 mod ops;
 #[path = "crdt_concurrent/selftest.rs"]
 mod selftest;
+#[path = "crdt_concurrent/watch.rs"]
+mod watch;
 #[path = "crdt_concurrent/writer.rs"]
 mod writer;
 
@@ -387,6 +391,14 @@ fn concurrent_writers_in_two_regions_converge_by_the_crdt_rules() {
     }
     faults.truncate(rounds);
 
+    let watching = std::env::var("ELSA_CRDT_WATCH").ok().map(|path| {
+        let ports: Vec<u16> = nodes.iter().map(|(p, _)| *p).collect();
+        let (t0, stop) = (run.t0, std::sync::Arc::new(AtomicBool::new(false)));
+        let flag = stop.clone();
+        let keys = KeyType::all_keys();
+        let h = std::thread::spawn(move || watch::watch(&path, &ports, &keys, t0, &flag));
+        (stop, h)
+    });
     let stop = AtomicBool::new(false);
     let (dones, harness): (Vec<Done>, Result<(), String>) = std::thread::scope(|s| {
         let handles: Vec<_> = nodes
@@ -424,6 +436,10 @@ fn concurrent_writers_in_two_regions_converge_by_the_crdt_rules() {
         Ok(took) => (took, None),
         Err(e) => (DIGEST_TIMEOUT, Some(e)),
     };
+    if let Some((stop, h)) = watching {
+        stop.store(true, Ordering::Relaxed);
+        h.join().expect("the watcher panicked");
+    }
 
     let ops: Vec<Op> = dones.iter().flat_map(|d| d.ops.iter().cloned()).collect();
     let mut errors: BTreeMap<String, usize> = BTreeMap::new();

@@ -599,10 +599,13 @@ impl Cluster {
         for (shard, entries) in per_shard {
             let (reply, rx) = oneshot::channel();
             if let Some(inbox) = self.inboxes.get(usize::from(shard)) {
-                let _ = inbox.send(ShardMsg::Merge {
-                    entries,
-                    park,
-                    reply,
+                let _ = inbox.send(match arrival {
+                    Arrival::Resent => ShardMsg::MergeResent { entries, reply },
+                    _ => ShardMsg::Merge {
+                        entries,
+                        park,
+                        reply,
+                    },
                 });
                 if durable.is_some() {
                     waits.push(rx);

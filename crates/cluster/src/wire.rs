@@ -108,6 +108,12 @@ pub struct Gossip {
     /// before it was acknowledged, or given up: a gap).
     #[prost(uint64, tag = "8")]
     pub first: u64,
+    /// The sender's own commits from before it started (recovery's tail,
+    /// the first frame of a new stream), sent again: some arrived long
+    /// ago, so the receiver merges none committed before its collection
+    /// floor (`Shard::op_merge_resent`).
+    #[prost(bool, tag = "9")]
+    pub resent: bool,
 }
 
 /// The receiver merged a gossip frame durably.
@@ -530,6 +536,7 @@ mod tests {
             seq: 7,
             boot: 8,
             first: 5,
+            resent: true,
         }));
         let mut all = BytesMut::new();
         f.encode_to(&mut all);

@@ -417,6 +417,15 @@ pub enum ShardMsg {
         /// How many changed the local state, once durable.
         reply: oneshot::Sender<Result<usize, Refusal>>,
     },
+    /// Another region's lattices its node sent again after a restart
+    /// (`Shard::op_merge_resent`): merged as `Merge` with `park`, except
+    /// those committed before the collection floor.
+    MergeResent {
+        /// The peer's lattices for keys of this shard.
+        entries: Vec<crate::wal::codec::LogEntry>,
+        /// How many changed the local state, once durable.
+        reply: oneshot::Sender<Result<usize, Refusal>>,
+    },
     /// Multi-shard commit, phase two: install the writes and release holds.
     Install {
         /// The transaction.

@@ -584,7 +584,14 @@ impl Cluster {
                     return;
                 }
                 self.note_received(hello.node, &g.lattices);
-                let arrival = self.arrival(&hello.region, Arrival::Gossip);
+                let arrival = self.arrival(
+                    &hello.region,
+                    if g.resent {
+                        Arrival::Resent
+                    } else {
+                        Arrival::Gossip
+                    },
+                );
                 let (from_shard, seq) = (g.from_shard, g.seq);
                 let Some(done) = self.merge_from(hello.node, g.lattices, Some(()), arrival) else {
                     if numbered {

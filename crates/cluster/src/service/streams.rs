@@ -389,6 +389,7 @@ impl Cluster {
             flushed_ts: self.boot_ts,
             lattices: picked.iter().map(|&i| Lattice::from(&entries[i])).collect(),
             boot: self.boot_ts,
+            resent: true,
             ..Default::default()
         })
     }

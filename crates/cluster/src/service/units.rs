@@ -51,6 +51,10 @@ pub(crate) enum Arrival {
     /// Another region's anti-entropy batch: parts of transactions, and
     /// records, but never a whole one-shard commit.
     Repair,
+    /// Another region's node's own commits from before it restarted, sent
+    /// again (`wire::Gossip::resent`): as `Gossip`, but nothing committed
+    /// before a shard's collection floor is merged.
+    Resent,
 }
 
 impl Cluster {
@@ -72,7 +76,9 @@ impl Cluster {
                         self.hand_unit(writes);
                     }
                 }
-            } else if arrival == Arrival::Gossip && Unit::from_code(l.unit) == Unit::Here {
+            } else if matches!(arrival, Arrival::Gossip | Arrival::Resent)
+                && Unit::from_code(l.unit) == Unit::Here
+            {
                 here.entry((l.start_ts, l.origin)).or_default().push(l);
             }
         }

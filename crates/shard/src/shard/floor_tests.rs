@@ -1,8 +1,9 @@
 //! The collection floor: a transaction delivered again — another region's
 //! installed once more from its record, or a record's writes put back by
-//! recovery — never brings back what this shard collected (issue 41: the
-//! concurrent CRDT checker found elements added by `MULTI`, `EVAL` and
-//! `BEGIN` blocks back on every node after their removes were collected).
+//! recovery, or a restarted node's last commits sent again — never brings
+//! back what this shard collected (issue 41: the concurrent CRDT checker
+//! found elements added by `MULTI`, `EVAL` and `BEGIN` blocks back on
+//! every node after their removes were collected).
 use super::tests::{install, key, shard, value};
 use super::*;
 use crate::wal::codec::{EntryState, LogEntry};
@@ -129,6 +130,42 @@ fn a_record_put_back_by_recovery_brings_back_nothing_collected_before_the_snapsh
         whole.restore_replayed(h.hash, e);
     }
     assert_eq!(members(&whole, "s"), ["e"]);
+}
+
+/// The concurrent CRDT checker (seed 17): an item `RPUSH`ed 1 s into the
+/// run and removed at once came back on every node 29 s in, just after
+/// the node that pushed it restarted from `kill -9`. Recovery's tail (its
+/// own commits of the 30 s before it stopped) went to the other region
+/// again as the first frame of each new stream, and the old push merged
+/// into keys whose remove had been collected. A resent frame is a
+/// delivery again like a record's: nothing in it from before the floor.
+#[test]
+fn a_lone_write_resent_after_a_restart_brings_back_nothing_collected() {
+    let mut s = shard();
+    let add = OrSet::default().add("e".into(), v(10));
+    let push = vec![typed(
+        "s",
+        KeyState::of(Collection::Set(add.clone())),
+        Unit::None,
+    )];
+    s.op_merge(&push, true).unwrap();
+    let mut set = OrSet::default();
+    set.merge(add);
+    let rm = set.remove(&b"e"[..], v(30)).expect("a member");
+    s.op_merge(
+        &[typed("s", KeyState::of(Collection::Set(rm)), Unit::None)],
+        true,
+    )
+    .unwrap();
+    s.collect_garbage(unix_ms(), v(100).commit_ts);
+    assert!(s.table.get(key(&s, "s").hash, b"s").is_none());
+    s.op_merge_resent(&push).unwrap();
+    assert_eq!(members(&s, "s"), Vec::<String>::new(), "the member is back");
+    // What the sender committed after the floor is merged as it comes.
+    let later = OrSet::default().add("f".into(), v(200));
+    s.op_merge_resent(&[typed("s", KeyState::of(Collection::Set(later)), Unit::None)])
+        .unwrap();
+    assert_eq!(members(&s, "s"), ["f"]);
 }
 
 #[test]

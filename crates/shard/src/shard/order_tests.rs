@@ -244,3 +244,34 @@ fn parked_parts_survive_a_restart_and_a_snapshot() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// Issue 43's concurrent checker (seed 17): an `HDEL` of region `b` came
+/// back on every node. Region `a`'s node had parked it — a lone write
+/// behind a part of an older transaction of the key, waiting there for a
+/// minute — and answered the anti-entropy round of region `b`'s node as if
+/// it had merged what it was shipped. That node took the bucket as proven,
+/// collected the remove, and merged the add back from the state region
+/// `a` still showed. A bucket with a lattice parked here is in no digest
+/// and merged nowhere yet: the batch lists it as held, so the round
+/// proves nothing about it (`Cluster::prove_round`).
+#[test]
+fn a_bucket_with_a_parked_lattice_is_held_so_no_round_proves_it() {
+    let mut s = shard();
+    let y = key(&s, "y");
+    let mut wanted = vec![0u64; crate::table::DIGEST_BUCKETS.div_ceil(64)];
+    let b = crate::table::bucket_of(y.hash);
+    wanted[b / 64] |= 1 << (b % 64);
+    s.op_merge(&[plain("y", "105", v(20), Unit::Shards)], true)
+        .unwrap();
+    s.op_merge(&[plain("y", "106", v(25), Unit::None)], true)
+        .unwrap();
+    assert_eq!(value(&mut s, "y"), None, "both wait out of sight");
+    let batch = s.bucket_batch_whole(&wanted, 100, u64::MAX, &wanted);
+    assert!(batch.entries.is_empty(), "nothing of y is stored");
+    assert_eq!(batch.held, vec![b as u32], "y's bucket proves nothing");
+    install(&mut s, 1, &[plain("y", "105", v(20), Unit::Shards)]);
+    assert_eq!(value(&mut s, "y").as_deref(), Some(&b"106"[..]));
+    let batch = s.bucket_batch_whole(&wanted, 100, u64::MAX, &wanted);
+    assert!(batch.held.is_empty(), "installed: nothing parked any more");
+    assert_eq!(batch.entries.len(), 1);
+}

@@ -251,6 +251,26 @@ impl Shard {
     /// this region thus sees all of another region's transaction or none
     /// of it (issue 12, item 13).
     pub fn op_merge(&mut self, entries: &[LogEntry], park: bool) -> Result<usize, Refusal> {
+        self.merge_entries(entries, park, false)
+    }
+
+    /// [`Shard::op_merge`] of another region's lattices its node sent
+    /// again after a restart (recovery's tail: its own commits of the
+    /// moments before it stopped, some delivered long ago). Like a
+    /// transaction delivered again, nothing committed before the
+    /// collection floor is merged: it is here already, or was removed and
+    /// collected, and merged it would come back (the concurrent CRDT
+    /// checker, seed 17: a list item pushed and removed 28 s before).
+    pub fn op_merge_resent(&mut self, entries: &[LogEntry]) -> Result<usize, Refusal> {
+        self.merge_entries(entries, true, true)
+    }
+
+    fn merge_entries(
+        &mut self,
+        entries: &[LogEntry],
+        park: bool,
+        resent: bool,
+    ) -> Result<usize, Refusal> {
         if let Some(r) = self.write_refusal() {
             return Err(r);
         }
@@ -262,6 +282,9 @@ impl Shard {
         for e in entries {
             let hash = std::hash::BuildHasher::hash_one(self.table.hasher(), &e.key[..]);
             self.hlc.observe(e.version.commit_ts);
+            if resent && super::written_before(&e.state, e.version, self.tombstone_floor) {
+                continue;
+            }
             if park {
                 if e.unit == Unit::None {
                     lone.push((hash, e));

@@ -423,6 +423,18 @@ impl Shard {
                 }
             }
         }
+        // Another region's lattices parked here (`parts`) are in no
+        // digest and merged nowhere yet: this node does not hold them, so
+        // their buckets prove nothing either. Answering a round as if the
+        // shipment were merged let a peer collect a remove this node held
+        // only parked, and the add it still showed came back (issue 43's
+        // concurrent checker, seed 17).
+        for key in self.parts.keys() {
+            let b = bucket_of(std::hash::BuildHasher::hash_one(&hasher, &key[..]));
+            if marked(wanted, b) {
+                batch.held.push(b as u32);
+            }
+        }
         batch.held.sort_unstable();
         batch.held.dedup();
         batch
@@ -437,9 +449,10 @@ pub struct AeBatch {
     /// The wanted buckets also hold younger lattices (which may hide
     /// older commits they replaced; see `Cluster::ae_finish`).
     pub younger: bool,
-    /// Buckets where a young typed lattice was held back (sorted): what
-    /// differs there may be an older element change the key's newer
-    /// writes do not carry, so the batch proves nothing about them.
+    /// Buckets where a young typed lattice was held back, or where another
+    /// region's lattice waits parked (sorted): what differs there may be
+    /// an older element change the key's newer writes do not carry, or one
+    /// this shard has not merged, so the batch proves nothing about them.
     pub held: Vec<u32>,
     /// The batch hit its limit: the scan stopped early, so `younger` and
     /// `held` are incomplete.
