@@ -9,7 +9,9 @@
 //! - a differing bucket is proven up to the round's cutoff when both
 //!   sides shipped every lattice of it older than the cutoff (no batch
 //!   cut short by the cap), neither held back a *young typed* lattice
-//!   there, and the responder merged what the initiator shipped (one
+//!   there nor holds another region's lattice *parked* there (in no
+//!   digest, merged nowhere yet: `Shard::bucket_batch_whole` lists the
+//!   bucket as held), and the responder merged what the initiator shipped (one
 //!   that distrusts or fences the initiator drops it, and its answer
 //!   proves nothing: `AeEntries::proof`). A plain key's newer version carries everything its older ones
 //!   did; a collection's does not carry an older element change — an
