@@ -17,6 +17,8 @@
 
 use bytes::Bytes;
 use elsa_lattice::{Crdt, KeyState};
+
+use crate::record::Unit;
 use hashbrown::HashMap;
 
 /// What changed about one key this epoch.
@@ -29,6 +31,21 @@ pub enum Dirty {
     Delta(Box<KeyState>),
 }
 
+/// How the key's last write here this epoch was made: what the flush
+/// ships the key's deltas as. Not the record's own unit and start, which
+/// are its last write's from anywhere: another region's transaction
+/// installed on the key after a lone write here made the lone write's
+/// delta ship as a part of it, which the other region kept out of sight
+/// for `PART_WAIT`, waiting for a rest that does not exist (the concurrent
+/// CRDT checker: half its runs took a minute to converge).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// A lone write, or a part of a transaction of several keys.
+    pub unit: Unit,
+    /// When its transaction started (a one-shard unit's parts share it).
+    pub start_ts: elsa_lattice::Ts,
+}
+
 /// A part of a transaction taken out of the epoch's changes before a
 /// later write of its key: the lattice to ship for it.
 pub type Captured = crate::wal::codec::LogEntry;
@@ -36,9 +53,8 @@ pub type Captured = crate::wal::codec::LogEntry;
 /// Keys changed since the last flush.
 #[derive(Default)]
 pub struct GossipBuffer {
-    // foldhash: this map is touched on every write. The flag: the key's
-    // last write was a part of a transaction of several keys.
-    dirty: HashMap<Bytes, (Dirty, bool), foldhash::fast::RandomState>,
+    // foldhash: this map is touched on every write.
+    dirty: HashMap<Bytes, (Dirty, Written), foldhash::fast::RandomState>,
     /// Parts of transactions taken out of `dirty` before a later write of
     /// their key (see the module doc), in the order they were written.
     captured: Vec<Captured>,
@@ -57,38 +73,36 @@ impl GossipBuffer {
     }
 
     /// Notes that `key` changed as a whole (one hash; the key is copied
-    /// only the first time in an epoch); `part`: by a transaction of
-    /// several keys.
-    pub fn record(&mut self, key: &[u8], part: bool) {
+    /// only the first time in an epoch), written as `how`.
+    pub fn record(&mut self, key: &[u8], how: Written) {
         if self.off {
             return;
         }
         match self.dirty.get_mut(key) {
-            Some(d) => *d = (Dirty::Whole, part),
+            Some(d) => *d = (Dirty::Whole, how),
             None => {
                 self.dirty
-                    .insert(Bytes::copy_from_slice(key), (Dirty::Whole, part));
+                    .insert(Bytes::copy_from_slice(key), (Dirty::Whole, how));
             }
         }
     }
 
-    /// Notes a delta merged into `key` (`part`: by a transaction of
-    /// several keys). After a whole-state write this epoch the key ships
-    /// whole anyway.
-    pub fn record_delta(&mut self, key: &[u8], delta: &KeyState, part: bool) {
+    /// Notes a delta merged into `key`, written as `how`. After a
+    /// whole-state write this epoch the key ships whole anyway.
+    pub fn record_delta(&mut self, key: &[u8], delta: &KeyState, how: Written) {
         if self.off {
             return;
         }
         match self.dirty.get_mut(key) {
-            Some((Dirty::Whole, p)) => *p = part,
-            Some((Dirty::Delta(d), p)) => {
+            Some((Dirty::Whole, w)) => *w = how,
+            Some((Dirty::Delta(d), w)) => {
                 d.merge(delta.clone());
-                *p = part;
+                *w = how;
             }
             None => {
                 self.dirty.insert(
                     Bytes::copy_from_slice(key),
-                    (Dirty::Delta(Box::new(delta.clone())), part),
+                    (Dirty::Delta(Box::new(delta.clone())), how),
                 );
             }
         }
@@ -97,14 +111,18 @@ impl GossipBuffer {
     /// True when `key`'s last write this epoch was a part of a transaction
     /// of several keys: it must be captured before `key` is written again.
     pub fn holds_a_part(&self, key: &[u8]) -> bool {
-        !self.off && self.dirty.get(key).is_some_and(|(_, part)| *part)
+        !self.off
+            && self
+                .dirty
+                .get(key)
+                .is_some_and(|(_, w)| w.unit != Unit::None)
     }
 
     /// Takes `key` out of this epoch's changes, to ship as it is now
-    /// (see the module doc): what changed of it, which the caller turns
-    /// into the lattice to ship.
-    pub fn capture(&mut self, key: &[u8]) -> Option<Dirty> {
-        self.dirty.remove(key).map(|(d, _)| d)
+    /// (see the module doc): what changed of it, and how its last write
+    /// here was made, which the caller turns into the lattice to ship.
+    pub fn capture(&mut self, key: &[u8]) -> Option<(Dirty, Written)> {
+        self.dirty.remove(key)
     }
 
     /// Keeps a captured part's lattice for the next flush.
@@ -132,10 +150,11 @@ impl GossipBuffer {
         self.dirty.is_empty() && self.captured.is_empty()
     }
 
-    /// Takes every changed key, leaving the buffer empty (the captured
-    /// parts are taken apart: [`GossipBuffer::take_captured`]).
-    pub fn drain(&mut self) -> impl Iterator<Item = (Bytes, Dirty)> + '_ {
-        self.dirty.drain().map(|(k, (d, _))| (k, d))
+    /// Takes every changed key with how its last write here was made,
+    /// leaving the buffer empty (the captured parts are taken apart:
+    /// [`GossipBuffer::take_captured`]).
+    pub fn drain(&mut self) -> impl Iterator<Item = (Bytes, (Dirty, Written))> + '_ {
+        self.dirty.drain()
     }
 
     /// Forgets everything (FLUSHALL).

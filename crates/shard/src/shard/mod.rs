@@ -945,9 +945,13 @@ impl Shard {
             }
         }
         if written && source == Source::Local {
+            let how = crate::gossip::Written {
+                unit: self.unit,
+                start_ts,
+            };
             match state {
-                EntryState::Plain(_) => self.gossip.record(key, self.unit != Unit::None),
-                EntryState::Typed(s) => self.gossip.record_delta(key, s, self.unit != Unit::None),
+                EntryState::Plain(_) => self.gossip.record(key, how),
+                EntryState::Typed(s) => self.gossip.record_delta(key, s, how),
             }
         }
         let mut frame = if self.from_region || source == Source::Remote {

@@ -275,3 +275,41 @@ fn a_bucket_with_a_parked_lattice_is_held_so_no_round_proves_it() {
     assert!(batch.held.is_empty(), "installed: nothing parked any more");
     assert_eq!(batch.entries.len(), 1);
 }
+
+/// Half the concurrent checker's runs took 60 s to converge: a lone
+/// `HSET` of region `a` reached region `b` marked as a part of a
+/// transaction of several keys, which region `b` kept out of sight
+/// waiting for a rest that does not exist (`PART_WAIT`), with every later
+/// write of the key from region `a` waiting behind it. In the same merge
+/// epoch, region `b`'s `MULTI` had been installed on the key, and the
+/// epoch's flush shipped the `HSET`'s delta with the unit of the key's
+/// last write — the install's — instead of its own.
+#[test]
+fn a_lone_write_is_gossiped_as_lone_after_an_install_on_its_key() {
+    use crate::ops::{sets::SetOp, Op};
+    use elsa_lattice::{Collection, OrSet};
+    let mut s = shard();
+    s.op_batch(&[kop(
+        &s,
+        "s",
+        Op::Sets(SetOp::Add(vec![Bytes::from_static(b"a")])),
+    )]);
+    let later = Version::new(s.hlc.now() + (1000 << 16), 3);
+    let add = OrSet::default().add("b".into(), later);
+    install(
+        &mut s,
+        1,
+        &[LogEntry {
+            key: Bytes::from_static(b"s"),
+            state: EntryState::Typed(Arc::new(KeyState::of(Collection::Set(add)))),
+            start_ts: later.commit_ts,
+            version: later,
+            unit: Unit::Shards,
+        }],
+    );
+    let out = s.flush_gossip();
+    let lone: Vec<_> = out.iter().filter(|e| &e.key[..] == b"s").collect();
+    assert_eq!(lone.len(), 1, "the install is not gossiped: {out:?}");
+    assert_eq!(lone[0].version.origin, 7, "this node's write");
+    assert_eq!(lone[0].unit, Unit::None, "a lone write ships as one");
+}

@@ -160,19 +160,23 @@ impl Shard {
     pub fn flush_gossip(&mut self) -> Vec<LogEntry> {
         let hasher = self.table_hasher();
         let mut out = self.gossip.take_captured();
-        let now = self.gossip.drain().filter_map(|(key, dirty)| {
+        let now = self.gossip.drain().filter_map(|(key, (dirty, how))| {
             let hash = std::hash::BuildHasher::hash_one(&hasher, &key[..]);
             let rec = self.table.get(hash, &key)?;
             Some(match dirty {
+                // The key's latest lattice: its version and unit are the
+                // record's, whoever wrote it last.
                 Dirty::Whole => entry_of(rec, key),
+                // The deltas written here: their newest version, and how
+                // they were written (`gossip::Written`).
                 Dirty::Delta(d) => {
                     let version = d.newest();
                     LogEntry {
                         key,
                         state: EntryState::Typed(std::sync::Arc::new(*d)),
-                        start_ts: rec.start_ts,
+                        start_ts: how.start_ts,
                         version,
-                        unit: rec.unit(),
+                        unit: how.unit,
                     }
                 }
             })
@@ -186,7 +190,7 @@ impl Shard {
     /// write (a part of a transaction of several keys) left, to ship
     /// before the write about to replace it (see `crate::gossip`).
     pub(super) fn capture_part(&mut self, hash: u64, key: &[u8]) {
-        let Some(dirty) = self.gossip.capture(key) else {
+        let Some((dirty, how)) = self.gossip.capture(key) else {
             return;
         };
         let Some(rec) = self.table.get(hash, key) else {
@@ -199,8 +203,8 @@ impl Shard {
                 key,
                 version: d.newest(),
                 state: EntryState::Typed(std::sync::Arc::new(*d)),
-                start_ts: rec.start_ts,
-                unit: rec.unit(),
+                start_ts: how.start_ts,
+                unit: how.unit,
             },
         };
         self.gossip.keep_captured(part);
