@@ -151,32 +151,31 @@
 //! `LAPSE` (22.4 s; it hands its slots over and takes them back): a lead
 //! toward issue 42's one owner per slot, not a proof.
 //!
-//! **Seen since** (2026-11-30, seed 17, debug build, 2 cores, one build
-//! alternating `ELSA_PACKING=1` and `=0`, 6 pairs, and 9 earlier runs): an
-//! acknowledged remove undone on every node — `HDEL` (3 runs), `ZREM`,
-//! `SREM` inside a `MULTI` — in 5 of 15 runs with small collections
-//! packed and in none of 11 without; a list's order (an element after
-//! one pushed later by the same writer) in runs of both. A state dump of
-//! the `ZREM` case (a throwaway `MEMORY USAGE` printing the `KeyState`)
-//! read the member with its original add's dot (the `ZADD` 8 s before)
-//! and no remove: the remove was collected, then the old add came back
-//! from somewhere that still held it — a node region `b` stopped with
-//! `SIGTERM` just before the `ZADD` and that was catching up when it
-//! came, or the node that `LAPSE`d 0.4 s after the remove. Convergence
-//! took 60 s (`PART_WAIT`: a part of another region's transaction shown
-//! alone) in half the runs, either way. Packing is off by default until
-//! this is found (`crates/lattice/src/packed.rs`). The 60 s, named since
-//! by the warning: an `EVAL` of three keys committed on node 4 as it was
-//! cut off from region `a`; its part of `cc:set:0` waited in region `a`
-//! for parts that came by anti-entropy after the heal (outside the unit
-//! install), and every later write of that key from region `b` waited
-//! behind it — the transaction shown in part, and the key stale, for a
-//! minute. With a tombstone TTL of 1000 s, 4 runs with packing showed no
-//! undone remove; a fifth found a SIGTERM that never ended (fixed:
-//! `tests/cluster/shutdown.rs`). After anti-entropy answers stopped
-//! proving what they did not merge, 4 runs with packing: an `HDEL` in a
-//! `MULTI` undone, and a whole list's `DEL` undone (lists never pack) —
-//! the race is not the packed form's.
+//! **Seen since, and fixed** (2026-11-30, seed 17, debug build, 2
+//! cores): an acknowledged remove undone on every node — `HDEL` (3 runs),
+//! `ZREM`, `SREM` inside a `MULTI`, a whole list's `DEL` and an `LREM` —
+//! in 5 of 15 runs with small collections packed and in none of 11
+//! without (packing's timing; lists never pack), and a list's order (an
+//! element after one pushed later by the same writer) in runs of both.
+//! `ELSA_CRDT_WATCH` (when each element appeared and went on each node)
+//! and the nodes' logs read back per key told two races of tombstone
+//! collection apart: (1) an `HDEL` of region `b`, which region `a`'s node
+//! held only *parked* (a lone write waiting behind a part of an older
+//! transaction of the key), was collected in region `b` because that node
+//! answered the anti-entropy round as if it had merged the shipment; its
+//! stale state then brought the field back (`order_tests::
+//! a_bucket_with_a_parked_lattice_is_held_so_no_round_proves_it`); (2) a
+//! list item pushed 1 s into the run and removed at once came back 29 s in,
+//! just after the node that pushed it restarted from `kill -9`: recovery's
+//! tail, its commits of the 30 s before the crash, went to region `b`
+//! again and merged below the collection floor (`floor_tests::
+//! a_lone_write_resent_after_a_restart_brings_back_nothing_collected`).
+//! After both fixes, 12 runs with packing: no undone remove. Packing is
+//! on again. Convergence still takes 60 s (`PART_WAIT`: a part of another
+//! region's transaction shown alone) in about half the runs; the one
+//! traced (run of 2026-11-30) was a lone `HSET` of region `a` that reached
+//! region `b` marked as part of a multi-shard transaction and waited for
+//! a rest that does not exist — a lead for issue 42, not fixed here.
 //!
 //! Ignored by default (`#[ignore]`) until its long runs are clean. Run it:
 //!

@@ -612,6 +612,12 @@ impl KeyState {
     /// Forgets everything written at or below `floor`; true if anything
     /// went.
     fn trim(&mut self, floor: Version) -> bool {
+        // No write is at the zero version: the usual case (no floor ever
+        // raised) costs nothing — each incoming delta is trimmed, and a
+        // collection's `drop_through` unpacks and packs it again.
+        if floor == Version::default() {
+            return false;
+        }
         let mut changed = false;
         if let Some(s) = self.string.get_mut() {
             changed = s.drop_through(floor);

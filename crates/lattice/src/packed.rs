@@ -47,23 +47,24 @@ thread_local! {
     static PACKING: std::cell::Cell<bool> = std::cell::Cell::new(packing_default());
 }
 
-/// Off unless the environment says `ELSA_PACKING=1` (measurements, and
-/// the CRDT checker's runs with and without; see [`set_packing`]).
+/// On unless the environment says `ELSA_PACKING=0` (measurements of the
+/// map form, and the CRDT checker's runs with and without; see
+/// [`set_packing`]).
 fn packing_default() -> bool {
     static DEFAULT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *DEFAULT.get_or_init(|| std::env::var("ELSA_PACKING").is_ok_and(|v| v == "1"))
+    *DEFAULT.get_or_init(|| !std::env::var("ELSA_PACKING").is_ok_and(|v| v == "0"))
 }
 
-/// Whether collections changed on this thread pack. **Off by default**
-/// (`ELSA_PACKING=1` turns it on for a process): the two-region CRDT
-/// checker (`tests/crdt_concurrent.rs`, seed 17, debug build) saw an
-/// acknowledged remove undone on every node — an `HDEL`, a `ZREM`, an
-/// `SREM` in a `MULTI` — in 5 of 15 runs with packing on and in none of
-/// 11 without (where 1 run diverged on a list's order, a type that never
-/// packs). The old add came back with its own dot after the remove was
-/// collected, so the race is in tombstone collection meeting faults, not
-/// in the packed form (the property tests prove both forms one lattice);
-/// packing only makes it likelier. On once that race is fixed.
+/// Whether collections changed on this thread pack: on by default
+/// (`ELSA_PACKING=0` turns it off for a process). It was off for a day
+/// (2026-11-29/30) while the two-region CRDT checker
+/// (`tests/crdt_concurrent.rs`, seed 17) undid an acknowledged remove in
+/// 5 of 15 runs with packing and none of 11 without: two races of
+/// tombstone collection (a bucket proven while a peer held its remove
+/// only parked, and a restarted node's resent commits merged below the
+/// collection floor; `docs/regions.md`, *Tombstones*), which packing's
+/// timing made likelier. Not the packed form's: the property tests prove
+/// both forms one lattice, and a list (never packed) lost a `DEL` too.
 #[doc(hidden)]
 pub fn set_packing(on: bool) {
     PACKING.with(|p| p.set(on));
