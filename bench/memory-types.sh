@@ -9,11 +9,12 @@
 # server's RSS (VmRSS in /proc/PID/status) and its element count.
 #   bench/memory-types.sh [N]        (default N = 1000000; TYPES="list" for one;
 #                                     list1: the list pushed one element per RPUSH)
+#   ELSA_BIN=/path/to/elsa bench/memory-types.sh   (that build, no cargo build)
 # Prints one line per type: Redis MB, Elsa MB, ratio.
 N=${1:-1000000}
 DURABILITY=none
 source "$(dirname "$0")/lib.sh"
-build
+if [ -n "${ELSA_BIN:-}" ]; then ELSA=$ELSA_BIN; else build; fi
 
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 

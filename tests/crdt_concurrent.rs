@@ -171,11 +171,18 @@
 //! again and merged below the collection floor (`floor_tests::
 //! a_lone_write_resent_after_a_restart_brings_back_nothing_collected`).
 //! After both fixes, 12 runs with packing: no undone remove. Packing is
-//! on again. Convergence still takes 60 s (`PART_WAIT`: a part of another
-//! region's transaction shown alone) in about half the runs; the one
-//! traced (run of 2026-11-30) was a lone `HSET` of region `a` that reached
-//! region `b` marked as part of a multi-shard transaction and waited for
-//! a rest that does not exist — a lead for issue 42, not fixed here.
+//! on again. Convergence took 60 s (`PART_WAIT`: a part of another
+//! region's transaction shown alone) in 7 of those 12 runs; the one traced
+//! was a lone `HSET` of region `a` that reached region `b` marked as a
+//! part of a multi-shard transaction (region `b`'s `MULTI` had been
+//! installed on the key in the same merge epoch, and the flush shipped
+//! the `HSET`'s delta with the key's last unit) and waited for a rest that
+//! does not exist (fixed: `order_tests::
+//! a_lone_write_is_gossiped_as_lone_after_an_install_on_its_key`). Runs
+//! after that fix still see 60 s waits where a region could not install
+//! the other's transactions for long (leases lost, nodes starved of CPU
+//! by a parallel build: "transactions of other regions waited 60s for
+//! parts they carry").
 //!
 //! Ignored by default (`#[ignore]`) until its long runs are clean. Run it:
 //!
