@@ -17,9 +17,9 @@
 
 use bytes::Bytes;
 use elsa_lattice::{Crdt, KeyState};
+use hashbrown::HashMap;
 
 use crate::record::Unit;
-use hashbrown::HashMap;
 
 /// What changed about one key this epoch.
 #[derive(Default)]

@@ -11,14 +11,15 @@
 //!   cut short by the cap), neither held back a *young typed* lattice
 //!   there nor holds another region's lattice *parked* there (in no
 //!   digest, merged nowhere yet: `Shard::bucket_batch_whole` lists the
-//!   bucket as held), and the responder merged what the initiator shipped (one
-//!   that distrusts or fences the initiator drops it, and its answer
-//!   proves nothing: `AeEntries::proof`). A plain key's newer version carries everything its older ones
-//!   did; a collection's does not carry an older element change — an
-//!   `SREM` whose gossip frame was lost is in no later `SADD` — so a
-//!   young collection may hide exactly the remove the sweep would forget
-//!   (issue 41, defect 12: "nothing older than the cutoff shipped" was
-//!   taken as proof, the remove was collected, and the old add came back).
+//!   bucket as held), and the responder merged what the initiator
+//!   shipped (one that distrusts or fences the initiator drops it, and
+//!   its answer proves nothing: `AeEntries::proof`). A plain key's newer
+//!   version carries everything its older ones did; a collection's does
+//!   not carry an older element change — an `SREM` whose gossip frame was
+//!   lost is in no later `SADD` — so a young collection may hide exactly
+//!   the remove the sweep would forget (issue 41, defect 12: "nothing
+//!   older than the cutoff shipped" was taken as proof, the remove was
+//!   collected, and the old add came back).
 //!
 //! A collection written without pause is young in every round, so its
 //! bucket would never be proven, and a lost element change of it never
