@@ -246,7 +246,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
         workers: std::sync::OnceLock::new(),
     });
     crate::rates::start_sampler(&shared);
-    memory.start_sampler(workers).map_err(StartError::Thread)?;
+    let streams = shared
+        .cluster
+        .clone()
+        .map(|c| Box::new(move || c.gossip_streams_bytes() as u64) as Box<dyn Fn() -> u64 + Send>);
+    memory
+        .start_sampler(workers, streams)
+        .map_err(StartError::Thread)?;
 
     let mut conn_txs = Vec::with_capacity(workers);
     let mut threads = Vec::with_capacity(workers);

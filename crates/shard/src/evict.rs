@@ -130,6 +130,9 @@ struct Share {
     /// The records it holds that are not tombstones, as it last said: its
     /// weight when a new excess is split.
     weight: AtomicU64,
+    /// Bytes of replication state it holds (gossip buffer, parked parts
+    /// of other regions' transactions), as it last said.
+    replication: AtomicU64,
 }
 
 /// The node's memory limit and eviction settings, and what shards and the
@@ -166,6 +169,9 @@ pub struct MemoryLimit {
     /// True while writes flagged `denyoom` must be refused.
     oom: AtomicBool,
     evicted: AtomicU64,
+    /// Bytes of the node's streams to other regions (frames kept until
+    /// acknowledged), as the node last said.
+    streams: AtomicU64,
 }
 
 impl Default for MemoryLimit {
@@ -183,6 +189,7 @@ impl Default for MemoryLimit {
             splits: AtomicU64::new(0),
             oom: AtomicBool::new(false),
             evicted: AtomicU64::new(0),
+            streams: AtomicU64::new(0),
         }
     }
 }
@@ -264,6 +271,31 @@ impl MemoryLimit {
         }
     }
 
+    /// Shard `shard` holds `bytes` of replication state.
+    pub fn set_replication(&self, shard: usize, bytes: u64) {
+        self.shares[shard % MAX_SHARDS]
+            .replication
+            .store(bytes, Relaxed);
+    }
+
+    /// The node's streams to other regions keep `bytes` of frames.
+    pub fn set_streams(&self, bytes: u64) {
+        self.streams.store(bytes, Relaxed);
+    }
+
+    /// Replication state the limit does not count (Redis's
+    /// `mem_not_counted_for_evict`, its replication and AOF buffers): a
+    /// region cut off for a while makes the others keep frames for it, and
+    /// that must not evict the dataset.
+    pub fn not_counted(&self) -> u64 {
+        let n = self.shards.load(Relaxed).clamp(1, MAX_SHARDS as u32) as usize;
+        self.shares[..n]
+            .iter()
+            .map(|s| s.replication.load(Relaxed))
+            .sum::<u64>()
+            + self.streams.load(Relaxed)
+    }
+
     /// True while `denyoom` commands must be refused.
     pub fn oom(&self) -> bool {
         self.oom.load(Relaxed)
@@ -274,11 +306,13 @@ impl MemoryLimit {
         self.shards.store(n.clamp(1, MAX_SHARDS) as u32, Relaxed);
     }
 
-    /// The server's measurement: `used` bytes now (the allocator's figure).
-    /// Publishes the excess and decides whether writes are refused: with
+    /// The server's measurement: `used` bytes now (the allocator's figure;
+    /// what [`MemoryLimit::not_counted`] reports is taken off). Publishes
+    /// the excess and decides whether writes are refused: with
     /// `noeviction` as soon as the node is over, otherwise once every
     /// shard found nothing left to evict (Redis's `EVICT_FAIL`).
     pub fn set_used(&self, used: u64) {
+        let used = used.saturating_sub(self.not_counted());
         let max = self.maxmemory();
         let excess = if max == 0 {
             0
@@ -490,6 +524,27 @@ mod tests {
             assert_eq!(Policy::from_u8(p as u8), p);
         }
         assert_eq!(Policy::parse("bogus"), None);
+    }
+
+    #[test]
+    fn replication_state_is_not_counted_against_the_limit() {
+        let m = MemoryLimit::default();
+        m.set_shards(2);
+        m.set_maxmemory(1000);
+        m.set_used(1200);
+        assert!(m.oom(), "noeviction refuses writes while over");
+        m.set_replication(0, 150);
+        m.set_replication(1, 50);
+        m.set_streams(100);
+        assert_eq!(m.not_counted(), 300);
+        m.set_used(1200);
+        assert!(!m.oom(), "a dataset of 900 is under the limit");
+        assert_eq!(m.excess(), 0);
+        m.set_streams(0);
+        m.set_used(1200);
+        assert_eq!(m.excess(), 0);
+        m.set_used(1300);
+        assert_eq!(m.excess(), 100);
     }
 
     #[test]

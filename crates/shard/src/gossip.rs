@@ -157,6 +157,28 @@ impl GossipBuffer {
         self.dirty.drain()
     }
 
+    /// Approximate bytes the buffer holds: its map's slots (each with
+    /// room for a short key's bytes) and the captured parts.
+    pub fn bytes(&self) -> usize {
+        self.dirty.capacity() * (std::mem::size_of::<(Bytes, (Dirty, Written))>() + 32)
+            + self.captured.capacity() * (std::mem::size_of::<Captured>() + 64)
+    }
+
+    /// Gives back what a burst grew the buffer to, once the epochs after
+    /// it change far fewer keys: a load of 200k keys left a 16 MB map
+    /// behind for the node's life (`bench/memory-cluster.sh`). Kept when
+    /// the epochs stay busy (no grow–shrink cycle per epoch).
+    pub fn settle(&mut self, changed: usize) {
+        const KEEP: usize = 1024;
+        let cap = self.dirty.capacity();
+        if cap > KEEP && changed.max(KEEP) * 4 < cap {
+            self.dirty.shrink_to(changed.max(KEEP) * 2);
+        }
+        if self.captured.capacity() > KEEP && self.captured.is_empty() {
+            self.captured = Vec::new();
+        }
+    }
+
     /// Forgets everything (FLUSHALL).
     pub fn clear(&mut self) {
         self.dirty.clear();
@@ -167,5 +189,30 @@ impl GossipBuffer {
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
         self.dirty.retain(|k, _| keep(k));
         self.captured.retain(|c| keep(&c.key));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_s_room_is_given_back_once_the_epochs_are_quiet() {
+        let mut g = GossipBuffer::default();
+        let how = Written {
+            unit: Unit::default(),
+            start_ts: 0,
+        };
+        for i in 0..100_000u32 {
+            g.record(format!("k:{i}").as_bytes(), how);
+        }
+        let big = g.bytes();
+        assert_eq!(g.drain().count(), 100_000);
+        g.settle(100_000);
+        assert_eq!(g.bytes(), big, "kept while the epochs are this busy");
+        g.settle(0);
+        assert!(g.bytes() * 20 < big, "{} of {big} kept", g.bytes());
+        g.record(b"k", how);
+        assert_eq!(g.len(), 1);
     }
 }

@@ -549,6 +549,13 @@ impl Cluster {
         let given_up = boxes.values().map(|o| o.given_up).sum();
         (waiting, given_up, self.gossip_gaps.load(Ordering::Relaxed))
     }
+
+    /// Bytes of the frames this node's streams keep unacknowledged (INFO's
+    /// `mem_not_counted_for_evict`, with the shards' gossip buffers).
+    pub fn gossip_streams_bytes(&self) -> usize {
+        let boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
+        boxes.values().map(|o| o.bytes).sum()
+    }
 }
 
 #[cfg(test)]

@@ -117,15 +117,29 @@ impl Memory {
     }
 
     /// Starts the sampler thread (once the node has started: what is
-    /// allocated then is `used_memory_startup`).
-    pub fn start_sampler(self: &Arc<Self>, shards: usize) -> std::io::Result<()> {
+    /// allocated then is `used_memory_startup`). `streams` measures the
+    /// frames the node keeps for other regions, which the limit does not
+    /// count (with the shards' gossip buffers, which they report).
+    pub fn start_sampler(
+        self: &Arc<Self>,
+        shards: usize,
+        streams: Option<Box<dyn Fn() -> u64 + Send>>,
+    ) -> std::io::Result<()> {
         self.limit.set_shards(shards);
+        // Pages freed after a burst go back to the system within
+        // jemalloc's decay time (10 s) even when nothing allocates after
+        // it, as Redis's `jemalloc-bg-thread yes` (its default) does;
+        // without it a quiet node kept the burst's RSS for good.
+        let _ = tikv_jemalloc_ctl::background_thread::write(true);
         let a = self.sample();
         self.startup.store(a.allocated, Relaxed);
         let me = self.clone();
         std::thread::Builder::new()
             .name("elsa-memory".into())
             .spawn(move || loop {
+                if let Some(bytes) = &streams {
+                    me.limit.set_streams(bytes());
+                }
                 me.sample();
                 std::thread::sleep(if me.limit.maxmemory() > 0 {
                     SAMPLE_LIMITED

@@ -102,7 +102,7 @@ pub fn info_section(mem: &Memory, f: &Figures) -> String {
     );
     let _ = write!(
         t,
-        "allocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:0\r\nmem_allocator:{}\r\n\r\n",
+        "allocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:{}\r\nmem_allocator:{}\r\n\r\n",
         ratio(a.active, a.allocated),
         a.active.saturating_sub(a.allocated),
         ratio(a.resident, a.active),
@@ -111,6 +111,7 @@ pub fn info_section(mem: &Memory, f: &Figures) -> String {
         f.rss as i64 - a.resident as i64,
         ratio(f.rss, f.used()),
         f.rss as i64 - f.used() as i64,
+        limit.not_counted(),
         allocator_name(),
     );
     t

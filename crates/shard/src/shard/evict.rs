@@ -53,8 +53,22 @@ impl Shard {
     pub fn evict_on_tick(&mut self, now_ms: u64) {
         if let Some(limit) = &self.limit {
             limit.set_weight(self.index, self.table.live_len() as u64);
+            limit.set_replication(self.index, self.replication_bytes() as u64);
         }
         self.memory_check(now_ms);
+    }
+
+    /// Approximate bytes of replication state: the gossip buffer and the
+    /// parts of other regions' transactions parked here (INFO's
+    /// `mem_not_counted_for_evict`, with the node's streams).
+    pub fn replication_bytes(&self) -> usize {
+        const ENTRY: usize = std::mem::size_of::<crate::wal::codec::LogEntry>() + 64;
+        let parked: usize = self
+            .parts
+            .iter()
+            .map(|(k, p)| k.len() + ENTRY * (1 + p.pending.len()) + 16 * p.units.len())
+            .sum();
+        self.gossip.bytes() + parked
     }
 
     /// Before a batch: sets the table's access clock and, when this shard

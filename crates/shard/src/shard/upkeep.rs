@@ -182,6 +182,7 @@ impl Shard {
             })
         });
         out.extend(now);
+        self.gossip.settle(out.len());
         self.stats.gossiped += out.len() as u64;
         out
     }
