@@ -480,7 +480,7 @@ impl Conn {
         if is(&args[1], "GET") {
             let mut pairs = crate::info::config_pairs(&self.shared.config);
             pairs.extend(self.shared.tls.settings().pairs());
-            pairs.extend(crate::runtime::pairs(&self.shared));
+            pairs.extend(crate::runtime::params::pairs(&self.shared));
             let hits: Vec<&(String, String)> = pairs
                 .iter()
                 .filter(|(k, _)| {

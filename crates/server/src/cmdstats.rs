@@ -534,13 +534,13 @@ impl Totals {
 }
 
 /// The read API: every command's statistics on this node.
-pub fn snapshot(shared: &crate::node::Shared) -> Vec<CommandStat> {
-    shared.cmdstats.totals().commands()
+pub fn snapshot(stats: &CmdStats) -> Vec<CommandStat> {
+    stats.totals().commands()
 }
 
 /// Error replies by prefix (`ERR`, `WRONGTYPE`…), sorted by prefix.
-pub fn error_stats(shared: &crate::node::Shared) -> Vec<(String, u64)> {
-    let mut v: Vec<(String, u64)> = shared.cmdstats.totals().errors.into_iter().collect();
+pub fn error_stats(stats: &CmdStats) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = stats.totals().errors.into_iter().collect();
     v.sort();
     v
 }

@@ -3,7 +3,6 @@
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use elsa_shard::ShardStats;
 
 use crate::config::Config;
 use crate::conn::Conn;
@@ -74,7 +73,7 @@ impl Conn {
             Ok(s) => s,
             Err(e) => return self.w().error(&e.to_string()),
         };
-        let total = sum(&stats);
+        let total = crate::info_sections::sum(&stats);
         let sh = &self.shared;
         let c = &sh.config;
         let mut t = String::new();
@@ -139,30 +138,4 @@ impl Conn {
         }
         self.w().verbatim(&t);
     }
-}
-
-pub(crate) fn sum(stats: &[ShardStats]) -> ShardStats {
-    let mut t = ShardStats::default();
-    for s in stats {
-        t.records += s.records;
-        t.live += s.live;
-        t.expires += s.expires;
-        t.memory += s.memory;
-        t.ops += s.ops;
-        t.inbox_messages += s.inbox_messages;
-        t.commits += s.commits;
-        t.conflicts += s.conflicts;
-        t.busy += s.busy;
-        t.expired += s.expired;
-        t.gc_visited += s.gc_visited;
-        t.history += s.history;
-        t.gossiped += s.gossiped;
-        t.parts_waiting += s.parts_waiting;
-        t.parts_alone += s.parts_alone;
-        t.refused_stale += s.refused_stale;
-        t.installs_superseded += s.installs_superseded;
-        t.keyspace_hits += s.keyspace_hits;
-        t.keyspace_misses += s.keyspace_misses;
-    }
-    t
 }

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use elsa_shard::ShardStats;
 
 use crate::cmdstats::{Totals, TxnKind, TxnOutcome};
-use crate::node::Shared;
+use crate::state::Shared;
 
 /// Which sections an INFO asked for, as Redis 7 reads its arguments:
 /// none is `default`; `all` is every section, `everything` too (Elsa has
@@ -190,7 +190,7 @@ pub struct ShardCounters {
 
 impl ShardCounters {
     pub fn of(sh: &Shared, stats: &[ShardStats]) -> ShardCounters {
-        let now = crate::runtime::ShardBaseline::of(stats);
+        let now = crate::runtime::ShardBaseline::of(&sum(stats));
         let b = sh
             .runtime
             .shard_baseline
@@ -405,4 +405,31 @@ pub fn regions(t: &mut String, sh: &Shared) {
         );
     }
     t.push_str("\r\n");
+}
+
+/// The shards' statistics added up.
+pub(crate) fn sum(stats: &[ShardStats]) -> ShardStats {
+    let mut t = ShardStats::default();
+    for s in stats {
+        t.records += s.records;
+        t.live += s.live;
+        t.expires += s.expires;
+        t.memory += s.memory;
+        t.ops += s.ops;
+        t.inbox_messages += s.inbox_messages;
+        t.commits += s.commits;
+        t.conflicts += s.conflicts;
+        t.busy += s.busy;
+        t.expired += s.expired;
+        t.gc_visited += s.gc_visited;
+        t.history += s.history;
+        t.gossiped += s.gossiped;
+        t.parts_waiting += s.parts_waiting;
+        t.parts_alone += s.parts_alone;
+        t.refused_stale += s.refused_stale;
+        t.installs_superseded += s.installs_superseded;
+        t.keyspace_hits += s.keyspace_hits;
+        t.keyspace_misses += s.keyspace_misses;
+    }
+    t
 }

@@ -52,6 +52,7 @@ pub mod runtime;
 mod script;
 mod session;
 pub mod slowlog;
+pub mod state;
 pub mod tls;
 pub mod tracking;
 mod txn_keyspace;
@@ -66,7 +67,7 @@ pub use script::fuzzing as script_fuzzing;
 pub const REDIS_COMPAT_VERSION: &str = "7.0.0";
 
 /// Resolves the configuration and runs a node until SIGINT/SIGTERM.
-pub fn run(args: config::ServerArgs) -> Result<(), node::StartError> {
+pub fn run(args: config::ServerArgs) -> Result<(), state::StartError> {
     let config = config::Config::resolve(&args)?;
     node::run(config)
 }

@@ -18,66 +18,13 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::config::Config;
 use crate::conn::Conn;
-use crate::persistence::Persistence;
+use crate::state::{Shared, StartError};
 
-/// State every connection of the node shares.
-pub struct Shared {
-    /// The resolved configuration.
-    pub config: Config,
-    /// When the node started.
-    pub started: Instant,
-    /// Connected clients now.
-    pub clients: AtomicUsize,
-    /// Connections accepted since start.
-    pub total_connections: AtomicU64,
-    /// Commands processed since start.
-    pub total_commands: AtomicU64,
-    /// Connections refused by `maxclients`.
-    pub rejected: AtomicU64,
-    /// Connections moved to the worker keeping their keys (`crate::conn`,
-    /// *Moving to the keys' worker*; INFO transactions' `clients_moved`).
-    pub clients_moved: AtomicU64,
-    /// Next CLIENT ID.
-    pub next_client_id: AtomicU64,
-    /// Snapshots and recovery.
-    pub persistence: Arc<Persistence>,
-    /// The replication service, when the node has peers.
-    pub cluster: Option<Arc<elsa_cluster::Cluster>>,
-    /// Rung when a client of this node wrote a list or a sorted set:
-    /// clients blocked in BLPOP, BZPOPMIN and their relatives try again
-    /// (`conn::blocking`).
-    pub pushes: tokio::sync::Notify,
-    /// Pub/sub subscriptions of this node's connections.
-    pub pubsub: Arc<crate::pubsub::Registry>,
-    /// CLIENT TRACKING's tables; every shard tells it of its changes.
-    pub tracking: Arc<crate::tracking::Tracking>,
-    /// Lua scripting: the script cache, the script threads and the scripts
-    /// running now (`crate::script`).
-    pub scripts: crate::script::Scripts,
-    /// ACL users and log (`crate::acl`).
-    pub acl: Arc<crate::acl::Acl>,
-    /// Client TLS: its settings and the configuration new TLS connections
-    /// get (`CONFIG SET tls-*` swaps it).
-    pub tls: crate::tls::Tls,
-    /// Introspection (`crate::cmdstats`, `crate::slowlog`, `crate::latency`,
-    /// `crate::runtime`, `crate::rates`): command statistics per worker,
-    /// the slow log, the latency monitor, runtime settings, sampled rates.
-    pub cmdstats: crate::cmdstats::CmdStats,
-    pub slowlog: crate::slowlog::SlowLog,
-    pub latency: crate::latency::Latency,
-    pub runtime: crate::runtime::Runtime,
-    pub rates: crate::rates::Rates,
-    /// Memory use, `maxmemory` and eviction (`crate::memory`).
-    pub memory: Arc<crate::memory::Memory>,
-    /// Every connection (CLIENT LIST/KILL, MONITOR, CLIENT PAUSE,
-    /// SHUTDOWN's request: `crate::clients`).
-    pub conns: Arc<crate::clients::Registry>,
-    /// Each worker's queue of connections, for a connection that moves to
-    /// the worker serving its keys (`crate::conn`, *Moving to the keys'
-    /// worker*). Weak: the acceptor's senders alone keep the workers
-    /// running, so dropping them still ends every worker at shutdown.
-    pub(crate) workers: std::sync::OnceLock<Vec<mpsc::WeakUnboundedSender<Incoming>>>,
-}
+/// Each worker's queue of connections, for a connection that moves to
+/// the worker serving its keys (`crate::conn`, *Moving to the keys'
+/// worker*). Weak: the acceptor's senders alone keep the workers running,
+/// so dropping them still ends every worker at shutdown.
+type Queues = Arc<std::sync::OnceLock<Vec<mpsc::WeakUnboundedSender<Incoming>>>>;
 
 /// What reaches a worker: a socket just accepted, with the TLS
 /// configuration it must be served with (none on the plaintext port) and
@@ -87,33 +34,6 @@ pub struct Shared {
 pub(crate) enum Incoming {
     Accepted(std::net::TcpStream, Option<Arc<rustls::ServerConfig>>, bool),
     Moved(Box<crate::conn::Parcel>),
-}
-
-/// Why a node could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-    #[error("ACL: {0}")]
-    Acl(String),
-    #[error("cannot create data dir {0}: {1}")]
-    DataDir(String, std::io::Error),
-    #[error("cannot listen on {0}: {1}")]
-    Listen(String, std::io::Error),
-    #[error("cannot start worker thread: {0}")]
-    Thread(std::io::Error),
-    #[error("runtime: {0}")]
-    Runtime(std::io::Error),
-    #[error("recovery failed: {0}")]
-    Recover(#[from] elsa_shard::wal::files::RecoverError),
-    #[error("cannot open a log segment in {0}: {1}")]
-    Segment(String, std::io::Error),
-    #[error("cannot listen for peers on {0}: {1}")]
-    Peer(String, std::io::Error),
-    #[error("TLS: {0}")]
-    Tls(String),
-    #[error("port and tls-port are both 0: nothing to listen on")]
-    NoListener,
 }
 
 fn listen(addr: std::net::SocketAddr) -> Result<StdListener, StartError> {
@@ -243,9 +163,16 @@ pub fn run(config: Config) -> Result<(), StartError> {
         rates: Default::default(),
         memory: memory.clone(),
         conns: Arc::default(),
-        workers: std::sync::OnceLock::new(),
     });
-    crate::rates::start_sampler(&shared);
+    crate::rates::start_sampler(Arc::downgrade(&shared), |s| {
+        let net = s.cmdstats.net_raw();
+        let counters = crate::rates::Counters {
+            commands: s.total_commands.load(Ordering::Relaxed),
+            input: net.input,
+            output: net.output,
+        };
+        (&s.rates, counters)
+    });
     let streams = shared
         .cluster
         .clone()
@@ -254,6 +181,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         .start_sampler(workers, streams)
         .map_err(StartError::Thread)?;
 
+    let queues: Queues = Arc::default();
     let mut conn_txs = Vec::with_capacity(workers);
     let mut threads = Vec::with_capacity(workers);
     for ((index, inbox), shard) in inbox_rxs.into_iter().enumerate().zip(shards) {
@@ -261,17 +189,18 @@ pub fn run(config: Config) -> Result<(), StartError> {
         conn_txs.push(conn_tx);
         let node = node.clone();
         let shared = shared.clone();
+        let queues = queues.clone();
         let t = std::thread::Builder::new()
             .name(format!("elsa-shard-{index}"))
             .spawn(move || {
                 crate::memory::own_arena();
-                worker(index, shard, inbox, conn_rx, node, shared)
+                worker(index, shard, inbox, conn_rx, node, shared, queues)
             })
             .map_err(StartError::Thread)?;
         threads.push(t);
     }
 
-    let _ = shared.workers.set(
+    let _ = queues.set(
         conn_txs
             .iter()
             .map(mpsc::UnboundedSender::downgrade)
@@ -663,6 +592,7 @@ fn worker(
     mut conns: mpsc::UnboundedReceiver<Incoming>,
     node: Arc<NodeContext>,
     shared: Arc<Shared>,
+    queues: Queues,
 ) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -763,10 +693,10 @@ fn worker(
             let (std_stream, tls, own_port) = match incoming {
                 Incoming::Accepted(stream, tls, own_port) => (stream, tls, own_port),
                 Incoming::Moved(parcel) => {
-                    let (coord, shared) = (coord.clone(), shared.clone());
+                    let (coord, shared, queues) = (coord.clone(), shared.clone(), queues.clone());
                     tokio::task::spawn_local(async move {
                         if let Some(conn) = Conn::from_parcel(*parcel, coord, shared.clone()) {
-                            serve_counted(conn, &shared).await;
+                            serve_counted(conn, &shared, &queues).await;
                         } else {
                             shared.clients.fetch_sub(1, Ordering::Relaxed);
                         }
@@ -781,6 +711,7 @@ fn worker(
             };
             let coord = coord.clone();
             let shared = shared.clone();
+            let queues = queues.clone();
             // (Counted by the acceptor.)
             tokio::task::spawn_local(async move {
                 let stream = match tls {
@@ -805,7 +736,7 @@ fn worker(
                             // are this worker's.
                             conn.stay();
                         }
-                        serve_counted(conn, &shared).await
+                        serve_counted(conn, &shared, &queues).await
                     }
                     Err(_) => {
                         shared.clients.fetch_sub(1, Ordering::Relaxed);
@@ -820,14 +751,13 @@ fn worker(
 /// Serves a connection until it ends, then uncounts it; or until it moves
 /// to another worker, which counts it from then on (uncounted here if that
 /// worker is gone: the node is shutting down).
-async fn serve_counted(conn: Conn, shared: &Shared) {
+async fn serve_counted(conn: Conn, shared: &Shared, queues: &Queues) {
     let Some(parcel) = conn.serve().await else {
         shared.clients.fetch_sub(1, Ordering::Relaxed);
         return;
     };
     let to = parcel.to;
-    let sender = shared
-        .workers
+    let sender = queues
         .get()
         .and_then(|w| w.get(to))
         .and_then(mpsc::WeakUnboundedSender::upgrade);

@@ -8,10 +8,8 @@
 //! thread costs nothing per command. It ends when the node does.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 use std::time::{Duration, Instant};
-
-use crate::node::Shared;
 
 /// Samples averaged (Redis's `STATS_METRIC_SAMPLES`).
 const SAMPLES: usize = 16;
@@ -67,19 +65,27 @@ impl Metric {
     }
 }
 
-/// Starts the sampler of a node's rates.
-pub fn start_sampler(shared: &Arc<Shared>) {
-    let weak: Weak<Shared> = Arc::downgrade(shared);
+/// The counters the rates are sampled from: commands processed, and bytes
+/// read and written.
+pub struct Counters {
+    pub commands: u64,
+    pub input: u64,
+    pub output: u64,
+}
+
+/// Starts the sampler of a node's rates: `read` gives the rates to set and
+/// the counters now, until the state is gone.
+pub fn start_sampler<S: Send + Sync + 'static>(state: Weak<S>, read: fn(&S) -> (&Rates, Counters)) {
     let _ = std::thread::Builder::new()
         .name("elsa-rates".into())
         .spawn(move || {
-            let (mut ops, mut input, mut output) = match weak.upgrade() {
+            let (mut ops, mut input, mut output) = match state.upgrade() {
                 Some(s) => {
-                    let net = s.cmdstats.net_raw();
+                    let (_, c) = read(&s);
                     (
-                        Metric::new(s.total_commands.load(Relaxed)),
-                        Metric::new(net.input),
-                        Metric::new(net.output),
+                        Metric::new(c.commands),
+                        Metric::new(c.input),
+                        Metric::new(c.output),
                     )
                 }
                 None => return,
@@ -87,18 +93,18 @@ pub fn start_sampler(shared: &Arc<Shared>) {
             let mut last = Instant::now();
             loop {
                 std::thread::sleep(PERIOD);
-                let Some(s) = weak.upgrade() else {
+                let Some(s) = state.upgrade() else {
                     return;
                 };
                 let secs = last.elapsed().as_secs_f64().max(1e-3);
                 last = Instant::now();
-                let net = s.cmdstats.net_raw();
-                let o = ops.sample(s.total_commands.load(Relaxed), secs);
-                let i = input.sample(net.input, secs) / 1024.0;
-                let w = output.sample(net.output, secs) / 1024.0;
-                s.rates.ops_per_sec.store(o.to_bits(), Relaxed);
-                s.rates.input_kbps.store(i.to_bits(), Relaxed);
-                s.rates.output_kbps.store(w.to_bits(), Relaxed);
+                let (rates, c) = read(&s);
+                let o = ops.sample(c.commands, secs);
+                let i = input.sample(c.input, secs) / 1024.0;
+                let w = output.sample(c.output, secs) / 1024.0;
+                rates.ops_per_sec.store(o.to_bits(), Relaxed);
+                rates.input_kbps.store(i.to_bits(), Relaxed);
+                rates.output_kbps.store(w.to_bits(), Relaxed);
             }
         });
 }

@@ -16,8 +16,8 @@ use elsa_shard::{KeyHasher, Shard, Unit};
 use elsa_txn::record::{is_record_key, Outcome};
 
 use crate::config::Config;
-use crate::node::StartError;
 use crate::persistence::Persistence;
+use crate::state::StartError;
 
 /// What recovery gives the node.
 pub(crate) struct Recovered {

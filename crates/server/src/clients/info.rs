@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 use super::flag;
-use crate::node::Shared;
+use crate::state::Shared;
 
 /// The section's text, blank line included.
 pub(crate) fn section(sh: &Shared) -> String {

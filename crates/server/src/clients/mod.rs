@@ -22,6 +22,7 @@
 pub(crate) mod command;
 pub(crate) mod info;
 pub(crate) mod list;
+pub(crate) mod local;
 pub(crate) mod monitor;
 pub(crate) mod pause;
 pub(crate) mod shutdown;

@@ -15,7 +15,6 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::cmd;
-use crate::conn::Conn;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Mode {
@@ -67,7 +66,7 @@ impl Pause {
     }
 
     /// The pause's end if a command of this kind must wait now.
-    fn holds(&self, pauses_on_write: bool) -> Option<Instant> {
+    pub(crate) fn holds(&self, pauses_on_write: bool) -> Option<Instant> {
         let p = *self.until.lock().unwrap_or_else(|e| e.into_inner());
         match p {
             Some((end, mode)) if end > Instant::now() => {
@@ -113,32 +112,5 @@ impl Pause {
         }
         let is_exec = args.first().is_some_and(|n| cmd::is(n, "exec"));
         is_exec && queued.is_some_and(|q| q.iter().any(|a| writes(a)))
-    }
-}
-
-impl Conn {
-    /// Waits while CLIENT PAUSE holds this command, shown meanwhile as
-    /// Redis shows a postponed client: flag `b`, counted in
-    /// `blocked_clients` (not in the timeout table), `cmd` the command.
-    /// False when the connection was killed meanwhile.
-    pub(crate) async fn wait_paused(&mut self, args: &[Bytes], may_write: bool) -> bool {
-        let registry = self.shared.conns.clone();
-        if registry.pause.holds(may_write).is_none() {
-            return true;
-        }
-        self.publish_client(args);
-        let entry = self.client.client.clone();
-        let _blocked = self.client.block(false, false);
-        loop {
-            tokio::select! {
-                _ = registry.pause.wait(may_write) => return true,
-                _ = entry.woken() => {
-                    if entry.is_killed() {
-                        self.s.closing = true;
-                        return false;
-                    }
-                }
-            }
-        }
     }
 }

@@ -272,7 +272,7 @@ const COMMAND_BOUNDS_US: [u64; 16] = [
 /// Per command (Redis's names, `client|list`): calls, time, refused and
 /// failed calls, and latency — INFO's `# Commandstats`.
 fn commands(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
-    let stats = crate::cmdstats::snapshot(&v.shared);
+    let stats = crate::cmdstats::snapshot(&v.shared.cmdstats);
     let cmd = |s: &crate::cmdstats::CommandStat| vec![("cmd", s.name.to_string())];
     counters(
         enc,

@@ -31,7 +31,7 @@ use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
-use crate::node::{Shared, StartError};
+use crate::state::{Shared, StartError};
 
 /// The status page: plain HTML, CSS and JS, no build step, no CDN.
 const STATUS_HTML: &str = include_str!("status.html");

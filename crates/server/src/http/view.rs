@@ -10,7 +10,7 @@ use elsa_cluster::service::PeerInfo;
 use elsa_shard::{AdminMsg, ShardMsg, ShardStats};
 use elsa_txn::{Coordinator, TxnError};
 
-use crate::node::Shared;
+use crate::state::Shared;
 
 /// The node as one scrape saw it.
 pub(crate) struct NodeView {
@@ -103,7 +103,7 @@ pub(crate) async fn read(
             row.1 += expires;
         }
     }
-    let total = crate::info::sum(&shards);
+    let total = crate::info_sections::sum(&shards);
     let c = &shared.config;
     Ok(NodeView {
         shared: shared.clone(),

@@ -222,27 +222,6 @@ pub fn human(n: u64) -> String {
     }
 }
 
-/// A redis.conf memory value (`100mb`, `1gb`, `4096`): Redis's `memtoull`,
-/// for `maxmemory`, the client limits and the pubsub output limit.
-pub fn parse_memory(s: &str) -> Option<u64> {
-    let lower = s.to_ascii_lowercase();
-    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit: u64 = match &lower[digits.len()..] {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<u64>().ok()?.checked_mul(unit)
-}
-
 /// A parsed memory setting, ready to apply.
 enum Setting {
     Maxmemory(u64),
@@ -267,7 +246,8 @@ fn parse_setting(key: &str, value: &str) -> Result<Setting, String> {
     const INT_MAX: i64 = i32::MAX as i64;
     Ok(match key {
         "maxmemory" => Setting::Maxmemory(
-            parse_memory(value).ok_or_else(|| "argument must be a memory value".to_string())?,
+            crate::config::parse_memory(value)
+                .ok_or_else(|| "argument must be a memory value".to_string())?,
         ),
         "maxmemory-policy" => Setting::Policy(Policy::parse(value).ok_or_else(|| {
             let names: Vec<&str> = Policy::ALL.iter().map(|p| p.name()).collect();
@@ -284,24 +264,28 @@ fn parse_setting(key: &str, value: &str) -> Result<Setting, String> {
 }
 
 /// A memory setting of CONFIG SET (`crate::runtime::PARAMS`): checked
-/// now, applied with the other pairs, then memory measured again at once
-/// so the next command already meets the new limit.
-pub(crate) fn config_change(
-    key: &'static str,
-    value: &str,
-) -> Result<crate::runtime::Change, String> {
-    let setting = parse_setting(key, value)?;
-    Ok(Box::new(move |shared: &crate::node::Shared| {
-        let limit = &shared.memory.limit;
-        match setting {
+/// when parsed, applied with the other pairs ([`MemoryChange::apply`]).
+pub struct MemoryChange(Setting);
+
+impl MemoryChange {
+    /// Parses `value` for the setting `key`, with Redis's errors.
+    pub fn parse(key: &str, value: &str) -> Result<MemoryChange, String> {
+        parse_setting(key, value).map(MemoryChange)
+    }
+
+    /// Applies it, then measures memory again at once so the next command
+    /// already meets the new limit.
+    pub fn apply(self, memory: &Memory) {
+        let limit = &memory.limit;
+        match self.0 {
             Setting::Maxmemory(v) => limit.set_maxmemory(v),
             Setting::Policy(p) => limit.set_policy(p),
             Setting::Samples(n) => limit.set_samples(n),
             Setting::LogFactor(n) => limit.set_lfu_log_factor(n),
             Setting::DecayTime(n) => limit.set_lfu_decay_time(n),
         }
-        shared.memory.sample();
-    }))
+        memory.sample();
+    }
 }
 
 /// Gives the calling thread a jemalloc arena of its own: each shard's
@@ -358,17 +342,6 @@ mod tests {
         assert_eq!(human(1024), "1.00K");
         assert_eq!(human(1536 * 1024), "1.50M");
         assert_eq!(human(3 << 30), "3.00G");
-    }
-
-    #[test]
-    fn memory_values_parse_like_memtoull() {
-        assert_eq!(parse_memory("100"), Some(100));
-        assert_eq!(parse_memory("1kb"), Some(1024));
-        assert_eq!(parse_memory("1K"), Some(1000));
-        assert_eq!(parse_memory("2GB"), Some(2 << 30));
-        for bad in ["", "-1", "x", "1xb", "mb"] {
-            assert_eq!(parse_memory(bad), None, "{bad}");
-        }
     }
 
     #[test]

@@ -66,7 +66,7 @@ impl std::fmt::Display for Limit {
 /// A redis.conf memory size: `1gb`, `64k`, `100` (`crate::memory`'s
 /// parser, Redis's `memtoull`).
 fn memory(s: &str) -> Option<usize> {
-    crate::memory::parse_memory(s).and_then(|n| usize::try_from(n).ok())
+    crate::config::parse_memory(s).and_then(|n| usize::try_from(n).ok())
 }
 
 /// One message for one subscriber.

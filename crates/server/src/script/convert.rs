@@ -251,13 +251,16 @@ pub enum Stopped {
     Killed,
 }
 
+/// The text a killed script fails with.
+pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
+
 impl Stopped {
     /// The error reply for it.
     pub fn text(&self) -> &'static str {
         match self {
             Stopped::TooLarge => TOO_LARGE,
             Stopped::HoldsItself => HOLDS_ITSELF,
-            Stopped::Killed => super::lua::KILLED,
+            Stopped::Killed => KILLED,
         }
     }
 }

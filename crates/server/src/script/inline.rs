@@ -41,8 +41,8 @@ use elsa_txn::Txn;
 use super::convert::{self, Reply};
 use crate::cmd::{self, Kind};
 use crate::conn::{data_cmd_in, run_in_txn, write_shaped};
-use crate::node::Shared;
 use crate::resp::ReplyWriter;
+use crate::state::Shared;
 
 /// The script's transaction while the script runs: here, or taken by the
 /// connection for a call it serves (the script thread waits then).

@@ -30,7 +30,7 @@ use bytes::Bytes;
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 
 use super::cache::{sha1hex, ScriptCache};
-use super::convert::{self, err_table, Reply};
+use super::convert::{self, err_table, Reply, KILLED};
 use super::RunCtl;
 
 /// Instructions between two checks for SCRIPT KILL (Redis checks every
@@ -46,9 +46,6 @@ const BYTECODE_REFUSED: &str =
 /// Most memory one script thread's Lua state may hold (scripts, their
 /// tables and strings); past it an allocation fails as "not enough memory".
 const STATE_MEMORY_LIMIT: usize = 1 << 30;
-
-/// The text a killed script fails with.
-pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 
 /// Work for a script thread.
 pub enum Job {

@@ -30,7 +30,7 @@ use super::lua::{Event, Job, Outcome, Run};
 use super::{allowed_in_script, RunCtl};
 use crate::cmd::{self, Control, DataCmd, Kind};
 use crate::conn::{run_in_txn, write_shaped, Conn};
-use crate::node::Shared;
+use crate::state::Shared;
 
 /// Most runs of one script (or EXEC) that lose to concurrent commits
 /// before the client gets the CONFLICT. With the backoff (past 32 quick

@@ -10,8 +10,8 @@
 //! transaction finally answers `-CONFLICT … nothing was written`.
 //!
 //! So such a step is recorded here as an [`Effect`], in order, and taken
-//! after the commit succeeded ([`Conn::take_effects`]) or dropped with the
-//! attempt ([`Conn::drop_effects`]). A script's PUBLISH answers at the call
+//! after the commit succeeded (`Conn::take_effects`, `apply`) or dropped with the
+//! attempt (`Conn::drop_effects`). A script's PUBLISH answers at the call
 //! how many subscribers would receive it then; a queued command answers in
 //! its slot of the EXEC array when it runs (`crate::script::exec`).
 //!
@@ -22,8 +22,9 @@
 use bytes::Bytes;
 
 use crate::cmd::{is, Control};
-use crate::conn::Conn;
 use crate::pubsub::Space;
+
+mod apply;
 
 /// One deferred step of a transaction, taken once it commits.
 pub(crate) enum Effect {
@@ -80,63 +81,4 @@ pub(crate) fn runs_in_attempt(c: Control, args: &[Bytes]) -> bool {
 /// queued before it and before those queued after it, as in Redis.
 pub(crate) fn splits_exec(c: Control) -> bool {
     matches!(c, Control::Flushall | Control::Flushdb | Control::Swapdb)
-}
-
-impl Conn {
-    /// PUBLISH / SPUBLISH inside a script: answers how many subscribers
-    /// would receive the message now, and sends it once the script's
-    /// transaction commits.
-    pub(crate) fn defer_publish(&mut self, c: Control, args: &[Bytes]) {
-        let space = match c {
-            Control::Spublish => Space::Shard,
-            _ => Space::Plain,
-        };
-        let receivers = self.shared.pubsub.receivers(space, &args[1]);
-        self.s.effects.push(Effect::Publish {
-            space,
-            channel: args[1].clone(),
-            payload: args[2].clone(),
-        });
-        self.w().int(receivers as i64);
-    }
-
-    /// Forgets the effects recorded since `mark` (an attempt that lost, a
-    /// script that failed, a transaction aborted).
-    pub(crate) fn drop_effects(&mut self, mark: usize) {
-        self.s.effects.truncate(mark);
-    }
-
-    /// The transaction committed: takes the effects recorded since `mark`,
-    /// in order. Deferred queued commands are run and answered at the end
-    /// of the output; each answers where its reply went, by slot.
-    pub(crate) async fn take_effects(
-        &mut self,
-        mark: usize,
-    ) -> Vec<(usize, std::ops::Range<usize>)> {
-        if self.s.effects.len() <= mark {
-            return Vec::new();
-        }
-        let effects = self.s.effects.split_off(mark);
-        let db = self.s.db;
-        let mut answered = Vec::new();
-        for e in effects {
-            match e {
-                Effect::Publish {
-                    space,
-                    channel,
-                    payload,
-                } => {
-                    self.publish_now(space, &channel, &payload);
-                }
-                Effect::Queued { slot, c, args, db } => {
-                    self.s.db = db;
-                    let start = self.out.len();
-                    Box::pin(self.run_queued(c, &args)).await;
-                    answered.push((slot, start..self.out.len()));
-                }
-            }
-        }
-        self.s.db = db;
-        answered
-    }
 }

@@ -1,7 +1,5 @@
-//! Runtime configuration: the parameters CONFIG SET changes while the node
-//! runs, each read by the code it governs from an atomic (or, off the hot
-//! path, a mutex), and CONFIG SET's all-or-nothing application, with Redis
-//! 7.0's errors (`config.c`: `configSetCommand`).
+//! CONFIG SET's parameters and its all-or-nothing application, with Redis
+//! 7.0's errors (`config.c`: `configSetCommand`), and CONFIG REWRITE.
 //!
 //! Adding a parameter: one [`Param`] row in [`PARAMS`] — its name, a
 //! `check` that parses the value into a [`Change`] (or Redis's error text)
@@ -9,99 +7,12 @@
 //! several pairs checks every value first and applies only when all are
 //! good, so no pair is applied alone.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
 
-use crate::node::Shared;
-
-/// The introspection settings as the configuration gave them at startup.
-#[derive(Debug, Clone)]
-pub struct Startup {
-    pub slowlog_log_slower_than: i64,
-    pub slowlog_max_len: u64,
-    pub latency_monitor_threshold: u64,
-    pub latency_tracking: bool,
-    pub latency_tracking_info_percentiles: Vec<f64>,
-}
-
-/// The runtime-changeable settings not owned by another module (the slow
-/// log and the latency monitor keep their own thresholds).
-pub struct Runtime {
-    /// INFO latencystats on (`latency-tracking`).
-    pub latency_tracking: AtomicBool,
-    /// Its percentiles (`latency-tracking-info-percentiles`), read by INFO.
-    pub percentiles: Mutex<Vec<f64>>,
-    /// The shards' counters at the last CONFIG RESETSTAT (INFO subtracts
-    /// them: a shard's counters are its own thread's to write).
-    pub shard_baseline: Mutex<ShardBaseline>,
-    /// Client limits CONFIG SET changes (the configuration's values at
-    /// start): read where they apply, one relaxed load each.
-    pub maxclients: AtomicUsize,
-    pub proto_max_bulk_len: AtomicUsize,
-    pub query_buffer_limit: AtomicUsize,
-    /// `client-output-buffer-limit`'s normal class: hard, soft (bytes),
-    /// soft seconds.
-    pub output_hard: AtomicUsize,
-    pub output_soft: AtomicUsize,
-    pub output_soft_secs: AtomicU64,
-    /// Its pubsub class, given to each new subscriber's queue.
-    pub pubsub_output: Mutex<crate::pubsub::Limit>,
-    /// `requirepass` as last set (the default user's password lives in
-    /// the ACL table; this is what CONFIG GET answers).
-    pub requirepass: Mutex<String>,
-}
-
-/// Shard counters CONFIG RESETSTAT zeroes, as they were when it ran.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ShardBaseline {
-    pub keyspace_hits: u64,
-    pub keyspace_misses: u64,
-    pub expired: u64,
-}
-
-impl ShardBaseline {
-    pub fn of(stats: &[elsa_shard::ShardStats]) -> ShardBaseline {
-        let t = crate::info::sum(stats);
-        ShardBaseline {
-            keyspace_hits: t.keyspace_hits,
-            keyspace_misses: t.keyspace_misses,
-            expired: t.expired,
-        }
-    }
-}
-
-impl Runtime {
-    pub fn new(c: &crate::config::Config) -> Runtime {
-        let s = &c.introspection;
-        Runtime {
-            latency_tracking: AtomicBool::new(s.latency_tracking),
-            percentiles: Mutex::new(s.latency_tracking_info_percentiles.clone()),
-            shard_baseline: Mutex::new(ShardBaseline::default()),
-            maxclients: AtomicUsize::new(c.maxclients),
-            proto_max_bulk_len: AtomicUsize::new(c.proto_max_bulk_len),
-            query_buffer_limit: AtomicUsize::new(c.client_query_buffer_limit),
-            output_hard: AtomicUsize::new(c.client_output_buffer_limit),
-            output_soft: AtomicUsize::new(c.client_output_soft_limit),
-            output_soft_secs: AtomicU64::new(c.client_output_soft_secs),
-            pubsub_output: Mutex::new(c.pubsub_output_limit),
-            requirepass: Mutex::new(c.requirepass.clone().unwrap_or_default()),
-        }
-    }
-
-    /// The pubsub class of `client-output-buffer-limit`.
-    pub fn pubsub_output(&self) -> crate::pubsub::Limit {
-        *self.pubsub_output.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn percentiles(&self) -> Vec<f64> {
-        self.percentiles
-            .lock()
-            .map(|p| p.clone())
-            .unwrap_or_default()
-    }
-}
+use super::trim_double;
+use crate::state::Shared;
 
 /// A checked value, applied once every pair of the CONFIG SET is good.
 pub type Change = Box<dyn FnOnce(&Shared) + Send>;
@@ -156,7 +67,7 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "latency-tracking-info-percentiles",
         check: |v| {
-            let p = parse_percentiles(v)?;
+            let p = crate::config::parse_percentiles(v)?;
             Ok(Box::new(move |s| {
                 if let Ok(mut cur) = s.runtime.percentiles.lock() {
                     *cur = p;
@@ -306,27 +217,27 @@ pub static PARAMS: &[Param] = &[
     // The memory limit (`crate::memory`).
     Param {
         name: "maxmemory",
-        check: |v| crate::memory::config_change("maxmemory", v),
+        check: |v| memory_change("maxmemory", v),
         get: |s| s.memory.limit.maxmemory().to_string(),
     },
     Param {
         name: "maxmemory-policy",
-        check: |v| crate::memory::config_change("maxmemory-policy", v),
+        check: |v| memory_change("maxmemory-policy", v),
         get: |s| s.memory.limit.policy().name().to_string(),
     },
     Param {
         name: "maxmemory-samples",
-        check: |v| crate::memory::config_change("maxmemory-samples", v),
+        check: |v| memory_change("maxmemory-samples", v),
         get: |s| s.memory.limit.samples().to_string(),
     },
     Param {
         name: "lfu-log-factor",
-        check: |v| crate::memory::config_change("lfu-log-factor", v),
+        check: |v| memory_change("lfu-log-factor", v),
         get: |s| s.memory.limit.lfu_log_factor().to_string(),
     },
     Param {
         name: "lfu-decay-time",
-        check: |v| crate::memory::config_change("lfu-decay-time", v),
+        check: |v| memory_change("lfu-decay-time", v),
         get: |s| s.memory.limit.lfu_decay_time().to_string(),
     },
 ];
@@ -513,7 +424,7 @@ fn output_classes(v: &str) -> Result<Vec<(OutputClass, crate::pubsub::Limit)>, S
 /// A memory size as redis.conf spells it (`2mb`, `4096`) of at least 1mb,
 /// as Redis's `proto-max-bulk-len` and `client-query-buffer-limit` take.
 fn at_least_1mb(v: &str) -> Result<usize, String> {
-    let n = crate::memory::parse_memory(v)
+    let n = crate::config::parse_memory(v)
         .and_then(|n| usize::try_from(n).ok())
         .ok_or_else(|| "argument must be a memory value".to_string())?;
     if n < 1024 * 1024 {
@@ -550,34 +461,10 @@ fn yes_no_text(b: bool) -> String {
     if b { "yes" } else { "no" }.into()
 }
 
-/// `latency-tracking-info-percentiles`: numbers between 0 and 100
-/// separated by spaces ("" = none), with Redis's errors.
-pub fn parse_percentiles(v: &str) -> Result<Vec<f64>, String> {
-    v.split(' ')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let x: f64 = p
-                .parse()
-                .ok()
-                .filter(|x: &f64| x.is_finite())
-                .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
-            if !(0.0..=100.0).contains(&x) {
-                return Err(
-                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
-                        .to_string(),
-                );
-            }
-            Ok(x)
-        })
-        .collect()
-}
-
-/// A double as Redis prints one in CONFIG GET and INFO (`%f` with its
-/// trailing zeros and point trimmed: 99.9, 50).
-pub fn trim_double(x: f64) -> String {
-    let s = format!("{x:.6}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    s.to_string()
+/// A memory setting's change (`crate::memory::MemoryChange`).
+fn memory_change(key: &str, v: &str) -> Result<Change, String> {
+    let c = crate::memory::MemoryChange::parse(key, v)?;
+    Ok(Box::new(move |s| c.apply(&s.memory)))
 }
 
 #[cfg(test)]
@@ -595,10 +482,6 @@ mod tests {
             long_long("x", 0, 5).unwrap_err(),
             "argument couldn't be parsed into an integer"
         );
-        assert_eq!(parse_percentiles("50 99 99.9"), Ok(vec![50.0, 99.0, 99.9]));
-        assert_eq!(parse_percentiles(""), Ok(vec![]));
-        assert!(parse_percentiles("101").is_err());
-        assert!(parse_percentiles("abc").is_err());
         assert_eq!(trim_double(99.9), "99.9");
         assert_eq!(trim_double(50.0), "50");
         assert!(yes_no("maybe").is_err());

@@ -10,8 +10,8 @@ use bytes::BytesMut;
 use elsa_txn::Coordinator;
 
 use super::{Conn, Session};
-use crate::node::Shared;
 use crate::resp::Partial;
+use crate::state::Shared;
 use crate::tls::ClientStream;
 
 /// How many lone commands in a row went to another worker's shard, and
@@ -63,7 +63,7 @@ pub(crate) struct Parcel {
     tracking: crate::tracking::Guard,
     over_soft_since: Option<std::time::Instant>,
     client: crate::clients::Handle,
-    cl: crate::clients::command::Local,
+    cl: crate::clients::local::Local,
 }
 
 impl Conn {

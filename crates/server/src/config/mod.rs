@@ -11,7 +11,11 @@ use serde::Deserialize;
 
 /// The defaults, as a TOML file compiled into the binary: `elsa server`
 /// with no configuration at all runs exactly this.
-pub const DEFAULT_CONFIG: &str = include_str!("../elsa.default.toml");
+mod values;
+
+pub use values::{parse_memory, parse_percentiles};
+
+pub const DEFAULT_CONFIG: &str = include_str!("../../elsa.default.toml");
 
 /// `elsa server` flags: a config file, plus every key of it.
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -365,7 +369,7 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// SLOWLOG and LATENCY settings as given at startup (`crate::runtime`
     /// holds the ones CONFIG SET changes).
-    pub introspection: crate::runtime::Startup,
+    pub introspection: Startup,
     /// Lua scripts: ms before other clients get -BUSY (`script`).
     pub busy_reply_threshold: u64,
     /// The metrics port (`crate::http`; 0 = off).
@@ -381,6 +385,16 @@ pub struct Config {
     pub memory: MemorySettings,
     /// Region and peers.
     pub cluster: ClusterKeys,
+}
+
+/// The introspection settings as the configuration gave them at startup.
+#[derive(Debug, Clone)]
+pub struct Startup {
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: u64,
+    pub latency_monitor_threshold: u64,
+    pub latency_tracking: bool,
+    pub latency_tracking_info_percentiles: Vec<f64>,
 }
 
 /// The resolved memory settings.
@@ -707,7 +721,7 @@ impl Config {
             snapshot_interval_sec: need(c.snapshot_interval_sec, "snapshot-interval-sec")?,
             busy_reply_threshold: need(c.busy_reply_threshold, "busy-reply-threshold")?,
             config_file: args.config.clone(),
-            introspection: crate::runtime::Startup {
+            introspection: Startup {
                 slowlog_log_slower_than: need(
                     c.slowlog_log_slower_than,
                     "slowlog-log-slower-than",
@@ -718,7 +732,7 @@ impl Config {
                     "latency-monitor-threshold",
                 )?,
                 latency_tracking: need(c.latency_tracking, "latency-tracking")?,
-                latency_tracking_info_percentiles: crate::runtime::parse_percentiles(&need(
+                latency_tracking_info_percentiles: parse_percentiles(&need(
                     c.latency_tracking_info_percentiles,
                     "latency-tracking-info-percentiles",
                 )?)
@@ -730,7 +744,7 @@ impl Config {
             memory: MemorySettings {
                 maxmemory: {
                     let v = need(c.maxmemory, "maxmemory")?;
-                    crate::memory::parse_memory(&v).ok_or_else(|| {
+                    parse_memory(&v).ok_or_else(|| {
                         ConfigError::Value(
                             "maxmemory",
                             format!("'{v}' (a memory value: 100mb, 2gb, bytes)"),
