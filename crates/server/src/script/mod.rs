@@ -43,7 +43,6 @@ use bytes::Bytes;
 use crate::cmd::{is, Control, Kind, Spec};
 use crate::config::Config;
 
-
 /// Redis's reply to other clients while a script runs past the threshold.
 pub const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";

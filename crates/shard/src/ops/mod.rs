@@ -30,15 +30,21 @@ mod keys;
 pub mod lcs;
 pub mod lists;
 pub mod longdouble;
+mod replies;
+mod scan;
 pub mod sets;
 mod strings;
 pub mod zparse;
+
 pub mod zsets;
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use elsa_lattice::{Collection, KeyState, Kind, Ts, Version};
+
+pub use replies::*;
+pub use scan::{parse_cursor, scan_args_of, ScanArgs, PACKED_ELEMENTS};
 
 /// Largest string a value may grow to (Redis's `proto-max-bulk-len` default).
 pub const MAX_STRING: usize = 512 * 1024 * 1024;
@@ -127,143 +133,6 @@ pub fn merge_into(value: &mut Option<Value>, delta: KeyState) {
 pub fn pending_stamp(n: u64) -> (Ts, Version) {
     let ts = (1 << 63) + n;
     (ts, Version::new(ts, 0))
-}
-
-/// HSCAN's and SSCAN's arguments: where to go on, which elements, how
-/// many — and an option Redis refuses, answered only once the key was
-/// found of the right type (Redis reads the options after the key).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScanArgs {
-    /// A position in the elements' sorted order.
-    pub cursor: u64,
-    /// MATCH.
-    pub pattern: Option<Bytes>,
-    /// COUNT (at least 1).
-    pub count: u64,
-    /// A refused option (`ERR_SYNTAX` or `ERR_NOT_INTEGER`).
-    pub refused: Option<&'static str>,
-}
-
-/// Parses a SCAN cursor as Redis does (C's `strtoul`, base 10): an optional
-/// sign then digits, where no digits at all is 0 and a minus sign wraps
-/// around; refused when it starts with a space, has anything after the
-/// digits (the text ends at a NUL byte) or overflows.
-pub fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    let s = arg.iter().position(|&c| c == 0).map_or(arg, |n| &arg[..n]);
-    if s.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match s[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for d in digits {
-        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some(if neg { n.wrapping_neg() } else { n })
-}
-
-/// HSCAN's, SSCAN's and ZSCAN's `key cursor [MATCH p] [COUNT n]`: the
-/// cursor is checked now, the options only once the key is found (Redis
-/// reads them after the key), so a refused option rides along in the op.
-pub fn scan_args_of(args: &[Bytes]) -> Result<ScanArgs, String> {
-    let Some(cursor) = parse_cursor(&args[2]) else {
-        return Err("ERR invalid cursor".into());
-    };
-    let mut scan = ScanArgs {
-        cursor,
-        pattern: None,
-        count: 10,
-        refused: None,
-    };
-    let mut i = 3;
-    while i < args.len() && scan.refused.is_none() {
-        match args.get(i + 1) {
-            None => scan.refused = Some(ERR_SYNTAX),
-            Some(v) if args[i].eq_ignore_ascii_case(b"COUNT") => match parse_i64(v) {
-                None => scan.refused = Some(ERR_NOT_INTEGER),
-                Some(n) if n < 1 => scan.refused = Some(ERR_SYNTAX),
-                Some(n) => scan.count = n as u64,
-            },
-            Some(v) if args[i].eq_ignore_ascii_case(b"MATCH") => scan.pattern = Some(v.clone()),
-            Some(_) => scan.refused = Some(ERR_SYNTAX),
-        }
-        i += 2;
-    }
-    Ok(scan)
-}
-
-/// A collection this small is answered whole by HSCAN and SSCAN (cursor
-/// 0), as Redis answers one it keeps packed.
-pub const PACKED_ELEMENTS: usize = 128;
-
-impl ScanArgs {
-    /// One page of `items` (sorted here): all of them when `packed`, else
-    /// `count` from the cursor; and the next cursor (0 at the end).
-    pub fn page<T: Ord>(&self, mut items: Vec<T>, packed: bool) -> (Vec<T>, u64) {
-        if packed {
-            return (items, 0);
-        }
-        items.sort();
-        let from = (self.cursor as usize).min(items.len());
-        let to = from.saturating_add(self.count as usize).min(items.len());
-        let next = if to >= items.len() { 0 } else { to as u64 };
-        (items.drain(from..to).collect(), next)
-    }
-
-    /// True when `element` passes MATCH.
-    pub fn matches(&self, element: &[u8]) -> bool {
-        self.pattern
-            .as_deref()
-            .is_none_or(|p| crate::glob::matches(p, element))
-    }
-
-    /// Appends the wire form to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        use bytes::BufMut;
-        out.put_u64_le(self.cursor);
-        out.put_u64_le(self.count);
-        out.put_u8(match self.refused {
-            None => 0,
-            Some(e) if e == ERR_SYNTAX => 1,
-            Some(_) => 2,
-        });
-        out.put_u8(u8::from(self.pattern.is_some()));
-        if let Some(p) = &self.pattern {
-            hashes::put_bytes(out, p);
-        }
-    }
-
-    /// Reads what [`ScanArgs::encode`] wrote.
-    pub fn decode(buf: &mut Bytes) -> Option<ScanArgs> {
-        use bytes::Buf;
-        let cursor = hashes::get_u64(buf)?;
-        let count = hashes::get_u64(buf)?;
-        if buf.remaining() < 2 {
-            return None;
-        }
-        let refused = match buf.get_u8() {
-            0 => None,
-            1 => Some(ERR_SYNTAX),
-            _ => Some(ERR_NOT_INTEGER),
-        };
-        let pattern = if buf.get_u8() == 1 {
-            Some(hashes::get_bytes(buf)?)
-        } else {
-            None
-        };
-        Some(ScanArgs {
-            cursor,
-            pattern,
-            count,
-            refused,
-        })
-    }
 }
 
 /// A string command on a key holding another type.
@@ -748,69 +617,6 @@ pub enum OpReply {
 /// make one), so equality is total.
 impl Eq for OpReply {}
 
-/// Error text Redis uses for non-integer values and overflow.
-pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
-/// Error text for overflowing INCR.
-pub const ERR_OVERFLOW: &str = "ERR increment or decrement would overflow";
-/// Error text for values past [`MAX_STRING`].
-pub const ERR_TOO_BIG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
-/// INCRBYFLOAT on (or by) something that is not a number.
-pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
-/// INCRBYFLOAT whose result is infinite.
-pub const ERR_NAN: &str = "ERR increment would produce NaN or Infinity";
-/// Redis's generic refusal of an argument.
-pub const ERR_SYNTAX: &str = "ERR syntax error";
-/// RENAME of a missing key.
-pub const ERR_NO_SUCH_KEY: &str = "ERR no such key";
-/// GETEX's refused time (Redis names the command).
-pub const ERR_GETEX_EXPIRE: &str = "ERR invalid expire time in 'getex' command";
-/// OBJECT FREQ without an LFU eviction policy (Elsa has none).
-pub const ERR_LFU_NO_IDLE: &str = "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
-
-/// OBJECT FREQ's error when the policy is not LFU (Redis's text).
-pub const ERR_NO_LFU: &str = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
-
-/// Every error and status text an op can answer. Replies cross the wire
-/// between nodes as text and come back as `&'static str` through
-/// [`intern`], so a text missing here would reach the client garbled.
-pub const REPLY_TEXTS: &[&str] = &[
-    lcs::ERR_NOT_STRINGS,
-    lcs::ERR_LEN_AND_IDX,
-    lcs::ERR_TABLE,
-    ERR_NOT_INTEGER,
-    ERR_OVERFLOW,
-    ERR_TOO_BIG,
-    ERR_NOT_FLOAT,
-    ERR_NAN,
-    ERR_SYNTAX,
-    ERR_NO_SUCH_KEY,
-    ERR_GETEX_EXPIRE,
-    ERR_NO_LFU,
-    ERR_LFU_NO_IDLE,
-    WRONGTYPE,
-    hashes::ERR_HASH_NOT_INTEGER,
-    hashes::ERR_HASH_NOT_FLOAT,
-    zparse::ERR_NOT_FLOAT,
-    zparse::ERR_SCORE_NAN,
-    zparse::ERR_WEIGHT,
-    zparse::ERR_LIMIT_NEGATIVE,
-    lists::ERR_INDEX,
-    lists::ERR_TIMEOUT_NEGATIVE,
-    "matches",
-    "len",
-    "zset",
-    "list",
-    "string",
-    "none",
-    "hash",
-    "set",
-];
-
-/// The static copy of a reply text an op can answer, if `text` is one.
-pub fn intern(text: &str) -> Option<&'static str> {
-    REPLY_TEXTS.iter().copied().find(|t| *t == text)
-}
-
 impl Op {
     /// True when running the op is not an access of its key: its access
     /// clock stays as it was (Redis's `LOOKUP_NOTOUCH`).
@@ -936,108 +742,7 @@ fn keeping_ttl(old: Option<&Current>, value: Bytes) -> Option<Current> {
 
 /// A map-backed view for the families' unit tests.
 #[cfg(test)]
-pub(crate) mod testing {
-    use super::*;
-    use std::collections::HashMap;
-
-    /// Keys in a map, and a clock. Typed values merge deltas and take
-    /// whole writes as the shard does (`KeyState::replace_with`), with a
-    /// version per write from the clock's own counter.
-    #[derive(Default)]
-    pub struct MapView(pub HashMap<Vec<u8>, Value>, pub u64);
-
-    thread_local! {
-        static WRITES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
-
-    impl MapView {
-        fn as_typed(&self, key: &[u8]) -> KeyState {
-            match self.0.get(key) {
-                None => KeyState::default(),
-                Some(Value::Typed(s)) => (**s).clone(),
-                Some(Value::Str(c)) => KeyState::of_string(elsa_lattice::Counter::default().set(
-                    Some(c.value.clone()),
-                    c.expire_ms,
-                    0,
-                    Version::new(1, 0),
-                )),
-            }
-        }
-    }
-
-    impl KeyView for MapView {
-        fn lookup(&mut self, key: &[u8]) -> Option<Value> {
-            match self.0.get(key)? {
-                Value::Str(c) if c.expire_ms.is_some_and(|at| at <= self.1) => None,
-                v => Some(v.clone()),
-            }
-        }
-        fn store(&mut self, key: &[u8], value: Option<Value>) {
-            let typed = matches!(self.0.get(key), Some(Value::Typed(_)))
-                || matches!(value, Some(Value::Typed(_)));
-            if !typed {
-                match value {
-                    Some(v) => self.0.insert(key.to_vec(), v),
-                    None => self.0.remove(key),
-                };
-                return;
-            }
-            let target = match value {
-                None => KeyState::default(),
-                Some(Value::Str(c)) => KeyState::of_string(elsa_lattice::Counter::default().set(
-                    Some(c.value),
-                    c.expire_ms,
-                    0,
-                    Version::new(1, 0),
-                )),
-                Some(Value::Typed(t)) => (*t).clone(),
-            };
-            let (start, dot) = self.stamp();
-            let delta = self.as_typed(key).replace_with(&target, self.1, start, dot);
-            self.merge(key, delta);
-        }
-        fn merge(&mut self, key: &[u8], delta: KeyState) {
-            use elsa_lattice::Crdt;
-            let mut s = self.as_typed(key);
-            s.merge(delta);
-            self.0.insert(key.to_vec(), Value::Typed(Arc::new(s)));
-        }
-        fn stamp(&mut self) -> (Ts, Version) {
-            let n = WRITES.with(|w| {
-                w.set(w.get() + 1);
-                w.get()
-            });
-            (n, Version::new(1_000 + n, 1))
-        }
-        fn now_ms(&self) -> u64 {
-            self.1
-        }
-    }
-
-    impl MapView {
-        /// Stores `value` under `key` with no TTL.
-        pub fn put(&mut self, key: &str, value: &[u8]) {
-            self.0.insert(
-                key.as_bytes().to_vec(),
-                Value::Str(Current {
-                    value: Bytes::copy_from_slice(value),
-                    expire_ms: None,
-                    ttl_of: None,
-                }),
-            );
-        }
-
-        /// Runs `op` on `key`.
-        pub fn run(&mut self, key: &str, op: Op) -> OpReply {
-            op.apply(key.as_bytes(), self)
-        }
-    }
-
-    /// A bulk reply.
-    pub fn bulk(b: &[u8]) -> OpReply {
-        OpReply::Bulk(Bytes::copy_from_slice(b))
-    }
-}
+pub(crate) mod testing;
 
 #[cfg(test)]
 mod readd_tests;
