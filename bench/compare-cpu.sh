@@ -50,7 +50,7 @@
 #        both 0,1 and WORKERS=2, so requests per CPU-second show what a
 #        second worker adds per core, cross-shard messages included)
 # Prints one line per run and a table of medians (Markdown, for
-# docs/performance.md).
+# docs/performance-log.md).
 source "$(dirname "$0")/lib.sh"
 RUNS=${1:-3}
 WORKERS=${WORKERS:-1}

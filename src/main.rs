@@ -17,7 +17,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 //   of millions of records; with 4 KiB pages nearly every one also missed
 //   the TLB, and in a VM each such miss walks two page tables. Huge pages
 //   gave ~18% more requests per CPU-second on SET and GET (docs/
-//   performance.md, "Per core"). Redis refuses THP because its fork for
+//   performance-log.md, "Per core"). Redis refuses THP because its fork for
 //   snapshots would copy 2 MiB pages on write; Elsa never forks.
 // - `narenas:1`: one arena for every thread but the shards' workers, which
 //   each create their own (`memory::own_arena`). jemalloc's default of four

@@ -68,7 +68,7 @@ impl Conn {
     /// cluster client) may land on a thread whose shard holds none of its
     /// keys, and then every command is a message to another thread and a
     /// wake-up on both sides (with one hot key, a quarter more CPU per
-    /// request at two workers than at one: `docs/performance.md`). After
+    /// request at two workers than at one: `docs/performance-log.md`). After
     /// `worker-move-after` (256) lone commands in a row for one other worker's shard,
     /// the connection moves there, between two batches and only when
     /// nothing is in flight: no reply waiting to be sent, no MULTI, open

@@ -15,7 +15,7 @@
 //!   `zero_user_segments`), 8 % of the server's CPU under YCSB-A. Writing
 //!   200,000 records of 150 or 1,000 bytes took 1.1–1.4 µs of system time
 //!   each appending and 0.4–0.5 µs into zeros, the zeros' own writes
-//!   included (`/tmp` on this machine's ext4; `docs/performance.md`).
+//!   included (`/tmp` on this machine's ext4; `docs/performance-log.md`).
 //!
 //! Zeros after the last record are not a record: recovery reads them as
 //! the end of the segment and cuts them off (`DataDir::recover`), and a
