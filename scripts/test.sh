@@ -29,6 +29,10 @@ if ((${#need[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# The server's layers (docs/ARCHITECTURE.md): no import circle of more than
+# two files.
+python3 scripts/modgraph.py crates/server/src --check 2 >/dev/null
+
 # tests/tls.rs drives redis-py over TLS: the client suite's venv
 # (target/clients/venv) is made first.
 ./scripts/clients.sh --install-only --only py
