@@ -141,7 +141,28 @@ command_for() {
 }
 
 # ---------------------------------------------------------------- servers
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# A free port below the kernel's ephemeral range (32768–60999 here), with
+# the seven after it free too (the workers' ports): a port the kernel hands out
+# can be a client socket's local port by the time a restarted server binds
+# it again ("cannot listen on …:43912: Address already in use" at a
+# `reconnect` test's restart, 2026-12-01).
+free_port() {
+  python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    port = random.randrange(10000, max(10001, low - 64))
+    try:
+        for p in range(port, port + 8):
+            s = socket.socket()
+            s.bind(("127.0.0.1", p))
+            s.close()
+    except OSError:
+        continue
+    print(port)
+    break
+'
+}
 
 # $ELSA_BIN, else the newer of target/release/elsa and target/debug/elsa (the
 # one `cargo test` builds), else a debug build made now.
