@@ -162,25 +162,37 @@ pub(super) fn range(z: &ZSet, args: &RangeArgs) -> Vec<(Bytes, f64)> {
             return lex_walk(&o, (from, to), min, max, args);
         }
     }
-    let mut picked = o.range(from, to);
-    if args.rev {
-        picked.reverse();
-    }
-    let picked: Vec<(f64, &[u8])> = if matches!(args.range, ZRange::Rank { .. }) {
-        picked
+    let (from, to) = if matches!(args.range, ZRange::Rank { .. }) {
+        (from, to)
     } else {
         // Redis: an offset past the set's end, or negative, answers
         // nothing; a negative count means all.
         if args.offset < 0 || (args.offset > 0 && args.offset as usize >= o.len()) {
             return Vec::new();
         }
-        let it = picked.into_iter().skip(args.offset as usize);
-        if args.limit < 0 {
-            it.collect()
+        // Only LIMIT's window of the range is read: `ZRANGEBYSCORE k x +inf
+        // LIMIT 0 10` on a big set is O(log n + 10), not a copy of every
+        // member from x on (YCSB E's scan: 1.65× Redis's CPU per operation
+        // before).
+        let (off, n) = (args.offset as usize, to - from);
+        if off >= n {
+            return Vec::new();
+        }
+        let take = if args.limit < 0 {
+            n - off
         } else {
-            it.take(args.limit as usize).collect()
+            (args.limit as usize).min(n - off)
+        };
+        if args.rev {
+            (to - off - take, to - off)
+        } else {
+            (from + off, from + off + take)
         }
     };
+    let mut picked = o.range(from, to);
+    if args.rev {
+        picked.reverse();
+    }
     picked
         .into_iter()
         .map(|(s, m)| (Bytes::copy_from_slice(m), s))

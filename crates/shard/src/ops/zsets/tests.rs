@@ -86,3 +86,53 @@ fn a_lex_offset_on_mixed_scores_walks_as_redis_does() {
         [bulk(b"b"), bulk(b"d")]
     );
 }
+
+#[test]
+fn a_score_range_with_a_limit_answers_the_window_a_full_range_would() {
+    use super::super::testing::MapView;
+    use crate::Op;
+    // Small (sorted on the fly) and big enough to keep an order index.
+    for n in [10usize, 600] {
+        let mut v = MapView::default();
+        let mut run = |line: &str| match v.run("z", Op::ZSets(op(line))) {
+            OpReply::Scored(pairs) => pairs,
+            OpReply::Int(_) => Vec::new(),
+            other => panic!("{line}: {other:?}"),
+        };
+        let mut add = String::from("ZADD z");
+        for i in 0..n {
+            add.push_str(&format!(" {} m{i:04}", i / 3));
+        }
+        run(&add);
+        for (min, max) in [
+            ("-inf", "+inf"),
+            ("5", "+inf"),
+            ("(2", "7"),
+            ("100", "+inf"),
+        ] {
+            let all = run(&format!("ZRANGEBYSCORE z {min} {max} WITHSCORES"));
+            let all_rev = run(&format!("ZREVRANGEBYSCORE z {max} {min} WITHSCORES"));
+            for (off, count) in [(0i64, 1i64), (0, 10), (3, 4), (7, -1), (0, 0), (2, 10_000)] {
+                let window = |all: &[(Bytes, f64)]| -> Vec<(Bytes, f64)> {
+                    let it = all.iter().skip(off as usize).cloned();
+                    match count {
+                        c if c < 0 => it.collect(),
+                        c => it.take(c as usize).collect(),
+                    }
+                };
+                let got = run(&format!(
+                    "ZRANGEBYSCORE z {min} {max} WITHSCORES LIMIT {off} {count}"
+                ));
+                assert_eq!(got, window(&all), "n {n}: {min} {max} LIMIT {off} {count}");
+                let got = run(&format!(
+                    "ZREVRANGEBYSCORE z {max} {min} WITHSCORES LIMIT {off} {count}"
+                ));
+                assert_eq!(
+                    got,
+                    window(&all_rev),
+                    "n {n}: rev {max} {min} LIMIT {off} {count}"
+                );
+            }
+        }
+    }
+}
