@@ -12,15 +12,10 @@ use crate::gossip::GossipBuffer;
 use crate::msg::{
     BatchAnswer, BatchMode, FastMap, KeyOp, ReadState, Refusal, ShardMsg, TxnId, Write,
 };
-// What the shard's unit tests (`use super::*`) name besides.
-#[cfg(test)]
-use crate::msg::{Check, CommitRequest, Expect, HashedKey, HoldMode, PrepareRequest};
 use crate::ops::{Current, KeyView, OpReply, Value};
 use crate::record::{Record, Unit};
 use crate::table::{KeyHasher, Table};
 use crate::wal::codec::EntryState;
-#[cfg(test)]
-use crate::wal::codec::LogEntry;
 use crate::wal::files::DataDir;
 use crate::wal::Wal;
 

@@ -4,6 +4,7 @@
 //! one's change of one account without its change of the other).
 use super::tests::{install, key, kop, set, shard, value};
 use super::*;
+use crate::msg::{HoldMode, PrepareRequest};
 use crate::ops::Value;
 use crate::wal::codec::{EntryState, LogEntry};
 

@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use super::tests::{kop, recovered_as, set, shard};
 use super::*;
+use crate::msg::{HoldMode, PrepareRequest};
+use crate::wal::codec::LogEntry;
 use crate::wal::files::DataDir;
 use crate::wal::{LogSink, Wal};
 

@@ -1,6 +1,7 @@
 //! Unit tests of the shard actor: versions, gossip buffer, validation,
 //! holds, merge order, garbage collection, scan, and the log path.
 use super::*;
+use crate::msg::{Check, CommitRequest, Expect, HashedKey, HoldMode, PrepareRequest};
 use crate::ops::Value;
 use crate::ops::{Expiry, Op, SetCond, SetReply};
 use crate::wal::codec::{EntryState, LogEntry};
