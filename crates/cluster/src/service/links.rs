@@ -728,3 +728,22 @@ fn shed(buf: &mut BytesMut) {
 
 /// A link buffer larger than this is given back once empty.
 const SHED_ABOVE: usize = 1 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_buffer_a_burst_grew_is_given_back_once_empty() {
+        let mut buf = BytesMut::with_capacity(8 << 20);
+        buf.extend_from_slice(b"a frame not read whole yet");
+        shed(&mut buf);
+        assert!(buf.capacity() > SHED_ABOVE, "kept while it holds bytes");
+        buf.clear();
+        shed(&mut buf);
+        assert!(buf.capacity() <= SHED_ABOVE, "{}", buf.capacity());
+        let mut small = BytesMut::with_capacity(64 * 1024);
+        shed(&mut small);
+        assert_eq!(small.capacity(), 64 * 1024);
+    }
+}
