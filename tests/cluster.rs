@@ -36,6 +36,9 @@
 //!   the other region (`BEGIN SI` reads and `MGET`), never in part. The
 //!   bank shape (transfers between five accounts at SI, readers of the
 //!   other region's totals) still fails: ignored until fixed (issue 42).
+//! - [`collection`]: a replica shut down right after a delete catches up
+//!   and every node collects the deletion; a cluster killed whole and
+//!   started again brings no deleted key back.
 //! - [`commits`]: a multi-node commit survives the death of a participant
 //!   or of its coordinator after the decision; RENAME between keys whose
 //!   primaries are on different nodes is seen whole by MGET readers on the
@@ -79,6 +82,8 @@ mod workload;
 mod acks;
 #[path = "cluster/atomic_visibility.rs"]
 mod atomic_visibility;
+#[path = "cluster/collection.rs"]
+mod collection;
 #[path = "cluster/commits.rs"]
 mod commits;
 #[path = "cluster/converge.rs"]

@@ -330,8 +330,9 @@ impl ClusterSide {
                     .map(|(&i, d)| format!("      {}: {} records, {}", self.name(i), d.1, d.0))
                     .collect();
                 return Err(format!(
-                    "    ELSA.DIGEST still differs after {DIGEST_TIMEOUT:?}:\n{}",
-                    lines.join("\n")
+                    "    ELSA.DIGEST still differs after {DIGEST_TIMEOUT:?}:\n{}\n      {}",
+                    lines.join("\n"),
+                    self.cluster.records_not_everywhere(&all)
                 ));
             }
             previous = same.then_some(now);

@@ -461,6 +461,29 @@ impl Cluster {
         self.query_retrying(i, &redis::cmd("ELSA.DIGEST"))
     }
 
+    /// The records that are not on every node of `nodes` (by
+    /// `ELSA.DIGEST RECORDS`: key, version, kind), one line each with the
+    /// nodes that hold it: what a digest that will not converge is made of.
+    pub fn records_not_everywhere(&self, nodes: &[usize]) -> String {
+        let mut holders: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for &i in nodes {
+            let name = format!("node {} ({})", self.specs[i].id, self.specs[i].region);
+            let got = redis::Client::open(self.node(i).url())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(10)))
+                .and_then(|mut c| redis::cmd("ELSA.DIGEST").arg("RECORDS").query(&mut c));
+            let records: Vec<String> = got.unwrap_or_else(|e| vec![format!("(no listing: {e})")]);
+            for r in records {
+                holders.entry(r).or_default().push(name.clone());
+            }
+        }
+        let lines: Vec<String> = holders
+            .into_iter()
+            .filter(|(_, on)| on.len() < nodes.len())
+            .map(|(r, on)| format!("        {r}   on {}", on.join(", ")))
+            .collect();
+        format!("records not on every node:\n{}", lines.join("\n"))
+    }
+
     /// Polls until every node in `nodes` has the same `ELSA.DIGEST` (twice
     /// in a row, 200 ms apart); returns how long that took. Panics with the
     /// last digests after `timeout`.
@@ -486,9 +509,10 @@ impl Cluster {
                     })
                     .collect();
                 panic!(
-                    "digests did not converge within {timeout:?}; last digests:\n{}\n\
+                    "digests did not converge within {timeout:?}; last digests:\n{}\n{}\n\
                      INFO replication of node {}:\n{}",
                     lines.join("\n"),
+                    self.records_not_everywhere(nodes),
                     self.specs[nodes[0]].id,
                     self.info_replication(nodes[0])
                 );

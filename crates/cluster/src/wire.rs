@@ -253,6 +253,13 @@ pub struct AeEntries {
     /// In an answer: a shard's batch hit its cap (`held` is incomplete).
     #[prost(bool, tag = "8")]
     pub capped: bool,
+    /// In an answer: what the initiator shipped changed nothing here —
+    /// this node held it or newer, or had collected it (a tombstone the
+    /// initiator kept over a restart). Shipping it proves nothing missing
+    /// here, so the pair may count as in sync (`Cluster::ae_finish`); a
+    /// node older than this field never says so.
+    #[prost(bool, tag = "9")]
+    pub dominated: bool,
 }
 
 /// A request forwarded to a shard of the receiver (see `remote`).

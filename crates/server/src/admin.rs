@@ -176,7 +176,7 @@ impl Conn {
                 self.waitregion(args).await
             }
             Control::WaitRegion => self.w().error(&cmd::wrong_arity("waitregion")),
-            Control::ElsaDigest => self.elsa_digest().await,
+            Control::ElsaDigest => self.elsa_digest(args).await,
             Control::ElsaFault => self.elsa_fault(args),
             Control::ElsaDecommission => self.elsa_decommission(),
             Control::Eval => self.eval(args).await,

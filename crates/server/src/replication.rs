@@ -61,6 +61,19 @@ impl Conn {
             cl.frames_refused(),
             cl.datagrams_dropped(),
         );
+        // How far behind tombstone collection is: the age of the horizon
+        // every peer is proven to hold (`Cluster::tombstone_horizon`; -1
+        // while nothing is proven).
+        let horizon_ms = cl.tombstone_horizon() >> 16;
+        let _ = write!(
+            t,
+            "tombstone_horizon_age_ms:{}\r\n",
+            if horizon_ms == 0 || horizon_ms == u64::MAX >> 16 {
+                -1
+            } else {
+                elsa_shard::unix_ms().saturating_sub(horizon_ms) as i64
+            }
+        );
         // Who serves a slot in the region (see `elsa_cluster::owners`).
         let _ = write!(t, "ownership:{}\r\n", c.cluster.ownership.name());
         if let Some(r) = cl.region() {
@@ -167,7 +180,13 @@ impl Conn {
     /// `ELSA.DIGEST`: XOR of every lattice fingerprint this node holds
     /// (tombstones included) and its record count — equal on two nodes
     /// exactly when they hold the same keys at the same versions.
-    pub(crate) async fn elsa_digest(&mut self) {
+    pub(crate) async fn elsa_digest(&mut self, args: &[Bytes]) {
+        if let Some(a) = args.get(1) {
+            if args.len() == 2 && a.eq_ignore_ascii_case(b"records") {
+                return self.elsa_digest_records().await;
+            }
+            return self.w().error("ERR syntax error: ELSA.DIGEST [RECORDS]");
+        }
         let mut xor = 0u64;
         for i in 0..self.coord.node.shards() {
             match self
@@ -188,6 +207,49 @@ impl Conn {
         w.array(2);
         w.bulk(format!("{xor:016x}").as_bytes());
         w.int(records as i64);
+    }
+
+    /// `ELSA.DIGEST RECORDS`: every record this node holds, tombstones
+    /// included, one line each — `key version kind` (the key as stored,
+    /// its database byte first; `kind` is `tombstone`, `string` or the
+    /// typed state's type) — sorted, so that two nodes' listings can be
+    /// compared line by line when their digests differ (tests).
+    async fn elsa_digest_records(&mut self) {
+        let mut lines = Vec::new();
+        let now_ms = elsa_shard::unix_ms();
+        let wanted = vec![u64::MAX; elsa_shard::table::DIGEST_BUCKETS.div_ceil(64)];
+        for i in 0..self.coord.node.shards() {
+            let make = |reply| ShardMsg::BucketEntries {
+                wanted: wanted.clone(),
+                limit: usize::MAX,
+                older_than: elsa_lattice::Ts::MAX,
+                whole: Vec::new(),
+                reply,
+            };
+            let batch = match self.coord.ask(self.coord.node.local(i), make).await {
+                Ok(b) => b,
+                Err(e) => return self.w().error(&e.to_string()),
+            };
+            for e in batch.entries {
+                let kind = match &e.state {
+                    elsa_shard::wal::codec::EntryState::Plain(None) => "tombstone".to_string(),
+                    elsa_shard::wal::codec::EntryState::Plain(Some(_)) => "string".to_string(),
+                    elsa_shard::wal::codec::EntryState::Typed(t) => format!("{:?}", t.kind(now_ms)),
+                };
+                lines.push(format!(
+                    "{} {}@{} {kind}",
+                    e.key.escape_ascii(),
+                    e.version.commit_ts,
+                    e.version.origin
+                ));
+            }
+        }
+        lines.sort();
+        let mut w = self.w();
+        w.array(lines.len());
+        for l in &lines {
+            w.bulk(l.as_bytes());
+        }
     }
 
     /// `ELSA.DECOMMISSION`: this node leaves the cluster gracefully — it

@@ -333,7 +333,7 @@ impl Cluster {
                     .is_some()
                 {
                     let theirs = (e.proof && !e.capped).then_some(e.held.as_slice());
-                    self.ae_finish(link.node, e.round, &received, theirs);
+                    self.ae_finish(link.node, e.round, &received, theirs, e.dominated);
                 }
             }
             Body::WatermarkReply(w) => {
@@ -672,13 +672,18 @@ impl Cluster {
                 // what it shipped (its tombstones may then go: `proofs`);
                 // shipped by a node this one distrusts or fences, nothing
                 // was merged, so the answer proves nothing.
-                let merged = self
-                    .merge_from(hello.node, e.lattices, None, arrival)
-                    .is_some();
+                let merges = self.merge_from(hello.node, e.lattices, Some(()), arrival);
+                let merged = merges.is_some();
                 if !e.pull.is_empty() {
                     let me = self.clone();
                     let tx = tx.clone();
                     self.handle.spawn(async move {
+                        // Whether the initiator's lattices changed anything
+                        // here (each shard answers how many it installed).
+                        let mut dominated = merged;
+                        for rx in merges.into_iter().flatten() {
+                            dominated &= matches!(rx.await, Ok(Ok(0)));
+                        }
                         let cutoff = if e.full { u64::MAX } else { me.cutoff() };
                         let out = me.bucket_lattices(&e.pull, cutoff, &e.whole).await;
                         let _ = tx.send(Out {
@@ -691,6 +696,7 @@ impl Cluster {
                                 held: out.held,
                                 proof: merged,
                                 capped: out.capped,
+                                dominated,
                             })),
                             at: Instant::now(),
                         });

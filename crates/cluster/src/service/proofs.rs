@@ -176,8 +176,17 @@ impl Cluster {
     /// Tombstones older than this may be collected: every peer that
     /// replicates anything with this node is proven, bucket by bucket, to
     /// hold everything this node held before it (see the module doc; the
-    /// caller also applies its age limit).
+    /// caller also applies its age limit). Nothing while this node has
+    /// not caught up since it started: before its view of the cluster
+    /// formed, its ring listed no other member, which made the horizon
+    /// "now" — every node of a cluster restarted at once collected a
+    /// deletion that another region still held as a parked part, and the
+    /// write it deleted, sent again, came back (the cluster
+    /// restart-differential test, seed 1, restarted whole).
     pub fn tombstone_horizon(&self) -> u64 {
+        if !self.is_ready() {
+            return 0;
+        }
         let ring = self.ring.load();
         let mut proofs = self.proofs.lock().unwrap_or_else(|e| e.into_inner());
         let mut h = u64::MAX;

@@ -278,12 +278,20 @@ impl Cluster {
     /// only those older than the round's cutoff count (a full pull brings
     /// young ones too). `theirs`: where the peer held young typed
     /// lattices back, when its answer says (tombstone proofs: `proofs`).
+    /// `dominated`: what this node shipped changed nothing at the peer
+    /// (it had it, or newer, or had collected it), which counts as having
+    /// shipped nothing: a node that kept a tombstone over a restart which
+    /// its peers collected meanwhile ships it in every round, and waited
+    /// for a round with nothing to ship — catching up forever, never
+    /// primary, never collecting it (the cluster restart-differential
+    /// test, seed 1: `ZADD`, `MOVE`, `SHUTDOWN` of a replica).
     pub(super) fn ae_finish(
         &self,
         peer: NodeId,
         round_id: u64,
         received: &[u64],
         theirs: Option<&[u32]>,
+        dominated: bool,
     ) {
         let round = self
             .rounds
@@ -316,7 +324,7 @@ impl Cluster {
                 self.prove_round(peer, &shared, r.started, r.cutoff, outcome);
             }
             let received = received.iter().filter(|&&ts| ts < r.cutoff).count();
-            if r.shipped == Some(0) && received == 0 {
+            if (r.shipped == Some(0) || dominated) && received == 0 {
                 self.mark_synced(peer, r.cutoff, !r.younger);
             }
         }

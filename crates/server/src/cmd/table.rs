@@ -414,7 +414,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!("shutdown", -1, N, 0, 0, 0, Ctl(C::Shutdown)),
     // regions
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
-    spec!("elsa.digest", 1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
+    spec!("elsa.digest", -1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
     spec!("elsa.fault", -2, N, 0, 0, 0, Ctl(C::ElsaFault)),
     spec!("elsa.decommission", 1, N, 0, 0, 0, Ctl(C::ElsaDecommission)),
     // pub/sub

@@ -1,0 +1,183 @@
+//! Tombstone collection across restarts, in two regions of two nodes
+//! (`--tombstone-ttl-sec 1`): a deletion goes from every node once every
+//! replica has it, a node that kept one over a restart neither stays
+//! behind nor holds anyone's collection back, and nothing deleted comes
+//! back when the whole cluster restarts.
+//!
+//! Found by the cluster restart-differential test (seed 1): a replica
+//! shut down within a second of a `MOVE` kept the source key's deletion
+//! in its snapshot while the others collected it. Back, it shipped the
+//! deletion in every anti-entropy round: its own region's nodes ignored
+//! it (collected), so the round never came out "nothing to ship" and the
+//! node stayed catching up — never primary, never collecting; the other
+//! region's nodes parked it as part of a transaction whose install had
+//! nothing left to do, so its bucket was never proven and every node's
+//! collection stalled. Restarted whole, every node collected that
+//! deletion before its view of the cluster formed, and the write it had
+//! deleted came back from another node's log.
+
+use std::time::Duration;
+
+use super::one_at_a_time;
+use crate::common::cluster::Cluster;
+
+const FLAGS: &[&str] = &[
+    "--tombstone-ttl-sec",
+    "1",
+    "--appendfsync",
+    "always",
+    "--snapshot-interval-sec",
+    "0",
+    "--databases",
+    "16",
+    "--replication-factor",
+    "2",
+];
+
+/// `ELSA.DIGEST RECORDS` of node `i` without Elsa's own keys (transaction
+/// records, kept for minutes).
+fn records(c: &Cluster, i: usize) -> Vec<String> {
+    let all: Vec<String> = c.query_retrying(i, redis::cmd("ELSA.DIGEST").arg("RECORDS"));
+    all.into_iter()
+        .filter(|r| !r.starts_with("\\xffELSA:"))
+        .collect()
+}
+
+/// Waits until every node holds no tombstone or emptied collection
+/// (collected everywhere), then checks they hold the same records.
+fn wait_collected(c: &Cluster, nodes: &[usize]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let left: Vec<(usize, Vec<String>)> = nodes
+            .iter()
+            .map(|&i| (i, records(c, i)))
+            .filter(|(_, r)| {
+                r.iter()
+                    .any(|l| l.ends_with(" tombstone") || l.ends_with(" None"))
+            })
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "deletions not collected after 60 s: {left:?}\n{}",
+            c.records_not_everywhere(nodes)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    c.wait_same_digest(nodes, Duration::from_secs(60));
+}
+
+#[test]
+fn a_replica_restarted_right_after_a_delete_catches_up_and_every_node_collects() {
+    let _one = one_at_a_time();
+    let mut c = Cluster::start(&["a", "a", "b", "b"], FLAGS);
+    let all = [0, 1, 2, 3];
+    // Timing decides who collected what before the restart: a few rounds.
+    for round in 0..3 {
+        let mut con = c.conn(0);
+        let (z, s) = (format!("z{round}"), format!("s{round}"));
+        let _: () = redis::cmd("ZADD")
+            .arg(&z)
+            .arg(1)
+            .arg("a")
+            .arg(2)
+            .arg("b")
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("SET").arg(&s).arg("v").query(&mut con).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("kept")
+            .arg(round)
+            .query(&mut con)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let n: i64 = redis::cmd("DEL").arg(&z).arg(&s).query(&mut con).unwrap();
+        assert_eq!(n, 2);
+        // At once: its snapshot holds the deletion; the others collect it
+        // meanwhile.
+        c.terminate(1);
+        std::thread::sleep(Duration::from_millis(1000 + 1500 * round));
+        c.restart(1);
+        c.wait_caught_up(&all, Duration::from_secs(60));
+        wait_collected(&c, &all);
+        for i in all {
+            let left: i64 = c.query_retrying(i, redis::cmd("EXISTS").arg(&z).arg(&s));
+            assert_eq!(left, 0, "round {round}: deleted keys through node {i}");
+        }
+    }
+}
+
+#[test]
+fn a_cluster_restarted_whole_brings_no_deletion_back() {
+    let _one = one_at_a_time();
+    let mut c = Cluster::start(&["a", "a", "b", "b"], FLAGS);
+    let all = [0, 1, 2, 3];
+    let mut con = c.conn(0);
+    let _: () = redis::cmd("ZADD")
+        .arg("moved")
+        .arg(1)
+        .arg("a")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SADD")
+        .arg("gone")
+        .arg("x")
+        .arg("y")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("plain")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("kept")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // A transaction of two databases' keys, and one of two keys.
+    let moved: i64 = redis::cmd("MOVE")
+        .arg("moved")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(moved, 1);
+    let n: i64 = redis::cmd("DEL")
+        .arg("gone")
+        .arg("plain")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(n, 2);
+    drop(con);
+    wait_collected(&c, &all);
+    // Every node killed, its log only (no snapshot), and started again.
+    for i in all {
+        c.kill9(i);
+    }
+    for i in all {
+        c.restart(i);
+    }
+    c.wait_caught_up(&all, Duration::from_secs(60));
+    // Long enough for any collection at start-up and any resend.
+    std::thread::sleep(Duration::from_secs(3));
+    wait_collected(&c, &all);
+    for i in all {
+        let left: i64 = c.query_retrying(
+            i,
+            redis::cmd("EXISTS").arg("moved").arg("gone").arg("plain"),
+        );
+        assert_eq!(
+            left,
+            0,
+            "deleted keys back through node {i}: {:?}",
+            records(&c, i)
+        );
+        let mut con = c.conn(i);
+        let _: () = redis::cmd("SELECT").arg(1).query(&mut con).unwrap();
+        let there: i64 = redis::cmd("EXISTS").arg("moved").query(&mut con).unwrap();
+        assert_eq!(there, 1, "the moved key in database 1 through node {i}");
+    }
+}
