@@ -328,12 +328,22 @@ impl Cluster {
             Body::AeEntries(e) => {
                 let received: Vec<u64> = e.lattices.iter().map(|l| l.commit_ts).collect();
                 let arrival = self.arrival(&link.region, Arrival::Repair);
-                if self
-                    .merge_from(link.node, e.lattices, None, arrival)
-                    .is_some()
-                {
-                    let theirs = (e.proof && !e.capped).then_some(e.held.as_slice());
-                    self.ae_finish(link.node, e.round, &received, theirs, e.dominated);
+                if let Some(merges) = self.merge_from(link.node, e.lattices, Some(()), arrival) {
+                    let theirs = (e.proof && !e.capped).then(|| e.held.clone());
+                    let (me, node) = (self.clone(), link.node);
+                    self.handle.spawn(async move {
+                        // Whether what the peer sent changed nothing here.
+                        let mut absorbed = true;
+                        for rx in merges {
+                            absorbed &= matches!(rx.await, Ok(Ok(0)));
+                        }
+                        let seen = super::rounds::Seen {
+                            received: &received,
+                            absorbed,
+                            dominated: e.dominated,
+                        };
+                        me.ae_finish(node, e.round, seen, theirs.as_deref());
+                    });
                 }
             }
             Body::WatermarkReply(w) => {

@@ -4,6 +4,26 @@
 
 use super::*;
 
+/// What a round's answer brought (see [`Cluster::ae_finish`]).
+///
+/// What changed nothing on the receiving side proves the pair in sync as
+/// well as nothing shipped. A node that kept a tombstone over a restart
+/// which its peers collected meanwhile ships it in every round (and a
+/// peer that kept one sends it); when a round waited for nothing to ship
+/// either way, such a node stayed catching up forever — never primary,
+/// never collecting it (the cluster restart-differential test, seed 1:
+/// `ZADD`, `MOVE`, `SHUTDOWN` of a replica).
+pub(super) struct Seen<'a> {
+    /// The commit timestamps of the lattices the peer sent.
+    pub received: &'a [u64],
+    /// They changed nothing here: this node held them, or newer, or had
+    /// collected them.
+    pub absorbed: bool,
+    /// What this node shipped changed nothing at the peer (its answer's
+    /// `dominated`).
+    pub dominated: bool,
+}
+
 impl Cluster {
     pub(super) async fn node_digest(&self) -> Vec<u64> {
         let mut per_shard = Vec::with_capacity(self.inboxes.len());
@@ -278,21 +298,16 @@ impl Cluster {
     /// only those older than the round's cutoff count (a full pull brings
     /// young ones too). `theirs`: where the peer held young typed
     /// lattices back, when its answer says (tombstone proofs: `proofs`).
-    /// `dominated`: what this node shipped changed nothing at the peer
-    /// (it had it, or newer, or had collected it), which counts as having
-    /// shipped nothing: a node that kept a tombstone over a restart which
-    /// its peers collected meanwhile ships it in every round, and waited
-    /// for a round with nothing to ship — catching up forever, never
-    /// primary, never collecting it (the cluster restart-differential
-    /// test, seed 1: `ZADD`, `MOVE`, `SHUTDOWN` of a replica).
+    /// What changed nothing on the other side counts as not shipped
+    /// ([`Seen`]).
     pub(super) fn ae_finish(
         &self,
         peer: NodeId,
         round_id: u64,
-        received: &[u64],
+        seen: Seen<'_>,
         theirs: Option<&[u32]>,
-        dominated: bool,
     ) {
+        let received = seen.received;
         let round = self
             .rounds
             .lock()
@@ -324,7 +339,7 @@ impl Cluster {
                 self.prove_round(peer, &shared, r.started, r.cutoff, outcome);
             }
             let received = received.iter().filter(|&&ts| ts < r.cutoff).count();
-            if (r.shipped == Some(0) || dominated) && received == 0 {
+            if (r.shipped == Some(0) || seen.dominated) && (received == 0 || seen.absorbed) {
                 self.mark_synced(peer, r.cutoff, !r.younger);
             }
         }

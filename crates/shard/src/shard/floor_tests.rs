@@ -212,3 +212,34 @@ fn a_transaction_from_after_the_floor_is_installed_whole() {
     );
     assert_eq!(value(&mut s, "n").as_deref(), Some(&b"7"[..]));
 }
+
+#[test]
+fn a_deletion_collected_here_is_neither_parked_nor_counted_when_it_comes_again() {
+    let mut s = shard();
+    let _ = added_then_removed(&mut s);
+    s.collect_garbage(unix_ms(), v(100).commit_ts);
+    // A peer that kept the deletions over a restart ships them again,
+    // this time as parts of another region's transaction: nothing to
+    // park (nothing would ever install them), nothing changed here —
+    // anti-entropy's "dominated".
+    let mut set = OrSet::default();
+    set.merge(OrSet::default().add("e".into(), v(10)));
+    let rm = set.remove(&b"e"[..], v(30)).expect("a member");
+    let again = [
+        typed("s", KeyState::of(Collection::Set(rm)), Unit::Shards),
+        plain("k", None, v(30), Unit::Shards),
+    ];
+    assert_eq!(s.op_merge(&again, true).unwrap(), 0);
+    assert_eq!(s.stats().parts_waiting, 0);
+    assert!(s.table.get(key(&s, "s").hash, b"s").is_none());
+    assert!(s.table.get(key(&s, "k").hash, b"k").is_none());
+    // A deletion of a key never seen here, newer than the floor, is not
+    // parked either: shown at once, it shows nothing.
+    let fresh = [plain("n", None, v(300), Unit::Shards)];
+    assert_eq!(s.op_merge(&fresh, true).unwrap(), 1);
+    assert_eq!(s.stats().parts_waiting, 0);
+    // A part that shows something still waits for its transaction.
+    let shows = [plain("m", Some("x"), v(300), Unit::Shards)];
+    assert_eq!(s.op_merge(&shows, true).unwrap(), 1);
+    assert_eq!(s.stats().parts_waiting, 1);
+}
