@@ -22,6 +22,7 @@
 
 mod codec;
 pub mod counter;
+pub mod hll;
 mod dots;
 mod elem;
 mod hlc;
