@@ -502,7 +502,12 @@ pub fn count_registers(regs: &[u8]) -> Result<u64, HllError> {
 
 /// `PFMERGE`'s write: `dest` (a checked HyperLogLog, or a new sparse one)
 /// raised to `max` register by register, dense first when `dense`.
-pub fn raise(dest: &mut Vec<u8>, max: &[u8], dense: bool, sparse_max: usize) -> Result<(), HllError> {
+pub fn raise(
+    dest: &mut Vec<u8>,
+    max: &[u8],
+    dense: bool,
+    sparse_max: usize,
+) -> Result<(), HllError> {
     if dense {
         to_dense(dest)?;
     }

@@ -57,7 +57,11 @@ fn pfadd_writes_redis_s_bytes_and_counts_as_it_does() {
 
     let e2000 = new_with((0..2000).map(|i| format!("e{i}")));
     assert!(is_dense(&e2000), "promoted past hll-sparse-max-bytes");
-    same(&e2000, include_bytes!("hll_data/e2000.bin"), "2000 elements");
+    same(
+        &e2000,
+        include_bytes!("hll_data/e2000.bin"),
+        "2000 elements",
+    );
     assert_eq!(count(&e2000).unwrap(), 2000);
 
     let mut x = new_sparse();
@@ -71,7 +75,11 @@ fn pfadd_writes_redis_s_bytes_and_counts_as_it_does() {
     for i in 0..500 {
         pfadd(&mut one, [format!("k{}", i * 7)]);
     }
-    same(&one, include_bytes!("hll_data/one500.bin"), "500 PFADDs of one element");
+    same(
+        &one,
+        include_bytes!("hll_data/one500.bin"),
+        "500 PFADDs of one element",
+    );
     assert_eq!(count(&one).unwrap(), 501);
 }
 
@@ -82,10 +90,18 @@ fn pfmerge_and_pfcount_of_several_keys_match_redis() {
     let e2000 = include_bytes!("hll_data/e2000.bin");
     let x = include_bytes!("hll_data/x50000.bin");
     let m = pfmerge(&[e300, abc]);
-    same(&m, include_bytes!("hll_data/merge_sparse.bin"), "PFMERGE sparse");
+    same(
+        &m,
+        include_bytes!("hll_data/merge_sparse.bin"),
+        "PFMERGE sparse",
+    );
     assert_eq!(count(&m).unwrap(), 305);
     let md = pfmerge(&[e300, x]);
-    same(&md, include_bytes!("hll_data/merge_dense.bin"), "PFMERGE dense");
+    same(
+        &md,
+        include_bytes!("hll_data/merge_dense.bin"),
+        "PFMERGE dense",
+    );
     assert_eq!(count(&md).unwrap(), 50_241);
     let mut max = vec![0u8; REGISTERS];
     for s in [&e300[..], &e2000[..], &abc[..]] {
@@ -102,7 +118,11 @@ fn the_lattice_join_is_order_free_and_loses_no_register() {
     let ba = merge(&b, &a, SPARSE_MAX_BYTES).unwrap();
     assert_eq!(ab, ba, "commutative, byte for byte");
     assert_eq!(merge(&ab, &a, SPARSE_MAX_BYTES).unwrap(), ab, "idempotent");
-    let both = new_with((0..200).map(|i| format!("a{i}")).chain((0..250).map(|i| format!("b{i}"))));
+    let both = new_with(
+        (0..200)
+            .map(|i| format!("a{i}"))
+            .chain((0..250).map(|i| format!("b{i}"))),
+    );
     assert_eq!(registers(&ab).unwrap(), registers(&both).unwrap());
 }
 
@@ -121,5 +141,8 @@ fn bad_values_are_refused_with_redis_s_errors() {
     push_xzero(&mut short, 100);
     check(&short).unwrap();
     assert_eq!(count(&short), Err(HllError::Corrupt));
-    assert_eq!(add(&mut short, b"zz", SPARSE_MAX_BYTES).err(), Some(HllError::Corrupt));
+    assert_eq!(
+        add(&mut short, b"zz", SPARSE_MAX_BYTES).err(),
+        Some(HllError::Corrupt)
+    );
 }

@@ -22,10 +22,10 @@
 
 mod codec;
 pub mod counter;
-pub mod hll;
 mod dots;
 mod elem;
 mod hlc;
+pub mod hll;
 pub mod key;
 pub mod list;
 mod lww;
