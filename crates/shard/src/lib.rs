@@ -25,6 +25,7 @@
 
 pub mod db;
 pub mod evict;
+pub mod geohash;
 pub mod glob;
 pub mod gossip;
 pub mod history;
