@@ -265,33 +265,14 @@ pub fn to_dense(v: &mut Vec<u8>) -> Result<(), HllError> {
     if is_dense(v) {
         return Ok(());
     }
+    let regs = registers(v)?;
     let mut dense = vec![0u8; DENSE_SIZE];
     dense[..HDR].copy_from_slice(&v[..HDR]);
     dense[4] = DENSE;
-    let mut idx = 0;
-    let mut p = HDR;
-    while p < v.len() {
-        let b = v[p];
-        if is_zero(b) {
-            idx += zero_len(b);
-            p += 1;
-        } else if is_xzero(b) {
-            idx += xzero_len(b, v.get(p + 1).copied().unwrap_or(0));
-            p += 2;
-        } else {
-            let (len, val) = (val_len(b), val_value(b));
-            if len + idx > REGISTERS {
-                break;
-            }
-            for r in idx..idx + len {
-                dense_put(&mut dense[HDR..], r, val);
-            }
-            idx += len;
-            p += 1;
+    for (i, &r) in regs.iter().enumerate() {
+        if r > 0 {
+            dense_put(&mut dense[HDR..], i, r);
         }
-    }
-    if idx != REGISTERS {
-        return Err(HllError::Corrupt);
     }
     *v = dense;
     Ok(())

@@ -317,44 +317,32 @@ fn bounding_box(shape: Shape, center: (f64, f64)) -> [f64; 4] {
     ]
 }
 
-fn move_x(hash: &mut Hash, d: i8) {
+/// Moves `hash` one box along the axis whose bits `mask` selects
+/// (`0xaaaa…`: longitude, `geohash_move_x`; `0x5555…`: latitude,
+/// `geohash_move_y`), east/north for `d > 0`.
+fn move_along(hash: &mut Hash, d: i8, mask: u64) {
     if d == 0 {
         return;
     }
-    let mut x = hash.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = hash.bits & 0x5555_5555_5555_5555;
-    let zz = 0x5555_5555_5555_5555u64 >> (64 - u32::from(hash.step) * 2);
+    let other = !mask;
+    let mut a = hash.bits & mask;
+    let b = hash.bits & other;
+    let shift = 64 - u32::from(hash.step) * 2;
+    let zz = other >> shift;
     if d > 0 {
-        x = x.wrapping_add(zz + 1);
+        a = a.wrapping_add(zz + 1);
     } else {
-        x |= zz;
-        x = x.wrapping_sub(zz + 1);
+        a |= zz;
+        a = a.wrapping_sub(zz + 1);
     }
-    x &= 0xaaaa_aaaa_aaaa_aaaau64 >> (64 - u32::from(hash.step) * 2);
-    hash.bits = x | y;
-}
-
-fn move_y(hash: &mut Hash, d: i8) {
-    if d == 0 {
-        return;
-    }
-    let x = hash.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let mut y = hash.bits & 0x5555_5555_5555_5555;
-    let zz = 0xaaaa_aaaa_aaaa_aaaau64 >> (64 - u32::from(hash.step) * 2);
-    if d > 0 {
-        y = y.wrapping_add(zz + 1);
-    } else {
-        y |= zz;
-        y = y.wrapping_sub(zz + 1);
-    }
-    y &= 0x5555_5555_5555_5555u64 >> (64 - u32::from(hash.step) * 2);
-    hash.bits = x | y;
+    a &= mask >> shift;
+    hash.bits = a | b;
 }
 
 fn moved(hash: Hash, dx: i8, dy: i8) -> Hash {
     let mut h = hash;
-    move_x(&mut h, dx);
-    move_y(&mut h, dy);
+    move_along(&mut h, dx, 0xaaaa_aaaa_aaaa_aaaa);
+    move_along(&mut h, dy, 0x5555_5555_5555_5555);
     h
 }
 
