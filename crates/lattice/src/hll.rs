@@ -126,24 +126,31 @@ pub fn check(v: &[u8]) -> Result<(), HllError> {
     Ok(())
 }
 
-/// True when `v` (a checked HyperLogLog) is dense.
+/// True when `v` is a dense HyperLogLog (false for anything shorter
+/// than a header).
 pub fn is_dense(v: &[u8]) -> bool {
-    v[4] == DENSE
+    v.len() >= HDR && v[4] == DENSE
 }
 
 fn invalidate_cache(v: &mut [u8]) {
-    v[15] |= 1 << 7;
+    if let Some(b) = v.get_mut(15) {
+        *b |= 1 << 7;
+    }
 }
 
-/// The cached cardinality, if valid.
+/// The cached cardinality, if valid (None too for a value shorter than
+/// a header).
 pub fn cached(v: &[u8]) -> Option<u64> {
-    (v[15] & (1 << 7) == 0).then(|| u64::from_le_bytes(v[8..16].try_into().expect("8 bytes")))
+    let card: [u8; 8] = v.get(8..16)?.try_into().ok()?;
+    (card[7] & (1 << 7) == 0).then(|| u64::from_le_bytes(card))
 }
 
 /// Stores `card` as the cached cardinality (what `PFCOUNT` of one key
-/// writes back).
+/// writes back); a value shorter than a header is left alone.
 pub fn set_cached(v: &mut [u8], card: u64) {
-    v[8..16].copy_from_slice(&card.to_le_bytes());
+    if let Some(c) = v.get_mut(8..16) {
+        c.copy_from_slice(&card.to_le_bytes());
+    }
 }
 
 // ---- dense registers ----------------------------------------------------
@@ -225,6 +232,7 @@ pub fn registers(v: &[u8]) -> Result<Vec<u8>, HllError> {
 
 /// `max[i] = max(max[i], v[i])` for every register (`hllMerge`).
 pub fn merge_into(max: &mut [u8], v: &[u8]) -> Result<(), HllError> {
+    check(v)?;
     if is_dense(v) {
         let regs = &v[HDR..];
         for (i, m) in max.iter_mut().enumerate().take(REGISTERS) {
@@ -262,6 +270,7 @@ pub fn merge_into(max: &mut [u8], v: &[u8]) -> Result<(), HllError> {
 
 /// Converts a sparse HyperLogLog to dense in place (`hllSparseToDense`).
 pub fn to_dense(v: &mut Vec<u8>) -> Result<(), HllError> {
+    check(v)?;
     if is_dense(v) {
         return Ok(());
     }
@@ -282,6 +291,8 @@ pub fn to_dense(v: &mut Vec<u8>) -> Result<(), HllError> {
 /// true when it changed. A sparse value whose edit needs a value above 32
 /// or grows it past `sparse_max` bytes becomes dense.
 pub fn set(v: &mut Vec<u8>, index: usize, count: u8, sparse_max: usize) -> Result<bool, HllError> {
+    check(v)?;
+    let index = index % REGISTERS;
     if is_dense(v) {
         return Ok(dense_set(&mut v[HDR..], index, count));
     }

@@ -145,4 +145,14 @@ fn bad_values_are_refused_with_redis_s_errors() {
         add(&mut short, b"zz", SPARSE_MAX_BYTES).err(),
         Some(HllError::Corrupt)
     );
+    // Anything shorter than a header is refused, never indexed.
+    for short in [&b""[..], b"HYLL", b"HYLL\x01"] {
+        let mut v = short.to_vec();
+        assert_eq!(count(&v), Err(HllError::NotHll));
+        assert_eq!(add(&mut v, b"x", SPARSE_MAX_BYTES), Err(HllError::NotHll));
+        assert_eq!(cached(&v), None);
+        set_cached(&mut v, 1);
+        invalidate(&mut v);
+        assert!(!is_dense(&v));
+    }
 }

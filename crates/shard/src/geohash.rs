@@ -178,7 +178,7 @@ pub fn position(score: f64) -> Option<(f64, f64)> {
 
 /// A hash's bits aligned to 52 (`geohashAlign52Bits`).
 pub fn align52(hash: Hash) -> u64 {
-    hash.bits << (52 - u32::from(hash.step) * 2)
+    hash.bits << 52u32.saturating_sub(u32::from(hash.step) * 2)
 }
 
 /// The score `GEOADD` stores for a position, or None outside the
@@ -321,7 +321,9 @@ fn bounding_box(shape: Shape, center: (f64, f64)) -> [f64; 4] {
 /// (`0xaaaa…`: longitude, `geohash_move_x`; `0x5555…`: latitude,
 /// `geohash_move_y`), east/north for `d > 0`.
 fn move_along(hash: &mut Hash, d: i8, mask: u64) {
-    if d == 0 {
+    // A hash of no steps (a centre outside the indexable area) has no
+    // neighbours.
+    if d == 0 || hash.step == 0 || hash.step > 32 {
         return;
     }
     let other = !mask;

@@ -125,3 +125,15 @@ fn geosearch_finds_what_redis_finds_at_the_same_distances() {
         );
     }
 }
+
+#[test]
+fn a_centre_outside_the_indexable_area_searches_nothing_and_does_not_panic() {
+    for centre in [(0.0, 89.0), (181.0, 0.0), (f64::NAN, 0.0)] {
+        let ranges = search_ranges(Shape::Circle { radius: 1000.0 }, centre);
+        assert!(
+            ranges.iter().all(|&(min, max)| min <= max),
+            "{centre:?}: {ranges:?}"
+        );
+    }
+    assert_eq!(position(f64::NAN).map(|_| ()), position(0.0).map(|_| ()));
+}
