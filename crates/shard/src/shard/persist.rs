@@ -348,11 +348,11 @@ impl Shard {
     /// do), kept its bucket unproven round after round, and stalled every
     /// node's tombstone collection.
     fn absent_and_empty(&self, hash: u64, e: &LogEntry) -> bool {
-        let now_ms = unix_ms();
+        // Asked of every merged lattice: the clock only when it matters.
         let shows_nothing = match &e.state {
             EntryState::Plain(None) => true,
-            EntryState::Plain(Some(c)) => c.expire_ms.is_some_and(|at| at <= now_ms),
-            EntryState::Typed(t) => t.kind(now_ms) == elsa_lattice::Kind::None,
+            EntryState::Plain(Some(c)) => c.expire_ms.is_some_and(|at| at <= unix_ms()),
+            EntryState::Typed(t) => t.kind(unix_ms()) == elsa_lattice::Kind::None,
         };
         shows_nothing && self.table.get(hash, &e.key).is_none()
     }
