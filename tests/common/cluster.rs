@@ -543,6 +543,27 @@ impl Cluster {
             .count()
     }
 
+    /// Each node's tombstone horizon and anti-entropy rounds with its peers
+    /// (from `INFO replication`): why a deletion is not collected yet.
+    pub fn collection_state(&self, nodes: &[usize]) -> String {
+        let mut out = String::new();
+        for &i in nodes {
+            let info = self.info_replication(i);
+            out.push_str(&format!("node {}:", self.specs[i].id));
+            for l in info.lines() {
+                if l.starts_with("tombstone_horizon_age_ms:")
+                    || l.starts_with("catching_up:")
+                    || l.starts_with("peer")
+                {
+                    out.push_str("\n\t");
+                    out.push_str(l);
+                }
+            }
+            out.push('\n');
+        }
+        out
+    }
+
     /// The last `n` lines of node `i`'s log (all its runs).
     pub fn log_tail(&self, i: usize, n: usize) -> String {
         let text = std::fs::read_to_string(self.specs[i].dir.log()).unwrap_or_default();

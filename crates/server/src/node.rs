@@ -272,6 +272,20 @@ pub fn run(config: Config) -> Result<(), StartError> {
         // holds to go, and an orphaned transaction's go only when the
         // resolver finishes it (stopped first, a SIGTERM hung there:
         // `tests/cluster/shutdown.rs`).
+        // What this node committed reaches the other regions before it
+        // goes (see `Cluster::drain_streams`): the shards flush their
+        // last epoch meanwhile.
+        if let Some(c) = &shared.cluster {
+            let epoch = Duration::from_millis(shared.config.merge_epoch_ms);
+            let before = std::time::Instant::now() + 2 * epoch;
+            tokio::time::sleep(2 * epoch).await;
+            let left = c.drain_streams(before, DRAIN_LIMIT).await;
+            if left > 0 {
+                tracing::warn!(
+                    "{left} gossip frames to other regions not acknowledged after {DRAIN_LIMIT:?}; they reach them by anti-entropy"
+                );
+            }
+        }
         if shared.conns.shutdown.wants_snapshot() {
             let _ = shared.persistence.snapshot(&coord).await;
         }
@@ -286,6 +300,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
     tracing::info!("Elsa stopped cleanly");
     Ok(())
 }
+
+/// How long a clean stop waits for the other regions to acknowledge what
+/// this node committed (see `Cluster::drain_streams`).
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
 /// Replaces this process by a fresh run of the same program with the same
 /// arguments and environment (same PID): as after `kill -9` and a restart,
