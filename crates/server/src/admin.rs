@@ -39,6 +39,8 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Msetnx
             | Control::Bgsave
             | Control::Lastsave
+            | Control::Role
+            | Control::Lolwut
             | Control::LastCommit
             | Control::Publish
             | Control::Spublish
@@ -183,6 +185,26 @@ impl Conn {
             Control::Script => self.script(args).await,
             Control::Acl => self.acl(args),
             Control::Memory => self.memory_cmd(args).await,
+            // A node serves its slots itself: to a Redis client it is a
+            // master (its in-region replicas are not Redis replicas:
+            // `docs/regions.md`).
+            Control::Role => {
+                let mut w = self.w();
+                w.array(3);
+                w.bulk(b"master");
+                w.int(0);
+                w.array(0);
+            }
+            // Redis 7.0 draws no art for its own version: the version line.
+            Control::Lolwut => {
+                if args.len() >= 3 && is(&args[1], "VERSION") && int_arg(&args[2]).is_err() {
+                    return self
+                        .w()
+                        .error("ERR value is not an integer or out of range");
+                }
+                let text = format!("Redis ver. {}\n", crate::REDIS_COMPAT_VERSION);
+                self.w().verbatim(&text);
+            }
             Control::Lastsave => {
                 let t = self
                     .shared
@@ -501,6 +523,8 @@ impl Conn {
             self.config_set_runtime(&args[2..]);
         } else if is(&args[1], "REWRITE") {
             self.config_rewrite();
+        } else if is(&args[1], "HELP") {
+            self.help("CONFIG", CONFIG_HELP);
         } else {
             self.w().error(&not_supported("CONFIG", &args[1]));
         }
@@ -544,6 +568,8 @@ impl Conn {
             self.command_getkeys(args, false);
         } else if sub.is_some_and(|s| is(s, "GETKEYSANDFLAGS")) {
             self.command_getkeys(args, true);
+        } else if sub.is_some_and(|s| is(s, "HELP")) {
+            self.help("COMMAND", COMMAND_HELP);
         } else if let Some(sub) = sub {
             self.w().error(&not_supported("COMMAND", sub));
         }
@@ -624,6 +650,40 @@ impl Conn {
         )
     }
 }
+
+/// CONFIG HELP's lines (Redis 7.0's `configHelpCommand`).
+const CONFIG_HELP: &[&str] = &[
+    "GET <pattern>",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+    "SET <directive> <value>",
+    "    Set the configuration <directive> to <value>.",
+    "RESETSTAT",
+    "    Reset statistics reported by the INFO command.",
+    "REWRITE",
+    "    Rewrite the configuration file.",
+];
+
+/// COMMAND HELP's lines (Redis 7.0's `commandHelpCommand`).
+const COMMAND_HELP: &[&str] = &[
+    "(no subcommand)",
+    "    Return details about all Redis commands.",
+    "COUNT",
+    "    Return the total number of commands in this Redis server.",
+    "LIST",
+    "    Return a list of all commands in this Redis server.",
+    "INFO [<command-name> ...]",
+    "    Return details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "GETKEYS <full-command>",
+    "    Return the keys from a full Redis command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full Redis command.",
+];
 
 /// The error for a subcommand Redis has and Elsa does not implement.
 fn not_supported(container: &str, sub: &[u8]) -> String {

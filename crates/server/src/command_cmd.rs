@@ -90,6 +90,10 @@ impl Conn {
                 .max_by_key(|(begin, _)| *begin)
                 .or_else(|| specs.first());
             match found {
+                // GEORADIUS's STORE/STOREDIST key (found by keyword).
+                Some(_) if matches!(spec.name, "georadius" | "georadiusbymember") && pos > 1 => {
+                    vec!["OW", "update"]
+                }
                 // SET's flags depend on its GET option (Redis's `setGetKeys`).
                 Some(_) if spec.name == "set" => {
                     if req[3..].iter().any(|a| is(a, "GET")) {

@@ -113,6 +113,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         shard.set_change_hook(tracking.clone());
     }
     let memory = Arc::new(crate::memory::Memory::from_settings(&config.memory));
+    config.encodings.apply();
     for shard in &mut shards {
         shard.set_memory_limit(memory.limit.clone());
     }

@@ -411,6 +411,18 @@ impl ReplyWriter<'_> {
         }
     }
 
+    /// A double written as `text`: RESP3 a double, RESP2 a bulk string
+    /// (GEOPOS's coordinates: Redis's `addReplyHumanLongDouble`).
+    pub fn double_text(&mut self, text: &str) {
+        if self.resp3 {
+            self.out.put_u8(b',');
+            self.out.extend_from_slice(text.as_bytes());
+            self.out.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(text.as_bytes());
+        }
+    }
+
     /// Members with scores: RESP3 an array of [member, double] pairs,
     /// RESP2 one flat array.
     pub fn scored(&mut self, pairs: &[(Bytes, f64)]) {

@@ -315,6 +315,7 @@ pub fn reply_msg(r: &OpReply) -> ReplyMsg {
         // A score as its bits (an integer): exact, NaN-free by then.
         OpReply::Double(d) => (m.kind, m.int) = (10, d.to_bits() as i64),
         OpReply::NilArray => m.kind = 12,
+        OpReply::Coord(d) => (m.kind, m.int) = (14, d.to_bits() as i64),
         OpReply::Fields(fields) => {
             m.kind = 13;
             m.bulks = fields
@@ -365,6 +366,7 @@ pub fn reply(m: ReplyMsg) -> OpReply {
         9 => OpReply::Pairs(pairs(m.bulks)),
         10 => OpReply::Double(f64::from_bits(m.int as u64)),
         12 => OpReply::NilArray,
+        14 => OpReply::Coord(f64::from_bits(m.int as u64)),
         13 => OpReply::Fields(
             m.bulks
                 .iter()

@@ -111,6 +111,10 @@ pub enum Control {
     Save,
     Bgsave,
     Lastsave,
+    /// ROLE (this node answers as a master without replicas).
+    Role,
+    /// LOLWUT [VERSION v].
+    Lolwut,
     WaitRegion,
     ElsaDigest,
     ElsaFault,
@@ -241,6 +245,20 @@ pub fn key_positions(spec: &Spec, args: &Args) -> Vec<usize> {
         "zunionstore" | "zinterstore" | "zdiffstore" => counted(2, vec![1]),
         "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
         | "fcall_ro" => counted(2, vec![]),
+        // The source, and each STORE/STOREDIST's key after the fifth
+        // argument (Redis 7.0's key specs: the last one is written).
+        "georadius" | "georadiusbymember" => {
+            let mut keys = vec![1];
+            let mut i = 5;
+            while i < args.len() {
+                if (is(&args[i], "store") || is(&args[i], "storedist")) && i + 1 < args.len() {
+                    keys.push(i + 1);
+                    i += 1;
+                }
+                i += 1;
+            }
+            keys
+        }
         // OBJECT ENCODING key, MEMORY USAGE key [SAMPLES n]
         "object" | "memory" if args.len() >= 3 => vec![2],
         _ if spec.first_key <= 0 => vec![],

@@ -11,6 +11,8 @@ const R: &[&str] = &["readonly", "fast"];
 const W: &[&str] = &["write", "denyoom", "fast"];
 const WS: &[&str] = &["write", "denyoom"];
 const A: &[&str] = &["fast", "loading", "stale"];
+const RO: &[&str] = &["readonly"];
+const WSM: &[&str] = &["write", "denyoom", "movablekeys"];
 const N: &[&str] = &["noscript", "loading", "stale"];
 const SUB: &[&str] = &["pubsub", "noscript", "loading", "stale"];
 const ADM: &[&str] = &["admin", "noscript", "loading", "stale"];
@@ -199,6 +201,17 @@ pub static COMMANDS: &[Spec] = &[
         Data(zsets::zcmd)
     ),
     spec!("zrangestore", -5, WS, 1, 2, 1, Data(zsets::zcmd)),
+    // geo (sorted sets: `elsa_shard::ops::geo`)
+    spec!("geoadd", -5, WS, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("geodist", -4, RO, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("geohash", -2, RO, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("geopos", -2, RO, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("georadius", -6, WSM, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("georadiusbymember", -5, WSM, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("georadius_ro", -6, RO, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("georadiusbymember_ro", -5, RO, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("geosearch", -7, RO, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("geosearchstore", -8, WS, 1, 2, 1, Data(zsets::zcmd)),
     spec!("zremrangebyrank", 4, &["write"], 1, 1, 1, Data(zsets::zcmd)),
     spec!(
         "zremrangebyscore",
@@ -406,6 +419,16 @@ pub static COMMANDS: &[Spec] = &[
     spec!("save", 1, N, 0, 0, 0, Ctl(C::Save)),
     spec!("bgsave", -1, N, 0, 0, 0, Ctl(C::Bgsave)),
     spec!("lastsave", 1, A, 0, 0, 0, Ctl(C::Lastsave)),
+    spec!(
+        "role",
+        1,
+        &["noscript", "loading", "stale", "fast"],
+        0,
+        0,
+        0,
+        Ctl(C::Role)
+    ),
+    spec!("lolwut", -1, R, 0, 0, 0, Ctl(C::Lolwut)),
     // introspection (`crate::intro`)
     spec!("slowlog", -2, ADM, 0, 0, 0, Ctl(C::Slowlog)),
     spec!("latency", -2, ADM, 0, 0, 0, Ctl(C::Latency)),

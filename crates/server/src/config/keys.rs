@@ -222,6 +222,56 @@ pub struct Keys {
     /// Minutes per halving step of an idle key's LFU counter (`lfu-decay-time`).
     #[arg(long, env = "ELSA_LFU_DECAY_TIME")]
     pub lfu_decay_time: Option<u32>,
+    /// Redis's encoding thresholds, for what `OBJECT ENCODING` answers
+    /// (`elsa_shard::ops::limits`): fields a hash keeps packed…
+    #[arg(
+        long,
+        env = "ELSA_HASH_MAX_LISTPACK_ENTRIES",
+        alias = "hash-max-ziplist-entries"
+    )]
+    #[serde(alias = "hash-max-ziplist-entries")]
+    pub hash_max_listpack_entries: Option<u64>,
+    /// …and the longest field or value it keeps packed.
+    #[arg(
+        long,
+        env = "ELSA_HASH_MAX_LISTPACK_VALUE",
+        alias = "hash-max-ziplist-value"
+    )]
+    #[serde(alias = "hash-max-ziplist-value")]
+    pub hash_max_listpack_value: Option<u64>,
+    /// Members of an integer set kept as an intset.
+    #[arg(long, env = "ELSA_SET_MAX_INTSET_ENTRIES")]
+    pub set_max_intset_entries: Option<u64>,
+    /// Members a sorted set keeps packed…
+    #[arg(
+        long,
+        env = "ELSA_ZSET_MAX_LISTPACK_ENTRIES",
+        alias = "zset-max-ziplist-entries"
+    )]
+    #[serde(alias = "zset-max-ziplist-entries")]
+    pub zset_max_listpack_entries: Option<u64>,
+    /// …and the longest member it keeps packed.
+    #[arg(
+        long,
+        env = "ELSA_ZSET_MAX_LISTPACK_VALUE",
+        alias = "zset-max-ziplist-value"
+    )]
+    #[serde(alias = "zset-max-ziplist-value")]
+    pub zset_max_listpack_value: Option<u64>,
+    /// Redis's list node size (kept for CONFIG; Redis 7.0 reports every
+    /// list as a quicklist).
+    #[arg(
+        long,
+        env = "ELSA_LIST_MAX_LISTPACK_SIZE",
+        alias = "list-max-ziplist-size",
+        allow_hyphen_values = true
+    )]
+    #[serde(alias = "list-max-ziplist-size")]
+    pub list_max_listpack_size: Option<i64>,
+    /// Redis's list compression depth (kept for CONFIG; Elsa does not
+    /// compress lists).
+    #[arg(long, env = "ELSA_LIST_COMPRESS_DEPTH")]
+    pub list_compress_depth: Option<i64>,
 }
 
 impl Keys {
@@ -293,7 +343,14 @@ impl Keys {
             maxmemory_policy,
             maxmemory_samples,
             lfu_log_factor,
-            lfu_decay_time
+            lfu_decay_time,
+            hash_max_listpack_entries,
+            hash_max_listpack_value,
+            set_max_intset_entries,
+            zset_max_listpack_entries,
+            zset_max_listpack_value,
+            list_max_listpack_size,
+            list_compress_depth
         );
     }
 }

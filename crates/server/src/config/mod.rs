@@ -94,6 +94,8 @@ pub struct Config {
     /// Memory limit and eviction at start (`crate::memory`; CONFIG SET
     /// changes the live values in `Shared::memory`).
     pub memory: MemorySettings,
+    /// Redis's encoding thresholds at start (CONFIG SET changes them).
+    pub encodings: Encodings,
     /// Region and peers.
     pub cluster: ClusterKeys,
 }
@@ -106,6 +108,38 @@ pub struct Startup {
     pub latency_monitor_threshold: u64,
     pub latency_tracking: bool,
     pub latency_tracking_info_percentiles: Vec<f64>,
+}
+
+/// Redis's encoding thresholds (`elsa_shard::ops::limits`):
+/// `hash-max-listpack-entries`, `hash-max-listpack-value`,
+/// `set-max-intset-entries`, `zset-max-listpack-entries`,
+/// `zset-max-listpack-value`, `list-max-listpack-size`,
+/// `list-compress-depth`, in that order.
+#[derive(Debug, Clone, Copy)]
+pub struct Encodings {
+    pub hash_entries: u64,
+    pub hash_value: u64,
+    pub set_intset_entries: u64,
+    pub zset_entries: u64,
+    pub zset_value: u64,
+    pub list_size: i64,
+    pub list_compress_depth: i64,
+}
+
+impl Encodings {
+    /// Makes them the thresholds in force.
+    pub fn apply(&self) {
+        use elsa_shard::ops::limits::*;
+        use std::sync::atomic::Ordering::Relaxed;
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        HASH_ENTRIES.store(size(self.hash_entries), Relaxed);
+        HASH_VALUE.store(size(self.hash_value), Relaxed);
+        SET_INTSET_ENTRIES.store(size(self.set_intset_entries), Relaxed);
+        ZSET_ENTRIES.store(size(self.zset_entries), Relaxed);
+        ZSET_VALUE.store(size(self.zset_value), Relaxed);
+        LIST_SIZE.store(self.list_size, Relaxed);
+        LIST_COMPRESS_DEPTH.store(self.list_compress_depth, Relaxed);
+    }
 }
 
 /// The resolved memory settings.
@@ -479,6 +513,15 @@ impl Config {
                 },
                 lfu_log_factor: need(c.lfu_log_factor, "lfu-log-factor")?,
                 lfu_decay_time: need(c.lfu_decay_time, "lfu-decay-time")?,
+            },
+            encodings: Encodings {
+                hash_entries: need(c.hash_max_listpack_entries, "hash-max-listpack-entries")?,
+                hash_value: need(c.hash_max_listpack_value, "hash-max-listpack-value")?,
+                set_intset_entries: need(c.set_max_intset_entries, "set-max-intset-entries")?,
+                zset_entries: need(c.zset_max_listpack_entries, "zset-max-listpack-entries")?,
+                zset_value: need(c.zset_max_listpack_value, "zset-max-listpack-value")?,
+                list_size: need(c.list_max_listpack_size, "list-max-listpack-size")?,
+                list_compress_depth: need(c.list_compress_depth, "list-compress-depth")?,
             },
             cluster: ClusterKeys {
                 region: need(c.region, "region")?,

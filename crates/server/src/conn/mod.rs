@@ -506,6 +506,7 @@ pub(crate) fn write_op(w: &mut ReplyWriter<'_>, r: &OpReply) {
         OpReply::Pairs(pairs) => w.pairs(pairs),
         OpReply::Double(d) => w.double(*d),
         OpReply::NilArray => w.nil_array(),
+        OpReply::Coord(d) => w.double_text(&coord_text(*d)),
         OpReply::Scored(pairs) => w.scored(pairs),
         OpReply::Fields(fields) => {
             w.map(fields.len());
@@ -514,6 +515,20 @@ pub(crate) fn write_op(w: &mut ReplyWriter<'_>, r: &OpReply) {
                 write_op(w, v);
             }
         }
+    }
+}
+
+/// A coordinate as Redis 7.0 answers it: `%.17Lf` of the double
+/// without trailing zeros (`ld2string`'s human form; the double is exact
+/// as a long double, so its 17 correctly rounded decimals are the same).
+fn coord_text(d: f64) -> String {
+    let s = format!("{d:.17}");
+    let s = s.trim_end_matches('0');
+    let s = s.strip_suffix('.').unwrap_or(s);
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.into()
     }
 }
 

@@ -236,24 +236,92 @@ pub static PARAMS: &[Param] = &[
         get: |s| s.memory.limit.lfu_log_factor().to_string(),
     },
     Param {
+        name: "hash-max-listpack-entries",
+        check: |v| size_t(v, &elsa_shard::ops::limits::HASH_ENTRIES),
+        get: |_| limit(&elsa_shard::ops::limits::HASH_ENTRIES),
+    },
+    Param {
+        name: "hash-max-listpack-value",
+        check: |v| memory_size_t(v, &elsa_shard::ops::limits::HASH_VALUE),
+        get: |_| limit(&elsa_shard::ops::limits::HASH_VALUE),
+    },
+    Param {
+        name: "set-max-intset-entries",
+        check: |v| size_t(v, &elsa_shard::ops::limits::SET_INTSET_ENTRIES),
+        get: |_| limit(&elsa_shard::ops::limits::SET_INTSET_ENTRIES),
+    },
+    Param {
+        name: "zset-max-listpack-entries",
+        check: |v| size_t(v, &elsa_shard::ops::limits::ZSET_ENTRIES),
+        get: |_| limit(&elsa_shard::ops::limits::ZSET_ENTRIES),
+    },
+    Param {
+        name: "zset-max-listpack-value",
+        check: |v| memory_size_t(v, &elsa_shard::ops::limits::ZSET_VALUE),
+        get: |_| limit(&elsa_shard::ops::limits::ZSET_VALUE),
+    },
+    Param {
+        name: "list-max-listpack-size",
+        check: |v| {
+            let n = long_long(v, i64::from(i32::MIN), i64::from(i32::MAX))?;
+            Ok(Box::new(move |_| {
+                elsa_shard::ops::limits::LIST_SIZE.store(n, Relaxed)
+            }))
+        },
+        get: |_| elsa_shard::ops::limits::LIST_SIZE.load(Relaxed).to_string(),
+    },
+    Param {
+        name: "list-compress-depth",
+        check: |v| {
+            let n = long_long(v, 0, i64::from(i32::MAX))?;
+            Ok(Box::new(move |_| {
+                elsa_shard::ops::limits::LIST_COMPRESS_DEPTH.store(n, Relaxed)
+            }))
+        },
+        get: |_| {
+            elsa_shard::ops::limits::LIST_COMPRESS_DEPTH
+                .load(Relaxed)
+                .to_string()
+        },
+    },
+    Param {
         name: "lfu-decay-time",
         check: |v| memory_change("lfu-decay-time", v),
         get: |s| s.memory.limit.lfu_decay_time().to_string(),
     },
 ];
 
-/// The CONFIG GET pairs of [`PARAMS`] (and `lua-time-limit`, Redis 7's
-/// alias of `busy-reply-threshold`).
+/// The CONFIG GET pairs of [`PARAMS`], and of their [`ALIASES`].
 pub fn pairs(shared: &Shared) -> Vec<(String, String)> {
     let mut pairs: Vec<(String, String)> = PARAMS
         .iter()
         .map(|p| (p.name.to_string(), (p.get)(shared)))
         .collect();
-    pairs.push((
-        "lua-time-limit".into(),
-        shared.scripts.threshold_ms().to_string(),
-    ));
+    for (alias, name) in ALIASES {
+        if let Some(p) = PARAMS.iter().find(|p| p.name == *name) {
+            pairs.push((alias.to_string(), (p.get)(shared)));
+        }
+    }
     pairs
+}
+
+/// Redis 7.0's other names of parameters (CONFIG GET answers both; CONFIG
+/// SET takes either; the configuration file keeps the first name).
+pub static ALIASES: &[(&str, &str)] = &[
+    ("lua-time-limit", "busy-reply-threshold"),
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+];
+
+/// The parameter `name` is another name of, or `name` itself.
+fn unalias(name: String) -> String {
+    match ALIASES.iter().find(|(a, _)| *a == name) {
+        Some((_, n)) => n.to_string(),
+        None => name,
+    }
 }
 
 /// CONFIG SET's pairs (the arguments after `SET`), all applied or none:
@@ -276,11 +344,7 @@ pub fn config_set(
     let mut seen: Vec<String> = Vec::new();
     for pair in args.chunks(2) {
         let given = String::from_utf8_lossy(&pair[0]).into_owned();
-        let mut name = given.to_ascii_lowercase();
-        if name == "lua-time-limit" {
-            // Redis 7's alias of busy-reply-threshold.
-            name = "busy-reply-threshold".into();
-        }
+        let name = unalias(given.to_ascii_lowercase());
         let value = String::from_utf8_lossy(&pair[1]).into_owned();
         if unknown.is_some() || refused.is_some() {
             break;
@@ -339,8 +403,8 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
     for (name, value) in pairs {
-        if name == "lua-time-limit" {
-            // An alias: the file keeps busy-reply-threshold.
+        if ALIASES.iter().any(|(a, _)| a == name) {
+            // An alias: the file keeps the parameter's first name.
             continue;
         }
         if name == "requirepass" && value.is_empty() {
@@ -370,6 +434,13 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
             | "maxmemory-samples"
             | "lfu-log-factor"
             | "lfu-decay-time"
+            | "hash-max-listpack-entries"
+            | "hash-max-listpack-value"
+            | "set-max-intset-entries"
+            | "zset-max-listpack-entries"
+            | "zset-max-listpack-value"
+            | "list-max-listpack-size"
+            | "list-compress-depth"
             | "tls-port" => match value.parse::<i64>() {
                 Ok(n) => toml_edit::value(n),
                 Err(_) => continue,
@@ -431,6 +502,27 @@ fn at_least_1mb(v: &str) -> Result<usize, String> {
         return Err("argument must be between 1048576 and 9223372036854775807 inclusive".into());
     }
     Ok(n)
+}
+
+/// A `size_t` parameter (Redis's `createSizeTConfig`, `INTEGER_CONFIG`,
+/// 0 to `LONG_MAX`) stored in `to`.
+fn size_t(v: &str, to: &'static std::sync::atomic::AtomicUsize) -> Result<Change, String> {
+    let n = long_long(v, 0, i64::MAX)? as usize;
+    Ok(Box::new(move |_| to.store(n, Relaxed)))
+}
+
+/// A `size_t` parameter given as a memory value (`MEMORY_CONFIG`: `64`,
+/// `1kb`), 0 to `LONG_MAX`.
+fn memory_size_t(v: &str, to: &'static std::sync::atomic::AtomicUsize) -> Result<Change, String> {
+    let n = crate::config::parse_memory(v)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| "argument must be a memory value".to_string())?;
+    Ok(Box::new(move |_| to.store(n, Relaxed)))
+}
+
+/// A threshold's value as CONFIG GET answers it.
+fn limit(t: &std::sync::atomic::AtomicUsize) -> String {
+    t.load(Relaxed).to_string()
 }
 
 fn failed(name: &str, why: &str) -> String {

@@ -13,6 +13,7 @@
 use bytes::{Buf, BufMut, Bytes};
 use elsa_lattice::{Collection, Crdt, KeyState, Kind, OrMap, Ts, Version};
 
+use super::limits;
 use super::longdouble::{self, FloatError};
 use super::{begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply, ScanArgs};
 
@@ -78,29 +79,27 @@ pub enum HashOp {
     Scan(ScanArgs),
 }
 
-/// Fields and values this short keep a hash packed (Redis's listpack,
-/// with at most [`PACKED_FIELDS`] fields).
-const PACKED_LEN: usize = 64;
-
-/// The most fields a packed hash holds: Redis 7.0's built-in
-/// `hash-max-listpack-entries` (the `redis.conf` it ships sets 128, the
-/// server's own default is 512, and the sorted sets' is 128).
-const PACKED_FIELDS: usize = 512;
-
 /// True when Redis would keep this hash packed: it never held more than
-/// [`PACKED_FIELDS`] fields or a field or value over [`PACKED_LEN`] bytes
-/// since it was created (Redis does not pack a hash again).
+/// `hash-max-listpack-entries` fields or a field or value over
+/// `hash-max-listpack-value` bytes since it was created (Redis does not
+/// pack a hash again; see [`limits`](super::limits)).
 pub(super) fn packed(m: &OrMap) -> bool {
     let peak = m.peak();
     !peak.wide
-        && (peak.most as usize).max(m.len()) <= PACKED_FIELDS
-        && m.iter()
-            .all(|(f, v)| f.len() <= PACKED_LEN && v.len() <= PACKED_LEN)
+        && (peak.most as usize).max(m.len()) <= limits::get(&limits::HASH_ENTRIES)
+        && short(m)
+}
+
+/// Every field and value within `hash-max-listpack-value`.
+fn short(m: &OrMap) -> bool {
+    let most = limits::get(&limits::HASH_VALUE);
+    m.iter().all(|(f, v)| f.len() <= most && v.len() <= most)
 }
 
 /// Marks `delta` when it writes a field or value Redis would not pack.
 fn mark_if_wide(delta: &mut OrMap, field: &[u8], value: &[u8]) {
-    if field.len() > PACKED_LEN || value.len() > PACKED_LEN {
+    let most = limits::get(&limits::HASH_VALUE);
+    if field.len() > most || value.len() > most {
         delta.mark_wide();
     }
 }
@@ -364,9 +363,7 @@ fn rand_field(m: &OrMap, count: Option<i64>, with_values: bool, mut seed: u64) -
 /// cursor is a position in it: a field present for the whole scan is
 /// returned at least once, as Redis promises).
 fn scan(m: &OrMap, args: &ScanArgs) -> OpReply {
-    let packed = m.len() <= PACKED_FIELDS
-        && m.iter()
-            .all(|(f, v)| f.len() <= PACKED_LEN && v.len() <= PACKED_LEN);
+    let packed = m.len() <= limits::get(&limits::HASH_ENTRIES) && short(m);
     let fields: Vec<(Bytes, Bytes)> = m
         .iter()
         .map(|(f, v)| (Bytes::copy_from_slice(f), v))

@@ -25,9 +25,11 @@
 
 pub mod bitfield;
 pub mod bits;
+pub mod geo;
 pub mod hashes;
 mod keys;
 pub mod lcs;
+pub mod limits;
 pub mod lists;
 pub mod longdouble;
 mod replies;
@@ -611,6 +613,10 @@ pub enum OpReply {
     Scored(Vec<(Bytes, f64)>),
     /// Named answers: a RESP3 map, a flat RESP2 array (LCS … IDX).
     Fields(Vec<(&'static str, OpReply)>),
+    /// A coordinate (GEOPOS, WITHCOORD): `%.17Lf` without its trailing
+    /// zeros, as a RESP3 double or a RESP2 bulk string (Redis's
+    /// `addReplyHumanLongDouble`).
+    Coord(f64),
 }
 
 /// Scores in replies are never NaN (Redis refuses every command that would

@@ -2,7 +2,7 @@
 //! their static copies (a reply decoded from the wire or the log names one
 //! of these rather than allocating).
 
-use super::{hashes, lcs, lists, zparse, WRONGTYPE};
+use super::{geo, hashes, lcs, lists, zparse, WRONGTYPE};
 
 /// Error text Redis uses for non-integer values and overflow.
 pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -50,6 +50,7 @@ pub const REPLY_TEXTS: &[&str] = &[
     zparse::ERR_SCORE_NAN,
     zparse::ERR_WEIGHT,
     zparse::ERR_LIMIT_NEGATIVE,
+    geo::ERR_DECODE_MEMBER,
     lists::ERR_INDEX,
     lists::ERR_TIMEOUT_NEGATIVE,
     "matches",

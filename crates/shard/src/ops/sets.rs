@@ -306,16 +306,15 @@ fn rand_member(s: &OrSet, exists: bool, count: Option<i64>, mut seed: u64) -> Op
     )
 }
 
-/// The most members an intset holds (Redis's `set-max-intset-entries`).
-const INTSET_MEMBERS: usize = 512;
-
 /// True when Redis would keep this set an intset: it never held more than
-/// [`INTSET_MEMBERS`] members or one that is not an integer since it was
-/// created (Redis does not make an intset again).
+/// `set-max-intset-entries` members or one that is not an integer since it
+/// was created (Redis does not make an intset again; see
+/// [`limits`](super::limits)).
 pub(super) fn intset(s: &OrSet) -> bool {
     let peak = s.peak();
     !peak.wide
-        && (peak.most as usize).max(s.len()) <= INTSET_MEMBERS
+        && (peak.most as usize).max(s.len())
+            <= super::limits::get(&super::limits::SET_INTSET_ENTRIES)
         && s.iter().all(|m| parse_i64(m).is_some())
 }
 

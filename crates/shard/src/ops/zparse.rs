@@ -130,6 +130,8 @@ pub enum ZCmd {
         refused: Option<&'static str>,
     },
     Scan(ScanArgs),
+    /// GEOPOS, GEODIST, GEOHASH, GEORADIUS*, GEOSEARCH(STORE): `ops::geo`.
+    Geo(super::geo::GeoCmd),
 }
 
 /// The most elements one ZRANDMEMBER with a negative count answers (a
@@ -718,6 +720,16 @@ pub fn parse(args: &[Bytes]) -> Result<ZCmd, String> {
         "zdiffstore" => combine(args, 2, ZCombine::Diff, Some(args[1].clone()), false)?,
         "zintercard" => combine(args, 1, ZCombine::Inter, None, true)?,
         "zscan" => ZCmd::Scan(super::scan_args_of(args)?),
+        "geoadd" => super::geo::add(args)?,
+        "geopos"
+        | "geodist"
+        | "geohash"
+        | "georadius"
+        | "georadius_ro"
+        | "georadiusbymember"
+        | "georadiusbymember_ro"
+        | "geosearch"
+        | "geosearchstore" => ZCmd::Geo(super::geo::parse(&name, args)?),
         _ => return Err(ERR_SYNTAX.into()),
     })
 }

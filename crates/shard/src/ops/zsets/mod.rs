@@ -13,19 +13,22 @@
 //! also gives the op its wire form (the arguments, parsed again).
 
 mod range;
+mod store;
 
 use bytes::{Buf, BufMut, Bytes};
 use elsa_lattice::{Collection, Crdt, Elem, KeyState, Kind, ZSet};
 
+use super::geo::{self, GeoCmd};
 use super::hashes::{get_list, next, put_list};
 use super::zparse::{
     format_d2string, format_g17, parse, AddFlags, Aggregate, ZCmd, ZCombine, ERR_SCORE_NAN,
 };
 use super::{
     begin_collection_write, read_collection, CollectionWrite, KeyView, OpReply, ScanArgs, Value,
-    PACKED_ELEMENTS, WRONGTYPE,
+    WRONGTYPE,
 };
 use range::{positions, range};
+use store::{geo_search, store};
 
 /// One sorted-set command on one key (and, for some, others).
 #[derive(Clone, Debug, PartialEq)]
@@ -57,6 +60,7 @@ impl ZSetOp {
             }
             ZCmd::InterCard { sources, .. } => sources[1..].to_vec(),
             ZCmd::MPop { keys, .. } => keys[1..].to_vec(),
+            ZCmd::Geo(GeoCmd::Search(s)) => s.store.iter().cloned().collect(),
             _ => Vec::new(),
         };
         Ok(ZSetOp {
@@ -73,6 +77,11 @@ impl ZSetOp {
             ZCmd::RangeStore { .. } => &self.args[2],
             ZCmd::Combine { sources, .. } | ZCmd::InterCard { sources, .. } => &sources[0],
             ZCmd::MPop { keys, .. } => &keys[0],
+            ZCmd::Geo(GeoCmd::Search(_))
+                if self.args[0].eq_ignore_ascii_case(b"geosearchstore") =>
+            {
+                &self.args[2]
+            }
             _ => &self.args[1],
         }
     }
@@ -109,6 +118,7 @@ impl ZSetOp {
             | ZCmd::MPop { .. }
             | ZCmd::RangeStore { .. } => true,
             ZCmd::Combine { dest, .. } => dest.is_some(),
+            ZCmd::Geo(GeoCmd::Search(s)) => s.store.is_some(),
             _ => false,
         }
     }
@@ -185,6 +195,7 @@ impl ZSetOp {
                 }
             },
             ZCmd::Combine { .. } | ZCmd::InterCard { .. } => self.combine(key, view),
+            ZCmd::Geo(GeoCmd::Search(s)) => geo_search(s, key, view),
             read => match read_zset(view, key) {
                 Err(e) => e,
                 Ok(state) => {
@@ -247,6 +258,7 @@ impl ZSetOp {
                 rand_member(z, exists, *count, *withscores, self.seed)
             }
             ZCmd::Scan(args) => scan(z, args),
+            ZCmd::Geo(g) => geo::answer(g, z),
             _ => OpReply::Error(super::ERR_SYNTAX),
         }
     }
@@ -536,9 +548,8 @@ fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)])
             }
         }
         let mut delta = ZSet::default();
-        let wide = now
-            .iter()
-            .any(|(m, (_, new))| *new && m.len() > PACKED_MEMBER);
+        let most = packed_member();
+        let wide = now.iter().any(|(m, (_, new))| *new && m.len() > most);
         for (m, (s, _)) in &now {
             // An increment merges as one (concurrent ones elsewhere all
             // count); a zero increment is just the score (no tally).
@@ -578,34 +589,6 @@ fn set_now<'a>(
     // (the command's own reply still says -0), so -0 is stored as 0.
     let s = if s == 0.0 { 0.0 } else { s };
     now.entry(m).and_modify(|e| e.0 = s).or_insert((s, new));
-}
-
-/// Writes `picked` as the sorted set at `dest` (replacing any type), or
-/// deletes `dest` when it is empty; answers its size.
-fn store(view: &mut impl KeyView, dest: &[u8], picked: Vec<(Bytes, f64)>) -> OpReply {
-    let n = picked.len() as i64;
-    if picked.is_empty() {
-        view.store(dest, None);
-        return OpReply::Int(0);
-    }
-    let (_, dot) = view.stamp();
-    let mut z = ZSet::default();
-    for (m, s) in picked {
-        // A stored -0 is 0, as Redis's compact encoding (every set up to
-        // zset-max-listpack-entries) stores it and as ZADD stores it
-        // here: `WEIGHTS 0` of a negative score (restart-differential
-        // seed 2300028).
-        let s = if s == 0.0 { 0.0 } else { s };
-        let d = z.set(&m, s, dot);
-        z.merge(d);
-    }
-    view.store(
-        dest,
-        Some(Value::Typed(std::sync::Arc::new(KeyState::of(
-            Collection::ZSet(z),
-        )))),
-    );
-    OpReply::Int(n)
 }
 
 fn pop(key: &[u8], view: &mut impl KeyView, max: bool, count: Option<u64>) -> OpReply {
@@ -723,24 +706,35 @@ fn rand_member(
     }
 }
 
-/// The longest member a packed sorted set holds (Redis's
-/// `zset-max-listpack-value`).
-const PACKED_MEMBER: usize = 64;
+/// The longest member a packed sorted set holds now (Redis's
+/// `zset-max-listpack-value`; see [`limits`](super::limits)).
+fn packed_member() -> usize {
+    super::limits::get(&super::limits::ZSET_VALUE)
+}
+
+/// The most members a packed sorted set holds now
+/// (`zset-max-listpack-entries`).
+fn packed_entries() -> usize {
+    super::limits::get(&super::limits::ZSET_ENTRIES)
+}
 
 /// True when Redis would keep this sorted set packed: it never held more
-/// than [`PACKED_ELEMENTS`] members or a member over [`PACKED_MEMBER`]
-/// bytes since it was created (Redis does not pack one again).
+/// than `zset-max-listpack-entries` members or a member over
+/// `zset-max-listpack-value` bytes since it was created (Redis does not
+/// pack one again).
 pub(super) fn packed(z: &ZSet) -> bool {
     let peak = z.peak();
+    let most = packed_member();
     !peak.wide
-        && (peak.most as usize).max(z.len()) <= PACKED_ELEMENTS
-        && z.iter().all(|(m, _)| m.len() <= PACKED_MEMBER)
+        && (peak.most as usize).max(z.len()) <= packed_entries()
+        && z.iter().all(|(m, _)| m.len() <= most)
 }
 
 /// ZSCAN: a small set whole (cursor 0), its scores as a packed Redis set
 /// stores them; a bigger one `count` members at a time in member order.
 fn scan(z: &ZSet, args: &ScanArgs) -> OpReply {
-    let packed = z.len() <= PACKED_ELEMENTS && z.iter().all(|(m, _)| m.len() <= PACKED_MEMBER);
+    let most = packed_member();
+    let packed = z.len() <= packed_entries() && z.iter().all(|(m, _)| m.len() <= most);
     let mut members: Vec<(Bytes, f64)> = if packed {
         let o = z.ordered();
         o.range(0, o.len())

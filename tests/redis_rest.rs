@@ -1,0 +1,327 @@
+//! The rest of Redis 7.0 (issue 45) against a real redis-server 7.0: the
+//! same commands sent to Elsa and to Redis, their replies compared — the
+//! encoding thresholds CONFIG SET changes (and their `ziplist` aliases)
+//! as `OBJECT ENCODING` and the SCAN family honour them, `COMMAND HELP`,
+//! `CONFIG HELP`, `ROLE`, `LOLWUT`.
+
+mod common;
+#[allow(dead_code)]
+#[path = "differential/resp.rs"]
+mod resp;
+
+use common::redis_server::RedisServer;
+use common::Elsa;
+use resp::Reply;
+
+/// Elsa and redis-server side by side, one connection to each.
+struct Pair {
+    _elsa: Elsa,
+    _redis: RedisServer,
+    e: resp::Conn,
+    r: resp::Conn,
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let elsa = Elsa::start(&[]);
+        let redis = RedisServer::start();
+        let e = resp::Conn::connect(elsa.port).unwrap();
+        let r = resp::Conn::connect(redis.port).unwrap();
+        Pair {
+            _elsa: elsa,
+            _redis: redis,
+            e,
+            r,
+        }
+    }
+
+    /// Sends `line` (words separated by single spaces) to both and
+    /// asserts the replies are equal.
+    fn same(&mut self, line: &str) -> Reply {
+        let words: Vec<String> = line.split(' ').map(|w| w.replace("\\x20", " ")).collect();
+        let args: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        let a = self.e.call(&args);
+        let b = self.r.call(&args);
+        assert_eq!(a, b, "{line}: Elsa {a} vs Redis {b}");
+        a
+    }
+
+    /// Sends `line` to both; the replies may differ (a version, an id).
+    fn both(&mut self, line: &str) {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        self.e.call(&args);
+        self.r.call(&args);
+    }
+}
+
+#[test]
+fn encoding_thresholds_are_set_read_and_honoured_as_in_redis() {
+    let mut p = Pair::new();
+    // Defaults, by either name.
+    for name in [
+        "hash-max-listpack-entries",
+        "hash-max-ziplist-entries",
+        "hash-max-listpack-value",
+        "hash-max-ziplist-value",
+        "set-max-intset-entries",
+        "zset-max-listpack-entries",
+        "zset-max-ziplist-entries",
+        "zset-max-listpack-value",
+        "zset-max-ziplist-value",
+        "list-max-listpack-size",
+        "list-max-ziplist-size",
+        "list-compress-depth",
+    ] {
+        p.same(&format!("CONFIG GET {name}"));
+    }
+    // Set by the alias, read by the name, and back.
+    p.same("CONFIG SET hash-max-ziplist-entries 4");
+    p.same("CONFIG GET hash-max-listpack-entries");
+    p.same("CONFIG SET zset-max-ziplist-value 1kb");
+    p.same("CONFIG GET zset-max-listpack-value");
+    p.same("CONFIG SET list-max-ziplist-size -3");
+    p.same("CONFIG GET list-max-listpack-size");
+    p.same("CONFIG SET list-compress-depth 2");
+    p.same("CONFIG GET list-compress-depth");
+    // Errors, word for word.
+    for line in [
+        "CONFIG SET hash-max-listpack-entries -1",
+        "CONFIG SET hash-max-listpack-entries x",
+        "CONFIG SET hash-max-listpack-value lots",
+        "CONFIG SET list-compress-depth -1",
+        "CONFIG SET set-max-intset-entries 1.5",
+    ] {
+        let r = p.same(line);
+        assert!(r.is_error(), "{line}: {r}");
+    }
+    // Small thresholds, as Redis's own tests set them, then collections
+    // on either side of them.
+    p.same("CONFIG SET hash-max-listpack-entries 4 hash-max-listpack-value 8");
+    p.same("CONFIG SET set-max-intset-entries 4");
+    p.same("CONFIG SET zset-max-listpack-entries 4 zset-max-listpack-value 8");
+    p.same("HSET h1 a 1 b 2");
+    p.same("OBJECT ENCODING h1");
+    p.same("HSET h2 a 1 b 2 c 3 d 4 e 5");
+    p.same("OBJECT ENCODING h2");
+    p.same("HSET h3 a 123456789");
+    p.same("OBJECT ENCODING h3");
+    p.same("HDEL h2 e d c");
+    // Redis does not pack a hash again.
+    p.same("OBJECT ENCODING h2");
+    p.same("SADD s1 1 2 3");
+    p.same("OBJECT ENCODING s1");
+    p.same("SADD s2 1 2 3 4 5");
+    p.same("OBJECT ENCODING s2");
+    p.same("ZADD z1 1 a 2 b");
+    p.same("OBJECT ENCODING z1");
+    p.same("ZADD z2 1 a 2 b 3 c 4 d 5 e");
+    p.same("OBJECT ENCODING z2");
+    p.same("ZADD z3 1 abcdefghij");
+    p.same("OBJECT ENCODING z3");
+    // A packed collection is scanned whole.
+    p.same("HSCAN h1 0 COUNT 1");
+    p.same("ZSCAN z1 0 COUNT 1");
+    // Raised again: new collections pack up to the new limits.
+    p.same("CONFIG SET hash-max-listpack-entries 512 zset-max-listpack-entries 128");
+    p.same("HSET h4 a 1 b 2 c 3 d 4 e 5");
+    p.same("OBJECT ENCODING h4");
+    p.same("ZADD z4 1 a 2 b 3 c 4 d 5 e");
+    p.same("OBJECT ENCODING z4");
+}
+
+#[test]
+fn help_role_and_lolwut_answer_as_redis() {
+    let mut p = Pair::new();
+    for line in [
+        "COMMAND HELP",
+        "CONFIG HELP",
+        "ROLE",
+        "LOLWUT VERSION x",
+        "ROLE extra",
+    ] {
+        p.same(line);
+    }
+    // LOLWUT names the server's version: Elsa's Redis compatibility level.
+    let Reply::Bulk(text) = p.e.call(&[b"LOLWUT"]) else {
+        panic!("LOLWUT answers a bulk string")
+    };
+    assert!(text.starts_with(b"Redis ver. 7.0"), "{text:?}");
+}
+
+/// A small deterministic generator (the test needs no seed to replay).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+
+    /// A number in `lo..hi` with 6 decimals, as text.
+    fn coord(&mut self, lo: f64, hi: f64) -> String {
+        let f = (self.next() % 1_000_000) as f64 / 1_000_000.0;
+        format!("{:.6}", lo + f * (hi - lo))
+    }
+
+    fn pick<'a>(&mut self, of: &[&'a str]) -> &'a str {
+        of[(self.next() % of.len() as u64) as usize]
+    }
+}
+
+#[test]
+fn geo_commands_answer_as_redis() {
+    let mut p = Pair::new();
+    // Redis's documentation example, then the edges of the area.
+    for line in [
+        "GEOADD Sicily 13.361389 38.115556 Palermo 15.087269 37.502669 Catania",
+        "GEOADD Sicily NX CH 13.361389 38.115556 Palermo 12.758489 38.788135 edge1",
+        "GEOADD Sicily XX CH 13.5 38.0 Palermo 1 1 never",
+        "GEOADD Sicily 180 85.05112878 north -180 -85.05112878 south",
+        "GEOPOS Sicily Palermo Catania nonexisting north south",
+        "GEOPOS nokey a",
+        "GEODIST Sicily Palermo Catania",
+        "GEODIST Sicily Palermo Catania km",
+        "GEODIST Sicily Palermo Catania MI",
+        "GEODIST Sicily Palermo Catania ft",
+        "GEODIST Sicily Palermo nonexisting",
+        "GEODIST nokey a b",
+        "GEOHASH Sicily Palermo Catania north south nonexisting",
+        "GEORADIUS Sicily 15 37 200 km WITHDIST",
+        "GEORADIUS Sicily 15 37 200 km WITHCOORD",
+        "GEORADIUS Sicily 15 37 200 km WITHDIST WITHCOORD WITHHASH DESC",
+        "GEORADIUS Sicily 15 37 200 km COUNT 1",
+        "GEORADIUS Sicily 15 37 200 km COUNT 1 ANY",
+        "GEORADIUS Sicily 15 37 200 km STORE dst",
+        "ZRANGE dst 0 -1 WITHSCORES",
+        "GEORADIUS Sicily 15 37 200 km STOREDIST dst",
+        "ZRANGE dst 0 -1 WITHSCORES",
+        "GEORADIUS Sicily 15 37 1 km STORE dst",
+        "EXISTS dst",
+        "GEORADIUSBYMEMBER Sicily Palermo 200 km WITHDIST ASC",
+        "GEORADIUSBYMEMBER_RO Sicily Palermo 200 km",
+        "GEORADIUS_RO Sicily 15 37 200 km ASC",
+        "GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 200 km ASC WITHDIST",
+        "GEOSEARCH Sicily FROMMEMBER Palermo BYBOX 400 400 km DESC WITHCOORD",
+        "GEOSEARCH Sicily FROMLONLAT 15 37 BYBOX 400 400 km ASC COUNT 1 WITHHASH",
+        "GEOSEARCH nokey FROMMEMBER x BYRADIUS 1 km",
+        "GEOSEARCHSTORE dst2 Sicily FROMLONLAT 15 37 BYRADIUS 200 km STOREDIST",
+        "ZRANGE dst2 0 -1 WITHSCORES",
+        "GEOSEARCHSTORE dst2 nokey FROMLONLAT 15 37 BYRADIUS 200 km",
+        "EXISTS dst2",
+        // Errors, word for word.
+        "GEOADD Sicily 200 100 bad",
+        "GEOADD Sicily x 1 bad",
+        "GEOADD Sicily NX XX 1 1 m",
+        "GEOADD Sicily 1 1",
+        "GEOADD Sicily GT 1 1 m",
+        "GEODIST Sicily a b parsec",
+        "GEODIST Sicily a b km extra",
+        "GEORADIUS Sicily 15 37 -1 km",
+        "GEORADIUS Sicily 15 37 x km",
+        "GEORADIUS Sicily 15 37 1 km COUNT 0",
+        "GEORADIUS Sicily 15 37 1 km COUNT x",
+        "GEORADIUS Sicily 15 37 1 km ANY",
+        "GEORADIUS Sicily 15 37 1 km STORE d WITHDIST",
+        "GEORADIUS_RO Sicily 15 37 1 km STORE d",
+        "GEORADIUS Sicily 15 37 1 km BYBOX 1 1 km",
+        "GEOSEARCH Sicily BYRADIUS 1 km",
+        "GEOSEARCH Sicily FROMLONLAT 1 1",
+        "GEOSEARCH Sicily FROMLONLAT 1 1 FROMMEMBER Palermo BYRADIUS 1 km",
+        "GEOSEARCH Sicily FROMLONLAT 1 1 BYRADIUS 1 km BYBOX 1 1 km",
+        "GEOSEARCH Sicily FROMLONLAT 1 1 BYBOX -1 1 km",
+        "GEOSEARCH Sicily FROMLONLAT 1 1 BYBOX x 1 km",
+        "GEOSEARCH Sicily FROMLONLAT 1 1 BYBOX 1 x km",
+        "GEOSEARCH Sicily FROMMEMBER nonexisting BYRADIUS 1 km",
+        "GEOSEARCHSTORE d Sicily FROMLONLAT 1 1 BYRADIUS 1 km WITHDIST",
+        "GEORADIUSBYMEMBER Sicily nonexisting 1 km",
+        // Their keys, as ACL and cluster routing see them.
+        "COMMAND GETKEYSANDFLAGS georadius k 1 1 1 km STORE d STOREDIST e",
+        "COMMAND GETKEYSANDFLAGS georadiusbymember k m 1 km STOREDIST e",
+        "COMMAND GETKEYSANDFLAGS geosearchstore d s FROMLONLAT 1 1 BYRADIUS 1 km",
+        "COMMAND GETKEYSANDFLAGS geoadd k 1 1 m",
+        "COMMAND GETKEYS georadius_ro k 1 1 1 km",
+        // In a transaction and a script, as alone.
+        "MULTI",
+        "GEOADD tx 13.361389 38.115556 Palermo",
+        "GEOSEARCH tx FROMLONLAT 13 38 BYRADIUS 100 km WITHCOORD WITHDIST",
+        "GEOPOS tx Palermo",
+        "EXEC",
+        "EVAL return\\x20redis.call('GEOPOS',KEYS[1],'Palermo','x') 1 Sicily",
+        "EVAL return\\x20redis.call('GEODIST',KEYS[1],'Palermo','Catania','km') 1 Sicily",
+        "OBJECT ENCODING Sicily",
+        "TYPE Sicily",
+        "SET str x",
+        "GEOPOS str a",
+        "GEOADD str 1 1 a",
+        "GEOSEARCH str FROMLONLAT 1 1 BYRADIUS 1 km",
+    ] {
+        p.same(line);
+    }
+    // RESP3: coordinates are doubles.
+    p.both("HELLO 3");
+    p.same("GEOPOS Sicily Palermo north");
+    p.same("GEOSEARCH Sicily FROMLONLAT 15 37 BYRADIUS 200 km ASC WITHCOORD WITHDIST");
+    p.both("HELLO 2");
+    // Many points around a centre, and searches of every shape and option.
+    let mut g = Lcg(7);
+    for batch in 0..10 {
+        let mut line = String::from("GEOADD pts");
+        for i in 0..50 {
+            // Mostly Europe; some across the antimeridian and near the
+            // edge of the indexable area.
+            let (x, y) = match batch {
+                8 => (g.coord(-180.0, 180.0), g.coord(80.0, 85.05)),
+                9 => (g.coord(170.0, 180.0), g.coord(-10.0, 10.0)),
+                _ => (g.coord(-10.0, 10.0), g.coord(40.0, 60.0)),
+            };
+            line.push_str(&format!(" {x} {y} p{batch}-{i}"));
+        }
+        p.same(&line);
+    }
+    for _ in 0..600 {
+        let from = if g.next() % 3 == 0 {
+            format!("FROMMEMBER p{}-{}", g.next() % 10, g.next() % 50)
+        } else {
+            let (x, y) = match g.next() % 5 {
+                0 => (g.coord(-180.0, 180.0), g.coord(78.0, 85.05)),
+                1 => (g.coord(-180.0, -175.0), g.coord(-12.0, 12.0)),
+                _ => (g.coord(-12.0, 12.0), g.coord(38.0, 62.0)),
+            };
+            format!("FROMLONLAT {x} {y}")
+        };
+        let unit = g.pick(&["m", "km", "mi", "ft"]);
+        let size = |g: &mut Lcg| match unit {
+            "m" => g.coord(1.0, 900_000.0),
+            "ft" => g.coord(1.0, 2_900_000.0),
+            "km" => g.coord(0.5, 900.0),
+            _ => g.coord(0.5, 560.0),
+        };
+        let by = if g.next() % 2 == 0 {
+            format!("BYRADIUS {} {unit}", size(&mut g))
+        } else {
+            format!("BYBOX {} {} {unit}", size(&mut g), size(&mut g))
+        };
+        let mut opts = String::new();
+        for o in ["WITHDIST", "WITHCOORD", "WITHHASH"] {
+            if g.next() % 2 == 0 {
+                opts.push(' ');
+                opts.push_str(o);
+            }
+        }
+        match g.next() % 4 {
+            0 => opts.push_str(" ASC"),
+            1 => opts.push_str(" DESC"),
+            _ => {}
+        }
+        if g.next() % 3 == 0 {
+            opts.push_str(&format!(" COUNT {}", 1 + g.next() % 20));
+            if g.next() % 3 == 0 {
+                opts.push_str(" ANY");
+            }
+        }
+        p.same(&format!("GEOSEARCH pts {from} {by}{opts}"));
+    }
+}
