@@ -237,6 +237,13 @@ fn geo_commands_answer_as_redis() {
         "GEOSEARCH Sicily FROMMEMBER nonexisting BYRADIUS 1 km",
         "GEOSEARCHSTORE d Sicily FROMLONLAT 1 1 BYRADIUS 1 km WITHDIST",
         "GEORADIUSBYMEMBER Sicily nonexisting 1 km",
+        // Scores no GEOADD writes: decoded as Redis's C converts them.
+        "ZADD odd -1 neg 0 zero 1e19 big 5e18 mid 1e30 huge -1e30 tiny 4503599627370496 top 1.5 half",
+        "GEOPOS odd neg zero big mid huge tiny top half",
+        "GEOHASH odd neg zero big mid huge tiny top half",
+        "GEODIST odd neg big",
+        "GEODIST odd huge tiny km",
+        "GEOSEARCH odd FROMMEMBER zero BYRADIUS 20000 km ASC WITHHASH",
         // Their keys, as ACL and cluster routing see them.
         "COMMAND GETKEYSANDFLAGS georadius k 1 1 1 km STORE d STOREDIST e",
         "COMMAND GETKEYSANDFLAGS georadiusbymember k m 1 km STOREDIST e",

@@ -54,6 +54,8 @@ use super::resp::quote;
 // bit commands) and key commands (RENAME, COPY, OBJECT…), one file each.
 #[path = "gen_bulk.rs"]
 mod bulk;
+#[path = "gen_geo.rs"]
+mod geo;
 #[path = "gen_hashes.rs"]
 mod hashes;
 

@@ -37,6 +37,8 @@
 //!   beyond ±LONG_MAX/2 with WITHSCORES) or positive (the whole set).
 //! - The blocking forms (BZPOPMIN, BZPOPMAX, BZMPOP): not yet (a blocking
 //!   pop on an empty key would stall the single client). ZMPOP is.
+//!
+//! The GEO commands are chosen among these (`gen_geo.rs`).
 
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -185,11 +187,11 @@ enum By {
 }
 
 impl Gen {
-    fn zmember(&mut self) -> Arg {
+    pub(super) fn zmember(&mut self) -> Arg {
         lit(self.pick(ZMEMBERS))
     }
 
-    fn zmembers(&mut self, max: usize) -> Vec<Arg> {
+    pub(super) fn zmembers(&mut self, max: usize) -> Vec<Arg> {
         let n = self.rng.gen_range(1..=max);
         (0..n).map(|_| self.zmember()).collect()
     }
@@ -352,7 +354,7 @@ impl Gen {
     /// One sorted-set command on `k` (or, for ZINTERCARD and the
     /// wrong-arity forms, on keys of its own).
     fn zset_command_on(&mut self, k: Arg) -> Cmd {
-        match self.rng.gen_range(0..40) {
+        match self.rng.gen_range(0..44) {
             0..=9 => self.zadd(k),
             10..=11 => {
                 let (by, m) = (self.zscore_arg(), self.zmember());
@@ -454,6 +456,7 @@ impl Gen {
             33..=36 => self.zsetop(k),
             37 => self.zintercard(),
             38 => self.zscan(k),
+            39..=42 => self.geo_command_on(k),
             _ => self.zwrong_arity(),
         }
     }

@@ -167,13 +167,34 @@ pub fn decode(long_range: Range, lat_range: Range, hash: Hash) -> Option<Area> {
 /// latitude — the middle of its box, kept inside the indexable area.
 pub fn position(score: f64) -> Option<(f64, f64)> {
     let hash = Hash {
-        bits: score as u64,
+        bits: c_u64(score),
         step: STEP_MAX,
     };
     let area = decode(WGS84.0, WGS84.1, hash)?;
     let x = ((area.longitude.min + area.longitude.max) / 2.0).clamp(LONG_MIN, LONG_MAX);
     let y = ((area.latitude.min + area.latitude.max) / 2.0).clamp(LAT_MIN, LAT_MAX);
     Some((x, y))
+}
+
+/// A double converted to `uint64_t` as Redis's C does it on x86-64 (gcc's
+/// `cvttsd2si` sequence), for a score no GEOADD wrote: below 2^63 the
+/// signed conversion (a negative one wraps around; one below -2^63 is
+/// 2^63), from 2^63 on the signed conversion of `x - 2^63` with the top
+/// bit flipped (2^64 and more give 0). Rust's `as` saturates instead.
+fn c_u64(x: f64) -> u64 {
+    const TWO63: f64 = 9_223_372_036_854_775_808.0;
+    let cvt = |v: f64| -> u64 {
+        if v.is_nan() || !(-TWO63..TWO63).contains(&v) {
+            1 << 63
+        } else {
+            v as i64 as u64
+        }
+    };
+    if x < TWO63 {
+        cvt(x)
+    } else {
+        cvt(x - TWO63) ^ (1 << 63)
+    }
 }
 
 /// A hash's bits aligned to 52 (`geohashAlign52Bits`).

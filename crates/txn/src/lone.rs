@@ -74,7 +74,8 @@ impl Coordinator {
         let mut replies = self.run_lone_here(ops, ack).await;
         if let Err(e) = self.replicate(written).await {
             for (r, w) in replies.iter_mut().zip(is_write) {
-                if w && matches!(r, Ok(reply) if !matches!(reply, OpReply::Error(_))) {
+                if w && matches!(r, Ok(reply) if !matches!(reply, OpReply::Error(_) | OpReply::ErrorText(_)))
+                {
                     *r = Err(e.clone());
                 }
             }

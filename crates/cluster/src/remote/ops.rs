@@ -316,6 +316,7 @@ pub fn reply_msg(r: &OpReply) -> ReplyMsg {
         OpReply::Double(d) => (m.kind, m.int) = (10, d.to_bits() as i64),
         OpReply::NilArray => m.kind = 12,
         OpReply::Coord(d) => (m.kind, m.int) = (14, d.to_bits() as i64),
+        OpReply::ErrorText(s) => (m.kind, m.text) = (15, s.clone()),
         OpReply::Fields(fields) => {
             m.kind = 13;
             m.bulks = fields
@@ -367,6 +368,7 @@ pub fn reply(m: ReplyMsg) -> OpReply {
         10 => OpReply::Double(f64::from_bits(m.int as u64)),
         12 => OpReply::NilArray,
         14 => OpReply::Coord(f64::from_bits(m.int as u64)),
+        15 => OpReply::ErrorText(m.text),
         13 => OpReply::Fields(
             m.bulks
                 .iter()

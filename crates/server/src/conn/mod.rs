@@ -471,6 +471,7 @@ fn reply_size(r: &OpReply) -> usize {
                 .sum::<usize>()
         }
         OpReply::Error(e) | OpReply::Status(e) => e.len() + 3,
+        OpReply::ErrorText(e) => e.len() + 3,
         _ => 16,
     }
 }
@@ -484,6 +485,7 @@ pub(crate) fn write_op(w: &mut ReplyWriter<'_>, r: &OpReply) {
         OpReply::Bulk(b) => w.bulk(b),
         OpReply::Status(s) => w.simple(s),
         OpReply::Error(e) => w.error(e),
+        OpReply::ErrorText(e) => w.error(e),
         OpReply::Array(items) => {
             w.array(items.len());
             for r in items {

@@ -6,11 +6,12 @@
 //! GEOSEARCHSTORE read the scores back.
 //!
 //! Arguments are parsed as `georadiusGeneric` parses them, with its error
-//! texts. Redis reads the key before some arguments (a FROMMEMBER's or
-//! GEORADIUSBYMEMBER's member is looked up where it is parsed, and a
-//! WRONGTYPE comes first); here every argument is parsed first, as for the
-//! other sorted-set commands, so a command with two faults may name the
-//! other one.
+//! texts and in its order. Redis checks the key's type before it reads a
+//! search's arguments, looks a FROMMEMBER's (or GEORADIUSBYMEMBER's)
+//! member up where it reads it, and skips GEORADIUSBYMEMBER's radius when
+//! the key is missing; so a search's refusals and member look-ups are kept
+//! in order ([`Check`]) and answered where the op reads the key, which
+//! gives Redis's answer to a command with several faults.
 
 use bytes::Bytes;
 use elsa_lattice::zset::ScoreBound;
@@ -50,6 +51,20 @@ pub enum Sort {
     Desc,
 }
 
+/// What a search answers before it runs, in the order Redis meets them
+/// (after the key's type).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Check {
+    /// A member the centre is taken from: refused when the key holds a
+    /// sorted set without it.
+    Member(Bytes),
+    /// An argument refused.
+    Refused(String),
+    /// GEORADIUSBYMEMBER's radius refused: Redis reads it only when the
+    /// key exists.
+    RefusedIfKey(String),
+}
+
 /// A search's arguments.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Search {
@@ -70,6 +85,9 @@ pub struct Search {
     pub store: Option<Bytes>,
     /// Store distances (in `unit`) as scores, not geohashes.
     pub storedist: bool,
+    /// Refusals and member look-ups, in Redis's order (a refused search
+    /// ends with its refusal and is not run).
+    pub checks: Vec<Check>,
 }
 
 /// A FROMMEMBER (or GEORADIUSBYMEMBER) member not in the sorted set.
@@ -185,14 +203,12 @@ pub fn parse(name: &str, args: &[Bytes]) -> Result<GeoCmd, String> {
                 unit,
             }
         }
-        _ => GeoCmd::Search(search(name, args)?),
+        _ => GeoCmd::Search(search(name, args)),
     })
 }
 
-/// `georadiusGeneric`'s arguments.
-fn search(name: &str, args: &[Bytes]) -> Result<Search, String> {
-    let ro = name.ends_with("_ro");
-    let geosearch = name.starts_with("geosearch");
+/// `georadiusGeneric`'s arguments; a refusal ends them (see [`Check`]).
+fn search(name: &str, args: &[Bytes]) -> Search {
     let mut s = Search {
         center: Center::Point(0.0, 0.0),
         shape: Shape::Circle { radius: 0.0 },
@@ -205,7 +221,19 @@ fn search(name: &str, args: &[Bytes]) -> Result<Search, String> {
         withcoord: false,
         store: None,
         storedist: false,
+        checks: Vec::new(),
     };
+    if let Err(e) = read_search(name, args, &mut s) {
+        s.checks.push(Check::Refused(e));
+    }
+    s
+}
+
+/// Reads a search's arguments into `s`, in Redis's order: the first
+/// refusal.
+fn read_search(name: &str, args: &[Bytes], s: &mut Search) -> Result<(), String> {
+    let ro = name.ends_with("_ro");
+    let geosearch = name.starts_with("geosearch");
     let base = match name {
         "georadius" | "georadius_ro" => {
             let (x, y) = long_lat(&args[2], &args[3])?;
@@ -215,7 +243,11 @@ fn search(name: &str, args: &[Bytes]) -> Result<Search, String> {
         }
         "georadiusbymember" | "georadiusbymember_ro" => {
             s.center = Center::Member(args[2].clone());
-            (s.shape, s.unit) = distance(&args[3], &args[4])?;
+            s.checks.push(Check::Member(args[2].clone()));
+            match distance(&args[3], &args[4]) {
+                Ok(d) => (s.shape, s.unit) = d,
+                Err(e) => s.checks.push(Check::RefusedIfKey(e)),
+            }
             5
         }
         "geosearchstore" => {
@@ -257,6 +289,7 @@ fn search(name: &str, args: &[Bytes]) -> Result<Search, String> {
             s.storedist = true;
         } else if is(a, "frommember") && left >= 1 && geosearch && !fromloc {
             s.center = Center::Member(rest[i + 1].clone());
+            s.checks.push(Check::Member(rest[i + 1].clone()));
             frommember = true;
             i += 1;
         } else if is(a, "fromlonlat") && left >= 2 && geosearch && !frommember {
@@ -305,7 +338,25 @@ fn search(name: &str, args: &[Bytes]) -> Result<Search, String> {
     if s.count != 0 && s.sort == Sort::None && !s.any {
         s.sort = Sort::Asc;
     }
-    Ok(s)
+    Ok(())
+}
+
+/// The answer of `s`'s checks on `z` (the key's sorted set, `None` when
+/// it is missing), if one refuses the search.
+pub fn refusal(s: &Search, z: Option<&ZSet>) -> Option<OpReply> {
+    for c in &s.checks {
+        match c {
+            Check::Member(m) => {
+                if z.is_some_and(|z| z.score(m).is_none()) {
+                    return Some(OpReply::Error(ERR_DECODE_MEMBER));
+                }
+            }
+            Check::RefusedIfKey(e) if z.is_some() => return Some(OpReply::ErrorText(e.clone())),
+            Check::RefusedIfKey(_) => {}
+            Check::Refused(e) => return Some(OpReply::ErrorText(e.clone())),
+        }
+    }
+    None
 }
 
 /// A distance as Redis prints it (`fixedpoint_d2string`, 4 decimals).
@@ -476,7 +527,13 @@ mod tests {
         let err = |line: &str| {
             let a = args(line);
             let name = String::from_utf8_lossy(&a[0]).to_lowercase();
-            parse(&name, &a).unwrap_err()
+            let Ok(GeoCmd::Search(s)) = parse(&name, &a) else {
+                panic!("{line}: not a search")
+            };
+            match refusal(&s, None) {
+                Some(OpReply::ErrorText(e)) => e,
+                other => panic!("{line}: {other:?}"),
+            }
         };
         assert_eq!(
             add(&args("geoadd k 200 100 m")).unwrap_err(),
@@ -496,6 +553,17 @@ mod tests {
             "ERR the ANY argument requires COUNT argument"
         );
         assert_eq!(err("georadius_ro k 1 1 1 km store d"), ERR_SYNTAX);
+        // A missing key: GEORADIUSBYMEMBER's radius is not read.
+        let a = args("georadiusbymember k m -1 km");
+        let Ok(GeoCmd::Search(s)) = parse("georadiusbymember", &a) else {
+            panic!()
+        };
+        assert_eq!(refusal(&s, None), None);
+        assert_eq!(
+            refusal(&s, Some(&ZSet::default())),
+            Some(OpReply::Error(ERR_DECODE_MEMBER))
+        );
+        assert_eq!(err("georadius k 1 1 1 km WITHDIST BADARG"), ERR_SYNTAX);
         assert_eq!(
             err("georadius k 1 1 1 parsec"),
             "ERR unsupported unit provided. please use M, KM, FT, MI"

@@ -595,6 +595,9 @@ pub enum OpReply {
     Status(&'static str),
     /// A Redis error line, without the leading `-`.
     Error(&'static str),
+    /// An error line made at run time (the GEO searches' refusals, which
+    /// Redis answers only after it checked the key's type).
+    ErrorText(String),
     /// An array of answers (HMGET, SMISMEMBER, HKEYS, SSCAN's parts…).
     Array(Vec<OpReply>),
     /// Field–value pairs: a RESP3 map, a flat RESP2 array (HGETALL).

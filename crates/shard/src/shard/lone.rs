@@ -129,7 +129,7 @@ impl Shard {
                 .iter()
                 .zip(writes)
                 .map(|(r, w)| match r {
-                    OpReply::Error(_) => r.clone(),
+                    OpReply::Error(_) | OpReply::ErrorText(_) => r.clone(),
                     _ if *w => OpReply::Error(ERR_UNCONFIRMED),
                     _ => r.clone(),
                 })

@@ -16,7 +16,11 @@ pub(super) fn geo_search(s: &geo::Search, key: &[u8], view: &mut impl KeyView) -
         Err(e) => return e,
         Ok(state) => state,
     };
-    let found = match zset_of(state.as_deref()) {
+    let z = zset_of(state.as_deref());
+    if let Some(refused) = geo::refusal(s, z) {
+        return refused;
+    }
+    let found = match z {
         // A missing key: nothing found (FROMMEMBER included).
         None => Vec::new(),
         Some(z) => match geo::search_points(s, z) {
