@@ -6,6 +6,9 @@
 #
 #   scripts/redis-tcl.sh /path/to/redis-7.0.15 unit/scripting [elsa flags…]
 #
+# With REDIS_TCL_AGAINST=redis, the same file runs against a fresh
+# redis-server instead (the counts to compare with).
+#
 # The tree is copied to a temporary folder and adapted there, never in
 # place: `FUNCTION FLUSH` (run before every test group) may fail, and
 # scripting.tcl runs its EVAL half only (its other half runs the same
@@ -21,7 +24,13 @@ elsa="$root/target/release/elsa"
 
 work="$(mktemp -d)"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-"$elsa" server --port "$port" --data-dir "$work/data" "$@" >"$work/elsa.log" 2>&1 &
+against="${REDIS_TCL_AGAINST:-elsa}"
+if [ "$against" = redis ]; then
+  mkdir -p "$work/data"
+  redis-server --port "$port" --dir "$work/data" --save '' --appendonly no >"$work/elsa.log" 2>&1 &
+else
+  "$elsa" server --port "$port" --data-dir "$work/data" "$@" >"$work/elsa.log" 2>&1 &
+fi
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 100); do
@@ -36,6 +45,6 @@ sed -i 's/^foreach is_eval {0 1} {/foreach is_eval {1} {/' tests/unit/scripting.
 ./runtest --host 127.0.0.1 --port "$port" --single "$unit" --durable \
   --tags -needs:repl --tags -needs:debug --ignore-encoding >"$work/run.log" 2>&1 || true
 sed 's/\x1b\[[0-9;]*m//g' "$work/run.log" >"$work/plain.log"
-echo "$unit against Elsa:"
+echo "$unit against $against:"
 grep -oE '^\[(ok|err|exception|ignore)\]' "$work/plain.log" | sort | uniq -c
 grep -E '^\[(err|exception)\]' "$work/plain.log" || true
