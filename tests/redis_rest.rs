@@ -2,7 +2,7 @@
 //! same commands sent to Elsa and to Redis, their replies compared — the
 //! encoding thresholds CONFIG SET changes (and their `ziplist` aliases)
 //! as `OBJECT ENCODING` and the SCAN family honour them, `COMMAND HELP`,
-//! `CONFIG HELP`, `ROLE`, `LOLWUT`.
+//! `CONFIG HELP`, `ROLE`, `LOLWUT`, `WAIT`; the GEO commands.
 
 mod common;
 #[allow(dead_code)]
@@ -138,6 +138,16 @@ fn help_role_and_lolwut_answer_as_redis() {
         "ROLE",
         "LOLWUT VERSION x",
         "ROLE extra",
+        // No replicas: WAIT answers 0 (after its timeout when it asks for
+        // more); inside MULTI at once.
+        "WAIT 0 0",
+        "WAIT 1 50",
+        "WAIT x 0",
+        "WAIT 0 -1",
+        "WAIT 0 x",
+        "MULTI",
+        "WAIT 5 0",
+        "EXEC",
     ] {
         p.same(line);
     }

@@ -214,3 +214,19 @@ fn a_replica_short_of_memory_evicts_no_key_of_another_primary() {
         info_num(&c, 1, "stats", "evicted_keys")
     );
 }
+
+/// `WAIT` counts the region's other replicas of the node's keys: a
+/// write acknowledged (at level `region`, the default) is on them, so
+/// `WAIT 1` answers 1 at once, and asking for more than there are waits
+/// out the timeout and answers what there is — as Redis with one replica.
+#[test]
+fn wait_counts_the_regions_other_replicas() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["r1", "r1"], &["--replication-factor", "2"]);
+    let mut con = c.conn(0);
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut con).unwrap();
+    let n: i64 = redis::cmd("WAIT").arg(1).arg(0).query(&mut con).unwrap();
+    assert_eq!(n, 1);
+    let n: i64 = redis::cmd("WAIT").arg(2).arg(100).query(&mut con).unwrap();
+    assert_eq!(n, 1);
+}

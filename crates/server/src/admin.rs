@@ -41,6 +41,7 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Lastsave
             | Control::Role
             | Control::Lolwut
+            | Control::Wait
             | Control::LastCommit
             | Control::Publish
             | Control::Spublish
@@ -178,6 +179,7 @@ impl Conn {
                 self.waitregion(args).await
             }
             Control::WaitRegion => self.w().error(&cmd::wrong_arity("waitregion")),
+            Control::Wait => self.wait(args, true).await,
             Control::ElsaDigest => self.elsa_digest(args).await,
             Control::ElsaFault => self.elsa_fault(args),
             Control::ElsaDecommission => self.elsa_decommission(),

@@ -134,6 +134,74 @@ impl Conn {
         t.push_str("\r\n");
     }
 
+    /// `WAIT numreplicas timeout`: how many replicas hold every write this
+    /// connection was answered, as Redis counts its replicas — here the
+    /// other nodes of the region that replicate its keys (the replication
+    /// factor, less this node, at most the region's other nodes; none
+    /// alone). A write acknowledged at level `region` or `all` is on them
+    /// already; one at level `local` once the region's watermark passed
+    /// it. Fewer than `numreplicas`: it waits until the timeout (0:
+    /// forever), as Redis does, and answers the count then — unless
+    /// `block` is false (inside EXEC, where Redis answers at once).
+    pub(crate) async fn wait(&mut self, args: &[Bytes], block: bool) {
+        let numreplicas = match int_arg(&args[1]) {
+            Ok(n) => n,
+            Err(e) => return self.w().error(&e.0),
+        };
+        let timeout = match elsa_shard::ops::parse_i64(&args[2]) {
+            Some(ms) if ms < 0 => return self.w().error("ERR timeout is negative"),
+            Some(ms) => ms as u64,
+            None => {
+                return self
+                    .w()
+                    .error("ERR timeout is not an integer or out of range")
+            }
+        };
+        let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout));
+        let since = self.coord.node.hlc.peek();
+        loop {
+            let acked = self.replicas_holding(since).await;
+            if acked >= numreplicas || !block {
+                return self.w().int(acked);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return self.w().int(acked);
+            }
+            let step = Duration::from_millis(self.shared.config.merge_epoch_ms.max(10));
+            let step = deadline.map_or(step, |d| {
+                step.min(d.saturating_duration_since(Instant::now()))
+            });
+            tokio::time::sleep(step).await;
+        }
+    }
+
+    /// The region's other replicas of this node's keys that hold every
+    /// commit before `ts` (see [`Conn::wait`]).
+    async fn replicas_holding(&self, ts: u64) -> i64 {
+        let Some(cl) = self.shared.cluster.clone() else {
+            return 0;
+        };
+        let region = self.shared.config.cluster.region.clone();
+        let others = cl
+            .ring()
+            .members()
+            .iter()
+            .filter(|m| m.region == region)
+            .count()
+            .saturating_sub(1);
+        let replicas = (self
+            .shared
+            .config
+            .cluster
+            .replication_factor
+            .saturating_sub(1))
+        .min(others);
+        if self.s.ack == elsa_shard::AckLevel::Local && cl.region_watermark(&region).await < ts {
+            return 0;
+        }
+        replicas as i64
+    }
+
     /// `WAITREGION region timeout-ms [commit-ts]`: 1 once every commit this
     /// client made (or the given one) is merged in every node of `region`
     /// that replicates it, 0 if the timeout passed first.

@@ -372,6 +372,8 @@ impl Conn {
             Control::Unwatch => self.w().simple("OK"),
             Control::Auth => self.auth(args),
             Control::Hello => self.hello(args),
+            // Inside EXEC, WAIT answers at once (Redis's `CLIENT_MULTI`).
+            Control::Wait => self.wait(args, false).await,
             // Redis queues MONITOR, then refuses it inside EXEC.
             Control::Monitor => self
                 .w()

@@ -111,6 +111,8 @@ pub enum Control {
     Save,
     Bgsave,
     Lastsave,
+    /// WAIT numreplicas timeout (`crate::replication`).
+    Wait,
     /// ROLE (this node answers as a master without replicas).
     Role,
     /// LOLWUT [VERSION v].

@@ -437,6 +437,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!("shutdown", -1, N, 0, 0, 0, Ctl(C::Shutdown)),
     // regions
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
+    spec!("wait", 3, &["noscript"], 0, 0, 0, Ctl(C::Wait)),
     spec!("elsa.digest", -1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
     spec!("elsa.fault", -2, N, 0, 0, 0, Ctl(C::ElsaFault)),
     spec!("elsa.decommission", 1, N, 0, 0, 0, Ctl(C::ElsaDecommission)),
