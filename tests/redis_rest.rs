@@ -94,6 +94,20 @@ fn encoding_thresholds_are_set_read_and_honoured_as_in_redis() {
         let r = p.same(line);
         assert!(r.is_error(), "{line}: {r}");
     }
+    // `save`, as Redis's own tests set it (Elsa: the snapshot interval).
+    p.same("CONFIG SET save ");
+    p.same("CONFIG GET save");
+    p.same("CONFIG SET save 3600\\x201\\x20300\\x20100");
+    p.same("CONFIG GET save");
+    for line in [
+        "CONFIG SET save 1",
+        "CONFIG SET save 0\\x201",
+        "CONFIG SET save x\\x201",
+        "CONFIG SET save 10\\x20-1",
+    ] {
+        let r = p.same(line);
+        assert!(r.is_error(), "{line}: {r}");
+    }
     // Small thresholds, as Redis's own tests set them, then collections
     // on either side of them.
     p.same("CONFIG SET hash-max-listpack-entries 4 hash-max-listpack-value 8");

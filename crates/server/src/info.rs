@@ -45,20 +45,8 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
         ),
         // Redis parameters clients probe; Elsa's answers for them.
         ("databases".into(), c.databases.to_string()),
-        (
-            "save".into(),
-            if c.snapshot_interval_sec == 0 {
-                String::new()
-            } else {
-                format!("{} 1", c.snapshot_interval_sec)
-            },
-        ),
         ("appendonly".into(), "yes".into()),
         ("appendfsync".into(), c.appendfsync.name().into()),
-        (
-            "snapshot-interval-sec".into(),
-            c.snapshot_interval_sec.to_string(),
-        ),
         ("timeout".into(), "0".into()),
         ("cluster-enabled".into(), "no".into()),
     ]

@@ -173,7 +173,9 @@ pub fn persistence(t: &mut String, sh: &Shared, stats: &[ShardStats]) {
         failure.as_deref().unwrap_or("ok"),
         last_ms,
         last_error.as_deref().unwrap_or(""),
-        c.snapshot_interval_sec,
+        sh.runtime
+            .snapshot_interval_sec
+            .load(std::sync::atomic::Ordering::Relaxed),
         p.recovery_ms,
         p.recovery.entries,
         p.recovery.files,

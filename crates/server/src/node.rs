@@ -429,17 +429,23 @@ async fn resolve_orphans(coord: Coordinator) {
     }
 }
 
-/// Takes a snapshot every `snapshot-interval-sec` if anything was logged.
+/// Takes a snapshot every `snapshot-interval-sec` (CONFIG SET changes it,
+/// or `save`; 0: never) if anything was logged since the last one.
 async fn periodic_snapshots(coord: Coordinator, shared: Arc<Shared>) {
-    let secs = shared.config.snapshot_interval_sec;
-    if secs == 0 {
-        return;
-    }
-    let mut tick = tokio::time::interval(Duration::from_secs(secs));
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
     let mut logged_at_last = 0;
+    let mut last = std::time::Instant::now();
     loop {
         tick.tick().await;
+        let secs = shared
+            .runtime
+            .snapshot_interval_sec
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if secs == 0 || last.elapsed() < Duration::from_secs(secs) {
+            continue;
+        }
+        last = std::time::Instant::now();
         let logged = logged_records(&coord).await;
         if logged != logged_at_last {
             logged_at_last = logged;

@@ -33,6 +33,11 @@ pub struct Runtime {
     /// `requirepass` as last set (the default user's password lives in
     /// the ACL table; this is what CONFIG GET answers).
     pub requirepass: Mutex<String>,
+    /// How often a snapshot is taken (`snapshot-interval-sec`, 0: never),
+    /// and `save` as last set, in Redis's words (`crate::node`'s
+    /// `periodic_snapshots` reads the interval every second).
+    pub snapshot_interval_sec: AtomicU64,
+    pub save: Mutex<String>,
 }
 
 /// Shard counters CONFIG RESETSTAT zeroes, as they were when it ran.
@@ -69,6 +74,8 @@ impl Runtime {
             output_soft_secs: AtomicU64::new(c.client_output_soft_secs),
             pubsub_output: Mutex::new(c.pubsub_output_limit),
             requirepass: Mutex::new(c.requirepass.clone().unwrap_or_default()),
+            snapshot_interval_sec: AtomicU64::new(c.snapshot_interval_sec),
+            save: Mutex::new(save_text(c.snapshot_interval_sec)),
         }
     }
 
@@ -82,6 +89,16 @@ impl Runtime {
             .lock()
             .map(|p| p.clone())
             .unwrap_or_default()
+    }
+}
+
+/// `save` as CONFIG GET answers it for a snapshot interval: a snapshot
+/// after that many seconds if one change was logged (none when 0).
+pub fn save_text(interval_sec: u64) -> String {
+    if interval_sec == 0 {
+        String::new()
+    } else {
+        format!("{interval_sec} 1")
     }
 }
 

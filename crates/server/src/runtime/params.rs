@@ -236,6 +236,33 @@ pub static PARAMS: &[Param] = &[
         get: |s| s.memory.limit.lfu_log_factor().to_string(),
     },
     Param {
+        name: "save",
+        check: |v| {
+            let interval = save_interval(v)?;
+            let text = normalized_save(v);
+            Ok(Box::new(move |s| {
+                s.runtime.snapshot_interval_sec.store(interval, Relaxed);
+                if let Ok(mut cur) = s.runtime.save.lock() {
+                    *cur = text;
+                }
+            }))
+        },
+        get: |s| s.runtime.save.lock().map(|t| t.clone()).unwrap_or_default(),
+    },
+    Param {
+        name: "snapshot-interval-sec",
+        check: |v| {
+            let n = long_long(v, 0, i64::MAX)? as u64;
+            Ok(Box::new(move |s| {
+                s.runtime.snapshot_interval_sec.store(n, Relaxed);
+                if let Ok(mut cur) = s.runtime.save.lock() {
+                    *cur = super::save_text(n);
+                }
+            }))
+        },
+        get: |s| s.runtime.snapshot_interval_sec.load(Relaxed).to_string(),
+    },
+    Param {
         name: "hash-max-listpack-entries",
         check: |v| size_t(v, &elsa_shard::ops::limits::HASH_ENTRIES),
         get: |_| limit(&elsa_shard::ops::limits::HASH_ENTRIES),
@@ -403,8 +430,9 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
     for (name, value) in pairs {
-        if ALIASES.iter().any(|(a, _)| a == name) {
-            // An alias: the file keeps the parameter's first name.
+        if ALIASES.iter().any(|(a, _)| a == name) || name == "save" {
+            // An alias: the file keeps the parameter's first name (`save`'s
+            // is `snapshot-interval-sec`).
             continue;
         }
         if name == "requirepass" && value.is_empty() {
@@ -441,6 +469,7 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
             | "zset-max-listpack-value"
             | "list-max-listpack-size"
             | "list-compress-depth"
+            | "snapshot-interval-sec"
             | "tls-port" => match value.parse::<i64>() {
                 Ok(n) => toml_edit::value(n),
                 Err(_) => continue,
@@ -502,6 +531,33 @@ fn at_least_1mb(v: &str) -> Result<usize, String> {
         return Err("argument must be between 1048576 and 9223372036854775807 inclusive".into());
     }
     Ok(n)
+}
+
+/// `save`'s value as Redis checks it (`setConfigSaveOption`): pairs of
+/// seconds (at least 1) and changes (at least 0), or nothing. Elsa
+/// snapshots on a timer whenever anything was logged (its log is its
+/// durability; a snapshot only shortens recovery), so the interval is the
+/// shortest of the pairs' seconds, 0 (never) for none.
+fn save_interval(v: &str) -> Result<u64, String> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    if !words.len().is_multiple_of(2) {
+        return Err("Invalid save parameters".into());
+    }
+    let mut interval = u64::MAX;
+    for (j, w) in words.iter().enumerate() {
+        let n = elsa_shard::ops::parse_i64(w.as_bytes())
+            .filter(|&n| if j % 2 == 0 { n >= 1 } else { n >= 0 })
+            .ok_or_else(|| "Invalid save parameters".to_string())?;
+        if j % 2 == 0 {
+            interval = interval.min(n as u64);
+        }
+    }
+    Ok(if words.is_empty() { 0 } else { interval })
+}
+
+/// `save` as CONFIG GET answers it: its pairs, one space apart.
+fn normalized_save(v: &str) -> String {
+    v.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A `size_t` parameter (Redis's `createSizeTConfig`, `INTEGER_CONFIG`,
