@@ -47,4 +47,4 @@ sed -i 's/^foreach is_eval {0 1} {/foreach is_eval {1} {/' tests/unit/scripting.
 sed 's/\x1b\[[0-9;]*m//g' "$work/run.log" >"$work/plain.log"
 echo "$unit against $against:"
 grep -oE '^\[(ok|err|exception|ignore)\]' "$work/plain.log" | sort | uniq -c
-grep -E '^\[(err|exception)\]' "$work/plain.log" || true
+grep -E -A4 "^\[(err|exception)\]" "$work/plain.log" || true

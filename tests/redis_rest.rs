@@ -356,3 +356,22 @@ fn geo_commands_answer_as_redis() {
         p.same(&format!("GEOSEARCH pts {from} {by}{opts}"));
     }
 }
+
+/// A MONITOR connection may not touch the key space (Redis treats it as a
+/// replica): reads, writes, scripts and PUBLISH are refused with Redis's
+/// words (refused commands are not shown to monitors, so each reply is
+/// the refusal alone).
+#[test]
+fn a_monitor_connection_may_not_touch_the_keyspace() {
+    let mut p = Pair::new();
+    for line in [
+        "MONITOR",
+        "GET x",
+        "SET x 1",
+        "EVAL return\\x201 0",
+        "PUBLISH c m",
+        "GEOADD g 1 1 m",
+    ] {
+        p.same(line);
+    }
+}

@@ -140,6 +140,19 @@ fn is_admin(args: &[Bytes]) -> bool {
         .is_some_and(|id| crate::acl::TABLE.cmds[id as usize].cats & admin != 0)
 }
 
+/// True for a command a MONITOR connection may not run: one that reads
+/// or writes keys, or may replicate (Redis's `CMD_READONLY`, `CMD_WRITE`,
+/// `CMD_MAY_REPLICATE`: scripts, PUBLISH, SPUBLISH).
+pub(crate) fn touches_keyspace(spec: &crate::cmd::Spec) -> bool {
+    spec.flags
+        .iter()
+        .any(|f| matches!(*f, "readonly" | "write"))
+        || matches!(
+            spec.name,
+            "eval" | "evalsha" | "fcall" | "pfcount" | "publish" | "spublish"
+        )
+}
+
 impl Conn {
     /// MONITOR: `+OK`, then every command of every connection.
     pub(crate) fn monitor(&mut self) {

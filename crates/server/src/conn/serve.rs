@@ -425,6 +425,17 @@ impl Conn {
         if self.shared.memory.refuses(spec, &args, queued) {
             return refuse(crate::memory::ERR_OOM.into());
         }
+        // A MONITOR connection is a replica to Redis: it may not touch the
+        // key space (`processCommand`).
+        if self
+            .client
+            .client
+            .monitor
+            .load(std::sync::atomic::Ordering::Relaxed)
+            && crate::clients::monitor::touches_keyspace(spec)
+        {
+            return refuse("ERR Replica can't interact with the keyspace".into());
+        }
         if let Some(e) = self.pubsub_refusal(spec, &args) {
             return refuse(e);
         }
