@@ -94,6 +94,19 @@ fn encoding_thresholds_are_set_read_and_honoured_as_in_redis() {
         let r = p.same(line);
         assert!(r.is_error(), "{line}: {r}");
     }
+    // `appendfsync` at run time (the shards' logs follow).
+    for line in [
+        "CONFIG SET appendfsync no",
+        "CONFIG GET appendfsync",
+        "CONFIG SET appendfsync ALWAYS",
+        "CONFIG GET appendfsync",
+        "CONFIG SET appendfsync sometimes",
+        "CONFIG SET appendfsync everysec",
+        "SET afterwards 1",
+        "GET afterwards",
+    ] {
+        p.same(line);
+    }
     // `save`, as Redis's own tests set it (Elsa: the snapshot interval).
     p.same("CONFIG SET save ");
     p.same("CONFIG GET save");
@@ -374,4 +387,33 @@ fn a_monitor_connection_may_not_touch_the_keyspace() {
     ] {
         p.same(line);
     }
+}
+
+/// `CONFIG SET appendfsync` reaches the shards' logs: a node started
+/// without fsyncs syncs every write once set to `always`.
+#[test]
+fn appendfsync_set_at_run_time_reaches_the_log() {
+    let elsa = Elsa::start(&["--appendfsync", "no"]);
+    let mut c = resp::Conn::connect(elsa.port).unwrap();
+    let fsyncs = |c: &mut resp::Conn| -> u64 {
+        let Reply::Bulk(text) = c.call(&[b"INFO", b"persistence"]) else {
+            panic!("INFO answers a bulk string")
+        };
+        String::from_utf8_lossy(&text)
+            .lines()
+            .find_map(|l| l.strip_prefix("wal_fsyncs:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("wal_fsyncs")
+    };
+    c.call(&[b"SET", b"a", b"1"]);
+    let before = fsyncs(&mut c);
+    assert_eq!(
+        c.call(&[b"CONFIG", b"SET", b"appendfsync", b"always"]),
+        Reply::Simple(b"OK".to_vec())
+    );
+    for i in 0..5 {
+        c.call(&[b"SET", b"a", i.to_string().as_bytes()]);
+    }
+    let after = fsyncs(&mut c);
+    assert!(after >= before + 5, "fsyncs {before} -> {after}");
 }

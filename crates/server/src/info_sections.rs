@@ -140,7 +140,6 @@ pub fn server(t: &mut String, sh: &Shared) {
 }
 
 pub fn persistence(t: &mut String, sh: &Shared, stats: &[ShardStats]) {
-    let c = &sh.config;
     let p = &sh.persistence;
     let (mut records, mut fsyncs, mut errors, mut failure) = (0, 0, 0, None);
     for w in stats.iter().filter_map(|s| s.wal.clone()) {
@@ -165,7 +164,7 @@ pub fn persistence(t: &mut String, sh: &Shared, stats: &[ShardStats]) {
         p.recovery.entries,
         if failure.is_some() { "err" } else { "ok" },
         p.dir.wal_bytes(),
-        c.appendfsync.name(),
+        sh.runtime.appendfsync().name(),
         p.dir.wal_bytes(),
         records,
         fsyncs,

@@ -575,6 +575,8 @@ pub enum AdminMsg {
     RaiseFloors(crate::db::Floors),
     /// The shard's flush floors (anti-entropy carries them).
     Floors(oneshot::Sender<crate::db::Floors>),
+    /// CONFIG SET appendfsync: the log's fsync policy from now on.
+    SetFsync(crate::wal::Fsync),
     /// Live keys of segments starting at `segment`, at least `count` keys or
     /// until the shard ends; answers the keys and the next segment (None at end).
     Scan {

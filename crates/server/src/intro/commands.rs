@@ -302,9 +302,19 @@ impl Conn {
             .into_iter()
             .map(|(k, _)| k)
             .collect();
+        let fsync = self.shared.runtime.appendfsync();
         let r = crate::runtime::params::config_set(&self.shared, args, |name| {
             known.iter().any(|k| k == name)
         });
+        // A new fsync policy goes to every shard's log, ahead of anything
+        // this connection sends them next (each shard's inbox is in order).
+        let now = self.shared.runtime.appendfsync();
+        if r.is_ok() && now != fsync {
+            for s in 0..self.coord.node.shards() {
+                let msg = elsa_shard::ShardMsg::Admin(elsa_shard::AdminMsg::SetFsync(now));
+                let _ = self.coord.post(self.coord.node.local(s), msg);
+            }
+        }
         match r {
             Ok(()) => self.w().simple("OK"),
             Err(e) => self.w().error(&e),

@@ -38,6 +38,9 @@ pub struct Runtime {
     /// `periodic_snapshots` reads the interval every second).
     pub snapshot_interval_sec: AtomicU64,
     pub save: Mutex<String>,
+    /// `appendfsync` as last set; the shards are told by the connection
+    /// that set it (`Conn::config_set_runtime`).
+    pub appendfsync: Mutex<elsa_shard::wal::Fsync>,
 }
 
 /// Shard counters CONFIG RESETSTAT zeroes, as they were when it ran.
@@ -76,12 +79,18 @@ impl Runtime {
             requirepass: Mutex::new(c.requirepass.clone().unwrap_or_default()),
             snapshot_interval_sec: AtomicU64::new(c.snapshot_interval_sec),
             save: Mutex::new(save_text(c.snapshot_interval_sec)),
+            appendfsync: Mutex::new(c.appendfsync),
         }
     }
 
     /// The pubsub class of `client-output-buffer-limit`.
     pub fn pubsub_output(&self) -> crate::pubsub::Limit {
         *self.pubsub_output.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The fsync policy in force.
+    pub fn appendfsync(&self) -> elsa_shard::wal::Fsync {
+        *self.appendfsync.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn percentiles(&self) -> Vec<f64> {

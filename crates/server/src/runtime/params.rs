@@ -236,6 +236,20 @@ pub static PARAMS: &[Param] = &[
         get: |s| s.memory.limit.lfu_log_factor().to_string(),
     },
     Param {
+        name: "appendfsync",
+        check: |v| {
+            let p: elsa_shard::wal::Fsync = v.to_ascii_lowercase().parse().map_err(|_| {
+                "argument(s) must be one of the following: everysec, always, no".to_string()
+            })?;
+            Ok(Box::new(move |s| {
+                if let Ok(mut cur) = s.runtime.appendfsync.lock() {
+                    *cur = p;
+                }
+            }))
+        },
+        get: |s| s.runtime.appendfsync().name().to_string(),
+    },
+    Param {
         name: "save",
         check: |v| {
             let interval = save_interval(v)?;

@@ -29,6 +29,11 @@ impl Shard {
             AdminMsg::Floors(reply) => {
                 let _ = reply.send(self.flush_floor.clone());
             }
+            AdminMsg::SetFsync(policy) => {
+                if let Some(d) = &mut self.durability {
+                    d.wal.set_policy(policy);
+                }
+            }
             AdminMsg::Scan {
                 db,
                 segment,

@@ -275,6 +275,19 @@ impl Wal {
         self.policy
     }
 
+    /// Changes the fsync policy (CONFIG SET appendfsync): what is written
+    /// from now on is synced as `policy` says; leaving `no`, what was
+    /// written before is synced at the next flush.
+    pub fn set_policy(&mut self, policy: Fsync) {
+        if policy != Fsync::No && self.syncer.is_none() {
+            self.syncer = self
+                .sink
+                .sync_handle()
+                .and_then(|sync| Syncer::start(sync, self.fsync_latency.clone()));
+        }
+        self.policy = policy;
+    }
+
     /// Adds one lattice to the record of the message being handled, in a
     /// frame of its `kind` (own commits, another region's lattices and
     /// parked parts each go in records of their own).
