@@ -417,3 +417,88 @@ fn appendfsync_set_at_run_time_reaches_the_log() {
     let after = fsyncs(&mut c);
     assert!(after >= before + 5, "fsyncs {before} -> {after}");
 }
+
+#[test]
+fn sort_answers_as_redis() {
+    let mut p = Pair::new();
+    for line in [
+        "RPUSH l 3 1 2 10 -1 1.5 0x10",
+        "SADD s 5 3 9 1",
+        "SADD words banana apple cherry",
+        "ZADD z 3 c 1 a 2 b 0 d",
+        "RPUSH names ann bob cat",
+        "MSET w_ann 3 w_bob 1 w_cat 2 o_ann x o_bob y",
+        "HSET h_ann age 30 name Ann",
+        "HSET h_bob age 20 name Bob",
+        "HSET h_cat age 25",
+        "SET notalist x",
+        "RPUSH bad 1 two 3",
+    ] {
+        p.same(line);
+    }
+    for line in [
+        "SORT l",
+        "SORT l DESC",
+        "SORT l LIMIT 1 3",
+        "SORT l LIMIT 2 -1",
+        "SORT l LIMIT -5 2",
+        "SORT l LIMIT 100 5",
+        "SORT l LIMIT 0 0",
+        "SORT s",
+        "SORT s DESC LIMIT 0 2",
+        "SORT words ALPHA",
+        "SORT words ALPHA DESC",
+        "SORT z",
+        "SORT z ALPHA DESC",
+        "SORT z BY nosort",
+        "SORT z BY nosort DESC LIMIT 1 2",
+        "SORT l BY nosort",
+        "SORT l BY nosort DESC",
+        "SORT l BY nosort LIMIT 2 3",
+        "SORT l BY nosort DESC LIMIT 2 3",
+        "SORT s BY nosort",
+        "SORT names BY w_*",
+        "SORT names BY w_* DESC",
+        "SORT names BY w_* GET #",
+        "SORT names BY w_* GET o_* GET #",
+        "SORT names BY h_*->age GET h_*->name",
+        "SORT names BY h_*->age DESC GET h_*->name GET # GET h_*->nothing",
+        "SORT names BY o_* ALPHA",
+        "SORT names BY o_* ALPHA DESC GET #",
+        "SORT names BY missing_* GET #",
+        "SORT names BY w_* LIMIT 1 1 GET o_*",
+        "SORT names ALPHA GET w_* GET o_*",
+        "SORT names BY w_* STORE out",
+        "LRANGE out 0 -1",
+        "SORT names BY w_* GET o_* STORE out",
+        "LRANGE out 0 -1",
+        "SORT nokey STORE out",
+        "EXISTS out",
+        "SORT nokey",
+        "SORT_RO l DESC",
+        "SORT_RO names BY w_* GET #",
+        // Errors, word for word.
+        "SORT bad",
+        "SORT bad ALPHA",
+        "SORT notalist",
+        "SORT l LIMIT x 1",
+        "SORT l LIMIT 0",
+        "SORT l FOO",
+        "SORT_RO l STORE out",
+        "SORT l GET",
+        "SORT names BY w_* STORE",
+        // In a transaction, as alone.
+        "MULTI",
+        "SORT l DESC LIMIT 0 3",
+        "SORT names BY w_* GET o_* STORE out2",
+        "LRANGE out2 0 -1",
+        "EXEC",
+        "EVAL return\\x20redis.call('SORT',KEYS[1],'BY','w_*','GET','#') 1 names",
+        // Its keys, as ACL and cluster routing see them.
+        "COMMAND GETKEYS SORT l BY w_* LIMIT 0 1 STORE dst",
+        "COMMAND GETKEYS SORT l GET store STORE dst",
+        "COMMAND GETKEYS SORT_RO l",
+    ] {
+        p.same(line);
+    }
+}

@@ -42,6 +42,7 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Role
             | Control::Lolwut
             | Control::Wait
+            | Control::Sort
             | Control::LastCommit
             | Control::Publish
             | Control::Spublish
@@ -77,6 +78,7 @@ pub fn splits_exec(c: Control) -> bool {
             | Control::Scan
             | Control::Msetnx
             | Control::LastCommit
+            | Control::Sort
     )
 }
 
@@ -180,6 +182,7 @@ impl Conn {
             }
             Control::WaitRegion => self.w().error(&cmd::wrong_arity("waitregion")),
             Control::Wait => self.wait(args, true).await,
+            Control::Sort => self.sort(args).await,
             Control::ElsaDigest => self.elsa_digest(args).await,
             Control::ElsaFault => self.elsa_fault(args),
             Control::ElsaDecommission => self.elsa_decommission(),

@@ -52,6 +52,7 @@ pub mod runtime;
 mod script;
 mod session;
 pub mod slowlog;
+mod sort;
 pub mod state;
 pub mod tls;
 pub mod tracking;

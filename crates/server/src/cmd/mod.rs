@@ -111,6 +111,8 @@ pub enum Control {
     Save,
     Bgsave,
     Lastsave,
+    /// SORT, SORT_RO (`crate::sort`).
+    Sort,
     /// WAIT numreplicas timeout (`crate::replication`).
     Wait,
     /// ROLE (this node answers as a master without replicas).
@@ -258,6 +260,27 @@ pub fn key_positions(spec: &Spec, args: &Args) -> Vec<usize> {
                     i += 1;
                 }
                 i += 1;
+            }
+            keys
+        }
+        // The key, then STORE's (Redis's `sortGetKeys`: options with
+        // arguments skipped).
+        "sort" => {
+            let mut keys = vec![1];
+            let mut i = 2;
+            while i < args.len() {
+                let skip = if is(&args[i], "limit") {
+                    2
+                } else if is(&args[i], "get") || is(&args[i], "by") {
+                    1
+                } else if is(&args[i], "store") && i + 1 < args.len() {
+                    keys.truncate(1);
+                    keys.push(i + 1);
+                    1
+                } else {
+                    0
+                };
+                i += skip + 1;
             }
             keys
         }

@@ -438,6 +438,8 @@ pub static COMMANDS: &[Spec] = &[
     // regions
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
     spec!("wait", 3, &["noscript"], 0, 0, 0, Ctl(C::Wait)),
+    spec!("sort", -2, WSM, 1, 1, 1, Ctl(C::Sort)),
+    spec!("sort_ro", -2, RO, 1, 1, 1, Ctl(C::Sort)),
     spec!("elsa.digest", -1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
     spec!("elsa.fault", -2, N, 0, 0, 0, Ctl(C::ElsaFault)),
     spec!("elsa.decommission", 1, N, 0, 0, 0, Ctl(C::ElsaDecommission)),

@@ -65,6 +65,7 @@ pub(crate) fn runs_in_attempt(c: Control, args: &[Bytes]) -> bool {
         | Control::Time
         | Control::Lastsave
         | Control::LastCommit
+        | Control::Sort
         | Control::Unwatch => true,
         // Only caches a script (an EVALSHA queued after it may need it),
         // or reads the cache.

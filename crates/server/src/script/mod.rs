@@ -174,6 +174,7 @@ fn allowed_in_script(spec: &Spec) -> bool {
                 | Control::Keys
                 | Control::Msetnx
                 | Control::Lastsave
+                | Control::Sort
                 // Sent once the script's transaction commits
                 // (`crate::effects`).
                 | Control::Publish
