@@ -1,6 +1,12 @@
 //! The generator's key commands beyond DEL/EXISTS/TTL: TOUCH, EXPIRETIME,
-//! PEXPIRETIME, RENAME, RENAMENX, COPY, OBJECT, MEMORY USAGE, RANDOMKEY —
-//! and the probes that compare exactly what the general norms relax.
+//! PEXPIRETIME, RENAME, RENAMENX, COPY, OBJECT, MEMORY USAGE, RANDOMKEY,
+//! SORT and SORT_RO (BY and GET patterns over the generator's keys: `k*`
+//! names `k1` for the element `1`) — and the probes that compare exactly
+//! what the general norms relax.
+//!
+//! SORT is not generated where Redis's order is its own: `BY <constant>`
+//! without STORE (a set comes out in its hash order), and ALPHA with BY and
+//! LIMIT (Redis's partial sort leaves equal weights in no set order).
 //!
 //! MOVE and `COPY … DB n` cross databases 0–2 (the generator's SELECT
 //! visits the same three).
@@ -15,7 +21,7 @@ use super::{lit, Arg, Cmd, Gen, Norm, Step};
 impl Gen {
     /// One key command.
     pub(super) fn key_command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..18) {
+        match self.rng.gen_range(0..21) {
             0 => {
                 let k = self.keys(4);
                 self.cmd("TOUCH", k)
@@ -37,9 +43,59 @@ impl Gen {
                 let db = self.pick(&[b"0", b"1", b"2", b"1", b"16", b"-1", b"x"]);
                 self.cmd("MOVE", vec![k, lit(db)])
             }
+            18..=19 => self.sort(),
             // Which key comes out is random in both servers.
             _ => self.cmd("RANDOMKEY", vec![]).with(Norm::Shape),
         }
+    }
+
+    /// SORT or SORT_RO with random options (see the module doc).
+    fn sort(&mut self) -> Cmd {
+        const PATTERNS: &[&[u8]] = &[b"k*", b"*", b"k*->f", b"#", b"k*->", b"*x"];
+        let ro = self.rng.gen_bool(0.2);
+        let mut args = vec![self.key()];
+        let store = !ro && self.rng.gen_bool(0.3);
+        let by = match self.rng.gen_range(0..4) {
+            0 => Some(lit(self.pick(PATTERNS))),
+            1 if store => Some(lit(b"nosort")),
+            _ => None,
+        };
+        let alpha = self.rng.gen_bool(0.4);
+        let limit = self.rng.gen_bool(0.3) && !(alpha && by.is_some());
+        let mut opts: Vec<Vec<Arg>> = Vec::new();
+        if let Some(p) = by {
+            opts.push(vec![self.name("BY"), p]);
+        }
+        if alpha {
+            opts.push(vec![self.name("ALPHA")]);
+        }
+        if limit {
+            let a = lit(self.pick(&[b"0", b"1", b"-1", b"2", b"100", b"x"]));
+            let b = lit(self.pick(&[b"0", b"1", b"-1", b"2", b"3"]));
+            opts.push(vec![self.name("LIMIT"), a, b]);
+        }
+        for _ in 0..self.rng.gen_range(0..3) {
+            opts.push(vec![self.name("GET"), lit(self.pick(PATTERNS))]);
+        }
+        match self.rng.gen_range(0..4) {
+            0 => opts.push(vec![self.name("DESC")]),
+            1 => opts.push(vec![self.name("ASC")]),
+            _ => {}
+        }
+        if store {
+            let dst = self.key();
+            opts.push(vec![self.name("STORE"), dst]);
+        }
+        if self.rng.gen_bool(0.03) {
+            opts.push(vec![lit(self.pick(&[b"FOO", b"LIMIT", b"BY"]))]);
+        }
+        // Options in any order.
+        for i in (1..opts.len()).rev() {
+            let j = self.rng.gen_range(0..=i);
+            opts.swap(i, j);
+        }
+        args.extend(opts.into_iter().flatten());
+        self.cmd(if ro { "SORT_RO" } else { "SORT" }, args)
     }
 
     /// A source and a destination: often the same key (RENAME answers OK

@@ -311,6 +311,16 @@ impl Conn {
                 ));
             }
             let desc = s.desc;
+            // With ALPHA and no STORE, Redis compares with `strcoll`: as C
+            // strings, up to a NUL (in the C locale, bytes); with STORE,
+            // the whole bytes.
+            let text = |b: &Bytes| -> Bytes {
+                if s.store.is_some() {
+                    b.clone()
+                } else {
+                    b.slice(..c_str(b).len())
+                }
+            };
             keyed.sort_by(|a, b| {
                 let cmp = if !alpha {
                     a.2.partial_cmp(&b.2)
@@ -318,9 +328,9 @@ impl Conn {
                         .then_with(|| a.0.cmp(&b.0))
                 } else if by.is_some() {
                     // A missing weight sorts first.
-                    a.1.cmp(&b.1)
+                    a.1.as_ref().map(text).cmp(&b.1.as_ref().map(text))
                 } else {
-                    a.0.cmp(&b.0)
+                    text(&a.0).cmp(&text(&b.0))
                 };
                 if desc {
                     cmp.reverse()
