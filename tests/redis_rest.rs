@@ -502,3 +502,52 @@ fn sort_answers_as_redis() {
         p.same(line);
     }
 }
+
+/// The command table as `COMMAND` shows it: every command both servers
+/// have, with the same arity, flags and key positions — but ZRANK and
+/// ZREVRANK, which take Redis 7.2's WITHSCORE (`docs/commands.md`).
+#[test]
+fn command_info_matches_redis() {
+    let mut p = Pair::new();
+    type Info = (i64, Vec<String>, i64, i64, i64);
+    let table = |c: &mut resp::Conn| -> std::collections::BTreeMap<String, Info> {
+        let Reply::Array(cmds) = c.call(&[b"COMMAND"]) else {
+            panic!("COMMAND answers an array")
+        };
+        let text = |r: &Reply| match r {
+            Reply::Simple(b) | Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+            other => format!("{other}"),
+        };
+        let int = |r: &Reply| match r {
+            Reply::Int(n) => *n,
+            _ => i64::MIN,
+        };
+        cmds.iter()
+            .filter_map(|c| match c {
+                Reply::Array(f) if f.len() >= 6 => {
+                    let mut flags: Vec<String> = match &f[2] {
+                        Reply::Array(fl) | Reply::Set(fl) => fl.iter().map(text).collect(),
+                        _ => Vec::new(),
+                    };
+                    flags.sort();
+                    Some((
+                        text(&f[0]),
+                        (int(&f[1]), flags, int(&f[3]), int(&f[4]), int(&f[5])),
+                    ))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let elsa = table(&mut p.e);
+    let redis = table(&mut p.r);
+    let differ: Vec<String> = elsa
+        .iter()
+        .filter(|(n, _)| !matches!(n.as_str(), "zrank" | "zrevrank"))
+        .filter_map(|(n, e)| {
+            let r = redis.get(n)?;
+            (r != e).then(|| format!("{n}: Elsa {e:?}, Redis {r:?}"))
+        })
+        .collect();
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}

@@ -12,10 +12,12 @@ const W: &[&str] = &["write", "denyoom", "fast"];
 const WS: &[&str] = &["write", "denyoom"];
 const A: &[&str] = &["fast", "loading", "stale"];
 const RO: &[&str] = &["readonly"];
+/// A container command: Redis flags its subcommands, not it (scripts are
+/// kept from the containers by `script::allowed_in_script`).
+const CONTAINER: &[&str] = &[];
 const WSM: &[&str] = &["write", "denyoom", "movablekeys"];
 const N: &[&str] = &["noscript", "loading", "stale"];
 const SUB: &[&str] = &["pubsub", "noscript", "loading", "stale"];
-const ADM: &[&str] = &["admin", "noscript", "loading", "stale"];
 const PUB: &[&str] = &["pubsub", "loading", "stale", "fast"];
 const EV: &[&str] = &[
     "noscript",
@@ -54,13 +56,21 @@ use Kind::{Control as Ctl, Data};
 pub static COMMANDS: &[Spec] = &[
     // strings
     spec!("get", 2, R, 1, 1, 1, Data(strings::get)),
-    spec!("set", -3, W, 1, 1, 1, Data(strings::set)),
+    spec!("set", -3, WS, 1, 1, 1, Data(strings::set)),
     spec!("put", 3, W, 1, 1, 1, Data(strings::put)),
     spec!("setnx", 3, W, 1, 1, 1, Data(strings::setnx)),
-    spec!("setex", 4, W, 1, 1, 1, Data(strings::setex)),
-    spec!("psetex", 4, W, 1, 1, 1, Data(strings::psetex)),
+    spec!("setex", 4, WS, 1, 1, 1, Data(strings::setex)),
+    spec!("psetex", 4, WS, 1, 1, 1, Data(strings::psetex)),
     spec!("getset", 3, W, 1, 1, 1, Data(strings::getset)),
-    spec!("getdel", 2, W, 1, 1, 1, Data(strings::getdel)),
+    spec!(
+        "getdel",
+        2,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(strings::getdel)
+    ),
     spec!("mget", -2, R, 1, -1, 1, Data(strings::mget)),
     spec!("mset", -3, WS, 1, -1, 2, Data(strings::mset)),
     spec!("msetnx", -3, WS, 1, -1, 2, Ctl(C::Msetnx)),
@@ -148,7 +158,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!(
         "sintercard",
         -3,
-        &["readonly"],
+        &["readonly", "movablekeys"],
         0,
         0,
         0,
@@ -242,19 +252,59 @@ pub static COMMANDS: &[Spec] = &[
         Data(zsets::zcmd)
     ),
     spec!("zrandmember", -2, &["readonly"], 1, 1, 1, Data(zsets::zcmd)),
-    spec!("zunion", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
-    spec!("zinter", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
-    spec!("zdiff", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
-    spec!("zunionstore", -4, WS, 1, 1, 1, Data(zsets::zcmd)),
-    spec!("zinterstore", -4, WS, 1, 1, 1, Data(zsets::zcmd)),
-    spec!("zdiffstore", -4, WS, 1, 1, 1, Data(zsets::zcmd)),
-    spec!("zintercard", -3, &["readonly"], 0, 0, 0, Data(zsets::zcmd)),
-    spec!("zmpop", -4, &["write"], 0, 0, 0, Data(zsets::zcmd)),
+    spec!(
+        "zunion",
+        -3,
+        &["readonly", "movablekeys"],
+        0,
+        0,
+        0,
+        Data(zsets::zcmd)
+    ),
+    spec!(
+        "zinter",
+        -3,
+        &["readonly", "movablekeys"],
+        0,
+        0,
+        0,
+        Data(zsets::zcmd)
+    ),
+    spec!(
+        "zdiff",
+        -3,
+        &["readonly", "movablekeys"],
+        0,
+        0,
+        0,
+        Data(zsets::zcmd)
+    ),
+    spec!("zunionstore", -4, WSM, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zinterstore", -4, WSM, 1, 1, 1, Data(zsets::zcmd)),
+    spec!("zdiffstore", -4, WSM, 1, 1, 1, Data(zsets::zcmd)),
+    spec!(
+        "zintercard",
+        -3,
+        &["readonly", "movablekeys"],
+        0,
+        0,
+        0,
+        Data(zsets::zcmd)
+    ),
+    spec!(
+        "zmpop",
+        -4,
+        &["write", "movablekeys"],
+        0,
+        0,
+        0,
+        Data(zsets::zcmd)
+    ),
     spec!("zscan", -3, &["readonly"], 1, 1, 1, Data(zsets::zcmd)),
     spec!(
         "bzpopmin",
         -3,
-        &["write", "noscript", "fast"],
+        &["write", "noscript", "blocking", "fast"],
         1,
         -2,
         1,
@@ -263,13 +313,21 @@ pub static COMMANDS: &[Spec] = &[
     spec!(
         "bzpopmax",
         -3,
-        &["write", "noscript", "fast"],
+        &["write", "noscript", "blocking", "fast"],
         1,
         -2,
         1,
         Data(zsets::bzcmd)
     ),
-    spec!("bzmpop", -5, &["write"], 0, 0, 0, Data(zsets::bzcmd)),
+    spec!(
+        "bzmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        0,
+        0,
+        0,
+        Data(zsets::bzcmd)
+    ),
     // lists
     spec!("lpush", -3, W, 1, 1, 1, Data(lists::lcmd)),
     spec!("rpush", -3, W, 1, 1, 1, Data(lists::lcmd)),
@@ -287,11 +345,19 @@ pub static COMMANDS: &[Spec] = &[
     spec!("lpos", -3, &["readonly"], 1, 1, 1, Data(lists::lcmd)),
     spec!("lmove", 5, WS, 1, 2, 1, Data(lists::lcmd)),
     spec!("rpoplpush", 3, WS, 1, 2, 1, Data(lists::lcmd)),
-    spec!("lmpop", -4, &["write"], 0, 0, 0, Data(lists::lcmd)),
+    spec!(
+        "lmpop",
+        -4,
+        &["write", "movablekeys"],
+        0,
+        0,
+        0,
+        Data(lists::lcmd)
+    ),
     spec!(
         "blpop",
         -3,
-        &["write", "noscript"],
+        &["write", "noscript", "blocking"],
         1,
         -2,
         1,
@@ -300,17 +366,25 @@ pub static COMMANDS: &[Spec] = &[
     spec!(
         "brpop",
         -3,
-        &["write", "noscript"],
+        &["write", "noscript", "blocking"],
         1,
         -2,
         1,
         Data(lists::blocking)
     ),
-    spec!("blmpop", -5, &["write"], 0, 0, 0, Data(lists::blocking)),
+    spec!(
+        "blmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        0,
+        0,
+        0,
+        Data(lists::blocking)
+    ),
     spec!(
         "blmove",
         6,
-        &["write", "denyoom", "noscript"],
+        &["write", "denyoom", "noscript", "blocking"],
         1,
         2,
         1,
@@ -319,7 +393,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!(
         "brpoplpush",
         4,
-        &["write", "denyoom", "noscript"],
+        &["write", "denyoom", "noscript", "blocking"],
         1,
         2,
         1,
@@ -403,21 +477,105 @@ pub static COMMANDS: &[Spec] = &[
     spec!("swapdb", 3, &["write", "fast"], 0, 0, 0, Ctl(C::Swapdb)),
     spec!("move", 3, &["write", "fast"], 1, 1, 1, Data(keys::move_)),
     // connection and server
-    spec!("ping", -1, A, 0, 0, 0, Ctl(C::Ping)),
+    spec!("ping", -1, &["fast"], 0, 0, 0, Ctl(C::Ping)),
     spec!("echo", 2, A, 0, 0, 0, Ctl(C::Echo)),
-    spec!("hello", -1, N, 0, 0, 0, Ctl(C::Hello)),
-    spec!("quit", -1, A, 0, 0, 0, Ctl(C::Quit)),
-    spec!("reset", 1, A, 0, 0, 0, Ctl(C::Reset)),
-    spec!("auth", -2, N, 0, 0, 0, Ctl(C::Auth)),
-    spec!("acl", -2, N, 0, 0, 0, Ctl(C::Acl)),
+    spec!(
+        "hello",
+        -1,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy"
+        ],
+        0,
+        0,
+        0,
+        Ctl(C::Hello)
+    ),
+    spec!(
+        "quit",
+        -1,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy"
+        ],
+        0,
+        0,
+        0,
+        Ctl(C::Quit)
+    ),
+    spec!(
+        "reset",
+        1,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy"
+        ],
+        0,
+        0,
+        0,
+        Ctl(C::Reset)
+    ),
+    spec!(
+        "auth",
+        -2,
+        &[
+            "noscript",
+            "loading",
+            "stale",
+            "fast",
+            "no_auth",
+            "allow_busy"
+        ],
+        0,
+        0,
+        0,
+        Ctl(C::Auth)
+    ),
+    spec!("acl", -2, CONTAINER, 0, 0, 0, Ctl(C::Acl)),
     spec!("select", 2, A, 0, 0, 0, Ctl(C::Select)),
-    spec!("client", -2, N, 0, 0, 0, Ctl(C::Client)),
-    spec!("command", -1, N, 0, 0, 0, Ctl(C::Command)),
-    spec!("config", -2, N, 0, 0, 0, Ctl(C::Config)),
-    spec!("info", -1, N, 0, 0, 0, Ctl(C::Info)),
+    spec!("client", -2, CONTAINER, 0, 0, 0, Ctl(C::Client)),
+    spec!(
+        "command",
+        -1,
+        &["loading", "stale"],
+        0,
+        0,
+        0,
+        Ctl(C::Command)
+    ),
+    spec!("config", -2, CONTAINER, 0, 0, 0, Ctl(C::Config)),
+    spec!("info", -1, &["loading", "stale"], 0, 0, 0, Ctl(C::Info)),
     spec!("time", 1, A, 0, 0, 0, Ctl(C::Time)),
-    spec!("save", 1, N, 0, 0, 0, Ctl(C::Save)),
-    spec!("bgsave", -1, N, 0, 0, 0, Ctl(C::Bgsave)),
+    spec!(
+        "save",
+        1,
+        &["admin", "noscript", "no_async_loading", "no_multi"],
+        0,
+        0,
+        0,
+        Ctl(C::Save)
+    ),
+    spec!(
+        "bgsave",
+        -1,
+        &["admin", "noscript", "no_async_loading"],
+        0,
+        0,
+        0,
+        Ctl(C::Bgsave)
+    ),
     spec!("lastsave", 1, A, 0, 0, 0, Ctl(C::Lastsave)),
     spec!(
         "role",
@@ -430,16 +588,47 @@ pub static COMMANDS: &[Spec] = &[
     ),
     spec!("lolwut", -1, R, 0, 0, 0, Ctl(C::Lolwut)),
     // introspection (`crate::intro`)
-    spec!("slowlog", -2, ADM, 0, 0, 0, Ctl(C::Slowlog)),
-    spec!("latency", -2, ADM, 0, 0, 0, Ctl(C::Latency)),
+    spec!("slowlog", -2, CONTAINER, 0, 0, 0, Ctl(C::Slowlog)),
+    spec!("latency", -2, CONTAINER, 0, 0, 0, Ctl(C::Latency)),
     spec!("cluster", -2, &[], 0, 0, 0, Ctl(C::Cluster)),
-    spec!("monitor", 1, N, 0, 0, 0, Ctl(C::Monitor)),
-    spec!("shutdown", -1, N, 0, 0, 0, Ctl(C::Shutdown)),
+    spec!(
+        "monitor",
+        1,
+        &["admin", "noscript", "loading", "stale"],
+        0,
+        0,
+        0,
+        Ctl(C::Monitor)
+    ),
+    spec!(
+        "shutdown",
+        -1,
+        &[
+            "admin",
+            "noscript",
+            "loading",
+            "stale",
+            "allow_busy",
+            "no_multi"
+        ],
+        0,
+        0,
+        0,
+        Ctl(C::Shutdown)
+    ),
     // regions
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
     spec!("wait", 3, &["noscript"], 0, 0, 0, Ctl(C::Wait)),
     spec!("sort", -2, WSM, 1, 1, 1, Ctl(C::Sort)),
-    spec!("sort_ro", -2, RO, 1, 1, 1, Ctl(C::Sort)),
+    spec!(
+        "sort_ro",
+        -2,
+        &["readonly", "movablekeys"],
+        1,
+        1,
+        1,
+        Ctl(C::Sort)
+    ),
     spec!("elsa.digest", -1, R, 0, 0, 0, Ctl(C::ElsaDigest)),
     spec!("elsa.fault", -2, N, 0, 0, 0, Ctl(C::ElsaFault)),
     spec!("elsa.decommission", 1, N, 0, 0, 0, Ctl(C::ElsaDecommission)),
@@ -467,19 +656,51 @@ pub static COMMANDS: &[Spec] = &[
     spec!("abort", 1, A, 0, 0, 0, Ctl(C::Abort)),
     spec!("rollback", 1, A, 0, 0, 0, Ctl(C::Abort)),
     spec!("lastcommit", 1, A, 0, 0, 0, Ctl(C::LastCommit)),
-    spec!("multi", 1, A, 0, 0, 0, Ctl(C::Multi)),
+    spec!(
+        "multi",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        0,
+        0,
+        0,
+        Ctl(C::Multi)
+    ),
     spec!(
         "exec",
         1,
-        &["noscript", "loading", "stale"],
+        &["noscript", "loading", "stale", "skip_slowlog"],
         0,
         0,
         0,
         Ctl(C::Exec)
     ),
-    spec!("discard", 1, A, 0, 0, 0, Ctl(C::Discard)),
-    spec!("watch", -2, A, 1, -1, 1, Ctl(C::Watch)),
-    spec!("unwatch", 1, A, 0, 0, 0, Ctl(C::Unwatch)),
+    spec!(
+        "discard",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        0,
+        0,
+        0,
+        Ctl(C::Discard)
+    ),
+    spec!(
+        "watch",
+        -2,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        1,
+        -1,
+        1,
+        Ctl(C::Watch)
+    ),
+    spec!(
+        "unwatch",
+        1,
+        &["noscript", "loading", "stale", "fast", "allow_busy"],
+        0,
+        0,
+        0,
+        Ctl(C::Unwatch)
+    ),
 ];
 
 // foldhash, not SipHash: the lookup runs once per command on the hot path
