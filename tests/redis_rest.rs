@@ -551,3 +551,37 @@ fn command_info_matches_redis() {
         .collect();
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
+
+/// `timeout`: a client idle longer is closed, a subscriber is not — on
+/// both servers (Redis checks once a second or so: 3.5 s of idling for a
+/// 1 s timeout).
+#[test]
+fn idle_clients_are_closed_after_the_timeout() {
+    let mut p = Pair::new();
+    for line in [
+        "CONFIG SET timeout -1",
+        "CONFIG SET timeout x",
+        "CONFIG SET timeout 1",
+        "CONFIG GET timeout",
+    ] {
+        p.same(line);
+    }
+    for port in [p._elsa.port, p._redis.port] {
+        let mut idle = resp::Conn::connect(port).unwrap();
+        let mut sub = resp::Conn::connect(port).unwrap();
+        assert!(!idle.call(&[b"PING"]).is_error());
+        sub.call(&[b"SUBSCRIBE", b"ch"]);
+        std::thread::sleep(std::time::Duration::from_millis(3500));
+        let mut c = resp::Conn::connect(port).unwrap();
+        c.call(&[b"PUBLISH", b"ch", b"still here"]);
+        assert!(
+            matches!(sub.read(), Reply::Array(m) if m.len() == 3),
+            "port {port}: the subscriber was closed"
+        );
+        idle.set_read_timeout(std::time::Duration::from_secs(2));
+        assert!(
+            matches!(idle.call(&[b"PING"]), Reply::Broken(_)),
+            "port {port}: the idle client is still open"
+        );
+    }
+}

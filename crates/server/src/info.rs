@@ -46,7 +46,6 @@ pub fn config_pairs(c: &Config) -> Vec<(String, String)> {
         // Redis parameters clients probe; Elsa's answers for them.
         ("databases".into(), c.databases.to_string()),
         ("appendonly".into(), "yes".into()),
-        ("timeout".into(), "0".into()),
         ("cluster-enabled".into(), "no".into()),
     ]
 }

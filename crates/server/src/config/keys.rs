@@ -50,6 +50,10 @@ pub struct Keys {
     /// Most arguments in one command.
     #[arg(long, env = "ELSA_MAX_ARGS")]
     pub max_args: Option<usize>,
+    /// Seconds a client may stay idle before the node closes it (Redis's
+    /// `timeout`; 0 = never; subscribers and monitors are exempt).
+    #[arg(long, env = "ELSA_TIMEOUT")]
+    pub timeout: Option<u64>,
     /// Numbered databases SELECT offers (1 to 256).
     #[arg(long, env = "ELSA_DATABASES")]
     pub databases: Option<usize>,
@@ -294,6 +298,7 @@ impl Keys {
             proto_max_bulk_len,
             max_args,
             databases,
+            timeout,
             client_output_buffer_limit,
             client_output_buffer_limit_pubsub,
             client_query_buffer_limit,

@@ -51,6 +51,8 @@ pub struct Config {
     pub max_args: usize,
     /// Numbered databases (SELECT 0 to databases - 1).
     pub databases: usize,
+    /// Idle seconds before a client is closed (`timeout`; 0 = never).
+    pub timeout: u64,
     /// Output buffer limit per client (hard; 0 = none).
     pub client_output_buffer_limit: usize,
     /// Past this many unsent bytes (0 = never) for longer than
@@ -413,6 +415,7 @@ impl Config {
             maxclients: need(c.maxclients, "maxclients")?,
             proto_max_bulk_len: need(c.proto_max_bulk_len, "proto-max-bulk-len")?,
             max_args: need(c.max_args, "max-args")?,
+            timeout: need(c.timeout, "timeout")?,
             databases: match need(c.databases, "databases")? {
                 n @ 1..=256 => n,
                 n => {

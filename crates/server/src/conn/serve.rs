@@ -98,6 +98,7 @@ impl Conn {
             self.finish().await;
             return Served::Ended;
         }
+        let mut last_read = std::time::Instant::now();
         loop {
             if !self.drain_pushes() {
                 return Served::Ended;
@@ -121,9 +122,22 @@ impl Conn {
             let write = !self.out.is_empty() || self.stream.wants_write();
             let pushed = crate::pubsub::commands::pushed(self.subs.queue().cloned());
             let entry = self.client.client.clone();
+            let idle_until = self.idle_limit().map(|d| last_read + d);
             tokio::select! {
                 _ = entry.woken() => {}
+                _ = async {
+                    match idle_until {
+                        Some(t) => tokio::time::sleep_until(t.into()).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    // Redis's `timeout`: closed without a reply.
+                    tracing::debug!(client = self.s.id, "closing idle client");
+                    self.finish().await;
+                    return Served::Ended;
+                }
                 r = self.stream.readable() => {
+                    last_read = std::time::Instant::now();
                     if r.is_err() || !self.read_some() {
                         // EOF or a dead socket: answer what was asked
                         // (a half-closed client still reads), then go.
@@ -140,6 +154,14 @@ impl Conn {
                 _ = pushed => {}
             }
         }
+    }
+
+    /// How long this client may stay idle (`timeout`): none when it is 0,
+    /// for a subscriber or a monitor (as Redis exempts them).
+    fn idle_limit(&self) -> Option<std::time::Duration> {
+        let secs = self.shared.runtime.timeout_sec.load(Ordering::Relaxed);
+        let exempt = self.subs.active() || self.client.client.monitor.load(Ordering::Relaxed);
+        (secs > 0 && !exempt).then(|| std::time::Duration::from_secs(secs))
     }
 
     /// Runs every complete request in the input buffer, batch by batch,

@@ -41,6 +41,8 @@ pub struct Runtime {
     /// `appendfsync` as last set; the shards are told by the connection
     /// that set it (`Conn::config_set_runtime`).
     pub appendfsync: Mutex<elsa_shard::wal::Fsync>,
+    /// `timeout`: idle seconds before a client is closed (0: never).
+    pub timeout_sec: AtomicU64,
 }
 
 /// Shard counters CONFIG RESETSTAT zeroes, as they were when it ran.
@@ -80,6 +82,7 @@ impl Runtime {
             snapshot_interval_sec: AtomicU64::new(c.snapshot_interval_sec),
             save: Mutex::new(save_text(c.snapshot_interval_sec)),
             appendfsync: Mutex::new(c.appendfsync),
+            timeout_sec: AtomicU64::new(c.timeout),
         }
     }
 

@@ -236,6 +236,14 @@ pub static PARAMS: &[Param] = &[
         get: |s| s.memory.limit.lfu_log_factor().to_string(),
     },
     Param {
+        name: "timeout",
+        check: |v| {
+            let n = long_long(v, 0, i64::from(i32::MAX))? as u64;
+            Ok(Box::new(move |s| s.runtime.timeout_sec.store(n, Relaxed)))
+        },
+        get: |s| s.runtime.timeout_sec.load(Relaxed).to_string(),
+    },
+    Param {
         name: "appendfsync",
         check: |v| {
             let p: elsa_shard::wal::Fsync = v.to_ascii_lowercase().parse().map_err(|_| {
@@ -484,6 +492,7 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
             | "list-max-listpack-size"
             | "list-compress-depth"
             | "snapshot-interval-sec"
+            | "timeout"
             | "tls-port" => match value.parse::<i64>() {
                 Ok(n) => toml_edit::value(n),
                 Err(_) => continue,
