@@ -585,3 +585,50 @@ fn idle_clients_are_closed_after_the_timeout() {
         );
     }
 }
+
+/// MULTI, WATCH and their relatives are served while a script is busy,
+/// as Redis serves its `allow-busy` commands; a command refused as busy
+/// inside MULTI fails the transaction (Redis's test "MULTI and script
+/// timeout").
+#[test]
+fn multi_is_served_while_a_script_is_busy() {
+    let p = Pair::new();
+    for port in [p._elsa.port, p._redis.port] {
+        let mut a = resp::Conn::connect(port).unwrap();
+        let mut b = resp::Conn::connect(port).unwrap();
+        let mut d = resp::Conn::connect(port).unwrap();
+        a.call(&[b"CONFIG", b"SET", b"lua-time-limit", b"10"]);
+        a.call(&[b"SET", b"xx", b"1"]);
+        d.send(&[vec![
+            b"EVAL".to_vec(),
+            b"while true do end".to_vec(),
+            b"0".to_vec(),
+        ]]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let got = (
+            b.call(&[b"MULTI"]),
+            b.call(&[b"INCR", b"xx"]),
+            a.call(&[b"SCRIPT", b"KILL"]),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let after = (b.call(&[b"INCR", b"xx"]), b.call(&[b"EXEC"]));
+        assert_eq!(got.0, Reply::Simple(b"OK".to_vec()), "port {port}");
+        assert!(
+            matches!(&got.1, Reply::Error(e) if e.starts_with(b"BUSY")),
+            "port {port}: {}",
+            got.1
+        );
+        assert_eq!(got.2, Reply::Simple(b"OK".to_vec()), "port {port}");
+        assert_eq!(after.0, Reply::Simple(b"QUEUED".to_vec()), "port {port}");
+        assert!(
+            matches!(&after.1, Reply::Error(e) if e.starts_with(b"EXECABORT")),
+            "port {port}: {}",
+            after.1
+        );
+        assert_eq!(
+            a.call(&[b"GET", b"xx"]),
+            Reply::Bulk(b"1".to_vec()),
+            "port {port}"
+        );
+    }
+}

@@ -144,11 +144,22 @@ impl Scripts {
 
 /// True for what Redis still serves while a script is busy (its
 /// `allow-busy` commands that Elsa has): SCRIPT KILL, AUTH, HELLO, QUIT,
-/// and RESET.
+/// RESET, MULTI, DISCARD, WATCH, UNWATCH and SHUTDOWN. (A command refused
+/// as busy inside MULTI fails the transaction: EXECABORT.)
 pub fn allowed_while_busy(spec: &Spec, args: &[Bytes]) -> bool {
     match spec.kind {
         Kind::Control(Control::Script) => args.get(1).is_some_and(|a| is(a, "KILL")),
-        Kind::Control(Control::Auth | Control::Hello | Control::Quit | Control::Reset) => true,
+        Kind::Control(
+            Control::Auth
+            | Control::Hello
+            | Control::Quit
+            | Control::Reset
+            | Control::Multi
+            | Control::Discard
+            | Control::Watch
+            | Control::Unwatch
+            | Control::Shutdown,
+        ) => true,
         _ => false,
     }
 }
