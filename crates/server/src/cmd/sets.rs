@@ -166,10 +166,11 @@ pub fn sdiffstore(args: &Args) -> Result<DataCmd, CmdError> {
 
 /// SINTERCARD numkeys key [key …] [LIMIT limit]
 pub fn sintercard(args: &Args) -> Result<DataCmd, CmdError> {
+    // Redis reads numkeys with one message for any bad value, a word or
+    // an overflow included (`getRangeLongFromObjectOrReply`).
     let numkeys = match elsa_shard::ops::parse_i64(&args[1]) {
-        None => return Err(CmdError::not_integer()),
-        Some(n) if n < 1 => return Err("ERR numkeys should be greater than 0".into()),
-        Some(n) => n as u64,
+        Some(n) if n >= 1 => n as u64,
+        _ => return Err("ERR numkeys should be greater than 0".into()),
     };
     if numkeys > (args.len() - 2) as u64 {
         return Err("ERR Number of keys can't be greater than number of args".into());
@@ -221,10 +222,12 @@ mod tests {
             err(srandmember, "SRANDMEMBER s x"),
             "ERR value is not an integer or out of range"
         );
-        assert_eq!(
-            err(sintercard, "SINTERCARD 0 a"),
-            "ERR numkeys should be greater than 0"
-        );
+        for bad in ["0", "-1", "x", "9999999999999999999"] {
+            assert_eq!(
+                err(sintercard, &format!("SINTERCARD {bad} a")),
+                "ERR numkeys should be greater than 0"
+            );
+        }
         assert_eq!(
             err(sintercard, "SINTERCARD 3 a b"),
             "ERR Number of keys can't be greater than number of args"
