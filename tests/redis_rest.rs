@@ -46,6 +46,14 @@ impl Pair {
         a
     }
 
+    /// Sends `args` to both and asserts the replies are equal.
+    fn same_args(&mut self, args: &[&[u8]]) -> Reply {
+        let a = self.e.call(args);
+        let b = self.r.call(args);
+        assert_eq!(a, b, "{args:?}: Elsa {a} vs Redis {b}");
+        a
+    }
+
     /// Sends `line` to both; the replies may differ (a version, an id).
     fn both(&mut self, line: &str) {
         let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
@@ -631,4 +639,41 @@ fn multi_is_served_while_a_script_is_busy() {
             "port {port}"
         );
     }
+}
+
+/// Redis 7.0's `#!lua` shebang on EVAL scripts: `flags=no-writes` makes a
+/// script read-only (and EVAL_RO may run it), a declared writer is refused
+/// by EVAL_RO, and a bad shebang is a compile error — word for word.
+#[test]
+fn script_shebangs_answer_as_redis() {
+    let mut p = Pair::new();
+    p.same("SET x 1");
+    let scripts: &[(&[u8], &[u8])] = &[
+        (
+            b"EVAL",
+            b"#!lua flags=no-writes\nreturn redis.call('GET','x')",
+        ),
+        (
+            b"EVAL",
+            b"#!lua flags=no-writes\nreturn redis.pcall('SET','x','2')",
+        ),
+        (b"EVAL", b"#!lua\nreturn redis.call('SET','x','3')"),
+        (b"EVAL_RO", b"#!lua\nreturn 1"),
+        (
+            b"EVAL_RO",
+            b"#!lua flags=no-writes,allow-oom\nreturn redis.call('GET','x')",
+        ),
+        (b"EVAL_RO", b"return redis.call('GET','x')"),
+        (b"EVAL", b"#!python\nreturn 1"),
+        (b"EVAL", b"#!lua flags=bad\nreturn 1"),
+        (b"EVAL", b"#!lua name=f\nreturn 1"),
+        (b"EVAL", b"#!lua"),
+        (b"EVAL", b"#!lua\nreturn +"),
+    ];
+    for (cmd, body) in scripts {
+        p.same_args(&[cmd, body, b"0"]);
+    }
+    p.same_args(&[b"SCRIPT", b"LOAD", b"#!lua flags=bad\nreturn 1"]);
+    p.same_args(&[b"SCRIPT", b"LOAD", b"#!lua flags=no-writes\nreturn 1"]);
+    p.same("GET x");
 }

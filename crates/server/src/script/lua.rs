@@ -360,9 +360,11 @@ impl State {
             // reply Redis's text-only parser gives.
             return Err(BYTECODE_REFUSED.into());
         }
+        // A `#!lua` line is dropped, its newline kept (`super::shebang`).
+        let (_, shebang) = super::shebang::parse(body)?;
         let f = self
             .lua
-            .load(body)
+            .load(&body[shebang..])
             .set_mode(mlua::chunk::ChunkMode::Text)
             .set_name("@user_script")
             .set_environment(self.env.clone())

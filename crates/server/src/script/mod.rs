@@ -33,6 +33,7 @@ pub mod inline;
 mod lstruct;
 pub mod lua;
 mod run;
+mod shebang;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

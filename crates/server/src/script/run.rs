@@ -105,13 +105,25 @@ impl Conn {
         } else {
             (super::cache::sha1hex(&args[1]), args[1].clone())
         };
+        // The shebang's flags (`super::shebang`): its errors are the
+        // script's compile errors; `no-writes` makes it read-only, and a
+        // script that declares writes is refused by the `_RO` commands.
+        let flags = match super::shebang::parse(&body) {
+            Ok((flags, _)) => flags,
+            Err(e) => return self.w().error(&e),
+        };
+        if ro && flags.declared && !flags.no_writes {
+            return self
+                .w()
+                .error("ERR Can not execute a script with write flag using *_ro command.");
+        }
         let split = 3 + numkeys as usize;
         let script = Script {
             sha,
             body,
             keys: args[3..split].to_vec(),
             argv: args[split..].to_vec(),
-            ro,
+            ro: ro || flags.no_writes,
         };
         if self.s.txn.is_some() {
             // Inside BEGIN (or an EXEC run as one transaction): join it.
