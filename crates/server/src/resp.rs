@@ -401,14 +401,7 @@ impl ReplyWriter<'_> {
     /// A score: `,d` (RESP3), a bulk string `%.17g` (RESP2), as Redis
     /// 7.0's `addReplyDouble`.
     pub fn double(&mut self, d: f64) {
-        let text = elsa_shard::ops::zparse::format_g17(d);
-        if self.resp3 {
-            self.out.put_u8(b',');
-            self.out.extend_from_slice(text.as_bytes());
-            self.out.extend_from_slice(b"\r\n");
-        } else {
-            self.bulk(text.as_bytes());
-        }
+        self.double_text(&elsa_shard::ops::zparse::format_g17(d));
     }
 
     /// A double written as `text`: RESP3 a double, RESP2 a bulk string

@@ -91,6 +91,14 @@ impl Runtime {
         *self.pubsub_output.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The snapshot interval and `save`'s text, set together (CONFIG SET
+    /// of either).
+    pub fn set_snapshots(&self, interval_sec: u64, save: String) {
+        self.snapshot_interval_sec
+            .store(interval_sec, std::sync::atomic::Ordering::Relaxed);
+        *self.save.lock().unwrap_or_else(|e| e.into_inner()) = save;
+    }
+
     /// The fsync policy in force.
     pub fn appendfsync(&self) -> elsa_shard::wal::Fsync {
         *self.appendfsync.lock().unwrap_or_else(|e| e.into_inner())

@@ -262,12 +262,7 @@ pub static PARAMS: &[Param] = &[
         check: |v| {
             let interval = save_interval(v)?;
             let text = normalized_save(v);
-            Ok(Box::new(move |s| {
-                s.runtime.snapshot_interval_sec.store(interval, Relaxed);
-                if let Ok(mut cur) = s.runtime.save.lock() {
-                    *cur = text;
-                }
-            }))
+            Ok(Box::new(move |s| s.runtime.set_snapshots(interval, text)))
         },
         get: |s| s.runtime.save.lock().map(|t| t.clone()).unwrap_or_default(),
     },
@@ -276,10 +271,7 @@ pub static PARAMS: &[Param] = &[
         check: |v| {
             let n = long_long(v, 0, i64::MAX)? as u64;
             Ok(Box::new(move |s| {
-                s.runtime.snapshot_interval_sec.store(n, Relaxed);
-                if let Ok(mut cur) = s.runtime.save.lock() {
-                    *cur = super::save_text(n);
-                }
+                s.runtime.set_snapshots(n, super::save_text(n))
             }))
         },
         get: |s| s.runtime.snapshot_interval_sec.load(Relaxed).to_string(),
