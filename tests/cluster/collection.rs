@@ -192,3 +192,73 @@ fn a_cluster_restarted_whole_brings_no_deletion_back() {
         assert_eq!(there, 1, "the moved key in database 1 through node {i}");
     }
 }
+
+/// A deletion only the restarted node kept, while its peers *fence* it
+/// (they took its slots over as it came back answering that it serves
+/// nothing): a fenced node's shipments are merged nowhere, so no round
+/// ever answered "changed nothing", and the node stayed catching up for
+/// good (CI, 2026-12-01, the cluster restart-differential test: `PSETEX`
+/// then `SIGTERM`, and `SAVE` + `kill -9` of the ownership leader).
+/// Node 2 does not start anti-entropy rounds (`PAUSE-REPAIR`), so it
+/// proves nothing and keeps the deletion while nodes 0 and 1 collect it.
+#[test]
+fn a_node_fenced_while_it_catches_up_with_a_deletion_only_it_kept_catches_up() {
+    let _one = one_at_a_time();
+    let mut flags = FLAGS.to_vec();
+    *flags.last_mut().unwrap() = "3";
+    let mut c = Cluster::start(&["a", "a", "a"], &flags);
+    let all = [0, 1, 2];
+    c.fault(2, "PAUSE-REPAIR");
+    let mut con = c.conn(0);
+    for k in 0..20 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("gone{k}"))
+            .arg("v")
+            .query(&mut con)
+            .unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(format!("kept{k}"))
+            .arg("v")
+            .query(&mut con)
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for k in 0..20 {
+        let n: i64 = redis::cmd("DEL")
+            .arg(format!("gone{k}"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    drop(con);
+    // Nodes 0 and 1 collect the deletions; node 2 keeps them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while [0, 1]
+        .iter()
+        .any(|&i| records(&c, i).iter().any(|l| l.ends_with(" tombstone")))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nodes 0 and 1 did not collect: {}",
+            c.collection_state(&all)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let kept = records(&c, 2)
+        .iter()
+        .filter(|l| l.ends_with(" tombstone"))
+        .count();
+    assert!(kept > 0, "node 2 collected too: the test proves nothing");
+    // Back at once, before the failure detector declares it dead: its
+    // peers take its slots over from it and fence it while it catches up.
+    c.terminate(2);
+    c.restart(2);
+    c.wait_caught_up(&all, Duration::from_secs(30));
+    wait_collected(&c, &all);
+    for i in all {
+        let left: i64 = c.query_retrying(i, redis::cmd("EXISTS").arg("gone0").arg("gone7"));
+        assert_eq!(left, 0, "deleted keys through node {i}");
+        let there: i64 = c.query_retrying(i, redis::cmd("EXISTS").arg("kept0").arg("kept7"));
+        assert_eq!(there, 2, "kept keys through node {i}");
+    }
+}

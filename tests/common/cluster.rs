@@ -444,11 +444,17 @@ impl Cluster {
                 return started.elapsed();
             }
             if started.elapsed() > timeout {
+                // A catch-up needs a clean anti-entropy round: what keeps
+                // one from coming is what the region's nodes do not share.
+                let region: Vec<usize> = (0..self.specs.len())
+                    .filter(|&i| self.specs[i].region == self.specs[behind[0]].region)
+                    .collect();
                 panic!(
                     "nodes {behind:?} still catching up (or see a peer catching up) after {timeout:?}\n\
-                     INFO replication of node {}:\n{}\nlog tail:\n{}",
+                     INFO replication of node {}:\n{}\n{}\nlog tail:\n{}",
                     behind[0],
                     self.info_replication(behind[0]),
+                    self.records_not_everywhere(&region),
                     self.log_tail(behind[0], 30)
                 );
             }

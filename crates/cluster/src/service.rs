@@ -125,7 +125,8 @@ pub struct PeerStats {
     pub lag_ms: u64,
     /// Lattices received from it by gossip.
     pub received: u64,
-    /// When the last anti-entropy round with it ended in sync (HLC).
+    /// Up to when (HLC) an anti-entropy round found everything it held
+    /// here: in sync, or, while this node caught up, at least its data.
     pub synced_ts: u64,
     /// Buckets that differed in the last round.
     pub last_ae_buckets: usize,

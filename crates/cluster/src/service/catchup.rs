@@ -61,9 +61,11 @@ impl Cluster {
     /// has not yet caught up from; `None` while it is still looking for
     /// one (the first [`JOIN_GRACE`] after starting).
     ///
-    /// Caught up from peer P means: a clean anti-entropy round with P
-    /// proved the pair in sync up to a time at or after the first gossip
-    /// frame P sent this incarnation. Commits P made before P put this node
+    /// Caught up from peer P means: an anti-entropy round with P proved
+    /// that everything P held up to a time at or after the first gossip
+    /// frame P sent this incarnation is here (what only this node holds
+    /// does not count: P may refuse it while fencing this node, see
+    /// `Cluster::ae_finish`). Commits P made before P put this node
     /// back in its view never reach it by gossip; they are all older than
     /// that frame, so the round covered them; later ones come by gossip.
     pub fn catch_up_pending(&self) -> Option<Vec<NodeId>> {

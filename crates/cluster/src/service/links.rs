@@ -341,6 +341,7 @@ impl Cluster {
                             received: &received,
                             absorbed,
                             dominated: e.dominated,
+                            capped: e.capped,
                         };
                         me.ae_finish(node, e.round, seen, theirs.as_deref());
                     });

@@ -111,6 +111,16 @@ impl Cluster {
         }
     }
 
+    /// Whether a batch of this node's commits still waits for its
+    /// region's replicas to confirm it.
+    pub(super) fn batches_pending(&self) -> bool {
+        !self
+            .batches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
     fn replicate_batch(self: &Arc<Self>, entries: Vec<LogEntry>, done: Waiter) {
         self.fault_before_ship(&entries);
         let items = entries

@@ -22,6 +22,8 @@ pub(super) struct Seen<'a> {
     /// What this node shipped changed nothing at the peer (its answer's
     /// `dominated`).
     pub dominated: bool,
+    /// The peer's answer was cut at its batch cap: it holds more.
+    pub capped: bool,
 }
 
 impl Cluster {
@@ -339,8 +341,20 @@ impl Cluster {
                 self.prove_round(peer, &shared, r.started, r.cutoff, outcome);
             }
             let received = received.iter().filter(|&&ts| ts < r.cutoff).count();
-            if (r.shipped == Some(0) || seen.dominated) && (received == 0 || seen.absorbed) {
+            let theirs_here = received == 0 || seen.absorbed;
+            if (r.shipped == Some(0) || seen.dominated) && theirs_here {
                 self.mark_synced(peer, r.cutoff, !r.younger);
+            } else if theirs_here && !seen.capped && !self.is_ready() && !self.batches_pending() {
+                // Catching up needs the peer's data here, not this node's
+                // there: a peer that fenced this node (a takeover while it
+                // caught up) merges nothing it ships, so a record only this
+                // node kept — a deletion the others collected while it was
+                // down — made every round unclean and the node never
+                // caught up (CI, 2026-12-01). Not with a batch of its own
+                // still unconfirmed: a node back from a pause must first
+                // lose that batch (it restarts), or it would serve and
+                // spread a write its region moved on without.
+                self.mark_caught_up_from(peer, r.cutoff);
             }
         }
     }
@@ -365,6 +379,15 @@ impl Cluster {
                 .or_insert_with(|| Stream::after_boot(self.boot_ts))
                 .synced(ts);
         }
+    }
+
+    /// Everything `peer` held committed before `ts` is here (see
+    /// [`Cluster::catch_up_pending`]); says nothing of this node's data
+    /// there, so no watermark moves.
+    fn mark_caught_up_from(&self, peer: NodeId, ts: u64) {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let p = peers.entry(peer).or_default();
+        p.synced_ts = p.synced_ts.max(ts);
     }
 
     /// `peer` holds every lattice this node committed or merged before
