@@ -677,3 +677,94 @@ fn script_shebangs_answer_as_redis() {
     p.same_args(&[b"SCRIPT", b"LOAD", b"#!lua flags=no-writes\nreturn 1"]);
     p.same("GET x");
 }
+
+/// The HyperLogLog commands: replies, and the very bytes `GET` shows
+/// (sparse edits, promotion to dense, the cached count PFCOUNT writes
+/// back), key by key; a value Redis wrote counts the same in Elsa.
+#[test]
+fn hyperloglog_answers_and_bytes_as_redis() {
+    let mut p = Pair::new();
+    p.same("PFADD h");
+    p.same("PFADD h");
+    p.same("GET h");
+    p.same("PFADD h a b c d");
+    p.same("PFADD h a");
+    p.same("GET h");
+    p.same("PFCOUNT h");
+    p.same("GET h");
+    p.same("PFCOUNT h");
+    p.same("PFDEBUG ENCODING h");
+    p.same("PFDEBUG DECODE h");
+    // Many elements, a few at a time: sparse edits, then dense.
+    for i in 0..400 {
+        let line = format!("PFADD big e{i} f{i} g{i} h{}", i * 7);
+        p.same(&line);
+        if i % 37 == 0 {
+            p.same("GET big");
+            p.same("PFCOUNT big");
+            p.same("PFDEBUG ENCODING big");
+        }
+    }
+    p.same("GET big");
+    p.same("PFCOUNT big h");
+    p.same("PFCOUNT big h missing");
+    p.same("PFMERGE m h");
+    p.same("GET m");
+    p.same("PFMERGE m big");
+    p.same("GET m");
+    p.same("PFCOUNT m");
+    p.same("PFMERGE fresh");
+    p.same("GET fresh");
+    p.same("PFDEBUG TODENSE h");
+    p.same("PFDEBUG TODENSE h");
+    p.same("PFDEBUG DECODE h");
+    p.same("GET h");
+    p.same("PFADD s x");
+    p.same("PFDEBUG GETREG s");
+    p.same("GET s");
+    // hll-sparse-max-bytes.
+    p.same("CONFIG SET hll-sparse-max-bytes 30");
+    p.same("CONFIG GET hll-sparse-max-bytes");
+    p.same("PFADD t 1 2 3 4 5 6 7 8 9 10");
+    p.same("PFDEBUG ENCODING t");
+    p.same("GET t");
+    p.same("CONFIG SET hll-sparse-max-bytes 3000");
+    // Errors, in Redis's order.
+    p.same("SET str hello");
+    p.same("PFADD str a");
+    p.same("PFCOUNT str");
+    p.same("PFCOUNT h str");
+    p.same("PFMERGE str h");
+    p.same("PFMERGE h str");
+    p.same("PFDEBUG ENCODING str");
+    p.same("PFDEBUG ENCODING nokey");
+    p.same("PFDEBUG NOPE h");
+    p.same("LPUSH l a");
+    p.same("PFADD l a");
+    p.same("PFCOUNT l");
+    p.same("PFADD");
+    p.same("PFDEBUG ENCODING");
+    p.same("PFSELFTEST");
+    // A TTL stays through PFADD, PFCOUNT and PFMERGE.
+    p.same("PFADD ttl a");
+    p.same("EXPIRE ttl 1000");
+    p.same("PFADD ttl b");
+    p.same("PFCOUNT ttl");
+    p.same("PFMERGE ttl h");
+    p.same("TTL ttl");
+    // A value Redis made, set in Elsa as bytes: the same counts and edits.
+    let made = p.r.call(&[b"GET", b"big"]);
+    let Reply::Bulk(bytes) = made else {
+        panic!("GET big from Redis: {made}");
+    };
+    p.same_args(&[b"SET", b"copy", &bytes]);
+    p.same("PFCOUNT copy");
+    p.same("PFADD copy zz yy xx");
+    p.same("GET copy");
+    // A corrupt one: sparse opcodes that do not cover the registers.
+    let mut bad = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\x80".to_vec();
+    bad.extend_from_slice(&[0x7f, 0xff]);
+    p.same_args(&[b"SET", b"bad", &bad]);
+    p.same("PFCOUNT bad");
+    p.same("PFADD bad a");
+}

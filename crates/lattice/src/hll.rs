@@ -268,6 +268,34 @@ pub fn merge_into(max: &mut [u8], v: &[u8]) -> Result<(), HllError> {
     Ok(())
 }
 
+/// The opcodes of a sparse HyperLogLog as `PFDEBUG DECODE` prints them
+/// (`z:len`, `Z:len`, `v:value,len`, space-separated); None for a dense
+/// one or one shorter than a header.
+pub fn decode_sparse(v: &[u8]) -> Option<String> {
+    if v.len() < HDR || is_dense(v) {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut p = HDR;
+    while p < v.len() {
+        let b = v[p];
+        if is_zero(b) {
+            out.push(format!("z:{}", zero_len(b)));
+            p += 1;
+        } else if is_xzero(b) {
+            out.push(format!(
+                "Z:{}",
+                xzero_len(b, v.get(p + 1).copied().unwrap_or(0))
+            ));
+            p += 2;
+        } else {
+            out.push(format!("v:{},{}", val_value(b), val_len(b)));
+            p += 1;
+        }
+    }
+    Some(out.join(" "))
+}
+
 /// Converts a sparse HyperLogLog to dense in place (`hllSparseToDense`).
 pub fn to_dense(v: &mut Vec<u8>) -> Result<(), HllError> {
     check(v)?;

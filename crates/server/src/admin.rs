@@ -41,6 +41,7 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Lastsave
             | Control::Role
             | Control::Lolwut
+            | Control::PfSelfTest
             | Control::Wait
             | Control::Sort
             | Control::LastCommit
@@ -200,6 +201,9 @@ impl Conn {
                 w.int(0);
                 w.array(0);
             }
+            // The HyperLogLog code has its own tests (`elsa_lattice::hll`,
+            // compared with redis-server's bytes); Redis answers OK.
+            Control::PfSelfTest => self.w().simple("OK"),
             // Redis 7.0 draws no art for its own version: the version line.
             Control::Lolwut => {
                 if args.len() >= 3 && is(&args[1], "VERSION") && int_arg(&args[2]).is_err() {

@@ -175,6 +175,7 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
         Op::BitField(b) => (m.kind, m.value) = (30, b.encode()),
         Op::BitOp(b) => (m.kind, m.value) = (31, b.encode()),
         Op::Lcs(l) => (m.kind, m.value) = (32, l.encode()),
+        Op::Pf(p) => (m.kind, m.value) = (33, p.encode()),
     }
     m
 }
@@ -282,6 +283,7 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
         30 => Op::BitField(elsa_shard::ops::bitfield::BitField::decode(m.value)?),
         31 => Op::BitOp(elsa_shard::ops::bits::BitOp::decode(m.value)?),
         32 => Op::Lcs(elsa_shard::ops::lcs::Lcs::decode(m.value)?),
+        33 => Op::Pf(elsa_shard::ops::pf::Pf::decode(m.value)?),
         _ => return None,
     };
     Some(KeyOp {

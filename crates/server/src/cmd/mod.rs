@@ -14,6 +14,7 @@ mod hashes;
 mod keys;
 mod lists;
 pub(crate) mod object;
+mod pf;
 mod sets;
 mod strings;
 mod table;
@@ -119,6 +120,8 @@ pub enum Control {
     Role,
     /// LOLWUT [VERSION v].
     Lolwut,
+    /// PFSELFTEST
+    PfSelfTest,
     WaitRegion,
     ElsaDigest,
     ElsaFault,

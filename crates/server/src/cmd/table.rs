@@ -110,6 +110,28 @@ pub static COMMANDS: &[Spec] = &[
     spec!("bitfield", -2, WS, 1, 1, 1, Data(bits::bitfield)),
     spec!("bitfield_ro", -2, R, 1, 1, 1, Data(bits::bitfield_ro)),
     spec!("bitop", -4, WS, 2, -1, 1, Data(bits::bitop)),
+    // HyperLogLog
+    spec!("pfadd", -2, W, 1, 1, 1, Data(pf::pfadd)),
+    spec!(
+        "pfcount",
+        -2,
+        &["readonly", "may_replicate"],
+        1,
+        -1,
+        1,
+        Data(pf::pfcount)
+    ),
+    spec!("pfmerge", -2, WS, 1, -1, 1, Data(pf::pfmerge)),
+    spec!(
+        "pfdebug",
+        3,
+        &["write", "denyoom", "admin"],
+        2,
+        2,
+        1,
+        Data(pf::pfdebug)
+    ),
+    spec!("pfselftest", 1, &["admin"], 0, 0, 0, Ctl(C::PfSelfTest)),
     // hashes
     spec!("hset", -4, W, 1, 1, 1, Data(hashes::hset)),
     spec!("hsetnx", 4, W, 1, 1, 1, Data(hashes::hsetnx)),

@@ -276,6 +276,9 @@ pub struct Keys {
     /// compress lists).
     #[arg(long, env = "ELSA_LIST_COMPRESS_DEPTH")]
     pub list_compress_depth: Option<i64>,
+    /// The size past which a sparse HyperLogLog becomes dense, bytes.
+    #[arg(long, env = "ELSA_HLL_SPARSE_MAX_BYTES")]
+    pub hll_sparse_max_bytes: Option<u64>,
 }
 
 impl Keys {
@@ -355,7 +358,8 @@ impl Keys {
             zset_max_listpack_entries,
             zset_max_listpack_value,
             list_max_listpack_size,
-            list_compress_depth
+            list_compress_depth,
+            hll_sparse_max_bytes
         );
     }
 }

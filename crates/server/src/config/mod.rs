@@ -116,7 +116,8 @@ pub struct Startup {
 /// `hash-max-listpack-entries`, `hash-max-listpack-value`,
 /// `set-max-intset-entries`, `zset-max-listpack-entries`,
 /// `zset-max-listpack-value`, `list-max-listpack-size`,
-/// `list-compress-depth`, in that order.
+/// `list-compress-depth`, in that order; and `hll-sparse-max-bytes`
+/// (`elsa_shard::ops::pf`).
 #[derive(Debug, Clone, Copy)]
 pub struct Encodings {
     pub hash_entries: u64,
@@ -126,6 +127,7 @@ pub struct Encodings {
     pub zset_value: u64,
     pub list_size: i64,
     pub list_compress_depth: i64,
+    pub hll_sparse_max_bytes: u64,
 }
 
 impl Encodings {
@@ -141,6 +143,7 @@ impl Encodings {
         ZSET_VALUE.store(size(self.zset_value), Relaxed);
         LIST_SIZE.store(self.list_size, Relaxed);
         LIST_COMPRESS_DEPTH.store(self.list_compress_depth, Relaxed);
+        elsa_shard::ops::pf::SPARSE_MAX_BYTES.store(size(self.hll_sparse_max_bytes), Relaxed);
     }
 }
 
@@ -525,6 +528,7 @@ impl Config {
                 zset_value: need(c.zset_max_listpack_value, "zset-max-listpack-value")?,
                 list_size: need(c.list_max_listpack_size, "list-max-listpack-size")?,
                 list_compress_depth: need(c.list_compress_depth, "list-compress-depth")?,
+                hll_sparse_max_bytes: need(c.hll_sparse_max_bytes, "hll-sparse-max-bytes")?,
             },
             cluster: ClusterKeys {
                 region: need(c.region, "region")?,

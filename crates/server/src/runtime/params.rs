@@ -312,6 +312,11 @@ pub static PARAMS: &[Param] = &[
         get: |_| elsa_shard::ops::limits::LIST_SIZE.load(Relaxed).to_string(),
     },
     Param {
+        name: "hll-sparse-max-bytes",
+        check: |v| memory_size_t(v, &elsa_shard::ops::pf::SPARSE_MAX_BYTES),
+        get: |_| limit(&elsa_shard::ops::pf::SPARSE_MAX_BYTES),
+    },
+    Param {
         name: "list-compress-depth",
         check: |v| {
             let n = long_long(v, 0, i64::from(i32::MAX))?;
@@ -483,6 +488,7 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
             | "zset-max-listpack-value"
             | "list-max-listpack-size"
             | "list-compress-depth"
+            | "hll-sparse-max-bytes"
             | "snapshot-interval-sec"
             | "timeout"
             | "tls-port" => match value.parse::<i64>() {

@@ -32,6 +32,7 @@ pub mod lcs;
 pub mod limits;
 pub mod lists;
 pub mod longdouble;
+pub mod pf;
 mod replies;
 mod scan;
 pub mod sets;
@@ -578,6 +579,8 @@ pub enum Op {
     ZSets(zsets::ZSetOp),
     /// A list command.
     Lists(lists::ListOp),
+    /// A HyperLogLog command.
+    Pf(pf::Pf),
 }
 
 /// The answer of an [`Op`], before RESP encoding.
@@ -664,6 +667,7 @@ impl Op {
             && !matches!(self, Op::Sets(s) if !s.is_write())
             && !matches!(self, Op::ZSets(z) if !z.is_write())
             && !matches!(self, Op::Lists(l) if !l.is_write())
+            && !matches!(self, Op::Pf(p) if !p.is_write())
     }
 
     /// Keys besides the one the op is applied to that it reads and may
@@ -678,6 +682,7 @@ impl Op {
             Op::Sets(s) => s.other_keys(),
             Op::ZSets(z) => z.other_keys(),
             Op::Lists(l) => l.other_keys(),
+            Op::Pf(p) => p.other_keys(),
             _ => &[],
         }
     }
@@ -723,6 +728,7 @@ impl Op {
             Op::Sets(s) => s.apply(key, view),
             Op::ZSets(z) => z.apply(key, view),
             Op::Lists(l) => l.apply(key, view),
+            Op::Pf(p) => p.apply(key, view),
         }
     }
 }

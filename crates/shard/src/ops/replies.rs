@@ -2,7 +2,7 @@
 //! their static copies (a reply decoded from the wire or the log names one
 //! of these rather than allocating).
 
-use super::{geo, hashes, lcs, lists, zparse, WRONGTYPE};
+use super::{geo, hashes, lcs, lists, pf, zparse, WRONGTYPE};
 
 /// Error text Redis uses for non-integer values and overflow.
 pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -53,6 +53,12 @@ pub const REPLY_TEXTS: &[&str] = &[
     geo::ERR_DECODE_MEMBER,
     lists::ERR_INDEX,
     lists::ERR_TIMEOUT_NEGATIVE,
+    pf::ERR_NO_KEY,
+    pf::ERR_NOT_SPARSE,
+    "WRONGTYPE Key is not a valid HyperLogLog string value.",
+    "INVALIDOBJ Corrupted HLL object detected",
+    "dense",
+    "sparse",
     "matches",
     "len",
     "zset",
