@@ -58,6 +58,8 @@ mod bulk;
 mod geo;
 #[path = "gen_hashes.rs"]
 mod hashes;
+#[path = "gen_hll.rs"]
+mod hll;
 
 #[allow(unused_imports)] // the restart checker includes this file and runs none of them
 pub use bulk::bulk_sequence;

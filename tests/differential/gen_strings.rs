@@ -104,7 +104,7 @@ const FLOATS: &[&[u8]] = &[
 impl Gen {
     /// One string or bit command.
     pub(super) fn string_command(&mut self) -> Cmd {
-        match self.rng.gen_range(0..23) {
+        match self.rng.gen_range(0..26) {
             0..=2 => self.getex(),
             3..=4 => self.getrange(),
             5..=6 => self.setrange(),
@@ -116,6 +116,7 @@ impl Gen {
             16..=17 => self.bitfield("BITFIELD"),
             18 => self.bitfield("BITFIELD_RO"),
             19..=20 => self.bitop(),
+            21..=22 => self.hll_command(),
             _ => self.lcs(),
         }
     }
