@@ -170,6 +170,9 @@ fn help_role_and_lolwut_answer_as_redis() {
     for line in [
         "COMMAND HELP",
         "CONFIG HELP",
+        "LATENCY HELP",
+        "LATENCY GRAPH command",
+        "LATENCY GRAPH",
         "ROLE",
         "LOLWUT VERSION x",
         "ROLE extra",

@@ -88,6 +88,16 @@ impl Latency {
             .unwrap_or_default()
     }
 
+    /// LATENCY GRAPH: `event`'s samples drawn as Redis's `latency.c` and
+    /// `sparkline.c` draw them (a title, 80 dashes, four rows of `_o#|`
+    /// and each sample's age below it); None when it has no samples.
+    pub fn graph(&self, event: &[u8]) -> Option<String> {
+        let events = self.events.lock().ok()?;
+        let name = std::str::from_utf8(event).ok()?;
+        let s = events.get(name)?;
+        Some(sparkline(name, s, unix_now()))
+    }
+
     /// Forgets the named events (all with an empty list); how many there were.
     pub fn reset(&self, names: &[bytes::Bytes]) -> usize {
         let Ok(mut events) = self.events.lock() else {
@@ -159,16 +169,103 @@ impl Latency {
     }
 }
 
+/// Redis's `LATENCY_GRAPH_COLS`.
+const GRAPH_COLS: usize = 80;
+/// Redis's rows of a sparkline.
+const GRAPH_ROWS: usize = 4;
+
+/// The graph of `s` for `event` at `now` (unix seconds): Redis's
+/// `latencyCommandGenSparkeline` with `sparklineRender(…, SPARKLINE_FILL)`.
+fn sparkline(event: &str, s: &Series, now: u64) -> String {
+    let samples: Vec<(u64, String)> = s
+        .samples
+        .iter()
+        .map(|&(t, ms)| {
+            let ago = now.saturating_sub(t);
+            let label = match ago {
+                0..=59 => format!("{ago}s"),
+                60..=3599 => format!("{}m", ago / 60),
+                3600..=86_399 => format!("{}h", ago / 3600),
+                _ => format!("{}d", ago / 86_400),
+            };
+            (ms, label)
+        })
+        .collect();
+    let min = samples.iter().map(|(v, _)| *v).min().unwrap_or(0);
+    let max = samples.iter().map(|(v, _)| *v).max().unwrap_or(0);
+    let mut out = format!(
+        "{event} - high {max} ms, low {min} ms (all time high {} ms)\n",
+        s.max
+    );
+    out.push_str(&"-".repeat(GRAPH_COLS));
+    out.push('\n');
+    for (n, chunk) in samples.chunks(GRAPH_COLS).enumerate() {
+        if n != 0 {
+            out.push('\n');
+        }
+        render_range(&mut out, chunk, min as f64, max as f64);
+    }
+    out
+}
+
+/// Redis's `sparklineRenderRange` with the fill option: rows of `_o#`
+/// (and `|` below the top), then the labels one character per row, each
+/// row as long as the range.
+fn render_range(out: &mut String, samples: &[(u64, String)], min: f64, max: f64) {
+    const FILL: &[u8] = b"_o#";
+    let steps = (FILL.len() * GRAPH_ROWS) as i64;
+    let relmax = if max - min == 0.0 { 1.0 } else { max - min };
+    let mut row = 0usize;
+    loop {
+        let mut chars = vec![b' '; samples.len()];
+        let mut more = false;
+        for (j, (v, label)) in samples.iter().enumerate() {
+            let relval = *v as f64 - min;
+            // `step = (int) (relval*steps)/relmax;` — the cast binds first.
+            let step = ((((relval * steps as f64) as i64) as f64) / relmax) as i64;
+            let step = step.clamp(0, steps - 1);
+            if row < GRAPH_ROWS {
+                more = true;
+                let idx = step - ((GRAPH_ROWS - row - 1) * FILL.len()) as i64;
+                if (0..FILL.len() as i64).contains(&idx) {
+                    chars[j] = FILL[idx as usize];
+                } else if idx >= FILL.len() as i64 {
+                    chars[j] = b'|';
+                }
+            } else {
+                // One blank row between the graph and the labels.
+                if row - GRAPH_ROWS < 1 {
+                    more = true;
+                    break;
+                }
+                let at = row - GRAPH_ROWS - 1;
+                if let Some(&c) = label.as_bytes().get(at) {
+                    more = true;
+                    chars[j] = c;
+                }
+            }
+        }
+        if !more {
+            break;
+        }
+        row += 1;
+        out.push_str(&String::from_utf8_lossy(&chars));
+        out.push('\n');
+    }
+}
+
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
-/// LATENCY HELP's lines (Redis 7.0's, GRAPH left out: Elsa does not draw).
+/// LATENCY HELP's lines (Redis 7.0's).
 pub const HELP: &[&str] = &[
     "DOCTOR",
     "    Return a human readable latency analysis report.",
+    "GRAPH <event>",
+    "    Return an ASCII latency graph for the <event> class.",
     "HISTORY <event>",
     "    Return time-latency samples for the <event> class.",
     "LATEST",
@@ -237,6 +334,22 @@ mod tests {
         assert_eq!(l.reset(&[bytes::Bytes::from("COMMAND")]), 1);
         assert_eq!(l.reset(&[]), 1);
         assert!(l.latest().is_empty());
+    }
+
+    #[test]
+    fn graph_draws_as_redis_does() {
+        // Steps of 5, 15, 35, 0 ms over 35 ms in 12: 1, 5, 11 (capped), 0;
+        // ages 100, 99, 70 and 10 s: 1m, 1m, 1m, 10s.
+        let s = Series {
+            samples: [(100, 10), (101, 20), (130, 40), (190, 5)].into(),
+            max: 40,
+        };
+        let g = sparkline("command", &s, 200);
+        let want = format!(
+            "command - high 40 ms, low 5 ms (all time high 40 ms)\n{}\n  # \n  | \n #| \no||_\n    \n1111\nmmm0\n   s\n",
+            "-".repeat(80)
+        );
+        assert_eq!(g, want);
     }
 
     #[test]

@@ -864,6 +864,7 @@ pub(super) const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
         "latency",
         &[
             ("doctor", 2),
+            ("graph", 3),
             ("help", 2),
             ("histogram", -2),
             ("history", 3),

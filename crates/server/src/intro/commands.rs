@@ -244,6 +244,14 @@ impl Conn {
             self.w().verbatim(&report);
         } else if is(sub, "HISTOGRAM") {
             self.latency_histogram(&args[2..]);
+        } else if is(sub, "GRAPH") {
+            match lat.graph(&args[2]) {
+                Some(graph) => self.w().verbatim(&graph),
+                None => self.w().error(&format!(
+                    "ERR No samples available for event '{}'",
+                    String::from_utf8_lossy(&args[2])
+                )),
+            }
         }
     }
 
