@@ -44,6 +44,8 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::PfSelfTest
             | Control::Wait
             | Control::Sort
+            | Control::Dump
+            | Control::Restore
             | Control::LastCommit
             | Control::Publish
             | Control::Spublish
@@ -80,6 +82,8 @@ pub fn splits_exec(c: Control) -> bool {
             | Control::Msetnx
             | Control::LastCommit
             | Control::Sort
+            | Control::Dump
+            | Control::Restore
     )
 }
 
@@ -184,6 +188,8 @@ impl Conn {
             Control::WaitRegion => self.w().error(&cmd::wrong_arity("waitregion")),
             Control::Wait => self.wait(args, true).await,
             Control::Sort => self.sort(args).await,
+            Control::Dump => self.dump(args).await,
+            Control::Restore => self.restore(args).await,
             Control::ElsaDigest => self.elsa_digest(args).await,
             Control::ElsaFault => self.elsa_fault(args),
             Control::ElsaDecommission => self.elsa_decommission(),

@@ -34,6 +34,7 @@ pub mod cmdstats;
 mod command_cmd;
 pub mod config;
 pub mod conn;
+mod dump;
 mod effects;
 mod http;
 mod info;

@@ -194,7 +194,11 @@ impl Conn {
     }
 
     /// Runs the data command `line` in `txn`: its (first) answer.
-    async fn read_in(&self, txn: &mut Txn, line: Vec<Bytes>) -> Result<OpReply, TxnError> {
+    pub(crate) async fn read_in(
+        &self,
+        txn: &mut Txn,
+        line: Vec<Bytes>,
+    ) -> Result<OpReply, TxnError> {
         let Some(spec) = cmd::lookup(&line[0]) else {
             return Ok(OpReply::Nil);
         };

@@ -122,6 +122,10 @@ pub enum Control {
     Lolwut,
     /// PFSELFTEST
     PfSelfTest,
+    /// DUMP
+    Dump,
+    /// RESTORE, RESTORE-ASKING
+    Restore,
     WaitRegion,
     ElsaDigest,
     ElsaFault,

@@ -642,6 +642,17 @@ pub static COMMANDS: &[Spec] = &[
     spec!("waitregion", -3, N, 0, 0, 0, Ctl(C::WaitRegion)),
     spec!("wait", 3, &["noscript"], 0, 0, 0, Ctl(C::Wait)),
     spec!("sort", -2, WSM, 1, 1, 1, Ctl(C::Sort)),
+    spec!("dump", 2, RO, 1, 1, 1, Ctl(C::Dump)),
+    spec!("restore", -4, WS, 1, 1, 1, Ctl(C::Restore)),
+    spec!(
+        "restore-asking",
+        -4,
+        &["write", "denyoom", "asking"],
+        1,
+        1,
+        1,
+        Ctl(C::Restore)
+    ),
     spec!(
         "sort_ro",
         -2,

@@ -66,6 +66,8 @@ pub(crate) fn runs_in_attempt(c: Control, args: &[Bytes]) -> bool {
         | Control::Lastsave
         | Control::LastCommit
         | Control::Sort
+        | Control::Dump
+        | Control::Restore
         | Control::Unwatch => true,
         // Only caches a script (an EVALSHA queued after it may need it),
         // or reads the cache.

@@ -187,6 +187,8 @@ fn allowed_in_script(spec: &Spec) -> bool {
                 | Control::Msetnx
                 | Control::Lastsave
                 | Control::Sort
+                | Control::Dump
+                | Control::Restore
                 // Sent once the script's transaction commits
                 // (`crate::effects`).
                 | Control::Publish

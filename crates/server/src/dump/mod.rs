@@ -1,0 +1,372 @@
+//! DUMP and RESTORE (RESTORE-ASKING too), with Redis 7.0's payload
+//! (`rdb`): a value dumped by redis-server restores here and one dumped
+//! here restores into redis-server.
+//!
+//! Both run as one snapshot-isolated transaction of the ordinary
+//! commands, as SORT does: DUMP reads the key's type and its whole value
+//! (GET, LRANGE, SMEMBERS, ZRANGE … WITHSCORES, HGETALL) at one moment;
+//! RESTORE checks the key, deletes it with REPLACE, writes the value (SET,
+//! RPUSH, SADD, ZADD, HSET) and its expiry (PEXPIREAT), all committed at
+//! once, so the key's lattices and replication are those of the commands
+//! themselves. IDLETIME and FREQ are checked and otherwise ignored:
+//! Elsa's access clock starts again at the restore.
+
+pub mod rdb;
+
+use bytes::Bytes;
+use elsa_shard::OpReply;
+use elsa_txn::router::backoff;
+use elsa_txn::{Isolation, Txn, TxnError};
+
+use crate::cmd::{int_arg, is};
+use crate::conn::{write_op, Conn};
+
+/// RESTORE's arguments, checked as far as Redis checks them before it
+/// looks at the key.
+struct RestoreArgs {
+    key: Bytes,
+    ttl: Bytes,
+    payload: Bytes,
+    replace: bool,
+    absttl: bool,
+}
+
+fn parse_restore(args: &[Bytes]) -> Result<RestoreArgs, String> {
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq) = (false, false);
+    let mut j = 4;
+    while j < args.len() {
+        let more = j + 1 < args.len();
+        let a = &args[j];
+        if is(a, "REPLACE") {
+            replace = true;
+        } else if is(a, "ABSTTL") {
+            absttl = true;
+        } else if is(a, "IDLETIME") && more && !freq {
+            let n = int_arg(&args[j + 1]).map_err(|e| e.0)?;
+            if n < 0 {
+                return Err("ERR Invalid IDLETIME value, must be >= 0".into());
+            }
+            idle = true;
+            j += 1;
+        } else if is(a, "FREQ") && more && !idle {
+            let n = int_arg(&args[j + 1]).map_err(|e| e.0)?;
+            if !(0..=255).contains(&n) {
+                return Err("ERR Invalid FREQ value, must be >= 0 and <= 255".into());
+            }
+            freq = true;
+            j += 1;
+        } else {
+            return Err("ERR syntax error".into());
+        }
+        j += 1;
+    }
+    Ok(RestoreArgs {
+        key: args[1].clone(),
+        ttl: args[2].clone(),
+        payload: args[3].clone(),
+        replace,
+        absttl,
+    })
+}
+
+/// What one attempt answers.
+enum Answer {
+    Reply(OpReply),
+    Refused(String),
+}
+
+fn word(w: &'static str) -> Bytes {
+    Bytes::from_static(w.as_bytes())
+}
+
+/// The command an attempt runs.
+enum Job {
+    Dump(Bytes),
+    Restore(RestoreArgs),
+}
+
+impl Conn {
+    /// DUMP key
+    pub(crate) async fn dump(&mut self, args: &[Bytes]) {
+        self.in_one_txn(Job::Dump(args[1].clone())).await;
+    }
+
+    /// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME s]
+    /// [FREQ f]
+    pub(crate) async fn restore(&mut self, args: &[Bytes]) {
+        match parse_restore(args) {
+            Ok(r) => self.in_one_txn(Job::Restore(r)).await,
+            Err(e) => self.w().error(&e),
+        }
+    }
+
+    async fn run_job(&self, txn: &mut Txn, job: &Job) -> Result<Answer, TxnError> {
+        match job {
+            Job::Dump(key) => self.dump_in(txn, key.clone()).await,
+            Job::Restore(r) => self.restore_in(txn, r).await,
+        }
+    }
+
+    /// Runs `job` in the connection's open transaction, or in one of its
+    /// own, committed and retried on conflict.
+    async fn in_one_txn(&mut self, job: Job) {
+        if let Some(mut txn) = self.s.txn.take() {
+            let r = self.run_job(&mut txn, &job).await;
+            self.s.txn = Some(txn);
+            return self.answer_dump(r);
+        }
+        let mut attempt = 0;
+        loop {
+            let mut txn = Txn::begin(&self.coord, Isolation::Snapshot, self.s.ack);
+            let r = match self.run_job(&mut txn, &job).await {
+                Ok(Answer::Reply(reply)) => {
+                    let wrote = txn.has_writes();
+                    match txn.commit(&self.coord).await {
+                        Ok(ts) => {
+                            if wrote {
+                                self.s.last_commit = Some(ts);
+                                self.shared.pushes.notify_waiters();
+                            }
+                            Ok(Answer::Reply(reply))
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+                other => other,
+            };
+            match r {
+                Err(TxnError::Conflict(_)) if attempt < 200 => {
+                    backoff(attempt).await;
+                    attempt += 1;
+                }
+                r => return self.answer_dump(r),
+            }
+        }
+    }
+
+    fn answer_dump(&mut self, r: Result<Answer, TxnError>) {
+        match r {
+            Ok(Answer::Reply(reply)) => write_op(&mut self.w(), &reply),
+            Ok(Answer::Refused(e)) => self.w().error(&e),
+            Err(e) => self.w().error(&e.to_string()),
+        }
+    }
+
+    async fn dump_in(&self, txn: &mut Txn, key: Bytes) -> Result<Answer, TxnError> {
+        let kind = match self.read_in(txn, vec![word("type"), key.clone()]).await? {
+            OpReply::Status(t) => t,
+            _ => "none",
+        };
+        let all = |c: &'static str| vec![word(c), key.clone(), word("0"), word("-1")];
+        let value = match kind {
+            "none" => return Ok(Answer::Reply(OpReply::Nil)),
+            "string" => match self.read_in(txn, vec![word("get"), key.clone()]).await? {
+                OpReply::Bulk(b) => rdb::Value::Str(b),
+                _ => return Ok(Answer::Reply(OpReply::Nil)),
+            },
+            "list" => rdb::Value::List(bulks(self.read_in(txn, all("lrange")).await?)),
+            "set" => rdb::Value::Set(bulks(
+                self.read_in(txn, vec![word("smembers"), key.clone()])
+                    .await?,
+            )),
+            "zset" => {
+                let mut line = all("zrange");
+                line.push(word("withscores"));
+                match self.read_in(txn, line).await? {
+                    OpReply::Scored(pairs) => rdb::Value::ZSet(pairs),
+                    _ => return Ok(Answer::Reply(OpReply::Nil)),
+                }
+            }
+            "hash" => match self
+                .read_in(txn, vec![word("hgetall"), key.clone()])
+                .await?
+            {
+                OpReply::Map(m) => rdb::Value::Hash(
+                    m.iter()
+                        .map(|(f, v)| (Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)))
+                        .collect(),
+                ),
+                _ => return Ok(Answer::Reply(OpReply::Nil)),
+            },
+            other => {
+                return Ok(Answer::Refused(format!(
+                    "ERR DUMP of a {other} is not supported"
+                )))
+            }
+        };
+        Ok(Answer::Reply(OpReply::Bulk(rdb::dump(&value).into())))
+    }
+
+    async fn restore_in(&self, txn: &mut Txn, r: &RestoreArgs) -> Result<Answer, TxnError> {
+        let exists = matches!(
+            self.read_in(txn, vec![word("exists"), r.key.clone()]).await?,
+            OpReply::Int(n) if n > 0
+        );
+        if exists && !r.replace {
+            return Ok(Answer::Refused(
+                "BUSYKEY Target key name already exists.".into(),
+            ));
+        }
+        let ttl = match int_arg(&r.ttl) {
+            Ok(n) if n < 0 => {
+                return Ok(Answer::Refused(
+                    "ERR Invalid TTL value, must be >= 0".into(),
+                ))
+            }
+            Ok(n) => n,
+            Err(e) => return Ok(Answer::Refused(e.0)),
+        };
+        let value = match rdb::restore(&r.payload) {
+            Ok(v) => v,
+            Err(rdb::Refused::VersionOrChecksum) => {
+                return Ok(Answer::Refused(
+                    "ERR DUMP payload version or checksum are wrong".into(),
+                ))
+            }
+            Err(rdb::Refused::BadFormat) => {
+                return Ok(Answer::Refused("ERR Bad data format".into()))
+            }
+        };
+        if r.replace && exists {
+            self.read_in(txn, vec![word("del"), r.key.clone()]).await?;
+        }
+        let at = match (ttl, r.absttl) {
+            (0, _) => None,
+            (t, true) => Some(t),
+            (t, false) => Some(elsa_shard::unix_ms() as i64 + t),
+        };
+        if at.is_some_and(|at| at <= elsa_shard::unix_ms() as i64) {
+            // Already expired: nothing is written (the key deleted above
+            // stays deleted), as in Redis.
+            return Ok(Answer::Reply(OpReply::Ok));
+        }
+        for line in writes(&r.key, value) {
+            if let OpReply::Error(e) = self.read_in(txn, line).await? {
+                return Ok(Answer::Refused(e.to_string()));
+            }
+        }
+        if let Some(at) = at {
+            let line = vec![
+                word("pexpireat"),
+                r.key.clone(),
+                Bytes::from(at.to_string()),
+            ];
+            self.read_in(txn, line).await?;
+        }
+        Ok(Answer::Reply(OpReply::Ok))
+    }
+}
+
+/// The commands that write `value` at `key` (in batches of at most 512
+/// elements each).
+fn writes(key: &Bytes, value: rdb::Value) -> Vec<Vec<Bytes>> {
+    const BATCH: usize = 512;
+    let head = |c: &'static str| vec![word(c), key.clone()];
+    match value {
+        rdb::Value::Str(s) => vec![vec![word("set"), key.clone(), s]],
+        rdb::Value::List(items) => items
+            .chunks(BATCH)
+            .map(|c| head("rpush").into_iter().chain(c.iter().cloned()).collect())
+            .collect(),
+        rdb::Value::Set(members) => members
+            .chunks(BATCH)
+            .map(|c| head("sadd").into_iter().chain(c.iter().cloned()).collect())
+            .collect(),
+        rdb::Value::ZSet(pairs) => pairs
+            .chunks(BATCH)
+            .map(|c| {
+                let mut line = head("zadd");
+                for (m, s) in c {
+                    line.push(Bytes::from(score_text(*s)));
+                    line.push(m.clone());
+                }
+                line
+            })
+            .collect(),
+        rdb::Value::Hash(pairs) => pairs
+            .chunks(BATCH)
+            .map(|c| {
+                let mut line = head("hset");
+                for (f, v) in c {
+                    line.push(f.clone());
+                    line.push(v.clone());
+                }
+                line
+            })
+            .collect(),
+    }
+}
+
+/// A score as text ZADD reads back to the same double (Rust prints the
+/// shortest text that round-trips, and `inf`/`-inf`, which ZADD takes).
+fn score_text(s: f64) -> String {
+    format!("{s:?}")
+}
+
+fn bulks(r: OpReply) -> Vec<Bytes> {
+    match r {
+        OpReply::Array(items) => items
+            .into_iter()
+            .filter_map(|i| match i {
+                OpReply::Bulk(b) => Some(b),
+                _ => None,
+            })
+            .collect(),
+        OpReply::Set(items) => items,
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_read_back_exactly() {
+        for s in [
+            1.0,
+            -0.5,
+            1e-300,
+            123_456_789.123,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.1 + 0.2,
+        ] {
+            let t = score_text(s);
+            let back = elsa_shard::ops::zparse::parse_double(t.as_bytes()).unwrap();
+            assert_eq!(back.to_bits(), s.to_bits(), "{t}");
+        }
+    }
+
+    #[test]
+    fn options_are_checked_as_redis_checks_them() {
+        let a = |s: &str| -> Vec<Bytes> {
+            s.split(' ')
+                .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+                .collect()
+        };
+        assert!(parse_restore(&a("RESTORE k 0 p REPLACE ABSTTL")).is_ok());
+        assert!(parse_restore(&a("RESTORE k 0 p IDLETIME 5")).is_ok());
+        assert_eq!(
+            parse_restore(&a("RESTORE k 0 p IDLETIME -1"))
+                .err()
+                .unwrap(),
+            "ERR Invalid IDLETIME value, must be >= 0"
+        );
+        assert_eq!(
+            parse_restore(&a("RESTORE k 0 p FREQ 256")).err().unwrap(),
+            "ERR Invalid FREQ value, must be >= 0 and <= 255"
+        );
+        assert_eq!(
+            parse_restore(&a("RESTORE k 0 p FREQ 1 IDLETIME 1"))
+                .err()
+                .unwrap(),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            parse_restore(&a("RESTORE k 0 p IDLETIME")).err().unwrap(),
+            "ERR syntax error"
+        );
+    }
+}
