@@ -173,6 +173,8 @@ fn help_role_and_lolwut_answer_as_redis() {
         "LATENCY HELP",
         "LATENCY GRAPH command",
         "LATENCY GRAPH",
+        "COMMAND GETKEYSANDFLAGS sort k1 store k2",
+        "COMMAND GETKEYSANDFLAGS sort k1 by w_* get #",
         "ROLE",
         "LOLWUT VERSION x",
         "ROLE extra",

@@ -90,8 +90,12 @@ impl Conn {
                 .max_by_key(|(begin, _)| *begin)
                 .or_else(|| specs.first());
             match found {
-                // GEORADIUS's STORE/STOREDIST key (found by keyword).
-                Some(_) if matches!(spec.name, "georadius" | "georadiusbymember") && pos > 1 => {
+                // GEORADIUS's STORE/STOREDIST key and SORT's STORE key
+                // (found by keyword).
+                Some(_)
+                    if matches!(spec.name, "georadius" | "georadiusbymember" | "sort")
+                        && pos > 1 =>
+                {
                     vec!["OW", "update"]
                 }
                 // SET's flags depend on its GET option (Redis's `setGetKeys`).

@@ -176,6 +176,7 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
         Op::BitOp(b) => (m.kind, m.value) = (31, b.encode()),
         Op::Lcs(l) => (m.kind, m.value) = (32, l.encode()),
         Op::Pf(p) => (m.kind, m.value) = (33, p.encode()),
+        Op::Touch => m.kind = 34,
     }
     m
 }
@@ -284,6 +285,7 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
         31 => Op::BitOp(elsa_shard::ops::bits::BitOp::decode(m.value)?),
         32 => Op::Lcs(elsa_shard::ops::lcs::Lcs::decode(m.value)?),
         33 => Op::Pf(elsa_shard::ops::pf::Pf::decode(m.value)?),
+        34 => Op::Touch,
         _ => return None,
     };
     Some(KeyOp {
@@ -446,6 +448,7 @@ mod tests {
             Op::GetDel,
             Op::Del,
             Op::Exists,
+            Op::Touch,
             Op::IncrBy(-9),
             Op::Append(b("x")),
             Op::Strlen,
@@ -503,6 +506,10 @@ mod tests {
                 min_match_len: 2,
                 refused: Some(ERR_SYNTAX),
             }),
+            Op::Pf(elsa_shard::ops::pf::Pf::Merge(vec![b("s1"), b("s2")])),
+            Op::Pf(elsa_shard::ops::pf::Pf::Debug(
+                elsa_shard::ops::pf::Debug::ToDense,
+            )),
         ];
         for r in ranges {
             ops.push(Op::BitCount(r));

@@ -23,10 +23,15 @@ pub fn del(args: &Args) -> Result<DataCmd, CmdError> {
     each(args, Op::Del)
 }
 
-/// EXISTS / TOUCH key [key …] (a key named twice counts twice, as in
-/// Redis; TOUCH only counts too, since Elsa keeps no access times)
+/// EXISTS key [key …] (a key named twice counts twice, as in Redis)
 pub fn exists(args: &Args) -> Result<DataCmd, CmdError> {
     each(args, Op::Exists)
+}
+
+/// TOUCH key [key …]: counts as EXISTS does, and resets each key's
+/// access clock (`OBJECT IDLETIME`, eviction).
+pub fn touch(args: &Args) -> Result<DataCmd, CmdError> {
+    each(args, Op::Touch)
 }
 
 /// TYPE key

@@ -426,7 +426,7 @@ pub static COMMANDS: &[Spec] = &[
     spec!("delete", -2, &["write"], 1, -1, 1, Data(keys::del)),
     spec!("unlink", -2, &["write", "fast"], 1, -1, 1, Data(keys::del)),
     spec!("exists", -2, R, 1, -1, 1, Data(keys::exists)),
-    spec!("touch", -2, R, 1, -1, 1, Data(keys::exists)),
+    spec!("touch", -2, R, 1, -1, 1, Data(keys::touch)),
     spec!("expiretime", 2, R, 1, 1, 1, Data(keys::expiretime)),
     spec!("pexpiretime", 2, R, 1, 1, 1, Data(keys::pexpiretime)),
     spec!("rename", 3, &["write"], 1, 2, 1, Data(keys::rename)),

@@ -89,6 +89,7 @@ impl Inline {
         {
             return None;
         }
+        let started = std::time::Instant::now();
         let mut out = bytes::BytesMut::new();
         let mut w = ReplyWriter {
             out: &mut out,
@@ -136,6 +137,14 @@ impl Inline {
                 }
             }
         }
+        // Counted in INFO commandstats as the connection counts the calls
+        // it serves (`Conn::script_call`).
+        let failed = matches!(out.first(), Some(b'-' | b'!'));
+        self.shared.cmdstats.local().call(
+            crate::cmdstats::slot(spec, args),
+            started.elapsed().as_micros() as u64,
+            failed,
+        );
         Some(convert::parse(&out).unwrap_or_else(|| Reply::Error(b"ERR unreadable reply".to_vec())))
     }
 }

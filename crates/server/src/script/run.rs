@@ -332,6 +332,8 @@ impl Conn {
         // script's protocol, exactly as it would for a client.
         let saved_out = std::mem::take(&mut self.out);
         let saved_resp3 = std::mem::replace(&mut self.s.resp3, resp3);
+        let started = std::time::Instant::now();
+        let stat_slot = crate::cmdstats::slot(spec, &args);
         match spec.kind {
             Kind::Data(parse) => match self.data_cmd(parse, &args) {
                 Ok(dc) => self.run_in_script_txn(dc).await,
@@ -346,6 +348,10 @@ impl Conn {
         }
         let out = std::mem::replace(&mut self.out, saved_out);
         self.s.resp3 = saved_resp3;
+        // Counted in INFO commandstats as Redis counts a script's calls.
+        let failed = matches!(out.first(), Some(b'-' | b'!'));
+        let us = started.elapsed().as_micros() as u64;
+        self.stat.local.call(stat_slot, us, failed);
         convert::parse(&out).unwrap_or_else(|| refuse("ERR unreadable reply"))
     }
 

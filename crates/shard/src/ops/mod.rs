@@ -579,6 +579,8 @@ pub enum Op {
     ZSets(zsets::ZSetOp),
     /// A list command.
     Lists(lists::ListOp),
+    /// TOUCH: EXISTS that counts as an access of the key.
+    Touch,
     /// A HyperLogLog command.
     Pf(pf::Pf),
 }
@@ -651,6 +653,7 @@ impl Op {
             self,
             Op::Get
                 | Op::Exists
+                | Op::Touch
                 | Op::Strlen
                 | Op::Type
                 | Op::Ttl { .. }
@@ -713,7 +716,7 @@ impl Op {
             Op::BitOp(b) => b.apply(key, view),
             Op::Lcs(l) => l.apply(key, view),
             Op::Del => keys::del(key, view),
-            Op::Exists => keys::exists(key, view),
+            Op::Exists | Op::Touch => keys::exists(key, view),
             Op::Type => keys::type_of(key, view),
             Op::Ttl { millis } => keys::ttl(key, view, *millis),
             Op::ExpireTime { millis } => keys::expiretime(key, view, *millis),
