@@ -750,6 +750,19 @@ fn hyperloglog_answers_and_bytes_as_redis() {
     p.same("PFADD");
     p.same("PFDEBUG ENCODING");
     p.same("PFSELFTEST");
+    // `may_replicate`: refused from a read-only script, as a write is.
+    p.same_args(&[
+        b"EVAL_RO",
+        b"return redis.pcall('PFCOUNT', KEYS[1])",
+        b"1",
+        b"h",
+    ]);
+    p.same_args(&[
+        b"EVAL",
+        b"return redis.call('PFCOUNT', KEYS[1])",
+        b"1",
+        b"h",
+    ]);
     // A TTL stays through PFADD, PFCOUNT and PFMERGE.
     p.same("PFADD ttl a");
     p.same("EXPIRE ttl 1000");

@@ -303,11 +303,12 @@ impl Conn {
         if !allowed_in_script(spec) {
             return refuse("ERR This Redis command is not allowed from script");
         }
-        // PUBLISH is `may_replicate` in Redis: refused from EVAL_RO too.
+        // PUBLISH and PFCOUNT are `may_replicate` in Redis: refused from
+        // EVAL_RO too.
         let publish = matches!(
             spec.kind,
             Kind::Control(Control::Publish | Control::Spublish)
-        );
+        ) || spec.name == "pfcount";
         if ro && (spec.is_write() || publish) {
             return refuse("ERR Write commands are not allowed from read-only scripts.");
         }
