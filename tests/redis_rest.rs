@@ -927,4 +927,21 @@ fn dump_and_restore_carry_values_both_ways() {
     both(&mut p, &[b"RESTORE", b"t4", b"0", &payload]);
     both(&mut p, &[b"EXEC"]);
     both(&mut p, &[b"GET", b"t4"]);
+    // IDLETIME and FREQ set the key's clock, each under its policy.
+    p.same("CONFIG SET maxmemory-policy allkeys-lfu");
+    both(
+        &mut p,
+        &[b"RESTORE", b"lfu", b"0", &payload, b"FREQ", b"100"],
+    );
+    both(&mut p, &[b"OBJECT", b"FREQ", b"lfu"]);
+    p.same("CONFIG SET maxmemory-policy allkeys-lru");
+    both(
+        &mut p,
+        &[b"RESTORE", b"lru", b"0", &payload, b"IDLETIME", b"1000"],
+    );
+    let Reply::Int(idle) = p.e.call(&[b"OBJECT", b"IDLETIME", b"lru"]) else {
+        panic!("OBJECT IDLETIME");
+    };
+    assert!((1000..=1010).contains(&idle), "{idle}");
+    p.same("CONFIG SET maxmemory-policy noeviction");
 }

@@ -434,6 +434,15 @@ impl Default for AccessClock {
     }
 }
 
+/// What RESTORE asks a key's access clock to say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restored {
+    /// IDLETIME: idle for this many seconds.
+    Idle(u64),
+    /// FREQ: this LFU counter.
+    Freq(u8),
+}
+
 /// The 24-bit clock's range (Redis's `LRU_CLOCK_MAX`).
 const CLOCK_MAX: u32 = (1 << 24) - 1;
 
@@ -488,6 +497,27 @@ impl AccessClock {
         };
         let periods = elapsed.checked_div(self.decay_time).unwrap_or(0);
         counter.saturating_sub(periods)
+    }
+
+    /// The clock RESTORE's IDLETIME or FREQ gives a key (Redis's
+    /// `objectSetLRUOrLFU`): under an LFU policy only FREQ counts, under
+    /// any other only IDLETIME; None when the one that counts is absent.
+    pub fn restored(&self, to: Restored) -> Option<u32> {
+        match (self.lfu, to) {
+            (true, Restored::Freq(f)) => Some((self.minutes() << 8) | u32::from(f)),
+            (false, Restored::Idle(secs)) => {
+                let now = i64::from(self.lru_now());
+                let secs = i64::try_from(secs).unwrap_or(i64::MAX);
+                let at = now.saturating_sub(secs);
+                let at = if at < 0 {
+                    (now + i64::from(CLOCK_MAX / 2)) % i64::from(CLOCK_MAX)
+                } else {
+                    at
+                };
+                Some(at as u32)
+            }
+            _ => None,
+        }
     }
 
     /// Redis's `estimateObjectIdleTime`, in milliseconds.

@@ -148,6 +148,21 @@ impl Table {
         Some(rec)
     }
 
+    /// Sets the access clock of `key`'s record to what `to` makes of the
+    /// current clock; false when there is no record or nothing to set.
+    pub fn set_access(&mut self, hash: u64, key: &[u8], to: crate::evict::Restored) -> bool {
+        let Some(word) = self.clock.restored(to) else {
+            return false;
+        };
+        match self.segments[segment_of(hash)].find_mut(hash, |r| r.key() == key) {
+            Some(rec) => {
+                rec.set_access(word);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The digest of anti-entropy bucket `bucket`.
     pub fn digest(&self, bucket: usize) -> u64 {
         self.digests[bucket]

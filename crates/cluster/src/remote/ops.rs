@@ -177,6 +177,13 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
         Op::Lcs(l) => (m.kind, m.value) = (32, l.encode()),
         Op::Pf(p) => (m.kind, m.value) = (33, p.encode()),
         Op::Touch => m.kind = 34,
+        Op::SetAccess(to) => {
+            m.kind = 35;
+            (m.cond, m.at) = match to {
+                elsa_shard::evict::Restored::Idle(s) => (0, *s),
+                elsa_shard::evict::Restored::Freq(f) => (1, u64::from(*f)),
+            };
+        }
     }
     m
 }
@@ -286,6 +293,11 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
         32 => Op::Lcs(elsa_shard::ops::lcs::Lcs::decode(m.value)?),
         33 => Op::Pf(elsa_shard::ops::pf::Pf::decode(m.value)?),
         34 => Op::Touch,
+        35 => Op::SetAccess(match m.cond {
+            0 => elsa_shard::evict::Restored::Idle(m.at),
+            1 => elsa_shard::evict::Restored::Freq(u8::try_from(m.at).ok()?),
+            _ => return None,
+        }),
         _ => return None,
     };
     Some(KeyOp {
@@ -449,6 +461,8 @@ mod tests {
             Op::Del,
             Op::Exists,
             Op::Touch,
+            Op::SetAccess(elsa_shard::evict::Restored::Idle(1000)),
+            Op::SetAccess(elsa_shard::evict::Restored::Freq(100)),
             Op::IncrBy(-9),
             Op::Append(b("x")),
             Op::Strlen,

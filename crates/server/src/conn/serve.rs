@@ -665,7 +665,7 @@ impl Conn {
     }
 
     /// Runs a data command's ops atomically, outside any transaction.
-    pub(super) async fn run_once(&self, dc: DataCmd) -> Result<Vec<OpReply>, TxnError> {
+    pub(crate) async fn run_once(&self, dc: DataCmd) -> Result<Vec<OpReply>, TxnError> {
         if dc.ops.is_empty() {
             return Ok(Vec::new()); // OBJECT HELP and the like: nothing to run
         }

@@ -29,11 +29,14 @@ struct RestoreArgs {
     payload: Bytes,
     replace: bool,
     absttl: bool,
+    /// IDLETIME or FREQ, set on the key's clock once the restore committed.
+    access: Option<elsa_shard::evict::Restored>,
 }
 
 fn parse_restore(args: &[Bytes]) -> Result<RestoreArgs, String> {
     let (mut replace, mut absttl) = (false, false);
     let (mut idle, mut freq) = (false, false);
+    let mut access = None;
     let mut j = 4;
     while j < args.len() {
         let more = j + 1 < args.len();
@@ -48,6 +51,7 @@ fn parse_restore(args: &[Bytes]) -> Result<RestoreArgs, String> {
                 return Err("ERR Invalid IDLETIME value, must be >= 0".into());
             }
             idle = true;
+            access = Some(elsa_shard::evict::Restored::Idle(n as u64));
             j += 1;
         } else if is(a, "FREQ") && more && !idle {
             let n = int_arg(&args[j + 1]).map_err(|e| e.0)?;
@@ -55,6 +59,7 @@ fn parse_restore(args: &[Bytes]) -> Result<RestoreArgs, String> {
                 return Err("ERR Invalid FREQ value, must be >= 0 and <= 255".into());
             }
             freq = true;
+            access = Some(elsa_shard::evict::Restored::Freq(n as u8));
             j += 1;
         } else {
             return Err("ERR syntax error".into());
@@ -67,6 +72,7 @@ fn parse_restore(args: &[Bytes]) -> Result<RestoreArgs, String> {
         payload: args[3].clone(),
         replace,
         absttl,
+        access,
     })
 }
 
@@ -95,9 +101,21 @@ impl Conn {
     /// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME s]
     /// [FREQ f]
     pub(crate) async fn restore(&mut self, args: &[Bytes]) {
-        match parse_restore(args) {
-            Ok(r) => self.in_one_txn(Job::Restore(r)).await,
-            Err(e) => self.w().error(&e),
+        let r = match parse_restore(args) {
+            Ok(r) => r,
+            Err(e) => return self.w().error(&e),
+        };
+        let (key, access, alone) = (r.key.clone(), r.access, self.s.txn.is_none());
+        let restored = self.in_one_txn(Job::Restore(r)).await;
+        // The clock is the node's own record, not replicated data: set once
+        // the value is there (inside BEGIN or EXEC the restore's clock
+        // starts at its commit).
+        if let (true, true, Some(to)) = (restored, alone, access) {
+            let dc = crate::cmd::DataCmd {
+                ops: vec![(self.db_key(&key), elsa_shard::Op::SetAccess(to))],
+                shape: crate::cmd::Shape::One,
+            };
+            let _ = self.run_once(dc).await;
         }
     }
 
@@ -109,8 +127,8 @@ impl Conn {
     }
 
     /// Runs `job` in the connection's open transaction, or in one of its
-    /// own, committed and retried on conflict.
-    async fn in_one_txn(&mut self, job: Job) {
+    /// own, committed and retried on conflict; true when it answered OK.
+    async fn in_one_txn(&mut self, job: Job) -> bool {
         if let Some(mut txn) = self.s.txn.take() {
             let r = self.run_job(&mut txn, &job).await;
             self.s.txn = Some(txn);
@@ -145,11 +163,20 @@ impl Conn {
         }
     }
 
-    fn answer_dump(&mut self, r: Result<Answer, TxnError>) {
+    fn answer_dump(&mut self, r: Result<Answer, TxnError>) -> bool {
         match r {
-            Ok(Answer::Reply(reply)) => write_op(&mut self.w(), &reply),
-            Ok(Answer::Refused(e)) => self.w().error(&e),
-            Err(e) => self.w().error(&e.to_string()),
+            Ok(Answer::Reply(reply)) => {
+                write_op(&mut self.w(), &reply);
+                reply == OpReply::Ok
+            }
+            Ok(Answer::Refused(e)) => {
+                self.w().error(&e);
+                false
+            }
+            Err(e) => {
+                self.w().error(&e.to_string());
+                false
+            }
         }
     }
 

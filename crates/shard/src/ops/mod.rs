@@ -182,6 +182,12 @@ pub trait KeyView {
 
     /// The live string value of `key`, or WRONGTYPE when it holds another
     /// type.
+    /// Sets `key`'s access clock as RESTORE asks (only where the shard's
+    /// table is at hand: the lone path); true when it did.
+    fn set_access(&mut self, _key: &[u8], _to: crate::evict::Restored) -> bool {
+        false
+    }
+
     fn read(&mut self, key: &[u8]) -> Result<Option<Current>, &'static str> {
         let now = self.now_ms();
         match self.lookup(key) {
@@ -581,6 +587,9 @@ pub enum Op {
     Lists(lists::ListOp),
     /// TOUCH: EXISTS that counts as an access of the key.
     Touch,
+    /// RESTORE's IDLETIME or FREQ: sets the key's access clock, after
+    /// the restore committed (not a write, and not an access).
+    SetAccess(crate::evict::Restored),
     /// A HyperLogLog command.
     Pf(pf::Pf),
 }
@@ -643,6 +652,7 @@ impl Op {
                 | Op::ExpireTime { .. }
                 | Op::Object(_)
                 | Op::MemoryUsage
+                | Op::SetAccess(_)
         )
     }
 
@@ -654,6 +664,7 @@ impl Op {
             Op::Get
                 | Op::Exists
                 | Op::Touch
+                | Op::SetAccess(_)
                 | Op::Strlen
                 | Op::Type
                 | Op::Ttl { .. }
@@ -717,6 +728,7 @@ impl Op {
             Op::Lcs(l) => l.apply(key, view),
             Op::Del => keys::del(key, view),
             Op::Exists | Op::Touch => keys::exists(key, view),
+            Op::SetAccess(to) => OpReply::Int(i64::from(view.set_access(key, *to))),
             Op::Type => keys::type_of(key, view),
             Op::Ttl { millis } => keys::ttl(key, view, *millis),
             Op::ExpireTime { millis } => keys::expiretime(key, view, *millis),

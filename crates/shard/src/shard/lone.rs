@@ -280,6 +280,11 @@ impl KeyView for LoneView<'_> {
         v
     }
 
+    fn set_access(&mut self, key: &[u8], to: crate::evict::Restored) -> bool {
+        let hash = self.hash_of(key);
+        self.shard.table.set_access(hash, key, to)
+    }
+
     fn access(&mut self, key: &[u8]) -> Option<(u32, crate::evict::AccessClock)> {
         let hash = self.hash_of(key);
         let clock = *self.shard.table.clock();
