@@ -681,6 +681,21 @@ fn script_shebangs_answer_as_redis() {
     p.same_args(&[b"SCRIPT", b"LOAD", b"#!lua flags=bad\nreturn 1"]);
     p.same_args(&[b"SCRIPT", b"LOAD", b"#!lua flags=no-writes\nreturn 1"]);
     p.same("GET x");
+    // Over maxmemory: a script with flags runs only with allow-oom (or
+    // no-writes), and then writes; one without flags is judged by command.
+    p.same("CONFIG SET maxmemory 1");
+    for body in [
+        &b"#!lua flags=\nreturn 1"[..],
+        b"#!lua\nreturn 1",
+        b"#!lua flags=no-writes\nreturn redis.call('GET','x')",
+        b"#!lua flags=allow-oom\nreturn redis.call('SET','x','9')",
+        b"return redis.call('GET','x')",
+        b"return redis.pcall('SET','x','10')",
+    ] {
+        p.same_args(&[b"EVAL", body, b"1", b"x"]);
+    }
+    p.same("CONFIG SET maxmemory 0");
+    p.same("GET x");
 }
 
 /// The HyperLogLog commands: replies, and the very bytes `GET` shows

@@ -77,7 +77,10 @@ impl Conn {
                 total.memory as u64,
                 total.live as u64,
             );
-            t.push_str(&crate::memory::report::info_section(&sh.memory, &f));
+            let scripts = sh.scripts.cache.size();
+            t.push_str(&crate::memory::report::info_section(
+                &sh.memory, &f, scripts,
+            ));
         }
         if want("persistence") {
             crate::info_sections::persistence(&mut t, sh, &stats);

@@ -68,8 +68,9 @@ impl Figures {
     }
 }
 
-/// INFO's `# Memory` section.
-pub fn info_section(mem: &Memory, f: &Figures) -> String {
+/// INFO's `# Memory` section; `scripts`: the EVAL scripts cached, and
+/// their bytes.
+pub fn info_section(mem: &Memory, f: &Figures, scripts: (usize, usize)) -> String {
     let a = &f.alloc;
     let limit = &mem.limit;
     let system = total_system_memory();
@@ -91,11 +92,13 @@ pub fn info_section(mem: &Memory, f: &Figures) -> String {
     );
     let _ = write!(
         t,
-        "allocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n",
+        "allocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nused_memory_scripts_eval:{}\r\nnumber_of_cached_scripts:{}\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n",
         a.allocated,
         a.active,
         a.resident,
         human(system),
+        scripts.1,
+        scripts.0,
         limit.maxmemory(),
         human(limit.maxmemory()),
         limit.policy().name(),

@@ -44,6 +44,12 @@ impl ScriptCache {
         self.lock().insert(sha, body);
     }
 
+    /// How many scripts are cached, and their bodies' bytes.
+    pub fn size(&self) -> (usize, usize) {
+        let bodies = self.lock();
+        (bodies.len(), bodies.values().map(Bytes::len).sum())
+    }
+
     /// Forgets every script (SCRIPT FLUSH).
     pub fn flush(&self) {
         self.lock().clear();

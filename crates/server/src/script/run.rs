@@ -45,6 +45,8 @@ struct Script {
     keys: Vec<Bytes>,
     argv: Vec<Bytes>,
     ro: bool,
+    /// Declared `allow-oom`: its writes run over `maxmemory` too.
+    allow_oom: bool,
 }
 
 /// Unregisters a run when it ends — or when the connection's task is
@@ -117,6 +119,14 @@ impl Conn {
                 .w()
                 .error("ERR Can not execute a script with write flag using *_ro command.");
         }
+        // A script that declares its flags runs over `maxmemory` only with
+        // `allow-oom` (or `no-writes`, which implies it), whatever it
+        // would do: Redis flags such an EVAL `denyoom` (its
+        // `scriptFlagsToCmdFlags`) and refuses it before it runs.
+        if flags.declared && !flags.allow_oom && !flags.no_writes && self.shared.memory.limit.oom()
+        {
+            return self.w().error(crate::memory::ERR_OOM);
+        }
         let split = 3 + numkeys as usize;
         let script = Script {
             sha,
@@ -124,6 +134,7 @@ impl Conn {
             keys: args[3..split].to_vec(),
             argv: args[split..].to_vec(),
             ro: ro || flags.no_writes,
+            allow_oom: flags.allow_oom,
         };
         if self.s.txn.is_some() {
             // Inside BEGIN (or an EXEC run as one transaction): join it.
@@ -241,7 +252,9 @@ impl Conn {
             match next_event(&mut events).await {
                 Some(Event::Call { args, resp3 }) => {
                     self.s.txn = take_txn(slot);
-                    let reply = self.script_call(args, script.ro, resp3).await;
+                    let reply = self
+                        .script_call(args, script.ro, script.allow_oom, resp3)
+                        .await;
                     *slot.lock().unwrap_or_else(|e| e.into_inner()) = self.s.txn.take();
                     let _ = answers_tx.send(reply);
                 }
@@ -292,39 +305,23 @@ impl Conn {
     /// One `redis.call`: checked as Redis checks a script's command, then
     /// run inside the script's transaction; its reply, read back from the
     /// RESP it was written as.
-    async fn script_call(&mut self, args: Vec<Bytes>, ro: bool, resp3: bool) -> Reply {
+    async fn script_call(
+        &mut self,
+        args: Vec<Bytes>,
+        ro: bool,
+        allow_oom: bool,
+        resp3: bool,
+    ) -> Reply {
         let refuse = |m: &str| Reply::Error(m.as_bytes().to_vec());
         let Some(spec) = cmd::lookup(&args[0]).filter(|s| self.command_exists(s)) else {
             return refuse("ERR Unknown Redis command called from script");
         };
-        if !spec.arity_ok(args.len()) {
-            return refuse("ERR Wrong number of args calling Redis command from script");
-        }
-        if !allowed_in_script(spec) {
-            return refuse("ERR This Redis command is not allowed from script");
-        }
-        // PUBLISH and PFCOUNT are `may_replicate` in Redis: refused from
-        // EVAL_RO too.
-        let publish = matches!(
-            spec.kind,
-            Kind::Control(Control::Publish | Control::Spublish)
-        ) || spec.name == "pfcount";
-        if ro && (spec.is_write() || publish) {
-            return refuse("ERR Write commands are not allowed from read-only scripts.");
-        }
-        if let Some(e) = cmd::subcommand_error(spec, &args) {
-            return Reply::Error(e.into_bytes());
-        }
-        if let Some(d) = self.acl_check_logged(spec, &args, crate::acl::Context::Lua) {
-            return refuse(&format!(
-                "ERR The user executing the script {}",
-                d.script_message()
-            ));
-        }
-        // Over maxmemory with nothing to evict: a `denyoom` command is
-        // refused inside a script too (Redis's `scriptVerifyOOM`).
-        if self.shared.memory.refuses(spec, &args, None) {
-            return refuse(crate::memory::ERR_OOM);
+        // A refusal counts as a rejected call of the command (Redis's
+        // `incrCommandStatsOnError`).
+        let stat_slot = crate::cmdstats::slot(spec, &args);
+        if let Some(refused) = self.script_refusal(spec, &args, ro, allow_oom) {
+            self.stat.local.rejected(stat_slot);
+            return refused;
         }
         if self.shared.conns.monitors.any() {
             self.feed_script_call(&args);
@@ -334,7 +331,6 @@ impl Conn {
         let saved_out = std::mem::take(&mut self.out);
         let saved_resp3 = std::mem::replace(&mut self.s.resp3, resp3);
         let started = std::time::Instant::now();
-        let stat_slot = crate::cmdstats::slot(spec, &args);
         match spec.kind {
             Kind::Data(parse) => match self.data_cmd(parse, &args) {
                 Ok(dc) => self.run_in_script_txn(dc).await,
@@ -354,6 +350,48 @@ impl Conn {
         let us = started.elapsed().as_micros() as u64;
         self.stat.local.call(stat_slot, us, failed);
         convert::parse(&out).unwrap_or_else(|| refuse("ERR unreadable reply"))
+    }
+
+    /// Why a script's call of `spec` is refused before it runs (Redis's
+    /// checks in `scriptCall`, in its order), if it is.
+    fn script_refusal(
+        &mut self,
+        spec: &'static cmd::Spec,
+        args: &[Bytes],
+        ro: bool,
+        allow_oom: bool,
+    ) -> Option<Reply> {
+        let refuse = |m: &str| Some(Reply::Error(m.as_bytes().to_vec()));
+        if !spec.arity_ok(args.len()) {
+            return refuse("ERR Wrong number of args calling Redis command from script");
+        }
+        if !allowed_in_script(spec) {
+            return refuse("ERR This Redis command is not allowed from script");
+        }
+        // PUBLISH and PFCOUNT are `may_replicate` in Redis: refused from
+        // EVAL_RO too.
+        let publish = matches!(
+            spec.kind,
+            Kind::Control(Control::Publish | Control::Spublish)
+        ) || spec.name == "pfcount";
+        if ro && (spec.is_write() || publish) {
+            return refuse("ERR Write commands are not allowed from read-only scripts.");
+        }
+        if let Some(e) = cmd::subcommand_error(spec, args) {
+            return Some(Reply::Error(e.into_bytes()));
+        }
+        if let Some(d) = self.acl_check_logged(spec, args, crate::acl::Context::Lua) {
+            return refuse(&format!(
+                "ERR The user executing the script {}",
+                d.script_message()
+            ));
+        }
+        // Over maxmemory with nothing to evict: a `denyoom` command is
+        // refused inside a script too (Redis's `scriptVerifyOOM`).
+        if !allow_oom && self.shared.memory.refuses(spec, args, None) {
+            return refuse(crate::memory::ERR_OOM);
+        }
+        None
     }
 
     /// Applies a data command's ops to the open transaction and writes its

@@ -16,6 +16,8 @@ pub struct Flags {
     pub declared: bool,
     /// `no-writes`.
     pub no_writes: bool,
+    /// `allow-oom`.
+    pub allow_oom: bool,
 }
 
 /// The flags Redis 7.0 knows (`scripts_flags_def`).
@@ -46,7 +48,7 @@ pub fn parse(body: &[u8]) -> Result<(Flags, usize), String> {
     }
     let mut flags = Flags {
         declared: true,
-        no_writes: false,
+        ..Flags::default()
     };
     for p in &parts[1..] {
         let Some(list) = p.strip_prefix("flags=") else {
@@ -57,6 +59,7 @@ pub fn parse(body: &[u8]) -> Result<(Flags, usize), String> {
                 return Err(format!("ERR Unexpected flag in script shebang: {f}"));
             }
             flags.no_writes |= f == "no-writes";
+            flags.allow_oom |= f == "allow-oom";
         }
     }
     Ok((flags, end))
