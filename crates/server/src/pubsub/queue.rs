@@ -85,6 +85,10 @@ pub enum Msg {
     /// A client-side caching invalidation (`crate::tracking`): these keys,
     /// or every key (None).
     Invalidate(Option<Vec<Bytes>>),
+    /// A BCAST invalidation: the keys under `prefix` changed since the
+    /// connection last drained its queue, one message per prefix, as Redis
+    /// sends them once per event-loop turn (`Subscriber::push_broadcast`).
+    Broadcast { prefix: Bytes, keys: Vec<Bytes> },
     /// Bytes already encoded, sent as they are (a MONITOR line,
     /// `crate::clients::monitor`).
     Raw(Bytes),
@@ -111,6 +115,7 @@ impl Msg {
                         .as_ref()
                         .map_or(0, |k| k.iter().map(|k| k.len() + 8).sum())
             }
+            Msg::Broadcast { keys, .. } => FRAME + keys.iter().map(|k| k.len() + 8).sum::<usize>(),
         }
     }
 
@@ -139,7 +144,7 @@ impl Msg {
                 w.bulk(payload);
             }
             Msg::Raw(b) => w.out.extend_from_slice(b),
-            Msg::Invalidate(keys) => {
+            Msg::Invalidate(_) | Msg::Broadcast { .. } => {
                 // RESP3: `>2 invalidate [keys]`; RESP2 (a redirect's
                 // subscriber): a message of `__redis__:invalidate`.
                 if w.resp3 {
@@ -150,6 +155,11 @@ impl Msg {
                     w.bulk(b"message");
                     w.bulk(crate::tracking::CHANNEL);
                 }
+                let keys = match self {
+                    Msg::Invalidate(keys) => keys.as_deref(),
+                    Msg::Broadcast { keys, .. } => Some(&keys[..]),
+                    _ => None,
+                };
                 match keys {
                     Some(keys) => {
                         w.array(keys.len());
@@ -228,6 +238,42 @@ impl Subscriber {
         drop(st);
         // One stored permit covers any number of messages until the
         // connection drains: no lost wake-up, no growing count.
+        self.wake.notify_one();
+        !over
+    }
+
+    /// Queues `key` for a BCAST client under `prefix`: into the message
+    /// for that prefix still waiting in the queue if there is one (a key
+    /// once), else a new one — so the keys one command or transaction
+    /// changes reach the client as one message per prefix, as Redis's.
+    pub fn push_broadcast(&self, prefix: &Bytes, key: &Bytes) -> bool {
+        let mut st = self.lock();
+        if st.closed {
+            return false;
+        }
+        let waiting = st.queue.iter_mut().rev().find_map(|m| match m {
+            Msg::Broadcast { prefix: p, keys } if p == prefix => Some(keys),
+            _ => None,
+        });
+        let added = match waiting {
+            Some(keys) if keys.contains(key) => 0,
+            Some(keys) => {
+                keys.push(key.clone());
+                key.len() + 8
+            }
+            None => {
+                let m = Msg::Broadcast {
+                    prefix: prefix.clone(),
+                    keys: vec![key.clone()],
+                };
+                let size = m.size();
+                st.queue.push_back(m);
+                size
+            }
+        };
+        st.queued += added;
+        let over = self.over_limit(&mut st);
+        drop(st);
         self.wake.notify_one();
         !over
     }

@@ -126,10 +126,14 @@ impl elsa_shard::ChangeHook for Tracking {
             }
         }
         for c in t.clients.values() {
-            if let Some(prefixes) = &c.bcast {
-                if prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p)) {
-                    Tracking::send(&c.target, Some(vec![name.clone()]));
-                }
+            let (Some(prefixes), Some(q)) = (&c.bcast, &c.target) else {
+                continue;
+            };
+            if prefixes.is_empty() {
+                q.push_broadcast(&Bytes::new(), &name);
+            }
+            for p in prefixes.iter().filter(|p| name.starts_with(p)) {
+                q.push_broadcast(p, &name);
             }
         }
     }
