@@ -11,11 +11,10 @@
 
 use bytes::Bytes;
 use elsa_shard::OpReply;
-use elsa_txn::router::backoff;
-use elsa_txn::{Isolation, Txn, TxnError};
+use elsa_txn::{Txn, TxnError};
 
 use crate::cmd::{self, is, Kind};
-use crate::conn::{run_in_txn, write_op, Conn};
+use crate::conn::{run_in_txn, Answer, Conn, InTxn};
 
 /// SORT's arguments, checked.
 struct SortArgs {
@@ -30,10 +29,10 @@ struct SortArgs {
     store: Option<Bytes>,
 }
 
-/// What a sort answers: a reply, or a refusal.
-enum Answer {
-    Reply(OpReply),
-    Refused(String),
+impl InTxn for SortArgs {
+    async fn attempt(&self, c: &Conn, txn: &mut Txn) -> Result<Answer, TxnError> {
+        c.sort_in(txn, self).await
+    }
 }
 
 /// Parses SORT's options in Redis's order (`sortCommandGeneric`).
@@ -150,47 +149,7 @@ impl Conn {
             Ok(s) => s,
             Err(e) => return self.w().error(&e),
         };
-        if let Some(mut txn) = self.s.txn.take() {
-            // Inside BEGIN (or a scripted EXEC): part of that transaction.
-            let r = self.sort_in(&mut txn, &s).await;
-            self.s.txn = Some(txn);
-            return self.answer_sort(r);
-        }
-        let mut attempt = 0;
-        loop {
-            let mut txn = Txn::begin(&self.coord, Isolation::Snapshot, self.s.ack);
-            let r = match self.sort_in(&mut txn, &s).await {
-                Ok(Answer::Reply(reply)) => {
-                    let wrote = txn.has_writes();
-                    match txn.commit(&self.coord).await {
-                        Ok(ts) => {
-                            if wrote {
-                                self.s.last_commit = Some(ts);
-                                self.shared.pushes.notify_waiters();
-                            }
-                            Ok(Answer::Reply(reply))
-                        }
-                        Err(e) => Err(e),
-                    }
-                }
-                other => other,
-            };
-            match r {
-                Err(TxnError::Conflict(_)) if attempt < 200 => {
-                    backoff(attempt).await;
-                    attempt += 1;
-                }
-                r => return self.answer_sort(r),
-            }
-        }
-    }
-
-    fn answer_sort(&mut self, r: Result<Answer, TxnError>) {
-        match r {
-            Ok(Answer::Reply(reply)) => write_op(&mut self.w(), &reply),
-            Ok(Answer::Refused(e)) => self.w().error(&e),
-            Err(e) => self.w().error(&e.to_string()),
-        }
+        self.in_own_txn(&s).await;
     }
 
     /// Runs the data command `line` in `txn`: its (first) answer.

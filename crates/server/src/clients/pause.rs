@@ -98,13 +98,8 @@ impl Pause {
     pub fn pauses_on_write(args: &[Bytes], queued: Option<&[Vec<Bytes>]>) -> bool {
         let writes = |a: &[Bytes]| {
             a.first().and_then(|n| cmd::lookup(n)).is_some_and(|s| {
-                s.is_write()
-                    || matches!(
-                        s.name,
-                        "eval" | "evalsha" | "publish" | "spublish" | "fcall" | "pfcount"
-                        // Elsa's COMMIT of an interactive transaction writes.
-                        | "commit"
-                    )
+                // Elsa's COMMIT of an interactive transaction writes.
+                s.is_write() || s.may_replicate() || s.name == "commit"
             })
         };
         if writes(args) {

@@ -209,6 +209,16 @@ impl Spec {
     pub fn is_write(&self) -> bool {
         self.flags.contains(&"write")
     }
+
+    /// Redis's `may_replicate` (not among the flags COMMAND shows): a
+    /// command that may change data or reach replicas although it is no
+    /// write — refused from read-only scripts, paused by CLIENT PAUSE WRITE.
+    pub fn may_replicate(&self) -> bool {
+        matches!(
+            self.name,
+            "eval" | "evalsha" | "publish" | "spublish" | "fcall" | "pfcount"
+        )
+    }
 }
 
 /// How many databases SELECT offers (`databases`; set once at startup).

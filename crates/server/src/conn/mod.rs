@@ -16,8 +16,10 @@ use elsa_txn::{Coordinator, Txn, TxnError};
 
 mod blocking;
 mod moving;
+mod own_txn;
 mod serve;
 pub(crate) use moving::Parcel;
+pub(crate) use own_txn::{Answer, InTxn};
 
 use crate::cmd::{self, CmdError, Control, DataCmd, Shape};
 use crate::resp::{Limits, Partial, ReplyWriter};

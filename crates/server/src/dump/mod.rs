@@ -15,11 +15,10 @@ pub mod rdb;
 
 use bytes::Bytes;
 use elsa_shard::OpReply;
-use elsa_txn::router::backoff;
-use elsa_txn::{Isolation, Txn, TxnError};
+use elsa_txn::{Txn, TxnError};
 
 use crate::cmd::{int_arg, is};
-use crate::conn::{write_op, Conn};
+use crate::conn::{Answer, Conn, InTxn};
 
 /// RESTORE's arguments, checked as far as Redis checks them before it
 /// looks at the key.
@@ -76,12 +75,6 @@ fn parse_restore(args: &[Bytes]) -> Result<RestoreArgs, String> {
     })
 }
 
-/// What one attempt answers.
-enum Answer {
-    Reply(OpReply),
-    Refused(String),
-}
-
 fn word(w: &'static str) -> Bytes {
     Bytes::from_static(w.as_bytes())
 }
@@ -92,10 +85,19 @@ enum Job {
     Restore(RestoreArgs),
 }
 
+impl InTxn for Job {
+    async fn attempt(&self, c: &Conn, txn: &mut Txn) -> Result<Answer, TxnError> {
+        match self {
+            Job::Dump(key) => c.dump_in(txn, key.clone()).await,
+            Job::Restore(r) => c.restore_in(txn, r).await,
+        }
+    }
+}
+
 impl Conn {
     /// DUMP key
     pub(crate) async fn dump(&mut self, args: &[Bytes]) {
-        self.in_one_txn(Job::Dump(args[1].clone())).await;
+        self.in_own_txn(&Job::Dump(args[1].clone())).await;
     }
 
     /// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME s]
@@ -106,7 +108,7 @@ impl Conn {
             Err(e) => return self.w().error(&e),
         };
         let (key, access, alone) = (r.key.clone(), r.access, self.s.txn.is_none());
-        let restored = self.in_one_txn(Job::Restore(r)).await;
+        let restored = self.in_own_txn(&Job::Restore(r)).await.is_some();
         // The clock is the node's own record, not replicated data: set once
         // the value is there (inside BEGIN or EXEC the restore's clock
         // starts at its commit).
@@ -116,67 +118,6 @@ impl Conn {
                 shape: crate::cmd::Shape::One,
             };
             let _ = self.run_once(dc).await;
-        }
-    }
-
-    async fn run_job(&self, txn: &mut Txn, job: &Job) -> Result<Answer, TxnError> {
-        match job {
-            Job::Dump(key) => self.dump_in(txn, key.clone()).await,
-            Job::Restore(r) => self.restore_in(txn, r).await,
-        }
-    }
-
-    /// Runs `job` in the connection's open transaction, or in one of its
-    /// own, committed and retried on conflict; true when it answered OK.
-    async fn in_one_txn(&mut self, job: Job) -> bool {
-        if let Some(mut txn) = self.s.txn.take() {
-            let r = self.run_job(&mut txn, &job).await;
-            self.s.txn = Some(txn);
-            return self.answer_dump(r);
-        }
-        let mut attempt = 0;
-        loop {
-            let mut txn = Txn::begin(&self.coord, Isolation::Snapshot, self.s.ack);
-            let r = match self.run_job(&mut txn, &job).await {
-                Ok(Answer::Reply(reply)) => {
-                    let wrote = txn.has_writes();
-                    match txn.commit(&self.coord).await {
-                        Ok(ts) => {
-                            if wrote {
-                                self.s.last_commit = Some(ts);
-                                self.shared.pushes.notify_waiters();
-                            }
-                            Ok(Answer::Reply(reply))
-                        }
-                        Err(e) => Err(e),
-                    }
-                }
-                other => other,
-            };
-            match r {
-                Err(TxnError::Conflict(_)) if attempt < 200 => {
-                    backoff(attempt).await;
-                    attempt += 1;
-                }
-                r => return self.answer_dump(r),
-            }
-        }
-    }
-
-    fn answer_dump(&mut self, r: Result<Answer, TxnError>) -> bool {
-        match r {
-            Ok(Answer::Reply(reply)) => {
-                write_op(&mut self.w(), &reply);
-                reply == OpReply::Ok
-            }
-            Ok(Answer::Refused(e)) => {
-                self.w().error(&e);
-                false
-            }
-            Err(e) => {
-                self.w().error(&e.to_string());
-                false
-            }
         }
     }
 

@@ -108,12 +108,11 @@ pub fn verify(payload: &[u8]) -> Result<(), Refused> {
     if payload.len() < 10 {
         return Err(Refused::VersionOrChecksum);
     }
-    let (body, footer) = payload.split_at(payload.len() - 10);
+    let footer = &payload[payload.len() - 10..];
     let version = u16::from_le_bytes([footer[0], footer[1]]);
     if version > RDB_VERSION {
         return Err(Refused::VersionOrChecksum);
     }
-    let _ = body;
     let crc = u64::from_le_bytes(footer[2..].try_into().expect("8 bytes"));
     if CRC.checksum(&payload[..payload.len() - 8]) != crc {
         return Err(Refused::VersionOrChecksum);

@@ -82,7 +82,7 @@ impl Inline {
         if !self.acl_free
             || !spec.arity_ok(args.len())
             || !super::allowed_in_script(spec)
-            || (self.ro && (spec.is_write() || spec.name == "pfcount"))
+            || (self.ro && (spec.is_write() || spec.may_replicate()))
             || cmd::subcommand_error(spec, args).is_some()
             || self.shared.memory.refuses(spec, args, None)
             || self.shared.conns.monitors.any()

@@ -370,11 +370,7 @@ impl Conn {
         }
         // PUBLISH and PFCOUNT are `may_replicate` in Redis: refused from
         // EVAL_RO too.
-        let publish = matches!(
-            spec.kind,
-            Kind::Control(Control::Publish | Control::Spublish)
-        ) || spec.name == "pfcount";
-        if ro && (spec.is_write() || publish) {
+        if ro && (spec.is_write() || spec.may_replicate()) {
             return refuse("ERR Write commands are not allowed from read-only scripts.");
         }
         if let Some(e) = cmd::subcommand_error(spec, args) {
