@@ -355,6 +355,45 @@ impl Conn {
         }
     }
 
+    /// The next reply if one comes within `wait`; a read that times out
+    /// leaves the connection usable (for a subscriber's messages).
+    #[allow(dead_code)]
+    pub fn read_within(&mut self, wait: Duration) -> Option<Reply> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            if self.dead.is_some() {
+                return Some(self.read());
+            }
+            let mut pos = 0;
+            match parse(&self.buf, &mut pos) {
+                Ok(r) => {
+                    self.buf.drain(..pos);
+                    return Some(r);
+                }
+                Err(Parse::Bad(_)) => return Some(self.read()),
+                Err(Parse::Incomplete) => {}
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let _ = self.stream.set_read_timeout(Some(left));
+            let mut chunk = [0u8; 64 * 1024];
+            let got = self.stream.read(&mut chunk);
+            let _ = self.stream.set_read_timeout(Some(READ_TIMEOUT));
+            match got {
+                Ok(0) => self.dead = Some("connection closed".into()),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => self.dead = Some(format!("read failed: {e}")),
+            }
+        }
+    }
+
     /// One request, one reply.
     pub fn call(&mut self, args: &[&[u8]]) -> Reply {
         self.send(&[args.iter().map(|a| a.to_vec()).collect()]);

@@ -109,8 +109,11 @@ pub fn run(config: Config) -> Result<(), StartError> {
         }
     }
     let tracking = Arc::new(crate::tracking::Tracking::default());
+    let notifier = Arc::new(elsa_shard::notify::Notifier::default());
+    notifier.set_flags(config.notify_keyspace_events);
     for shard in &mut shards {
         shard.set_change_hook(tracking.clone());
+        shard.set_notifier(notifier.clone());
     }
     let memory = Arc::new(crate::memory::Memory::from_settings(&config.memory));
     config.encodings.apply();
@@ -126,6 +129,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         )),
     };
     let mut node = NodeContext::new(config.node_id, hlc.clone(), hasher, inboxes, placement);
+    node.notifier = notifier.clone();
     if cluster.is_none() {
         // Alone, every commit is stamped by this node's clock, as are
         // snapshots: SI transactions read as of their start, from values
@@ -137,6 +141,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
         node.snapshots = Some(snapshots);
     }
     let node = Arc::new(node);
+    let pubsub = crate::pubsub::Registry::attached(cluster.as_deref());
+    node.notifier
+        .set_sink(pubsub.keyspace_sink(cluster.clone()));
     let shared = Arc::new(Shared {
         config: config.clone(),
         started: Instant::now(),
@@ -147,7 +154,8 @@ pub fn run(config: Config) -> Result<(), StartError> {
         clients_moved: AtomicU64::new(0),
         next_client_id: AtomicU64::new(1),
         persistence: Arc::new(persistence),
-        pubsub: crate::pubsub::Registry::attached(cluster.as_deref()),
+        pubsub: pubsub.clone(),
+        notifier,
         tracking,
         cluster,
         pushes: tokio::sync::Notify::new(),

@@ -40,6 +40,9 @@ pub struct Shared {
     pub pushes: tokio::sync::Notify,
     /// Pub/sub subscriptions of this node's connections.
     pub pubsub: Arc<crate::pubsub::Registry>,
+    /// Keyspace notifications' switch (`notify-keyspace-events`), shared
+    /// with the shards and the coordinator, which raise the events.
+    pub notifier: Arc<elsa_shard::notify::Notifier>,
     /// CLIENT TRACKING's tables; every shard tells it of its changes.
     pub tracking: Arc<crate::tracking::Tracking>,
     /// Lua scripting: the script cache, the script threads and the scripts

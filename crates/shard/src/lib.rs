@@ -31,6 +31,7 @@ pub mod gossip;
 pub mod history;
 pub mod keyhash;
 pub mod msg;
+pub mod notify;
 pub mod ops;
 pub mod record;
 pub mod repl;

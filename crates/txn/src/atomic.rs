@@ -89,6 +89,25 @@ struct Overlay {
     now_ms: u64,
     /// Stamps handed out (see [`elsa_shard::ops::pending_stamp`]).
     stamps: u64,
+    /// The keyspace-event classes on, and the events raised: sent once
+    /// the commit is done.
+    notify: u32,
+    events: Vec<elsa_shard::notify::Event>,
+}
+
+impl Overlay {
+    /// True when `new` events are on and `key` shows nothing now.
+    fn absent(&mut self, key: &[u8]) -> bool {
+        self.notify & elsa_shard::notify::NEW != 0
+            && !elsa_shard::ops::shows(self.lookup(key).as_ref(), self.now_ms)
+    }
+
+    /// Raises `new` when `key`, `absent` before a write, shows something.
+    fn created(&mut self, key: &[u8], absent: bool) {
+        if absent && !self.absent(key) {
+            self.notify(elsa_shard::notify::NEW, "new", key);
+        }
+    }
 }
 
 impl Overlay {
@@ -135,16 +154,34 @@ impl KeyView for Overlay {
     }
 
     fn store(&mut self, key: &[u8], value: Option<Value>) {
+        let absent = self.absent(key);
         if let Some(entry) = self.states.get_mut(key) {
             entry.value = value;
             entry.dirty = true;
         }
+        self.created(key, absent);
     }
 
     fn merge(&mut self, key: &[u8], delta: KeyState) {
+        let absent = self.absent(key);
         if let Some(entry) = self.states.get_mut(key) {
             elsa_shard::ops::merge_into(&mut entry.value, delta);
             entry.dirty = true;
+        }
+        self.created(key, absent);
+    }
+
+    fn notifies(&self, class: u32) -> bool {
+        self.notify & class != 0
+    }
+
+    fn notify(&mut self, class: u32, name: &'static str, key: &[u8]) {
+        if self.notify & class != 0 {
+            self.events.push(elsa_shard::notify::Event {
+                class,
+                name,
+                key: Bytes::copy_from_slice(key),
+            });
         }
     }
 
@@ -332,6 +369,8 @@ impl Coordinator {
             states: FastMap::with_capacity_and_hasher(ops.len(), Default::default()),
             now_ms: unix_ms(),
             stamps: 0,
+            notify: self.node.notifier.active(),
+            events: Vec::new(),
         };
         let mut outcome = Ok(());
         let mut shards: Vec<&ShardId> = holds.keys().collect();
@@ -409,8 +448,14 @@ impl Coordinator {
             ack,
             guard,
         };
+        let events = std::mem::take(&mut overlay.events);
         match self.finish_commit(prepared).await {
-            Ok(_) => Ok(Some(replies)),
+            Ok(_) => {
+                for e in &events {
+                    self.node.notifier.raise(e);
+                }
+                Ok(Some(replies))
+            }
             // Aborted by a resolver that found the holds orphaned: retry.
             Err(TxnError::Conflict(_)) => Ok(None),
             Err(e) => Err(e),

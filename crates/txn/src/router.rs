@@ -156,6 +156,9 @@ pub struct NodeContext {
     /// they replace for them (a node without peers: see
     /// `elsa_shard::history`); None, and SI reads the latest state.
     pub snapshots: Option<Arc<elsa_shard::history::Snapshots>>,
+    /// Keyspace notifications: the node's switch and sink (its shards
+    /// share it), which transactions raise their events through.
+    pub notifier: Arc<elsa_shard::notify::Notifier>,
     next_txn: AtomicU64,
     /// Fault injection (`ELSA.FAULT DELAY-INSTALLS ms`, tests only): how
     /// long a multi-shard commit waits between its decision and its
@@ -202,6 +205,7 @@ impl NodeContext {
             placement,
             open_reads: Arc::new(OpenReads::default()),
             snapshots: None,
+            notifier: Arc::default(),
             next_txn: AtomicU64::new(first_txn_counter()),
             install_delay_ms: AtomicU64::new(0),
             installs_blocked: AtomicU64::new(0),

@@ -16,6 +16,7 @@ use std::str::FromStr;
 
 use bytes::Bytes;
 use elsa_lattice::{KeyState, Ts, Version};
+use elsa_shard::notify::Event;
 use elsa_shard::ops::Value;
 use elsa_shard::{
     unix_ms, AckLevel, Check, CommitRequest, Expect, HashedKey, HoldMode, KeyOp, KeyView, Op,
@@ -101,6 +102,8 @@ pub struct Txn {
     /// shard of this node (`elsa_shard`'s `shard/keyset.rs`). Atomic so
     /// that a read taking the transaction shared can note it.
     keysets: [std::sync::atomic::AtomicU64; 4],
+    /// Keyspace events its commands raised, sent once it commits.
+    events: Vec<Event>,
 }
 
 /// A key the transaction wrote.
@@ -121,6 +124,38 @@ struct TxnView {
     now_ms: u64,
     /// Stamps handed out so far in this transaction.
     stamps: u64,
+    /// The keyspace-event classes on (`Notifier::active`), and the events
+    /// the op raised: the transaction keeps them until it commits.
+    notify: u32,
+    events: Vec<Event>,
+}
+
+impl TxnView {
+    /// True when `new` events are on and `key` shows nothing now.
+    fn absent(&mut self, key: &[u8]) -> bool {
+        self.notify & elsa_shard::notify::NEW != 0
+            && !elsa_shard::ops::shows(self.lookup(key).as_ref(), self.now_ms)
+    }
+
+    /// Merges `delta` into the key's value in the view.
+    fn merge_quiet(&mut self, key: &[u8], delta: KeyState) {
+        if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
+            let mut value = match k.write.take() {
+                Some(w) => w,
+                None if k.owned => k.base.take(),
+                None => k.base.clone(),
+            };
+            elsa_shard::ops::merge_into(&mut value, delta);
+            k.write = Some(value);
+        }
+    }
+
+    /// Raises `new` when `key`, `absent` before a write, shows something.
+    fn created(&mut self, key: &[u8], absent: bool) {
+        if absent && !self.absent(key) {
+            self.notify(elsa_shard::notify::NEW, "new", key);
+        }
+    }
 }
 
 struct ViewKey {
@@ -157,22 +192,32 @@ impl KeyView for TxnView {
     }
 
     fn store(&mut self, key: &[u8], value: Option<Value>) {
+        let absent = self.absent(key);
         // An op writes only keys it declared (its own, `other_keys`).
         if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
             k.write = Some(value);
         }
+        self.created(key, absent);
+    }
+
+    fn notifies(&self, class: u32) -> bool {
+        self.notify & class != 0
+    }
+
+    fn notify(&mut self, class: u32, name: &'static str, key: &[u8]) {
+        if self.notify & class != 0 {
+            self.events.push(Event {
+                class,
+                name,
+                key: Bytes::copy_from_slice(key),
+            });
+        }
     }
 
     fn merge(&mut self, key: &[u8], delta: KeyState) {
-        if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
-            let mut value = match k.write.take() {
-                Some(w) => w,
-                None if k.owned => k.base.take(),
-                None => k.base.clone(),
-            };
-            elsa_shard::ops::merge_into(&mut value, delta);
-            k.write = Some(value);
-        }
+        let absent = self.absent(key);
+        self.merge_quiet(key, delta);
+        self.created(key, absent);
     }
 
     fn stamp(&mut self) -> (Ts, Version) {
@@ -238,6 +283,7 @@ impl Txn {
             rmw: HashMap::new(),
             stamps: 0,
             keysets: Default::default(),
+            events: Vec::new(),
         }
     }
 
@@ -315,7 +361,9 @@ impl Txn {
         kop: KeyOp,
         validate: bool,
     ) -> Result<OpReply, TxnError> {
-        let blind = is_blind(&kop.op);
+        let notify = coord.node.notifier.active();
+        // (A `new` event needs to know whether the key was there.)
+        let blind = is_blind(&kop.op) && notify & elsa_shard::notify::NEW == 0;
         let others = kop
             .op
             .other_keys()
@@ -326,6 +374,8 @@ impl Txn {
             keys: Vec::with_capacity(1 + kop.op.other_keys().len()),
             now_ms: 0,
             stamps: self.stamps,
+            notify,
+            events: Vec::new(),
         };
         // RC: the versions this op fetched, validated at commit if it
         // writes (its writes depend on them).
@@ -390,6 +440,7 @@ impl Txn {
         view.now_ms = unix_ms();
         let reply = kop.op.apply(&kop.key, &mut view);
         self.stamps = view.stamps;
+        self.events.append(&mut view.events);
         if validate || view.keys.iter().any(|k| k.write.is_some()) {
             for (key, hash, expect) in fetched {
                 self.rmw.entry(key).or_insert((hash, expect));
@@ -422,7 +473,7 @@ impl Txn {
 
     /// Commits: validates per the isolation level and installs all writes
     /// atomically; answers the commit timestamp.
-    pub async fn commit(self, coord: &Coordinator) -> Result<Ts, TxnError> {
+    pub async fn commit(mut self, coord: &Coordinator) -> Result<Ts, TxnError> {
         let written = coord.keys_to_replicate(
             self.writes
                 .iter()
@@ -435,7 +486,14 @@ impl Txn {
                 .iter(),
             self.ack,
         );
+        let events = std::mem::take(&mut self.events);
         let ts = self.commit_here(coord).await?;
+        // Committed: its keyspace events go now, in the order raised
+        // (before the wait for the region's replicas, as the lone
+        // commands' go when the shard applies them).
+        for e in &events {
+            coord.node.notifier.raise(e);
+        }
         coord.replicate(written).await?;
         Ok(ts)
     }

@@ -279,6 +279,9 @@ pub struct Keys {
     /// The size past which a sparse HyperLogLog becomes dense, bytes.
     #[arg(long, env = "ELSA_HLL_SPARSE_MAX_BYTES")]
     pub hll_sparse_max_bytes: Option<u64>,
+    /// Keyspace notifications: Redis's class letters (`KEA`…; "" = off).
+    #[arg(long, env = "ELSA_NOTIFY_KEYSPACE_EVENTS", allow_hyphen_values = true)]
+    pub notify_keyspace_events: Option<String>,
 }
 
 impl Keys {
@@ -359,7 +362,8 @@ impl Keys {
             zset_max_listpack_value,
             list_max_listpack_size,
             list_compress_depth,
-            hll_sparse_max_bytes
+            hll_sparse_max_bytes,
+            notify_keyspace_events
         );
     }
 }

@@ -93,6 +93,9 @@ pub struct Config {
     /// connection moves there (`crate::conn`, *Moving to the keys'
     /// worker*; 0 = never).
     pub worker_move_after: u32,
+    /// Keyspace notification classes at start (`elsa_shard::notify`;
+    /// CONFIG SET changes the node's `Notifier`).
+    pub notify_keyspace_events: u32,
     /// Memory limit and eviction at start (`crate::memory`; CONFIG SET
     /// changes the live values in `Shared::memory`).
     pub memory: MemorySettings,
@@ -492,6 +495,15 @@ impl Config {
             metrics_port: need(c.metrics_port, "metrics-port")?,
             worker_port_base: need(c.worker_port_base, "worker-port-base")?,
             worker_move_after: need(c.worker_move_after, "worker-move-after")?,
+            notify_keyspace_events: {
+                let v = need(c.notify_keyspace_events, "notify-keyspace-events")?;
+                elsa_shard::notify::parse_flags(&v).ok_or_else(|| {
+                    ConfigError::Value(
+                        "notify-keyspace-events",
+                        format!("'{v}' (Redis's classes: K E g $ l s h z x e t m d n A)"),
+                    )
+                })?
+            },
             memory: MemorySettings {
                 maxmemory: {
                     let v = need(c.maxmemory, "maxmemory")?;

@@ -351,13 +351,17 @@ impl Conn {
                 }
                 step => {
                     if quiet {
+                        // (Un)subscribe confirmations are pushes, which
+                        // CLIENT REPLY OFF|SKIP do not silence (Redis's
+                        // `CLIENT_PUSHING`, in RESP2 too).
+                        let pushes = matches!(step, Step::Control(c, _) if crate::pubsub::commands::confirms(c));
                         let token = self.stat_before(&step, t0);
                         self.dispatch(step).await;
                         self.stat_after(token);
                         if let Some((args, in_multi)) = feed_after {
                             self.feed_monitors(&args, true, in_multi);
                         }
-                        if self.cl.after_command() {
+                        if self.cl.after_command() && !pushes {
                             self.out.truncate(out_before);
                         }
                         self.drain_pushes_between();

@@ -31,6 +31,19 @@ const HELP: &[&str] = &[
     "    Return the number of subscribers for the specified shard level channel(s)",
 ];
 
+/// The commands that answer with subscription confirmations.
+pub(crate) fn confirms(c: Control) -> bool {
+    matches!(
+        c,
+        Control::Subscribe
+            | Control::Unsubscribe
+            | Control::Psubscribe
+            | Control::Punsubscribe
+            | Control::Ssubscribe
+            | Control::Sunsubscribe
+    )
+}
+
 /// True for the commands this module serves.
 pub(crate) fn is_pubsub(c: Control) -> bool {
     matches!(

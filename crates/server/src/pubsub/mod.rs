@@ -98,6 +98,39 @@ impl Registry {
         registry
     }
 
+    /// Keyspace notifications' way out (`elsa_shard::notify`): each event
+    /// published as Redis publishes it — `__keyspace@<db>__:<key>` with
+    /// the event's name (`K`), then `__keyevent@<db>__:<event>` with the
+    /// key (`E`) — to this node's subscribers and, as PUBLISH goes, to
+    /// the other nodes' (`docs/pubsub.md`, "Keyspace notifications").
+    pub fn keyspace_sink(
+        self: &Arc<Self>,
+        cluster: Option<Arc<elsa_cluster::Cluster>>,
+    ) -> elsa_shard::notify::Sink {
+        use elsa_shard::notify::{KEYEVENT, KEYSPACE};
+        let registry = self.clone();
+        Box::new(move |e, flags| {
+            let db = elsa_shard::db::db_of(&e.key);
+            let key = elsa_shard::db::user_key(&e.key);
+            let send = |channel: Vec<u8>, payload: Bytes| {
+                let channel = Bytes::from(channel);
+                registry.publish(Space::Plain, &channel, &payload);
+                if let Some(c) = &cluster {
+                    c.publish(&channel, &payload, false);
+                }
+            };
+            if flags & KEYSPACE != 0 {
+                let mut channel = format!("__keyspace@{db}__:").into_bytes();
+                channel.extend_from_slice(key);
+                send(channel, Bytes::from_static(e.name.as_bytes()));
+            }
+            if flags & KEYEVENT != 0 {
+                let channel = format!("__keyevent@{db}__:{}", e.name).into_bytes();
+                send(channel, Bytes::copy_from_slice(key));
+            }
+        })
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
         self.tables.lock().unwrap_or_else(|e| e.into_inner())
     }

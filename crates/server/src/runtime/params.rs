@@ -312,6 +312,16 @@ pub static PARAMS: &[Param] = &[
         get: |_| elsa_shard::ops::limits::LIST_SIZE.load(Relaxed).to_string(),
     },
     Param {
+        name: "notify-keyspace-events",
+        check: |v| {
+            let flags = elsa_shard::notify::parse_flags(v).ok_or_else(|| {
+                "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string()
+            })?;
+            Ok(Box::new(move |s| s.notifier.set_flags(flags)))
+        },
+        get: |s| elsa_shard::notify::format_flags(s.notifier.flags()),
+    },
+    Param {
         name: "hll-sparse-max-bytes",
         check: |v| memory_size_t(v, &elsa_shard::ops::pf::SPARSE_MAX_BYTES),
         get: |_| limit(&elsa_shard::ops::pf::SPARSE_MAX_BYTES),

@@ -86,6 +86,7 @@ impl BitField {
         // stays valid (as SETBIT's).
         if old.as_ref().is_none_or(|c| c.value[..] != v[..]) {
             view.write(key, keeping_ttl(old.as_ref(), Bytes::from(v)));
+            super::notify(view, crate::notify::STRING, "setbit", key);
         }
         OpReply::Array(replies)
     }

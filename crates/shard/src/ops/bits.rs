@@ -41,6 +41,7 @@ pub(super) fn setbit(key: &[u8], view: &mut impl KeyView, offset: u64, on: bool)
             v[byte] &= !mask(offset);
         }
         view.write(key, keeping_ttl(old.as_ref(), Bytes::from(v)));
+        super::notify(view, crate::notify::STRING, "setbit", key);
     }
     OpReply::Int(was as i64)
 }
@@ -227,7 +228,12 @@ impl BitOp {
         }
         let len = sources.iter().flatten().map(Bytes::len).max().unwrap_or(0);
         if len == 0 {
+            let existed = view.notifies(crate::notify::GENERIC)
+                && view.kind(dest) != elsa_lattice::Kind::None;
             view.store(dest, None);
+            if existed {
+                view.notify(crate::notify::GENERIC, "del", dest);
+            }
             return OpReply::Int(0);
         }
         // The first source, zero-padded; each other one folded in a
@@ -260,6 +266,7 @@ impl BitOp {
                 ttl_of: None,
             })),
         );
+        super::notify(view, crate::notify::STRING, "set", dest);
         OpReply::Int(len as i64)
     }
 

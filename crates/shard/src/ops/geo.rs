@@ -85,6 +85,8 @@ pub struct Search {
     pub store: Option<Bytes>,
     /// Store distances (in `unit`) as scores, not geohashes.
     pub storedist: bool,
+    /// GEOSEARCHSTORE (not GEORADIUS… STORE): its keyspace event's name.
+    pub searchstore: bool,
     /// Refusals and member look-ups, in Redis's order (a refused search
     /// ends with its refusal and is not run).
     pub checks: Vec<Check>,
@@ -221,6 +223,7 @@ fn search(name: &str, args: &[Bytes]) -> Search {
         withcoord: false,
         store: None,
         storedist: false,
+        searchstore: name == "geosearchstore",
         checks: Vec::new(),
     };
     if let Err(e) = read_search(name, args, &mut s) {

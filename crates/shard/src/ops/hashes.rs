@@ -180,12 +180,14 @@ impl HashOp {
 
 /// Runs a writing hash command: `f` gets the hash as stored (empty when
 /// absent, expired or of no hash yet), the start timestamp and version,
-/// and answers its reply and the delta to merge (none: nothing changed).
+/// and answers its reply and the delta to merge (none: nothing changed);
+/// a change raises keyspace event `event` (and `del` when HDEL emptied it).
 /// The stored state is let go before the merge, so a big hash is changed
 /// in place, never copied.
 fn write_hash(
     view: &mut impl KeyView,
     key: &[u8],
+    event: &'static str,
     f: impl FnOnce(&OrMap, Ts, Version) -> (OpReply, Option<OrMap>),
 ) -> OpReply {
     let w = match begin_collection_write(view, key, Kind::Hash) {
@@ -205,12 +207,16 @@ fn write_hash(
     if let Some(delta) = delta {
         prefix.merge(KeyState::of(Collection::Hash(delta)));
         view.merge(key, prefix);
+        super::notify(view, crate::notify::HASH, event, key);
+        if event == "hdel" {
+            super::notify_if_gone(view, key);
+        }
     }
     reply
 }
 
 fn set(key: &[u8], view: &mut impl KeyView, pairs: &[(Bytes, Bytes)], reply: HSetReply) -> OpReply {
-    write_hash(view, key, |map, start_ts, dot| {
+    write_hash(view, key, "hset", |map, start_ts, dot| {
         // One version for the whole command: a field given twice is set
         // once, to its last value (two sets at one version would tie).
         let mut last: Vec<(&Bytes, &Bytes)> = Vec::with_capacity(pairs.len());
@@ -251,7 +257,7 @@ fn set(key: &[u8], view: &mut impl KeyView, pairs: &[(Bytes, Bytes)], reply: HSe
 }
 
 fn set_nx(key: &[u8], view: &mut impl KeyView, f: &Bytes, v: &Bytes) -> OpReply {
-    write_hash(view, key, |map, start_ts, dot| {
+    write_hash(view, key, "hset", |map, start_ts, dot| {
         if map.contains(f) {
             return (OpReply::Int(0), None);
         }
@@ -262,7 +268,7 @@ fn set_nx(key: &[u8], view: &mut impl KeyView, f: &Bytes, v: &Bytes) -> OpReply 
 }
 
 fn del(key: &[u8], view: &mut impl KeyView, fields: &[Bytes]) -> OpReply {
-    write_hash(view, key, |map, _, dot| {
+    write_hash(view, key, "hdel", |map, _, dot| {
         let mut delta = OrMap::default();
         let mut removed = 0;
         for f in fields {
@@ -279,7 +285,7 @@ fn del(key: &[u8], view: &mut impl KeyView, fields: &[Bytes]) -> OpReply {
 }
 
 fn incr_by(key: &[u8], view: &mut impl KeyView, f: &Bytes, by: i64) -> OpReply {
-    write_hash(view, key, |map, start_ts, dot| {
+    write_hash(view, key, "hincrby", |map, start_ts, dot| {
         match map.incr_by(f, by, start_ts, dot) {
             Ok((n, mut delta)) => {
                 mark_if_wide(&mut delta, f, b"");
@@ -294,7 +300,7 @@ fn incr_by(key: &[u8], view: &mut impl KeyView, f: &Bytes, by: i64) -> OpReply {
 }
 
 fn incr_by_float(key: &[u8], view: &mut impl KeyView, f: &Bytes, by: &[u8]) -> OpReply {
-    write_hash(view, key, |map, start_ts, dot| {
+    write_hash(view, key, "hincrbyfloat", |map, start_ts, dot| {
         let current = map.get(f);
         let value = current.as_deref().unwrap_or(b"0");
         match longdouble::incr_by_float(value, by) {

@@ -6,8 +6,10 @@ use bytes::Bytes;
 
 use elsa_lattice::{Collection, KeyState, Kind, Ttl};
 
+use crate::notify::GENERIC;
+
 use super::{
-    parse_i64, Current, ExpireCond, KeyView, ObjectField, OpReply, Value, ERR_LFU_NO_IDLE,
+    notify, parse_i64, Current, ExpireCond, KeyView, ObjectField, OpReply, Value, ERR_LFU_NO_IDLE,
     ERR_NO_LFU, ERR_NO_SUCH_KEY,
 };
 
@@ -15,6 +17,7 @@ pub(super) fn del(key: &[u8], view: &mut impl KeyView) -> OpReply {
     match view.live(key) {
         Some(_) => {
             view.store(key, None);
+            notify(view, GENERIC, "del", key);
             OpReply::Int(1)
         }
         None => OpReply::Int(0),
@@ -108,8 +111,10 @@ pub(super) fn expire(key: &[u8], view: &mut impl KeyView, at: u64, cond: ExpireC
     }
     if at <= view.now_ms() {
         view.store(key, None);
+        notify(view, GENERIC, "del", key);
     } else {
         set_expiry(key, view, Some(at));
+        notify(view, GENERIC, "expire", key);
     }
     OpReply::Int(1)
 }
@@ -118,6 +123,7 @@ pub(super) fn persist(key: &[u8], view: &mut impl KeyView) -> OpReply {
     match expiry(key, view) {
         Some(Some(_)) => {
             set_expiry(key, view, None);
+            notify(view, GENERIC, "persist", key);
             OpReply::Int(1)
         }
         _ => OpReply::Int(0),
@@ -138,9 +144,28 @@ pub(super) fn rename(key: &[u8], view: &mut impl KeyView, to: &[u8], nx: bool) -
     if nx && view.kind(to) != Kind::None {
         return OpReply::Int(0);
     }
+    let replaced = replaces(view, to);
     view.store(to, Some(written_anew(v)));
     view.store(key, None);
+    if replaced {
+        view.notify(crate::notify::NEW, "new", to);
+    }
+    // MOVE is a RENAMENX into another database.
+    let (from, into) = if crate::db::db_of(key) == crate::db::db_of(to) {
+        ("rename_from", "rename_to")
+    } else {
+        ("move_from", "move_to")
+    };
+    notify(view, GENERIC, from, key);
+    notify(view, GENERIC, into, to);
     done
+}
+
+/// True when `new` events are on and `to` exists: Redis deletes it and
+/// adds the moved or copied key anew, so `new` is raised all the same
+/// (a write over an absent key raises it by itself).
+fn replaces(view: &mut impl KeyView, to: &[u8]) -> bool {
+    view.notifies(crate::notify::NEW) && view.kind(to) != Kind::None
 }
 
 /// A value moved or copied to another key: a write of that key's value,
@@ -161,7 +186,12 @@ pub(super) fn copy(key: &[u8], view: &mut impl KeyView, to: &[u8], replace: bool
     if !replace && view.kind(to) != Kind::None {
         return OpReply::Int(0);
     }
+    let replaced = replaces(view, to);
     view.store(to, Some(written_anew(v)));
+    if replaced {
+        view.notify(crate::notify::NEW, "new", to);
+    }
+    notify(view, GENERIC, "copy_to", to);
     OpReply::Int(1)
 }
 

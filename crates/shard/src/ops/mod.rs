@@ -180,14 +180,25 @@ pub trait KeyView {
         None
     }
 
-    /// The live string value of `key`, or WRONGTYPE when it holds another
-    /// type.
+    /// Whether a keyspace event of `class` would go anywhere (`crate::notify`):
+    /// an op skips the work of one (a lookup after its write) when not.
+    fn notifies(&self, _class: u32) -> bool {
+        false
+    }
+
+    /// Raises Redis's keyspace event `name` of `class` about `key`, where
+    /// Redis's command calls `notifyKeyspaceEvent`: at once on the shard
+    /// that applied a lone command, at commit for a transaction's.
+    fn notify(&mut self, _class: u32, _name: &'static str, _key: &[u8]) {}
+
     /// Sets `key`'s access clock as RESTORE asks (only where the shard's
     /// table is at hand: the lone path); true when it did.
     fn set_access(&mut self, _key: &[u8], _to: crate::evict::Restored) -> bool {
         false
     }
 
+    /// The live string value of `key`, or WRONGTYPE when it holds another
+    /// type.
     fn read(&mut self, key: &[u8]) -> Result<Option<Current>, &'static str> {
         let now = self.now_ms();
         match self.lookup(key) {
@@ -745,6 +756,30 @@ impl Op {
             Op::Lists(l) => l.apply(key, view),
             Op::Pf(p) => p.apply(key, view),
         }
+    }
+}
+
+/// Raises `name` of `class` about `key` (a shorthand for ops).
+pub(crate) fn notify(view: &mut impl KeyView, class: u32, name: &'static str, key: &[u8]) {
+    if view.notifies(class) {
+        view.notify(class, name, key);
+    }
+}
+
+/// Redis's generic `del` event after a removal that left `key` empty
+/// (the last element popped, removed or trimmed away).
+pub(crate) fn notify_if_gone(view: &mut impl KeyView, key: &[u8]) {
+    if view.notifies(crate::notify::GENERIC) && view.kind(key) == Kind::None {
+        view.notify(crate::notify::GENERIC, "del", key);
+    }
+}
+
+/// True when `value` (a [`KeyView::lookup`]) shows a live key.
+pub fn shows(value: Option<&Value>, now_ms: u64) -> bool {
+    match value {
+        None => false,
+        Some(Value::Str(c)) => c.expire_ms.is_none_or(|at| at > now_ms),
+        Some(Value::Typed(t)) => t.kind(now_ms) != Kind::None,
     }
 }
 

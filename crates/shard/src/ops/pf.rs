@@ -164,6 +164,7 @@ fn add(key: &[u8], view: &mut impl KeyView, elements: &[Bytes]) -> OpReply {
     }
     hll::invalidate(&mut v);
     view.write(key, keeping_ttl(old.as_ref(), v.into()));
+    super::notify(view, crate::notify::STRING, "pfadd", key);
     OpReply::Int(1)
 }
 
@@ -232,6 +233,7 @@ fn merge(dest: &[u8], sources: &[Bytes], view: &mut impl KeyView) -> OpReply {
         return OpReply::Error(e.message());
     }
     view.write(dest, keeping_ttl(old.as_ref(), v.into()));
+    super::notify(view, crate::notify::STRING, "pfadd", dest);
     OpReply::Ok
 }
 

@@ -193,7 +193,24 @@ fn write_set(
     reply
 }
 
+/// Raises `event` (a set event) when `reply` counts a change, then `del`
+/// when a removal emptied the set.
+fn notify_count(view: &mut impl KeyView, key: &[u8], event: &'static str, reply: &OpReply) {
+    if matches!(reply, OpReply::Int(n) if *n > 0) {
+        super::notify(view, crate::notify::SET, event, key);
+        if event != "sadd" {
+            super::notify_if_gone(view, key);
+        }
+    }
+}
+
 fn add(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
+    let reply = add_members(key, view, members);
+    notify_count(view, key, "sadd", &reply);
+    reply
+}
+
+fn add_members(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
     write_set(view, key, |set, dot| {
         let mut delta = OrSet::default();
         let mut added = 0;
@@ -237,10 +254,12 @@ fn removal(set: &OrSet, members: &[Bytes], dot: elsa_lattice::Version) -> (i64, 
 }
 
 fn rem(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
-    write_set(view, key, |set, dot| {
+    let reply = write_set(view, key, |set, dot| {
         let (removed, delta) = removal(set, members, dot);
         (OpReply::Int(removed), (removed > 0).then_some(delta))
-    })
+    });
+    notify_count(view, key, "srem", &reply);
+    reply
 }
 
 /// The members in a stable order (hash order differs between replicas):
@@ -264,9 +283,11 @@ fn pick(s: &OrSet, n: usize, mut seed: u64) -> Vec<Bytes> {
 }
 
 fn pop(key: &[u8], view: &mut impl KeyView, count: Option<u64>, seed: u64) -> OpReply {
-    write_set(view, key, |set, dot| {
+    let mut popped = 0;
+    let reply = write_set(view, key, |set, dot| {
         let n = count.unwrap_or(1) as usize;
         let chosen = pick(set, n, seed);
+        popped = chosen.len() as i64;
         let (_, delta) = removal(set, &chosen, dot);
         let changed = (!chosen.is_empty()).then_some(delta);
         let reply = match count {
@@ -277,7 +298,9 @@ fn pop(key: &[u8], view: &mut impl KeyView, count: Option<u64>, seed: u64) -> Op
             Some(_) => OpReply::Set(chosen),
         };
         (reply, changed)
-    })
+    });
+    notify_count(view, key, "spop", &OpReply::Int(popped));
+    reply
 }
 
 fn rand_member(s: &OrSet, exists: bool, count: Option<i64>, mut seed: u64) -> OpReply {
@@ -439,7 +462,11 @@ fn combine(
     };
     let n = result.len() as i64;
     if result.is_empty() {
+        let existed = view.notifies(crate::notify::GENERIC) && view.kind(dest) != Kind::None;
         view.store(dest, None);
+        if existed {
+            view.notify(crate::notify::GENERIC, "del", dest);
+        }
     } else {
         // Replaces whatever the destination held, of any type.
         let (_, dot) = view.stamp();
@@ -454,6 +481,12 @@ fn combine(
                 Collection::Set(s),
             )))),
         );
+        let event = match how {
+            Combine::Inter => "sinterstore",
+            Combine::Union => "sunionstore",
+            Combine::Diff => "sdiffstore",
+        };
+        super::notify(view, crate::notify::SET, event, dest);
     }
     OpReply::Int(n)
 }

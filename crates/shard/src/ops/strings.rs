@@ -7,9 +7,10 @@ use elsa_lattice::{Counter, Crdt, KeyState, Kind, Version};
 
 use super::longdouble::{self, FloatError};
 use super::{
-    keeping_ttl, read_string, Current, Expiry, GetExTtl, KeyView, OpReply, SetCond, SetReply,
-    Value, ERR_NAN, ERR_NOT_FLOAT, ERR_TOO_BIG, MAX_STRING, WRONGTYPE,
+    keeping_ttl, notify, read_string, Current, Expiry, GetExTtl, KeyView, OpReply, SetCond,
+    SetReply, Value, ERR_NAN, ERR_NOT_FLOAT, ERR_TOO_BIG, MAX_STRING, WRONGTYPE,
 };
+use crate::notify::{GENERIC, STRING};
 
 pub(super) fn get(key: &[u8], view: &mut impl KeyView) -> OpReply {
     read_string!(view, key).map_or(OpReply::Nil, |c| OpReply::Bulk(c.value))
@@ -84,6 +85,10 @@ pub(super) fn set(
                 ttl_of: None,
             }),
         );
+        notify(view, STRING, "set", key);
+        if matches!(expiry, Expiry::At(_)) {
+            notify(view, GENERIC, "expire", key);
+        }
     }
     answer
 }
@@ -99,11 +104,20 @@ pub(super) fn getex(key: &[u8], view: &mut impl KeyView, ttl: GetExTtl) -> OpRep
         GetExTtl::Keep => {}
         // Only a key that has a TTL changes (Redis's removeExpire); a
         // change of the TTL alone (`keys::set_expiry`).
-        GetExTtl::Persist if c.expire_ms.is_some() => super::keys::set_expiry(key, view, None),
+        GetExTtl::Persist if c.expire_ms.is_some() => {
+            super::keys::set_expiry(key, view, None);
+            notify(view, GENERIC, "persist", key);
+        }
         GetExTtl::Persist => {}
         // A time already past deletes the key (Redis's GETEX deletes it).
-        GetExTtl::At(at) if at <= view.now_ms() => view.write(key, None),
-        GetExTtl::At(at) => super::keys::set_expiry(key, view, Some(at)),
+        GetExTtl::At(at) if at <= view.now_ms() => {
+            view.write(key, None);
+            notify(view, GENERIC, "del", key);
+        }
+        GetExTtl::At(at) => {
+            super::keys::set_expiry(key, view, Some(at));
+            notify(view, GENERIC, "expire", key);
+        }
     }
     OpReply::Bulk(c.value)
 }
@@ -112,6 +126,7 @@ pub(super) fn getdel(key: &[u8], view: &mut impl KeyView) -> OpReply {
     match read_string!(view, key) {
         Some(c) => {
             view.write(key, None);
+            notify(view, GENERIC, "del", key);
             OpReply::Bulk(c.value)
         }
         None => OpReply::Nil,
@@ -144,6 +159,7 @@ pub(super) fn incr(key: &[u8], view: &mut impl KeyView, delta: i64) -> OpReply {
     match counter.incr_by(delta, start_ts, version, now) {
         Ok((next, d)) => {
             view.merge(key, KeyState::of_string(d));
+            notify(view, STRING, "incrby", key);
             OpReply::Int(next)
         }
         Err(e) => OpReply::Error(e),
@@ -159,6 +175,7 @@ pub(super) fn incr_by_float(key: &[u8], view: &mut impl KeyView, by: &[u8]) -> O
         Ok(text) => {
             let text = Bytes::from(text);
             view.write(key, keeping_ttl(old.as_ref(), text.clone()));
+            notify(view, STRING, "incrbyfloat", key);
             OpReply::Bulk(text)
         }
         Err(FloatError::NotFloat) => OpReply::Error(ERR_NOT_FLOAT),
@@ -175,6 +192,7 @@ pub(super) fn append(key: &[u8], view: &mut impl KeyView, suffix: &[u8]) -> OpRe
     v.extend_from_slice(suffix);
     let len = v.len() as i64;
     view.write(key, keeping_ttl(old.as_ref(), v.into()));
+    notify(view, STRING, "append", key);
     OpReply::Int(len)
 }
 
@@ -226,6 +244,7 @@ pub(super) fn setrange(key: &[u8], view: &mut impl KeyView, offset: u64, value: 
     v[offset as usize..end].copy_from_slice(value);
     let len = v.len() as i64;
     view.write(key, keeping_ttl(old.as_ref(), v.into()));
+    notify(view, STRING, "setrange", key);
     OpReply::Int(len)
 }
 

@@ -111,6 +111,7 @@ impl Shard {
             let before = self.table.get(hash, &key).map_or(0, |r| r.heap_size());
             let ts = self.hlc.now();
             self.store(hash, &key, None, ts, Version::new(ts, self.node), now_ms);
+            self.raise(crate::notify::EVICTED, "evicted", &key);
             let after = self.table.get(hash, &key).map_or(0, |r| r.heap_size());
             bytes += before.saturating_sub(after) as u64;
             keys += 1;

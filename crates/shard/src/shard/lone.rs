@@ -253,6 +253,16 @@ struct LoneView<'a> {
 }
 
 impl LoneView<'_> {
+    /// True when `new` events are on and `key` shows nothing now (so a
+    /// write that makes it show something creates it).
+    fn absent(&self, key: &[u8]) -> bool {
+        if !self.shard.notifies(crate::notify::NEW) {
+            return false;
+        }
+        let v = self.shard.lookup(self.hash_of(key), key, self.now_ms);
+        !crate::ops::shows(v.as_ref(), self.now_ms)
+    }
+
     fn hash_of(&self, key: &[u8]) -> u64 {
         if key == self.key {
             self.hash
@@ -292,19 +302,35 @@ impl KeyView for LoneView<'_> {
     }
 
     fn store(&mut self, key: &[u8], value: Option<Value>) {
+        let new = value.is_some() && self.absent(key);
         let ts = self.shard.next_ts();
         let version = Version::new(ts, self.shard.node);
         let hash = self.hash_of(key);
         let start = self.shard.unit_first.unwrap_or(ts);
         self.shard
             .store(hash, key, value, start, version, self.now_ms);
+        if new {
+            self.shard.raise(crate::notify::NEW, "new", key);
+        }
     }
 
     fn merge(&mut self, key: &[u8], delta: KeyState) {
+        let absent = self.absent(key);
         let (start_ts, version) = self.stamp;
         let hash = self.hash_of(key);
         self.shard
             .merge_local(hash, key, delta, start_ts, version, self.now_ms);
+        if absent && !self.absent(key) {
+            self.shard.raise(crate::notify::NEW, "new", key);
+        }
+    }
+
+    fn notifies(&self, class: u32) -> bool {
+        self.shard.notifies(class)
+    }
+
+    fn notify(&mut self, class: u32, name: &'static str, key: &[u8]) {
+        self.shard.raise(class, name, key);
     }
 
     fn merge_unseen(&mut self, key: &[u8], delta: KeyState) {

@@ -165,6 +165,11 @@ pub struct Shard {
     keyset: keyset::Keyset,
     /// Told of every change installed here (see [`ChangeHook`]).
     on_change: Option<Arc<dyn ChangeHook>>,
+    /// Keyspace notifications (`crate::notify`), when the node has them.
+    notifier: Option<Arc<crate::notify::Notifier>>,
+    /// When each table segment was last swept for garbage (collections
+    /// whose TTL passed since raise `expired`).
+    swept_at: Vec<u64>,
     /// Set while a local write that changes nothing a client reads is
     /// installed (`KeyView::merge_unseen`): `on_change` is not told.
     unseen: bool,
@@ -362,6 +367,8 @@ impl Shard {
             flush_floor: Default::default(),
             keyset: keyset::Keyset::default(),
             on_change: None,
+            notifier: None,
+            swept_at: Vec::new(),
             unseen: false,
             ae_cursor: std::cell::Cell::new((0, 0)),
             freeze_waiters: Vec::new(),

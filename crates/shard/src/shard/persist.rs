@@ -17,6 +17,27 @@ impl Shard {
         self.on_change = Some(hook);
     }
 
+    /// Raises keyspace notifications through `notifier` from now on.
+    pub fn set_notifier(&mut self, notifier: std::sync::Arc<crate::notify::Notifier>) {
+        self.notifier = Some(notifier);
+    }
+
+    /// True when an event of `class` would go anywhere.
+    pub(super) fn notifies(&self, class: u32) -> bool {
+        self.notifier.as_ref().is_some_and(|n| n.wants(class))
+    }
+
+    /// Raises `name` of `class` about `key` (as stored).
+    pub(super) fn raise(&self, class: u32, name: &'static str, key: &[u8]) {
+        if let Some(n) = &self.notifier {
+            n.raise(&crate::notify::Event {
+                class,
+                name,
+                key: bytes::Bytes::copy_from_slice(key),
+            });
+        }
+    }
+
     /// Gives the shard a write-ahead log in `dir`, writing segment `seq`.
     pub fn attach_wal(&mut self, wal: Wal, dir: DataDir, seq: u64) {
         self.durability = Some(Durability { wal, dir, seq });

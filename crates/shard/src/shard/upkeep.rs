@@ -297,6 +297,25 @@ impl Shard {
     ) -> usize {
         let gossip = &self.gossip;
         let hook = &self.on_change;
+        // `expired` events: raised by the key's primary (alone, by this
+        // node), for a string once its TTL passed (it becomes a tombstone
+        // here), for a collection when its TTL passed since these
+        // segments were last swept.
+        let notifier = self
+            .notifier
+            .as_ref()
+            .filter(|n| n.wants(crate::notify::EXPIRED));
+        let repl = &self.repl;
+        let primary = |key: &[u8]| repl.as_ref().is_none_or(|r| r.replicator.may_evict(key));
+        let swept = &mut self.swept_at;
+        swept.resize(crate::table::SEGMENTS, now_ms);
+        let since = swept[segments.clone()]
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(now_ms);
+        swept[segments.clone()].fill(now_ms);
+        let mut events: Vec<bytes::Bytes> = Vec::new();
         let mut expired = 0;
         let mut visited = 0;
         let horizon = elsa_lattice::Version::new(tombstone_before, 0);
@@ -304,6 +323,16 @@ impl Shard {
             visited += 1;
             let dirty = gossip.contains(r.key());
             let old = r.commit_ts < tombstone_before && !dirty;
+            if let (Some(state), Some(_)) = (r.typed(), notifier) {
+                if state
+                    .expire_ms(since)
+                    .is_some_and(|at| at > since && at <= now_ms)
+                    && !is_internal(r.key())
+                    && primary(r.key())
+                {
+                    events.push(bytes::Bytes::copy_from_slice(r.key()));
+                }
+            }
             if let Some(state) = r.typed_mut() {
                 // A typed key that shows nothing (deleted, emptied or
                 // expired) goes like a tombstone once old enough; one
@@ -321,6 +350,9 @@ impl Shard {
                 if let Some(hook) = hook {
                     hook.changed(r.key()); // cached copies expire too
                 }
+                if notifier.is_some() && !is_internal(r.key()) && primary(r.key()) {
+                    events.push(bytes::Bytes::copy_from_slice(r.key()));
+                }
                 if old {
                     return false;
                 }
@@ -331,6 +363,9 @@ impl Shard {
         });
         self.stats.expired += expired;
         self.stats.gc_visited += visited;
+        for key in events {
+            self.raise(crate::notify::EXPIRED, "expired", &key);
+        }
         removed
     }
 

@@ -18,10 +18,12 @@ use bytes::{Buf, Bytes};
 use elsa_lattice::{Collection, KeyState, Kind, List};
 
 use super::hashes::{get_list, put_list};
+use super::notify;
 use super::{
     begin_collection_write, parse_i64, read_collection, KeyView, OpReply, ERR_NOT_INTEGER,
     ERR_SYNTAX,
 };
+use crate::notify::LIST;
 
 /// LSET past either end.
 mod blocking;
@@ -367,11 +369,11 @@ impl ListOp {
                     (false, Some(_)) => OpReply::NilArray,
                     (false, None) => OpReply::Nil,
                     (true, Some(0)) => OpReply::Array(Vec::new()),
-                    (true, None) => pop(key, view, end, 1)
+                    (true, None) => pop_notified(key, view, end, 1)
                         .into_iter()
                         .next()
                         .map_or(OpReply::Nil, OpReply::Bulk),
-                    (true, Some(n)) => bulks(pop(key, view, end, n)),
+                    (true, Some(n)) => bulks(pop_notified(key, view, end, n)),
                 }
             }
             LCmd::Len => match read(view, key) {
@@ -420,7 +422,7 @@ impl ListOp {
                         Ok(s) => s.is_some(),
                     };
                     if exists {
-                        let popped = pop(k, view, end, count);
+                        let popped = pop_notified(k, view, end, count);
                         return OpReply::Array(vec![
                             OpReply::Bulk(Bytes::copy_from_slice(crate::db::user_key(k))),
                             bulks(popped),
@@ -534,8 +536,38 @@ fn push(
     });
     match r {
         Err(e) => e,
-        Ok(()) => OpReply::Int(len as i64),
+        Ok(()) => {
+            notify(view, LIST, pushed(end), key);
+            OpReply::Int(len as i64)
+        }
     }
+}
+
+/// The keyspace event of a push at `end`.
+fn pushed(end: End) -> &'static str {
+    match end {
+        End::Left => "lpush",
+        End::Right => "rpush",
+    }
+}
+
+/// The events of a pop at `end` from `key` (`del` when it emptied it).
+fn notify_popped(view: &mut impl KeyView, key: &[u8], end: End) {
+    let event = match end {
+        End::Left => "lpop",
+        End::Right => "rpop",
+    };
+    notify(view, LIST, event, key);
+    super::notify_if_gone(view, key);
+}
+
+/// [`pop`] with its keyspace events.
+fn pop_notified(key: &[u8], view: &mut impl KeyView, end: End, count: u64) -> Vec<Bytes> {
+    let popped = pop(key, view, end, count);
+    if !popped.is_empty() {
+        notify_popped(view, key, end);
+    }
+    popped
 }
 
 /// Pops up to `count` elements of the list `key` shows (it does), head
@@ -572,7 +604,10 @@ fn set(key: &[u8], view: &mut impl KeyView, index: Option<i64>, value: &Bytes) -
     };
     match write(view, key, |l, dot| l.set(i, value, dot).unwrap_or_default()) {
         Err(e) => e,
-        Ok(()) => OpReply::Ok,
+        Ok(()) => {
+            notify(view, LIST, "lset", key);
+            OpReply::Ok
+        }
     }
 }
 
@@ -597,7 +632,10 @@ fn insert(
     let at = if after { i + 1 } else { i };
     match write(view, key, |l, dot| l.insert(at, [&value[..]], dot)) {
         Err(e) => e,
-        Ok(()) => OpReply::Int(len as i64 + 1),
+        Ok(()) => {
+            notify(view, LIST, "linsert", key);
+            OpReply::Int(len as i64 + 1)
+        }
     }
 }
 
@@ -637,7 +675,11 @@ fn rem(key: &[u8], view: &mut impl KeyView, count: i64, value: &[u8]) -> OpReply
     drop(s);
     match write(view, key, |l, dot| l.remove(idx, dot)) {
         Err(e) => e,
-        Ok(()) => OpReply::Int(n),
+        Ok(()) => {
+            notify(view, LIST, "lrem", key);
+            super::notify_if_gone(view, key);
+            OpReply::Int(n)
+        }
     }
 }
 
@@ -652,7 +694,11 @@ fn trim(key: &[u8], view: &mut impl KeyView, start: i64, stop: i64) -> OpReply {
     // counts LTRIM on an existing list as a change, so a WATCH on it fails.
     match write(view, key, |l, dot| l.remove((0..from).chain(to..len), dot)) {
         Err(e) => e,
-        Ok(()) => OpReply::Ok,
+        Ok(()) => {
+            notify(view, LIST, "ltrim", key);
+            super::notify_if_gone(view, key);
+            OpReply::Ok
+        }
     }
 }
 
@@ -717,7 +763,11 @@ fn lmove(key: &[u8], dest: &[u8], view: &mut impl KeyView, from: End, to: End) -
         });
         return match r {
             Err(e) => e,
-            Ok(()) => OpReply::Bulk(value),
+            Ok(()) => {
+                notify(view, LIST, pushed(to), key);
+                notify_popped(view, key, from);
+                OpReply::Bulk(value)
+            }
         };
     }
     let popped = pop(key, view, from, 1);
@@ -730,7 +780,13 @@ fn lmove(key: &[u8], dest: &[u8], view: &mut impl KeyView, from: End, to: End) -
     });
     match r {
         Err(e) => e,
-        Ok(()) => OpReply::Bulk(value),
+        Ok(()) => {
+            // Redis's order: the push, then the pop (and the source's
+            // `del` when it emptied).
+            notify(view, LIST, pushed(to), dest);
+            notify_popped(view, key, from);
+            OpReply::Bulk(value)
+        }
     }
 }
 

@@ -153,37 +153,50 @@ impl ZSetOp {
     pub fn apply(&self, key: &[u8], view: &mut impl KeyView) -> OpReply {
         match &self.cmd {
             ZCmd::Add { flags, pairs } => add(key, view, *flags, pairs),
-            ZCmd::Rem(members) => write_zset(view, key, |z, dot| {
-                let mut delta = ZSet::default();
-                let mut n = 0;
-                for m in members {
-                    if delta.has_member(m) {
-                        continue;
+            ZCmd::Rem(members) => {
+                let reply = write_zset(view, key, |z, dot| {
+                    let mut delta = ZSet::default();
+                    let mut n = 0;
+                    for m in members {
+                        if delta.has_member(m) {
+                            continue;
+                        }
+                        if let Some(d) = z.remove(m, dot) {
+                            n += 1;
+                            delta.merge(d);
+                        }
                     }
-                    if let Some(d) = z.remove(m, dot) {
-                        n += 1;
-                        delta.merge(d);
+                    (OpReply::Int(n), (n > 0).then_some(delta))
+                });
+                notify_removed(view, key, "zrem", &reply);
+                reply
+            }
+            ZCmd::RemRange(range) => {
+                let event = match range {
+                    super::zparse::ZRange::Rank { .. } => "zremrangebyrank",
+                    super::zparse::ZRange::Score { .. } => "zremrangebyscore",
+                    super::zparse::ZRange::Lex { .. } => "zremrangebylex",
+                };
+                let reply = write_zset(view, key, |z, dot| {
+                    let o = z.ordered();
+                    let (from, to) = positions(&o, range, false);
+                    let doomed: Vec<Elem> = o
+                        .range(from, to)
+                        .into_iter()
+                        .map(|(_, m)| Elem::new(m))
+                        .collect();
+                    let mut delta = ZSet::default();
+                    for m in &doomed {
+                        if let Some(d) = z.remove(m, dot) {
+                            delta.merge(d);
+                        }
                     }
-                }
-                (OpReply::Int(n), (n > 0).then_some(delta))
-            }),
-            ZCmd::RemRange(range) => write_zset(view, key, |z, dot| {
-                let o = z.ordered();
-                let (from, to) = positions(&o, range, false);
-                let doomed: Vec<Elem> = o
-                    .range(from, to)
-                    .into_iter()
-                    .map(|(_, m)| Elem::new(m))
-                    .collect();
-                let mut delta = ZSet::default();
-                for m in &doomed {
-                    if let Some(d) = z.remove(m, dot) {
-                        delta.merge(d);
-                    }
-                }
-                let n = doomed.len() as i64;
-                (OpReply::Int(n), (n > 0).then_some(delta))
-            }),
+                    let n = doomed.len() as i64;
+                    (OpReply::Int(n), (n > 0).then_some(delta))
+                });
+                notify_removed(view, key, event, &reply);
+                reply
+            }
             ZCmd::Pop { max, count } => pop(key, view, *max, *count),
             ZCmd::MPop { keys, max, count } => mpop(key, keys, view, *max, *count),
             ZCmd::RangeStore { dest, args } => match read_zset(view, key) {
@@ -191,7 +204,7 @@ impl ZSetOp {
                 Ok(state) => {
                     let picked =
                         zset_of(state.as_deref()).map_or_else(Vec::new, |z| range(z, args));
-                    store(view, dest, picked)
+                    store(view, dest, picked, "zrangestore")
                 }
             },
             ZCmd::Combine { .. } | ZCmd::InterCard { .. } => self.combine(key, view),
@@ -395,7 +408,14 @@ impl ZSetOp {
         }
         sort_scored(&mut out);
         match dest {
-            Some(d) => store(view, d, out),
+            Some(d) => {
+                let event = match how {
+                    ZCombine::Union => "zunionstore",
+                    ZCombine::Inter => "zinterstore",
+                    ZCombine::Diff => "zdiffstore",
+                };
+                store(view, d, out, event)
+            }
             None if withscores => OpReply::Scored(out),
             None => OpReply::Array(out.into_iter().map(|(m, _)| OpReply::Bulk(m)).collect()),
         }
@@ -505,7 +525,8 @@ fn write_zset(
 /// ZADD and ZINCRBY: each pair in order, as `zsetAdd` does, then one
 /// delta with each changed member's final score.
 fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)]) -> OpReply {
-    write_zset(view, key, |z, dot| {
+    let mut changed = false;
+    let reply = write_zset(view, key, |z, dot| {
         let (mut added, mut updated, mut processed) = (0i64, 0i64, 0);
         let mut result = 0.0;
         // What this command made of each member so far: its score, and
@@ -566,6 +587,7 @@ fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)])
             // Redis leaves its listpack for good (see `packed`).
             delta.mark_wide();
         }
+        changed = added + updated > 0;
         let reply = if f.incr {
             if processed > 0 {
                 OpReply::Double(result)
@@ -576,7 +598,21 @@ fn add(key: &[u8], view: &mut impl KeyView, f: AddFlags, pairs: &[(f64, Bytes)])
             OpReply::Int(if f.ch { added + updated } else { added })
         };
         (reply, (!now.is_empty()).then_some(delta))
-    })
+    });
+    if changed {
+        let event = if f.incr { "zincr" } else { "zadd" };
+        super::notify(view, crate::notify::ZSET, event, key);
+    }
+    reply
+}
+
+/// Raises `event` when `reply` counts removed members, then `del` when
+/// they were the last.
+fn notify_removed(view: &mut impl KeyView, key: &[u8], event: &'static str, reply: &OpReply) {
+    if matches!(reply, OpReply::Int(n) if *n > 0) {
+        super::notify(view, crate::notify::ZSET, event, key);
+        super::notify_if_gone(view, key);
+    }
 }
 
 fn set_now<'a>(
@@ -598,9 +634,11 @@ fn pop(key: &[u8], view: &mut impl KeyView, max: bool, count: Option<u64>) -> Op
         Ok(Some(_)) if count == Some(0) => return OpReply::Array(Vec::new()),
         Ok(Some(_)) => {}
     }
-    write_zset(view, key, |z, dot| {
+    let mut popped = 0;
+    let reply = write_zset(view, key, |z, dot| {
         let o = z.ordered();
         let n = (count.unwrap_or(1) as usize).min(o.len());
+        popped = n as i64;
         let mut picked = if max {
             o.range(o.len() - n, o.len())
         } else {
@@ -629,7 +667,10 @@ fn pop(key: &[u8], view: &mut impl KeyView, max: bool, count: Option<u64>) -> Op
             ),
         };
         (reply, (!delta.has_no_entries()).then_some(delta))
-    })
+    });
+    let event = if max { "zpopmax" } else { "zpopmin" };
+    notify_removed(view, key, event, &OpReply::Int(popped));
+    reply
 }
 
 /// ZMPOP: from the first key holding a sorted set (one of another type

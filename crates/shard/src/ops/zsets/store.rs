@@ -31,18 +31,34 @@ pub(super) fn geo_search(s: &geo::Search, key: &[u8], view: &mut impl KeyView) -
     match &s.store {
         Some(dest) => {
             let picked = geo::stored(s, found);
-            store(view, dest, picked)
+            let event = if s.searchstore {
+                "geosearchstore"
+            } else {
+                "georadiusstore"
+            };
+            store(view, dest, picked, event)
         }
         None => geo::search_reply(s, found),
     }
 }
 
 /// Writes `picked` as the sorted set at `dest` (replacing any type), or
-/// deletes `dest` when it is empty; answers its size.
-pub(super) fn store(view: &mut impl KeyView, dest: &[u8], picked: Vec<(Bytes, f64)>) -> OpReply {
+/// deletes `dest` when it is empty; answers its size. Raises `event` (or
+/// `del` when an existing `dest` goes).
+pub(super) fn store(
+    view: &mut impl KeyView,
+    dest: &[u8],
+    picked: Vec<(Bytes, f64)>,
+    event: &'static str,
+) -> OpReply {
     let n = picked.len() as i64;
     if picked.is_empty() {
+        let existed =
+            view.notifies(crate::notify::GENERIC) && view.kind(dest) != elsa_lattice::Kind::None;
         view.store(dest, None);
+        if existed {
+            view.notify(crate::notify::GENERIC, "del", dest);
+        }
         return OpReply::Int(0);
     }
     let (_, dot) = view.stamp();
@@ -62,5 +78,6 @@ pub(super) fn store(view: &mut impl KeyView, dest: &[u8], picked: Vec<(Bytes, f6
             Collection::ZSet(z),
         )))),
     );
+    crate::ops::notify(view, crate::notify::ZSET, event, dest);
     OpReply::Int(n)
 }
