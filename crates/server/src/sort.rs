@@ -10,6 +10,7 @@
 //! writes one consistent state, as Redis's single thread does.
 
 use bytes::Bytes;
+use elsa_shard::notify::Event;
 use elsa_shard::OpReply;
 use elsa_txn::{Txn, TxnError};
 
@@ -327,11 +328,27 @@ impl Conn {
         };
         // STORE: a new list (replacing whatever was there), or nothing.
         let n = out.len() as i64;
+        let mark = txn.events_len();
         self.read_in(txn, vec![word("del"), dest.clone()]).await?;
         if !out.is_empty() {
             let mut line = vec![word("rpush"), dest.clone()];
             line.extend(out.into_iter().map(Option::unwrap_or_default));
             self.read_in(txn, line).await?;
+            // Redis tells a stored result as `sortstore` (and `new` for
+            // a key that was not there), not as the DEL and RPUSH above.
+            txn.retell_events(mark, |told| {
+                let replaced = told.iter().any(|e| e.name == "del");
+                let mut retold: Vec<Event> = told
+                    .into_iter()
+                    .filter(|e| e.name == "new" && !replaced)
+                    .collect();
+                retold.push(Event {
+                    class: elsa_shard::notify::LIST,
+                    name: "sortstore",
+                    key: self.db_key(dest),
+                });
+                retold
+            });
         }
         Ok(Answer::Reply(OpReply::Int(n)))
     }

@@ -471,6 +471,21 @@ impl Txn {
         Ok(reply)
     }
 
+    /// How many keyspace events its commands raised so far: a mark for
+    /// [`Txn::retell_events`].
+    pub fn events_len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Replaces the keyspace events raised since `mark` with what `f`
+    /// makes of them: a command made of others (SORT … STORE, RESTORE)
+    /// that Redis tells as one.
+    pub fn retell_events(&mut self, mark: usize, f: impl FnOnce(Vec<Event>) -> Vec<Event>) {
+        let told = self.events.split_off(mark.min(self.events.len()));
+        let mut retold = f(told);
+        self.events.append(&mut retold);
+    }
+
     /// Commits: validates per the isolation level and installs all writes
     /// atomically; answers the commit timestamp.
     pub async fn commit(mut self, coord: &Coordinator) -> Result<Ts, TxnError> {

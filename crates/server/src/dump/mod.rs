@@ -14,6 +14,7 @@
 pub mod rdb;
 
 use bytes::Bytes;
+use elsa_shard::notify::Event;
 use elsa_shard::OpReply;
 use elsa_txn::{Txn, TxnError};
 
@@ -196,6 +197,7 @@ impl Conn {
                 return Ok(Answer::Refused("ERR Bad data format".into()))
             }
         };
+        let mark = txn.events_len();
         if r.replace && exists {
             self.read_in(txn, vec![word("del"), r.key.clone()]).await?;
         }
@@ -222,6 +224,23 @@ impl Conn {
             ];
             self.read_in(txn, line).await?;
         }
+        // Redis tells a restore as `new` and `restore` (it deletes a
+        // replaced key silently), not as the writes above.
+        txn.retell_events(mark, |_| {
+            let key = self.db_key(&r.key);
+            vec![
+                Event {
+                    class: elsa_shard::notify::NEW,
+                    name: "new",
+                    key: key.clone(),
+                },
+                Event {
+                    class: elsa_shard::notify::GENERIC,
+                    name: "restore",
+                    key,
+                },
+            ]
+        });
         Ok(Answer::Reply(OpReply::Ok))
     }
 }

@@ -81,11 +81,20 @@ impl BitField {
         if v.len() < len {
             v.resize(len, 0);
         }
-        let replies = self.0.iter().map(|f| run(&mut v, f)).collect();
+        let replies: Vec<OpReply> = self.0.iter().map(|f| run(&mut v, f)).collect();
+        // Redis's `changes`: the writes that ran (not refused by OVERFLOW
+        // FAIL, which answers nil), whether or not they changed a bit.
+        let changes = self
+            .0
+            .iter()
+            .zip(&replies)
+            .any(|(f, r)| f.action != Action::Get && *r != OpReply::Nil);
         // A key left exactly as it was is not written, so a WATCH on it
         // stays valid (as SETBIT's).
         if old.as_ref().is_none_or(|c| c.value[..] != v[..]) {
             view.write(key, keeping_ttl(old.as_ref(), Bytes::from(v)));
+        }
+        if changes {
             super::notify(view, crate::notify::STRING, "setbit", key);
         }
         OpReply::Array(replies)
