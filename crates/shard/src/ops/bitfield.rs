@@ -82,9 +82,9 @@ impl BitField {
             v.resize(len, 0);
         }
         let replies: Vec<OpReply> = self.0.iter().map(|f| run(&mut v, f)).collect();
-        // Redis's `changes`: the writes that ran (not refused by OVERFLOW
-        // FAIL, which answers nil), whether or not they changed a bit.
-        let changes = self
+        // Redis's `changes`: a write that ran (not refused by OVERFLOW
+        // FAIL, which answers nil) on a string it grew or changed.
+        let ran = self
             .0
             .iter()
             .zip(&replies)
@@ -93,9 +93,9 @@ impl BitField {
         // stays valid (as SETBIT's).
         if old.as_ref().is_none_or(|c| c.value[..] != v[..]) {
             view.write(key, keeping_ttl(old.as_ref(), Bytes::from(v)));
-        }
-        if changes {
-            super::notify(view, crate::notify::STRING, "setbit", key);
+            if ran {
+                super::notify(view, crate::notify::STRING, "setbit", key);
+            }
         }
         OpReply::Array(replies)
     }
