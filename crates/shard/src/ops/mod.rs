@@ -25,6 +25,7 @@
 
 pub mod bitfield;
 pub mod bits;
+mod events;
 pub mod geo;
 pub mod hashes;
 mod keys;
@@ -34,6 +35,8 @@ pub mod lists;
 pub mod longdouble;
 pub mod pf;
 mod replies;
+pub use events::shows;
+pub(crate) use events::{notify, notify_if_gone};
 mod scan;
 pub mod sets;
 mod strings;
@@ -756,30 +759,6 @@ impl Op {
             Op::Lists(l) => l.apply(key, view),
             Op::Pf(p) => p.apply(key, view),
         }
-    }
-}
-
-/// Raises `name` of `class` about `key` (a shorthand for ops).
-pub(crate) fn notify(view: &mut impl KeyView, class: u32, name: &'static str, key: &[u8]) {
-    if view.notifies(class) {
-        view.notify(class, name, key);
-    }
-}
-
-/// Redis's generic `del` event after a removal that left `key` empty
-/// (the last element popped, removed or trimmed away).
-pub(crate) fn notify_if_gone(view: &mut impl KeyView, key: &[u8]) {
-    if view.notifies(crate::notify::GENERIC) && view.kind(key) == Kind::None {
-        view.notify(crate::notify::GENERIC, "del", key);
-    }
-}
-
-/// True when `value` (a [`KeyView::lookup`]) shows a live key.
-pub fn shows(value: Option<&Value>, now_ms: u64) -> bool {
-    match value {
-        None => false,
-        Some(Value::Str(c)) => c.expire_ms.is_none_or(|at| at > now_ms),
-        Some(Value::Typed(t)) => t.kind(now_ms) != Kind::None,
     }
 }
 
