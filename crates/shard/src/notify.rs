@@ -160,8 +160,7 @@ impl Notifier {
 
     /// True when an event of `class` would be sent anywhere.
     pub fn wants(&self, class: u32) -> bool {
-        let f = self.flags.load(Relaxed);
-        f & class != 0 && f & (KEYSPACE | KEYEVENT) != 0 && self.sink.get().is_some()
+        self.active() & class != 0
     }
 
     /// Sends `event` when its class is on (never for Elsa's own keys).

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use elsa_lattice::{KeyState, Ts, Version};
-use elsa_shard::ops::Value;
+use elsa_shard::ops::{absent_for_new, raise_if_created, Value};
 use elsa_shard::{
     unix_ms, AckLevel, Check, FastMap, HashedKey, HoldMode, KeyOp, KeyView, OpReply,
     PrepareRequest, Refusal, ShardMsg, TxnId, Write,
@@ -96,21 +96,6 @@ struct Overlay {
 }
 
 impl Overlay {
-    /// True when `new` events are on and `key` shows nothing now.
-    fn absent(&mut self, key: &[u8]) -> bool {
-        self.notify & elsa_shard::notify::NEW != 0
-            && !elsa_shard::ops::shows(self.lookup(key).as_ref(), self.now_ms)
-    }
-
-    /// Raises `new` when `key`, `absent` before a write, shows something.
-    fn created(&mut self, key: &[u8], absent: bool) {
-        if absent && !self.absent(key) {
-            self.notify(elsa_shard::notify::NEW, "new", key);
-        }
-    }
-}
-
-impl Overlay {
     /// Takes in a shard's answer to a prepare of `keys`: their states, or
     /// into `outcome` why not (`Err(None)`: Busy, retry; a conflict or an
     /// unavailable shard outranks that).
@@ -154,21 +139,21 @@ impl KeyView for Overlay {
     }
 
     fn store(&mut self, key: &[u8], value: Option<Value>) {
-        let absent = self.absent(key);
+        let absent = absent_for_new(self, key);
         if let Some(entry) = self.states.get_mut(key) {
             entry.value = value;
             entry.dirty = true;
         }
-        self.created(key, absent);
+        raise_if_created(self, key, absent);
     }
 
     fn merge(&mut self, key: &[u8], delta: KeyState) {
-        let absent = self.absent(key);
+        let absent = absent_for_new(self, key);
         if let Some(entry) = self.states.get_mut(key) {
             elsa_shard::ops::merge_into(&mut entry.value, delta);
             entry.dirty = true;
         }
-        self.created(key, absent);
+        raise_if_created(self, key, absent);
     }
 
     fn notifies(&self, class: u32) -> bool {

@@ -17,7 +17,7 @@ use std::str::FromStr;
 use bytes::Bytes;
 use elsa_lattice::{KeyState, Ts, Version};
 use elsa_shard::notify::Event;
-use elsa_shard::ops::Value;
+use elsa_shard::ops::{absent_for_new, raise_if_created, Value};
 use elsa_shard::{
     unix_ms, AckLevel, Check, CommitRequest, Expect, HashedKey, HoldMode, KeyOp, KeyView, Op,
     OpReply, PrepareRequest, ReadState, Refusal, SetCond, SetReply, ShardMsg, Write,
@@ -130,34 +130,6 @@ struct TxnView {
     events: Vec<Event>,
 }
 
-impl TxnView {
-    /// True when `new` events are on and `key` shows nothing now.
-    fn absent(&mut self, key: &[u8]) -> bool {
-        self.notify & elsa_shard::notify::NEW != 0
-            && !elsa_shard::ops::shows(self.lookup(key).as_ref(), self.now_ms)
-    }
-
-    /// Merges `delta` into the key's value in the view.
-    fn merge_quiet(&mut self, key: &[u8], delta: KeyState) {
-        if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
-            let mut value = match k.write.take() {
-                Some(w) => w,
-                None if k.owned => k.base.take(),
-                None => k.base.clone(),
-            };
-            elsa_shard::ops::merge_into(&mut value, delta);
-            k.write = Some(value);
-        }
-    }
-
-    /// Raises `new` when `key`, `absent` before a write, shows something.
-    fn created(&mut self, key: &[u8], absent: bool) {
-        if absent && !self.absent(key) {
-            self.notify(elsa_shard::notify::NEW, "new", key);
-        }
-    }
-}
-
 struct ViewKey {
     key: Bytes,
     hash: u64,
@@ -192,12 +164,12 @@ impl KeyView for TxnView {
     }
 
     fn store(&mut self, key: &[u8], value: Option<Value>) {
-        let absent = self.absent(key);
+        let absent = absent_for_new(self, key);
         // An op writes only keys it declared (its own, `other_keys`).
         if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
             k.write = Some(value);
         }
-        self.created(key, absent);
+        raise_if_created(self, key, absent);
     }
 
     fn notifies(&self, class: u32) -> bool {
@@ -215,9 +187,17 @@ impl KeyView for TxnView {
     }
 
     fn merge(&mut self, key: &[u8], delta: KeyState) {
-        let absent = self.absent(key);
-        self.merge_quiet(key, delta);
-        self.created(key, absent);
+        let absent = absent_for_new(self, key);
+        if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
+            let mut value = match k.write.take() {
+                Some(w) => w,
+                None if k.owned => k.base.take(),
+                None => k.base.clone(),
+            };
+            elsa_shard::ops::merge_into(&mut value, delta);
+            k.write = Some(value);
+        }
+        raise_if_created(self, key, absent);
     }
 
     fn stamp(&mut self) -> (Ts, Version) {

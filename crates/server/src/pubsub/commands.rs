@@ -46,18 +46,7 @@ pub(crate) fn confirms(c: Control) -> bool {
 
 /// True for the commands this module serves.
 pub(crate) fn is_pubsub(c: Control) -> bool {
-    matches!(
-        c,
-        Control::Subscribe
-            | Control::Unsubscribe
-            | Control::Psubscribe
-            | Control::Punsubscribe
-            | Control::Ssubscribe
-            | Control::Sunsubscribe
-            | Control::Publish
-            | Control::Spublish
-            | Control::Pubsub
-    )
+    confirms(c) || matches!(c, Control::Publish | Control::Spublish | Control::Pubsub)
 }
 
 /// Resolves when a message was queued for `queue`; never without one.

@@ -20,6 +20,22 @@ pub(crate) fn notify_if_gone(view: &mut impl KeyView, key: &[u8]) {
     }
 }
 
+/// True when `new` events are on and `key` shows nothing in `view` now:
+/// a write that then makes it show something creates it. For views whose
+/// lookups have no side effects (a transaction's; the shard's own view
+/// looks in its table without touching the key's access clock).
+pub fn absent_for_new(view: &mut impl KeyView, key: &[u8]) -> bool {
+    view.notifies(crate::notify::NEW) && !shows(view.lookup(key).as_ref(), view.now_ms())
+}
+
+/// Raises `new` when a write made `key`, [`absent_for_new`] before it,
+/// show something.
+pub fn raise_if_created(view: &mut impl KeyView, key: &[u8], absent: bool) {
+    if absent && shows(view.lookup(key).as_ref(), view.now_ms()) {
+        view.notify(crate::notify::NEW, "new", key);
+    }
+}
+
 /// True when `value` (a [`KeyView::lookup`]) shows a live key.
 pub fn shows(value: Option<&Value>, now_ms: u64) -> bool {
     match value {

@@ -181,7 +181,7 @@ impl HashOp {
 /// Runs a writing hash command: `f` gets the hash as stored (empty when
 /// absent, expired or of no hash yet), the start timestamp and version,
 /// and answers its reply and the delta to merge (none: nothing changed);
-/// a change raises keyspace event `event` (and `del` when HDEL emptied it).
+/// a change raises keyspace event `event`.
 /// The stored state is let go before the merge, so a big hash is changed
 /// in place, never copied.
 fn write_hash(
@@ -208,9 +208,6 @@ fn write_hash(
         prefix.merge(KeyState::of(Collection::Hash(delta)));
         view.merge(key, prefix);
         super::notify(view, crate::notify::HASH, event, key);
-        if event == "hdel" {
-            super::notify_if_gone(view, key);
-        }
     }
     reply
 }
@@ -268,6 +265,14 @@ fn set_nx(key: &[u8], view: &mut impl KeyView, f: &Bytes, v: &Bytes) -> OpReply 
 }
 
 fn del(key: &[u8], view: &mut impl KeyView, fields: &[Bytes]) -> OpReply {
+    let reply = remove_fields(key, view, fields);
+    if matches!(reply, OpReply::Int(n) if n > 0) {
+        super::notify_if_gone(view, key);
+    }
+    reply
+}
+
+fn remove_fields(key: &[u8], view: &mut impl KeyView, fields: &[Bytes]) -> OpReply {
     write_hash(view, key, "hdel", |map, _, dot| {
         let mut delta = OrMap::default();
         let mut removed = 0;

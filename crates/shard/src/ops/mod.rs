@@ -35,7 +35,7 @@ pub mod lists;
 pub mod longdouble;
 pub mod pf;
 mod replies;
-pub use events::shows;
+pub use events::{absent_for_new, raise_if_created, shows};
 pub(crate) use events::{notify, notify_if_gone};
 mod scan;
 pub mod sets;

@@ -193,12 +193,18 @@ fn write_set(
     reply
 }
 
-/// Raises `event` (a set event) when `reply` counts a change, then `del`
-/// when a removal emptied the set.
-fn notify_count(view: &mut impl KeyView, key: &[u8], event: &'static str, reply: &OpReply) {
+/// Raises `event` (a set event) when `reply` counts a change, then — for
+/// a removal (`removes`) — `del` when it emptied the set.
+fn notify_count(
+    view: &mut impl KeyView,
+    key: &[u8],
+    event: &'static str,
+    reply: &OpReply,
+    removes: bool,
+) {
     if matches!(reply, OpReply::Int(n) if *n > 0) {
         super::notify(view, crate::notify::SET, event, key);
-        if event != "sadd" {
+        if removes {
             super::notify_if_gone(view, key);
         }
     }
@@ -206,7 +212,7 @@ fn notify_count(view: &mut impl KeyView, key: &[u8], event: &'static str, reply:
 
 fn add(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
     let reply = add_members(key, view, members);
-    notify_count(view, key, "sadd", &reply);
+    notify_count(view, key, "sadd", &reply, false);
     reply
 }
 
@@ -258,7 +264,7 @@ fn rem(key: &[u8], view: &mut impl KeyView, members: &[Bytes]) -> OpReply {
         let (removed, delta) = removal(set, members, dot);
         (OpReply::Int(removed), (removed > 0).then_some(delta))
     });
-    notify_count(view, key, "srem", &reply);
+    notify_count(view, key, "srem", &reply, true);
     reply
 }
 
@@ -299,7 +305,7 @@ fn pop(key: &[u8], view: &mut impl KeyView, count: Option<u64>, seed: u64) -> Op
         };
         (reply, changed)
     });
-    notify_count(view, key, "spop", &OpReply::Int(popped));
+    notify_count(view, key, "spop", &OpReply::Int(popped), true);
     reply
 }
 

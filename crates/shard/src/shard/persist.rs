@@ -29,7 +29,7 @@ impl Shard {
 
     /// Raises `name` of `class` about `key` (as stored).
     pub(super) fn raise(&self, class: u32, name: &'static str, key: &[u8]) {
-        if let Some(n) = &self.notifier {
+        if let Some(n) = self.notifier.as_ref().filter(|n| n.wants(class)) {
             n.raise(&crate::notify::Event {
                 class,
                 name,
