@@ -300,6 +300,71 @@ fn scripts_and_transactions_raise_their_events_once_they_commit() {
     );
 }
 
+/// The cases the long runs found or that sit on an edge of Redis's
+/// conditions, each compared with redis-server: BITFIELD whose writes fail
+/// (OVERFLOW FAIL) or change nothing, SETBIT of a bit already so, SMOVE to
+/// a set that has the member, COPY/RENAME/MOVE onto an existing key (Redis
+/// re-adds it: `new`), LMOVE of a one-element list onto itself, stores of
+/// an empty result over an existing key, adds that change nothing.
+#[test]
+fn edge_cases_raise_what_redis_raises() {
+    let redis = RedisServer::start();
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let script = [
+        "SET b{t} x",
+        "BITFIELD b{t} OVERFLOW FAIL INCRBY u1 3 -129",
+        "BITFIELD nb{t} OVERFLOW FAIL INCRBY u1 3 -129",
+        "BITFIELD b{t} INCRBY u7 13 256 GET u8 13",
+        "BITFIELD b{t} SET u1 13 1",
+        "SETBIT b{t} 6 1",
+        "SETBIT b{t} 6 1",
+        "SADD s{t} a b",
+        "SADD d{t} a",
+        "SMOVE s{t} d{t} a",
+        "SMOVE s{t} d{t} b",
+        "SADD d{t} a",
+        "SET c{t} 1",
+        "COPY b{t} c{t} REPLACE",
+        "RENAME c{t} b{t}",
+        "SET m 1",
+        "RPUSH one{t} x",
+        "LMOVE one{t} one{t} LEFT RIGHT",
+        "SINTERSTORE d{t} nosuch{t} d{t}",
+        "ZADD z{t} 1 a",
+        "ZADD z{t} 1 a",
+        "ZRANGESTORE z{t} nosuch{t} 0 -1",
+        "HSET h{t} f 1",
+        "HSETNX h{t} f 2",
+        "HDEL h{t} nosuch",
+        "HDEL h{t} f",
+        "PFADD p{t} a",
+        "PFADD p{t} a",
+        "GETEX b{t} PERSIST",
+        "EXPIRE b{t} 100",
+        "GETEX b{t} PERSIST",
+        "SET k 1",
+        "MOVE k 1",
+        "SET m 2",
+        "MOVE m 1",
+    ];
+    let mut seen = Vec::new();
+    for port in [redis.port, elsa.port] {
+        let mut c = Conn::connect(port).expect("connect");
+        call(&mut c, "FLUSHALL");
+        call(&mut c, "CONFIG SET notify-keyspace-events KEAn");
+        let mut sub = psubscriber(port, "*");
+        let mut per_command = Vec::new();
+        for line in script {
+            call(&mut c, line);
+            per_command.push((line, drain(&mut sub, Duration::from_millis(100))));
+        }
+        seen.push(per_command);
+    }
+    for (r, e) in seen[0].iter().zip(&seen[1]) {
+        assert_eq!(r, e, "redis, then elsa");
+    }
+}
+
 /// `expired` comes once per key that expires (a string and a hash), and
 /// `evicted` once per key evicted.
 #[test]

@@ -667,3 +667,43 @@ fn messages_cross_regions_only_when_enabled() {
     assert_eq!(crosses(&on, 0, 2, true), 20, "cross-region delivery");
     assert_eq!(crosses(&on, 2, 0, true), 20, "cross-region delivery");
 }
+
+/// CLIENT REPLY OFF silences replies, not the confirmations of SUBSCRIBE
+/// and its relatives (Redis's `CLIENT_PUSHING`), in RESP2 and RESP3 —
+/// Elsa used to drop them, and a client waiting for its confirmation
+/// (Redis's `unit/pubsub`) waited for ever.
+#[test]
+fn subscription_confirmations_come_through_client_reply_off() {
+    let redis = RedisServer::start();
+    let elsa = Elsa::start(&[]);
+    for resp3 in [false, true] {
+        let mut seen = Vec::new();
+        for port in [redis.port, elsa.port] {
+            let mut c = Conn::connect(port).expect("connect");
+            if resp3 {
+                let _ = c.call(&[b"HELLO", b"3"]);
+            }
+            c.send(&[vec![b"CLIENT".to_vec(), b"REPLY".to_vec(), b"OFF".to_vec()]]);
+            let mut frames = Vec::new();
+            for cmd in [
+                &[&b"SUBSCRIBE"[..], b"ch"][..],
+                &[b"PSUBSCRIBE", b"c*"],
+                &[b"UNSUBSCRIBE", b"ch"],
+                &[b"PUNSUBSCRIBE", b"c*"],
+            ] {
+                frames.push(c.call(cmd));
+            }
+            // A reply that is not a confirmation stays silenced: PING's
+            // PONG never comes, the marker's confirmation does.
+            c.send(&[vec![b"PING".to_vec()]]);
+            frames.push(c.call(&[b"SUBSCRIBE", b"marker"]));
+            seen.push(frames);
+        }
+        assert!(
+            seen[0].iter().all(|r| !matches!(r, Reply::Broken(_))),
+            "redis: {:?}",
+            seen[0]
+        );
+        assert_eq!(seen[0], seen[1], "resp3 {resp3}: redis, then elsa");
+    }
+}
