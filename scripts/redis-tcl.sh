@@ -43,8 +43,6 @@ done
 
 cp -r "$src" "$work/redis"
 cd "$work/redis"
-sed -i 's/^    r function flush$/    catch {r function flush}/' tests/support/server.tcl
-sed -i 's/^foreach is_eval {0 1} {/foreach is_eval {1} {/' tests/unit/scripting.tcl
 skips=()
 while IFS= read -r t; do
   [ -n "$t" ] && skips+=(--skiptest "$t")

@@ -18,4 +18,4 @@ pub mod watermark;
 pub mod wire;
 
 pub use config::{Ownership, Replication, Routing, Settings};
-pub use service::{Cluster, RegionReplicator, Router, Standalone};
+pub use service::{Cluster, FunctionLibraries, RegionReplicator, Router, Standalone};

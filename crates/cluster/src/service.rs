@@ -18,7 +18,8 @@
 //! one-primary fence, 2pc push), [`rounds`] (anti-entropy rounds), [`proofs`]
 //! (what they prove each peer holds: tombstone collection) and
 //! [`catchup`] (catch-up after a start, hand-back of slots); [`floors`]
-//! carries FLUSHALL and FLUSHDB to every node; [`pubsub`]
+//! carries FLUSHALL and FLUSHDB to every node, [`functions`] the function
+//! libraries; [`pubsub`]
 //! carries PUBLISH to the other nodes; [`untrusted`] checks every peer
 //! frame's timestamps and counts before anything in it is used (links are
 //! authenticated by `crate::peer_auth` before any frame is read).
@@ -27,6 +28,7 @@ mod catchup;
 mod decommission;
 mod faults;
 mod floors;
+mod functions;
 mod links;
 mod ownership;
 mod proofs;
@@ -41,6 +43,7 @@ mod units;
 mod untrusted;
 
 pub use decommission::DecommissionStatus;
+pub use functions::FunctionLibraries;
 pub use pubsub::PublishHook;
 pub use replicate::RegionReplicator;
 pub use routing::{Router, Standalone};
@@ -318,6 +321,8 @@ pub struct Cluster {
     units_tx: Mutex<Option<mpsc::UnboundedSender<Vec<LogEntry>>>>,
     /// Delivers messages other nodes published to this node's subscribers.
     publish_hook: std::sync::OnceLock<PublishHook>,
+    /// The node's function libraries (see [`functions`]).
+    functions: std::sync::OnceLock<Arc<dyn FunctionLibraries>>,
     /// Peer frames and datagrams refused (bad timestamps or counts, failed
     /// authentication), and the log's rate limit (see [`untrusted`]).
     frames_refused: AtomicU64,
@@ -423,6 +428,7 @@ impl Cluster {
             not_serving_count: AtomicUsize::new(0),
             units_tx: Mutex::new(None),
             publish_hook: std::sync::OnceLock::new(),
+            functions: std::sync::OnceLock::new(),
             frames_refused: AtomicU64::new(0),
             refused_log: AtomicU64::new(0),
             datagrams_dropped: Arc::new(AtomicU64::new(0)),

@@ -150,6 +150,10 @@ pub struct AeGroups {
     /// The sender's flush floors (see [`Floors`]).
     #[prost(message, optional, tag = "5")]
     pub floors: Option<Floors>,
+    /// The digest of the sender's function libraries (0: none); see
+    /// `service::functions`.
+    #[prost(uint64, tag = "6")]
+    pub functions: u64,
 }
 
 /// A node fenced by a takeover, as the taker last saw it: refused until
@@ -177,6 +181,19 @@ pub struct AeBuckets {
     /// The responder's flush floors (see [`Floors`]).
     #[prost(message, optional, tag = "4")]
     pub floors: Option<Floors>,
+    /// The digest of the responder's function libraries (0: none).
+    #[prost(uint64, tag = "5")]
+    pub functions: u64,
+}
+
+/// A node's function libraries, whole (`elsa_lattice::libraries`):
+/// sent to every node after FUNCTION LOAD/DELETE/FLUSH/RESTORE, and to a
+/// peer whose anti-entropy digest differs.
+#[derive(Clone, PartialEq, Message)]
+pub struct Functions {
+    /// `Libraries::encode`.
+    #[prost(bytes = "bytes", tag = "1")]
+    pub state: Bytes,
 }
 
 /// The FLUSHALL and FLUSHDB floors a node knows (`elsa_shard::db::Floors`):
@@ -380,7 +397,7 @@ pub struct Publish {
 pub struct Frame {
     #[prost(
         oneof = "Body",
-        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17"
     )]
     pub body: Option<Body>,
 }
@@ -421,6 +438,9 @@ pub enum Body {
     /// A FLUSHALL or FLUSHDB made on the sender (its floors after it).
     #[prost(message, tag = "16")]
     Flush(Floors),
+    /// The sender's function libraries, whole.
+    #[prost(message, tag = "17")]
+    Functions(Functions),
 }
 
 impl Frame {

@@ -276,12 +276,12 @@ pub(crate) fn version_digest(v: Version) -> u64 {
     foldhash::fast::FixedState::with_seed(0x7e55_10a5).hash_one(v)
 }
 
-fn put_version(out: &mut Vec<u8>, v: Version) {
+pub(crate) fn put_version(out: &mut Vec<u8>, v: Version) {
     out.put_u64_le(v.commit_ts);
     out.put_u32_le(v.origin);
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.put_u32_le(b.len() as u32);
     out.extend_from_slice(b);
 }
@@ -395,7 +395,7 @@ fn get_pos(buf: &mut Bytes) -> Option<Pos> {
     Pos::from_steps(&steps)
 }
 
-fn get_u8(buf: &mut Bytes) -> Option<u8> {
+pub(crate) fn get_u8(buf: &mut Bytes) -> Option<u8> {
     (buf.remaining() >= 1).then(|| buf.get_u8())
 }
 
@@ -409,17 +409,17 @@ fn get_u64(buf: &mut Bytes) -> Option<u64> {
 
 /// A count of items each at least `min` bytes long, refused when the
 /// bytes left cannot hold that many.
-fn get_count(buf: &mut Bytes, min: usize) -> Option<usize> {
+pub(crate) fn get_count(buf: &mut Bytes, min: usize) -> Option<usize> {
     let n = get_u32(buf)? as usize;
     (n.saturating_mul(min) <= buf.remaining()).then_some(n)
 }
 
-fn get_version(buf: &mut Bytes) -> Option<Version> {
+pub(crate) fn get_version(buf: &mut Bytes) -> Option<Version> {
     let ts = get_u64(buf)?;
     Some(Version::new(ts, get_u32(buf)?))
 }
 
-fn get_bytes(buf: &mut Bytes) -> Option<Bytes> {
+pub(crate) fn get_bytes(buf: &mut Bytes) -> Option<Bytes> {
     let n = get_u32(buf)? as usize;
     (buf.remaining() >= n).then(|| buf.split_to(n))
 }

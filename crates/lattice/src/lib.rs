@@ -27,6 +27,7 @@ mod elem;
 mod hlc;
 pub mod hll;
 pub mod key;
+pub mod libraries;
 pub mod list;
 mod lww;
 pub mod ormap;

@@ -57,6 +57,7 @@ pub fn allowed_in_multi(c: Control) -> bool {
             | Control::Sunsubscribe
             | Control::Eval
             | Control::Script
+            | Control::Function
             | Control::Acl
             | Control::Slowlog
             | Control::Latency
@@ -195,6 +196,7 @@ impl Conn {
             Control::ElsaDecommission => self.elsa_decommission(),
             Control::Eval => self.eval(args).await,
             Control::Script => self.script(args).await,
+            Control::Function => self.function(args).await,
             Control::Acl => self.acl(args),
             Control::Memory => self.memory_cmd(args).await,
             // A node serves its slots itself: to a Redis client it is a

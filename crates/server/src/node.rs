@@ -90,7 +90,14 @@ pub fn run(config: Config) -> Result<(), StartError> {
         inbox_rxs.push(rx);
     }
     let fresh = persistence.recovery.files == 0;
+    let functions =
+        crate::script::library::Functions::open(&config.data_dir, hlc.clone(), config.node_id)
+            .map_err(StartError::Functions)?;
+    let functions = Arc::new(functions);
     let cluster = start_cluster(&config, &inboxes, &hlc, hasher, fresh)?;
+    if let Some(c) = &cluster {
+        functions.attach(c);
+    }
     if let Some(c) = &cluster {
         c.set_boot_tail(tail);
         c.on_lost_batch(Box::new(|| {
@@ -159,7 +166,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         tracking,
         cluster,
         pushes: tokio::sync::Notify::new(),
-        scripts: crate::script::Scripts::new(&config),
+        scripts: crate::script::Scripts::new(&config, functions.clone()),
         acl,
         tls,
         cmdstats: Default::default(),

@@ -91,6 +91,8 @@ pub enum StartError {
     Peer(String, std::io::Error),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("function libraries: {0}")]
+    Functions(String),
     #[error("port and tls-port are both 0: nothing to listen on")]
     NoListener,
 }

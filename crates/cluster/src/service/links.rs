@@ -322,6 +322,7 @@ impl Cluster {
                 // Before anything of the round: a node that missed a flush
                 // ships and takes nothing it covers.
                 self.on_floors(b.floors.as_ref());
+                self.on_functions_digest(link.node, b.functions);
                 self.ae_compare(link.node, b)
             }
             Body::ReplicateAck(a) => self.on_replicate_ack(link.node, a),
@@ -644,6 +645,7 @@ impl Cluster {
                 });
             }
             Body::AeGroups(g) => {
+                self.on_functions_digest(hello.node, g.functions);
                 // Behind on gossip to it: the stream goes first (`streams`).
                 if self.stream_behind(hello.node) {
                     return;
@@ -672,6 +674,7 @@ impl Cluster {
                             buckets,
                             digests,
                             floors,
+                            functions: me.functions_digest(),
                         })),
                         at: Instant::now(),
                     });
@@ -725,6 +728,7 @@ impl Cluster {
             }
             Body::Publish(p) => self.on_published(&hello.region, p),
             Body::Flush(f) => self.on_floors(Some(&f)),
+            Body::Functions(f) => self.on_functions(&f),
             Body::WatermarkQuery(q) => {
                 let ts = self.watermark(&q.region);
                 reply(Body::WatermarkReply(wire::WatermarkReply { id: q.id, ts }));

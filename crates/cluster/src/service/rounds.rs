@@ -166,6 +166,7 @@ impl Cluster {
                 digests,
                 fence,
                 floors,
+                functions: self.functions_digest(),
             })),
             true,
         );

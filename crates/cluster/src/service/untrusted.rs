@@ -69,6 +69,20 @@ impl Cluster {
         Ok(())
     }
 
+    /// Function libraries: readable, and each version (a flush's floor
+    /// among them) a plausible timestamp — one far ahead would outlive
+    /// every later load, delete or flush.
+    fn functions_ok(&self, f: &wire::Functions) -> Result<(), Refused> {
+        let Some(libs) = elsa_lattice::libraries::Libraries::decode(&f.state) else {
+            return Err(Refused("unreadable function libraries".into()));
+        };
+        self.ts_ok("a FUNCTION FLUSH floor", libs.floor().commit_ts)?;
+        for (_, l) in libs.entries() {
+            self.ts_ok("a function library's version", l.version.commit_ts)?;
+        }
+        Ok(())
+    }
+
     /// Checks a frame's timestamps and counts before it is acted on.
     pub(crate) fn check_frame(&self, frame: &Frame) -> Result<(), Refused> {
         let Some(body) = &frame.body else {
@@ -121,6 +135,7 @@ impl Cluster {
             Body::Replicate(r) => self.lattices_ok(&r.lattices),
             Body::WatermarkReply(w) => self.ts_ok("a watermark", w.ts),
             Body::Flush(f) => self.floors_ok(Some(f)),
+            Body::Functions(f) => self.functions_ok(f),
             _ => Ok(()),
         }
     }

@@ -1046,6 +1046,7 @@ impl Node {
                     buckets,
                     digests,
                     floors: None,
+                    functions: 0,
                 })));
             }
             Body::AeEntries(e) => {
@@ -1214,6 +1215,7 @@ impl Node {
                     groups,
                     digests,
                     floors: None,
+                    functions: 0,
                 })),
             );
         }

@@ -95,11 +95,23 @@ impl Pause {
 
     /// True when the command of `args` waits under CLIENT PAUSE WRITE.
     /// `queued`: the arguments of the commands queued in MULTI, for EXEC.
-    pub fn pauses_on_write(args: &[Bytes], queued: Option<&[Vec<Bytes>]>) -> bool {
+    /// `script_writes`: for a script or function that declares its flags,
+    /// whether it may write (Redis's `scriptFlagsToCmdFlags`: such a call
+    /// is a write unless `no-writes`, and never `may_replicate`).
+    pub fn pauses_on_write(
+        args: &[Bytes],
+        queued: Option<&[Vec<Bytes>]>,
+        script_writes: impl Fn(&[Bytes]) -> Option<bool>,
+    ) -> bool {
         let writes = |a: &[Bytes]| {
+            if let Some(w) = script_writes(a) {
+                return w;
+            }
+            // A command of the wrong arity is answered at once (Redis
+            // checks arity before the pause).
             a.first().and_then(|n| cmd::lookup(n)).is_some_and(|s| {
                 // Elsa's COMMIT of an interactive transaction writes.
-                s.is_write() || s.may_replicate() || s.name == "commit"
+                (s.is_write() || s.may_replicate() || s.name == "commit") && s.arity_ok(a.len())
             })
         };
         if writes(args) {

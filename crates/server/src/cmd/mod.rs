@@ -144,6 +144,8 @@ pub enum Control {
     Eval,
     /// SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP.
     Script,
+    /// FUNCTION LOAD|DELETE|LIST|… (FCALL and FCALL_RO are `Eval`).
+    Function,
     /// ACL SETUSER|GETUSER|… (`crate::acl`).
     Acl,
     /// SLOWLOG GET|LEN|RESET|HELP (`crate::intro`).

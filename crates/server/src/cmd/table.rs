@@ -676,6 +676,10 @@ pub static COMMANDS: &[Spec] = &[
     spec!("eval_ro", -3, EVRO, 0, 0, 0, Ctl(C::Eval)),
     spec!("evalsha_ro", -3, EVRO, 0, 0, 0, Ctl(C::Eval)),
     spec!("script", -2, &[], 0, 0, 0, Ctl(C::Script)),
+    // Functions (`crate::script::function_cmd`): FCALL runs as EVAL does.
+    spec!("fcall", -3, EV, 0, 0, 0, Ctl(C::Eval)),
+    spec!("fcall_ro", -3, EVRO, 0, 0, 0, Ctl(C::Eval)),
+    spec!("function", -2, &[], 0, 0, 0, Ctl(C::Function)),
     // transactions
     spec!("begin", -1, A, 0, 0, 0, Ctl(C::Begin)),
     spec!("ack", -1, A, 0, 0, 0, Ctl(C::Ack)),
@@ -815,6 +819,20 @@ pub(super) const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
             ("resetstat", 2),
             ("rewrite", 2),
             ("set", -4),
+        ],
+    ),
+    (
+        "function",
+        &[
+            ("delete", 3),
+            ("dump", 2),
+            ("flush", -2),
+            ("help", 2),
+            ("kill", 2),
+            ("list", -2),
+            ("load", -3),
+            ("restore", -3),
+            ("stats", 2),
         ],
     ),
     (

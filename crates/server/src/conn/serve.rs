@@ -285,6 +285,7 @@ impl Conn {
                 let may_write = crate::clients::pause::Pause::pauses_on_write(
                     &args,
                     self.s.multi.as_ref().map(|_| &self.s.multi_args[..]),
+                    |a| self.shared.scripts.declared_writes(a),
                 );
                 if !lone.is_empty() {
                     // What came before the paused command answers first.
@@ -432,8 +433,10 @@ impl Conn {
         if !self.s.authed && !spec.allowed_unauthenticated() && !self.shared.acl.default_open() {
             return refuse("NOAUTH Authentication required.".into());
         }
-        if self.shared.scripts.busy() && !crate::script::allowed_while_busy(spec, &args) {
-            return refuse(crate::script::BUSY.into());
+        if let Some(busy) = self.shared.scripts.busy() {
+            if !crate::script::allowed_while_busy(spec, &args) {
+                return refuse(busy.into());
+            }
         }
         if !cmd::arity_ok_for(spec, &args) {
             return refuse(cmd::wrong_arity(spec.name));

@@ -138,6 +138,62 @@ pub fn restore(payload: &[u8]) -> Result<Value, Refused> {
     Ok(v)
 }
 
+/// RDB's opcodes for a function library: its code (Redis 7.0), and the
+/// form of 7.0's release candidates (name, engine, description, code).
+const OP_FUNCTION2: u8 = 245;
+const OP_FUNCTION_RC: u8 = 246;
+
+/// FUNCTION DUMP's payload: each library's code after its opcode, then
+/// the footer (`functionDumpCommand`).
+pub fn dump_functions<'a>(codes: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        out.push(OP_FUNCTION2);
+        put_string(&mut out, code);
+    }
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = CRC.checksum(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The libraries' codes in a FUNCTION RESTORE payload, or its error reply
+/// (`functionRestoreCommand`, `rdbFunctionLoad`).
+pub fn restore_functions(payload: &[u8]) -> Result<Vec<Bytes>, String> {
+    verify(payload).map_err(|_| "ERR DUMP payload version or checksum are wrong".to_string())?;
+    let body = &payload[..payload.len() - 10];
+    let mut r = Reader { buf: body, at: 0 };
+    let mut codes = Vec::new();
+    while r.at < body.len() {
+        let code = match r.byte() {
+            Some(OP_FUNCTION2) => r.string().ok_or("ERR Failed loading library payload")?,
+            Some(OP_FUNCTION_RC) => {
+                let name = r.string().ok_or("ERR Failed loading library name")?;
+                let engine = r.string().ok_or("ERR Failed loading engine name")?;
+                let has_desc = r
+                    .len()
+                    .ok_or("ERR Failed loading library description indicator")?;
+                if has_desc != 0 {
+                    r.string().ok_or("ERR Failed loading library description")?;
+                }
+                let blob = r.string().ok_or("ERR Failed loading library blob")?;
+                let mut code = format!(
+                    "#!{} name={}\n",
+                    String::from_utf8_lossy(&engine),
+                    String::from_utf8_lossy(&name)
+                )
+                .into_bytes();
+                code.extend_from_slice(&blob);
+                Bytes::from(code)
+            }
+            Some(_) => return Err("ERR given type is not a function".into()),
+            None => return Err("ERR can not read data type".into()),
+        };
+        codes.push(code);
+    }
+    Ok(codes)
+}
+
 fn put_len(out: &mut Vec<u8>, n: u64) {
     if n < 1 << 6 {
         out.push(n as u8);

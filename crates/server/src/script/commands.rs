@@ -6,7 +6,6 @@ use super::*;
 use crate::cmd::is;
 use crate::conn::Conn;
 use bytes::Bytes;
-use std::sync::atomic::Ordering;
 
 const SCRIPT_HELP: &[&str] = &[
     "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -64,16 +63,8 @@ impl Conn {
             scripts.cache.flush();
             self.w().simple("OK");
         } else if is(sub, "KILL") {
-            // Every script past the threshold: in Elsa several may run at
-            // once. Killing one that wrote is allowed (Redis answers
-            // UNKILLABLE): its writes were only buffered in its
-            // transaction, which is dropped, so nothing of it stays.
-            let busy = scripts.busy_ones();
-            if busy.is_empty() {
-                return self.w().error("NOTBUSY No scripts in execution right now.");
-            }
-            for c in busy {
-                c.killed.store(true, Ordering::Relaxed);
+            if let Err(e) = scripts.kill(false) {
+                return self.w().error(e);
             }
             tracing::warn!("Lua script killed by user with SCRIPT KILL.");
             self.w().simple("OK");

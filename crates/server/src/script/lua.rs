@@ -55,7 +55,13 @@ pub enum Job {
         reply: tokio::sync::oneshot::Sender<Result<(), String>>,
     },
     /// Run a script.
-    Run(Run),
+    Run(Box<Run>),
+    /// Check a function library's code (FUNCTION LOAD; its `#!lua` line
+    /// included): what it registers, or the error reply.
+    Load {
+        code: Bytes,
+        reply: tokio::sync::oneshot::Sender<Result<Vec<super::libload::Registered>, String>>,
+    },
 }
 
 /// One run of a script.
@@ -74,6 +80,9 @@ pub struct Run {
     /// Runs plain data commands here rather than on the connection
     /// (`super::inline`).
     pub inline: Option<super::inline::Inline>,
+    /// FCALL: the function to call (then `sha` is its name, and `body`
+    /// unused).
+    pub function: Option<super::libload::Target>,
 }
 
 /// What a running script asks of its connection.
@@ -166,6 +175,12 @@ pub(crate) struct State {
     /// scripts held that way made every later script on the thread fail.
     compiled: Table,
     pub(crate) generation: u64,
+    /// Function libraries (`super::libload`): their environment, the
+    /// setup's loader and caller, and those loaded on this thread.
+    pub(super) libenv: Table,
+    pub(super) load_library: Function,
+    pub(super) call_function: Function,
+    pub(super) libraries: Table,
 }
 
 fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
@@ -294,7 +309,16 @@ impl State {
         globals.raw_set("bit", super::bit::table(&lua)?)?;
         globals.raw_set("struct", super::lstruct::table(&lua)?)?;
         globals.raw_set("cmsgpack", super::cmsgpack::table(&lua)?)?;
-        let (xpcall, handler, env, after_run): (Function, Function, Table, Function) =
+        type Setup = (
+            Function,
+            Function,
+            Table,
+            Function,
+            Table,
+            Function,
+            Function,
+        );
+        let (xpcall, handler, env, after_run, libenv, load_library, call_function): Setup =
             lua.load(SETUP).set_name("=elsa").call((
                 rawcall, errtext, call_c, sha1_c, log_c, setresp_c, killed, cjson, aclcheck_c,
             ))?;
@@ -306,14 +330,20 @@ impl State {
         // swallow the kill for long (Redis re-raises on every line).
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            |lua, _| match lua.app_data_ref::<Ctx>() {
-                Some(ctx) if ctx.ctl.killed.load(Ordering::Relaxed) => {
-                    Err(mlua::Error::runtime(KILLED))
+            |lua, _| {
+                if super::libload::past_deadline(lua) {
+                    return Err(mlua::Error::runtime(super::libload::LOAD_TIMEOUT));
                 }
-                _ => Ok(VmState::Continue),
+                match lua.app_data_ref::<Ctx>() {
+                    Some(ctx) if ctx.ctl.killed.load(Ordering::Relaxed) => {
+                        Err(mlua::Error::runtime(KILLED))
+                    }
+                    _ => Ok(VmState::Continue),
+                }
             },
         )?;
         let compiled = lua.create_table()?;
+        let libraries = lua.create_table()?;
         Ok(State {
             lua,
             xpcall,
@@ -323,6 +353,10 @@ impl State {
             after_run,
             compiled,
             generation: 0,
+            libenv,
+            load_library,
+            call_function,
+            libraries,
         })
     }
 
@@ -337,8 +371,11 @@ impl State {
             }
             Job::Run(run) => {
                 let events = run.events.clone();
-                let outcome = self.run(run);
+                let outcome = self.run(*run);
                 let _ = events.send(Event::Done(outcome));
+            }
+            Job::Load { code, reply } => {
+                let _ = reply.send(self.check_library(&code));
             }
         }
         let _ = self.after_run.call::<()>(());
@@ -383,20 +420,38 @@ impl State {
     }
 
     fn run(&mut self, run: Run) -> Outcome {
-        let f = match self.function(&run.sha, &run.body) {
-            Ok(f) => f,
-            Err(e) => return Outcome::Compile(e),
+        let f = match &run.function {
+            Some(target) => match self.library_function(target) {
+                Ok(f) => f,
+                Err(e) => return Outcome::Failed(e),
+            },
+            None => match self.function(&run.sha, &run.body) {
+                Ok(f) => f,
+                Err(e) => return Outcome::Compile(e),
+            },
         };
-        let set = |name: &str, items: &[Bytes]| -> mlua::Result<()> {
+        let array = |items: &[Bytes]| -> mlua::Result<Table> {
             let t = self.lua.create_table_with_capacity(items.len(), 0)?;
             for (i, b) in items.iter().enumerate() {
                 t.raw_set(i + 1, self.lua.create_string(b)?)?;
             }
-            self.globals.raw_set(name, t)
+            Ok(t)
         };
-        if let Err(e) = set("KEYS", &run.keys).and_then(|_| set("ARGV", &run.argv)) {
-            return Outcome::Failed(format!("ERR {e}"));
-        }
+        let set = |name: &str, items: &[Bytes]| self.globals.raw_set(name, array(items)?);
+        // A script reads KEYS and ARGV as globals; a function gets them as
+        // its two arguments.
+        let fargs = match run.function {
+            Some(_) => match array(&run.keys).and_then(|k| Ok((k, array(&run.argv)?))) {
+                Ok(a) => Some(a),
+                Err(e) => return Outcome::Failed(format!("ERR {e}")),
+            },
+            None => {
+                if let Err(e) = set("KEYS", &run.keys).and_then(|_| set("ARGV", &run.argv)) {
+                    return Outcome::Failed(format!("ERR {e}"));
+                }
+                None
+            }
+        };
         let ctl = run.ctl.clone();
         self.lua.set_app_data(Ctx {
             ctl: run.ctl,
@@ -406,7 +461,10 @@ impl State {
             answers: run.answers,
             inline: run.inline,
         });
-        let result = self.xpcall.call::<MultiValue>((f, self.handler.clone()));
+        let result = match fargs {
+            Some((keys, args)) => self.call_function.call::<MultiValue>((f, keys, args)),
+            None => self.xpcall.call::<MultiValue>((f, self.handler.clone())),
+        };
         let ctx = self.lua.remove_app_data::<Ctx>();
         let resp3 = ctx.as_ref().is_some_and(|c| c.resp3.get());
         drop(ctx);

@@ -39,14 +39,16 @@ use crate::state::Shared;
 pub(super) const MAX_ATTEMPTS: u32 = 200;
 
 /// A script to run, and with what.
-struct Script {
-    sha: String,
-    body: Bytes,
-    keys: Vec<Bytes>,
-    argv: Vec<Bytes>,
-    ro: bool,
+pub(super) struct Script {
+    pub(super) sha: String,
+    pub(super) body: Bytes,
+    pub(super) keys: Vec<Bytes>,
+    pub(super) argv: Vec<Bytes>,
+    pub(super) ro: bool,
     /// Declared `allow-oom`: its writes run over `maxmemory` too.
-    allow_oom: bool,
+    pub(super) allow_oom: bool,
+    /// FCALL: the function (then `sha` is its name), and the command.
+    pub(super) function: Option<(super::library::Callable, Vec<Bytes>)>,
 }
 
 /// Unregisters a run when it ends — or when the connection's task is
@@ -74,6 +76,9 @@ impl Conn {
     /// EVAL / EVALSHA / EVAL_RO / EVALSHA_RO script numkeys key… arg….
     pub(crate) async fn eval(&mut self, args: &[Bytes]) {
         let name = args[0].to_ascii_lowercase();
+        if name.starts_with(b"fcall") {
+            return self.fcall(args).await;
+        }
         let by_sha = name.starts_with(b"evalsha");
         let ro = name.ends_with(b"_ro");
         // Redis's order: a SHA of the wrong length first, then numkeys,
@@ -135,7 +140,14 @@ impl Conn {
             argv: args[split..].to_vec(),
             ro: ro || flags.no_writes,
             allow_oom: flags.allow_oom,
+            function: None,
         };
+        self.run_scripted(script).await
+    }
+
+    /// Runs a script or function as one transaction (or inside the open
+    /// one), retried on conflict, and answers.
+    pub(super) async fn run_scripted(&mut self, script: Script) {
         if self.s.txn.is_some() {
             // Inside BEGIN (or an EXEC run as one transaction): join it.
             // What it published goes with what it wrote: kept in the open
@@ -193,7 +205,7 @@ impl Conn {
     /// Writes how a script ended; a script that compiled is cached (EVAL
     /// adds to the cache what it ran, as in Redis).
     fn answer(&mut self, script: &Script, outcome: Outcome) {
-        if !matches!(outcome, Outcome::Compile(_)) {
+        if script.function.is_none() && !matches!(outcome, Outcome::Compile(_)) {
             self.shared
                 .scripts
                 .cache
@@ -222,12 +234,17 @@ impl Conn {
     async fn serve_script(&mut self, script: &Script, slot: &super::inline::Slot) -> Outcome {
         let shared = self.shared.clone();
         let running = Running {
-            ctl: shared.scripts.start(),
+            ctl: shared.scripts.start(
+                script
+                    .function
+                    .as_ref()
+                    .map(|(f, command)| (f.name.clone(), command.clone())),
+            ),
             shared: shared.clone(),
         };
         let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
         let (answers_tx, answers) = std::sync::mpsc::channel();
-        let job = Job::Run(Run {
+        let job = Job::Run(Box::new(Run {
             sha: script.sha.clone(),
             body: script.body.clone(),
             keys: script.keys.clone(),
@@ -244,7 +261,16 @@ impl Conn {
                 acl_free: self.s.acl_free,
                 ro: script.ro,
             }),
-        });
+            function: script
+                .function
+                .as_ref()
+                .map(|(f, _)| super::libload::Target {
+                    library: f.library.clone(),
+                    version: format!("{}.{}", f.version.commit_ts, f.version.origin),
+                    code: f.code.clone(),
+                    name: Bytes::from(f.name.to_ascii_lowercase()),
+                }),
+        }));
         if !shared.scripts.pool.send(job) {
             return Outcome::Failed("ERR script threads are not running".into());
         }

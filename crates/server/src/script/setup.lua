@@ -224,4 +224,102 @@ setmetatable(G, {__index = function(_, k)
 end, __newindex = readonly, __metatable = false})
 local env = protect(G)
 G._G = env
-return xpcall0, handler, env, after_run
+
+-- Function libraries (FUNCTION LOAD; script/libload.rs). A library's code
+-- runs once in `libenv` with only Redis's load API (LIBRARY_API:
+-- redis.register_function, redis.log and its levels, the version); the
+-- functions it registers keep `libenv`, which outside a load reads the
+-- globals a script sees, but not KEYS and ARGV (FCALL passes them as
+-- arguments).
+local loading, pending = false, nil
+local lower, find, next0 = string.lower, string.find, next
+local function missing(k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 3)
+end
+local function regerr(m) error({err = 'ERR ' .. m}) end
+local function isstr(v) local t = type(v) return t == 'string' or t == 'number' end
+local flagbits = {['no-writes'] = 1, ['allow-oom'] = 2, ['allow-stale'] = 4,
+  ['no-cluster'] = 8, ['allow-cross-slot-keys'] = 16}
+-- Redis's luaRegisterFunction*, with its texts.
+local function register(...)
+  if not loading then regerr('redis.register_function can only be called on FUNCTION LOAD command') end
+  local n = select('#', ...)
+  if n < 1 or n > 2 then regerr('wrong number of arguments to redis.register_function') end
+  local name, desc, cb, flags = nil, nil, nil, 0
+  if n == 1 then
+    local t = ...
+    if type(t) ~= 'table' then
+      regerr('calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
+    end
+    for k, v in next0, protected[t] or t do
+      if not isstr(k) then regerr('named argument key given to redis.register_function is not a string') end
+      local key = lower(tostring(k))
+      if key == 'function_name' then
+        if not isstr(v) then regerr('function_name argument given to redis.register_function must be a string') end
+        name = tostring(v)
+      elseif key == 'description' then
+        if not isstr(v) then regerr('description argument given to redis.register_function must be a string') end
+        desc = tostring(v)
+      elseif key == 'callback' then
+        if type(v) ~= 'function' then regerr('callback argument given to redis.register_function must be a function') end
+        cb = v
+      elseif key == 'flags' then
+        if type(v) ~= 'table' then
+          regerr('flags argument to redis.register_function must be a table representing function flags')
+        end
+        local seen, i = {}, 1
+        while true do
+          local f = v[i]
+          if f == nil then break end
+          local bit = isstr(f) and flagbits[lower(tostring(f))]
+          if not bit then regerr('unknown flag given') end
+          if not seen[bit] then seen[bit] = true; flags = flags + bit end
+          i = i + 1
+        end
+      else
+        regerr('unknown argument given to redis.register_function')
+      end
+    end
+    if not name then regerr('redis.register_function must get a function name argument') end
+    if not cb then regerr('redis.register_function must get a callback argument') end
+  else
+    local a, b = ...
+    if not isstr(a) then regerr('first argument to redis.register_function must be a string') end
+    if type(b) ~= 'function' then regerr('second argument to redis.register_function must be a function') end
+    name, cb = tostring(a), b
+  end
+  if #name == 0 or find(name, '[^%w_]') then
+    regerr('Library names can only contain letters, numbers, or underscores(_) and must be at least one character long')
+  end
+  if pending.seen[name] then regerr('Function already exists in the library') end
+  pending.seen[name] = true
+  pending[#pending + 1] = {name, desc or false, flags, cb}
+end
+local libredis = {register_function = register, log = log,
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+  REDIS_VERSION = redis.REDIS_VERSION, REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM}
+setmetatable(libredis, {__index = function(_, k) missing(k) end})
+local libapi = {redis = protect(libredis)}
+local libenv = setmetatable({}, {__index = function(_, k)
+  local v
+  if loading then v = rawget(libapi, k)
+  elseif k ~= 'KEYS' and k ~= 'ARGV' then v = rawget(G, k) end
+  if v == nil then missing(k) end
+  return v
+end, __newindex = readonly, __metatable = false})
+-- Runs a library's compiled code: nil, and what it registered
+-- ({name, description or false, flags, callback}…), or Redis's error.
+local function load_library(chunk)
+  loading, pending = true, {seen = {}}
+  local ok, e = pcall0(chunk)
+  local registered = pending
+  loading, pending = false, nil
+  if ok then registered.seen = nil; return nil, registered end
+  if type(e) == 'table' and rawget(e, 'err') ~= nil then return tostring(rawget(e, 'err')) end
+  return 'ERR ' .. tostring(e)
+end
+-- Calls a registered function with FCALL's keys and arguments.
+local function call_function(f, keys, args)
+  return xpcall0(function() return f(keys, args) end, handler)
+end
+return xpcall0, handler, env, after_run, libenv, load_library, call_function

@@ -277,10 +277,11 @@ impl FuzzRunner {
         let ctl = Arc::new(RunCtl {
             started: Instant::now(),
             killed: Default::default(),
+            function: None,
         });
         let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
         let (answers_tx, answers) = std::sync::mpsc::channel();
-        self.send(Job::Run(Run {
+        self.send(Job::Run(Box::new(Run {
             sha: sha.clone(),
             body: e.body.clone(),
             keys: e.keys.clone(),
@@ -290,7 +291,8 @@ impl FuzzRunner {
             events: events_tx,
             answers,
             inline: None,
-        }));
+            function: None,
+        })));
         let started = Instant::now();
         let deadline = tokio::time::Instant::from_std(started + self.kill_after);
         let ro = e.ro;
