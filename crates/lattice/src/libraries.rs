@@ -78,6 +78,15 @@ impl Libraries {
         self.floor
     }
 
+    /// The highest version in the state (the floor's included): a node's
+    /// next change must be above it to take effect.
+    pub fn newest(&self) -> Version {
+        self.libraries
+            .values()
+            .map(|l| l.version)
+            .fold(self.floor, Version::max)
+    }
+
     /// True when nothing was ever loaded or flushed.
     pub fn is_empty(&self) -> bool {
         self.floor == Version::default() && self.libraries.is_empty()

@@ -234,6 +234,10 @@ impl Functions {
         {
             let mut inner = self.lock();
             let mut libs = inner.libs.clone();
+            // Above every version held (a clock set back since they were
+            // made, here or on a peer, would leave the change below them:
+            // answered, and of no effect).
+            self.hlc.observe(libs.newest().commit_ts);
             let ts = self.hlc.reserve(versions);
             f(&mut libs, Version::new(ts, self.node))?;
             self.write(&libs)?;
