@@ -523,6 +523,81 @@ fn client_pause_write_holds_writes_and_answers_reads() {
     );
 }
 
+/// Under CLIENT PAUSE WRITE, what Redis answers at once: a write of the
+/// wrong arity (its error), and scripts and functions that declare
+/// `no-writes` (EVAL, EVAL_RO, FCALL, FCALL_RO); a script that declares
+/// writes waits. (Elsa held all of them until the pause ended.)
+fn pause_lets_through_transcript(port: u16) -> Vec<String> {
+    let mut t = Vec::new();
+    let mut p = connect(port);
+    let mut c = connect(port);
+    let lib = "#!lua name=ro\nredis.register_function{function_name='ro', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}";
+    let call = |c: &mut Conn, args: &[&str]| {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        c.call(&args).to_string()
+    };
+    t.push(call(&mut c, &["FUNCTION", "LOAD", lib]));
+    t.push(c.call_line("SET k v"));
+    t.push(p.call_line("CLIENT PAUSE 1000000 WRITE"));
+    t.push(c.call_line("SET k"));
+    t.push(call(
+        &mut c,
+        &[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('GET', KEYS[1])",
+            "1",
+            "k",
+        ],
+    ));
+    t.push(call(
+        &mut c,
+        &["EVAL_RO", "return redis.call('GET', KEYS[1])", "1", "k"],
+    ));
+    t.push(c.call_line("FCALL ro 1 k"));
+    t.push(c.call_line("FCALL_RO ro 1 k"));
+    // A script declaring writes waits for the unpause.
+    let mut w = connect(port);
+    ok(&mut w, "CLIENT SETNAME writer");
+    w.send(&[vec![
+        b"EVAL".to_vec(),
+        b"#!lua\nreturn redis.call('SET', KEYS[1], 'w')".to_vec(),
+        b"1".to_vec(),
+        b"k".to_vec(),
+    ]]);
+    eventually("the script is held", || {
+        field(&line_named(&client_list(&mut p, &[]), "writer"), "flags") == "b"
+    });
+    t.push(c.call_line("GET k"));
+    t.push(p.call_line("CLIENT UNPAUSE"));
+    t.push(w.read().to_string());
+    t.push(c.call_line("GET k"));
+    t
+}
+
+#[test]
+fn client_pause_write_answers_bad_arity_and_no_writes_scripts_as_redis() {
+    let (elsa, redis) = servers();
+    let e = pause_lets_through_transcript(elsa.port);
+    assert_eq!(e, pause_lets_through_transcript(redis.port));
+    assert_eq!(
+        e,
+        [
+            "\"ro\"",
+            "+OK",
+            "+OK",
+            "-ERR wrong number of arguments for 'set' command",
+            "\"v\"",
+            "\"v\"",
+            "\"v\"",
+            "\"v\"",
+            "\"v\"",
+            "+OK",
+            "+OK",
+            "\"w\"",
+        ]
+    );
+}
+
 /// BLPOP counted in blocked_clients, shown `b`, ended by CLIENT UNBLOCK
 /// (TIMEOUT: the null reply; ERROR: `-UNBLOCKED …`); CLIENT KILL closes a
 /// blocked connection.

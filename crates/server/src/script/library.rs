@@ -53,6 +53,18 @@ struct Inner {
     libs: Libraries,
     /// Live functions by lowercase name.
     index: HashMap<Vec<u8>, Callable>,
+    /// `libs.digest()`, asked for in every anti-entropy round.
+    digest: u64,
+}
+
+impl Inner {
+    fn new(libs: Libraries) -> Inner {
+        Inner {
+            index: index(&libs),
+            digest: libs.digest(),
+            libs,
+        }
+    }
 }
 
 /// The node's libraries.
@@ -81,10 +93,7 @@ impl Functions {
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
         Ok(Functions {
-            inner: Mutex::new(Inner {
-                index: index(&libs),
-                libs,
-            }),
+            inner: Mutex::new(Inner::new(libs)),
             path,
             hlc,
             node,
@@ -241,8 +250,7 @@ impl Functions {
             let ts = self.hlc.reserve(versions);
             f(&mut libs, Version::new(ts, self.node))?;
             self.write(&libs)?;
-            inner.index = index(&libs);
-            inner.libs = libs;
+            *inner = Inner::new(libs);
         }
         if let Some(c) = self.cluster.get().and_then(Weak::upgrade) {
             c.functions_changed();
@@ -281,14 +289,13 @@ impl Functions {
             tracing::warn!("function libraries from a peer not kept: {e}");
             return;
         }
-        inner.index = index(&libs);
-        inner.libs = libs;
+        *inner = Inner::new(libs);
     }
 }
 
 impl elsa_cluster::FunctionLibraries for Functions {
     fn digest(&self) -> u64 {
-        self.lock().libs.digest()
+        self.lock().digest
     }
 
     fn state(&self) -> Libraries {
@@ -350,4 +357,44 @@ fn index(libs: &Libraries) -> HashMap<Vec<u8>, Callable> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use elsa_lattice::libraries::Function;
+
+    fn code(v: u32) -> Code {
+        Code {
+            code: Bytes::from(format!("#!lua name=lib\n-- {v}")),
+            functions: vec![Function {
+                name: Bytes::from("f"),
+                description: None,
+                flags: 0,
+            }],
+        }
+    }
+
+    /// A node whose clock is behind the versions in its file (set back
+    /// over a restart) still changes its libraries, and keeps the change.
+    #[test]
+    fn a_change_takes_effect_after_the_clock_went_back() {
+        let dir = std::env::temp_dir().join(format!("elsa-functions-clock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ahead = Hlc::default();
+        ahead.set_offset_ms(3_600_000);
+        let first = Functions::open(&dir, Arc::new(ahead), 1).expect("open");
+        first.load(b"lib", code(1), false).expect("load");
+        drop(first);
+        let second = Functions::open(&dir, Arc::new(Hlc::default()), 1).expect("open");
+        second.load(b"lib", code(2), true).expect("replace");
+        assert!(second.list()[0].code.code.ends_with(b"-- 2"));
+        second.delete(b"lib").expect("delete");
+        assert!(second.list().is_empty());
+        drop(second);
+        let third = Functions::open(&dir, Arc::new(Hlc::default()), 1).expect("open");
+        assert!(third.list().is_empty(), "the delete did not last");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
