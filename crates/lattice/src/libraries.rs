@@ -122,12 +122,12 @@ impl Libraries {
 
     /// Merges another node's state in; true when it changed this one.
     pub fn merge(&mut self, other: &Libraries) -> bool {
-        let before = self.digest();
+        let mut changed = other.floor > self.floor;
         self.flush(other.floor);
         for (name, lib) in &other.libraries {
-            self.set(name.clone(), lib.version, lib.code.clone());
+            changed |= self.set(name.clone(), lib.version, lib.code.clone());
         }
-        self.digest() != before
+        changed
     }
 
     /// The libraries in effect, oldest first: not deleted, and not sharing
@@ -308,7 +308,9 @@ mod tests {
                 apply(&mut nodes[*at], i, c);
             }
             let mut a = nodes[0].clone();
-            a.merge(&nodes[1]);
+            let before = a.clone();
+            let changed = a.merge(&nodes[1]);
+            prop_assert_eq!(changed, a != before);
             a.merge(&nodes[2]);
             let mut b = nodes[2].clone();
             let mut bc = nodes[1].clone();

@@ -63,10 +63,11 @@ impl Cluster {
         let Some(libs) = self.functions.get() else {
             return;
         };
-        let state = libs.state();
-        if state.digest() == digest || state.is_empty() {
+        let mine = libs.digest();
+        if mine == digest || mine == 0 {
             return;
         }
+        let state = libs.state();
         let frame = Frame::new(Body::Functions(wire::Functions {
             state: Bytes::from(state.encode()),
         }));

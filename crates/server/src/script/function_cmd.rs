@@ -327,14 +327,10 @@ impl Conn {
         let Some(numkeys) = elsa_shard::ops::parse_i64(&args[2]) else {
             return self.w().error("ERR Bad number of keys provided");
         };
-        if numkeys > (args.len() - 3) as i64 {
-            return self
-                .w()
-                .error("ERR Number of keys can't be greater than number of args");
-        }
-        if numkeys < 0 {
-            return self.w().error("ERR Number of keys can't be negative");
-        }
+        let split = match super::run::key_split(args, numkeys) {
+            Ok(split) => split,
+            Err(e) => return self.w().error(e),
+        };
         let no_writes = f.flags & NO_WRITES != 0;
         let allow_oom = f.flags & ALLOW_OOM != 0;
         if ro && !no_writes {
@@ -345,7 +341,6 @@ impl Conn {
         if !allow_oom && !no_writes && self.shared.memory.limit.oom() {
             return self.w().error(crate::memory::ERR_OOM);
         }
-        let split = 3 + numkeys as usize;
         let script = Script {
             sha: String::from_utf8_lossy(&f.name).into_owned(),
             body: Bytes::new(),

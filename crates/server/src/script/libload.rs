@@ -144,20 +144,12 @@ impl State {
     /// of what it registered, or Redis's error reply.
     fn run_library(&mut self, code: &[u8]) -> Result<Table, String> {
         let (_, start) = metadata(code)?;
-        let chunk = self
-            .lua
-            .load(&code[start..])
-            .set_mode(mlua::chunk::ChunkMode::Text)
-            .set_name("@user_function")
-            .set_environment(self.libenv.clone())
-            .into_function()
-            .map_err(|e| {
-                let msg = match e {
-                    mlua::Error::SyntaxError { message, .. } => message,
-                    e => e.to_string(),
-                };
-                format!("ERR Error compiling function: {msg}")
-            })?;
+        let chunk = self.compile(
+            &code[start..],
+            "@user_function",
+            self.libenv.clone(),
+            "ERR Error compiling function",
+        )?;
         self.lua.set_app_data(LoadDeadline(
             Instant::now() + Duration::from_millis(LOAD_TIMEOUT_MS),
         ));

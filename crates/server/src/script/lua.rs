@@ -399,24 +399,40 @@ impl State {
         }
         // A `#!lua` line is dropped, its newline kept (`super::shebang`).
         let (_, shebang) = super::shebang::parse(body)?;
-        let f = self
-            .lua
-            .load(&body[shebang..])
+        let f = self.compile(
+            &body[shebang..],
+            "@user_script",
+            self.env.clone(),
+            "ERR Error compiling script (new function)",
+        )?;
+        self.compiled
+            .raw_set(sha, &f)
+            .map_err(|e| format!("ERR Error compiling script (new function): {e}"))?;
+        Ok(f)
+    }
+
+    /// Compiles Lua text (never bytecode) named `name` in `env`; a
+    /// compile error is the reply `failed: <Lua's message>`.
+    pub(super) fn compile(
+        &self,
+        code: &[u8],
+        name: &str,
+        env: Table,
+        failed: &str,
+    ) -> Result<Function, String> {
+        self.lua
+            .load(code)
             .set_mode(mlua::chunk::ChunkMode::Text)
-            .set_name("@user_script")
-            .set_environment(self.env.clone())
+            .set_name(name)
+            .set_environment(env)
             .into_function()
             .map_err(|e| {
                 let msg = match e {
                     mlua::Error::SyntaxError { message, .. } => message,
                     e => e.to_string(),
                 };
-                format!("ERR Error compiling script (new function): {msg}")
-            })?;
-        self.compiled
-            .raw_set(sha, &f)
-            .map_err(|e| format!("ERR Error compiling script (new function): {e}"))?;
-        Ok(f)
+                format!("{failed}: {msg}")
+            })
     }
 
     fn run(&mut self, run: Run) -> Outcome {

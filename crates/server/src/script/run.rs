@@ -67,6 +67,18 @@ impl Drop for Running {
     }
 }
 
+/// Where EVAL's or FCALL's keys end (`args[3..split]`), given its key
+/// count; Redis's errors for a count out of range.
+pub(super) fn key_split(args: &[Bytes], numkeys: i64) -> Result<usize, &'static str> {
+    if numkeys > (args.len() - 3) as i64 {
+        return Err("ERR Number of keys can't be greater than number of args");
+    }
+    if numkeys < 0 {
+        return Err("ERR Number of keys can't be negative");
+    }
+    Ok(3 + numkeys as usize)
+}
+
 pub(super) fn conflict() -> String {
     "CONFLICT the script lost to concurrent commits too many times; nothing was written, retry"
         .into()
@@ -92,14 +104,10 @@ impl Conn {
             Ok(n) => n,
             Err(e) => return self.w().error(&e.0),
         };
-        if numkeys > (args.len() - 3) as i64 {
-            return self
-                .w()
-                .error("ERR Number of keys can't be greater than number of args");
-        }
-        if numkeys < 0 {
-            return self.w().error("ERR Number of keys can't be negative");
-        }
+        let split = match key_split(args, numkeys) {
+            Ok(split) => split,
+            Err(e) => return self.w().error(e),
+        };
         let (sha, body) = if by_sha {
             match self.shared.scripts.cache.get(&args[1]) {
                 Some(body) => (String::from_utf8_lossy(&args[1]).to_ascii_lowercase(), body),
@@ -132,7 +140,6 @@ impl Conn {
         {
             return self.w().error(crate::memory::ERR_OOM);
         }
-        let split = 3 + numkeys as usize;
         let script = Script {
             sha,
             body,
