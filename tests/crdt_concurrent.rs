@@ -11,9 +11,9 @@
 //! key; removes are collected during the run; `ELSA_CRDT_TOMBSTONE_TTL`
 //! sets another TTL). One writer thread per
 //! node, on its own connection to its own node, seeded RNG
-//! (`crdt_concurrent/writer.rs`), on twelve shared hot keys
+//! (`crdt_concurrent/writer.rs`), on fourteen shared hot keys
 //! (`crdt_concurrent/ops.rs`): two each of a counter, a set, a hash, a
-//! sorted set, a list and a last-writer-wins string. Meanwhile
+//! sorted set, a list, a last-writer-wins string and a HyperLogLog. Meanwhile
 //! `ELSA_CRDT_ROUNDS` faults (default 6: each of `kill -9` + restart,
 //! SIGTERM + restart, `ELSA.FAULT ISOLATE` for 1–3 s then `HEAL`, and
 //! `ELSA.FAULT LAPSE` once, in a seeded order, then random ones) hit one
@@ -65,6 +65,9 @@
 //! - lists: every item at most once, each writer's acknowledged pushes in
 //!   the order it made them, and one lone `RPUSH`'s items next to each
 //!   other ("a b c stays together");
+//! - HyperLogLogs (`PFADD` of one element, lone or in blocks): every
+//!   acknowledged element counted — its register at least its rank in
+//!   the bytes every node reads alike (concurrent `PFADD`s all count);
 //! - strings (`SET`, last writer wins): one writer's last acknowledged
 //!   value, or a value in doubt (a write in doubt can land late, newer);
 //! - every node reads exactly what the first one read.

@@ -13,7 +13,9 @@
 //! the model of what must survive every kind of restart.
 //!
 //! The sequences are the differential test's (`differential/gen.rs`) with
-//! writes of every type and family, short TTLs, MULTI/EXEC with WATCH,
+//! writes of every type and family (HyperLogLogs too: `PFADD`, `PFMERGE`
+//! and `PFCOUNT`, written as register-wise parts), short TTLs, MULTI/EXEC
+//! with WATCH,
 //! scripts, SELECT/FLUSHDB, 100 kB values and BEGIN … COMMIT mixed in
 //! (`restart_differential/gen_rdiff.rs`). Where Elsa may differ from Redis
 //! on purpose the checker applies a rule and says which

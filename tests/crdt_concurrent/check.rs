@@ -16,6 +16,8 @@ pub enum Got {
     Hash(BTreeMap<String, String>),
     ZSet(BTreeMap<String, f64>),
     List(Vec<String>),
+    /// `GET` of a HyperLogLog: its bytes.
+    Hll(Option<Vec<u8>>),
 }
 
 /// Reads `key` whole on `con`.
@@ -34,6 +36,7 @@ pub fn read(con: &mut redis::Connection, key: &str) -> redis::RedisResult<Got> {
             Got::ZSet(v.into_iter().collect())
         }
         KeyType::List => Got::List(q("LRANGE").arg(0).arg(-1).query(con)?),
+        KeyType::Hll => Got::Hll(q("GET").query(con)?),
     })
 }
 
@@ -331,6 +334,11 @@ impl<'a> Model<'a> {
                     diverge(d.0, d.1, d.2);
                 }
             }
+            (KeyType::Hll, Got::Hll(v)) => {
+                for d in self.hll(key, v.as_deref()) {
+                    diverge(d.0, d.1, d.2);
+                }
+            }
             (ty, g) => diverge("type".into(), format!("{ty:?}"), format!("{g:?}")),
         }
         out
@@ -423,6 +431,32 @@ impl<'a> Model<'a> {
                     Some(v) => format!("present {v:?}"),
                 };
                 out.push((e.clone(), expected, got));
+            }
+        }
+        out
+    }
+
+    /// A HyperLogLog: every element whose `PFADD` must have counted has
+    /// its register raised to at least its rank (concurrent `PFADD`s all
+    /// count). Absence cannot be read off registers (two elements share
+    /// one), so only presence is checked.
+    fn hll(&self, key: &str, got: Option<&[u8]>) -> Vec<(String, String, String)> {
+        use elsa_lattice::hll;
+        let regs = match got.map(hll::registers) {
+            None => vec![0; hll::REGISTERS],
+            Some(Ok(r)) => r,
+            Some(Err(e)) => {
+                return vec![("value".into(), "a HyperLogLog".into(), format!("{e:?}"))]
+            }
+        };
+        let none = BTreeMap::new();
+        let mut out = Vec::new();
+        for e in self.elems.get(key).unwrap_or(&none).keys() {
+            let (must, why) = self.must(key, e);
+            let (i, rank) = hll::pattern(e.as_bytes());
+            if must == Must::Present && regs[i] < rank {
+                let got = format!("register {i} at {} below its rank {rank}", regs[i]);
+                out.push((e.clone(), format!("{must:?}, {why}"), got));
             }
         }
         out

@@ -22,16 +22,19 @@ pub enum KeyType {
     List,
     /// A string only ever `SET` (last writer wins).
     Str,
+    /// A HyperLogLog only ever `PFADD`ed (register-wise maximum).
+    Hll,
 }
 
 impl KeyType {
-    pub const ALL: [KeyType; 6] = [
+    pub const ALL: [KeyType; 7] = [
         KeyType::Counter,
         KeyType::Set,
         KeyType::Hash,
         KeyType::ZSet,
         KeyType::List,
         KeyType::Str,
+        KeyType::Hll,
     ];
 
     fn tag(self) -> &'static str {
@@ -42,6 +45,7 @@ impl KeyType {
             KeyType::ZSet => "zset",
             KeyType::List => "list",
             KeyType::Str => "str",
+            KeyType::Hll => "hll",
         }
     }
 
@@ -88,8 +92,8 @@ pub enum Effect {
         field: Option<String>,
         delta: i64,
     },
-    /// `SADD key elem`, `HSET key elem value`, `ZADD key value elem`: an
-    /// element unique to this op.
+    /// `SADD key elem`, `HSET key elem value`, `ZADD key value elem`,
+    /// `PFADD key elem`: an element unique to this op.
     Add {
         key: String,
         elem: String,
@@ -138,6 +142,7 @@ impl Effect {
                 match ty {
                     KeyType::Hash => ("HSET", vec![elem.clone(), v]),
                     KeyType::ZSet => ("ZADD", vec![v, elem.clone()]),
+                    KeyType::Hll => ("PFADD", vec![elem.clone()]),
                     _ => ("SADD", vec![elem.clone()]),
                 }
             }

@@ -20,6 +20,8 @@ fn elements(g: &Got) -> BTreeSet<String> {
         Got::Hash(h) => h.keys().cloned().collect(),
         Got::ZSet(z) => z.keys().cloned().collect(),
         Got::List(l) => l.iter().cloned().collect(),
+        // Registers, not elements: its length stands for it.
+        Got::Hll(v) => v.iter().map(|b| format!("{} bytes", b.len())).collect(),
     }
 }
 

@@ -148,7 +148,16 @@ impl Writer {
                         delta,
                     }
                 }
-                12..=23 => {
+                12..=15 => {
+                    let key = self.key(KeyType::Hll);
+                    let elem = self.unique();
+                    Effect::Add {
+                        key,
+                        elem,
+                        value: None,
+                    }
+                }
+                16..=23 => {
                     let key = self.key(KeyType::Set);
                     let elem = self.unique();
                     Effect::Add {

@@ -129,6 +129,8 @@ impl Clean {
 
 const STRINGS: &[&[u8]] = &[b"s1", b"s2", b"m1", b"m2", b"m3", b"m4", b"m5", b"c1"];
 const HASHES: &[&[u8]] = &[b"h1", b"h2"];
+/// HyperLogLogs (PFADD, PFMERGE, PFCOUNT).
+const HLLS: &[&[u8]] = &[b"p1", b"p2"];
 const SETS: &[&[u8]] = &[b"x1", b"x2", b"x3"];
 const ZSETS: &[&[u8]] = &[b"z1", b"z2", b"z3"];
 const LISTS: &[&[u8]] = &[b"l1", b"l2", b"l3"];
@@ -157,13 +159,13 @@ impl RGen {
         if self.rng.gen_bool(0.75) {
             return self.pick(pool).to_vec();
         }
-        let pools = [STRINGS, HASHES, SETS, ZSETS, LISTS, BASE];
+        let pools = [STRINGS, HASHES, SETS, ZSETS, LISTS, BASE, HLLS];
         let p = *pools.choose(&mut self.rng).expect("pools");
         self.pick(p).to_vec()
     }
 
     fn any_key(&mut self) -> Vec<u8> {
-        let pools = [STRINGS, HASHES, SETS, ZSETS, LISTS, BASE];
+        let pools = [STRINGS, HASHES, SETS, ZSETS, LISTS, BASE, HLLS];
         let p = *pools.choose(&mut self.rng).expect("pools");
         self.pick(p).to_vec()
     }

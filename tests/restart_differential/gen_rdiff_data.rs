@@ -6,7 +6,7 @@
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::{RGen, WithNorm, HASHES, LISTS, SCORES, SETS, STRINGS, ZSETS};
+use super::{RGen, WithNorm, HASHES, HLLS, LISTS, SCORES, SETS, STRINGS, ZSETS};
 use crate::gen::Cmd;
 use crate::norm::Norm;
 
@@ -28,7 +28,7 @@ impl RGen {
     fn string_cmd(&mut self) -> Cmd {
         let k = self.key(STRINGS);
         let v = self.value();
-        match self.rng.gen_range(0..14) {
+        match self.rng.gen_range(0..17) {
             0..=2 => {
                 let mut args = vec![k, v];
                 match self.rng.gen_range(0..8) {
@@ -75,6 +75,20 @@ impl RGen {
             10 => self.build("SETRANGE", vec![k, b"2".to_vec(), v]),
             11 => self.build("SETNX", vec![k, v]),
             12 => self.build("GETEX", vec![k, b"EX".to_vec(), b"300".to_vec()]),
+            // HyperLogLogs: written as parts, not whole values.
+            13 => {
+                let mut args = vec![self.key(HLLS)];
+                args.extend(self.members(3));
+                self.build("PFADD", args)
+            }
+            14 => {
+                let (d, s) = (self.key(HLLS), self.key(HLLS));
+                self.build("PFMERGE", vec![d, s])
+            }
+            15 => {
+                let p = self.key(HLLS);
+                self.build("PFCOUNT", vec![p])
+            }
             _ => self.build("GETEX", vec![k, b"PERSIST".to_vec()]),
         }
     }

@@ -5,9 +5,11 @@
 //!
 //! ```text
 //! state:      counter floor:version ttl collection
-//! counter:    [flags u8: 1 value, 2 expiry, 4 ttl_of][value_len u32][value]
-//!             [expire u64] version(ttl_of) [start_ts u64] version
-//!             tallies(observed) tallies
+//! counter:    [flags u8: 1 value, 2 expiry, 4 ttl_of, 8 hll, 16 hll_on]
+//!             [value_len u32][value] [expire u64] version(ttl_of)
+//!             [start_ts u64] version tallies(observed) tallies
+//!             [hll parts if 8] [version(hll_on) if 16]
+//! hll parts:  [n u32] n × ([origin u32] version(on) version [len u32][bytes])
 //! tallies:    [n u32] n × ([origin u32][total i64] version)
 //! version:    [commit_ts u64][origin u32]
 //! ttl:        [0 none | 1 expiry (any type) | 2 hash, 3 set, 4 zset, 5 list expiry u8]
@@ -34,6 +36,7 @@
 use bytes::{Buf, BufMut, Bytes};
 
 use crate::counter::{Tallies, Tally};
+use crate::hll_parts::{HllParts, Part};
 use crate::key::{Collection, KeyState, Kind, Ttl};
 use crate::list::{Pos, Slot, Step};
 use crate::ormap::{Field, OrMap};
@@ -301,7 +304,9 @@ pub(crate) fn put_counter(out: &mut Vec<u8>, c: &Counter) {
     let ttl_of = c.ttl_of();
     let flags = u8::from(value.is_some())
         | (u8::from(expire_ms.is_some()) << 1)
-        | (u8::from(ttl_of.is_some()) << 2);
+        | (u8::from(ttl_of.is_some()) << 2)
+        | (u8::from(!c.hll_parts().is_empty()) << 3)
+        | (u8::from(c.hll_on_mark().is_some()) << 4);
     out.put_u8(flags);
     if let Some(v) = value {
         put_bytes(out, v);
@@ -316,6 +321,19 @@ pub(crate) fn put_counter(out: &mut Vec<u8>, c: &Counter) {
     put_version(out, c.base_version());
     put_tallies(out, c.observed());
     put_tallies(out, c.tallies());
+    let parts = c.hll_parts();
+    if !parts.is_empty() {
+        out.put_u32_le(parts.len() as u32);
+        for (origin, p) in parts.iter() {
+            out.put_u32_le(*origin);
+            put_version(out, p.on);
+            put_version(out, p.version);
+            put_bytes(out, &p.bytes);
+        }
+    }
+    if let Some(on) = c.hll_on_mark() {
+        put_version(out, on);
+    }
 }
 
 fn put_dots(out: &mut Vec<u8>, d: &Dots) {
@@ -438,7 +456,7 @@ fn get_tallies(buf: &mut Bytes) -> Option<Tallies> {
 
 pub(crate) fn get_counter(buf: &mut Bytes) -> Option<Counter> {
     let flags = get_u8(buf)?;
-    if flags > 7 {
+    if flags > 31 {
         return None;
     }
     let value = if flags & 1 != 0 {
@@ -460,9 +478,30 @@ pub(crate) fn get_counter(buf: &mut Bytes) -> Option<Counter> {
     let version = get_version(buf)?;
     let observed = get_tallies(buf)?;
     let tallies = get_tallies(buf)?;
+    let mut hll = HllParts::default();
+    if flags & 8 != 0 {
+        let n = get_count(buf, 4 + 12 + 12 + 4)?;
+        for _ in 0..n {
+            let origin = get_u32(buf)?;
+            let on = get_version(buf)?;
+            let version = get_version(buf)?;
+            let bytes = get_bytes(buf)?;
+            hll.offer(origin, Part { on, version, bytes });
+        }
+        if hll.is_empty() {
+            return None;
+        }
+    }
+    let hll_on = if flags & 16 != 0 {
+        Some(get_version(buf)?)
+    } else {
+        None
+    };
     Some(
         Counter::from_parts(value, expire_ms, start_ts, version, observed, tallies)
-            .with_ttl_of(ttl_of),
+            .with_ttl_of(ttl_of)
+            .with_hll(hll)
+            .with_hll_on(hll_on),
     )
 }
 

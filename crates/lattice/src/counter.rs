@@ -26,6 +26,7 @@
 
 use bytes::Bytes;
 
+use crate::hll_parts::{HllParts, Part};
 use crate::{Crdt, Elem, NodeId, Ts, Version};
 
 /// A running total's number: an integer (counters) or a float (sorted-set
@@ -193,6 +194,14 @@ struct Rare {
     /// value, whatever the clocks say (issue 41, defect 15; as a plain
     /// string's `Current::ttl_of`).
     ttl_of: Option<Version>,
+    /// The HyperLogLog parts: register-raising writes (PFADD…), per
+    /// origin (`crate::hll_parts`).
+    hll: HllParts,
+    /// `Some(v)` when the base is a change of the TTL alone of a value
+    /// held in parts made on the base written as `v` (its `ttl_of` is the
+    /// newest write of that value, as for increments, so a floor below
+    /// them never drops it): the parts made on `v` still show.
+    hll_on: Option<Version>,
 }
 
 impl Rare {
@@ -201,6 +210,8 @@ impl Rare {
             && self.observed.is_empty()
             && self.tallies.is_empty()
             && self.ttl_of.is_none()
+            && self.hll.is_empty()
+            && self.hll_on.is_none()
     }
 }
 
@@ -210,6 +221,7 @@ pub const ERR_NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 pub const ERR_OVERFLOW: &str = "ERR increment or decrement would overflow";
 
 static NO_TALLIES: Tallies = Tallies(Vec::new());
+static NO_PARTS: HllParts = HllParts(Vec::new());
 
 /// A key with no string part (most collections) reads this one.
 impl crate::sparse::Empty for Counter {
@@ -239,6 +251,8 @@ impl Counter {
             observed,
             tallies,
             ttl_of: None,
+            hll: HllParts::default(),
+            hll_on: None,
         };
         Counter {
             value,
@@ -247,6 +261,51 @@ impl Counter {
             // Boxed only when it holds something (as `tidy` leaves it).
             rare: (!rare.is_empty()).then(|| Box::new(rare)),
         }
+    }
+
+    /// This counter holding these HyperLogLog parts too (decoding).
+    pub(crate) fn with_hll(mut self, parts: HllParts) -> Counter {
+        if !parts.is_empty() {
+            self.rare_mut().hll = parts;
+        }
+        self
+    }
+
+    /// The HyperLogLog parts (`crate::hll_parts`).
+    pub fn hll_parts(&self) -> &HllParts {
+        self.rare.as_ref().map_or(&NO_PARTS, |r| &r.hll)
+    }
+
+    /// This counter's base marked as the TTL change of a value held in
+    /// parts made on `on` (decoding).
+    pub(crate) fn with_hll_on(mut self, on: Option<Version>) -> Counter {
+        if on.is_some() {
+            self.rare_mut().hll_on = on;
+        }
+        self
+    }
+
+    /// The base the HyperLogLog parts that show were made on: the base's
+    /// value's write, or what its TTL change kept.
+    pub fn hll_on(&self) -> Version {
+        self.rare
+            .as_ref()
+            .and_then(|r| r.hll_on)
+            .unwrap_or_else(|| self.value_version())
+    }
+
+    /// The base's TTL-change mark for parts (`Rare::hll_on`), if any.
+    pub fn hll_on_mark(&self) -> Option<Version> {
+        self.rare.as_ref().and_then(|r| r.hll_on)
+    }
+
+    /// What the HyperLogLog parts made on the base show, if any did.
+    fn hll_shown(&self) -> Option<Bytes> {
+        let r = self.rare.as_ref()?;
+        if r.hll.is_empty() {
+            return None;
+        }
+        r.hll.show(self.hll_on())
     }
 
     /// The base's value, when it has one (deleted or never written: none).
@@ -310,7 +369,9 @@ impl Counter {
     pub fn heap_bytes(&self) -> usize {
         self.value.as_ref().map_or(0, Elem::heap_bytes)
             + self.rare.as_ref().map_or(0, |r| {
-                std::mem::size_of::<Rare>() + 32 * (r.tallies.len() + r.observed.len())
+                std::mem::size_of::<Rare>()
+                    + 32 * (r.tallies.len() + r.observed.len())
+                    + r.hll.heap_bytes()
             })
     }
 
@@ -339,6 +400,7 @@ impl Counter {
         Option<&[u8]>,
         Option<u64>,
         Option<Version>,
+        Option<Version>,
     ) {
         (
             self.value_version(),
@@ -347,6 +409,7 @@ impl Counter {
             self.base_value(),
             self.expire_ms(),
             self.ttl_of(),
+            self.hll_on_mark(),
         )
     }
 
@@ -369,6 +432,9 @@ impl Counter {
         if !self.shows(now_ms) {
             return None;
         }
+        if let Some(h) = self.hll_shown() {
+            return Some(h);
+        }
         let unseen = self.unseen();
         match &self.value {
             // (Shown, so some origin incremented since.)
@@ -384,7 +450,15 @@ impl Counter {
     /// True when [`Counter::value`] at `now_ms` is `Some`, without
     /// building the value (the collector and TYPE ask this of every key).
     pub fn shows(&self, now_ms: u64) -> bool {
-        !self.expired(now_ms) && (self.value.is_some() || self.increments_since_base())
+        !self.expired(now_ms)
+            && (self.value.is_some() || self.increments_since_base() || self.hll_live())
+    }
+
+    /// Some HyperLogLog part was made on the base.
+    fn hll_live(&self) -> bool {
+        self.rare
+            .as_ref()
+            .is_some_and(|r| !r.hll.is_empty() && r.hll.any_live(self.hll_on()))
     }
 
     /// Some origin incremented after the base was written.
@@ -402,6 +476,10 @@ impl Counter {
         if !self.shows(now_ms) {
             return false;
         }
+        if let Some(h) = self.hll_shown() {
+            out.extend_from_slice(&h);
+            return true;
+        }
         let unseen = self.unseen();
         match &self.value {
             Some(v) if unseen == 0 => out.extend_from_slice(v),
@@ -416,7 +494,9 @@ impl Counter {
 
     /// The newest write this value holds.
     pub fn newest(&self) -> Version {
-        self.version.max(self.tallies().newest())
+        self.version
+            .max(self.tallies().newest())
+            .max(self.hll_parts().newest())
     }
 
     /// The newest write of the value itself — its base's value or an
@@ -426,7 +506,9 @@ impl Counter {
     /// [`Counter::drop_through`] (which judges the base by the same
     /// version) commutes with merging.
     pub fn written(&self) -> Version {
-        self.value_version().max(self.tallies().newest())
+        self.value_version()
+            .max(self.tallies().newest())
+            .max(self.hll_parts().newest())
     }
 
     /// The delta of writing the whole value (`None` deletes): a new base
@@ -468,6 +550,10 @@ impl Counter {
     /// the value, whatever the clocks say — it never brings an older
     /// value back over a newer one (issue 41, defect 15).
     pub fn retime(&self, expire_ms: Option<u64>, start_ts: Ts, version: Version) -> Counter {
+        let of = self.ttl_target();
+        // Parts made on the base keep showing under its TTL change.
+        let on = self.hll_on();
+        let keep = (self.hll_live() && on != of).then_some(on);
         Counter::from_parts(
             self.value.clone(),
             expire_ms,
@@ -476,7 +562,8 @@ impl Counter {
             self.observed().clone(),
             self.tallies().clone(),
         )
-        .with_ttl_of(Some(self.ttl_target()))
+        .with_ttl_of(Some(of))
+        .with_hll_on(keep)
     }
 
     /// The write a TTL change applies to: the base's value — or, when the
@@ -526,6 +613,51 @@ impl Counter {
         );
         Ok((new, delta))
     }
+
+    /// The delta of a write that only raises a HyperLogLog's registers
+    /// (`PFADD`, `PFMERGE`, the rewrites of `PFCOUNT`/`PFDEBUG`) and
+    /// leaves `bytes`, at `now_ms`: this origin's part, made on the base
+    /// it read, so it joins the parts other regions make concurrently
+    /// (`crate::hll_parts`). An expired value is reset first, as
+    /// [`Counter::incr_by`] resets it.
+    pub fn hll_write(&self, bytes: Bytes, start_ts: Ts, version: Version, now_ms: u64) -> Counter {
+        let expire = if self.expired(now_ms) {
+            None
+        } else {
+            self.expire_ms()
+        };
+        self.hll_write_ttl(bytes, expire, start_ts, version, now_ms)
+    }
+
+    /// [`Counter::hll_write`] that also leaves the TTL at `expire_ms` (a
+    /// transaction's `PFADD` and `EXPIRE` of one key): a change of the
+    /// TTL alone besides the part, so it still undoes no concurrent
+    /// `PFADD` elsewhere.
+    pub fn hll_write_ttl(
+        &self,
+        bytes: Bytes,
+        expire_ms: Option<u64>,
+        start_ts: Ts,
+        version: Version,
+        now_ms: u64,
+    ) -> Counter {
+        let (mut delta, on) = if self.expired(now_ms) {
+            (self.set(None, expire_ms, start_ts, version), version)
+        } else if expire_ms != self.expire_ms() {
+            let on = self.hll_on();
+            let mut d = self.retime(expire_ms, start_ts, version);
+            let r = d.rare_mut();
+            r.hll_on = (r.ttl_of != Some(on)).then_some(on);
+            (d, on)
+        } else {
+            (Counter::default(), self.hll_on())
+        };
+        delta
+            .rare_mut()
+            .hll
+            .offer(version.origin, Part { on, version, bytes });
+        delta
+    }
 }
 
 impl Counter {
@@ -543,10 +675,12 @@ impl Counter {
         // the copy of the value the general path compares against.
         let above = |t: &Tallies| t.0.iter().all(|(_, t)| t.version > floor);
         if self.value_version() > floor
-            && self
-                .rare
-                .as_ref()
-                .is_none_or(|r| !r.is_empty() && above(&r.tallies) && above(&r.observed))
+            && self.rare.as_ref().is_none_or(|r| {
+                !r.is_empty()
+                    && above(&r.tallies)
+                    && above(&r.observed)
+                    && r.hll.iter().all(|(_, p)| p.version > floor)
+            })
         {
             return false;
         }
@@ -554,13 +688,20 @@ impl Counter {
         // A TTL change carries the value of the base it changed: judged
         // by that base's write.
         if self.value_version() <= floor {
-            let tallies = self.rare.take().map(|r| r.tallies).unwrap_or_default();
+            let (tallies, hll) = self
+                .rare
+                .take()
+                .map(|r| (r.tallies, r.hll))
+                .unwrap_or_default();
             *self = Counter::default();
-            self.rare_mut().tallies = tallies;
+            let r = self.rare_mut();
+            r.tallies = tallies;
+            r.hll = hll;
         }
         if let Some(r) = self.rare.as_mut() {
             r.tallies.0.retain(|(_, t)| t.version > floor);
             r.observed.0.retain(|(_, t)| t.version > floor);
+            r.hll.retain_not(|p| p.version <= floor);
         }
         self.tidy();
         *self != before
@@ -584,12 +725,29 @@ impl Crdt for Counter {
             version,
             rare,
         } = other;
-        let (expire_ms, observed, tallies, ttl_of) = match rare {
-            Some(r) => (r.expire_ms, r.observed, r.tallies, r.ttl_of),
-            None => (None, Tallies::default(), Tallies::default(), None),
+        let (expire_ms, observed, tallies, ttl_of, hll, hll_on) = match rare {
+            Some(r) => (
+                r.expire_ms,
+                r.observed,
+                r.tallies,
+                r.ttl_of,
+                r.hll,
+                r.hll_on,
+            ),
+            None => (
+                None,
+                Tallies::default(),
+                Tallies::default(),
+                None,
+                HllParts::default(),
+                None,
+            ),
         };
         if !tallies.is_empty() {
             changed |= self.rare_mut().tallies.merge(tallies);
+        }
+        if !hll.is_empty() {
+            changed |= self.rare_mut().hll.merge(hll);
         }
         if theirs_win {
             self.value = value;
@@ -599,6 +757,7 @@ impl Crdt for Counter {
             r.expire_ms = expire_ms;
             r.observed = observed;
             r.ttl_of = ttl_of;
+            r.hll_on = hll_on;
             changed = true;
         } else if same_base && !observed.is_empty() {
             changed |= self.rare_mut().observed.merge(observed);
@@ -625,118 +784,5 @@ pub fn parse_i64(v: &[u8]) -> Option<i64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn v(ts: Ts, o: NodeId) -> Version {
-        Version::new(ts, o)
-    }
-
-    fn apply(mut c: Counter, d: Counter) -> Counter {
-        c.merge(d);
-        c
-    }
-
-    #[test]
-    fn increments_in_every_region_all_count() {
-        let start = Counter::default().set(Some("10".into()), None, 0, v(1, 1));
-        let (_, a) = start.incr_by(5, 0, v(2, 1), 0).unwrap();
-        let (_, b) = start.incr_by(-3, 0, v(2, 2), 0).unwrap();
-        let (_, c) = start.incr_by(1, 0, v(3, 3), 0).unwrap();
-        let all = apply(apply(apply(start.clone(), a), b), c);
-        assert_eq!(all.value(0).as_deref(), Some(&b"13"[..]));
-    }
-
-    #[test]
-    fn a_ttl_change_loses_to_a_concurrent_set_and_keeps_increments() {
-        // "10" at (1, 1), INCR'd at (2, 1); region 2 SETs "20" at (3, 2)
-        // having seen neither the INCR nor the EXPIRE region 1 makes at
-        // (9, 1) of what it saw. The SET wins in any order, whatever the
-        // clocks say; the INCR, unseen by it, counts on top (issue 41,
-        // defect 15).
-        let start = Counter::default().set(Some("10".into()), None, 0, v(1, 1));
-        let (_, incr) = start.incr_by(1, 0, v(2, 1), 0).unwrap();
-        let here = apply(start.clone(), incr.clone());
-        let expire = here.retime(Some(5_000), 0, v(9, 1));
-        assert_eq!(expire.ttl_of(), Some(v(1, 1)));
-        assert_eq!(
-            apply(here.clone(), expire.clone()).value(0).as_deref(),
-            Some(&b"11"[..])
-        );
-        let set = start.set(Some("20".into()), None, 0, v(3, 2));
-        let a = apply(apply(here.clone(), expire.clone()), set.clone());
-        let b = apply(apply(apply(start.clone(), set), incr), expire);
-        assert_eq!(a, b);
-        assert_eq!(a.value(0).as_deref(), Some(&b"21"[..]));
-        assert_eq!(a.expire_ms(), None, "the SET keeps its own TTL (none)");
-        // A TTL change of a TTL change names the first base.
-        assert_eq!(
-            here.retime(None, 0, v(4, 1))
-                .retime(Some(1), 0, v(5, 1))
-                .ttl_of(),
-            Some(v(1, 1))
-        );
-    }
-
-    #[test]
-    fn one_set_told_twice_counts_what_either_telling_saw() {
-        // A transaction's record carries its SET as a plain value (a base
-        // that saw no increments); the shard's log carries the same SET
-        // as the delta that saw the INCR before it. Recovery replays both,
-        // in either order: before, the first replayed kept its empty
-        // "seen" and the INCR counted again (1, SET 2, kill -9: 3; found
-        // by the restart-differential checker, seed 2885).
-        let start = Counter::default();
-        let (_, incr) = start.incr_by(1, 0, v(1, 1), 0).unwrap();
-        let here = apply(start.clone(), incr.clone());
-        let logged = here.set(Some("2".into()), None, 0, v(2, 1));
-        let recorded = Counter::default().set(Some("2".into()), None, 0, v(2, 1));
-        for order in [[&logged, &recorded], [&recorded, &logged]] {
-            let mut c = apply(Counter::default(), incr.clone());
-            for d in order {
-                c.merge((*d).clone());
-            }
-            assert_eq!(c.value(0).as_deref(), Some(&b"2"[..]));
-        }
-    }
-
-    #[test]
-    fn a_set_resets_what_it_saw_and_keeps_what_it_did_not() {
-        let start = Counter::default();
-        let (_, seen) = start.incr_by(5, 0, v(1, 1), 0).unwrap();
-        let here = apply(start.clone(), seen);
-        let set = here.set(Some("100".into()), None, 0, v(2, 1));
-        // Concurrently, origin 2 increments (it never saw the SET).
-        let (_, unseen) = start.incr_by(7, 0, v(3, 2), 0).unwrap();
-        let merged = apply(apply(here, set), unseen);
-        assert_eq!(merged.value(0).as_deref(), Some(&b"107"[..]));
-    }
-
-    #[test]
-    fn an_increment_of_a_deleted_or_expired_value_starts_from_zero() {
-        let start = Counter::default().set(Some("10".into()), Some(50), 0, v(1, 1));
-        assert_eq!(start.value(49).as_deref(), Some(&b"10"[..]));
-        assert_eq!(start.value(50), None);
-        let (n, d) = start.incr_by(2, 0, v(2, 1), 60).unwrap();
-        assert_eq!(n, 2);
-        let after = apply(start, d);
-        assert_eq!(after.value(60).as_deref(), Some(&b"2"[..]));
-        let gone = after.set(None, None, 0, v(3, 1));
-        let after = apply(after, gone);
-        assert_eq!(after.value(60), None);
-    }
-
-    #[test]
-    fn redis_errors_for_non_integers_and_overflow() {
-        let s = Counter::default().set(Some("abc".into()), None, 0, v(1, 1));
-        assert_eq!(s.incr_by(1, 0, v(2, 1), 0).unwrap_err(), ERR_NOT_INTEGER);
-        let big = Counter::default().set(Some(i64::MAX.to_string().into()), None, 0, v(1, 1));
-        assert_eq!(big.incr_by(1, 0, v(2, 1), 0).unwrap_err(), ERR_OVERFLOW);
-        for bad in ["", "+1", "01", "-0", " 1", "1 ", "99999999999999999999"] {
-            assert_eq!(parse_i64(bad.as_bytes()), None, "{bad:?}");
-        }
-        for good in ["0", "-1", "9223372036854775807", "-9223372036854775808"] {
-            assert!(parse_i64(good.as_bytes()).is_some(), "{good:?}");
-        }
-    }
-}
+#[path = "counter_tests.rs"]
+mod tests;

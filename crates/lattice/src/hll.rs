@@ -25,6 +25,8 @@ const BITS: usize = 6;
 const REGISTER_MAX: u64 = (1 << BITS) - 1;
 /// Header length.
 pub const HDR: usize = 16;
+/// The header's first bytes.
+pub const MAGIC: &[u8] = b"HYLL";
 /// Length of a dense HyperLogLog.
 pub const DENSE_SIZE: usize = HDR + (REGISTERS * BITS).div_ceil(8);
 const DENSE: u8 = 0;
@@ -109,7 +111,7 @@ pub fn new_sparse() -> Vec<u8> {
 
 fn header(encoding: u8) -> Vec<u8> {
     let mut v = Vec::with_capacity(HDR + 8);
-    v.extend_from_slice(b"HYLL");
+    v.extend_from_slice(MAGIC);
     v.push(encoding);
     v.extend_from_slice(&[0; 11]);
     v
@@ -117,7 +119,7 @@ fn header(encoding: u8) -> Vec<u8> {
 
 /// Checks a string value is a HyperLogLog (`isHLLObjectOrReply`).
 pub fn check(v: &[u8]) -> Result<(), HllError> {
-    if v.len() < HDR || &v[..4] != b"HYLL" || v[4] > SPARSE {
+    if v.len() < HDR || &v[..4] != MAGIC || v[4] > SPARSE {
         return Err(HllError::NotHll);
     }
     if v[4] == DENSE && v.len() != DENSE_SIZE {

@@ -318,7 +318,9 @@ impl KeyState {
         // a collection written at one version tie, and a tie drops both.
         let mut delta = KeyState::default();
         if self.collection.is_none()
-            && (self.string.base_value().is_some() || !self.string.tallies().is_empty())
+            && (self.string.base_value().is_some()
+                || !self.string.tallies().is_empty()
+                || !self.string.hll_parts().is_empty())
         {
             delta.string = self.string.set(None, None, start_ts, dot).into();
         }
@@ -444,6 +446,25 @@ impl KeyState {
                     && value == self.visible_string(now_ms);
                 if retimed {
                     KeyState::of_string(self.string.retime(expire, start_ts, dot))
+                } else if let Some(bytes) = value.as_ref().filter(|v| {
+                    let shown = match mine {
+                        Kind::String => self.visible_string(now_ms),
+                        Kind::None => None,
+                        _ => return false,
+                    };
+                    raises_registers(shown.as_deref(), v)
+                }) {
+                    // A HyperLogLog whose registers only rose (PFADD in a
+                    // transaction, with an EXPIRE or not): merged
+                    // register-wise, as the lone command's write is, its
+                    // TTL changed alone (`crate::hll_parts`).
+                    KeyState::of_string(self.string.hll_write_ttl(
+                        bytes.clone(),
+                        expire,
+                        start_ts,
+                        dot,
+                        now_ms,
+                    ))
                 } else {
                     KeyState::of_string(self.string.set(value, expire, start_ts, dot))
                 }
@@ -705,6 +726,20 @@ impl Crdt for KeyState {
             changed |= self.trim(self.floor);
         }
         changed
+    }
+}
+
+/// True when `to` is a HyperLogLog whose registers are each at least
+/// `from`'s (`from` a HyperLogLog too, or nothing).
+fn raises_registers(from: Option<&[u8]>, to: &[u8]) -> bool {
+    let Ok(new) = crate::hll::registers(to) else {
+        return false;
+    };
+    match from {
+        None => true,
+        Some(f) => {
+            crate::hll::registers(f).is_ok_and(|old| old.iter().zip(&new).all(|(o, n)| o <= n))
+        }
     }
 }
 

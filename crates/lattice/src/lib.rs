@@ -26,6 +26,7 @@ mod dots;
 mod elem;
 mod hlc;
 pub mod hll;
+pub mod hll_parts;
 pub mod key;
 pub mod libraries;
 pub mod list;

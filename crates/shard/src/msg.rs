@@ -208,6 +208,58 @@ impl Write {
     }
 }
 
+/// What a transaction read of a key that held no typed state, kept until
+/// it commits: a HyperLogLog it writes there is then settled as a delta
+/// from it (`Write::settle`: a register-wise part,
+/// `elsa_lattice::hll_parts`), as a write of a typed state it read is, so
+/// its record, every install and every replica merge the same lattice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlainRead {
+    /// The live string read, if any.
+    pub current: Option<Current>,
+    /// The version of the stored state (ZERO if never written).
+    pub version: Version,
+}
+
+impl PlainRead {
+    /// What was read, as `rs` says, when it held no typed state.
+    pub fn of(rs: &ReadState) -> Option<PlainRead> {
+        rs.typed.is_none().then(|| PlainRead {
+            current: rs.current.clone(),
+            version: rs.version,
+        })
+    }
+
+    /// The typed state a shard makes of that plain value when a delta
+    /// meets it (`Record::as_typed`). A value that is gone (deleted or
+    /// expired: a read cannot tell) reads as expired, so a HyperLogLog
+    /// written over it starts afresh at its own version.
+    pub fn as_typed(&self) -> elsa_lattice::KeyState {
+        let c = elsa_lattice::Counter::default();
+        elsa_lattice::KeyState::of_string(match &self.current {
+            Some(v) => c.set(Some(v.value.clone()), v.expire_ms, 0, self.version),
+            None if self.version == Version::ZERO => c,
+            None => c.set(None, Some(0), 0, self.version),
+        })
+    }
+}
+
+/// The base a transaction's write of `state` settles from: the typed
+/// state it read, or — for a HyperLogLog string over a key it read as
+/// plain — that plain read as a typed state (see [`PlainRead`]).
+pub fn write_base(
+    state: &Option<Value>,
+    read: Option<std::sync::Arc<elsa_lattice::KeyState>>,
+    plain: Option<&PlainRead>,
+) -> Option<std::sync::Arc<elsa_lattice::KeyState>> {
+    let hll = matches!(state, Some(Value::Str(c)) if c.value.starts_with(elsa_lattice::hll::MAGIC));
+    match (read, plain) {
+        (Some(r), _) => Some(r),
+        (None, Some(p)) if hll => Some(std::sync::Arc::new(p.as_typed())),
+        _ => None,
+    }
+}
+
 /// A key's state as read by a transaction: value (if live) and version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadState {

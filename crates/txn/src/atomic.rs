@@ -81,6 +81,9 @@ struct HeldKey {
     read: Option<std::sync::Arc<KeyState>>,
     /// The write of the plain value read (`KeyView::value_version`).
     read_version: Option<Version>,
+    /// What was read when the key held no typed state (a HyperLogLog
+    /// written there settles from it: `elsa_shard::write_base`).
+    plain: Option<elsa_shard::PlainRead>,
 }
 
 /// Keys' states captured under holds, with the commands' changes on top.
@@ -109,6 +112,7 @@ impl Overlay {
             Ok(states) => {
                 for ((k, _), rs) in keys.into_iter().zip(states) {
                     let held = HeldKey {
+                        plain: elsa_shard::PlainRead::of(&rs),
                         read_version: rs.value_version(),
                         value: rs.value(),
                         read: rs.typed,
@@ -406,6 +410,7 @@ impl Coordinator {
                 value: state,
                 dirty,
                 read,
+                plain,
                 ..
             } = held;
             if dirty {
@@ -415,10 +420,11 @@ impl Coordinator {
                     .iter()
                     .find(|(_, keys)| keys.contains_key(&key))
                     .map_or_else(|| self.shard_of(key.hash), |(s, _)| *s);
+                let base = elsa_shard::write_base(&state, read, plain.as_ref());
                 writes
                     .entry(home)
                     .or_default()
-                    .push(Write::new(key, state, read));
+                    .push(Write::new(key, state, base));
             }
         }
         let prepared = Prepared {

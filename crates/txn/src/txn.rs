@@ -114,6 +114,9 @@ struct Buffered {
     /// Its typed state as first read (a multi-shard commit's delta starts
     /// from it: `Write::settle`).
     read: Option<std::sync::Arc<KeyState>>,
+    /// What was first read when it held no typed state (a HyperLogLog
+    /// written there settles from it: `elsa_shard::write_base`).
+    plain: Option<elsa_shard::PlainRead>,
 }
 
 /// The view one op gets inside a transaction: each key it touches (its own,
@@ -137,6 +140,8 @@ struct ViewKey {
     /// The write of `base` when it is a plain value read from the store
     /// (see `KeyView::value_version`).
     base_version: Option<Version>,
+    /// The read, when the key held no typed state (see [`Buffered`]).
+    plain: Option<elsa_shard::PlainRead>,
     /// `base` was taken out of the write buffer (which gets it back, or
     /// the write): the op holds the only copy, so a typed write merges in
     /// place ([`elsa_shard::ops::merge_into`]).
@@ -367,10 +372,12 @@ impl Txn {
             let owned = self.writes.contains_key(&key);
             // A buffered key's value is taken below, once nothing can fail.
             let mut base_version = None;
+            let mut plain = None;
             let base = if owned || blind {
                 None
             } else if let Some((_, rs, _)) = self.reads.get(&key) {
                 base_version = rs.value_version();
+                plain = elsa_shard::PlainRead::of(rs);
                 rs.value()
             } else {
                 let hk = HashedKey {
@@ -397,6 +404,7 @@ impl Txn {
                 }
                 let current = rs.value();
                 base_version = rs.value_version();
+                plain = elsa_shard::PlainRead::of(&rs);
                 if self.isolation != Isolation::ReadCommitted {
                     let expect = Expect::unchanged(&rs);
                     self.reads.insert(key.clone(), (hash, rs, expect));
@@ -410,6 +418,7 @@ impl Txn {
                 hash,
                 base,
                 base_version,
+                plain,
                 owned,
                 write: None,
             });
@@ -443,7 +452,14 @@ impl Txn {
                         };
                         let hash = k.hash;
                         let value = state;
-                        self.writes.insert(k.key, Buffered { hash, value, read });
+                        let plain = k.plain;
+                        let b = Buffered {
+                            hash,
+                            value,
+                            read,
+                            plain,
+                        };
+                        self.writes.insert(k.key, b);
                     }
                 }
             }
@@ -547,6 +563,7 @@ impl Txn {
                 hash,
                 value: state,
                 read,
+                plain,
             },
         ) in self.writes
         {
@@ -563,7 +580,8 @@ impl Txn {
                 Some(&(s, i)) if s == shard => part.holds[i].1 = HoldMode::Write,
                 _ => part.holds.push((key.clone(), HoldMode::Write)),
             }
-            part.writes.push(Write::new(key, state, read));
+            let base = elsa_shard::write_base(&state, read, plain.as_ref());
+            part.writes.push(Write::new(key, state, base));
         }
         if !keysets.is_empty() {
             // The key set it read: checked, under a read hold, on every

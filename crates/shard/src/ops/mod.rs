@@ -177,6 +177,16 @@ pub trait KeyView {
         None
     }
 
+    /// `key`'s string as a register-wise HyperLogLog write merges into
+    /// it: the stored typed string, or the stored plain value (live,
+    /// deleted or expired) as the base it becomes when a delta meets it
+    /// (`Record::as_typed`). `None` where writes are whole values (a
+    /// transaction's overlay: its commit writes a HyperLogLog whose
+    /// registers only rose as a part, `KeyState::replace_with`).
+    fn hll_base(&mut self, _key: &[u8]) -> Option<elsa_lattice::Counter> {
+        None
+    }
+
     /// `key`'s access clock and how to read it (OBJECT IDLETIME, FREQ);
     /// `None` where no clock is kept.
     fn access(&mut self, _key: &[u8]) -> Option<(u32, crate::evict::AccessClock)> {

@@ -5,10 +5,11 @@
 //!
 //! Each command is one op on its key (PFMERGE's destination, PFCOUNT's
 //! first key) that reads the others with it, so it commits in one step
-//! across shards and nodes as BITOP does. Inside a region a PFADD is a
-//! read-modify-write under the transaction's isolation; across regions a
-//! HyperLogLog merges as a string does (the newer write wins): see
-//! `docs/datatypes.md`.
+//! across shards and nodes as BITOP does. Every write here only raises
+//! registers, so it is written as this node's HyperLogLog part
+//! (`elsa_lattice::hll_parts`): across regions concurrent PFADDs all
+//! count, while a whole-value write (SET, DEL…) still replaces the value
+//! (`docs/datatypes.md`).
 //!
 //! As in Redis, a PFCOUNT of one key whose cached cardinality is stale
 //! writes the count back into the header (so `GET` shows the same bytes
@@ -19,7 +20,7 @@ use bytes::{Buf, BufMut, Bytes};
 use elsa_lattice::hll;
 
 use super::hashes::{get_bytes, put_bytes};
-use super::{keeping_ttl, read_string, KeyView, OpReply};
+use super::{keeping_ttl, read_string, Current, KeyView, OpReply};
 
 /// `hll-sparse-max-bytes`: past this a sparse HyperLogLog becomes dense.
 pub static SPARSE_MAX_BYTES: std::sync::atomic::AtomicUsize =
@@ -145,6 +146,21 @@ macro_rules! read_hll {
     }};
 }
 
+/// Writes `v`, a HyperLogLog whose registers are each at least those of
+/// `old` (what the key held), keeping its TTL: as this node's part where
+/// the view keeps parts, else as the whole value.
+fn write_hll(view: &mut impl KeyView, key: &[u8], old: Option<&Current>, v: Vec<u8>) {
+    match view.hll_base(key) {
+        Some(base) => {
+            let (start_ts, version) = view.stamp();
+            let now = view.now_ms();
+            let delta = base.hll_write(v.into(), start_ts, version, now);
+            view.merge(key, elsa_lattice::KeyState::of_string(delta));
+        }
+        None => view.write(key, keeping_ttl(old, v.into())),
+    }
+}
+
 /// PFADD: creates the key (an empty sparse value) if missing; 1 when a
 /// register changed or the key was made, else 0.
 fn add(key: &[u8], view: &mut impl KeyView, elements: &[Bytes]) -> OpReply {
@@ -163,7 +179,7 @@ fn add(key: &[u8], view: &mut impl KeyView, elements: &[Bytes]) -> OpReply {
         return OpReply::Int(0);
     }
     hll::invalidate(&mut v);
-    view.write(key, keeping_ttl(old.as_ref(), v.into()));
+    write_hll(view, key, old.as_ref(), v);
     super::notify(view, crate::notify::STRING, "pfadd", key);
     OpReply::Int(1)
 }
@@ -183,7 +199,7 @@ fn count_one(key: &[u8], view: &mut impl KeyView) -> OpReply {
     };
     let mut v = c.value.to_vec();
     hll::set_cached(&mut v, card);
-    view.write(key, keeping_ttl(Some(&c), v.into()));
+    write_hll(view, key, Some(&c), v);
     OpReply::Int(card as i64)
 }
 
@@ -232,7 +248,7 @@ fn merge(dest: &[u8], sources: &[Bytes], view: &mut impl KeyView) -> OpReply {
     if let Err(e) = hll::raise(&mut v, &max, dense, sparse_max()) {
         return OpReply::Error(e.message());
     }
-    view.write(dest, keeping_ttl(old.as_ref(), v.into()));
+    write_hll(view, dest, old.as_ref(), v);
     super::notify(view, crate::notify::STRING, "pfadd", dest);
     OpReply::Ok
 }
@@ -267,7 +283,7 @@ fn debug(key: &[u8], d: Debug, view: &mut impl KeyView) -> OpReply {
                 }
             };
             if sparse {
-                view.write(key, keeping_ttl(Some(&c), v.into()));
+                write_hll(view, key, Some(&c), v);
             }
             reply
         }

@@ -350,6 +350,17 @@ impl KeyView for LoneView<'_> {
         self.now_ms
     }
 
+    fn hll_base(&mut self, key: &[u8]) -> Option<elsa_lattice::Counter> {
+        let hash = self.hash_of(key);
+        Some(match self.shard.table.get(hash, key) {
+            None => elsa_lattice::Counter::default(),
+            Some(rec) => match rec.typed() {
+                Some(s) => (*s.string).clone(),
+                None => (*rec.as_typed().string).clone(),
+            },
+        })
+    }
+
     fn value_version(&mut self, key: &[u8]) -> Option<Version> {
         let hash = self.hash_of(key);
         let rec = self.shard.table.get(hash, key)?;
