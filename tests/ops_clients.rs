@@ -567,15 +567,31 @@ fn pause_lets_through_transcript(port: u16) -> Vec<String> {
     eventually("the script is held", || {
         field(&line_named(&client_list(&mut p, &[]), "writer"), "flags") == "b"
     });
+    // FUNCTION's writing subcommands wait too (Redis flags them
+    // `write`); a wrong arity is answered at once, and FCALL_RO still runs.
+    let mut f = connect(port);
+    ok(&mut f, "CLIENT SETNAME fwriter");
+    f.send(&[vec![
+        b"FUNCTION".to_vec(),
+        b"DELETE".to_vec(),
+        b"ro".to_vec(),
+    ]]);
+    eventually("the FUNCTION DELETE is held", || {
+        field(&line_named(&client_list(&mut p, &[]), "fwriter"), "flags") == "b"
+    });
     t.push(c.call_line("GET k"));
+    t.push(c.call_line("FUNCTION DELETE"));
+    t.push(c.call_line("FCALL_RO ro 1 k"));
     t.push(p.call_line("CLIENT UNPAUSE"));
     t.push(w.read().to_string());
+    t.push(f.read().to_string());
     t.push(c.call_line("GET k"));
     t
 }
 
 #[test]
 fn client_pause_write_answers_bad_arity_and_no_writes_scripts_as_redis() {
+    // (And holds FUNCTION DELETE, as Redis does.)
     let (elsa, redis) = servers();
     let e = pause_lets_through_transcript(elsa.port);
     assert_eq!(e, pause_lets_through_transcript(redis.port));
@@ -591,6 +607,9 @@ fn client_pause_write_answers_bad_arity_and_no_writes_scripts_as_redis() {
             "\"v\"",
             "\"v\"",
             "\"v\"",
+            "-ERR wrong number of arguments for 'function|delete' command",
+            "\"v\"",
+            "+OK",
             "+OK",
             "+OK",
             "\"w\"",

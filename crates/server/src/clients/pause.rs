@@ -1,8 +1,9 @@
 //! CLIENT PAUSE's node-wide state: until when, and whether every command
 //! or only those that may write waits (Redis 7.0's `pauseClients` and
 //! `processCommand`: with WRITE, the commands flagged `write` or
-//! `may_replicate` — EVAL, EVALSHA, PUBLISH, SPUBLISH, FCALL, PFCOUNT — and
-//! an EXEC whose transaction holds one). A paused command waits; it does
+//! `may_replicate` — EVAL, EVALSHA, PUBLISH, SPUBLISH, FCALL, PFCOUNT,
+//! FUNCTION LOAD/DELETE/FLUSH/RESTORE — and an EXEC whose transaction
+//! holds one). A paused command waits; it does
 //! not fail. The pause is this node's: other nodes of the region go on.
 //!
 //! Cost when nothing is paused: one relaxed atomic load per command.
@@ -110,8 +111,19 @@ impl Pause {
             // A command of the wrong arity is answered at once (Redis
             // checks arity before the pause).
             a.first().and_then(|n| cmd::lookup(n)).is_some_and(|s| {
-                // Elsa's COMMIT of an interactive transaction writes.
-                (s.is_write() || s.may_replicate() || s.name == "commit") && s.arity_ok(a.len())
+                // Elsa's COMMIT of an interactive transaction writes, and
+                // so do FUNCTION's subcommands Redis flags `write` (the
+                // table flags the container).
+                let function_write = s.name == "function"
+                    && a.get(1).is_some_and(|sub| {
+                        ["load", "delete", "flush", "restore"]
+                            .iter()
+                            .any(|w| cmd::is(sub, w))
+                    })
+                    && cmd::subcommand_error(s, a).is_none();
+                function_write
+                    || ((s.is_write() || s.may_replicate() || s.name == "commit")
+                        && s.arity_ok(a.len()))
             })
         };
         if writes(args) {
