@@ -119,6 +119,9 @@ pub struct Region {
     /// Set once this node left the region for good ([`Region::leave`]):
     /// it beats no more.
     left: std::sync::atomic::AtomicBool,
+    /// Set when this node applied its own removal from the ring (see
+    /// [`Region::taken_out`]).
+    taken_out: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Region {
@@ -149,8 +152,18 @@ impl Region {
         }));
         let v = view.clone();
         let (lost_tx, lost_rx) = tokio::sync::watch::channel(0u64);
+        let taken_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let out_flag = taken_out.clone();
         let on_apply = Arc::new(move |a: &Applied| {
             let old = v.load();
+            let outs = |r: &BTreeMap<NodeId, Record>| r.get(&me).map(|r| r.outs);
+            if let (Some(was), Some(now)) = (outs(&old.records), outs(&a.owners.records)) {
+                if now > was {
+                    // Set before the view that shows it: nothing reads the
+                    // new view and finds this node still serving.
+                    out_flag.store(true, Ordering::SeqCst);
+                }
+            }
             let generation = a.owners.generation();
             let mine = if generation == old.generation {
                 old.mine.clone()
@@ -225,6 +238,7 @@ impl Region {
             member,
             alive: Mutex::new(BTreeMap::new()),
             left: std::sync::atomic::AtomicBool::new(false),
+            taken_out,
         });
         tokio::spawn(beat_loop(Arc::downgrade(&region)));
         tokio::spawn(release_loop(Arc::downgrade(&region), lost_rx));
@@ -240,6 +254,21 @@ impl Region {
         }
         let now = (self.clock)();
         now >= start && now < self.lease_until.load(Ordering::Acquire)
+    }
+
+    /// Whether this node applied its own removal from the ring since the
+    /// last [`Region::clear_taken_out`]. While it was out the region
+    /// acknowledged writes its inside replicas had, without it (the
+    /// acks test of 2026-12-01: a node out for a second, put back in,
+    /// served the slots of a node that then died from before a write the
+    /// dead node had acknowledged): it catches up again before it serves.
+    pub fn taken_out(&self) -> bool {
+        self.taken_out.load(Ordering::SeqCst)
+    }
+
+    /// The node started catching up again (see [`Region::taken_out`]).
+    pub fn clear_taken_out(&self) {
+        self.taken_out.store(false, Ordering::SeqCst);
     }
 
     /// The agreed state as this node applied it.

@@ -86,6 +86,12 @@ pub struct Record {
     pub expires_ms: u64,
     /// Whether it is in the ring.
     pub inside: bool,
+    /// How many times the leader took it out of the ring. A node that
+    /// sees its own count rise may have missed writes the region
+    /// acknowledged without it, and catches up again before it serves
+    /// (`Region::taken_out`).
+    #[serde(default)]
+    pub outs: u64,
 }
 
 /// The agreed state of a region's ownership.
@@ -171,6 +177,7 @@ impl Owners {
                     member: member.clone(),
                     expires_ms: 0,
                     inside: false,
+                    outs: 0,
                 });
                 r.expires_ms = r.expires_ms.max(*expires_ms);
                 self.forgotten.remove(&member.node);
@@ -185,6 +192,7 @@ impl Owners {
             } => match self.records.get_mut(node) {
                 Some(r) if r.inside && r.expires_ms == *seen_expires => {
                     r.inside = false;
+                    r.outs += 1;
                     (true, *drift_ms)
                 }
                 _ => (false, 0),

@@ -173,6 +173,7 @@ impl Cluster {
         elsa_shard::unix_ms().saturating_sub(tick) < PAUSE_GAP.as_millis() as u64
             && self.serving.load(Ordering::SeqCst)
             && !self.fenced.load(Ordering::Relaxed)
+            && !self.region.get().is_some_and(|r| r.taken_out())
     }
 
     /// Peer `peer` refused this node's replication because it saw this
@@ -226,6 +227,9 @@ impl Cluster {
         if paused {
             return Some(format!("no pulse for {gap} ms (paused?)"));
         }
+        if self.region.get().is_some_and(|r| r.taken_out()) {
+            return Some("the region's ownership group took this node out".to_string());
+        }
         self.fenced
             .load(Ordering::Relaxed)
             .then(|| "a peer counts this node as dead".to_string())
@@ -250,6 +254,9 @@ impl Cluster {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         self.fenced.store(false, Ordering::Relaxed);
+        if let Some(r) = self.region.get() {
+            r.clear_taken_out();
+        }
     }
 
     /// Peers this node saw leave the live set and not catch up since.

@@ -237,7 +237,12 @@ impl Cluster {
                     }
                     o.frame.encode_to(&mut buf);
                 }
-                if self.cut(&link.region) || write_out(&mut wr, &buf).await.is_err() {
+                // A cut or a hiccup bites at once, not at the next poll:
+                // nothing leaves after `LINKS-DOWN` has returned.
+                if self.cut(&link.region)
+                    || self.links_down()
+                    || write_out(&mut wr, &buf).await.is_err()
+                {
                     return;
                 }
                 buf.clear();
@@ -250,7 +255,7 @@ impl Cluster {
             loop {
                 match wire::decode_frame(&mut buf) {
                     Ok(Some(frame)) => {
-                        if self.cut(&link.region) {
+                        if self.cut(&link.region) || self.links_down() {
                             return;
                         }
                         if let Err(why) = self.check_frame(&frame) {
