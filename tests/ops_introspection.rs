@@ -155,9 +155,6 @@ const ABSENT: &[(&str, &[&str])] = &[
             "active_defrag_key_misses",
             "total_active_defrag_time",
             "current_active_defrag_time",
-            "tracking_total_keys",
-            "tracking_total_items",
-            "tracking_total_prefixes",
             // Reply buffer resizing of Redis's client struct.
             "reply_buffer_shrinks",
             "reply_buffer_expands",

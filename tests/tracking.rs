@@ -7,7 +7,7 @@
 //!   refused combinations), a RESP2 one subscribed to
 //!   `__redis__:invalidate`, and a RESP2 one whose tracking redirects to it
 //!   — reading and writing strings, hashes and sets, with FLUSHALL and
-//!   FLUSHDB, on both servers in lockstep. After every step each
+//!   FLUSHDB, MULTI/EXEC and EVAL, NOLOOP on and off, on both servers in lockstep. After every step each
 //!   connection is read up to a `PING <token>` sent behind it, so every
 //!   reply and every invalidation each connection received is compared.
 //!   Invalidations are compared as the set of keys a window received (Redis
@@ -58,6 +58,8 @@ fn tracking_cmd(rng: &mut StdRng, conn: usize) -> String {
                 "CLIENT TRACKING ON REDIRECT $REDIR",
                 "CLIENT TRACKING ON REDIRECT $REDIR BCAST",
                 "CLIENT TRACKING ON REDIRECT $REDIR BCAST PREFIX k",
+                "CLIENT TRACKING ON REDIRECT $REDIR NOLOOP",
+                "CLIENT TRACKING ON REDIRECT $REDIR BCAST NOLOOP",
                 "CLIENT TRACKING OFF",
                 "CLIENT TRACKING ON REDIRECT 999999",
             ],
@@ -73,6 +75,9 @@ fn tracking_cmd(rng: &mut StdRng, conn: usize) -> String {
             "CLIENT TRACKING ON OPTOUT",
             "CLIENT TRACKING ON BCAST",
             "CLIENT TRACKING ON BCAST PREFIX k1 PREFIX h",
+            "CLIENT TRACKING ON NOLOOP",
+            "CLIENT TRACKING ON BCAST NOLOOP",
+            "CLIENT TRACKING ON OPTOUT NOLOOP",
             "CLIENT TRACKING OFF",
             "CLIENT TRACKING ON PREFIX k",
             "CLIENT TRACKING ON OPTIN OPTOUT",
@@ -93,7 +98,13 @@ fn data_cmd(rng: &mut StdRng) -> String {
     let k = pick(rng, KEYS);
     let k2 = pick(rng, KEYS);
     let v = rng.gen_range(0..5);
-    match rng.gen_range(0..14) {
+    match rng.gen_range(0..19) {
+        17 => format!("EVAL redis.call('get',KEYS[2]) 2 {k} {k2}"),
+        18 => format!("EVAL_RO redis.call('exists','kx') 1 {k}"),
+        // Several commands in one step (`;`): a MULTI is sent whole.
+        14 => format!("MULTI;SET {k} m{v};GET {k2};EXEC"),
+        15 => format!("EVAL redis.call('set',KEYS[1],ARGV[1]) 1 {k} e{v}"),
+        16 => format!("MULTI;DEL {k};HSET h f {v};EXEC"),
         0..=2 => format!("GET {k}"),
         3 => format!("MGET {k} {k2}"),
         4 => format!("EXISTS {k}"),
@@ -158,18 +169,18 @@ fn invalidated(r: &Reply) -> Option<Vec<String>> {
 /// the keys invalidated (sorted). A second PING follows the first: Redis
 /// sends a BCAST client the keys its own command changed after that
 /// command's event-loop turn, so after the first PING's reply.
-fn window(c: &mut Conn, cmd: Option<Vec<String>>, token: &str, redir: &str) -> Vec<String> {
+fn window(c: &mut Conn, cmd: Option<Vec<Vec<String>>>, token: &str, redir: &str) -> Vec<String> {
     let (mut replies, mut keys) = (Vec::new(), Vec::new());
     // Only CLIENT replies carry the redirect's id (GETREDIR, TRACKINGINFO).
     let client = cmd
         .as_ref()
-        .is_some_and(|c| c[0].eq_ignore_ascii_case("CLIENT"));
+        .is_some_and(|c| c[0][0].eq_ignore_ascii_case("CLIENT"));
     let mut cmd = cmd;
     for round in 0..2 {
         let token = format!("{token}-{round}");
         let mut reqs: Vec<Vec<Vec<u8>>> = Vec::new();
-        if let Some(cmd) = cmd.take() {
-            reqs.push(cmd.into_iter().map(String::into_bytes).collect());
+        for part in cmd.take().unwrap_or_default() {
+            reqs.push(part.into_iter().map(String::into_bytes).collect());
         }
         reqs.push(vec![b"PING".to_vec(), token.as_bytes().to_vec()]);
         c.send(&reqs);
@@ -213,7 +224,7 @@ fn run(port: u16, steps: &[(usize, String)]) -> Vec<Vec<Vec<String>>> {
     let _ = conns[0].call(&[b"PING"]);
     let mut out = Vec::new();
     for (n, (conn, cmd)) in steps.iter().enumerate() {
-        let cmd: Vec<String> = words(&cmd.replace(REDIR, &redir));
+        let cmd: Vec<Vec<String>> = cmd.replace(REDIR, &redir).split(';').map(words).collect();
         let mut per_conn = vec![Vec::new(); conns.len()];
         let order = std::iter::once(*conn).chain((0..conns.len()).filter(|i| i != conn));
         for i in order {
@@ -383,4 +394,81 @@ fn writes_on_other_nodes_and_regions_invalidate() {
         matches!(&r, Reply::Error(e) if e.starts_with(b"ERR CLIENT TRACKING needs a node that holds every key")),
         "{r}"
     );
+}
+
+/// What one server shows for a redirect whose client left, for
+/// `tracking-table-max-keys` and for INFO's tracking totals: every reply
+/// and push in order, the redirect's client id replaced by a name.
+fn redirect_and_limit_transcript(port: u16) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut redir = Conn::connect(port).expect("connect");
+    let redir_id = match redir.call(&[b"CLIENT", b"ID"]) {
+        Reply::Int(id) => id.to_string(),
+        other => panic!("CLIENT ID: {other}"),
+    };
+    let _ = redir.call(&[b"SUBSCRIBE", b"__redis__:invalidate"]);
+    let mut c = Conn::connect(port).expect("connect");
+    let mut w = Conn::connect(port).expect("connect");
+    let named = |r: String| r.replace(&redir_id, "$REDIR");
+    let _ = w.call_line("FLUSHALL");
+    let _ = w.call_line("CONFIG SET tracking-table-max-keys 1000000");
+    out.push(c.call(&[b"HELLO", b"3"]).kind().to_string());
+    out.push(c.call_line(&format!("CLIENT TRACKING ON REDIRECT {redir_id}")));
+    let _ = w.call_line("SET k 1");
+    out.push(c.call_line("GET k"));
+    // The redirect's client leaves; the next change finds it gone.
+    out.push(redir.call_line("QUIT"));
+    std::thread::sleep(Duration::from_millis(200));
+    let _ = w.call_line("SET k 2");
+    let push = c.read_within(Duration::from_secs(5));
+    out.push(named(push.map_or("nothing".into(), |r| r.to_string())));
+    out.push(
+        c.call_line("CLIENT TRACKINGINFO")
+            .replace(&redir_id, "$REDIR"),
+    );
+    out.push(named(c.call_line("CLIENT GETREDIR")));
+    // Tracking on its own connection: three keys remembered, then a
+    // limit of one forgets two of them, each told.
+    out.push(c.call_line("CLIENT TRACKING ON"));
+    for k in ["a", "b", "d"] {
+        let _ = w.call_line(&format!("SET {k} v"));
+        out.push(c.call_line(&format!("GET {k}")));
+    }
+    let info = match w.call(&[b"INFO", b"stats"]) {
+        Reply::Bulk(b) | Reply::Verbatim(_, b) => String::from_utf8_lossy(&b).into_owned(),
+        other => panic!("INFO: {other}"),
+    };
+    out.extend(
+        info.lines()
+            .filter(|l| l.starts_with("tracking_total_"))
+            .map(str::to_string),
+    );
+    out.push(w.call_line("CONFIG SET tracking-table-max-keys 1"));
+    out.push(w.call_line("CONFIG GET tracking-table-max-keys"));
+    // Redis applies the limit before the tracking connection's next
+    // command: the two invalidations come first, in either key order.
+    c.send(&[vec![b"PING".to_vec(), b"end".to_vec()]]);
+    let mut told = 0;
+    loop {
+        let r = c.read();
+        if invalidated(&r).is_some() {
+            told += 1;
+            continue;
+        }
+        out.push(r.to_string());
+        break;
+    }
+    out.push(format!("told {told}"));
+    let _ = w.call_line("CONFIG SET tracking-table-max-keys 1000000");
+    out
+}
+
+#[test]
+fn a_broken_redirect_and_the_table_limit_as_redis() {
+    let redis = RedisServer::start();
+    let elsa = Elsa::start(&["--workers", "2"]);
+    let want = redirect_and_limit_transcript(redis.port);
+    let got = redirect_and_limit_transcript(elsa.port);
+    assert_eq!(want, got, "redis vs elsa");
+    eprintln!("[tracking] redirect and limit transcript: {want:?}");
 }

@@ -194,7 +194,10 @@ impl Conn {
             Control::ElsaDigest => self.elsa_digest(args).await,
             Control::ElsaFault => self.elsa_fault(args),
             Control::ElsaDecommission => self.elsa_decommission(),
-            Control::Eval => self.eval(args).await,
+            Control::Eval => {
+                self.eval(args).await;
+                self.script_tracked();
+            }
             Control::Script => self.script(args).await,
             Control::Function => self.function(args).await,
             Control::Acl => self.acl(args),

@@ -78,8 +78,12 @@ impl Conn {
                 total.live as u64,
             );
             let scripts = sh.scripts.cache.size();
+            let (libraries, functions) = sh.scripts.functions.counts();
             t.push_str(&crate::memory::report::info_section(
-                &sh.memory, &f, scripts,
+                &sh.memory,
+                &f,
+                scripts,
+                (functions, libraries),
             ));
         }
         if want("persistence") {

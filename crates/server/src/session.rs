@@ -173,6 +173,7 @@ impl Conn {
         // large, and growing the queue 4 → 8 copied it (1.3 % of the CPU
         // under EloqKV's batches of six).
         self.s.multi = Some(Vec::with_capacity(8));
+        self.s.multi_reads.clear();
         self.s.multi_args.clear();
         self.s.multi_failed = false;
         self.s.db_before_multi = Some(self.s.db);
@@ -208,6 +209,7 @@ impl Conn {
         };
         let queued_args = std::mem::take(&mut self.s.multi_args);
         let watches = std::mem::take(&mut self.s.watches);
+        let mut reads = std::mem::take(&mut self.s.multi_reads);
         // The queued SELECTs run again in their place below; until then the
         // queued keyless commands see the database MULTI started in.
         self.leave_multi_db();
@@ -229,6 +231,9 @@ impl Conn {
             .iter()
             .any(|q| matches!(q, Queued::Admin(Control::Eval, _)))
         {
+            // (Every key read is remembered: an invalidation too many is
+            // safe, one too few leaves a stale cache.)
+            self.remember_exec_reads(reads, false);
             return self.exec_as_one_txn(queued, watches).await;
         }
         let total = queued.len();
@@ -295,6 +300,8 @@ impl Conn {
                         if !opened {
                             self.w().array(total);
                             opened = true;
+                            // Its reads count once it ran, in its order.
+                            self.remember_exec_reads(std::mem::take(&mut reads), true);
                         }
                         let mut at = 0;
                         for q in step {

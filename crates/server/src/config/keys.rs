@@ -279,6 +279,9 @@ pub struct Keys {
     /// The size past which a sparse HyperLogLog becomes dense, bytes.
     #[arg(long, env = "ELSA_HLL_SPARSE_MAX_BYTES")]
     pub hll_sparse_max_bytes: Option<u64>,
+    /// Keys client-side caching remembers at most (0: no limit).
+    #[arg(long, env = "ELSA_TRACKING_TABLE_MAX_KEYS")]
+    pub tracking_table_max_keys: Option<u64>,
     /// Keyspace notifications: Redis's class letters (`KEA`…; "" = off).
     #[arg(long, env = "ELSA_NOTIFY_KEYSPACE_EVENTS", allow_hyphen_values = true)]
     pub notify_keyspace_events: Option<String>,
@@ -363,6 +366,7 @@ impl Keys {
             list_max_listpack_size,
             list_compress_depth,
             hll_sparse_max_bytes,
+            tracking_table_max_keys,
             notify_keyspace_events
         );
     }

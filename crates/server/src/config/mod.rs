@@ -119,8 +119,9 @@ pub struct Startup {
 /// `hash-max-listpack-entries`, `hash-max-listpack-value`,
 /// `set-max-intset-entries`, `zset-max-listpack-entries`,
 /// `zset-max-listpack-value`, `list-max-listpack-size`,
-/// `list-compress-depth`, in that order; and `hll-sparse-max-bytes`
-/// (`elsa_shard::ops::pf`).
+/// `list-compress-depth`, in that order; `hll-sparse-max-bytes`
+/// (`elsa_shard::ops::pf`); and `tracking-table-max-keys`
+/// (`crate::tracking`), another process-wide limit.
 #[derive(Debug, Clone, Copy)]
 pub struct Encodings {
     pub hash_entries: u64,
@@ -131,6 +132,7 @@ pub struct Encodings {
     pub list_size: i64,
     pub list_compress_depth: i64,
     pub hll_sparse_max_bytes: u64,
+    pub tracking_table_max_keys: u64,
 }
 
 impl Encodings {
@@ -147,6 +149,7 @@ impl Encodings {
         LIST_SIZE.store(self.list_size, Relaxed);
         LIST_COMPRESS_DEPTH.store(self.list_compress_depth, Relaxed);
         elsa_shard::ops::pf::SPARSE_MAX_BYTES.store(size(self.hll_sparse_max_bytes), Relaxed);
+        crate::tracking::MAX_KEYS.store(self.tracking_table_max_keys, Relaxed);
     }
 }
 
@@ -541,6 +544,10 @@ impl Config {
                 list_size: need(c.list_max_listpack_size, "list-max-listpack-size")?,
                 list_compress_depth: need(c.list_compress_depth, "list-compress-depth")?,
                 hll_sparse_max_bytes: need(c.hll_sparse_max_bytes, "hll-sparse-max-bytes")?,
+                tracking_table_max_keys: need(
+                    c.tracking_table_max_keys,
+                    "tracking-table-max-keys",
+                )?,
             },
             cluster: ClusterKeys {
                 region: need(c.region, "region")?,

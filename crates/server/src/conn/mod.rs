@@ -91,6 +91,17 @@ pub(crate) struct Session {
     pub db: u8,
     /// CLIENT TRACKING's options while it is on (`crate::tracking`).
     pub tracking: Option<crate::tracking::Options>,
+    /// NOLOOP keys of this connection's writes are registered
+    /// (`Conn::noloop_writing`).
+    pub noloop_writing: bool,
+    /// Between MULTI and EXEC, with tracking on: per queued data command,
+    /// whether its keys are to be remembered as read, whether it writes,
+    /// and its keys (`Conn::remember_exec_reads`).
+    pub multi_reads: Vec<(bool, bool, Vec<Bytes>)>,
+    /// A running script's declared keys, remembered once it calls a
+    /// read-only command (`Conn::script_may_track`), and whether it did.
+    pub script_keys: Option<Vec<Bytes>>,
+    pub script_read: bool,
     /// Between MULTI and EXEC: the database before MULTI, which DISCARD
     /// (or a refused EXEC) goes back to — a queued SELECT changes the
     /// database of the commands queued after it at once.
@@ -223,6 +234,10 @@ impl Conn {
                 db: 0,
                 db_before_multi: None,
                 tracking: None,
+                noloop_writing: false,
+                multi_reads: Vec::new(),
+                script_keys: None,
+                script_read: false,
                 ack,
                 txn: None,
                 effects: Vec::new(),

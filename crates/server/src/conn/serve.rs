@@ -407,6 +407,7 @@ impl Conn {
             self.drain_pushes_between();
         }
         self.publish_batch(last);
+        self.noloop_done();
         // Blocked clients try again once what this batch wrote is
         // committed (a transaction's writes: at its end).
         if self.list_written && self.s.multi.is_none() && self.s.txn.is_none() {
@@ -470,6 +471,12 @@ impl Conn {
         }
         if blocking::may_wake_a_blocked_pop(spec.name) {
             self.list_written = true;
+        }
+        if self.s.tracking.is_some() {
+            self.noloop_writing(spec, &args);
+            if matches!(spec.kind, Kind::Control(Control::Eval)) {
+                self.script_may_track(spec, &args, caching);
+            }
         }
         match spec.kind {
             Kind::Control(c) => {

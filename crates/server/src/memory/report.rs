@@ -70,7 +70,14 @@ impl Figures {
 
 /// INFO's `# Memory` section; `scripts`: the EVAL scripts cached, and
 /// their bytes.
-pub fn info_section(mem: &Memory, f: &Figures, scripts: (usize, usize)) -> String {
+/// `scripts`: cached scripts and their bytes; `functions`: functions and
+/// libraries loaded.
+pub fn info_section(
+    mem: &Memory,
+    f: &Figures,
+    scripts: (usize, usize),
+    functions: (usize, usize),
+) -> String {
     let a = &f.alloc;
     let limit = &mem.limit;
     let system = total_system_memory();
@@ -92,20 +99,22 @@ pub fn info_section(mem: &Memory, f: &Figures, scripts: (usize, usize)) -> Strin
     );
     let _ = write!(
         t,
-        "allocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nused_memory_scripts_eval:{}\r\nnumber_of_cached_scripts:{}\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n",
+        "allocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nused_memory_scripts_eval:{}\r\nnumber_of_cached_scripts:{}\r\nnumber_of_functions:{}\r\nnumber_of_libraries:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n",
         a.allocated,
         a.active,
         a.resident,
         human(system),
         scripts.1,
         scripts.0,
+        functions.0,
+        functions.1,
         limit.maxmemory(),
         human(limit.maxmemory()),
         limit.policy().name(),
     );
     let _ = write!(
         t,
-        "allocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:{}\r\nmem_allocator:{}\r\n\r\n",
+        "allocator_frag_ratio:{:.2}\r\nallocator_frag_bytes:{}\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:{:.2}\r\nrss_overhead_bytes:{}\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:{}\r\nmem_allocator:{}\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n\r\n",
         ratio(a.active, a.allocated),
         a.active.saturating_sub(a.allocated),
         ratio(a.resident, a.active),

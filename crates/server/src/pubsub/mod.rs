@@ -368,6 +368,9 @@ impl Subscriptions {
 impl Drop for Subscriptions {
     fn drop(&mut self) {
         self.clear();
+        if let Some(me) = &self.me {
+            me.end();
+        }
     }
 }
 

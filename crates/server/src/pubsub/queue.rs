@@ -201,6 +201,8 @@ struct State {
     over_soft_since: Option<Instant>,
     /// Over the limit: takes nothing more, its connection closes.
     closed: bool,
+    /// Its connection ended.
+    gone: bool,
 }
 
 impl Subscriber {
@@ -225,11 +227,26 @@ impl Subscriber {
         !self.lock().closed
     }
 
+    /// Its connection ended (or is closing over its limit): a tracking
+    /// redirect to it is broken.
+    pub fn gone(&self) -> bool {
+        let st = self.lock();
+        st.gone || st.closed
+    }
+
+    /// The connection ended.
+    pub fn end(&self) {
+        let mut st = self.lock();
+        st.gone = true;
+        st.queue = VecDeque::new();
+        st.queued = 0;
+    }
+
     /// Queues a message and wakes the connection; false when the
     /// subscriber is being disconnected (it takes nothing more).
     pub fn push(&self, msg: Msg) -> bool {
         let mut st = self.lock();
-        if st.closed {
+        if st.closed || st.gone {
             return false;
         }
         st.queued += msg.size();

@@ -322,6 +322,17 @@ pub static PARAMS: &[Param] = &[
         get: |s| elsa_shard::notify::format_flags(s.notifier.flags()),
     },
     Param {
+        name: "tracking-table-max-keys",
+        check: |v| {
+            let n = long_long(v, 0, i64::MAX)? as u64;
+            Ok(Box::new(move |s| {
+                crate::tracking::MAX_KEYS.store(n, Relaxed);
+                s.tracking.limit();
+            }))
+        },
+        get: |_| crate::tracking::MAX_KEYS.load(Relaxed).to_string(),
+    },
+    Param {
         name: "hll-sparse-max-bytes",
         check: |v| memory_size_t(v, &elsa_shard::ops::pf::SPARSE_MAX_BYTES),
         get: |_| limit(&elsa_shard::ops::pf::SPARSE_MAX_BYTES),
@@ -499,6 +510,7 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
             | "list-max-listpack-size"
             | "list-compress-depth"
             | "hll-sparse-max-bytes"
+            | "tracking-table-max-keys"
             | "snapshot-interval-sec"
             | "timeout"
             | "tls-port" => match value.parse::<i64>() {

@@ -364,6 +364,9 @@ impl Conn {
         let saved_out = std::mem::take(&mut self.out);
         let saved_resp3 = std::mem::replace(&mut self.s.resp3, resp3);
         let started = std::time::Instant::now();
+        if self.s.script_keys.is_some() && spec.flags.contains(&"readonly") {
+            self.s.script_read = true;
+        }
         match spec.kind {
             Kind::Data(parse) => match self.data_cmd(parse, &args) {
                 Ok(dc) => self.run_in_script_txn(dc).await,

@@ -2,7 +2,7 @@
 //! GETREDIR, TRACKINGINFO) over a connection; the tables are the parent's.
 
 use super::*;
-use crate::cmd::{is, DataCmd};
+use crate::cmd::{self, is, DataCmd};
 use crate::conn::Conn;
 use bytes::Bytes;
 
@@ -129,17 +129,25 @@ impl Conn {
             }
             o.prefixes.extend(new_prefixes);
         }
-        let target = if o.redirect != 0 && o.redirect != self.s.id {
+        let own = self
+            .s
+            .resp3
+            .then(|| self.subs.ensure_queue(self.own_queue()));
+        let elsewhere = o.redirect != 0 && o.redirect != self.s.id;
+        let target = if elsewhere {
             self.shared.pubsub.subscriber(o.redirect)
-        } else if self.s.resp3 {
-            Some(self.subs.ensure_queue(self.own_queue()))
         } else {
-            None
+            own.clone()
         };
         let bcast = o.bcast.then(|| o.prefixes.iter().cloned().collect());
-        self.shared
-            .tracking
-            .enable(self.s.id, Client { target, bcast });
+        let client = Client {
+            target,
+            bcast,
+            redirect: if elsewhere { o.redirect } else { 0 },
+            own,
+            broken: false,
+        };
+        self.shared.tracking.enable(self.s.id, client);
         self.s.tracking = Some(o);
         self.w().simple("OK");
     }
@@ -185,6 +193,7 @@ impl Conn {
                 (o.optout, "optout"),
                 (o.optout && o.caching, "caching-no"),
                 (o.noloop, "noloop"),
+                (self.shared.tracking.broken(self.s.id), "broken_redirect"),
             ];
             flags.extend(pairs.iter().filter(|(on, _)| *on).map(|(_, f)| *f));
         }
@@ -219,29 +228,142 @@ impl Conn {
         std::mem::take(&mut o.caching)
     }
 
+    /// NOLOOP: a write command (or a script, whose declared keys it
+    /// writes) names its keys before it runs, so the change it makes is
+    /// not sent back to this connection (see `Tables::writing`).
+    ///
+    /// A script's writes count as the caller's in default mode only: Redis
+    /// compares the tracking client with `server.current_client` (the
+    /// caller) there, but a BCAST client with the client that modified the
+    /// key — a script's own client, never the caller.
+    pub(crate) fn noloop_writing(&mut self, spec: &cmd::Spec, args: &[Bytes]) {
+        let Some(o) = self.s.tracking.as_ref().filter(|o| o.noloop) else {
+            return;
+        };
+        let script = matches!(spec.kind, cmd::Kind::Control(cmd::Control::Eval));
+        if !(spec.is_write() || script && !o.bcast) {
+            return;
+        }
+        let keys: Vec<Bytes> = cmd::key_positions(spec, args)
+            .into_iter()
+            .filter_map(|p| args.get(p))
+            .map(|k| elsa_shard::db::encode(self.s.db, k))
+            .collect();
+        if !keys.is_empty() {
+            self.shared.tracking.writing(self.s.id, keys);
+            self.s.noloop_writing = true;
+        }
+    }
+
+    /// After a batch of commands: what this connection wrote is done,
+    /// unless a MULTI or transaction is still open.
+    pub(crate) fn noloop_done(&mut self) {
+        if self.s.noloop_writing && self.s.multi.is_none() && self.s.txn.is_none() {
+            self.s.noloop_writing = false;
+            self.shared.tracking.writing_done(self.s.id);
+        }
+    }
+
     /// A data command was parsed: a tracking connection in default mode
     /// may cache the keys a read-only one reads (as Redis's
     /// `trackingRememberKeys`: OPTIN only after `CLIENT CACHING yes`,
     /// OPTOUT unless `CLIENT CACHING no`; `caching` says whether it came).
     pub(crate) fn remember_reads(&mut self, readonly: bool, caching: bool, dc: &DataCmd) {
-        let Some(o) = &self.s.tracking else {
-            return;
-        };
-        // OPTIN: only when asked; OPTOUT: unless asked not to; else always.
-        let cache = !o.bcast
-            && if o.optin {
-                caching
-            } else {
-                !(o.optout && caching)
-            };
-        if !readonly || !cache {
+        if self.s.tracking.is_none() {
             return;
         }
+        let cache = self.caches(caching);
         let keys = dc
             .ops
             .iter()
             .flat_map(|(k, op)| std::iter::once(k).chain(op.other_keys()));
+        if self.s.multi.is_some() {
+            // Queued: remembered when EXEC runs it (Redis remembers a
+            // key when the command reading it runs, so a write queued
+            // before the read does not invalidate it).
+            let keys = keys.cloned().collect();
+            self.s
+                .multi_reads
+                .push((readonly && cache, !readonly, keys));
+            return;
+        }
+        if !readonly || !cache {
+            return;
+        }
         self.shared.tracking.remember(self.s.id, keys);
+    }
+
+    /// Whether this connection's reads are remembered now: default mode,
+    /// and with OPTIN only when asked (`CLIENT CACHING yes`), with OPTOUT
+    /// unless asked not to.
+    fn caches(&self, caching: bool) -> bool {
+        self.s.tracking.as_ref().is_some_and(|o| {
+            !o.bcast
+                && if o.optin {
+                    caching
+                } else {
+                    !(o.optout && caching)
+                }
+        })
+    }
+
+    /// A script (EVAL, FCALL and their forms) is about to run: the keys
+    /// it declares are remembered if it calls a read-only command, as
+    /// Redis 7.0 does (`call()`: `trackingRememberKeys(script_caller)`).
+    pub(crate) fn script_may_track(&mut self, spec: &cmd::Spec, args: &[Bytes], caching: bool) {
+        self.s.script_read = false;
+        self.s.script_keys = None;
+        if self.s.multi.is_some() || !self.caches(caching) {
+            return;
+        }
+        let keys = cmd::key_positions(spec, args)
+            .into_iter()
+            .filter_map(|p| args.get(p))
+            .map(|k| elsa_shard::db::encode(self.s.db, k))
+            .collect();
+        self.s.script_keys = Some(keys);
+    }
+
+    /// The script ran: its declared keys are remembered if it read.
+    pub(crate) fn script_tracked(&mut self) {
+        let keys = self.s.script_keys.take();
+        if std::mem::take(&mut self.s.script_read) {
+            if let Some(keys) = keys.filter(|_| self.s.tracking.is_some()) {
+                self.shared.tracking.remember(self.s.id, keys.iter());
+            }
+        }
+    }
+
+    /// EXEC ran its queued commands: the keys its reads read are
+    /// remembered — or, `ordered`, a key a later queued command wrote is
+    /// invalidated for this connection at once instead, as Redis, which
+    /// remembered it at the read, tells of that write after EXEC's reply.
+    pub(crate) fn remember_exec_reads(
+        &mut self,
+        reads: Vec<(bool, bool, Vec<Bytes>)>,
+        ordered: bool,
+    ) {
+        if reads.is_empty() || self.s.tracking.is_none() {
+            return;
+        }
+        for (i, (remember, _, keys)) in reads.iter().enumerate() {
+            if !remember {
+                continue;
+            }
+            for key in keys {
+                let written_after = ordered
+                    && reads[i + 1..]
+                        .iter()
+                        .any(|(_, writes, ks)| *writes && ks.contains(key));
+                if written_after {
+                    self.shared.tracking.tell(self.s.id, key);
+                } else {
+                    self.shared
+                        .tracking
+                        .remember(self.s.id, std::iter::once(key));
+                }
+            }
+        }
     }
 }
 
