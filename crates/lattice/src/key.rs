@@ -449,6 +449,11 @@ impl KeyState {
                 } else if let Some(bytes) = value.as_ref().filter(|v| {
                     let shown = match mine {
                         Kind::String => self.visible_string(now_ms),
+                        // Nothing shown with a TTL to set: the whole value
+                        // (a part's TTL change needs a value to retime —
+                        // over a cleared collection it had none, and the
+                        // TTL was lost: the proptest below, 2026-12-02).
+                        Kind::None if expire.is_some() => return false,
                         Kind::None => None,
                         _ => return false,
                     };

@@ -802,3 +802,24 @@ fn an_expiry_stays_with_the_collection_it_was_set_on() {
     r2.merge(own);
     assert_eq!(seen(&r2).1, expire_at(&Some(2)));
 }
+
+/// Found by `a_replacement_shows_exactly_its_target` in CI (2026-12-02): a
+/// transaction's HyperLogLog with a TTL, written over a cleared list, lost
+/// the TTL (it was written as a part, whose TTL change had no value to
+/// retime).
+#[test]
+fn a_hyperloglog_with_a_ttl_replacing_a_cleared_list_keeps_its_ttl() {
+    let a = [
+        Step::At(0, Cmd::Del),
+        Step::At(0, Cmd::Push(false, 0)),
+        Step::At(0, Cmd::Del),
+    ];
+    let b = [
+        Step::At(1, Cmd::PfAdd(0)),
+        Step::At(1, Cmd::Expire(Some(0))),
+    ];
+    let x = replay_run(&a, 0).0.remove(0);
+    let y = replay_run(&b, 1).0.remove(1);
+    let delta = x.replace_with(&y, 0, 0, Version::new(1_000_000, 1));
+    assert_eq!(seen(&merged(x, delta)), seen(&y));
+}
