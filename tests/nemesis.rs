@@ -515,12 +515,7 @@ fn random_faults_inside_a_region_keep_one_owner_per_slot() {
             }
             _ => {
                 let ms: i64 = if rng.gen_bool(0.5) { 400 } else { -400 };
-                let clock = |ms: i64| {
-                    let _: String = hosts.query(x, redis::cmd("ELSA.FAULT").arg("CLOCK").arg(ms));
-                };
-                clock(ms);
-                std::thread::sleep(hold);
-                clock(0);
+                hosts.skew_clock(x, ms, hold);
                 if ms > 0 {
                     "clock 400 ms ahead"
                 } else {

@@ -424,9 +424,20 @@ fn info_memory_uses_redis_field_names() {
         "maxmemory_policy",
         "mem_fragmentation_ratio",
         "mem_allocator",
+        "used_memory_lua",
+        "used_memory_vm_total",
+        "used_memory_scripts",
     ] {
         assert!(ours.contains(want), "INFO memory lacks {want}");
     }
+    // The script threads' Lua states, once they ran something.
+    let _: i64 = redis::cmd("EVAL")
+        .arg("return 1")
+        .arg(0)
+        .query(&mut ec)
+        .unwrap();
+    assert!(num(&mut ec, "memory", "used_memory_lua") > 0);
+    assert!(num(&mut ec, "memory", "used_memory_scripts") >= "return 1".len() as u64);
     assert_eq!(num(&mut ec, "memory", "maxmemory"), 64 << 20);
     let used = num(&mut ec, "memory", "used_memory");
     let rss = num(&mut ec, "memory", "used_memory_rss");

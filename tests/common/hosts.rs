@@ -576,6 +576,17 @@ impl Hosts {
         self.start(i, &region, id, &seeds, &extra);
     }
 
+    /// Host `i`'s node's clock `ms` off (`ELSA.FAULT CLOCK`, a node started
+    /// with `--fault-injection true`) for `hold`, then back.
+    pub fn skew_clock(&self, i: usize, ms: i64, hold: Duration) {
+        let clock = |ms: i64| {
+            let _: String = self.query(i, redis::cmd("ELSA.FAULT").arg("CLOCK").arg(ms));
+        };
+        clock(ms);
+        std::thread::sleep(hold);
+        clock(0);
+    }
+
     /// Pauses (SIGSTOP) or resumes (SIGCONT) host `i`'s node.
     pub fn pause(&self, i: usize, on: bool) {
         let pid = self.hosts[i].node.as_ref().expect("a node runs there").id();

@@ -608,6 +608,7 @@ impl Cluster {
             if let Some(inbox) = self.inboxes.get(usize::from(shard)) {
                 let _ = inbox.send(match arrival {
                     Arrival::Resent => ShardMsg::MergeResent { entries, reply },
+                    Arrival::Behind => ShardMsg::MergeBehind { entries, reply },
                     _ => ShardMsg::Merge {
                         entries,
                         park,

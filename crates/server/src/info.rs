@@ -84,6 +84,7 @@ impl Conn {
                 &f,
                 scripts,
                 (functions, libraries),
+                sh.scripts.pool.lua_memory(),
             ));
         }
         if want("persistence") {

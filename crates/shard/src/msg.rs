@@ -478,6 +478,16 @@ pub enum ShardMsg {
         /// How many changed the local state, once durable.
         reply: oneshot::Sender<Result<usize, Refusal>>,
     },
+    /// Another region's lattices repaired by a node that is not their
+    /// slot's primary there (`Shard::op_merge_behind`): merged as `Merge`
+    /// with `park` where they change nothing shown here, left out (and
+    /// counted as changes) where they would.
+    MergeBehind {
+        /// The peer's lattices for keys of this shard.
+        entries: Vec<crate::wal::codec::LogEntry>,
+        /// How many changed the local state or were left out, once durable.
+        reply: oneshot::Sender<Result<usize, Refusal>>,
+    },
     /// Multi-shard commit, phase two: install the writes and release holds.
     Install {
         /// The transaction.

@@ -691,8 +691,8 @@ impl Cluster {
                 // what it shipped (its tombstones may then go: `proofs`);
                 // shipped by a node this one distrusts or fences, nothing
                 // was merged, so the answer proves nothing.
-                let merges = self.merge_from(hello.node, e.lattices, Some(()), arrival);
-                let merged = merges.is_some();
+                let merges = self.merge_split(hello.node, e.lattices, Some(()), arrival);
+                let mut merged = merges.is_some();
                 if !e.pull.is_empty() {
                     let me = self.clone();
                     let tx = tx.clone();
@@ -700,8 +700,17 @@ impl Cluster {
                         // Whether the initiator's lattices changed anything
                         // here (each shard answers how many it installed).
                         let mut dominated = merged;
-                        for rx in merges.into_iter().flatten() {
+                        let (waits, behind) = merges.unwrap_or_default();
+                        for rx in waits {
                             dominated &= matches!(rx.await, Ok(Ok(0)));
+                        }
+                        // Another region's backup's lattices that would
+                        // change something wait for their primary
+                        // (`units`): not merged, so nothing is proven.
+                        for rx in behind {
+                            let nothing = matches!(rx.await, Ok(Ok(0)));
+                            dominated &= nothing;
+                            merged &= nothing;
                         }
                         let cutoff = if e.full { u64::MAX } else { me.cutoff() };
                         let out = me.bucket_lattices(&e.pull, cutoff, &e.whole).await;

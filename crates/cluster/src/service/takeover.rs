@@ -427,6 +427,27 @@ impl Cluster {
         durable: Option<()>,
         arrival: Arrival,
     ) -> Option<Vec<oneshot::Receiver<Result<usize, elsa_shard::Refusal>>>> {
+        self.merge_split(from, lattices, durable, arrival)
+            .map(|(mut waits, behind)| {
+                waits.extend(behind);
+                waits
+            })
+    }
+
+    /// [`Cluster::merge_from`], with the answers of another region's
+    /// backup's lattices apart (`Cluster::by_repairer`: what changed
+    /// nothing there merged whole).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn merge_split(
+        &self,
+        from: NodeId,
+        lattices: Vec<Lattice>,
+        durable: Option<()>,
+        arrival: Arrival,
+    ) -> Option<(
+        Vec<oneshot::Receiver<Result<usize, elsa_shard::Refusal>>>,
+        Vec<oneshot::Receiver<Result<usize, elsa_shard::Refusal>>>,
+    )> {
         let f = self
             .takeovers
             .fences
@@ -435,9 +456,20 @@ impl Cluster {
         if f.refuses(from) || self.distrusts(from) {
             return None;
         }
-        let waits = self.merge_lattices(lattices, durable, arrival);
+        let merged = if arrival == Arrival::Repair {
+            // Another region's repair: what its slots' primaries send, and
+            // what other replicas send, which must not overtake the
+            // primaries' gossip (`units`).
+            let (primary, behind) = self.by_repairer(from, lattices);
+            (
+                self.merge_lattices(primary, durable, Arrival::Repair),
+                self.merge_lattices(behind, durable, Arrival::Behind),
+            )
+        } else {
+            (self.merge_lattices(lattices, durable, arrival), Vec::new())
+        };
         drop(f);
-        Some(waits)
+        Some(merged)
     }
 }
 

@@ -55,13 +55,17 @@ pub(crate) enum Arrival {
     /// again (`wire::Gossip::resent`): as `Gossip`, but nothing committed
     /// before a shard's collection floor is merged.
     Resent,
+    /// Another region's anti-entropy from a node that is not the primary
+    /// of the lattices' slots there ([`Cluster::by_repairer`]): only what
+    /// would change nothing shown here merges.
+    Behind,
 }
 
 impl Cluster {
     /// Hands this node's installer the transactions among `lattices` this
     /// node installs for its region (see the module doc).
     pub(super) fn find_units(&self, lattices: &[Lattice], arrival: Arrival) {
-        if arrival == Arrival::Direct {
+        if matches!(arrival, Arrival::Direct | Arrival::Behind) {
             return;
         }
         // A one-shard unit's writes share their start and origin (one
@@ -89,6 +93,48 @@ impl Cluster {
                     .map(|l| LogEntry::from(l.clone()))
                     .collect(),
             );
+        }
+    }
+
+    /// Another region's repair from `from`, split: lattices of slots whose
+    /// primary in its region it is, and the others.
+    ///
+    /// This region takes another's transaction in only whole and after
+    /// those it builds on, which needs a key's parts to arrive in the order
+    /// they were committed: from the slot's primary there, which gossips
+    /// them (`streams`) and repairs only once its stream here caught up.
+    /// Another replica of the slot holds the same keys, but its own streams
+    /// may catch up first: right after a cut between the regions healed,
+    /// a backup shipped the latest state of the primary's keys while the
+    /// primary's stream still carried the transfers they built on, and
+    /// this region read the other's bank off its total for half a second
+    /// (CI, stop 62). So what such a node sends merges only where it
+    /// changes nothing shown here (`Shard::op_merge_behind`): the rest
+    /// comes from the primary, and the round proves nothing meanwhile.
+    pub(super) fn by_repairer(
+        &self,
+        from: elsa_lattice::NodeId,
+        lattices: Vec<Lattice>,
+    ) -> (Vec<Lattice>, Vec<Lattice>) {
+        let primary = self.primary_test(from);
+        lattices.into_iter().partition(|l| primary(l))
+    }
+
+    /// Whether `from` is, in this node's view, the primary of a lattice's
+    /// slot in its own region.
+    fn primary_test(&self, from: elsa_lattice::NodeId) -> impl Fn(&Lattice) -> bool + '_ {
+        let ring = self.ring.load_full();
+        let region = ring
+            .member(from)
+            .and_then(|m| ring.regions().iter().position(|r| *r == m.region));
+        move |l: &Lattice| {
+            let Some(region) = region else {
+                return false;
+            };
+            let hash = std::hash::BuildHasher::hash_one(&self.hasher, &l.key[..]);
+            ring.replicas(crate::ring::slot_of(hash), region)
+                .first()
+                .is_some_and(|p| p.node == from)
         }
     }
 

@@ -68,15 +68,17 @@ impl Figures {
     }
 }
 
-/// INFO's `# Memory` section; `scripts`: the EVAL scripts cached, and
-/// their bytes.
-/// `scripts`: cached scripts and their bytes; `functions`: functions and
-/// libraries loaded.
+/// INFO's `# Memory` section. `scripts`: cached scripts and their bytes;
+/// `functions`: functions and libraries loaded; `lua`: the bytes of the
+/// script threads' Lua states (one per thread runs both scripts and
+/// functions, so it is all reported as the scripts' VM, as Redis's
+/// `used_memory_vm_eval`, and the functions' VM as 0).
 pub fn info_section(
     mem: &Memory,
     f: &Figures,
     scripts: (usize, usize),
     functions: (usize, usize),
+    lua: usize,
 ) -> String {
     let a = &f.alloc;
     let limit = &mem.limit;
@@ -99,15 +101,19 @@ pub fn info_section(
     );
     let _ = write!(
         t,
-        "allocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nused_memory_scripts_eval:{}\r\nnumber_of_cached_scripts:{}\r\nnumber_of_functions:{}\r\nnumber_of_libraries:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n",
+        "allocator_allocated:{}\r\nallocator_active:{}\r\nallocator_resident:{}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nused_memory_lua_human:{}\r\nused_memory_scripts_eval:{}\r\nnumber_of_cached_scripts:{}\r\nnumber_of_functions:{}\r\nnumber_of_libraries:{}\r\nused_memory_vm_functions:0\r\nused_memory_vm_total:{lua}\r\nused_memory_vm_total_human:{}\r\nused_memory_functions:0\r\nused_memory_scripts:{}\r\nused_memory_scripts_human:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\n",
         a.allocated,
         a.active,
         a.resident,
         human(system),
+        human(lua as u64),
         scripts.1,
         scripts.0,
         functions.0,
         functions.1,
+        human(lua as u64),
+        scripts.1,
+        human(scripts.1 as u64),
         limit.maxmemory(),
         human(limit.maxmemory()),
         limit.policy().name(),

@@ -22,7 +22,7 @@
 //! with Redis's texts. The library tables are read-only proxies too.
 
 use std::cell::Cell;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
@@ -111,6 +111,9 @@ pub enum Outcome {
 /// The pool of script threads.
 pub struct Pool {
     jobs: Mutex<Sender<Job>>,
+    /// Each thread's Lua state's memory, after its last job (INFO's
+    /// `used_memory_lua`).
+    memory: Arc<Vec<AtomicUsize>>,
 }
 
 /// Stack of each script thread.
@@ -121,23 +124,32 @@ impl Pool {
     pub fn start(threads: usize, cache: Arc<ScriptCache>) -> Pool {
         let (tx, rx) = std::sync::mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
+        let memory: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..threads).map(|_| AtomicUsize::new(0)).collect());
         for i in 0..threads {
             let rx = rx.clone();
             let cache = cache.clone();
+            let memory = memory.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("elsa-script-{i}"))
                 // A result is converted recursively down to Redis's depth
                 // limit (1,000 tables); unoptimised builds need more than
                 // the default 2 MiB for that. Only touched pages are used.
                 .stack_size(SCRIPT_STACK)
-                .spawn(move || thread_main(&rx, &cache));
+                .spawn(move || thread_main(&rx, &cache, &memory[i]));
             if let Err(e) = spawned {
                 tracing::error!("cannot start script thread: {e}");
             }
         }
         Pool {
             jobs: Mutex::new(tx),
+            memory,
         }
+    }
+
+    /// Bytes the script threads' Lua states use, summed.
+    pub fn lua_memory(&self) -> usize {
+        self.memory.iter().map(|m| m.load(Ordering::Relaxed)).sum()
     }
 
     /// Queues a job; false if no script thread is left to take it.
@@ -183,7 +195,7 @@ pub(crate) struct State {
     pub(super) libraries: Table,
 }
 
-fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
+fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache, memory: &AtomicUsize) {
     let mut state = match State::new() {
         Ok(s) => s,
         Err(e) => {
@@ -192,6 +204,7 @@ fn thread_main(jobs: &Mutex<Receiver<Job>>, cache: &ScriptCache) {
         }
     };
     loop {
+        memory.store(state.lua.used_memory(), Ordering::Relaxed);
         let job = {
             let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
             rx.recv()

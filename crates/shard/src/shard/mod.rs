@@ -466,6 +466,10 @@ impl Shard {
                 let r = self.op_merge_resent(&entries);
                 self.respond(reply, r);
             }
+            ShardMsg::MergeBehind { entries, reply } => {
+                let r = self.op_merge_behind(&entries);
+                self.respond(reply, r);
+            }
             ShardMsg::Prepare { req, ack, reply } => {
                 if req.wait && !self.frozen && self.prepare_blocked(&req) && !self.doomed(&req) {
                     return self.wait_to_prepare(req, ack, reply);

@@ -289,6 +289,28 @@ impl Shard {
         self.merge_entries(entries, true, true)
     }
 
+    /// [`Shard::op_merge`] of another region's lattices repaired by a node
+    /// that is not their slot's primary there (`elsa_cluster`'s
+    /// `Cluster::by_repairer`): a lattice newer than what this shard
+    /// stores is left out — it may be a transaction's part ahead of older
+    /// ones still in the primary's gossip, which would show it first — and
+    /// counted as a change, so the anti-entropy round proves nothing; the
+    /// rest (what this shard holds already, or newer; what shows nothing
+    /// where nothing is stored) merges as `op_merge` with `park`.
+    pub fn op_merge_behind(&mut self, entries: &[LogEntry]) -> Result<usize, Refusal> {
+        let mut kept = Vec::with_capacity(entries.len());
+        let mut left = 0;
+        for e in entries {
+            let hash = std::hash::BuildHasher::hash_one(self.table.hasher(), &e.key[..]);
+            if !self.absent_and_empty(hash, e) && self.version_of(hash, &e.key) < e.version {
+                left += 1;
+                continue;
+            }
+            kept.push(e.clone());
+        }
+        Ok(self.merge_entries(&kept, true, false)? + left)
+    }
+
     fn merge_entries(
         &mut self,
         entries: &[LogEntry],
