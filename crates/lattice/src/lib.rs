@@ -11,7 +11,8 @@
 //! - The data types (`docs/datatypes.md`): [`Counter`] (a string that
 //!   merges increments per origin), [`OrSet`] (add-wins set), [`OrMap`]
 //!   (add-wins map of counters: hashes), [`ZSet`] (sorted sets), [`List`]
-//!   (a sequence CRDT), built on [`Dots`]/[`Presence`],
+//!   (a sequence CRDT), [`stream::Stream`] (streams and their consumer
+//!   groups; not wired to commands yet), built on [`Dots`]/[`Presence`],
 //!   and [`KeyState`], one key's state whatever type it holds. Each
 //!   mutation answers a *delta*: a small state whose merge into any
 //!   replica has the mutation's effect, so one element's change ships,
@@ -37,6 +38,7 @@ mod packed;
 mod packing;
 mod seq;
 pub mod sparse;
+pub mod stream;
 pub mod zset;
 
 pub use counter::Counter;

@@ -1,0 +1,691 @@
+//! Streams (issue 46): Redis's logs of entries `ms-seq → field/value
+//! pairs`, and their consumer groups, as one lattice.
+//!
+//! Hand-written: no CRDT library has Redis's stream, and its merge rules
+//! are what Elsa promises across regions (`docs/datatypes.md`).
+//!
+//! **Entries.** An entry is written once, under its ID. IDs made by `*`
+//! carry the writing node (the command layer's rule), so two regions never
+//! make the same one; an explicit ID taken concurrently in two regions
+//! keeps the entry of the larger version, as a string would, the same
+//! everywhere. Entries merge by union, and every replica orders them by ID.
+//!
+//! **Removal.** `XDEL` adds the ID to a grow-only set: a deleted entry
+//! stays deleted whatever arrives later. Trimming (`MAXLEN`, `MINID`) sets
+//! a floor below which nothing shows, the greatest of every trim's: an
+//! entry trimmed in one region and added, read or claimed below the floor
+//! in another ends trimmed everywhere. A trim covers for good what is below
+//! its ID and not newer than it (dropped: a trimmed stream stays small);
+//! an entry added below it concurrently is kept out of sight, as it must
+//! show again should a `DEL` of the key forget the trim (the key's rule: a
+//! delete forgets every part at or below its version and keeps what was
+//! written concurrently). So the trims kept are those no other covers in
+//! both ID and version (a staircase, one step while trims come in order):
+//! keeping only the greatest ID lost a later trim of a lower ID, and
+//! replicas that saw them in different orders disagreed (the proptest).
+//!
+//! **Counters.** The last ID is a last-commit-wins register (`XSETID` may
+//! lower it) shown as at least the greatest entry and the greatest
+//! deleted ID, so it never shows below an ID the stream had; the entries
+//! added are counted per origin (a grow-only counter) plus an offset
+//! `XSETID … ENTRIESADDED` sets; the greatest deleted ID is a register.
+//!
+//! **Consumer groups.** A group is one incarnation per `XGROUP CREATE`
+//! (its version): a later create replaces it, `XGROUP DESTROY` ends it and
+//! wins over concurrent changes of the same incarnation. Within it:
+//! - the last delivered ID is the greatest `(setid version, ID)`: an
+//!   `XGROUP SETID` (or the create) starts a new epoch, in which deliveries
+//!   only move it forward;
+//! - each pending entry is a delivery (consumer, time, count) against an
+//!   acknowledgement, per ID, the later version winning: an `XACK` hides a
+//!   delivery made before it, a delivery after it (a claim, a re-read after
+//!   `SETID`) shows again;
+//! - consumers are created and deleted (last version wins) and keep the
+//!   latest seen and active times.
+//!
+//! Within a region each command commits at the key's primary, so a group
+//! hands an entry to one consumer; across regions two consumers may each
+//! get it until the regions converge (at least once: `docs/datatypes.md`).
+
+use std::collections::BTreeMap;
+
+use crate::{Crdt, Elem, NodeId, Version};
+
+/// A stream entry's ID, Redis's `ms-seq`; ordered by `ms`, then `seq`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId {
+    /// Milliseconds (of the clock that made it, for `*`).
+    pub ms: u64,
+    /// Sequence within the millisecond.
+    pub seq: u64,
+}
+
+impl StreamId {
+    /// `0-0`, below every entry.
+    pub const MIN: StreamId = StreamId { ms: 0, seq: 0 };
+    /// The greatest ID.
+    pub const MAX: StreamId = StreamId {
+        ms: u64::MAX,
+        seq: u64::MAX,
+    };
+
+    /// `ms-seq`.
+    pub fn new(ms: u64, seq: u64) -> StreamId {
+        StreamId { ms, seq }
+    }
+
+    /// The ID right after this one (None after [`StreamId::MAX`]).
+    pub fn next(self) -> Option<StreamId> {
+        match self.seq.checked_add(1) {
+            Some(seq) => Some(StreamId { ms: self.ms, seq }),
+            None => self.ms.checked_add(1).map(|ms| StreamId { ms, seq: 0 }),
+        }
+    }
+}
+
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// One entry: its field/value pairs, and the commit that wrote it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Field/value pairs, in the order given.
+    pub fields: Vec<(Elem, Elem)>,
+    /// Who wrote it (an ID taken twice keeps the larger).
+    pub version: Version,
+}
+
+/// A register: the value of the larger version.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Reg<T> {
+    version: Version,
+    value: T,
+}
+
+impl<T: Ord + Copy> Reg<T> {
+    fn merge(&mut self, other: Reg<T>) -> bool {
+        if (other.version, other.value) > (self.version, self.value) {
+            *self = other;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A delivery of an entry to a consumer of a group, not yet acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Delivery {
+    /// Which commit delivered (or claimed) it.
+    pub version: Version,
+    /// The consumer that has it.
+    pub consumer: Elem,
+    /// When it was last delivered (unix ms).
+    pub at_ms: u64,
+    /// How many times it was delivered.
+    pub count: u64,
+}
+
+/// A consumer of a group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Consumer {
+    /// Created (true) or deleted (false), by the later version.
+    live: Reg<bool>,
+    /// Last attempted interaction (unix ms), the latest.
+    pub seen_ms: u64,
+    /// Last successful interaction (unix ms), the latest.
+    pub active_ms: u64,
+}
+
+/// One incarnation of a consumer group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Group {
+    /// The `XGROUP CREATE` that made it.
+    created: Version,
+    /// The `XGROUP DESTROY` that ended it.
+    destroyed: Option<Version>,
+    /// `(epoch, last delivered ID, entries read)`, the greatest: an epoch
+    /// is the version of the create or `SETID` that began it.
+    delivered: (Version, StreamId, u64),
+    /// Per ID: the latest delivery.
+    deliveries: BTreeMap<StreamId, Delivery>,
+    /// Per ID: the latest acknowledgement.
+    acks: BTreeMap<StreamId, Version>,
+    consumers: BTreeMap<Elem, Consumer>,
+}
+
+impl Group {
+    /// The last delivered ID and the entries read (Redis's `last-id`,
+    /// `entries-read`).
+    pub fn last_delivered(&self) -> (StreamId, u64) {
+        (self.delivered.1, self.delivered.2)
+    }
+
+    /// The pending entries: delivered and not acknowledged since.
+    pub fn pending(&self) -> impl Iterator<Item = (StreamId, &Delivery)> + '_ {
+        self.deliveries
+            .iter()
+            .filter(|(id, d)| self.acks.get(id).is_none_or(|a| *a < d.version))
+            .map(|(id, d)| (*id, d))
+    }
+
+    /// The live consumers.
+    pub fn consumers(&self) -> impl Iterator<Item = (&Elem, &Consumer)> + '_ {
+        self.consumers.iter().filter(|(_, c)| c.live.value)
+    }
+
+    fn merge(&mut self, other: Group) -> bool {
+        if other.created != self.created {
+            if other.created > self.created {
+                *self = other;
+                return true;
+            }
+            return false;
+        }
+        let mut changed = false;
+        if other.destroyed > self.destroyed {
+            self.destroyed = other.destroyed;
+            changed = true;
+        }
+        if other.delivered > self.delivered {
+            self.delivered = other.delivered;
+            changed = true;
+        }
+        for (id, d) in other.deliveries {
+            match self.deliveries.get_mut(&id) {
+                Some(mine) if *mine >= d => {}
+                Some(mine) => {
+                    *mine = d;
+                    changed = true;
+                }
+                None => {
+                    self.deliveries.insert(id, d);
+                    changed = true;
+                }
+            }
+        }
+        for (id, v) in other.acks {
+            let mine = self.acks.entry(id).or_default();
+            if v > *mine {
+                *mine = v;
+                changed = true;
+            }
+        }
+        for (name, c) in other.consumers {
+            let mine = self.consumers.entry(name).or_default();
+            let before = mine.clone();
+            mine.live.merge(c.live);
+            mine.seen_ms = mine.seen_ms.max(c.seen_ms);
+            mine.active_ms = mine.active_ms.max(c.active_ms);
+            changed |= *mine != before;
+        }
+        changed
+    }
+}
+
+/// A stream (see the module doc).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stream {
+    entries: BTreeMap<StreamId, Entry>,
+    /// Deleted IDs, with the (latest) version that deleted each.
+    deleted: BTreeMap<StreamId, Version>,
+    /// Trims `(ID, version)`, none covering another in both, by rising
+    /// ID (so falling version); nothing below the last ID shows.
+    trims: Vec<(StreamId, Version)>,
+    last: Reg<StreamId>,
+    /// Entries added, per origin: how many, and the version of its latest
+    /// add (the later wins: an origin counts from 1 again after a `DEL`).
+    added: BTreeMap<NodeId, (u64, Version)>,
+    /// `XSETID … ENTRIESADDED`: what the count shows beyond `added`.
+    added_offset: Reg<i64>,
+    max_deleted: Reg<StreamId>,
+    groups: BTreeMap<Elem, Group>,
+}
+
+impl Stream {
+    /// The entries that show, in ID order.
+    pub fn entries(&self) -> impl DoubleEndedIterator<Item = (StreamId, &Entry)> + '_ {
+        self.entries
+            .range(self.floor()..)
+            .filter(|(id, _)| !self.deleted.contains_key(id))
+            .map(|(id, e)| (*id, e))
+    }
+
+    /// How many entries show (`XLEN`).
+    pub fn len(&self) -> usize {
+        self.entries().count()
+    }
+
+    /// True when no entry shows.
+    pub fn is_empty(&self) -> bool {
+        self.entries().next().is_none()
+    }
+
+    /// The last ID (`last-generated-id`): never below an entry or a
+    /// deleted ID the stream had.
+    pub fn last_id(&self) -> StreamId {
+        let top = self.entries.keys().next_back().copied().unwrap_or_default();
+        let deleted = self.deleted.keys().next_back().copied().unwrap_or_default();
+        self.last
+            .value
+            .max(top)
+            .max(deleted)
+            .max(self.max_deleted.value)
+    }
+
+    /// Entries ever added (`entries-added`).
+    pub fn entries_added(&self) -> u64 {
+        let sum: u64 = self.added.values().map(|(n, _)| n).sum();
+        (sum as i64).saturating_add(self.added_offset.value).max(0) as u64
+    }
+
+    /// The greatest deleted ID (`max-deleted-entry-id`).
+    pub fn max_deleted_id(&self) -> StreamId {
+        self.max_deleted.value
+    }
+
+    /// The trim floor: nothing below it shows.
+    pub fn floor(&self) -> StreamId {
+        self.trims.last().map_or(StreamId::MIN, |t| t.0)
+    }
+
+    /// The newest write it holds.
+    pub fn newest(&self) -> Version {
+        let entries = self.entries.values().map(|e| e.version);
+        let deleted = self.deleted.values().copied();
+        let added = self.added.values().map(|(_, v)| *v);
+        let groups = self.groups.values().map(Group::newest);
+        let trims = self.trims.iter().map(|t| t.1);
+        entries
+            .chain(deleted)
+            .chain(added)
+            .chain(groups)
+            .chain(trims)
+            .chain([
+                self.last.version,
+                self.added_offset.version,
+                self.max_deleted.version,
+            ])
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// True when nothing at all is held (no entry, deletion, group or
+    /// register written): the key does not exist. A stream whose entries
+    /// were all deleted still does, as in Redis.
+    pub fn has_no_entries(&self) -> bool {
+        self.newest() == Version::ZERO
+    }
+
+    /// Forgets everything written at or below `floor` (a `DEL` of the key,
+    /// a change of its type); true if anything went.
+    pub fn drop_through(&mut self, floor: Version) -> bool {
+        let before = self.clone();
+        self.entries.retain(|_, e| e.version > floor);
+        self.deleted.retain(|_, v| *v > floor);
+        self.trims.retain(|t| t.1 > floor);
+        if self.last.version <= floor {
+            self.last = Reg::default();
+        }
+        if self.added_offset.version <= floor {
+            self.added_offset = Reg::default();
+        }
+        if self.max_deleted.version <= floor {
+            self.max_deleted = Reg::default();
+        }
+        self.added.retain(|_, (_, v)| *v > floor);
+        self.groups.retain(|_, g| g.created > floor);
+        *self != before
+    }
+
+    /// The live groups.
+    pub fn groups(&self) -> impl Iterator<Item = (&Elem, &Group)> + '_ {
+        self.groups.iter().filter(|(_, g)| g.destroyed.is_none())
+    }
+
+    /// The live group `name`.
+    pub fn group(&self, name: &[u8]) -> Option<&Group> {
+        self.groups.get(name).filter(|g| g.destroyed.is_none())
+    }
+
+    /// The delta of `XADD id fields` committed as `version`.
+    pub fn add(&self, id: StreamId, fields: Vec<(Elem, Elem)>, version: Version) -> Stream {
+        let mut d = Stream::default();
+        d.entries.insert(id, Entry { fields, version });
+        d.last = Reg { version, value: id };
+        let mine = self.added.get(&version.origin).map_or(0, |(n, _)| *n);
+        d.added.insert(version.origin, (mine + 1, version));
+        d
+    }
+
+    /// The delta of `XDEL` of `ids` committed as `version`.
+    pub fn delete(&self, ids: &[StreamId], version: Version) -> Stream {
+        let mut d = Stream::default();
+        d.deleted.extend(ids.iter().map(|id| (*id, version)));
+        if let Some(top) = ids.iter().max() {
+            d.max_deleted = Reg {
+                version,
+                value: (*top).max(self.max_deleted.value),
+            };
+        }
+        d
+    }
+
+    /// The delta of a trim that removes every entry below `floor`
+    /// (`MINID`; `MAXLEN` once the command found its floor).
+    pub fn trim_below(&self, floor: StreamId, version: Version) -> Stream {
+        let mut d = Stream {
+            trims: vec![(floor, version)],
+            ..Stream::default()
+        };
+        let trimmed = self.entries.range(..floor).next_back().map(|(id, _)| *id);
+        if let Some(top) = trimmed.filter(|t| *t > self.max_deleted.value) {
+            d.max_deleted = Reg {
+                version,
+                value: top,
+            };
+        }
+        d
+    }
+
+    /// The delta of `XSETID last [ENTRIESADDED n] [MAXDELETEDID id]`.
+    pub fn set_id(
+        &self,
+        last: StreamId,
+        entries_added: Option<u64>,
+        max_deleted: Option<StreamId>,
+        version: Version,
+    ) -> Stream {
+        let mut d = Stream {
+            last: Reg {
+                version,
+                value: last,
+            },
+            ..Stream::default()
+        };
+        if let Some(n) = entries_added {
+            let sum: u64 = self.added.values().map(|(n, _)| n).sum();
+            d.added_offset = Reg {
+                version,
+                value: n as i64 - sum as i64,
+            };
+        }
+        if let Some(m) = max_deleted {
+            d.max_deleted = Reg { version, value: m };
+        }
+        d
+    }
+
+    /// The delta of `XGROUP CREATE name last` (entries read unknown: 0).
+    pub fn create_group(&self, name: Elem, last: StreamId, read: u64, version: Version) -> Stream {
+        let mut d = Stream::default();
+        d.groups.insert(
+            name,
+            Group {
+                created: version,
+                delivered: (version, last, read),
+                ..Group::default()
+            },
+        );
+        d
+    }
+
+    /// A delta of the live group `name` (None when there is none), made by
+    /// `change` from an empty group of the same incarnation.
+    fn group_delta(&self, name: &[u8], change: impl FnOnce(&Group, &mut Group)) -> Option<Stream> {
+        let g = self.group(name)?;
+        let mut delta = Group {
+            created: g.created,
+            delivered: (Version::ZERO, StreamId::MIN, 0),
+            ..Group::default()
+        };
+        change(g, &mut delta);
+        let mut d = Stream::default();
+        d.groups.insert(Elem::new(name), delta);
+        Some(d)
+    }
+
+    /// The delta of `XGROUP DESTROY name`.
+    pub fn destroy_group(&self, name: &[u8], version: Version) -> Option<Stream> {
+        self.group_delta(name, |_, d| d.destroyed = Some(version))
+    }
+
+    /// The delta of `XGROUP SETID name last [ENTRIESREAD n]`.
+    pub fn set_group_id(
+        &self,
+        name: &[u8],
+        last: StreamId,
+        read: u64,
+        version: Version,
+    ) -> Option<Stream> {
+        self.group_delta(name, |_, d| d.delivered = (version, last, read))
+    }
+
+    /// The delta of a delivery of `ids` to `consumer` at `now_ms`
+    /// (`XREADGROUP`, `XCLAIM`): each delivered once more, the group's
+    /// last delivered ID moved to `last` with `read` entries read if it is
+    /// beyond (`XREADGROUP >`), the consumer created and active.
+    pub fn deliver(
+        &self,
+        name: &[u8],
+        consumer: &[u8],
+        ids: &[StreamId],
+        advance: Option<(StreamId, u64)>,
+        now_ms: u64,
+        version: Version,
+    ) -> Option<Stream> {
+        self.group_delta(name, |g, d| {
+            for id in ids {
+                let count = g.pending_count(*id) + 1;
+                d.deliveries.insert(
+                    *id,
+                    Delivery {
+                        version,
+                        consumer: Elem::new(consumer),
+                        at_ms: now_ms,
+                        count,
+                    },
+                );
+            }
+            if let Some((last, read)) = advance {
+                let epoch = g.delivered.0;
+                d.delivered = (epoch, last, read).max(g.delivered);
+            }
+            d.consumers.insert(
+                Elem::new(consumer),
+                Consumer::touched(g, consumer, now_ms, version),
+            );
+        })
+    }
+
+    /// The delta of `XACK name ids`.
+    pub fn ack(&self, name: &[u8], ids: &[StreamId], version: Version) -> Option<Stream> {
+        self.group_delta(name, |_, d| {
+            d.acks.extend(ids.iter().map(|id| (*id, version)));
+        })
+    }
+
+    /// The delta of `XGROUP CREATECONSUMER` (and of a consumer seen by a
+    /// read that delivered nothing).
+    pub fn touch_consumer(
+        &self,
+        name: &[u8],
+        consumer: &[u8],
+        now_ms: u64,
+        version: Version,
+    ) -> Option<Stream> {
+        self.group_delta(name, |g, d| {
+            d.consumers.insert(
+                Elem::new(consumer),
+                Consumer::touched(g, consumer, now_ms, version),
+            );
+        })
+    }
+
+    /// The delta of `XGROUP DELCONSUMER`: the consumer goes, and its
+    /// pending entries are acknowledged (as Redis drops them).
+    pub fn delete_consumer(
+        &self,
+        name: &[u8],
+        consumer: &[u8],
+        version: Version,
+    ) -> Option<Stream> {
+        self.group_delta(name, |g, d| {
+            for (id, p) in g.pending() {
+                if &p.consumer[..] == consumer {
+                    d.acks.insert(id, version);
+                }
+            }
+            d.consumers.insert(
+                Elem::new(consumer),
+                Consumer {
+                    live: Reg {
+                        version,
+                        value: false,
+                    },
+                    ..Consumer::default()
+                },
+            );
+        })
+    }
+
+    /// True for what a trim hides for good: below its ID, and not newer.
+    fn covered(&self, id: StreamId, version: Version) -> bool {
+        // By rising ID and falling version: the first trim above `id` is
+        // the newest of those above it.
+        let i = self.trims.partition_point(|t| t.0 <= id);
+        self.trims.get(i).is_some_and(|t| version <= t.1)
+    }
+
+    /// Adds a trim unless one covers it, dropping those it covers; true
+    /// if it was added.
+    fn add_trim(&mut self, t: (StreamId, Version)) -> bool {
+        if self.trims.iter().any(|k| k.0 >= t.0 && k.1 >= t.1) {
+            return false;
+        }
+        self.trims.retain(|k| !(k.0 <= t.0 && k.1 <= t.1));
+        let at = self.trims.partition_point(|k| k.0 < t.0);
+        self.trims.insert(at, t);
+        true
+    }
+
+    /// Drops what the trims hide for good.
+    fn settle(&mut self) {
+        let trims = std::mem::take(&mut self.trims);
+        let covered = |id: StreamId, v: Version| {
+            let i = trims.partition_point(|t| t.0 <= id);
+            trims.get(i).is_some_and(|t| v <= t.1)
+        };
+        self.entries.retain(|k, e| !covered(*k, e.version));
+        self.deleted.retain(|k, d| !covered(*k, *d));
+        self.trims = trims;
+    }
+}
+
+impl Group {
+    /// The newest write it holds.
+    fn newest(&self) -> Version {
+        let deliveries = self.deliveries.values().map(|d| d.version);
+        let acks = self.acks.values().copied();
+        let consumers = self.consumers.values().map(|c| c.live.version);
+        deliveries
+            .chain(acks)
+            .chain(consumers)
+            .chain([self.created, self.delivered.0])
+            .chain(self.destroyed)
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// How many times `id` was delivered, if it is still pending.
+    fn pending_count(&self, id: StreamId) -> u64 {
+        match self.deliveries.get(&id) {
+            Some(d) if self.acks.get(&id).is_none_or(|a| *a < d.version) => d.count,
+            _ => 0,
+        }
+    }
+}
+
+impl Consumer {
+    /// `consumer` of `g` created if it is not there, seen and active now.
+    fn touched(g: &Group, consumer: &[u8], now_ms: u64, version: Version) -> Consumer {
+        let live = match g.consumers.get(consumer) {
+            Some(c) if c.live.value => c.live,
+            _ => Reg {
+                version,
+                value: true,
+            },
+        };
+        Consumer {
+            live,
+            seen_ms: now_ms,
+            active_ms: now_ms,
+        }
+    }
+}
+
+impl Crdt for Stream {
+    fn merge(&mut self, other: Stream) -> bool {
+        let mut trimmed = false;
+        for t in other.trims {
+            trimmed |= self.add_trim(t);
+        }
+        let mut changed = trimmed;
+        for (id, e) in other.entries {
+            if self.covered(id, e.version) {
+                continue;
+            }
+            match self.entries.get_mut(&id) {
+                Some(mine) if (&mine.version, &mine.fields) >= (&e.version, &e.fields) => {}
+                Some(mine) => {
+                    *mine = e;
+                    changed = true;
+                }
+                None => {
+                    self.entries.insert(id, e);
+                    changed = true;
+                }
+            }
+        }
+        for (id, v) in other.deleted {
+            if self.covered(id, v) {
+                continue;
+            }
+            let mine = self.deleted.entry(id).or_default();
+            if v > *mine {
+                *mine = v;
+                changed = true;
+            }
+        }
+        changed |= self.last.merge(other.last);
+        for (origin, (n, v)) in other.added {
+            let mine = self.added.entry(origin).or_default();
+            if (v, n) > (mine.1, mine.0) {
+                *mine = (n, v);
+                changed = true;
+            }
+        }
+        changed |= self.added_offset.merge(other.added_offset);
+        changed |= self.max_deleted.merge(other.max_deleted);
+        for (name, g) in other.groups {
+            match self.groups.get_mut(&name) {
+                Some(mine) => changed |= mine.merge(g),
+                None => {
+                    self.groups.insert(name, g);
+                    changed = true;
+                }
+            }
+        }
+        if trimmed {
+            self.settle();
+        }
+        changed
+    }
+}
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;
