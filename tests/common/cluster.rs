@@ -402,6 +402,30 @@ impl Cluster {
             .map(|v| v.trim().to_string())
     }
 
+    /// Waits until each node in `nodes` applied an ownership record with
+    /// exactly `n` nodes inside the ring (`ownership_nodes_in`). Right
+    /// after the group forms its leader puts the nodes in one at a time:
+    /// until they all are, the first owns every slot and the agreed ring
+    /// names no other replica.
+    pub fn wait_nodes_in(&self, nodes: &[usize], n: usize, timeout: Duration) -> Duration {
+        let started = Instant::now();
+        let want = n.to_string();
+        loop {
+            let seen: Vec<Option<String>> = nodes
+                .iter()
+                .map(|&i| self.replication_field(i, "ownership_nodes_in"))
+                .collect();
+            if seen.iter().all(|m| m.as_deref() == Some(want.as_str())) {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() <= timeout,
+                "nodes {nodes:?} did not all have {n} nodes in the ring within {timeout:?}: {seen:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Waits until each node in `nodes` lists exactly `n` members.
     pub fn wait_members(&self, nodes: &[usize], n: usize, timeout: Duration) -> Duration {
         let started = Instant::now();
