@@ -12,13 +12,14 @@
 //! hll parts:  [n u32] n × ([origin u32] version(on) version [len u32][bytes])
 //! tallies:    [n u32] n × ([origin u32][total i64] version)
 //! version:    [commit_ts u64][origin u32]
-//! ttl:        [0 none | 1 expiry (any type) | 2 hash, 3 set, 4 zset, 5 list expiry u8]
+//! ttl:        [0 none | 1 expiry (any type) | 2 hash, 3 set, 4 zset, 5 list, 6 stream expiry u8]
 //!             [expire u64 if set] version
 //! collection: [0] none | [1] hash: version [n u32] n × ([len u32][field] presence counter)
 //!                      | [2] set:  version [n u32] n × ([len u32][member] presence)
 //!                      | [3] zset: version [n u32] n × ([len u32][member] presence score)
 //!                      | [4] list: version [n u32] n × (pos [len u32][value] version(set))
 //!                                          [m u32] m × (pos version(removed))
+//!                      | [5] stream: see `stream_codec.rs`
 //! pos:        [k u32] k × ([digit i64][ts u64][origin u32][seq u32])
 //! score:      [base f64 bits u64] version ftallies(observed) ftallies(totals)
 //! ftallies:   [n u32] n × ([origin u32][total f64 bits u64] version)
@@ -60,6 +61,7 @@ impl KeyState {
                     Kind::Set => 3,
                     Kind::ZSet => 4,
                     Kind::List => 5,
+                    Kind::Stream => 6,
                     Kind::None | Kind::String => 1,
                 });
                 out.put_u64_le(at);
@@ -113,6 +115,10 @@ impl KeyState {
                     put_version(out, v);
                 }
             }
+            Some(Collection::Stream(x)) => {
+                out.put_u8(5);
+                x.encode(out);
+            }
         }
     }
 
@@ -130,9 +136,16 @@ impl KeyState {
         let floor = get_version(buf)?;
         let (expire_ms, kind) = match get_u8(buf)? {
             0 => (None, Kind::None),
-            k @ 1..=5 => (
+            k @ 1..=6 => (
                 Some(get_u64(buf)?),
-                [Kind::None, Kind::Hash, Kind::Set, Kind::ZSet, Kind::List][usize::from(k - 1)],
+                [
+                    Kind::None,
+                    Kind::Hash,
+                    Kind::Set,
+                    Kind::ZSet,
+                    Kind::List,
+                    Kind::Stream,
+                ][usize::from(k - 1)],
             ),
             _ => return None,
         };
@@ -240,6 +253,9 @@ impl KeyState {
                     live, dead, newest,
                 )?)))
             }
+            5 => Some(Collection::Stream(Box::new(crate::stream::Stream::decode(
+                buf,
+            )?))),
             _ => return None,
         };
         Some(KeyState {
@@ -268,6 +284,7 @@ impl KeyState {
             Some(Collection::Set(s)) => s.digest() ^ 0x5e75,
             Some(Collection::ZSet(z)) => z.digest() ^ 0x25e7,
             Some(Collection::List(l)) => l.digest() ^ 0x7157,
+            Some(Collection::Stream(x)) => x.digest() ^ 0x57e4,
         };
         h.hash_one((&*self.string, self.floor, *self.ttl)) ^ collection.rotate_left(17)
     }

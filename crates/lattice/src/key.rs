@@ -24,6 +24,7 @@ use crate::list::List;
 use crate::ormap::OrMap;
 use crate::orset::OrSet;
 use crate::sparse::Sparse;
+use crate::stream::Stream;
 use crate::zset::ZSet;
 use crate::{Crdt, Version};
 
@@ -39,6 +40,8 @@ pub enum Collection {
     /// A list (boxed: its state is the largest, and the handle is part of
     /// every key's state).
     List(Box<List>),
+    /// A stream (boxed, as a list is).
+    Stream(Box<Stream>),
 }
 
 impl Collection {
@@ -54,16 +57,20 @@ impl Collection {
             Collection::Set(s) => s.newest(),
             Collection::ZSet(z) => z.newest(),
             Collection::List(l) => l.newest(),
+            Collection::Stream(x) => x.newest(),
         }
     }
 
-    /// True when it has no live element.
+    /// True when it has no live element — for a stream, when it holds
+    /// nothing at all: a stream whose entries were all deleted still
+    /// exists, as in Redis.
     pub fn is_empty(&self) -> bool {
         match self {
             Collection::Hash(m) => m.is_empty(),
             Collection::Set(s) => s.is_empty(),
             Collection::ZSet(z) => z.is_empty(),
             Collection::List(l) => l.is_empty(),
+            Collection::Stream(x) => x.has_no_entries(),
         }
     }
 
@@ -73,6 +80,7 @@ impl Collection {
             Collection::Set(_) => Kind::Set,
             Collection::ZSet(_) => Kind::ZSet,
             Collection::List(_) => Kind::List,
+            Collection::Stream(_) => Kind::Stream,
         }
     }
 
@@ -82,6 +90,7 @@ impl Collection {
             Collection::Set(s) => s.drop_through(floor),
             Collection::ZSet(z) => z.drop_through(floor),
             Collection::List(l) => l.drop_through(floor),
+            Collection::Stream(x) => x.drop_through(floor),
         }
     }
 
@@ -91,6 +100,7 @@ impl Collection {
             Collection::Set(s) => s.has_no_entries(),
             Collection::ZSet(z) => z.has_no_entries(),
             Collection::List(l) => l.has_no_entries(),
+            Collection::Stream(x) => x.has_no_entries(),
         }
     }
 
@@ -105,6 +115,7 @@ impl Collection {
             (Collection::Set(a), Collection::Set(b)) => Ok(a.merge(b)),
             (Collection::ZSet(a), Collection::ZSet(b)) => Ok(a.merge(b)),
             (Collection::List(a), Collection::List(b)) => Ok(a.merge(*b)),
+            (Collection::Stream(a), Collection::Stream(b)) => Ok(a.merge(*b)),
             (_, other) => Err(other),
         }
     }
@@ -126,12 +137,17 @@ pub enum Kind {
     ZSet,
     /// A list.
     List,
+    /// A stream.
+    Stream,
 }
 
 impl Kind {
-    /// True for a hash, set, sorted set or list.
+    /// True for a hash, set, sorted set, list or stream.
     pub fn is_collection(self) -> bool {
-        matches!(self, Kind::Hash | Kind::Set | Kind::ZSet | Kind::List)
+        matches!(
+            self,
+            Kind::Hash | Kind::Set | Kind::ZSet | Kind::List | Kind::Stream
+        )
     }
 
     /// Redis's name for it.
@@ -143,6 +159,7 @@ impl Kind {
             Kind::Set => "set",
             Kind::ZSet => "zset",
             Kind::List => "list",
+            Kind::Stream => "stream",
         }
     }
 }
@@ -272,7 +289,7 @@ impl KeyState {
     /// The collection, when the key shows one.
     pub fn visible_collection(&self, now_ms: u64) -> Option<&Collection> {
         match self.kind(now_ms) {
-            Kind::Hash | Kind::Set | Kind::ZSet | Kind::List => self.collection.as_ref(),
+            k if k.is_collection() => self.collection.as_ref(),
             _ => None,
         }
     }
@@ -324,12 +341,21 @@ impl KeyState {
         {
             delta.string = self.string.set(None, None, start_ts, dot).into();
         }
+        if let Some(Collection::Stream(_)) = &self.collection {
+            // A stream forgets everything at or below the delete (the
+            // key's floor): entries are not removed one by one, and a
+            // concurrent add elsewhere, newer, stays (`crate::stream`).
+            delta.floor = dot;
+            delta.ttl = Ttl::none(dot).into();
+            return delta;
+        }
         if let Some(c) = &self.collection {
             delta.collection = Some(match c {
                 Collection::Hash(m) => Collection::Hash(m.clear(dot)),
                 Collection::Set(s) => Collection::Set(s.clear(dot)),
                 Collection::ZSet(z) => Collection::ZSet(z.clear(dot)),
                 Collection::List(l) => Collection::List(Box::new(l.clear(dot))),
+                Collection::Stream(_) => unreachable!("a stream is cleared by its floor"),
             });
             delta.ttl = Ttl::none(dot).into();
         }
@@ -388,6 +414,7 @@ impl KeyState {
                         .sum(),
                 },
                 Some(Collection::List(l)) => l.heap_bytes(),
+                Some(Collection::Stream(x)) => x.heap_bytes(),
                 Some(Collection::Set(s)) => match s.packed_bytes() {
                     // The allocator's size class: a multiple of 16.
                     Some(bytes) => bytes.next_multiple_of(16),
@@ -472,6 +499,20 @@ impl KeyState {
                     ))
                 } else {
                     KeyState::of_string(self.string.set(value, expire, start_ts, dot))
+                }
+            }
+            Kind::Stream => {
+                // Another key's stream (COPY, RENAME, RESTORE): this key
+                // forgets what it held and takes the stream as written now
+                // (its entries keep their IDs).
+                let Some(Collection::Stream(t)) = target.collection.as_ref() else {
+                    unreachable!("a stream shows");
+                };
+                KeyState {
+                    floor: dot.pred(),
+                    collection: Some(Collection::Stream(Box::new(t.restamped(dot)))),
+                    ttl: Ttl::on(theirs, target.expire_ms(now_ms), dot).into(),
+                    ..KeyState::default()
                 }
             }
             Kind::Hash | Kind::Set | Kind::ZSet | Kind::List => {
@@ -579,6 +620,7 @@ impl KeyState {
                         };
                         Collection::List(Box::new(l.rewrite(t, dot)))
                     }
+                    (Collection::Stream(_), _) => unreachable!("answered above"),
                 };
                 delta.merge(KeyState::of(part));
                 // The expiry is written even when unchanged: a write is a
@@ -599,6 +641,7 @@ impl KeyState {
             Some(Collection::Set(s)) => s.collect(horizon),
             Some(Collection::ZSet(z)) => z.collect(horizon),
             Some(Collection::List(l)) => l.collect(horizon),
+            Some(Collection::Stream(_)) => 0,
         }
     }
 
@@ -611,6 +654,7 @@ impl KeyState {
             Some(Collection::Set(s)) => s.entries() > s.len(),
             Some(Collection::ZSet(z)) => z.entries() > z.len(),
             Some(Collection::List(l)) => l.tombstones() > 0,
+            Some(Collection::Stream(_)) => false,
         }
     }
 

@@ -25,6 +25,16 @@ impl Version {
     pub fn new(commit_ts: Ts, origin: NodeId) -> Version {
         Version { commit_ts, origin }
     }
+
+    /// The greatest version below this one (itself for [`Version::ZERO`]):
+    /// a floor that forgets everything older and keeps this write.
+    pub fn pred(self) -> Version {
+        match (self.origin.checked_sub(1), self.commit_ts.checked_sub(1)) {
+            (Some(origin), _) => Version::new(self.commit_ts, origin),
+            (None, Some(ts)) => Version::new(ts, NodeId::MAX),
+            (None, None) => self,
+        }
+    }
 }
 
 /// The paper's snapshot-isolation lattice: a value or a tombstone, with the

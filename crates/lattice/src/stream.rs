@@ -99,7 +99,7 @@ pub struct Entry {
 }
 
 /// A register: the value of the larger version.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 struct Reg<T> {
     version: Version,
     value: T,
@@ -117,7 +117,7 @@ impl<T: Ord + Copy> Reg<T> {
 }
 
 /// A delivery of an entry to a consumer of a group, not yet acknowledged.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Delivery {
     /// Which commit delivered (or claimed) it.
     pub version: Version,
@@ -130,7 +130,7 @@ pub struct Delivery {
 }
 
 /// A consumer of a group.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Consumer {
     /// Created (true) or deleted (false), by the later version.
     live: Reg<bool>,
@@ -141,7 +141,7 @@ pub struct Consumer {
 }
 
 /// One incarnation of a consumer group.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Group {
     /// The `XGROUP CREATE` that made it.
     created: Version,
@@ -243,6 +243,9 @@ pub struct Stream {
     added_offset: Reg<i64>,
     max_deleted: Reg<StreamId>,
     groups: BTreeMap<Elem, Group>,
+    /// XOR of every held entry's and deleted ID's share of the digest,
+    /// kept current by each change (a write must not hash the log).
+    digest: u64,
 }
 
 impl Stream {
@@ -338,6 +341,7 @@ impl Stream {
         }
         self.added.retain(|_, (_, v)| *v > floor);
         self.groups.retain(|_, g| g.created > floor);
+        self.digest = self.held_digest();
         *self != before
     }
 
@@ -354,7 +358,9 @@ impl Stream {
     /// The delta of `XADD id fields` committed as `version`.
     pub fn add(&self, id: StreamId, fields: Vec<(Elem, Elem)>, version: Version) -> Stream {
         let mut d = Stream::default();
-        d.entries.insert(id, Entry { fields, version });
+        let e = Entry { fields, version };
+        d.digest = entry_hash(id, &e);
+        d.entries.insert(id, e);
         d.last = Reg { version, value: id };
         let mine = self.added.get(&version.origin).map_or(0, |(n, _)| *n);
         d.added.insert(version.origin, (mine + 1, version));
@@ -365,6 +371,7 @@ impl Stream {
     pub fn delete(&self, ids: &[StreamId], version: Version) -> Stream {
         let mut d = Stream::default();
         d.deleted.extend(ids.iter().map(|id| (*id, version)));
+        d.digest = d.held_digest();
         if let Some(top) = ids.iter().max() {
             d.max_deleted = Reg {
                 version,
@@ -579,8 +586,21 @@ impl Stream {
             let i = trims.partition_point(|t| t.0 <= id);
             trims.get(i).is_some_and(|t| v <= t.1)
         };
-        self.entries.retain(|k, e| !covered(*k, e.version));
-        self.deleted.retain(|k, d| !covered(*k, *d));
+        let digest = &mut self.digest;
+        self.entries.retain(|k, e| {
+            let keep = !covered(*k, e.version);
+            if !keep {
+                *digest ^= entry_hash(*k, e);
+            }
+            keep
+        });
+        self.deleted.retain(|k, d| {
+            let keep = !covered(*k, *d);
+            if !keep {
+                *digest ^= deleted_hash(*k, *d);
+            }
+            keep
+        });
         self.trims = trims;
     }
 }
@@ -641,10 +661,12 @@ impl Crdt for Stream {
             match self.entries.get_mut(&id) {
                 Some(mine) if (&mine.version, &mine.fields) >= (&e.version, &e.fields) => {}
                 Some(mine) => {
+                    self.digest ^= entry_hash(id, mine) ^ entry_hash(id, &e);
                     *mine = e;
                     changed = true;
                 }
                 None => {
+                    self.digest ^= entry_hash(id, &e);
                     self.entries.insert(id, e);
                     changed = true;
                 }
@@ -656,6 +678,10 @@ impl Crdt for Stream {
             }
             let mine = self.deleted.entry(id).or_default();
             if v > *mine {
+                if *mine != Version::ZERO {
+                    self.digest ^= deleted_hash(id, *mine);
+                }
+                self.digest ^= deleted_hash(id, v);
                 *mine = v;
                 changed = true;
             }
@@ -685,6 +711,21 @@ impl Crdt for Stream {
         changed
     }
 }
+
+/// An entry's share of a stream's digest.
+fn entry_hash(id: StreamId, e: &Entry) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x57e4_e471).hash_one((id, e.version, &e.fields))
+}
+
+/// A deleted ID's share of a stream's digest.
+fn deleted_hash(id: StreamId, v: Version) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0xde1e_7ed0).hash_one((id, v))
+}
+
+#[path = "stream_codec.rs"]
+mod codec;
 
 #[cfg(test)]
 #[path = "stream_tests.rs"]

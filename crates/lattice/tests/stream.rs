@@ -11,7 +11,7 @@
 //!   order.
 
 use elsa_lattice::stream::{Stream, StreamId};
-use elsa_lattice::{Crdt, Elem, Version};
+use elsa_lattice::{Collection, Crdt, Elem, KeyState, Version};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -192,5 +192,13 @@ proptest! {
             }
         }
         prop_assert!(shown.iter().all(|x| *x <= forward.last_id()));
+        // Each state survives its bytes whole: the digest kept current by
+        // every change equals the one decoding computes afresh.
+        for s in replicas.iter().chain([&forward]) {
+            let key = KeyState::of(Collection::Stream(Box::new(s.clone())));
+            let back = KeyState::from_bytes(key.to_bytes().into());
+            prop_assert_eq!(back.as_ref(), Some(&key));
+            prop_assert_eq!(back.map(|b| b.digest()), Some(key.digest()));
+        }
     }
 }

@@ -14,7 +14,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
-use elsa_lattice::{Collection, Crdt, KeyState, Kind, List, OrMap, OrSet, Ttl, Version, ZSet};
+use elsa_lattice::stream::{Stream, StreamId};
+use elsa_lattice::{
+    Collection, Crdt, Elem, KeyState, Kind, List, OrMap, OrSet, Ttl, Version, ZSet,
+};
 use proptest::prelude::*;
 
 /// One command on the key.
@@ -43,6 +46,10 @@ enum Cmd {
     Expire(Option<u8>),
     /// PFADD of one element.
     PfAdd(u8),
+    /// XADD with `*` (the next ID) of one field's value.
+    XAdd(u8),
+    /// XDEL of the entry at an index.
+    XDel(u8),
 }
 
 fn cmd() -> impl Strategy<Value = Cmd> {
@@ -64,6 +71,8 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         (0u8..3, 0u8..4).prop_map(|(i, v)| Cmd::LInsert(i, v)),
         proptest::option::of(0u8..3).prop_map(Cmd::Expire),
         (0u8..6).prop_map(Cmd::PfAdd),
+        (0u8..4).prop_map(Cmd::XAdd),
+        (0u8..3).prop_map(Cmd::XDel),
     ]
 }
 
@@ -127,6 +136,10 @@ fn apply_value(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
         _ => List::default(),
     };
     let l = list();
+    let stream = || match &state.collection {
+        Some(Collection::Stream(x)) if kind == Kind::Stream => (**x).clone(),
+        _ => Stream::default(),
+    };
     match cmd {
         Cmd::Set(v) => Some(KeyState::of_string(state.string.set(
             Some(b(v)),
@@ -169,7 +182,23 @@ fn apply_value(state: &KeyState, cmd: &Cmd, dot: Version) -> Option<KeyState> {
             Kind::Set => Some(KeyState::of(Collection::Set(set().clear(dot)))),
             Kind::ZSet => Some(KeyState::of(Collection::ZSet(zset().clear(dot)))),
             Kind::List => Some(KeyState::of(Collection::list(l.clear(dot)))),
+            Kind::Stream => Some(state.clear(0, dot)),
         },
+        Cmd::XAdd(v) if matches!(kind, Kind::Stream | Kind::None) => {
+            let x = stream();
+            let id = x.last_id().next()?;
+            let fields = vec![(Elem::new(b"f"), Elem::new(&b(v)))];
+            Some(KeyState::of(Collection::Stream(Box::new(
+                x.add(id, fields, dot),
+            ))))
+        }
+        Cmd::XDel(i) if kind == Kind::Stream => {
+            let x = stream();
+            let (id, _) = x.entries().nth(usize::from(*i))?;
+            Some(KeyState::of(Collection::Stream(Box::new(
+                x.delete(&[id], dot),
+            ))))
+        }
         Cmd::HSet(f, v) if matches!(kind, Kind::Hash | Kind::None) => Some(KeyState::of(
             Collection::Hash(hash().set(&b(f), &b(v), 0, dot)),
         )),
@@ -253,6 +282,8 @@ enum Seen {
     /// Members and their scores' bits.
     ZSet(BTreeMap<Bytes, u64>),
     List(Vec<Bytes>),
+    /// Entries by ID (the values of field `f`), and the last ID.
+    Stream(Vec<(StreamId, Bytes)>, StreamId),
 }
 
 /// What a client reads: the value, and the expiry of what the key shows.
@@ -279,6 +310,12 @@ fn seen_value(s: &KeyState) -> Seen {
         (Kind::List, Some(Collection::List(l))) => {
             Seen::List(l.iter().map(|e| e.to_bytes()).collect())
         }
+        (Kind::Stream, Some(Collection::Stream(x))) => Seen::Stream(
+            x.entries()
+                .map(|(id, e)| (id, Bytes::copy_from_slice(&e.fields[0].1)))
+                .collect(),
+            x.last_id(),
+        ),
         _ => Seen::None,
     }
 }
@@ -288,7 +325,7 @@ fn model(seen: &(Seen, Option<u64>), cmd: &Cmd) -> (Seen, Option<u64>) {
     let is_collection = |v: &Seen| {
         matches!(
             v,
-            Seen::Hash(_) | Seen::Set(_) | Seen::ZSet(_) | Seen::List(_)
+            Seen::Hash(_) | Seen::Set(_) | Seen::ZSet(_) | Seen::List(_) | Seen::Stream(..)
         )
     };
     let is_string = matches!(seen.0, Seen::String(_));
@@ -426,6 +463,21 @@ fn model_value(seen: &Seen, cmd: &Cmd) -> Seen {
             let mut l = l.clone();
             l.insert(usize::from(*i), b(v));
             Seen::List(l)
+        }
+        (Seen::None, Cmd::XAdd(v)) => {
+            let id = StreamId::new(0, 1);
+            Seen::Stream(vec![(id, b(v))], id)
+        }
+        (Seen::Stream(x, last), Cmd::XAdd(v)) => {
+            let id = last.next().expect("an ID left");
+            let mut x = x.clone();
+            x.push((id, b(v)));
+            Seen::Stream(x, id)
+        }
+        (Seen::Stream(x, last), Cmd::XDel(i)) if usize::from(*i) < x.len() => {
+            let mut x = x.clone();
+            x.remove(usize::from(*i));
+            Seen::Stream(x, *last)
         }
         _ => seen.clone(),
     }

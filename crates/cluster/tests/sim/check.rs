@@ -412,6 +412,8 @@ fn check_collection(
                     Some(Collection::List(l)) => {
                         l.iter().map(|e| (e.to_vec(), Vec::new())).collect()
                     }
+                    // The simulation writes no stream.
+                    Some(Collection::Stream(_)) => BTreeMap::new(),
                     None => BTreeMap::new(),
                 },
                 _ => BTreeMap::new(),

@@ -232,6 +232,7 @@ fn collection_encoding(c: &Collection) -> &'static str {
         Collection::List(_) => "quicklist",
         Collection::Set(s) if super::sets::intset(s) => "intset",
         Collection::Set(_) => "hashtable",
+        Collection::Stream(_) => "stream",
     }
 }
 
