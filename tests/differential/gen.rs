@@ -8,7 +8,7 @@
 //!   databases 0–2 are generated, with indexes out of range.
 //! - Elsa's own commands (PUT, DELETE, BEGIN, COMMIT, ABORT, ROLLBACK,
 //!   LASTCOMMIT, WAITREGION, ELSA.*): Redis has no counterpart to compare
-//!   with. Redis commands Elsa lacks (SORT, streams, …) are not
+//!   with. Redis commands Elsa lacks (SORT, consumer groups, …) are not
 //!   generated either, except a few truly unknown names for the
 //!   unknown-command error. Hashes, sets, sorted sets and lists are
 //!   (`gen_hashes.rs`, `gen_sets.rs`, `gen_zsets.rs`, `gen_lists.rs`; lists
@@ -69,6 +69,8 @@ mod keys;
 mod lists;
 #[path = "gen_sets.rs"]
 mod sets;
+#[path = "gen_streams.rs"]
+mod streams;
 #[path = "gen_strings.rs"]
 mod strings;
 #[path = "gen_zsets.rs"]
@@ -80,6 +82,10 @@ mod zsets;
 /// lists existed (same seeds, same commands) — flip it if Elsa's lists are
 /// not in the build under test.
 pub const LISTS: bool = true;
+
+/// Whether stream commands are generated (`gen_streams.rs`), as single
+/// commands and "stream steps", and `stream` as a SCAN TYPE.
+pub const STREAMS: bool = true;
 
 /// One argument: literal bytes, or a time resolved when the command is sent
 /// (so a replayed or shrunk sequence still means "in 200 s", not a moment
@@ -583,6 +589,7 @@ impl Gen {
             20 => return self.object_probe(),
             21..=23 => return self.zset_step(),
             24..=26 if LISTS => return self.list_step(),
+            27..=28 if STREAMS => return self.stream_step(),
             _ => self.command(),
         };
         Step::one(cmd)
@@ -743,7 +750,11 @@ impl Gen {
     fn command(&mut self) -> Cmd {
         // Without lists the draw is the one made before lists existed, so
         // the sequences stay the same.
-        let n = if LISTS { 20 } else { 17 };
+        let n = match (LISTS, STREAMS) {
+            (true, true) => 22,
+            (true, false) => 20,
+            _ => 17,
+        };
         match self.rng.gen_range(0..n) {
             0..=1 => return self.string_command(),
             2 => return self.key_command(),
@@ -753,6 +764,7 @@ impl Gen {
             7..=9 => return self.zset_command(),
             // As many as sorted sets.
             17..=19 => return self.list_command(),
+            20..=21 => return self.stream_command(),
             _ => {}
         }
         match self.rng.gen_range(0..100) {
@@ -1071,7 +1083,8 @@ impl Gen {
         if self.rng.gen_bool(0.2) {
             let types: &[&[u8]] = if LISTS {
                 &[
-                    b"string", b"STRING", b"none", b"hash", b"set", b"zset", b"list", b"foo",
+                    b"string", b"STRING", b"none", b"hash", b"set", b"zset", b"list", b"stream",
+                    b"foo",
                 ]
             } else {
                 &[

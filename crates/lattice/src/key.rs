@@ -342,10 +342,12 @@ impl KeyState {
             delta.string = self.string.set(None, None, start_ts, dot).into();
         }
         if let Some(Collection::Stream(_)) = &self.collection {
-            // A stream forgets everything at or below the delete (the
-            // key's floor): entries are not removed one by one, and a
-            // concurrent add elsewhere, newer, stays (`crate::stream`).
-            delta.floor = dot;
+            // A stream forgets everything older than the delete (the
+            // key's floor, just below it: a write of this same version —
+            // an XADD on an expired stream — stays): entries are not
+            // removed one by one, and a concurrent add elsewhere, newer,
+            // stays (`crate::stream`).
+            delta.floor = dot.pred();
             delta.ttl = Ttl::none(dot).into();
             return delta;
         }

@@ -257,6 +257,16 @@ impl Stream {
             .map(|(id, e)| (*id, e))
     }
 
+    /// Every entry held at or above the trim floor, in ID order, with
+    /// whether it shows (an `XDEL`ed one is held, hidden): Redis keeps a
+    /// deleted entry in its node too, so approximate trims count nodes
+    /// over these.
+    pub fn held(&self) -> impl DoubleEndedIterator<Item = (StreamId, bool)> + '_ {
+        self.entries
+            .range(self.floor()..)
+            .map(|(id, _)| (*id, !self.deleted.contains_key(id)))
+    }
+
     /// How many entries show (`XLEN`).
     pub fn len(&self) -> usize {
         self.entries().count()

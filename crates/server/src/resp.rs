@@ -363,6 +363,19 @@ impl ReplyWriter<'_> {
         }
     }
 
+    /// Per-key answers (XREAD): `%n` (RESP3), or `*n` of pairs (RESP2),
+    /// each begun by [`ReplyWriter::keyed_entry`].
+    pub fn keyed(&mut self, n: usize) {
+        self.int_line(if self.resp3 { b'%' } else { b'*' }, n as i64);
+    }
+
+    /// One pair of [`ReplyWriter::keyed`]: `*2` in RESP2, nothing in RESP3.
+    pub fn keyed_entry(&mut self) {
+        if !self.resp3 {
+            self.array(2);
+        }
+    }
+
     /// `~n` set header (RESP3), or `*n` (RESP2).
     pub fn set(&mut self, n: usize) {
         self.int_line(if self.resp3 { b'~' } else { b'*' }, n as i64);

@@ -177,6 +177,7 @@ pub fn op_msg(k: &KeyOp) -> OpMsg {
         Op::Lcs(l) => (m.kind, m.value) = (32, l.encode()),
         Op::Pf(p) => (m.kind, m.value) = (33, p.encode()),
         Op::Touch => m.kind = 34,
+        Op::Streams(x) => (m.kind, m.value) = (36, x.encode()),
         Op::SetAccess(to) => {
             m.kind = 35;
             (m.cond, m.at) = match to {
@@ -293,6 +294,7 @@ pub fn key_op(m: OpMsg) -> Option<KeyOp> {
         32 => Op::Lcs(elsa_shard::ops::lcs::Lcs::decode(m.value)?),
         33 => Op::Pf(elsa_shard::ops::pf::Pf::decode(m.value)?),
         34 => Op::Touch,
+        36 => Op::Streams(elsa_shard::ops::streams::StreamOp::decode(m.value)?),
         35 => Op::SetAccess(match m.cond {
             0 => elsa_shard::evict::Restored::Idle(m.at),
             1 => elsa_shard::evict::Restored::Freq(u8::try_from(m.at).ok()?),
@@ -340,6 +342,11 @@ pub fn reply_msg(r: &OpReply) -> ReplyMsg {
                 .map(|(k, _)| Bytes::from_static(k.as_bytes()))
                 .collect();
             m.items = fields.iter().map(|(_, v)| reply_msg(v)).collect();
+        }
+        OpReply::Keyed(items) => {
+            m.kind = 16;
+            m.bulks = items.iter().map(|(k, _)| k.clone()).collect();
+            m.items = items.iter().map(|(_, v)| reply_msg(v)).collect();
         }
         OpReply::Scored(pairs) => {
             m.kind = 11;
@@ -389,6 +396,12 @@ pub fn reply(m: ReplyMsg) -> OpReply {
             m.bulks
                 .iter()
                 .map(|k| intern(&String::from_utf8_lossy(k)))
+                .zip(m.items.into_iter().map(reply))
+                .collect(),
+        ),
+        16 => OpReply::Keyed(
+            m.bulks
+                .into_iter()
                 .zip(m.items.into_iter().map(reply))
                 .collect(),
         ),

@@ -16,6 +16,7 @@ mod lists;
 pub(crate) mod object;
 mod pf;
 mod sets;
+mod streams;
 mod strings;
 mod table;
 mod zsets;
@@ -302,6 +303,24 @@ pub fn key_positions(spec: &Spec, args: &Args) -> Vec<usize> {
                 i += skip + 1;
             }
             keys
+        }
+        // XREAD's keys: the first half of what follows STREAMS (Redis's
+        // `xreadGetKeys`: options with an argument skipped).
+        "xread" | "xreadgroup" => {
+            let mut i = 1;
+            while i < args.len() {
+                if is(&args[i], "block") || is(&args[i], "count") {
+                    i += 2;
+                } else if is(&args[i], "group") {
+                    i += 3;
+                } else if is(&args[i], "streams") {
+                    let n = (args.len() - i - 1) / 2;
+                    return (i + 1..i + 1 + n).collect();
+                } else {
+                    i += 1;
+                }
+            }
+            vec![]
         }
         // OBJECT ENCODING key, MEMORY USAGE key [SAMPLES n]
         "object" | "memory" if args.len() >= 3 => vec![2],

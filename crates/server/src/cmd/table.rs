@@ -415,6 +415,23 @@ pub static COMMANDS: &[Spec] = &[
         1,
         Data(lists::blocking)
     ),
+    // streams
+    spec!("xadd", -5, W, 1, 1, 1, Data(streams::xcmd)),
+    spec!("xlen", 2, R, 1, 1, 1, Data(streams::xcmd)),
+    spec!("xrange", -4, RO, 1, 1, 1, Data(streams::xcmd)),
+    spec!("xrevrange", -4, RO, 1, 1, 1, Data(streams::xcmd)),
+    spec!("xdel", -3, &["write", "fast"], 1, 1, 1, Data(streams::xcmd)),
+    spec!("xtrim", -4, &["write"], 1, 1, 1, Data(streams::xcmd)),
+    spec!("xsetid", -3, W, 1, 1, 1, Data(streams::xcmd)),
+    spec!(
+        "xread",
+        -4,
+        &["readonly", "blocking", "movablekeys"],
+        0,
+        0,
+        0,
+        Data(streams::xcmd)
+    ),
     // keys
     spec!("del", -2, &["write"], 1, -1, 1, Data(keys::del)),
     spec!("delete", -2, &["write"], 1, -1, 1, Data(keys::del)),

@@ -49,6 +49,11 @@ impl Conn {
             self.publish_batch(Some((name, None)));
         }
         let _blocked = self.client.block(deadline.is_some(), true);
+        // XREAD … BLOCK reads `$` as the last IDs when it blocks.
+        let dc = match self.last_ids_read(dc).await {
+            Ok(dc) => dc,
+            Err(r) => return write_shaped(&mut self.w(), shape, &r),
+        };
         loop {
             let rang = shared.pushes.notified();
             tokio::pin!(rang);
@@ -117,6 +122,39 @@ impl Conn {
 }
 
 impl Conn {
+    /// A blocking XREAD that reads some key from `$`: the same XREAD
+    /// reading from the keys' last IDs now, or the refusal (WRONGTYPE)
+    /// to answer.
+    async fn last_ids_read(&self, dc: DataCmd) -> Result<DataCmd, Vec<OpReply>> {
+        let Some((key, Op::Streams(x))) = dc.ops.first() else {
+            return Ok(dc);
+        };
+        let Some(ask) = x.last_ids_wanted() else {
+            return Ok(dc);
+        };
+        let ids = match self
+            .run_once(DataCmd {
+                ops: vec![(key.clone(), Op::Streams(ask))],
+                shape: Shape::One,
+            })
+            .await
+        {
+            Ok(mut r) => match r.pop() {
+                Some(OpReply::Array(ids)) => ids,
+                Some(other) => return Err(vec![other]),
+                None => return Ok(dc),
+            },
+            Err(_) => return Ok(dc),
+        };
+        match x.reading_from(&ids) {
+            Some(read) => Ok(DataCmd {
+                ops: vec![(key.clone(), Op::Streams(read))],
+                shape: dc.shape,
+            }),
+            None => Ok(dc),
+        }
+    }
+
     /// A retry answered WRONGTYPE: some key the client waits on is now of
     /// another type. A key that is not a list (sorted set) only stops
     /// being waited on — Redis serves a blocked client from the key that
@@ -199,6 +237,7 @@ pub(super) fn may_wake_a_blocked_pop(name: &str) -> bool {
             | "rename"
             | "renamenx"
             | "copy"
+            | "xadd"
             | "exec"
             | "commit"
     )

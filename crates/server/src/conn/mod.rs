@@ -487,6 +487,12 @@ fn reply_size(r: &OpReply) -> usize {
                 .map(|(k, v)| k.len() + 16 + reply_size(v))
                 .sum::<usize>()
         }
+        OpReply::Keyed(items) => {
+            16 + items
+                .iter()
+                .map(|(k, v)| k.len() + 32 + reply_size(v))
+                .sum::<usize>()
+        }
         OpReply::Error(e) | OpReply::Status(e) => e.len() + 3,
         OpReply::ErrorText(e) => e.len() + 3,
         _ => 16,
@@ -531,6 +537,14 @@ pub(crate) fn write_op(w: &mut ReplyWriter<'_>, r: &OpReply) {
             w.map(fields.len());
             for (k, v) in fields {
                 w.bulk(k.as_bytes());
+                write_op(w, v);
+            }
+        }
+        OpReply::Keyed(items) => {
+            w.keyed(items.len());
+            for (k, v) in items {
+                w.keyed_entry();
+                w.bulk(k);
                 write_op(w, v);
             }
         }

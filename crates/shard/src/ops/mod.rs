@@ -39,6 +39,7 @@ pub use events::{absent_for_new, raise_if_created, shows};
 pub(crate) use events::{notify, notify_if_gone};
 mod scan;
 pub mod sets;
+pub mod streams;
 mod strings;
 pub mod zparse;
 
@@ -317,6 +318,7 @@ pub fn begin_collection_write(
                 | (Some(Collection::Set(_)), Kind::Set)
                 | (Some(Collection::ZSet(_)), Kind::ZSet)
                 | (Some(Collection::List(_)), Kind::List)
+                | (Some(Collection::Stream(_)), Kind::Stream)
         )
     };
     Ok(match stored {
@@ -616,6 +618,8 @@ pub enum Op {
     SetAccess(crate::evict::Restored),
     /// A HyperLogLog command.
     Pf(pf::Pf),
+    /// A stream command.
+    Streams(streams::StreamOp),
 }
 
 /// The answer of an [`Op`], before RESP encoding.
@@ -658,6 +662,9 @@ pub enum OpReply {
     /// zeros, as a RESP3 double or a RESP2 bulk string (Redis's
     /// `addReplyHumanLongDouble`).
     Coord(f64),
+    /// Answers per key: a RESP3 map, a RESP2 array of `[key, answer]`
+    /// pairs (XREAD).
+    Keyed(Vec<(Bytes, OpReply)>),
 }
 
 /// Scores in replies are never NaN (Redis refuses every command that would
@@ -706,6 +713,7 @@ impl Op {
             && !matches!(self, Op::ZSets(z) if !z.is_write())
             && !matches!(self, Op::Lists(l) if !l.is_write())
             && !matches!(self, Op::Pf(p) if !p.is_write())
+            && !matches!(self, Op::Streams(x) if !x.is_write())
     }
 
     /// Keys besides the one the op is applied to that it reads and may
@@ -721,6 +729,7 @@ impl Op {
             Op::ZSets(z) => z.other_keys(),
             Op::Lists(l) => l.other_keys(),
             Op::Pf(p) => p.other_keys(),
+            Op::Streams(x) => x.other_keys(),
             _ => &[],
         }
     }
@@ -768,6 +777,7 @@ impl Op {
             Op::ZSets(z) => z.apply(key, view),
             Op::Lists(l) => l.apply(key, view),
             Op::Pf(p) => p.apply(key, view),
+            Op::Streams(x) => x.apply(key, view),
         }
     }
 }

@@ -69,7 +69,12 @@ pub const REPLY_TEXTS: &[&str] = &[
     "set",
 ];
 
+/// [`REPLY_TEXTS`] and the stream commands' texts.
+fn all_texts() -> impl Iterator<Item = &'static str> {
+    REPLY_TEXTS.iter().chain(super::streams::TEXTS).copied()
+}
+
 /// The static copy of a reply text an op can answer, if `text` is one.
 pub fn intern(text: &str) -> Option<&'static str> {
-    REPLY_TEXTS.iter().copied().find(|t| *t == text)
+    all_texts().find(|t| *t == text)
 }

@@ -1,0 +1,777 @@
+//! Stream commands (Redis's `t_stream.c`) on the stream lattice
+//! (`elsa_lattice::stream`): XADD XLEN XRANGE XREVRANGE XDEL XTRIM XSETID
+//! XREAD. XREAD of several keys reaches the others through
+//! [`crate::ops::Op::other_keys`], so every path holds all of them and
+//! reads them in one atomic step.
+//!
+//! Replies and errors are Redis 7.0's, in Redis's order: what Redis checks
+//! before it looks the key up is refused by [`StreamOp::parse`]; what it
+//! checks after rides in the op. The op's wire form is its arguments,
+//! parsed again where it runs.
+//!
+//! Approximate trims (`~`) remove whole nodes of [`parse::NODE_ENTRIES`]
+//! entries, as Redis's radix tree of listpacks does with its default
+//! `stream-node-max-entries`: an entry's node is its place in the order
+//! entries were added (`entries-added`), which is where Redis's node
+//! boundaries fall for entries small enough to fill them.
+
+pub mod parse;
+
+use bytes::{Buf, Bytes};
+use elsa_lattice::stream::{Stream, StreamId};
+use elsa_lattice::{Collection, Crdt, Elem, KeyState, Kind};
+
+use super::hashes::{get_list, put_list};
+use super::{
+    begin_collection_write, notify, read_collection, CollectionWrite, KeyView, OpReply,
+    ERR_NOT_INTEGER, ERR_NO_SUCH_KEY, ERR_SYNTAX,
+};
+use crate::notify::STREAM;
+use parse::{AddArgs, AddId, Trim, TrimTo};
+pub use parse::{ERR_INVALID_ID, NODE_ENTRIES};
+
+/// XADD with the ID 0-0.
+pub const ERR_ZERO_ID: &str = "ERR The ID specified in XADD must be greater than 0-0";
+/// XADD with an ID not above the stream's last.
+pub const ERR_ID_TOO_SMALL: &str =
+    "ERR The ID specified in XADD is equal or smaller than the target stream top item";
+/// XADD once the last ID is the greatest there is.
+pub const ERR_EXHAUSTED: &str =
+    "ERR The stream has exhausted the last possible ID, unable to add more items";
+/// XRANGE with an exclusive start at the greatest ID.
+pub const ERR_START: &str = "ERR invalid start ID for the interval";
+/// XRANGE with an exclusive end at 0-0.
+pub const ERR_END: &str = "ERR invalid end ID for the interval";
+/// XREAD's keys without as many IDs.
+pub const ERR_UNBALANCED: &str =
+    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.";
+/// XREAD GROUP.
+pub const ERR_GROUP_XREAD: &str =
+    "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.";
+/// XREAD NOACK.
+pub const ERR_NOACK_XREAD: &str =
+    "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.";
+/// XREAD with `>`.
+pub const ERR_GT_XREAD: &str =
+    "ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.";
+/// A BLOCK time that is not an integer.
+pub const ERR_TIMEOUT: &str = "ERR timeout is not an integer or out of range";
+/// XSETID ENTRIESADDED below 0.
+pub const ERR_ENTRIES_ADDED: &str = "ERR entries_added must be positive";
+/// XSETID MAXDELETEDID above the ID.
+pub const ERR_SETID_MAX_DELETED: &str =
+    "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id";
+/// XSETID below the top entry.
+pub const ERR_SETID_SMALL: &str =
+    "ERR The ID specified in XSETID is smaller than the target stream top item";
+/// XSETID ENTRIESADDED below the length.
+pub const ERR_SETID_ENTRIES: &str =
+    "ERR The entries_added specified in XSETID is smaller than the target stream length";
+
+/// The stream commands' error texts (they cross the wire as text).
+pub const TEXTS: &[&str] = &[
+    ERR_ZERO_ID,
+    ERR_ID_TOO_SMALL,
+    ERR_EXHAUSTED,
+    ERR_START,
+    ERR_END,
+    ERR_UNBALANCED,
+    ERR_GROUP_XREAD,
+    ERR_NOACK_XREAD,
+    ERR_GT_XREAD,
+    ERR_ENTRIES_ADDED,
+    ERR_SETID_MAX_DELETED,
+    ERR_SETID_SMALL,
+    ERR_SETID_ENTRIES,
+    ERR_INVALID_ID,
+    ERR_TIMEOUT,
+    parse::ERR_MAXLEN_MINID,
+    parse::ERR_MAXLEN_NEGATIVE,
+    parse::ERR_LIMIT_NEGATIVE,
+    parse::ERR_LIMIT_NO_STRATEGY,
+    parse::ERR_XTRIM_NO_STRATEGY,
+    parse::ERR_LIMIT_EXACT,
+    "stream",
+];
+
+/// Where XREAD reads a key from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// `$`: what is added after the command.
+    Last,
+    /// Entries above this ID.
+    After(StreamId),
+}
+
+/// What a stream command does, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum XCmd {
+    /// XADD.
+    Add(AddArgs),
+    /// XLEN.
+    Len,
+    /// XRANGE / XREVRANGE (bounds inclusive, already moved past an
+    /// exclusive one).
+    Range {
+        /// From (the lower bound).
+        start: StreamId,
+        /// To (the upper bound).
+        end: StreamId,
+        /// COUNT (`None`: all; 0 answers a null array, as Redis does).
+        count: Option<u64>,
+        /// XREVRANGE.
+        rev: bool,
+    },
+    /// XDEL (the IDs checked after the lookup, as Redis does).
+    Del,
+    /// XTRIM.
+    Trim(Trim),
+    /// XSETID.
+    SetId {
+        /// The new last ID.
+        last: StreamId,
+        /// ENTRIESADDED.
+        entries_added: Option<u64>,
+        /// MAXDELETEDID.
+        max_deleted: Option<StreamId>,
+    },
+    /// XREAD (per key, where from — or the refusal Redis answers once it
+    /// got to that key).
+    Read {
+        /// COUNT (0: all).
+        count: u64,
+        /// Per key.
+        from: Vec<Result<ReadFrom, &'static str>>,
+        /// BLOCK, in milliseconds.
+        block_ms: Option<u64>,
+        /// Where the IDs start in the arguments.
+        ids_at: usize,
+    },
+    /// The last ID of each key (`0-0` for a missing one): what a blocking
+    /// XREAD reads `$` as before it waits. Internal: no client command is
+    /// routed to it (its name is `xlastids`).
+    LastIds,
+}
+
+/// A stream command, parsed, with its arguments (its wire form).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamOp {
+    args: Vec<Bytes>,
+    keys: Vec<Bytes>,
+    cmd: XCmd,
+}
+
+fn wrong_arity(name: &[u8]) -> String {
+    format!(
+        "ERR wrong number of arguments for '{}' command",
+        String::from_utf8_lossy(name).to_ascii_lowercase()
+    )
+}
+
+impl StreamOp {
+    /// Parses a stream command (arity already checked), refusing what
+    /// Redis refuses before it looks at a key, in Redis's order.
+    pub fn parse(args: Vec<Bytes>) -> Result<StreamOp, String> {
+        let name = args[0].to_ascii_lowercase();
+        let mut keys = vec![args[1].clone()];
+        let is = |a: &[u8], w: &str| a.eq_ignore_ascii_case(w.as_bytes());
+        let cmd = match &name[..] {
+            b"xadd" => {
+                let a = parse::add_or_trim(&args, true)?;
+                let n = args.len().saturating_sub(a.fields_at);
+                if args.len() < a.fields_at + 2 || !n.is_multiple_of(2) {
+                    return Err(wrong_arity(&args[0]));
+                }
+                if a.id == AddId::Exact(StreamId::MIN) {
+                    return Err(ERR_ZERO_ID.into());
+                }
+                XCmd::Add(a)
+            }
+            b"xtrim" => XCmd::Trim(parse::add_or_trim(&args, false)?.trim.expect("a strategy")),
+            b"xlen" => XCmd::Len,
+            b"xrange" | b"xrevrange" => {
+                let rev = name[1] == b'r' && name.len() == 9;
+                let (start_arg, end_arg) = if rev {
+                    (&args[3], &args[2])
+                } else {
+                    (&args[2], &args[3])
+                };
+                let (mut start, ex) = parse::bound(start_arg, 0)?;
+                if ex {
+                    start = start.next().ok_or(ERR_START)?;
+                }
+                let (mut end, ex) = parse::bound(end_arg, u64::MAX)?;
+                if ex {
+                    end = prev(end).ok_or(ERR_END)?;
+                }
+                let mut count = None;
+                let mut j = 4;
+                while j < args.len() {
+                    if is(&args[j], "count") && j + 1 < args.len() {
+                        let n = super::parse_i64(&args[j + 1]).ok_or(ERR_NOT_INTEGER)?;
+                        count = Some(n.max(0) as u64);
+                        j += 2;
+                    } else {
+                        return Err(ERR_SYNTAX.into());
+                    }
+                }
+                XCmd::Range {
+                    start,
+                    end,
+                    count,
+                    rev,
+                }
+            }
+            b"xdel" => XCmd::Del,
+            b"xsetid" => {
+                let last = parse::id(&args[2], 0, true)?;
+                let mut entries_added = None;
+                let mut max_deleted = None;
+                let mut i = 3;
+                while i < args.len() {
+                    let more = args.len() - 1 - i;
+                    if is(&args[i], "entriesadded") && more > 0 {
+                        let n = super::parse_i64(&args[i + 1]).ok_or(ERR_NOT_INTEGER)?;
+                        if n < 0 {
+                            return Err(ERR_ENTRIES_ADDED.into());
+                        }
+                        entries_added = Some(n as u64);
+                    } else if is(&args[i], "maxdeletedid") && more > 0 {
+                        let m = parse::id(&args[i + 1], 0, true)?;
+                        if last < m {
+                            return Err(ERR_SETID_MAX_DELETED.into());
+                        }
+                        max_deleted = Some(m);
+                    } else {
+                        return Err(ERR_SYNTAX.into());
+                    }
+                    i += 2;
+                }
+                XCmd::SetId {
+                    last,
+                    entries_added,
+                    max_deleted,
+                }
+            }
+            b"xlastids" => {
+                keys = args[1..].to_vec();
+                XCmd::LastIds
+            }
+            b"xread" => {
+                let (count, block_ms, streams_at) = read_options(&args)?;
+                let n = (args.len() - streams_at) / 2;
+                keys = args[streams_at..streams_at + n].to_vec();
+                let from = args[streams_at + n..]
+                    .iter()
+                    .map(|a| match &a[..] {
+                        b"$" => Ok(ReadFrom::Last),
+                        b">" => Err(ERR_GT_XREAD),
+                        a => parse::id(a, 0, true).map(ReadFrom::After),
+                    })
+                    .collect();
+                XCmd::Read {
+                    count,
+                    from,
+                    block_ms,
+                    ids_at: streams_at + n,
+                }
+            }
+            _ => return Err(ERR_SYNTAX.into()),
+        };
+        Ok(StreamOp { args, keys, cmd })
+    }
+
+    /// The key the op runs on.
+    pub fn key(&self) -> &Bytes {
+        &self.keys[0]
+    }
+
+    /// What the command does.
+    pub fn cmd(&self) -> &XCmd {
+        &self.cmd
+    }
+
+    /// True when the command may change a key.
+    pub fn is_write(&self) -> bool {
+        !matches!(
+            self.cmd,
+            XCmd::Len | XCmd::Range { .. } | XCmd::Read { .. } | XCmd::LastIds
+        )
+    }
+
+    /// XREAD's BLOCK, if given.
+    pub fn block_ms(&self) -> Option<u64> {
+        match self.cmd {
+            XCmd::Read { block_ms, .. } => block_ms,
+            _ => None,
+        }
+    }
+
+    /// A blocking XREAD that reads some key from `$`: the op asking for
+    /// the last IDs it stands for (see [`StreamOp::reading_from`]).
+    pub fn last_ids_wanted(&self) -> Option<StreamOp> {
+        let XCmd::Read { from, .. } = &self.cmd else {
+            return None;
+        };
+        if !from.contains(&Ok(ReadFrom::Last)) {
+            return None;
+        }
+        let mut args = vec![Bytes::from_static(b"xlastids")];
+        args.extend(self.keys.iter().cloned());
+        StreamOp::parse(args).ok()
+    }
+
+    /// The same XREAD reading from `ids` (the answer of
+    /// [`StreamOp::last_ids_wanted`]'s op) where it read from `$`.
+    pub fn reading_from(&self, ids: &[OpReply]) -> Option<StreamOp> {
+        let XCmd::Read { from, ids_at, .. } = &self.cmd else {
+            return None;
+        };
+        let mut args = self.args.clone();
+        for (i, f) in from.iter().enumerate() {
+            if *f == Ok(ReadFrom::Last) {
+                let OpReply::Bulk(id) = ids.get(i)? else {
+                    return None;
+                };
+                args[ids_at + i] = id.clone();
+            }
+        }
+        StreamOp::parse(args).ok()
+    }
+
+    /// Keys besides the one the op is applied to (see `Op::other_keys`).
+    pub fn other_keys(&self) -> &[Bytes] {
+        &self.keys[1..]
+    }
+
+    /// The op as bytes (`decode` parses the arguments again).
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::new();
+        put_list(&mut out, &self.args);
+        Bytes::from(out)
+    }
+
+    /// Reads what [`StreamOp::encode`] wrote.
+    pub fn decode(mut buf: Bytes) -> Option<StreamOp> {
+        let args = get_list(&mut buf)?;
+        if args.len() < 2 || buf.has_remaining() {
+            return None;
+        }
+        StreamOp::parse(args).ok()
+    }
+
+    /// Runs the command on `key`.
+    pub fn apply(&self, key: &[u8], view: &mut impl KeyView) -> OpReply {
+        match &self.cmd {
+            XCmd::Add(a) => add(key, view, a, &self.args[a.fields_at..]),
+            XCmd::Len => match read_collection(view, key, Kind::Stream) {
+                Err(e) => e,
+                Ok(s) => OpReply::Int(s.map_or(0, |s| stream(&s).len() as i64)),
+            },
+            XCmd::Range {
+                start,
+                end,
+                count,
+                rev,
+            } => match read_collection(view, key, Kind::Stream) {
+                Err(e) => e,
+                Ok(None) => OpReply::Array(Vec::new()),
+                Ok(Some(_)) if *count == Some(0) => OpReply::NilArray,
+                Ok(Some(s)) => {
+                    let x = stream(&s);
+                    let n = count.map_or(usize::MAX, |c| c as usize);
+                    if start > end {
+                        return OpReply::Array(Vec::new());
+                    }
+                    let range = x.entries().filter(|(id, _)| id >= start && id <= end);
+                    if *rev {
+                        OpReply::Array(range.rev().take(n).map(entry_reply).collect())
+                    } else {
+                        OpReply::Array(range.take(n).map(entry_reply).collect())
+                    }
+                }
+            },
+            XCmd::Del => del(key, view, &self.args[2..]),
+            XCmd::Trim(t) => trim(key, view, t),
+            XCmd::SetId {
+                last,
+                entries_added,
+                max_deleted,
+            } => set_id(key, view, *last, *entries_added, *max_deleted),
+            XCmd::Read { count, from, .. } => read(key, &self.keys, view, *count, from),
+            XCmd::LastIds => {
+                let mut ids = Vec::with_capacity(self.keys.len());
+                for (i, k) in self.keys.iter().enumerate() {
+                    let k: &[u8] = if i == 0 { key } else { k };
+                    match read_collection(view, k, Kind::Stream) {
+                        Err(e) => return e,
+                        Ok(None) => ids.push(id_bulk(StreamId::MIN)),
+                        Ok(Some(s)) => ids.push(id_bulk(stream(&s).last_id())),
+                    }
+                }
+                OpReply::Array(ids)
+            }
+        }
+    }
+}
+
+/// The ID right before `id` (None before 0-0).
+fn prev(id: StreamId) -> Option<StreamId> {
+    match id.seq.checked_sub(1) {
+        Some(seq) => Some(StreamId::new(id.ms, seq)),
+        None => id.ms.checked_sub(1).map(|ms| StreamId::new(ms, u64::MAX)),
+    }
+}
+
+/// XREAD's options before STREAMS: COUNT, BLOCK, and where the keys
+/// start.
+fn read_options(args: &[Bytes]) -> Result<(u64, Option<u64>, usize), String> {
+    let is = |a: &[u8], w: &str| a.eq_ignore_ascii_case(w.as_bytes());
+    let mut count = 0;
+    let mut block = None;
+    let mut i = 1;
+    while i < args.len() {
+        let more = args.len() - 1 - i;
+        let o = &args[i][..];
+        if is(o, "block") && more > 0 {
+            i += 1;
+            block = Some(block_ms(&args[i])?);
+        } else if is(o, "count") && more > 0 {
+            i += 1;
+            count = super::parse_i64(&args[i]).ok_or(ERR_NOT_INTEGER)?.max(0) as u64;
+        } else if is(o, "streams") && more > 0 {
+            if !(args.len() - i - 1).is_multiple_of(2) {
+                return Err(ERR_UNBALANCED.into());
+            }
+            return Ok((count, block, i + 1));
+        } else if is(o, "group") && more >= 2 {
+            return Err(ERR_GROUP_XREAD.into());
+        } else if is(o, "noack") {
+            return Err(ERR_NOACK_XREAD.into());
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+        i += 1;
+    }
+    Err(ERR_SYNTAX.into())
+}
+
+/// XREAD's BLOCK milliseconds (Redis's `getTimeoutFromObjectOrReply` in
+/// milliseconds: an integer).
+pub fn block_ms(arg: &[u8]) -> Result<u64, &'static str> {
+    let n = super::parse_i64(arg).ok_or(ERR_TIMEOUT)?;
+    u64::try_from(n).map_err(|_| super::lists::ERR_TIMEOUT_NEGATIVE)
+}
+
+/// The stream a state shows (`read_collection` checked its kind).
+fn stream(s: &KeyState) -> &Stream {
+    match &s.collection {
+        Some(Collection::Stream(x)) => x,
+        _ => unreachable!("the key shows a stream"),
+    }
+}
+
+fn id_bulk(id: StreamId) -> OpReply {
+    OpReply::Bulk(Bytes::from(id.to_string()))
+}
+
+/// `[id, [field, value, …]]`.
+fn entry_reply((id, e): (StreamId, &elsa_lattice::stream::Entry)) -> OpReply {
+    let fields = e
+        .fields
+        .iter()
+        .flat_map(|(f, v)| [OpReply::Bulk(f.to_bytes()), OpReply::Bulk(v.to_bytes())])
+        .collect();
+    OpReply::Array(vec![id_bulk(id), OpReply::Array(fields)])
+}
+
+/// Merges a stream delta written as the write's version.
+fn write(view: &mut impl KeyView, key: &[u8], w: CollectionWrite, delta: Stream) {
+    let CollectionWrite {
+        state, mut prefix, ..
+    } = w;
+    drop(state);
+    prefix.merge(KeyState::of(Collection::Stream(Box::new(delta))));
+    view.merge(key, prefix);
+}
+
+fn add(key: &[u8], view: &mut impl KeyView, a: &AddArgs, fields: &[Bytes]) -> OpReply {
+    let w = match begin_collection_write(view, key, Kind::Stream) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let empty = Stream::default();
+    let shown = w
+        .state
+        .as_deref()
+        .filter(|s| s.kind(view.now_ms()) == Kind::Stream);
+    let x = match (&w.state, shown) {
+        (Some(s), _) => match &s.collection {
+            Some(Collection::Stream(x)) => x,
+            _ => &empty,
+        },
+        _ => &empty,
+    };
+    if shown.is_none() && a.nomkstream {
+        return OpReply::Nil;
+    }
+    let last = x.last_id();
+    if last == StreamId::MAX {
+        return OpReply::Error(ERR_EXHAUSTED);
+    }
+    let id = match a.id {
+        AddId::Exact(id) => id,
+        AddId::Ms(ms) if ms == last.ms => match last.seq.checked_add(1) {
+            Some(seq) => StreamId::new(ms, seq),
+            None => return OpReply::Error(ERR_ID_TOO_SMALL),
+        },
+        AddId::Ms(ms) => StreamId::new(ms, 0),
+        AddId::Auto => {
+            let now = view.now_ms();
+            if now > last.ms {
+                StreamId::new(now, 0)
+            } else {
+                last.next().expect("below the greatest ID")
+            }
+        }
+    };
+    if id <= last {
+        return OpReply::Error(ERR_ID_TOO_SMALL);
+    }
+    let pairs = fields
+        .chunks(2)
+        .map(|p| (Elem::new(&p[0]), Elem::new(&p[1])))
+        .collect();
+    let mut delta = x.add(id, pairs, w.dot);
+    let mut trimmed = 0;
+    if let Some(t) = &a.trim {
+        let (n, floor) = plan_trim(x, Some(id), t);
+        if let Some(floor) = floor {
+            delta.merge(x.trim_below(floor, w.dot));
+        }
+        trimmed = n;
+    }
+    write(view, key, w, delta);
+    notify(view, STREAM, "xadd", key);
+    if trimmed > 0 {
+        notify(view, STREAM, "xtrim", key);
+    }
+    id_bulk(id)
+}
+
+/// How many shown entries a trim removes from `x` (plus `added`, an
+/// entry XADD is adding above all of them), and the ID below which it
+/// hides everything (None: nothing goes).
+fn plan_trim(x: &Stream, added: Option<StreamId>, t: &Trim) -> (u64, Option<StreamId>) {
+    let mut held: Vec<(StreamId, bool)> = x.held().collect();
+    held.extend(added.map(|id| (id, true)));
+    let mut len = held.iter().filter(|(_, shown)| *shown).count() as u64;
+    let ever = x.entries_added() + u64::from(added.is_some());
+    let first = ever.saturating_sub(held.len() as u64);
+    let mut removed = 0u64;
+    let mut i = 0;
+    // Whole nodes first (an entry's node: its place in the add order).
+    while i < held.len() {
+        if let TrimTo::MaxLen(n) = t.to {
+            if len <= n {
+                break;
+            }
+        }
+        let node = (first + i as u64) / NODE_ENTRIES as u64;
+        let mut j = i;
+        while j < held.len() && (first + j as u64) / NODE_ENTRIES as u64 == node {
+            j += 1;
+        }
+        let valid = held[i..j].iter().filter(|(_, s)| *s).count() as u64;
+        if t.limit > 0 && removed + valid > t.limit {
+            break;
+        }
+        let whole = match t.to {
+            TrimTo::MaxLen(n) => len - valid >= n,
+            TrimTo::MinId(min) => held[j - 1].0 < min,
+        };
+        if whole {
+            removed += valid;
+            len -= valid;
+            i = j;
+            continue;
+        }
+        if t.approx {
+            break;
+        }
+        // Entry by entry inside the node.
+        while i < j {
+            let done = match t.to {
+                TrimTo::MaxLen(n) => len <= n,
+                TrimTo::MinId(min) => held[i].0 >= min,
+            };
+            if done {
+                break;
+            }
+            if held[i].1 {
+                removed += 1;
+                len -= 1;
+            }
+            i += 1;
+        }
+        break;
+    }
+    if i == 0 {
+        return (0, None);
+    }
+    let floor = match held.get(i) {
+        Some((id, _)) => *id,
+        None => held[i - 1].0.next().unwrap_or(StreamId::MAX),
+    };
+    (removed, Some(floor))
+}
+
+fn trim(key: &[u8], view: &mut impl KeyView, t: &Trim) -> OpReply {
+    match read_collection(view, key, Kind::Stream) {
+        Err(e) => return e,
+        Ok(None) => return OpReply::Int(0),
+        Ok(Some(_)) => {}
+    }
+    let w = match begin_collection_write(view, key, Kind::Stream) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let Some(s) = w.state.clone() else {
+        return OpReply::Int(0);
+    };
+    let x = stream(&s);
+    let (n, floor) = plan_trim(x, None, t);
+    let Some(floor) = floor.filter(|_| n > 0) else {
+        return OpReply::Int(0);
+    };
+    let delta = x.trim_below(floor, w.dot);
+    drop(s);
+    write(view, key, w, delta);
+    notify(view, STREAM, "xtrim", key);
+    OpReply::Int(n as i64)
+}
+
+fn del(key: &[u8], view: &mut impl KeyView, args: &[Bytes]) -> OpReply {
+    match read_collection(view, key, Kind::Stream) {
+        Err(e) => return e,
+        Ok(None) => return OpReply::Int(0),
+        Ok(Some(_)) => {}
+    }
+    let mut ids = Vec::with_capacity(args.len());
+    for a in args {
+        match parse::id(a, 0, true) {
+            Ok(id) => ids.push(id),
+            Err(e) => return OpReply::Error(e),
+        }
+    }
+    let w = match begin_collection_write(view, key, Kind::Stream) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let Some(s) = w.state.clone() else {
+        return OpReply::Int(0);
+    };
+    let x = stream(&s);
+    ids.sort_unstable();
+    ids.dedup();
+    let shown: std::collections::BTreeSet<StreamId> = x.entries().map(|(id, _)| id).collect();
+    ids.retain(|id| shown.contains(id));
+    if ids.is_empty() {
+        return OpReply::Int(0);
+    }
+    let delta = x.delete(&ids, w.dot);
+    drop(s);
+    write(view, key, w, delta);
+    notify(view, STREAM, "xdel", key);
+    OpReply::Int(ids.len() as i64)
+}
+
+fn set_id(
+    key: &[u8],
+    view: &mut impl KeyView,
+    last: StreamId,
+    entries_added: Option<u64>,
+    max_deleted: Option<StreamId>,
+) -> OpReply {
+    let s = match read_collection(view, key, Kind::Stream) {
+        Err(e) => return e,
+        Ok(None) => return OpReply::Error(ERR_NO_SUCH_KEY),
+        Ok(Some(s)) => s,
+    };
+    let x = stream(&s);
+    let len = x.len() as u64;
+    if len > 0 {
+        let top = x
+            .entries()
+            .next_back()
+            .map(|(id, _)| id)
+            .unwrap_or_default();
+        if last < top {
+            return OpReply::Error(ERR_SETID_SMALL);
+        }
+        if entries_added.is_some_and(|n| len > n) {
+            return OpReply::Error(ERR_SETID_ENTRIES);
+        }
+    }
+    drop(s);
+    let w = match begin_collection_write(view, key, Kind::Stream) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let Some(s) = w.state.clone() else {
+        return OpReply::Error(ERR_NO_SUCH_KEY);
+    };
+    let max_deleted = max_deleted.filter(|m| *m != StreamId::MIN);
+    let delta = stream(&s).set_id(last, entries_added, max_deleted, w.dot);
+    drop(s);
+    write(view, key, w, delta);
+    notify(view, STREAM, "xsetid", key);
+    OpReply::Ok
+}
+
+/// XREAD: per key (in order) the entries above where it reads from;
+/// a null array when no key has any.
+fn read(
+    key: &[u8],
+    keys: &[Bytes],
+    view: &mut impl KeyView,
+    count: u64,
+    from: &[Result<ReadFrom, &'static str>],
+) -> OpReply {
+    let mut out = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let k: &[u8] = if i == 0 { key } else { k };
+        let s = match read_collection(view, k, Kind::Stream) {
+            Err(e) => return e,
+            Ok(s) => s,
+        };
+        let after = match from[i] {
+            Err(e) => return OpReply::Error(e),
+            Ok(ReadFrom::Last) => continue,
+            Ok(ReadFrom::After(id)) => id,
+        };
+        let Some(s) = s else { continue };
+        let n = if count == 0 {
+            usize::MAX
+        } else {
+            count as usize
+        };
+        let entries: Vec<OpReply> = stream(&s)
+            .entries()
+            .filter(|(id, _)| *id > after)
+            .take(n)
+            .map(entry_reply)
+            .collect();
+        if !entries.is_empty() {
+            out.push((Bytes::copy_from_slice(k), OpReply::Array(entries)));
+        }
+    }
+    if out.is_empty() {
+        OpReply::NilArray
+    } else {
+        OpReply::Keyed(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

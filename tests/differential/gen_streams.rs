@@ -1,0 +1,296 @@
+//! The generator's stream commands: XADD (NOMKSTREAM, MAXLEN/MINID with
+//! `=`/`~` and LIMIT, explicit `ms-seq`, `ms` and `ms-*` IDs), XLEN,
+//! XRANGE, XREVRANGE (inclusive and `(` exclusive bounds, `-`/`+`,
+//! COUNT), XDEL, XTRIM, XSETID (ENTRIESADDED, MAXDELETEDID) and XREAD
+//! (COUNT, `$`, a short BLOCK) — on the same few keys the other types use,
+//! so streams meet every other type (WRONGTYPE both ways, XREAD over keys
+//! of mixed types). Besides single commands (`stream_command`), "stream
+//! steps" (`stream_step`) fill a key with entries and then work on that
+//! very key. All of it only while `STREAMS` (in `gen.rs`) is on.
+//!
+//! Not generated:
+//! - XADD with `*`: the ID is the server's clock, which two servers never
+//!   share (and every later read shows it). `ms-*` is generated; `*` is
+//!   covered by the shard's unit tests and Redis's Tcl suite
+//!   (`docs/redis-tests.md`).
+//! - XREAD BLOCK longer than a few milliseconds, or BLOCK 0: it would stall
+//!   the single client when nothing comes (BLOCK 1–5 ms is generated: both
+//!   servers answer a null array, or at once when there are entries).
+//! - The consumer-group commands (XGROUP, XREADGROUP, XACK, XPENDING,
+//!   XCLAIM, XAUTOCLAIM) and XINFO: not in Elsa yet (issue 46).
+
+use rand::seq::SliceRandom;
+use rand::Rng;
+
+use super::{lit, Arg, Cmd, Gen, Step};
+
+/// IDs for XADD, XDEL, XSETID and MINID: small, so they meet.
+const IDS: &[&[u8]] = &[
+    b"1", b"1-1", b"1-2", b"2", b"2-0", b"2-1", b"3-*", b"4", b"5-5", b"0-1", b"7", b"10-*",
+];
+/// IDs refused or odd: 0-0 (XADD's own error), `-`/`+` (refused where the
+/// ID is strict), malformed, at and past the greatest.
+const IDS_ODD: &[&[u8]] = &[
+    b"0-0",
+    b"0",
+    b"-",
+    b"+",
+    b"abc",
+    b"1-",
+    b"-1",
+    b"1-x",
+    b"",
+    b"18446744073709551615-18446744073709551615",
+    b"18446744073709551615-*",
+    b"18446744073709551616",
+    b"01",
+];
+/// Range bounds: special, exclusive, incomplete.
+const BOUNDS: &[&[u8]] = &[
+    b"-",
+    b"+",
+    b"-",
+    b"+",
+    b"1",
+    b"2",
+    b"1-1",
+    b"(1",
+    b"(1-1",
+    b"(2-0",
+    b"5",
+    b"(0-0",
+    b"(18446744073709551615-18446744073709551615",
+    b"(-",
+    b"(+",
+    b"x",
+];
+/// Counts for MAXLEN, LIMIT, COUNT.
+const COUNTS: &[&[u8]] = &[
+    b"0",
+    b"1",
+    b"1",
+    b"2",
+    b"3",
+    b"5",
+    b"10",
+    b"-1",
+    b"abc",
+    b"9223372036854775807",
+];
+/// Fields.
+const FIELDS: &[&[u8]] = &[b"f", b"g", b"f", b"", b"1"];
+/// Stream commands with a wrong number of arguments.
+const XWRONG_ARITY: &[&[&str]] = &[
+    &["XADD", "K"],
+    &["XADD", "K", "1-1"],
+    &["XADD", "K", "1-1", "f"],
+    &["XADD", "K", "1-1", "f", "v", "g"],
+    &["XADD", "K", "MAXLEN", "1", "1-1", "f"],
+    &["XLEN"],
+    &["XLEN", "K", "K"],
+    &["XRANGE", "K", "-"],
+    &["XREVRANGE", "K"],
+    &["XDEL", "K"],
+    &["XTRIM", "K", "MAXLEN"],
+    &["XSETID", "K"],
+    &["XREAD", "STREAMS"],
+    &["XREAD", "STREAMS", "K"],
+    &["XREAD", "COUNT", "1"],
+];
+
+impl Gen {
+    fn stream_id(&mut self) -> Arg {
+        if self.rng.gen_bool(0.1) {
+            lit(self.pick(IDS_ODD))
+        } else {
+            lit(self.pick(IDS))
+        }
+    }
+
+    fn entry_fields(&mut self) -> Vec<Arg> {
+        let n = self.rng.gen_range(1..=3);
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(lit(self.pick(FIELDS)));
+            out.push(self.value());
+        }
+        out
+    }
+
+    /// MAXLEN/MINID [=|~] x [LIMIT n], now and then odd.
+    fn trim_args(&mut self) -> Vec<Arg> {
+        let mut out = Vec::new();
+        let minid = self.rng.gen_bool(0.3);
+        out.push(self.name(if minid { "MINID" } else { "MAXLEN" }));
+        let how = self.rng.gen_range(0..4);
+        if how == 1 {
+            out.push(lit(b"="));
+        } else if how == 2 {
+            out.push(lit(b"~"));
+        }
+        out.push(if minid {
+            self.stream_id()
+        } else {
+            lit(self.pick(COUNTS))
+        });
+        if self.rng.gen_bool(0.2) {
+            out.push(self.name("LIMIT"));
+            out.push(lit(self.pick(COUNTS)));
+        }
+        if self.rng.gen_bool(0.05) {
+            // Both strategies: refused.
+            out.push(self.name("MAXLEN"));
+            out.push(lit(b"1"));
+        }
+        out
+    }
+
+    fn xadd(&mut self, k: Arg, id: Arg) -> Cmd {
+        let mut args = vec![k];
+        if self.rng.gen_bool(0.1) {
+            args.push(self.name("NOMKSTREAM"));
+        }
+        if self.rng.gen_bool(0.3) {
+            args.extend(self.trim_args());
+        }
+        args.push(id);
+        args.extend(self.entry_fields());
+        self.cmd("XADD", args)
+    }
+
+    fn xrange(&mut self, k: Arg) -> Cmd {
+        let rev = self.rng.gen_bool(0.4);
+        let a = lit(self.pick(BOUNDS));
+        let b = lit(self.pick(BOUNDS));
+        let mut args = vec![k, a, b];
+        if self.rng.gen_bool(0.4) {
+            args.push(self.name("COUNT"));
+            args.push(lit(self.pick(COUNTS)));
+        }
+        if self.rng.gen_bool(0.03) {
+            args.push(lit(b"junk"));
+        }
+        self.cmd(if rev { "XREVRANGE" } else { "XRANGE" }, args)
+    }
+
+    fn xread(&mut self, first: Option<Arg>) -> Cmd {
+        let mut args = Vec::new();
+        if self.rng.gen_bool(0.4) {
+            args.push(self.name("COUNT"));
+            args.push(lit(self.pick(COUNTS)));
+        }
+        if self.rng.gen_bool(0.15) {
+            args.push(self.name("BLOCK"));
+            args.push(lit(self.pick(&[b"1", b"2", b"5", b"-1", b"x"])));
+        }
+        args.push(self.name("STREAMS"));
+        let n = self.rng.gen_range(1..=3);
+        let mut keys: Vec<Arg> = (0..n).map(|_| self.key()).collect();
+        if let Some(k) = first {
+            keys[0] = k;
+        }
+        let ids: Vec<Arg> = (0..n)
+            .map(|_| match self.rng.gen_range(0..10) {
+                0..=2 => lit(b"$"),
+                3 => lit(b">"),
+                4 => lit(b"0"),
+                _ => self.stream_id(),
+            })
+            .collect();
+        args.extend(keys);
+        if self.rng.gen_bool(0.03) {
+            args.extend(ids.into_iter().skip(1));
+        } else {
+            args.extend(ids);
+        }
+        self.cmd("XREAD", args)
+    }
+
+    /// One stream command on a random key, valid or not.
+    pub(super) fn stream_command(&mut self) -> Cmd {
+        let k = self.key();
+        match self.rng.gen_range(0..20) {
+            0..=5 => {
+                let id = self.stream_id();
+                self.xadd(k, id)
+            }
+            6 => self.cmd("XLEN", vec![k]),
+            7..=9 => self.xrange(k),
+            10..=11 => {
+                let n = self.rng.gen_range(1..=3);
+                let mut args = vec![k];
+                args.extend((0..n).map(|_| self.stream_id()));
+                self.cmd("XDEL", args)
+            }
+            12..=13 => {
+                let mut args = vec![k];
+                if self.rng.gen_bool(0.9) {
+                    args.extend(self.trim_args());
+                } else {
+                    args.push(self.name("LIMIT"));
+                    args.push(lit(b"1"));
+                }
+                self.cmd("XTRIM", args)
+            }
+            14..=15 => {
+                let mut args = vec![k, self.stream_id()];
+                if self.rng.gen_bool(0.3) {
+                    args.push(self.name("ENTRIESADDED"));
+                    args.push(lit(self.pick(COUNTS)));
+                }
+                if self.rng.gen_bool(0.3) {
+                    args.push(self.name("MAXDELETEDID"));
+                    args.push(self.stream_id());
+                }
+                self.cmd("XSETID", args)
+            }
+            16..=18 => self.xread(None),
+            _ => {
+                let words = XWRONG_ARITY.choose(&mut self.rng).expect("non-empty");
+                let args = words[1..]
+                    .iter()
+                    .map(|w| match *w {
+                        "K" => self.key(),
+                        w => lit(w.as_bytes()),
+                    })
+                    .collect();
+                self.cmd(words[0], args)
+            }
+        }
+    }
+
+    /// A stream with a few entries (rising IDs, now and then a trim or a
+    /// delete among them), then commands on that key.
+    pub(super) fn stream_step(&mut self) -> Step {
+        let k = self.key();
+        let mut cmds = vec![self.cmd("DEL", vec![k.clone()])];
+        let n = self.rng.gen_range(1..=6);
+        let mut ms = self.rng.gen_range(1..4u64);
+        for _ in 0..n {
+            ms += self.rng.gen_range(0..3);
+            let id = match self.rng.gen_range(0..3) {
+                0 => format!("{ms}-*"),
+                1 => format!("{ms}"),
+                _ => format!("{ms}-{}", self.rng.gen_range(1..4)),
+            };
+            let c = self.xadd(k.clone(), Arg::Lit(id.into_bytes()));
+            cmds.push(c);
+        }
+        for _ in 0..self.rng.gen_range(1..=4) {
+            let c = match self.rng.gen_range(0..6) {
+                0 => self.cmd("XLEN", vec![k.clone()]),
+                1 | 2 => self.xrange(k.clone()),
+                3 => self.xread(Some(k.clone())),
+                _ => {
+                    let mut c = self.stream_command();
+                    if c.args.len() > 1 {
+                        c.args[1] = k.clone();
+                    }
+                    c
+                }
+            };
+            cmds.push(c);
+        }
+        Step { cmds, sleep_ms: 0 }
+    }
+}
