@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Client-compatibility suite: real client libraries (redis-py, go-redis, Jedis,
-# Lettuce, node-redis, ioredis) run small application-style programs
-# (tests/clients/) against Elsa and against redis-server.
+# Lettuce, node-redis, ioredis) and libraries built on them (RQ) run small
+# application-style programs (tests/clients/) against Elsa and against
+# redis-server.
 #
 #   scripts/clients.sh [--target elsa|redis|both] [--only PROGRAM-GLOB] [--no-install] [--install-only] [--serial]
 #
@@ -35,7 +36,7 @@ while (($#)); do
     --no-install) INSTALL=0; shift ;;
     --install-only) INSTALL_ONLY=1; shift ;;
     --serial) SERIAL=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -66,6 +67,7 @@ for mode in sync async; do
     for parser in hiredis python; do PY_PROGRAMS+=("py-$mode-resp$resp-$parser"); done
   done
 done
+PY_PROGRAMS+=(py-rq)
 ALL_PROGRAMS=("${PY_PROGRAMS[@]}" go-redis jedis lettuce node-redis ioredis)
 PROGRAMS=()
 for p in "${ALL_PROGRAMS[@]}"; do [[ $p == $ONLY ]] && PROGRAMS+=("$p"); done
@@ -132,6 +134,7 @@ command_for() {
       local rest=${1#py-} mode resp parser
       mode=${rest%%-*}; rest=${rest#*-resp}; resp=${rest%%-*}; parser=${rest#*-}
       echo "env RESP=$resp PARSER=$parser $WORK/venv/bin/python $SRC/python/app_$mode.py" ;;
+    py-rq) echo "$WORK/venv/bin/python $SRC/python/app_rq.py" ;;
     go-redis) echo "$WORK/go-redis" ;;
     jedis) echo "java -cp $WORK/java-build/classes:$(cat "$WORK/java.classpath") clients.JedisApp" ;;
     lettuce) echo "java -cp $WORK/java-build/classes:$(cat "$WORK/java.classpath") clients.LettuceApp" ;;

@@ -4,6 +4,9 @@
 //! [`crate::ops::Op::other_keys`], so every path holds all of them and
 //! reads them in one atomic step.
 //!
+//! The commands that write are in `write.rs`, the argument grammar in
+//! `parse.rs`; the reads are here.
+//!
 //! Replies and errors are Redis 7.0's, in Redis's order: what Redis checks
 //! before it looks the key up is refused by [`StreamOp::parse`]; what it
 //! checks after rides in the op. The op's wire form is its arguments,
@@ -16,18 +19,15 @@
 //! boundaries fall for entries small enough to fill them.
 
 pub mod parse;
+mod write;
 
 use bytes::{Buf, Bytes};
 use elsa_lattice::stream::{Stream, StreamId};
-use elsa_lattice::{Collection, Crdt, Elem, KeyState, Kind};
+use elsa_lattice::{Collection, KeyState, Kind};
 
 use super::hashes::{get_list, put_list};
-use super::{
-    begin_collection_write, notify, read_collection, CollectionWrite, KeyView, OpReply,
-    ERR_NOT_INTEGER, ERR_NO_SUCH_KEY, ERR_SYNTAX,
-};
-use crate::notify::STREAM;
-use parse::{AddArgs, AddId, Trim, TrimTo};
+use super::{read_collection, KeyView, OpReply, ERR_NOT_INTEGER, ERR_SYNTAX};
+use parse::{AddArgs, AddId, Trim};
 pub use parse::{ERR_INVALID_ID, NODE_ENTRIES};
 
 /// XADD with the ID 0-0.
@@ -313,7 +313,9 @@ impl StreamOp {
         let XCmd::Read { from, .. } = &self.cmd else {
             return None;
         };
-        if !from.contains(&Ok(ReadFrom::Last)) {
+        // A refused ID is answered by the read itself, in Redis's order
+        // (after the types of the keys before it).
+        if !from.contains(&Ok(ReadFrom::Last)) || from.iter().any(Result::is_err) {
             return None;
         }
         let mut args = vec![Bytes::from_static(b"xlastids")];
@@ -363,7 +365,7 @@ impl StreamOp {
     /// Runs the command on `key`.
     pub fn apply(&self, key: &[u8], view: &mut impl KeyView) -> OpReply {
         match &self.cmd {
-            XCmd::Add(a) => add(key, view, a, &self.args[a.fields_at..]),
+            XCmd::Add(a) => write::add(key, view, a, &self.args[a.fields_at..]),
             XCmd::Len => match read_collection(view, key, Kind::Stream) {
                 Err(e) => e,
                 Ok(s) => OpReply::Int(s.map_or(0, |s| stream(&s).len() as i64)),
@@ -391,13 +393,13 @@ impl StreamOp {
                     }
                 }
             },
-            XCmd::Del => del(key, view, &self.args[2..]),
-            XCmd::Trim(t) => trim(key, view, t),
+            XCmd::Del => write::del(key, view, &self.args[2..]),
+            XCmd::Trim(t) => write::trim(key, view, t),
             XCmd::SetId {
                 last,
                 entries_added,
                 max_deleted,
-            } => set_id(key, view, *last, *entries_added, *max_deleted),
+            } => write::set_id(key, view, *last, *entries_added, *max_deleted),
             XCmd::Read { count, from, .. } => read(key, &self.keys, view, *count, from),
             XCmd::LastIds => {
                 let mut ids = Vec::with_capacity(self.keys.len());
@@ -485,250 +487,6 @@ fn entry_reply((id, e): (StreamId, &elsa_lattice::stream::Entry)) -> OpReply {
     OpReply::Array(vec![id_bulk(id), OpReply::Array(fields)])
 }
 
-/// Merges a stream delta written as the write's version.
-fn write(view: &mut impl KeyView, key: &[u8], w: CollectionWrite, delta: Stream) {
-    let CollectionWrite {
-        state, mut prefix, ..
-    } = w;
-    drop(state);
-    prefix.merge(KeyState::of(Collection::Stream(Box::new(delta))));
-    view.merge(key, prefix);
-}
-
-fn add(key: &[u8], view: &mut impl KeyView, a: &AddArgs, fields: &[Bytes]) -> OpReply {
-    let w = match begin_collection_write(view, key, Kind::Stream) {
-        Ok(w) => w,
-        Err(e) => return e,
-    };
-    let empty = Stream::default();
-    let shown = w
-        .state
-        .as_deref()
-        .filter(|s| s.kind(view.now_ms()) == Kind::Stream);
-    let x = match (&w.state, shown) {
-        (Some(s), _) => match &s.collection {
-            Some(Collection::Stream(x)) => x,
-            _ => &empty,
-        },
-        _ => &empty,
-    };
-    if shown.is_none() && a.nomkstream {
-        return OpReply::Nil;
-    }
-    let last = x.last_id();
-    if last == StreamId::MAX {
-        return OpReply::Error(ERR_EXHAUSTED);
-    }
-    let id = match a.id {
-        AddId::Exact(id) => id,
-        AddId::Ms(ms) if ms == last.ms => match last.seq.checked_add(1) {
-            Some(seq) => StreamId::new(ms, seq),
-            None => return OpReply::Error(ERR_ID_TOO_SMALL),
-        },
-        AddId::Ms(ms) => StreamId::new(ms, 0),
-        AddId::Auto => {
-            let now = view.now_ms();
-            if now > last.ms {
-                StreamId::new(now, 0)
-            } else {
-                last.next().expect("below the greatest ID")
-            }
-        }
-    };
-    if id <= last {
-        return OpReply::Error(ERR_ID_TOO_SMALL);
-    }
-    let pairs = fields
-        .chunks(2)
-        .map(|p| (Elem::new(&p[0]), Elem::new(&p[1])))
-        .collect();
-    let mut delta = x.add(id, pairs, w.dot);
-    let mut trimmed = 0;
-    if let Some(t) = &a.trim {
-        let (n, floor) = plan_trim(x, Some(id), t);
-        if let Some(floor) = floor {
-            delta.merge(x.trim_below(floor, w.dot));
-        }
-        trimmed = n;
-    }
-    write(view, key, w, delta);
-    notify(view, STREAM, "xadd", key);
-    if trimmed > 0 {
-        notify(view, STREAM, "xtrim", key);
-    }
-    id_bulk(id)
-}
-
-/// How many shown entries a trim removes from `x` (plus `added`, an
-/// entry XADD is adding above all of them), and the ID below which it
-/// hides everything (None: nothing goes).
-fn plan_trim(x: &Stream, added: Option<StreamId>, t: &Trim) -> (u64, Option<StreamId>) {
-    let mut held: Vec<(StreamId, bool)> = x.held().collect();
-    held.extend(added.map(|id| (id, true)));
-    let mut len = held.iter().filter(|(_, shown)| *shown).count() as u64;
-    let ever = x.entries_added() + u64::from(added.is_some());
-    let first = ever.saturating_sub(held.len() as u64);
-    let mut removed = 0u64;
-    let mut i = 0;
-    // Whole nodes first (an entry's node: its place in the add order).
-    while i < held.len() {
-        if let TrimTo::MaxLen(n) = t.to {
-            if len <= n {
-                break;
-            }
-        }
-        let node = (first + i as u64) / NODE_ENTRIES as u64;
-        let mut j = i;
-        while j < held.len() && (first + j as u64) / NODE_ENTRIES as u64 == node {
-            j += 1;
-        }
-        let valid = held[i..j].iter().filter(|(_, s)| *s).count() as u64;
-        if t.limit > 0 && removed + valid > t.limit {
-            break;
-        }
-        let whole = match t.to {
-            TrimTo::MaxLen(n) => len - valid >= n,
-            TrimTo::MinId(min) => held[j - 1].0 < min,
-        };
-        if whole {
-            removed += valid;
-            len -= valid;
-            i = j;
-            continue;
-        }
-        if t.approx {
-            break;
-        }
-        // Entry by entry inside the node.
-        while i < j {
-            let done = match t.to {
-                TrimTo::MaxLen(n) => len <= n,
-                TrimTo::MinId(min) => held[i].0 >= min,
-            };
-            if done {
-                break;
-            }
-            if held[i].1 {
-                removed += 1;
-                len -= 1;
-            }
-            i += 1;
-        }
-        break;
-    }
-    if i == 0 {
-        return (0, None);
-    }
-    let floor = match held.get(i) {
-        Some((id, _)) => *id,
-        None => held[i - 1].0.next().unwrap_or(StreamId::MAX),
-    };
-    (removed, Some(floor))
-}
-
-fn trim(key: &[u8], view: &mut impl KeyView, t: &Trim) -> OpReply {
-    match read_collection(view, key, Kind::Stream) {
-        Err(e) => return e,
-        Ok(None) => return OpReply::Int(0),
-        Ok(Some(_)) => {}
-    }
-    let w = match begin_collection_write(view, key, Kind::Stream) {
-        Ok(w) => w,
-        Err(e) => return e,
-    };
-    let Some(s) = w.state.clone() else {
-        return OpReply::Int(0);
-    };
-    let x = stream(&s);
-    let (n, floor) = plan_trim(x, None, t);
-    let Some(floor) = floor.filter(|_| n > 0) else {
-        return OpReply::Int(0);
-    };
-    let delta = x.trim_below(floor, w.dot);
-    drop(s);
-    write(view, key, w, delta);
-    notify(view, STREAM, "xtrim", key);
-    OpReply::Int(n as i64)
-}
-
-fn del(key: &[u8], view: &mut impl KeyView, args: &[Bytes]) -> OpReply {
-    match read_collection(view, key, Kind::Stream) {
-        Err(e) => return e,
-        Ok(None) => return OpReply::Int(0),
-        Ok(Some(_)) => {}
-    }
-    let mut ids = Vec::with_capacity(args.len());
-    for a in args {
-        match parse::id(a, 0, true) {
-            Ok(id) => ids.push(id),
-            Err(e) => return OpReply::Error(e),
-        }
-    }
-    let w = match begin_collection_write(view, key, Kind::Stream) {
-        Ok(w) => w,
-        Err(e) => return e,
-    };
-    let Some(s) = w.state.clone() else {
-        return OpReply::Int(0);
-    };
-    let x = stream(&s);
-    ids.sort_unstable();
-    ids.dedup();
-    let shown: std::collections::BTreeSet<StreamId> = x.entries().map(|(id, _)| id).collect();
-    ids.retain(|id| shown.contains(id));
-    if ids.is_empty() {
-        return OpReply::Int(0);
-    }
-    let delta = x.delete(&ids, w.dot);
-    drop(s);
-    write(view, key, w, delta);
-    notify(view, STREAM, "xdel", key);
-    OpReply::Int(ids.len() as i64)
-}
-
-fn set_id(
-    key: &[u8],
-    view: &mut impl KeyView,
-    last: StreamId,
-    entries_added: Option<u64>,
-    max_deleted: Option<StreamId>,
-) -> OpReply {
-    let s = match read_collection(view, key, Kind::Stream) {
-        Err(e) => return e,
-        Ok(None) => return OpReply::Error(ERR_NO_SUCH_KEY),
-        Ok(Some(s)) => s,
-    };
-    let x = stream(&s);
-    let len = x.len() as u64;
-    if len > 0 {
-        let top = x
-            .entries()
-            .next_back()
-            .map(|(id, _)| id)
-            .unwrap_or_default();
-        if last < top {
-            return OpReply::Error(ERR_SETID_SMALL);
-        }
-        if entries_added.is_some_and(|n| len > n) {
-            return OpReply::Error(ERR_SETID_ENTRIES);
-        }
-    }
-    drop(s);
-    let w = match begin_collection_write(view, key, Kind::Stream) {
-        Ok(w) => w,
-        Err(e) => return e,
-    };
-    let Some(s) = w.state.clone() else {
-        return OpReply::Error(ERR_NO_SUCH_KEY);
-    };
-    let max_deleted = max_deleted.filter(|m| *m != StreamId::MIN);
-    let delta = stream(&s).set_id(last, entries_added, max_deleted, w.dot);
-    drop(s);
-    write(view, key, w, delta);
-    notify(view, STREAM, "xsetid", key);
-    OpReply::Ok
-}
-
 /// XREAD: per key (in order) the entries above where it reads from;
 /// a null array when no key has any.
 fn read(
@@ -763,7 +521,10 @@ fn read(
             .map(entry_reply)
             .collect();
         if !entries.is_empty() {
-            out.push((Bytes::copy_from_slice(k), OpReply::Array(entries)));
+            out.push((
+                Bytes::copy_from_slice(crate::db::user_key(k)),
+                OpReply::Array(entries),
+            ));
         }
     }
     if out.is_empty() {

@@ -1,0 +1,259 @@
+//! The stream commands that write: XADD (with its trim), XTRIM, XDEL,
+//! XSETID — each a delta of the stream lattice written as the command's
+//! version, with Redis's checks and keyspace events.
+
+use bytes::Bytes;
+use elsa_lattice::stream::{Stream, StreamId};
+use elsa_lattice::{Collection, Crdt, Elem, KeyState, Kind};
+
+use super::parse::{self, AddArgs, AddId, Trim, TrimTo, NODE_ENTRIES};
+use super::{id_bulk, stream, ERR_EXHAUSTED, ERR_ID_TOO_SMALL, ERR_SETID_ENTRIES, ERR_SETID_SMALL};
+use crate::notify::STREAM;
+use crate::ops::{
+    begin_collection_write, notify, read_collection, CollectionWrite, KeyView, OpReply,
+    ERR_NO_SUCH_KEY,
+};
+
+/// Merges a stream delta written as the write's version.
+fn write(view: &mut impl KeyView, key: &[u8], w: CollectionWrite, delta: Stream) {
+    let CollectionWrite {
+        state, mut prefix, ..
+    } = w;
+    drop(state);
+    prefix.merge(KeyState::of(Collection::Stream(Box::new(delta))));
+    view.merge(key, prefix);
+}
+
+pub(super) fn add(key: &[u8], view: &mut impl KeyView, a: &AddArgs, fields: &[Bytes]) -> OpReply {
+    let w = match begin_collection_write(view, key, Kind::Stream) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let empty = Stream::default();
+    let shown = w
+        .state
+        .as_deref()
+        .filter(|s| s.kind(view.now_ms()) == Kind::Stream);
+    let x = match (&w.state, shown) {
+        (Some(s), _) => match &s.collection {
+            Some(Collection::Stream(x)) => x,
+            _ => &empty,
+        },
+        _ => &empty,
+    };
+    if shown.is_none() && a.nomkstream {
+        return OpReply::Nil;
+    }
+    let last = x.last_id();
+    if last == StreamId::MAX {
+        return OpReply::Error(ERR_EXHAUSTED);
+    }
+    let id = match a.id {
+        AddId::Exact(id) => id,
+        AddId::Ms(ms) if ms == last.ms => match last.seq.checked_add(1) {
+            Some(seq) => StreamId::new(ms, seq),
+            None => return OpReply::Error(ERR_ID_TOO_SMALL),
+        },
+        AddId::Ms(ms) => StreamId::new(ms, 0),
+        AddId::Auto => {
+            let now = view.now_ms();
+            if now > last.ms {
+                StreamId::new(now, 0)
+            } else {
+                last.next().expect("below the greatest ID")
+            }
+        }
+    };
+    if id <= last {
+        return OpReply::Error(ERR_ID_TOO_SMALL);
+    }
+    let pairs = fields
+        .chunks(2)
+        .map(|p| (Elem::new(&p[0]), Elem::new(&p[1])))
+        .collect();
+    let mut delta = x.add(id, pairs, w.dot);
+    let mut trimmed = 0;
+    if let Some(t) = &a.trim {
+        let (n, floor) = plan_trim(x, Some(id), t);
+        if let Some(floor) = floor {
+            delta.merge(x.trim_below(floor, w.dot));
+        }
+        trimmed = n;
+    }
+    write(view, key, w, delta);
+    notify(view, STREAM, "xadd", key);
+    if trimmed > 0 {
+        notify(view, STREAM, "xtrim", key);
+    }
+    id_bulk(id)
+}
+
+/// How many shown entries a trim removes from `x` (plus `added`, an
+/// entry XADD is adding above all of them), and the ID below which it
+/// hides everything (None: nothing goes).
+fn plan_trim(x: &Stream, added: Option<StreamId>, t: &Trim) -> (u64, Option<StreamId>) {
+    let mut held: Vec<(StreamId, bool)> = x.held().collect();
+    held.extend(added.map(|id| (id, true)));
+    let mut len = held.iter().filter(|(_, shown)| *shown).count() as u64;
+    let ever = x.entries_added() + u64::from(added.is_some());
+    let first = ever.saturating_sub(held.len() as u64);
+    let mut removed = 0u64;
+    let mut i = 0;
+    // Whole nodes first (an entry's node: its place in the add order).
+    while i < held.len() {
+        if let TrimTo::MaxLen(n) = t.to {
+            if len <= n {
+                break;
+            }
+        }
+        let node = (first + i as u64) / NODE_ENTRIES as u64;
+        let mut j = i;
+        while j < held.len() && (first + j as u64) / NODE_ENTRIES as u64 == node {
+            j += 1;
+        }
+        let valid = held[i..j].iter().filter(|(_, s)| *s).count() as u64;
+        if t.limit > 0 && removed + valid > t.limit {
+            break;
+        }
+        let whole = match t.to {
+            TrimTo::MaxLen(n) => len - valid >= n,
+            TrimTo::MinId(min) => held[j - 1].0 < min,
+        };
+        if whole {
+            removed += valid;
+            len -= valid;
+            i = j;
+            continue;
+        }
+        if t.approx {
+            break;
+        }
+        // Entry by entry inside the node.
+        while i < j {
+            let done = match t.to {
+                TrimTo::MaxLen(n) => len <= n,
+                TrimTo::MinId(min) => held[i].0 >= min,
+            };
+            if done {
+                break;
+            }
+            if held[i].1 {
+                removed += 1;
+                len -= 1;
+            }
+            i += 1;
+        }
+        break;
+    }
+    if i == 0 {
+        return (0, None);
+    }
+    let floor = match held.get(i) {
+        Some((id, _)) => *id,
+        None => held[i - 1].0.next().unwrap_or(StreamId::MAX),
+    };
+    (removed, Some(floor))
+}
+
+pub(super) fn trim(key: &[u8], view: &mut impl KeyView, t: &Trim) -> OpReply {
+    match read_collection(view, key, Kind::Stream) {
+        Err(e) => return e,
+        Ok(None) => return OpReply::Int(0),
+        Ok(Some(_)) => {}
+    }
+    let w = match begin_collection_write(view, key, Kind::Stream) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let Some(s) = w.state.clone() else {
+        return OpReply::Int(0);
+    };
+    let x = stream(&s);
+    let (n, floor) = plan_trim(x, None, t);
+    let Some(floor) = floor.filter(|_| n > 0) else {
+        return OpReply::Int(0);
+    };
+    let delta = x.trim_below(floor, w.dot);
+    drop(s);
+    write(view, key, w, delta);
+    notify(view, STREAM, "xtrim", key);
+    OpReply::Int(n as i64)
+}
+
+pub(super) fn del(key: &[u8], view: &mut impl KeyView, args: &[Bytes]) -> OpReply {
+    match read_collection(view, key, Kind::Stream) {
+        Err(e) => return e,
+        Ok(None) => return OpReply::Int(0),
+        Ok(Some(_)) => {}
+    }
+    let mut ids = Vec::with_capacity(args.len());
+    for a in args {
+        match parse::id(a, 0, true) {
+            Ok(id) => ids.push(id),
+            Err(e) => return OpReply::Error(e),
+        }
+    }
+    let w = match begin_collection_write(view, key, Kind::Stream) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let Some(s) = w.state.clone() else {
+        return OpReply::Int(0);
+    };
+    let x = stream(&s);
+    ids.sort_unstable();
+    ids.dedup();
+    let shown: std::collections::BTreeSet<StreamId> = x.entries().map(|(id, _)| id).collect();
+    ids.retain(|id| shown.contains(id));
+    if ids.is_empty() {
+        return OpReply::Int(0);
+    }
+    let delta = x.delete(&ids, w.dot);
+    drop(s);
+    write(view, key, w, delta);
+    notify(view, STREAM, "xdel", key);
+    OpReply::Int(ids.len() as i64)
+}
+
+pub(super) fn set_id(
+    key: &[u8],
+    view: &mut impl KeyView,
+    last: StreamId,
+    entries_added: Option<u64>,
+    max_deleted: Option<StreamId>,
+) -> OpReply {
+    let s = match read_collection(view, key, Kind::Stream) {
+        Err(e) => return e,
+        Ok(None) => return OpReply::Error(ERR_NO_SUCH_KEY),
+        Ok(Some(s)) => s,
+    };
+    let x = stream(&s);
+    let len = x.len() as u64;
+    if len > 0 {
+        let top = x
+            .entries()
+            .next_back()
+            .map(|(id, _)| id)
+            .unwrap_or_default();
+        if last < top {
+            return OpReply::Error(ERR_SETID_SMALL);
+        }
+        if entries_added.is_some_and(|n| len > n) {
+            return OpReply::Error(ERR_SETID_ENTRIES);
+        }
+    }
+    drop(s);
+    let w = match begin_collection_write(view, key, Kind::Stream) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let Some(s) = w.state.clone() else {
+        return OpReply::Error(ERR_NO_SUCH_KEY);
+    };
+    let max_deleted = max_deleted.filter(|m| *m != StreamId::MIN);
+    let delta = stream(&s).set_id(last, entries_added, max_deleted, w.dot);
+    drop(s);
+    write(view, key, w, delta);
+    notify(view, STREAM, "xsetid", key);
+    OpReply::Ok
+}
