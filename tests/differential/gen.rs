@@ -590,6 +590,7 @@ impl Gen {
             21..=23 => return self.zset_step(),
             24..=26 if LISTS => return self.list_step(),
             27..=28 if STREAMS => return self.stream_step(),
+            29..=30 if STREAMS => return self.group_step(),
             _ => self.command(),
         };
         Step::one(cmd)

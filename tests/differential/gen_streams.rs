@@ -24,12 +24,20 @@
 //! - XREAD BLOCK longer than a few milliseconds, or BLOCK 0: it would stall
 //!   the single client when nothing comes (BLOCK 1–5 ms is generated: both
 //!   servers answer a null array, or at once when there are entries).
-//! - The consumer-group commands (XGROUP, XREADGROUP, XACK, XPENDING,
-//!   XCLAIM, XAUTOCLAIM) and XINFO: not in Elsa yet (issue 46).
+//! - Idle times that race the clock: XPENDING IDLE, XCLAIM and XAUTOCLAIM
+//!   min-idle are 0 or hours (nothing or everything qualifies the same on
+//!   both servers), XCLAIM IDLE/TIME set times read back within the PTTL
+//!   tolerance (`Norm::PendingIdle`, `Norm::StreamInfo`).
+//!
+//! Consumer groups (XGROUP, XREADGROUP with `>`, history and NOACK, XACK,
+//! XPENDING, XCLAIM, XAUTOCLAIM) and XINFO are generated, in single
+//! commands and "group steps" (a stream with a group, reads by two
+//! consumers, then acknowledgements, claims and introspection).
 
 use rand::seq::SliceRandom;
 use rand::Rng;
 
+use super::super::norm::Norm;
 use super::{lit, Arg, Cmd, Gen, Step};
 
 /// IDs for XADD, XDEL, XSETID and MINID: small, so they meet.
@@ -104,7 +112,31 @@ const XWRONG_ARITY: &[&[&str]] = &[
     &["XREAD", "STREAMS"],
     &["XREAD", "STREAMS", "K"],
     &["XREAD", "COUNT", "1"],
+    &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "K"],
+    &["XACK", "K", "g"],
+    &["XPENDING", "K"],
+    &["XPENDING", "K", "g", "-"],
+    &["XPENDING", "K", "g", "-", "+", "1", "c", "x"],
+    &["XCLAIM", "K", "g", "c", "0"],
+    &["XAUTOCLAIM", "K", "g", "c", "0"],
+    &["XGROUP"],
+    &["XGROUP", "CREATE", "K", "g"],
+    &["XGROUP", "DESTROY", "K"],
+    &["XGROUP", "SETID", "K", "g", "0", "ENTRIESREAD"],
+    &["XGROUP", "CREATECONSUMER", "K", "g"],
+    &["XGROUP", "HELP", "x"],
+    &["XGROUP", "FOO", "K"],
+    &["XINFO"],
+    &["XINFO", "STREAM"],
+    &["XINFO", "GROUPS", "K", "x"],
+    &["XINFO", "CONSUMERS", "K"],
+    &["XINFO", "HELP", "x"],
 ];
+/// Group and consumer names.
+const GROUPS: &[&[u8]] = &[b"g", b"g", b"g2"];
+const CONSUMERS: &[&[u8]] = &[b"c1", b"c1", b"c2", b"c3"];
+/// Idle thresholds: none, or more than any test lasts; and refused ones.
+const IDLES: &[&[u8]] = &[b"0", b"0", b"3600000", b"-5", b"x"];
 
 impl Gen {
     fn stream_id(&mut self) -> Arg {
@@ -253,7 +285,8 @@ impl Gen {
                 }
                 self.cmd("XSETID", args)
             }
-            16..=18 => self.xread(None),
+            16..=17 => self.xread(None),
+            18 => self.group_command(k),
             _ => {
                 let words = XWRONG_ARITY.choose(&mut self.rng).expect("non-empty");
                 let args = words[1..]
@@ -266,6 +299,217 @@ impl Gen {
                 self.cmd(words[0], args)
             }
         }
+    }
+
+    fn group(&mut self) -> Arg {
+        lit(self.pick(GROUPS))
+    }
+
+    fn consumer(&mut self) -> Arg {
+        lit(self.pick(CONSUMERS))
+    }
+
+    fn ids(&mut self, max: usize) -> Vec<Arg> {
+        let n = self.rng.gen_range(1..=max);
+        (0..n).map(|_| self.stream_id()).collect()
+    }
+
+    /// One consumer-group command (or XINFO) on `k`, valid or not.
+    pub(super) fn group_command(&mut self, k: Arg) -> Cmd {
+        let (g, c) = (self.group(), self.consumer());
+        match self.rng.gen_range(0..16) {
+            0..=1 => {
+                let id = match self.rng.gen_range(0..5) {
+                    0 => lit(b"$"),
+                    1 => lit(b"0"),
+                    _ => self.stream_id(),
+                };
+                let mut args = vec![self.name("CREATE"), k, g, id];
+                if self.rng.gen_bool(0.4) {
+                    args.push(self.name("MKSTREAM"));
+                }
+                if self.rng.gen_bool(0.2) {
+                    args.push(self.name("ENTRIESREAD"));
+                    args.push(lit(self.pick(&[b"0", b"1", b"-1", b"-2", b"5", b"x"])));
+                }
+                self.cmd("XGROUP", args)
+            }
+            2 => {
+                let id = if self.rng.gen_bool(0.3) {
+                    lit(b"$")
+                } else {
+                    lit(self.pick(BOUNDS))
+                };
+                let mut args = vec![self.name("SETID"), k, g, id];
+                if self.rng.gen_bool(0.3) {
+                    args.push(self.name("ENTRIESREAD"));
+                    args.push(lit(self.pick(&[b"0", b"2", b"-1", b"-3"])));
+                }
+                self.cmd("XGROUP", args)
+            }
+            3 => {
+                let (sub, with_consumer) = match self.rng.gen_range(0..4) {
+                    0 => ("DESTROY", false),
+                    1 => ("CREATECONSUMER", true),
+                    2 => ("DELCONSUMER", true),
+                    _ => ("HELP", false),
+                };
+                let mut args = vec![self.name(sub)];
+                if sub != "HELP" {
+                    args.extend([k, g]);
+                    if with_consumer {
+                        args.push(c);
+                    }
+                }
+                self.cmd("XGROUP", args)
+            }
+            4..=6 => {
+                let mut args = vec![self.name("GROUP"), g, c];
+                if self.rng.gen_bool(0.4) {
+                    args.push(self.name("COUNT"));
+                    args.push(lit(self.pick(COUNTS)));
+                }
+                if self.rng.gen_bool(0.15) {
+                    args.push(self.name("NOACK"));
+                }
+                if self.rng.gen_bool(0.1) {
+                    args.push(self.name("BLOCK"));
+                    args.push(lit(self.pick(&[b"1", b"2"])));
+                }
+                args.push(self.name("STREAMS"));
+                let n = self.rng.gen_range(1..=2);
+                let mut keys = vec![k];
+                keys.extend((1..n).map(|_| self.key()));
+                let ids: Vec<Arg> = (0..n)
+                    .map(|_| match self.rng.gen_range(0..8) {
+                        0..=3 => lit(b">"),
+                        4 => lit(b"0"),
+                        5 => lit(b"$"),
+                        _ => self.stream_id(),
+                    })
+                    .collect();
+                args.extend(keys);
+                args.extend(ids);
+                self.cmd("XREADGROUP", args)
+            }
+            7..=8 => {
+                let mut args = vec![k, g];
+                args.extend(self.ids(3));
+                self.cmd("XACK", args)
+            }
+            9..=10 => {
+                let mut args = vec![k, g];
+                if self.rng.gen_bool(0.7) {
+                    if self.rng.gen_bool(0.2) {
+                        args.push(self.name("IDLE"));
+                        args.push(lit(self.pick(IDLES)));
+                    }
+                    args.push(lit(self.pick(BOUNDS)));
+                    args.push(lit(self.pick(BOUNDS)));
+                    args.push(lit(self.pick(COUNTS)));
+                    if self.rng.gen_bool(0.3) {
+                        args.push(c);
+                    }
+                    return self.cmd("XPENDING", args).with(Norm::PendingIdle);
+                }
+                self.cmd("XPENDING", args)
+            }
+            11 => {
+                let mut args = vec![k, g, c, lit(self.pick(IDLES))];
+                args.extend(self.ids(2));
+                for _ in 0..self.rng.gen_range(0..3) {
+                    match self.rng.gen_range(0..7) {
+                        0 => args.push(self.name("JUSTID")),
+                        1 => args.push(self.name("FORCE")),
+                        2 => {
+                            args.push(self.name("RETRYCOUNT"));
+                            args.push(lit(self.pick(&[b"0", b"5", b"-1", b"x"])));
+                        }
+                        3 => {
+                            args.push(self.name("LASTID"));
+                            args.push(self.stream_id());
+                        }
+                        4 => {
+                            args.push(self.name("IDLE"));
+                            args.push(lit(self.pick(&[b"0", b"5000", b"x"])));
+                        }
+                        5 => {
+                            args.push(self.name("TIME"));
+                            args.push(Arg::NowMsPlus(-5000));
+                        }
+                        _ => args.push(lit(b"FOO")),
+                    }
+                }
+                self.cmd("XCLAIM", args)
+            }
+            12 => {
+                let mut args = vec![k, g, c, lit(self.pick(IDLES)), lit(self.pick(BOUNDS))];
+                if self.rng.gen_bool(0.4) {
+                    args.push(self.name("COUNT"));
+                    args.push(lit(self.pick(&[b"1", b"2", b"10", b"0", b"x"])));
+                }
+                if self.rng.gen_bool(0.3) {
+                    args.push(self.name("JUSTID"));
+                }
+                self.cmd("XAUTOCLAIM", args)
+            }
+            _ => {
+                let args = match self.rng.gen_range(0..5) {
+                    0 => vec![self.name("GROUPS"), k],
+                    1 => vec![self.name("CONSUMERS"), k, g],
+                    2 => vec![self.name("STREAM"), k],
+                    3 => {
+                        let mut a = vec![self.name("STREAM"), k, self.name("FULL")];
+                        if self.rng.gen_bool(0.5) {
+                            a.push(self.name("COUNT"));
+                            a.push(lit(self.pick(&[b"0", b"1", b"2", b"-1", b"x"])));
+                        }
+                        a
+                    }
+                    _ => vec![self.name("HELP")],
+                };
+                self.cmd("XINFO", args).with(Norm::StreamInfo)
+            }
+        }
+    }
+
+    /// A stream with a group: entries, reads by two consumers, then group
+    /// commands on it.
+    pub(super) fn group_step(&mut self) -> Step {
+        let k = self.key();
+        let mut cmds = vec![self.cmd("DEL", vec![k.clone()])];
+        for ms in 1..=self.rng.gen_range(2..6u64) {
+            let id = Arg::Lit(format!("{ms}-1").into_bytes());
+            let c = self.xadd(k.clone(), id);
+            cmds.push(c);
+        }
+        let g = lit(b"g");
+        let start = lit(self.pick(&[b"0", b"0", b"$", b"2-1"]));
+        let create = vec![self.name("CREATE"), k.clone(), g.clone(), start];
+        cmds.push(self.cmd("XGROUP", create));
+        for _ in 0..self.rng.gen_range(1..=3) {
+            let c = self.consumer();
+            let mut args = vec![self.name("GROUP"), g.clone(), c];
+            if self.rng.gen_bool(0.6) {
+                args.push(self.name("COUNT"));
+                args.push(lit(self.pick(&[b"1", b"2"])));
+            }
+            args.extend([self.name("STREAMS"), k.clone(), lit(b">")]);
+            cmds.push(self.cmd("XREADGROUP", args));
+        }
+        for _ in 0..self.rng.gen_range(1..=5) {
+            let c = if self.rng.gen_bool(0.2) {
+                let mut c = self.stream_command();
+                if c.args.len() > 1 && c.name() != "XREAD" {
+                    c.args[1] = k.clone();
+                }
+                c
+            } else {
+                self.group_command(k.clone())
+            };
+            cmds.push(c);
+        }
+        Step { cmds, sleep_ms: 0 }
     }
 
     /// A stream with a few entries (rising IDs, now and then a trim or a

@@ -67,6 +67,15 @@ pub enum Norm {
     Count,
     /// EXEC: element-wise, each with the norm of the command queued there.
     Exec(Vec<Norm>),
+    /// XPENDING's extended form: each entry exact but its idle time (the
+    /// two servers delivered it moments apart), within the PTTL tolerance.
+    PendingIdle,
+    /// XINFO: exact, but a consumer's `idle` and `seen-time` and the
+    /// delivery times of XINFO STREAM FULL (unix ms) within the PTTL
+    /// tolerance, and `radix-tree-keys`/`radix-tree-nodes` not compared
+    /// (Redis's memory layout: listpack nodes split at 4 kB, inner nodes
+    /// of its radix tree; Elsa estimates them).
+    StreamInfo,
 }
 
 /// `None` when the replies agree under `norm`, otherwise why not.
@@ -148,6 +157,25 @@ pub fn compare(norm: &Norm, redis: &Reply, elsa: &Reply) -> Option<String> {
             (Reply::Int(r), Reply::Int(1)) if *r > 1 && *r != i64::from(i32::MAX) => None,
             _ => (redis != elsa).then(|| "different refcount".into()),
         },
+        Norm::PendingIdle => match (redis, elsa) {
+            (Reply::Array(a), Reply::Array(b)) if a.len() == b.len() => a
+                .iter()
+                .zip(b)
+                .enumerate()
+                .find_map(|(i, (x, y))| match (x, y) {
+                    (Reply::Array(p), Reply::Array(q)) if p.len() == 4 && q.len() == 4 => {
+                        let idle = match (&p[2], &q[2]) {
+                            (Reply::Int(m), Reply::Int(n)) => (m - n).abs() <= PTTL_TOLERANCE_MS,
+                            _ => false,
+                        };
+                        (p[0] != q[0] || p[1] != q[1] || p[3] != q[3] || !idle)
+                            .then(|| format!("pending entry {} differs", i + 1))
+                    }
+                    _ => (x != y).then(|| format!("pending entry {} differs", i + 1)),
+                }),
+            _ => (redis != elsa).then(|| "different reply".into()),
+        },
+        Norm::StreamInfo => (!near(redis, elsa, Relax::No)).then(|| "different stream info".into()),
         Norm::Exec(norms) => match (redis, elsa) {
             (Reply::Array(a), Reply::Array(b)) if a.len() == norms.len() && b.len() == a.len() => {
                 norms
@@ -160,6 +188,55 @@ pub fn compare(norm: &Norm, redis: &Reply, elsa: &Reply) -> Option<String> {
             }
             _ => (redis != elsa).then(|| "different reply".into()),
         },
+    }
+}
+
+/// How [`Norm::StreamInfo`] compares one value.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Relax {
+    No,
+    Time,
+    Ignore,
+}
+
+/// The relaxation for the value named `key` in an XINFO reply.
+fn relax_of(key: &Reply) -> Relax {
+    match key {
+        Reply::Bulk(k) if k == b"idle" || k == b"seen-time" => Relax::Time,
+        Reply::Bulk(k) if k == b"radix-tree-keys" || k == b"radix-tree-nodes" => Relax::Ignore,
+        _ => Relax::No,
+    }
+}
+
+/// [`Norm::StreamInfo`]'s comparison: structure exact, the relaxed values
+/// within their tolerance; any integer that is a unix time in ms on both
+/// sides (a delivery time) within the PTTL tolerance.
+fn near(r: &Reply, e: &Reply, relax: Relax) -> bool {
+    const UNIX_MS: i64 = 1_000_000_000_000;
+    match (r, e) {
+        (Reply::Int(a), Reply::Int(b)) => match relax {
+            Relax::Ignore => true,
+            Relax::Time => (a - b).abs() <= PTTL_TOLERANCE_MS,
+            Relax::No => a == b || (*a.min(b) >= UNIX_MS && (a - b).abs() <= PTTL_TOLERANCE_MS),
+        },
+        (Reply::Array(x), Reply::Array(y)) => {
+            x.len() == y.len()
+                && (0..x.len()).all(|i| {
+                    let relax = if i > 0 {
+                        relax_of(&x[i - 1])
+                    } else {
+                        Relax::No
+                    };
+                    near(&x[i], &y[i], relax)
+                })
+        }
+        (Reply::Map(x), Reply::Map(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|((k, v), (l, w))| k == l && near(v, w, relax_of(k)))
+        }
+        _ => r == e,
     }
 }
 

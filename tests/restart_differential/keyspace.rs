@@ -32,6 +32,8 @@ pub enum Value {
     /// Members with their scores as the server prints them, in rank order.
     ZSet(Vec<(Vec<u8>, Vec<u8>)>),
     List(Vec<Vec<u8>>),
+    /// Entries in ID order, flattened: ID, then fields and values.
+    Stream(Vec<Vec<u8>>),
     /// A type this checker does not read (it names it).
     Other(String),
 }
@@ -44,6 +46,7 @@ impl Value {
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
             Value::List(_) => "list",
+            Value::Stream(_) => "stream",
             Value::Other(t) => t,
         }
     }
@@ -77,6 +80,7 @@ impl std::fmt::Display for Value {
             Value::Set(m) => write!(f, "set {{{}}}", list(m)),
             Value::ZSet(p) => write!(f, "zset [{}]", pairs(p)),
             Value::List(v) => write!(f, "list [{}]", list(v)),
+            Value::Stream(v) => write!(f, "stream [{}]", list(v)),
             Value::Other(t) => write!(f, "{t} (not read)"),
         }
     }
@@ -115,6 +119,17 @@ fn bulks(r: &Reply, what: &str) -> Result<Vec<Vec<u8>>, String> {
             .map(|x| bulk(x).ok_or_else(|| format!("{what}: element {x}")))
             .collect(),
         other => Err(format!("{what} answered {other}")),
+    }
+}
+
+/// Every bulk of a nested array, in order.
+fn flatten(r: &Reply, out: &mut Vec<Vec<u8>>) -> Result<(), String> {
+    match r {
+        Reply::Array(v) => v.iter().try_for_each(|x| flatten(x, out)),
+        x => {
+            out.push(bulk(x).ok_or_else(|| format!("element {x}"))?);
+            Ok(())
+        }
     }
 }
 
@@ -192,6 +207,12 @@ fn read_key(c: &mut Conn, key: &[u8]) -> Result<Option<Entry>, String> {
             &[b"ZRANGE", key, b"0", b"-1", b"WITHSCORES"],
         )?)),
         b"list" => Value::List(call(c, &[b"LRANGE", key, b"0", b"-1"])?),
+        b"stream" => {
+            let r = c.call(&[b"XRANGE", key, b"-", b"+"]);
+            let mut flat = Vec::new();
+            flatten(&r, &mut flat).map_err(|e| format!("XRANGE {}: {e}", quote(key)))?;
+            Value::Stream(flat)
+        }
         other => Value::Other(String::from_utf8_lossy(other).into_owned()),
     };
     let pttl = match c.call(&[b"PTTL", key]) {

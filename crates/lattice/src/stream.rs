@@ -51,6 +51,10 @@ use std::collections::BTreeMap;
 
 use crate::{Crdt, Elem, NodeId, Version};
 
+/// A group's entries-read counter when it is not known (Redis's
+/// `SCG_INVALID_ENTRIES_READ`, shown as a null).
+pub const UNKNOWN_READ: u64 = u64::MAX;
+
 /// A stream entry's ID, Redis's `ms-seq`; ordered by `ms`, then `seq`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StreamId {
@@ -242,6 +246,10 @@ pub struct Stream {
     /// `XSETID … ENTRIESADDED`: what the count shows beyond `added`.
     added_offset: Reg<i64>,
     max_deleted: Reg<StreamId>,
+    /// The greatest ID a trim removed (the greatest wins): not shown —
+    /// Redis's trims leave `max-deleted-entry-id` alone — but the last ID
+    /// never shows below it, whatever the last-ID register holds.
+    trimmed: Reg<StreamId>,
     groups: BTreeMap<Elem, Group>,
     /// XOR of every held entry's and deleted ID's share of the digest,
     /// kept current by each change (a write must not hash the log).
@@ -287,6 +295,7 @@ impl Stream {
             .max(top)
             .max(deleted)
             .max(self.max_deleted.value)
+            .max(self.trimmed.value)
     }
 
     /// Entries ever added (`entries-added`).
@@ -321,6 +330,7 @@ impl Stream {
                 self.last.version,
                 self.added_offset.version,
                 self.max_deleted.version,
+                self.trimmed.version,
             ])
             .max()
             .unwrap_or_default()
@@ -348,6 +358,9 @@ impl Stream {
         }
         if self.max_deleted.version <= floor {
             self.max_deleted = Reg::default();
+        }
+        if self.trimmed.version <= floor {
+            self.trimmed = Reg::default();
         }
         self.added.retain(|_, (_, v)| *v > floor);
         self.groups.retain(|_, g| g.created > floor);
@@ -399,8 +412,8 @@ impl Stream {
             ..Stream::default()
         };
         let trimmed = self.entries.range(..floor).next_back().map(|(id, _)| *id);
-        if let Some(top) = trimmed.filter(|t| *t > self.max_deleted.value) {
-            d.max_deleted = Reg {
+        if let Some(top) = trimmed.filter(|t| *t > self.trimmed.value) {
+            d.trimmed = Reg {
                 version,
                 value: top,
             };
@@ -494,16 +507,39 @@ impl Stream {
         now_ms: u64,
         version: Version,
     ) -> Option<Stream> {
+        let g = self.group(name)?;
+        let counted: Vec<(StreamId, u64)> = ids
+            .iter()
+            .map(|id| (*id, g.pending_count(*id) + 1))
+            .collect();
+        self.deliver_counted(name, consumer, &counted, now_ms, advance, now_ms, version)
+    }
+
+    /// The delta of a delivery of each `(id, count)` to `consumer`, as
+    /// delivered at `at_ms` that many times (Redis's `XREADGROUP >` counts
+    /// 1, a re-read one more, `XCLAIM … RETRYCOUNT` what it is told), the
+    /// group's last delivered ID moved forward to `advance` if beyond, the
+    /// consumer created if need be and seen at `now_ms`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn deliver_counted(
+        &self,
+        name: &[u8],
+        consumer: &[u8],
+        deliveries: &[(StreamId, u64)],
+        at_ms: u64,
+        advance: Option<(StreamId, u64)>,
+        now_ms: u64,
+        version: Version,
+    ) -> Option<Stream> {
         self.group_delta(name, |g, d| {
-            for id in ids {
-                let count = g.pending_count(*id) + 1;
+            for (id, count) in deliveries {
                 d.deliveries.insert(
                     *id,
                     Delivery {
                         version,
                         consumer: Elem::new(consumer),
-                        at_ms: now_ms,
-                        count,
+                        at_ms,
+                        count: *count,
                     },
                 );
             }
@@ -515,6 +551,14 @@ impl Stream {
                 Elem::new(consumer),
                 Consumer::touched(g, consumer, now_ms, version),
             );
+        })
+    }
+
+    /// The delta that moves the group's last delivered ID forward to
+    /// `to` (ID, entries read) in its epoch, if beyond (`XCLAIM … LASTID`).
+    pub fn advance_group(&self, name: &[u8], to: (StreamId, u64)) -> Option<Stream> {
+        self.group_delta(name, |g, d| {
+            d.delivered = (g.delivered.0, to.0, to.1).max(g.delivered);
         })
     }
 
@@ -615,48 +659,6 @@ impl Stream {
     }
 }
 
-impl Group {
-    /// The newest write it holds.
-    fn newest(&self) -> Version {
-        let deliveries = self.deliveries.values().map(|d| d.version);
-        let acks = self.acks.values().copied();
-        let consumers = self.consumers.values().map(|c| c.live.version);
-        deliveries
-            .chain(acks)
-            .chain(consumers)
-            .chain([self.created, self.delivered.0])
-            .chain(self.destroyed)
-            .max()
-            .unwrap_or_default()
-    }
-
-    /// How many times `id` was delivered, if it is still pending.
-    fn pending_count(&self, id: StreamId) -> u64 {
-        match self.deliveries.get(&id) {
-            Some(d) if self.acks.get(&id).is_none_or(|a| *a < d.version) => d.count,
-            _ => 0,
-        }
-    }
-}
-
-impl Consumer {
-    /// `consumer` of `g` created if it is not there, seen and active now.
-    fn touched(g: &Group, consumer: &[u8], now_ms: u64, version: Version) -> Consumer {
-        let live = match g.consumers.get(consumer) {
-            Some(c) if c.live.value => c.live,
-            _ => Reg {
-                version,
-                value: true,
-            },
-        };
-        Consumer {
-            live,
-            seen_ms: now_ms,
-            active_ms: now_ms,
-        }
-    }
-}
-
 impl Crdt for Stream {
     fn merge(&mut self, other: Stream) -> bool {
         let mut trimmed = false;
@@ -706,6 +708,11 @@ impl Crdt for Stream {
         }
         changed |= self.added_offset.merge(other.added_offset);
         changed |= self.max_deleted.merge(other.max_deleted);
+        if (other.trimmed.value, other.trimmed.version) > (self.trimmed.value, self.trimmed.version)
+        {
+            self.trimmed = other.trimmed;
+            changed = true;
+        }
         for (name, g) in other.groups {
             match self.groups.get_mut(&name) {
                 Some(mine) => changed |= mine.merge(g),
@@ -736,6 +743,9 @@ fn deleted_hash(id: StreamId, v: Version) -> u64 {
 
 #[path = "stream_codec.rs"]
 mod codec;
+
+#[path = "stream_group.rs"]
+mod group;
 
 #[cfg(test)]
 #[path = "stream_tests.rs"]

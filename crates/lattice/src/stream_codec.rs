@@ -10,6 +10,7 @@
 //!          [a u32] a × ([origin u32][count u64] version)  entries added
 //!          version [offset i64]                           ENTRIESADDED
 //!          version id                                     max deleted ID
+//!          version id                                     greatest trimmed ID
 //!          [g u32] g × ([len u32][name] group)
 //! group:   version(created) [0 | 1 version(destroyed)]
 //!          version(epoch) id [read u64]
@@ -101,6 +102,7 @@ impl Stream {
         put_version(out, self.added_offset.version);
         out.put_i64_le(self.added_offset.value);
         put_id_reg(out, &self.max_deleted);
+        put_id_reg(out, &self.trimmed);
         out.put_u32_le(self.groups.len() as u32);
         for (name, g) in &self.groups {
             put_bytes(out, name);
@@ -184,6 +186,7 @@ impl Stream {
             value: get_u64(buf)? as i64,
         };
         s.max_deleted = get_id_reg(buf)?;
+        s.trimmed = get_id_reg(buf)?;
         let g = get_count(buf, 4 + 12 + 1 + 12 + 16 + 8 + 12)?;
         for _ in 0..g {
             let name = get_elem(buf)?;
@@ -219,6 +222,7 @@ impl Stream {
             &self.added,
             self.added_offset,
             self.max_deleted,
+            self.trimmed,
             &self.groups,
         ));
         self.digest ^ rest

@@ -323,7 +323,7 @@ pub fn key_positions(spec: &Spec, args: &Args) -> Vec<usize> {
             vec![]
         }
         // OBJECT ENCODING key, MEMORY USAGE key [SAMPLES n]
-        "object" | "memory" if args.len() >= 3 => vec![2],
+        "object" | "memory" | "xgroup" | "xinfo" if args.len() >= 3 => vec![2],
         _ if spec.first_key <= 0 => vec![],
         _ => {
             let last = if spec.last_key < 0 {

@@ -6,7 +6,55 @@
 use elsa_shard::ops::streams::StreamOp;
 use elsa_shard::Op;
 
-use super::{Args, CmdError, DataCmd, Shape};
+use super::{c_str, is, Args, CmdError, DataCmd, Shape};
+
+const XGROUP_HELP: &[&str] = &[
+    "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CREATE <key> <groupname> <id|$> [option]",
+    "    Create a new consumer group. Options are:",
+    "    * MKSTREAM",
+    "      Create the empty stream if it does not exist.",
+    "    * ENTRIESREAD entries_read",
+    "      Set the group's entries_read counter (internal use).",
+    "CREATECONSUMER <key> <groupname> <consumer>",
+    "    Create a new consumer in the specified group.",
+    "DELCONSUMER <key> <groupname> <consumer>",
+    "    Remove the specified consumer.",
+    "DESTROY <key> <groupname>",
+    "    Remove the specified group.",
+    "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+    "    Set the current group ID and entries_read counter.",
+    "HELP",
+    "    Prints this help.",
+];
+
+const XINFO_HELP: &[&str] = &[
+    "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CONSUMERS <key> <groupname>",
+    "    Show consumers of <groupname>.",
+    "GROUPS <key>",
+    "    Show the stream consumer groups.",
+    "STREAM <key> [FULL [COUNT <count>]",
+    "    Show information about the stream.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// XGROUP and XINFO: HELP here, the rest on the key.
+pub fn container(args: &Args) -> Result<DataCmd, CmdError> {
+    if is(c_str(&args[1]), "HELP") {
+        let lines = if is(c_str(&args[0]), "XGROUP") {
+            XGROUP_HELP
+        } else {
+            XINFO_HELP
+        };
+        return Ok(DataCmd {
+            ops: Vec::new(),
+            shape: Shape::Help(lines),
+        });
+    }
+    xcmd(args)
+}
 
 /// Every stream command.
 pub fn xcmd(args: &Args) -> Result<DataCmd, CmdError> {

@@ -423,6 +423,37 @@ pub static COMMANDS: &[Spec] = &[
     spec!("xdel", -3, &["write", "fast"], 1, 1, 1, Data(streams::xcmd)),
     spec!("xtrim", -4, &["write"], 1, 1, 1, Data(streams::xcmd)),
     spec!("xsetid", -3, W, 1, 1, 1, Data(streams::xcmd)),
+    spec!("xack", -4, &["write", "fast"], 1, 1, 1, Data(streams::xcmd)),
+    spec!("xpending", -3, RO, 1, 1, 1, Data(streams::xcmd)),
+    spec!(
+        "xclaim",
+        -6,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(streams::xcmd)
+    ),
+    spec!(
+        "xautoclaim",
+        -6,
+        &["write", "fast"],
+        1,
+        1,
+        1,
+        Data(streams::xcmd)
+    ),
+    spec!("xgroup", -2, CONTAINER, 0, 0, 0, Data(streams::container)),
+    spec!("xinfo", -2, CONTAINER, 0, 0, 0, Data(streams::container)),
+    spec!(
+        "xreadgroup",
+        -7,
+        &["write", "blocking", "movablekeys"],
+        0,
+        0,
+        0,
+        Data(streams::xcmd)
+    ),
     spec!(
         "xread",
         -4,
@@ -911,6 +942,21 @@ pub(super) const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
             ("latest", 2),
             ("reset", -2),
         ],
+    ),
+    (
+        "xgroup",
+        &[
+            ("create", -5),
+            ("createconsumer", 5),
+            ("delconsumer", 5),
+            ("destroy", 4),
+            ("help", 2),
+            ("setid", -5),
+        ],
+    ),
+    (
+        "xinfo",
+        &[("consumers", 4), ("groups", 3), ("help", 2), ("stream", -3)],
     ),
     (
         "memory",

@@ -18,6 +18,9 @@
 //! entries were added (`entries-added`), which is where Redis's node
 //! boundaries fall for entries small enough to fill them.
 
+mod claim;
+pub mod groups;
+mod info;
 pub mod parse;
 mod write;
 
@@ -92,6 +95,26 @@ pub const TEXTS: &[&str] = &[
     parse::ERR_XTRIM_NO_STRATEGY,
     parse::ERR_LIMIT_EXACT,
     "stream",
+    "length",
+    "radix-tree-keys",
+    "radix-tree-nodes",
+    "last-generated-id",
+    "max-deleted-entry-id",
+    "entries-added",
+    "recorded-first-entry-id",
+    "groups",
+    "first-entry",
+    "last-entry",
+    "entries",
+    "name",
+    "last-delivered-id",
+    "entries-read",
+    "lag",
+    "pel-count",
+    "pending",
+    "consumers",
+    "seen-time",
+    "idle",
 ];
 
 /// Where XREAD reads a key from.
@@ -147,6 +170,31 @@ pub enum XCmd {
         /// Where the IDs start in the arguments.
         ids_at: usize,
     },
+    /// XGROUP (HELP is the server's).
+    Group(groups::XGroup),
+    /// XREADGROUP.
+    ReadGroup {
+        /// COUNT (0: all).
+        count: u64,
+        /// NOACK.
+        noack: bool,
+        /// Per key, where from (or its refusal, answered in Redis's order).
+        from: Vec<Result<groups::GroupFrom, &'static str>>,
+        /// BLOCK, in milliseconds.
+        block_ms: Option<u64>,
+        /// Where GROUP's group and consumer are in the arguments.
+        group_at: usize,
+    },
+    /// XACK.
+    Ack,
+    /// XPENDING (`None`: the summary).
+    Pending(Option<groups::Pending>),
+    /// XCLAIM (parsed after the lookup, as Redis does).
+    Claim,
+    /// XAUTOCLAIM.
+    AutoClaim(claim::AutoClaim),
+    /// XINFO STREAM | GROUPS | CONSUMERS (HELP is the server's).
+    Info,
     /// The last ID of each key (`0-0` for a missing one): what a blocking
     /// XREAD reads `$` as before it waits. Internal: no client command is
     /// routed to it (its name is `xlastids`).
@@ -257,8 +305,42 @@ impl StreamOp {
                 keys = args[1..].to_vec();
                 XCmd::LastIds
             }
+            b"xgroup" => {
+                keys = vec![args.get(2).cloned().ok_or(ERR_SYNTAX)?];
+                XCmd::Group(groups::XGroup::parse(&args)?)
+            }
+            b"xack" => XCmd::Ack,
+            b"xinfo" => {
+                keys = vec![args.get(2).cloned().ok_or(ERR_SYNTAX)?];
+                XCmd::Info
+            }
+            b"xpending" => XCmd::Pending(groups::Pending::parse(&args)?),
+            b"xclaim" => XCmd::Claim,
+            b"xautoclaim" => XCmd::AutoClaim(claim::AutoClaim::parse(&args)?),
+            b"xreadgroup" => {
+                let o = read_options(&args, true)?;
+                let group_at = o.group_at.ok_or(groups::ERR_MISSING_GROUP)?;
+                let n = (args.len() - o.streams_at) / 2;
+                keys = args[o.streams_at..o.streams_at + n].to_vec();
+                let from = args[o.streams_at + n..]
+                    .iter()
+                    .map(|a| match &a[..] {
+                        b"$" => Err(groups::ERR_DOLLAR),
+                        b">" => Ok(groups::GroupFrom::New),
+                        a => parse::id(a, 0, true).map(groups::GroupFrom::History),
+                    })
+                    .collect();
+                XCmd::ReadGroup {
+                    count: o.count,
+                    noack: o.noack,
+                    from,
+                    block_ms: o.block,
+                    group_at,
+                }
+            }
             b"xread" => {
-                let (count, block_ms, streams_at) = read_options(&args)?;
+                let o = read_options(&args, false)?;
+                let (count, block_ms, streams_at) = (o.count, o.block, o.streams_at);
                 let n = (args.len() - streams_at) / 2;
                 keys = args[streams_at..streams_at + n].to_vec();
                 let from = args[streams_at + n..]
@@ -295,14 +377,19 @@ impl StreamOp {
     pub fn is_write(&self) -> bool {
         !matches!(
             self.cmd,
-            XCmd::Len | XCmd::Range { .. } | XCmd::Read { .. } | XCmd::LastIds
+            XCmd::Len
+                | XCmd::Range { .. }
+                | XCmd::Read { .. }
+                | XCmd::LastIds
+                | XCmd::Pending(_)
+                | XCmd::Info
         )
     }
 
     /// XREAD's BLOCK, if given.
     pub fn block_ms(&self) -> Option<u64> {
         match self.cmd {
-            XCmd::Read { block_ms, .. } => block_ms,
+            XCmd::Read { block_ms, .. } | XCmd::ReadGroup { block_ms, .. } => block_ms,
             _ => None,
         }
     }
@@ -401,6 +488,27 @@ impl StreamOp {
                 max_deleted,
             } => write::set_id(key, view, *last, *entries_added, *max_deleted),
             XCmd::Read { count, from, .. } => read(key, &self.keys, view, *count, from),
+            XCmd::Group(g) => groups::xgroup(key, view, g, &self.args),
+            XCmd::ReadGroup {
+                count,
+                noack,
+                from,
+                group_at,
+                ..
+            } => groups::read_group(
+                key,
+                &self.keys,
+                view,
+                (&self.args[*group_at], &self.args[*group_at + 1]),
+                *count,
+                *noack,
+                from,
+            ),
+            XCmd::Ack => groups::xack(key, view, &self.args),
+            XCmd::Info => info::xinfo(key, view, &self.args),
+            XCmd::Pending(p) => groups::xpending(key, view, &self.args[2], p),
+            XCmd::Claim => claim::xclaim(key, view, &self.args),
+            XCmd::AutoClaim(a) => claim::xautoclaim(key, view, &self.args, a),
             XCmd::LastIds => {
                 let mut ids = Vec::with_capacity(self.keys.len());
                 for (i, k) in self.keys.iter().enumerate() {
@@ -425,12 +533,24 @@ fn prev(id: StreamId) -> Option<StreamId> {
     }
 }
 
-/// XREAD's options before STREAMS: COUNT, BLOCK, and where the keys
-/// start.
-fn read_options(args: &[Bytes]) -> Result<(u64, Option<u64>, usize), String> {
+/// XREAD's and XREADGROUP's options before STREAMS.
+struct ReadOptions {
+    count: u64,
+    block: Option<u64>,
+    noack: bool,
+    /// Where GROUP's arguments are.
+    group_at: Option<usize>,
+    /// Where the keys start.
+    streams_at: usize,
+}
+
+/// Parses XREAD's (`group`: XREADGROUP's) options, in Redis's order.
+fn read_options(args: &[Bytes], group: bool) -> Result<ReadOptions, String> {
     let is = |a: &[u8], w: &str| a.eq_ignore_ascii_case(w.as_bytes());
     let mut count = 0;
     let mut block = None;
+    let mut noack = false;
+    let mut group_at = None;
     let mut i = 1;
     while i < args.len() {
         let more = args.len() - 1 - i;
@@ -445,11 +565,24 @@ fn read_options(args: &[Bytes]) -> Result<(u64, Option<u64>, usize), String> {
             if !(args.len() - i - 1).is_multiple_of(2) {
                 return Err(ERR_UNBALANCED.into());
             }
-            return Ok((count, block, i + 1));
+            return Ok(ReadOptions {
+                count,
+                block,
+                noack,
+                group_at,
+                streams_at: i + 1,
+            });
         } else if is(o, "group") && more >= 2 {
-            return Err(ERR_GROUP_XREAD.into());
+            if !group {
+                return Err(ERR_GROUP_XREAD.into());
+            }
+            group_at = Some(i + 1);
+            i += 2;
         } else if is(o, "noack") {
-            return Err(ERR_NOACK_XREAD.into());
+            if !group {
+                return Err(ERR_NOACK_XREAD.into());
+            }
+            noack = true;
         } else {
             return Err(ERR_SYNTAX.into());
         }
