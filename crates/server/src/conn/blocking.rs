@@ -59,6 +59,9 @@ impl Conn {
             tokio::pin!(rang);
             rang.as_mut().enable();
             let tried = match self.run_once(dc.clone()).await {
+                Ok(r) if !first && is_stream_read(&dc) && is_refusal(&r) => {
+                    self.stream_gone(&dc, r).await
+                }
                 Ok(r) if !first && is_wrongtype(&r) => self.without_wrong_types(&dc, r).await,
                 r => Some(r),
             };
@@ -121,7 +124,52 @@ impl Conn {
     }
 }
 
+/// True for a blocking XREAD or XREADGROUP.
+fn is_stream_read(dc: &DataCmd) -> bool {
+    matches!(dc.ops.first(), Some((_, Op::Streams(x))) if x.block_ms().is_some())
+}
+
+/// True when a try was refused (WRONGTYPE, NOGROUP…).
+fn is_refusal(r: &[OpReply]) -> bool {
+    matches!(r.first(), Some(OpReply::Error(_) | OpReply::ErrorText(_)))
+}
+
 impl Conn {
+    /// A retry of a blocked XREAD or XREADGROUP was refused: a key it
+    /// waits on changed type, went, or lost its group. XREAD keeps waiting
+    /// (Redis serves it from the keys that are streams when written);
+    /// XREADGROUP answers Redis's errors for a key gone or of another type
+    /// (`UNBLOCKED`) and for its group gone (`NOGROUP`). `None`: keep
+    /// waiting.
+    async fn stream_gone(
+        &self,
+        dc: &DataCmd,
+        refused: Vec<OpReply>,
+    ) -> Option<Result<Vec<OpReply>, elsa_txn::TxnError>> {
+        let (key, Op::Streams(x)) = dc.ops.first()? else {
+            return Some(Ok(refused));
+        };
+        if !x.is_group_read() {
+            return None;
+        }
+        for k in std::iter::once(key).chain(x.other_keys()) {
+            let kind = self
+                .run_once(DataCmd {
+                    ops: vec![(k.clone(), Op::Type)],
+                    shape: Shape::One,
+                })
+                .await;
+            if !matches!(kind.as_deref(), Ok([OpReply::Status("stream")])) {
+                return Some(Ok(vec![OpReply::Error(
+                    "UNBLOCKED the stream key no longer exists",
+                )]));
+            }
+        }
+        Some(Ok(vec![OpReply::Error(
+            "NOGROUP the consumer group this client was blocked on no longer exists",
+        )]))
+    }
+
     /// A blocking XREAD that reads some key from `$`: the same XREAD
     /// reading from the keys' last IDs now, or the refusal (WRONGTYPE)
     /// to answer.

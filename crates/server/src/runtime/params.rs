@@ -277,6 +277,16 @@ pub static PARAMS: &[Param] = &[
         get: |s| s.runtime.snapshot_interval_sec.load(Relaxed).to_string(),
     },
     Param {
+        name: "stream-node-max-entries",
+        check: |v| size_t(v, &elsa_shard::ops::limits::STREAM_NODE_ENTRIES),
+        get: |_| limit(&elsa_shard::ops::limits::STREAM_NODE_ENTRIES),
+    },
+    Param {
+        name: "stream-node-max-bytes",
+        check: |v| memory_size_t(v, &elsa_shard::ops::limits::STREAM_NODE_BYTES),
+        get: |_| limit(&elsa_shard::ops::limits::STREAM_NODE_BYTES),
+    },
+    Param {
         name: "hash-max-listpack-entries",
         check: |v| size_t(v, &elsa_shard::ops::limits::HASH_ENTRIES),
         get: |_| limit(&elsa_shard::ops::limits::HASH_ENTRIES),
@@ -503,6 +513,8 @@ pub fn rewrite(path: &std::path::Path, pairs: &[(String, String)]) -> Result<(),
             | "lfu-log-factor"
             | "lfu-decay-time"
             | "hash-max-listpack-entries"
+            | "stream-node-max-entries"
+            | "stream-node-max-bytes"
             | "hash-max-listpack-value"
             | "set-max-intset-entries"
             | "zset-max-listpack-entries"

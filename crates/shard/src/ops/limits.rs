@@ -30,6 +30,14 @@ pub static LIST_SIZE: AtomicI64 = AtomicI64::new(-2);
 /// `list-compress-depth`: kept for CONFIG (Elsa does not compress lists).
 pub static LIST_COMPRESS_DEPTH: AtomicI64 = AtomicI64::new(0);
 
+/// `stream-node-max-entries`: how many entries Redis puts in one node of
+/// a stream, which decides what an approximate trim (`~`) removes
+/// (`ops::streams`). 0: no limit by count.
+pub static STREAM_NODE_ENTRIES: AtomicUsize = AtomicUsize::new(100);
+/// `stream-node-max-bytes`: kept for CONFIG (Elsa's nodes are counted in
+/// entries only; `docs/commands.md`).
+pub static STREAM_NODE_BYTES: AtomicUsize = AtomicUsize::new(4096);
+
 /// The current value of a threshold.
 pub fn get(t: &AtomicUsize) -> usize {
     t.load(Relaxed)

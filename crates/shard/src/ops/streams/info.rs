@@ -1,7 +1,7 @@
 //! XINFO STREAM [FULL [COUNT n]], XINFO GROUPS, XINFO CONSUMERS: Redis
 //! 7.0's maps, in its field order.
 //!
-//! `radix-tree-keys` counts the nodes of [`NODE_ENTRIES`] entries the
+//! `radix-tree-keys` counts the nodes of `stream-node-max-entries` the
 //! stream's approximate trims count (Redis's listpacks, for small entries);
 //! `radix-tree-nodes` is an estimate of its radix tree's inner nodes —
 //! both describe Redis's memory layout, which Elsa does not have.
@@ -11,7 +11,6 @@ use elsa_lattice::stream::{Group, Stream, StreamId, UNKNOWN_READ};
 use elsa_lattice::Kind;
 
 use super::groups::subcommand_error;
-use super::parse::NODE_ENTRIES;
 use super::{entry_reply, id_bulk, stream};
 use crate::ops::{parse_i64, read_collection, KeyView, OpReply, ERR_NOT_INTEGER, ERR_NO_SUCH_KEY};
 
@@ -105,7 +104,7 @@ fn radix(x: &Stream) -> (i64, i64) {
     let first = x.entries_added().saturating_sub(held.len() as u64);
     let mut nodes = std::collections::BTreeSet::new();
     for (i, _) in held.iter().enumerate() {
-        nodes.insert((first + i as u64) / NODE_ENTRIES as u64);
+        nodes.insert((first + i as u64) / super::parse::node_entries());
     }
     let keys = nodes.len() as i64;
     (keys, if keys == 0 { 1 } else { 2 * keys })

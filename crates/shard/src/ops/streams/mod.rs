@@ -12,7 +12,7 @@
 //! checks after rides in the op. The op's wire form is its arguments,
 //! parsed again where it runs.
 //!
-//! Approximate trims (`~`) remove whole nodes of [`parse::NODE_ENTRIES`]
+//! Approximate trims (`~`) remove whole nodes of [`parse::node_entries`]
 //! entries, as Redis's radix tree of listpacks does with its default
 //! `stream-node-max-entries`: an entry's node is its place in the order
 //! entries were added (`entries-added`), which is where Redis's node
@@ -30,8 +30,8 @@ use elsa_lattice::{Collection, KeyState, Kind};
 
 use super::hashes::{get_list, put_list};
 use super::{read_collection, KeyView, OpReply, ERR_NOT_INTEGER, ERR_SYNTAX};
+pub use parse::{node_entries, ERR_INVALID_ID};
 use parse::{AddArgs, AddId, Trim};
-pub use parse::{ERR_INVALID_ID, NODE_ENTRIES};
 
 /// XADD with the ID 0-0.
 pub const ERR_ZERO_ID: &str = "ERR The ID specified in XADD must be greater than 0-0";
@@ -384,6 +384,11 @@ impl StreamOp {
                 | XCmd::Pending(_)
                 | XCmd::Info
         )
+    }
+
+    /// True for XREADGROUP.
+    pub fn is_group_read(&self) -> bool {
+        matches!(self.cmd, XCmd::ReadGroup { .. })
     }
 
     /// XREAD's BLOCK, if given.

@@ -26,9 +26,15 @@ pub const ERR_XTRIM_NO_STRATEGY: &str =
 pub const ERR_LIMIT_EXACT: &str =
     "ERR syntax error, LIMIT cannot be used without the special ~ option";
 
-/// How many entries Redis keeps per radix-tree node (`stream-node-max-entries`'s
-/// default): approximate trims (`~`) remove whole nodes only.
-pub const NODE_ENTRIES: usize = 100;
+/// How many entries Redis keeps per radix-tree node
+/// (`stream-node-max-entries`, 100 by default; 0: no limit): approximate
+/// trims (`~`) remove whole nodes only.
+pub fn node_entries() -> u64 {
+    match crate::ops::limits::get(&crate::ops::limits::STREAM_NODE_ENTRIES) {
+        0 => u64::MAX,
+        n => n as u64,
+    }
+}
 
 /// `ms-seq`, `ms` (the sequence `missing_seq`), `-` and `+` unless
 /// `strict`; with `seq_star`, `ms-*` too (answered with `None` for the
@@ -226,7 +232,14 @@ pub fn add_or_trim(args: &[Bytes], xadd: bool) -> Result<AddArgs, String> {
         match limit {
             Some(_) if !t.approx => return Err(ERR_LIMIT_EXACT.into()),
             Some(l) => t.limit = l,
-            None if t.approx => t.limit = (100 * NODE_ENTRIES) as u64,
+            // Redis's default: 100 nodes' worth, within 10 000..=1 000 000.
+            None if t.approx => {
+                let n = crate::ops::limits::get(&crate::ops::limits::STREAM_NODE_ENTRIES);
+                t.limit = match (100 * n as u64).min(1_000_000) {
+                    0 => 10_000,
+                    l => l,
+                };
+            }
             None => {}
         }
     }

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use elsa_lattice::stream::{Stream, StreamId};
 use elsa_lattice::{Collection, Crdt, Elem, KeyState, Kind};
 
-use super::parse::{self, AddArgs, AddId, Trim, TrimTo, NODE_ENTRIES};
+use super::parse::{self, AddArgs, AddId, Trim, TrimTo};
 use super::{id_bulk, stream, ERR_EXHAUSTED, ERR_ID_TOO_SMALL, ERR_SETID_ENTRIES, ERR_SETID_SMALL};
 use crate::notify::STREAM;
 use crate::ops::{
@@ -106,9 +106,9 @@ fn plan_trim(x: &Stream, added: Option<StreamId>, t: &Trim) -> (u64, Option<Stre
                 break;
             }
         }
-        let node = (first + i as u64) / NODE_ENTRIES as u64;
+        let node = (first + i as u64) / parse::node_entries();
         let mut j = i;
-        while j < held.len() && (first + j as u64) / NODE_ENTRIES as u64 == node {
+        while j < held.len() && (first + j as u64) / parse::node_entries() == node {
             j += 1;
         }
         let valid = held[i..j].iter().filter(|(_, s)| *s).count() as u64;
