@@ -57,6 +57,9 @@
 //!   whose remove's gossip frame was lost: the other region gets the
 //!   remove while the key is still written, and once the remove is
 //!   collected the element does not come back.
+//! - [`streams`]: clients in two regions `XADD *` to one stream at once;
+//!   both regions end with every acknowledged entry, in one order, no ID
+//!   taken twice.
 //! - [`pipeline_replies`]: a pipeline whose writes fail (2pc, node cut off
 //!   from the other region) answers exactly one reply per command, in
 //!   order, and the connection stays in step (`PING` answers `PONG`).
@@ -104,6 +107,8 @@ mod ring;
 mod shutdown;
 #[path = "cluster/spread.rs"]
 mod spread;
+#[path = "cluster/streams.rs"]
+mod streams;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;

@@ -500,6 +500,10 @@ impl Cluster {
             tracing::error!("membership: building the ring failed; keeping the old view");
             return;
         };
+        if ring.regions().len() > 1 {
+            // Stream IDs made here carry the node from now on.
+            elsa_shard::ops::streams::set_id_tag(node);
+        }
         let live: HashSet<NodeId> = ring.members().iter().map(|m| m.node).collect();
         self.first_gossip
             .lock()

@@ -22,7 +22,7 @@ mod claim;
 pub mod groups;
 mod info;
 pub mod parse;
-mod write;
+pub(super) mod write;
 
 use bytes::{Buf, Bytes};
 use elsa_lattice::stream::{Stream, StreamId};
@@ -116,6 +116,33 @@ pub const TEXTS: &[&str] = &[
     "seen-time",
     "idle",
 ];
+
+/// The node's tag in the IDs it makes (0: none), see [`set_id_tag`].
+static ID_TAG: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Makes every ID this node generates (`*`, `ms-*`) carry `node` in its
+/// sequence's low 32 bits (with the top one set, above any count a stream
+/// reaches without it): `ms-(n·2³² + 2³¹ + node)`. Two regions then never
+/// make the same ID, with no coordination (issue 46): within a region a
+/// stream's IDs come from its key's primary and rise, across regions they
+/// differ by node. Set by the cluster once it has seen a second region,
+/// and kept for the process's life (a cut region is still writing); a
+/// node alone or in one region makes Redis's IDs (`ms-0`, `ms-1`, …).
+/// Process-wide, as the node is the process.
+pub fn set_id_tag(node: u32) {
+    ID_TAG.store(
+        0x8000_0000 | (node & 0x7fff_ffff),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// The tag IDs carry, if any.
+fn id_tag() -> Option<u32> {
+    match ID_TAG.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        t => Some(t),
+    }
+}
 
 /// Where XREAD reads a key from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

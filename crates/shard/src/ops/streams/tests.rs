@@ -118,3 +118,22 @@ fn ranges_and_reads() {
     assert_eq!(got.len(), 1);
     assert_eq!(ids(got[0].1.clone()), vec!["4-0", "5-0"]);
 }
+
+#[test]
+fn tagged_ids_rise_and_never_meet_another_nodes() {
+    use super::write::tagged;
+    let (a, b) = (0x8000_0001, 0x8000_0002);
+    let first = tagged(StreamId::new(5, 3), 5, a).expect("an ID");
+    assert_eq!(first, StreamId::new(5, (1 << 32) | 0x8000_0001));
+    let next = tagged(first, 5, a).expect("an ID");
+    assert!(next > first);
+    assert_eq!(next.seq & 0xffff_ffff, 0x8000_0001);
+    // Another node's IDs in the same millisecond differ in the low bits.
+    let theirs = tagged(StreamId::new(5, 3), 5, b).expect("an ID");
+    assert_ne!(theirs, first);
+    // A later millisecond starts its count again; an earlier one is refused.
+    assert_eq!(tagged(next, 6, a), Some(StreamId::new(6, 0x8000_0001)));
+    assert_eq!(tagged(next, 4, a), None);
+    // A full millisecond has no ID left.
+    assert_eq!(tagged(StreamId::new(7, u64::MAX), 7, a), None);
+}

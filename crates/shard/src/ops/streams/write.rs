@@ -48,14 +48,26 @@ pub(super) fn add(key: &[u8], view: &mut impl KeyView, a: &AddArgs, fields: &[By
     if last == StreamId::MAX {
         return OpReply::Error(ERR_EXHAUSTED);
     }
-    let id = match a.id {
-        AddId::Exact(id) => id,
-        AddId::Ms(ms) if ms == last.ms => match last.seq.checked_add(1) {
+    let tag = super::id_tag();
+    let id = match (a.id, tag) {
+        (AddId::Exact(id), _) => id,
+        (AddId::Ms(ms), Some(tag)) => match tagged(last, ms, tag) {
+            Some(id) => id,
+            None => return OpReply::Error(ERR_ID_TOO_SMALL),
+        },
+        (AddId::Ms(ms), None) if ms == last.ms => match last.seq.checked_add(1) {
             Some(seq) => StreamId::new(ms, seq),
             None => return OpReply::Error(ERR_ID_TOO_SMALL),
         },
-        AddId::Ms(ms) => StreamId::new(ms, 0),
-        AddId::Auto => {
+        (AddId::Ms(ms), None) => StreamId::new(ms, 0),
+        (AddId::Auto, Some(tag)) => {
+            let ms = view.now_ms().max(last.ms);
+            match tagged(last, ms, tag).or_else(|| tagged(last, ms.checked_add(1)?, tag)) {
+                Some(id) => id,
+                None => return OpReply::Error(ERR_EXHAUSTED),
+            }
+        }
+        (AddId::Auto, None) => {
             let now = view.now_ms();
             if now > last.ms {
                 StreamId::new(now, 0)
@@ -86,6 +98,19 @@ pub(super) fn add(key: &[u8], view: &mut impl KeyView, a: &AddArgs, fields: &[By
         notify(view, STREAM, "xtrim", key);
     }
     id_bulk(id)
+}
+
+/// The next ID in millisecond `ms` that carries `tag` in its sequence's
+/// low 32 bits (see [`super::set_id_tag`]): above `last` (None when `ms`
+/// is below it or full).
+pub(super) fn tagged(last: StreamId, ms: u64, tag: u32) -> Option<StreamId> {
+    let n = match ms.cmp(&last.ms) {
+        std::cmp::Ordering::Less => return None,
+        std::cmp::Ordering::Equal => (last.seq >> 32).checked_add(1)?,
+        std::cmp::Ordering::Greater => 0,
+    };
+    let seq = n.checked_mul(1 << 32)? | u64::from(tag);
+    (seq >> 32 == n).then_some(StreamId::new(ms, seq))
 }
 
 /// How many shown entries a trim removes from `x` (plus `added`, an
