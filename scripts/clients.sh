@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Client-compatibility suite: real client libraries (redis-py, go-redis, Jedis,
-# Lettuce, node-redis, ioredis) and libraries built on them (RQ) run small
+# Lettuce, node-redis, ioredis) and libraries built on them (RQ, BullMQ) run small
 # application-style programs (tests/clients/) against Elsa and against
 # redis-server.
 #
@@ -68,7 +68,7 @@ for mode in sync async; do
   done
 done
 PY_PROGRAMS+=(py-rq)
-ALL_PROGRAMS=("${PY_PROGRAMS[@]}" go-redis jedis lettuce node-redis ioredis)
+ALL_PROGRAMS=("${PY_PROGRAMS[@]}" go-redis jedis lettuce node-redis ioredis node-bullmq)
 PROGRAMS=()
 for p in "${ALL_PROGRAMS[@]}"; do [[ $p == $ONLY ]] && PROGRAMS+=("$p"); done
 ((${#PROGRAMS[@]})) || { echo "--only $ONLY matches no program (${ALL_PROGRAMS[*]})" >&2; exit 2; }
@@ -115,7 +115,7 @@ if ((INSTALL)); then
   for lang in python node go java; do
     case $lang in
       python) wants 'py-*' || continue ;;
-      node) wants node-redis || wants ioredis || continue ;;
+      node) wants node-redis || wants ioredis || wants node-bullmq || continue ;;
       go) wants go-redis || continue ;;
       java) wants jedis || wants lettuce || continue ;;
     esac
@@ -140,6 +140,7 @@ command_for() {
     lettuce) echo "java -cp $WORK/java-build/classes:$(cat "$WORK/java.classpath") clients.LettuceApp" ;;
     node-redis) echo "node $SRC/node/node-redis.mjs" ;;
     ioredis) echo "node $SRC/node/ioredis.mjs" ;;
+    node-bullmq) echo "node $SRC/node/bullmq.mjs" ;;
   esac
 }
 
