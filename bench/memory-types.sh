@@ -2,7 +2,8 @@
 # Memory of big collections, Elsa against Redis on the same machine in the
 # same run (issue 13: a 1M-member set of 16-byte members and a 1M-field
 # hash of 16-byte fields and values cost at most 2x Redis's RSS; issue 14:
-# a 1M-member sorted set and a 1M-element list too). Each server starts
+# a 1M-member sorted set and a 1M-element list too; issue 46: a stream of
+# 1M entries of 3 fields within 1.5x, TYPES=stream). Each server starts
 # empty, without
 # persistence; the script loads one collection (SADD / HSET / ZADD / RPUSH, 1000 elements
 # per command, through redis-cli --pipe), then reads the growth of the
@@ -33,6 +34,15 @@ for base in range(0, n, 1000):
         for i in range(base, min(n, base + 1000)):
             one = [b"RPUSH", b"big:list1", b"e%015d" % i]
             out.write(b"*3\r\n")
+            for a in one:
+                out.write(b"$%d\r\n%s\r\n" % (len(a), a))
+        continue
+    elif kind == "stream":
+        # Issue 46: 1M entries of 3 small fields, one XADD * each.
+        for i in range(base, min(n, base + 1000)):
+            v = b"%08d" % i
+            one = [b"XADD", b"big:stream", b"*", b"a", v, b"b", v, b"c", v]
+            out.write(b"*9\r\n")
             for a in one:
                 out.write(b"$%d\r\n%s\r\n" % (len(a), a))
         continue
@@ -67,11 +77,11 @@ for t in ${TYPES:-set hash zset list}; do
   start_redis
   rport=${REDIS_URL##*:}
   r=$(measure "$t" "$rport" "${PIDS[-1]}")
-  count=$(redis-cli -p "$rport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; list|list1) echo LLEN;; esac)" "big:$t")
+  count=$(redis-cli -p "$rport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; list|list1) echo LLEN;; stream) echo XLEN;; esac)" "big:$t")
   start_elsa
   eport=${ELSA_URL##*:}
   e=$(measure "$t" "$eport" "${PIDS[-1]}")
-  ecount=$(redis-cli -p "$eport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; list|list1) echo LLEN;; esac)" "big:$t")
+  ecount=$(redis-cli -p "$eport" "$(case $t in set) echo SCARD;; hash) echo HLEN;; zset) echo ZCARD;; list|list1) echo LLEN;; stream) echo XLEN;; esac)" "big:$t")
   printf "%-5s N=%s  Redis %5s MB (%s elements)  Elsa %5s MB (%s elements)  Elsa/Redis %.2fx\n" \
     "$t" "$N" "$r" "$count" "$e" "$ecount" "$(echo "$e / $r" | bc -l)"
   kill "${PIDS[-1]}" "${PIDS[-2]}" 2>/dev/null || true

@@ -159,6 +159,10 @@ pub struct Group {
     /// Per ID: the latest acknowledgement.
     acks: BTreeMap<StreamId, Version>,
     consumers: BTreeMap<Elem, Consumer>,
+    /// XOR of its deliveries', acknowledgements' and consumers' shares of
+    /// the digest, kept current by each change (a group of a million
+    /// pending entries is not hashed per `XACK`).
+    digest: u64,
 }
 
 impl Group {
@@ -170,8 +174,19 @@ impl Group {
 
     /// The pending entries: delivered and not acknowledged since.
     pub fn pending(&self) -> impl Iterator<Item = (StreamId, &Delivery)> + '_ {
-        self.deliveries
-            .iter()
+        self.pending_in(StreamId::MIN, StreamId::MAX)
+    }
+
+    /// The pending entries from `start` to `end` (inclusive), in ID order.
+    pub fn pending_in(
+        &self,
+        start: StreamId,
+        end: StreamId,
+    ) -> impl Iterator<Item = (StreamId, &Delivery)> + '_ {
+        let range = (start <= end).then(|| self.deliveries.range(start..=end));
+        range
+            .into_iter()
+            .flatten()
             .filter(|(id, d)| self.acks.get(id).is_none_or(|a| *a < d.version))
             .map(|(id, d)| (*id, d))
     }
@@ -202,10 +217,12 @@ impl Group {
             match self.deliveries.get_mut(&id) {
                 Some(mine) if *mine >= d => {}
                 Some(mine) => {
+                    self.digest ^= group::delivery_hash(id, mine) ^ group::delivery_hash(id, &d);
                     *mine = d;
                     changed = true;
                 }
                 None => {
+                    self.digest ^= group::delivery_hash(id, &d);
                     self.deliveries.insert(id, d);
                     changed = true;
                 }
@@ -214,17 +231,28 @@ impl Group {
         for (id, v) in other.acks {
             let mine = self.acks.entry(id).or_default();
             if v > *mine {
+                if *mine != Version::ZERO {
+                    self.digest ^= group::ack_hash(id, *mine);
+                }
+                self.digest ^= group::ack_hash(id, v);
                 *mine = v;
                 changed = true;
             }
         }
         for (name, c) in other.consumers {
-            let mine = self.consumers.entry(name).or_default();
+            let existed = self.consumers.contains_key(&name);
+            let mine = self.consumers.entry(name.clone()).or_default();
             let before = mine.clone();
             mine.live.merge(c.live);
             mine.seen_ms = mine.seen_ms.max(c.seen_ms);
             mine.active_ms = mine.active_ms.max(c.active_ms);
-            changed |= *mine != before;
+            if *mine != before || !existed {
+                if existed {
+                    self.digest ^= group::consumer_hash(&name, &before);
+                }
+                self.digest ^= group::consumer_hash(&name, mine);
+                changed = true;
+            }
         }
         changed
     }
@@ -254,6 +282,12 @@ pub struct Stream {
     /// XOR of every held entry's and deleted ID's share of the digest,
     /// kept current by each change (a write must not hash the log).
     digest: u64,
+    /// Kept current by each change, as the digest (every write of a
+    /// million-entry stream reads them): the newest write held, the
+    /// entries at or above the floor, and those of them not deleted.
+    newest: Version,
+    held: usize,
+    live: usize,
 }
 
 impl Stream {
@@ -261,6 +295,22 @@ impl Stream {
     pub fn entries(&self) -> impl DoubleEndedIterator<Item = (StreamId, &Entry)> + '_ {
         self.entries
             .range(self.floor()..)
+            .filter(|(id, _)| !self.deleted.contains_key(id))
+            .map(|(id, e)| (*id, e))
+    }
+
+    /// The entries that show from `start` to `end` (inclusive), in ID
+    /// order — read from where they are, not from the head.
+    pub fn entries_in(
+        &self,
+        start: StreamId,
+        end: StreamId,
+    ) -> impl DoubleEndedIterator<Item = (StreamId, &Entry)> + '_ {
+        let start = start.max(self.floor());
+        let range = (start <= end).then(|| self.entries.range(start..=end));
+        range
+            .into_iter()
+            .flatten()
             .filter(|(id, _)| !self.deleted.contains_key(id))
             .map(|(id, e)| (*id, e))
     }
@@ -275,14 +325,28 @@ impl Stream {
             .map(|(id, _)| (*id, !self.deleted.contains_key(id)))
     }
 
+    /// How many entries are held at or above the floor (shown or
+    /// deleted).
+    pub fn held_len(&self) -> usize {
+        self.held
+    }
+
+    /// The entry `id`, if it shows.
+    pub fn entry(&self, id: StreamId) -> Option<&Entry> {
+        if id < self.floor() || self.deleted.contains_key(&id) {
+            return None;
+        }
+        self.entries.get(&id)
+    }
+
     /// How many entries show (`XLEN`).
     pub fn len(&self) -> usize {
-        self.entries().count()
+        self.live
     }
 
     /// True when no entry shows.
     pub fn is_empty(&self) -> bool {
-        self.entries().next().is_none()
+        self.live == 0
     }
 
     /// The last ID (`last-generated-id`): never below an entry or a
@@ -316,6 +380,25 @@ impl Stream {
 
     /// The newest write it holds.
     pub fn newest(&self) -> Version {
+        self.newest
+    }
+
+    /// Computes every cached figure afresh (after a change that touched
+    /// many parts; a delta just built).
+    fn recount(&mut self) {
+        self.newest = self.scan_newest();
+        let floor = self.floor();
+        self.held = self.entries.range(floor..).count();
+        self.live = self
+            .entries
+            .range(floor..)
+            .filter(|(id, _)| !self.deleted.contains_key(id))
+            .count();
+        self.digest = self.held_digest();
+    }
+
+    /// The newest write, by a scan of every part.
+    fn scan_newest(&self) -> Version {
         let entries = self.entries.values().map(|e| e.version);
         let deleted = self.deleted.values().copied();
         let added = self.added.values().map(|(_, v)| *v);
@@ -364,7 +447,7 @@ impl Stream {
         }
         self.added.retain(|_, (_, v)| *v > floor);
         self.groups.retain(|_, g| g.created > floor);
-        self.digest = self.held_digest();
+        self.recount();
         *self != before
     }
 
@@ -381,12 +464,11 @@ impl Stream {
     /// The delta of `XADD id fields` committed as `version`.
     pub fn add(&self, id: StreamId, fields: Vec<(Elem, Elem)>, version: Version) -> Stream {
         let mut d = Stream::default();
-        let e = Entry { fields, version };
-        d.digest = entry_hash(id, &e);
-        d.entries.insert(id, e);
+        d.entries.insert(id, Entry { fields, version });
         d.last = Reg { version, value: id };
         let mine = self.added.get(&version.origin).map_or(0, |(n, _)| *n);
         d.added.insert(version.origin, (mine + 1, version));
+        d.recount();
         d
     }
 
@@ -394,13 +476,13 @@ impl Stream {
     pub fn delete(&self, ids: &[StreamId], version: Version) -> Stream {
         let mut d = Stream::default();
         d.deleted.extend(ids.iter().map(|id| (*id, version)));
-        d.digest = d.held_digest();
         if let Some(top) = ids.iter().max() {
             d.max_deleted = Reg {
                 version,
                 value: (*top).max(self.max_deleted.value),
             };
         }
+        d.recount();
         d
     }
 
@@ -418,6 +500,7 @@ impl Stream {
                 value: top,
             };
         }
+        d.recount();
         d
     }
 
@@ -446,6 +529,7 @@ impl Stream {
         if let Some(m) = max_deleted {
             d.max_deleted = Reg { version, value: m };
         }
+        d.recount();
         d
     }
 
@@ -460,6 +544,7 @@ impl Stream {
                 ..Group::default()
             },
         );
+        d.recount();
         d
     }
 
@@ -473,8 +558,10 @@ impl Stream {
             ..Group::default()
         };
         change(g, &mut delta);
+        delta.digest = delta.items_digest();
         let mut d = Stream::default();
         d.groups.insert(Elem::new(name), delta);
+        d.recount();
         Some(d)
     }
 
@@ -666,6 +753,11 @@ impl Crdt for Stream {
             trimmed |= self.add_trim(t);
         }
         let mut changed = trimmed;
+        // The newest write held moves only by what is kept (a part that
+        // loses its merge is older than the one it lost to).
+        let mut newest = self.newest;
+        let mut recount = trimmed;
+        let floor = self.floor();
         for (id, e) in other.entries {
             if self.covered(id, e.version) {
                 continue;
@@ -674,12 +766,18 @@ impl Crdt for Stream {
                 Some(mine) if (&mine.version, &mine.fields) >= (&e.version, &e.fields) => {}
                 Some(mine) => {
                     self.digest ^= entry_hash(id, mine) ^ entry_hash(id, &e);
+                    newest = newest.max(e.version);
                     *mine = e;
                     changed = true;
                 }
                 None => {
                     self.digest ^= entry_hash(id, &e);
+                    newest = newest.max(e.version);
                     self.entries.insert(id, e);
+                    if id >= floor {
+                        self.held += 1;
+                        self.live += usize::from(!self.deleted.contains_key(&id));
+                    }
                     changed = true;
                 }
             }
@@ -692,38 +790,72 @@ impl Crdt for Stream {
             if v > *mine {
                 if *mine != Version::ZERO {
                     self.digest ^= deleted_hash(id, *mine);
+                } else if id >= floor && self.entries.contains_key(&id) {
+                    self.live -= 1;
                 }
                 self.digest ^= deleted_hash(id, v);
+                newest = newest.max(v);
                 *mine = v;
                 changed = true;
             }
         }
-        changed |= self.last.merge(other.last);
+        for (mine, theirs) in [
+            (&mut self.last, other.last),
+            (&mut self.max_deleted, other.max_deleted),
+        ] {
+            if mine.merge(theirs) {
+                newest = newest.max(theirs.version);
+                changed = true;
+            }
+        }
+        if self.added_offset.merge(other.added_offset) {
+            newest = newest.max(other.added_offset.version);
+            changed = true;
+        }
         for (origin, (n, v)) in other.added {
             let mine = self.added.entry(origin).or_default();
             if (v, n) > (mine.1, mine.0) {
                 *mine = (n, v);
+                newest = newest.max(v);
                 changed = true;
             }
         }
-        changed |= self.added_offset.merge(other.added_offset);
-        changed |= self.max_deleted.merge(other.max_deleted);
         if (other.trimmed.value, other.trimmed.version) > (self.trimmed.value, self.trimmed.version)
         {
             self.trimmed = other.trimmed;
+            newest = newest.max(other.trimmed.version);
             changed = true;
         }
         for (name, g) in other.groups {
             match self.groups.get_mut(&name) {
-                Some(mine) => changed |= mine.merge(g),
+                // Another incarnation replacing this one takes its parts
+                // with it: counted afresh.
+                Some(mine) if g.created > mine.created => {
+                    *mine = g;
+                    recount = true;
+                    changed = true;
+                }
+                Some(mine) if g.created == mine.created => {
+                    let theirs = g.newest();
+                    if mine.merge(g) {
+                        newest = newest.max(theirs);
+                        changed = true;
+                    }
+                }
+                Some(_) => {}
                 None => {
+                    newest = newest.max(g.newest());
                     self.groups.insert(name, g);
                     changed = true;
                 }
             }
         }
+        self.newest = newest;
         if trimmed {
             self.settle();
+        }
+        if recount {
+            self.recount();
         }
         changed
     }

@@ -199,7 +199,7 @@ impl Stream {
             s.add_trim(t);
         }
         s.settle();
-        s.digest = s.held_digest();
+        s.recount();
         Some(s)
     }
 
@@ -223,7 +223,10 @@ impl Stream {
             self.added_offset,
             self.max_deleted,
             self.trimmed,
-            &self.groups,
+            self.groups
+                .iter()
+                .map(|(n, g)| (n, g.digest_share()))
+                .collect::<Vec<_>>(),
         ));
         self.digest ^ rest
     }
@@ -315,9 +318,10 @@ impl Stream {
                     },
                 );
             }
+            copy.digest = copy.items_digest();
             s.groups.insert(name.clone(), copy);
         }
-        s.digest = s.held_digest();
+        s.recount();
         s
     }
 }
@@ -339,6 +343,7 @@ fn decode_group(buf: &mut Bytes) -> Option<Group> {
         deliveries: BTreeMap::new(),
         acks: BTreeMap::new(),
         consumers: BTreeMap::new(),
+        digest: 0,
     };
     let d = get_count(buf, ID_VERSION + 4 + 16)?;
     for _ in 0..d {
@@ -387,5 +392,6 @@ fn decode_group(buf: &mut Bytes) -> Option<Group> {
             return None;
         }
     }
+    g.digest = g.items_digest();
     Some(g)
 }

@@ -2,9 +2,42 @@
 //! lookups, and how a consumer is touched (`crate::stream`).
 
 use super::{Consumer, Delivery, Group, Reg, StreamId};
-use crate::Version;
+use crate::{Elem, Version};
+
+/// A delivery's share of its group's digest.
+pub(super) fn delivery_hash(id: StreamId, d: &Delivery) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0xde11_7e12).hash_one((id, d))
+}
+
+/// An acknowledgement's share of its group's digest.
+pub(super) fn ack_hash(id: StreamId, v: Version) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0xac4e_d000).hash_one((id, v))
+}
+
+/// A consumer's share of its group's digest.
+pub(super) fn consumer_hash(name: &Elem, c: &Consumer) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0xc0e5_0e12).hash_one((name, c))
+}
 
 impl Group {
+    /// The XOR of every item's share of the digest (after a change that
+    /// touched many; a delta just built).
+    pub(super) fn items_digest(&self) -> u64 {
+        let d = self.deliveries.iter().map(|(id, d)| delivery_hash(*id, d));
+        let a = self.acks.iter().map(|(id, v)| ack_hash(*id, *v));
+        let c = self.consumers.iter().map(|(n, c)| consumer_hash(n, c));
+        d.chain(a).chain(c).fold(0, |x, h| x ^ h)
+    }
+
+    /// What the group adds to its stream's digest: its own header and the
+    /// items' XOR, no scan.
+    pub(super) fn digest_share(&self) -> (Version, Option<Version>, (Version, StreamId, u64), u64) {
+        (self.created, self.destroyed, self.delivered, self.digest)
+    }
+
     /// The newest write it holds.
     pub(super) fn newest(&self) -> Version {
         let deliveries = self.deliveries.values().map(|d| d.version);

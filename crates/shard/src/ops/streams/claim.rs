@@ -92,7 +92,7 @@ pub fn xclaim(key: &[u8], view: &mut impl KeyView, args: &[Bytes]) -> OpReply {
     let (mut claimed, mut gone, mut out) = (Vec::new(), Vec::new(), Vec::new());
     for id in ids {
         let pending = g.pending_entry(id);
-        let entry = x.entries().find(|(e, _)| *e == id);
+        let entry = x.entry(id).map(|e| (id, e));
         let Some(entry) = entry else {
             if pending.is_some() {
                 gone.push(id);
@@ -174,15 +174,17 @@ pub fn xautoclaim(key: &[u8], view: &mut impl KeyView, args: &[Bytes], a: &AutoC
     let now = view.now_ms() as i64;
     let mut count = a.count;
     let mut attempts = a.count.saturating_mul(10);
+    // As far as the attempts can reach, and one more for the cursor.
+    let reach = usize::try_from(attempts.saturating_add(1)).unwrap_or(usize::MAX);
     let pel: Vec<(StreamId, &elsa_lattice::stream::Delivery)> =
-        g.pending().filter(|(id, _)| *id >= a.start).collect();
+        g.pending_in(a.start, StreamId::MAX).take(reach).collect();
     let (mut claimed, mut gone, mut out) = (Vec::new(), Vec::new(), Vec::new());
     let mut i = 0;
     while attempts > 0 && count > 0 && i < pel.len() {
         attempts -= 1;
         let (id, d) = pel[i];
         i += 1;
-        let Some(entry) = x.entries().find(|(e, _)| *e == id) else {
+        let Some(entry) = x.entry(id).map(|e| (id, e)) else {
             gone.push(id);
             count -= 1;
             continue;

@@ -355,8 +355,9 @@ pub fn read_group_key(
     match from {
         GroupFrom::History(after) => {
             // The consumer's own pending entries above `after`.
+            let from = after.next().unwrap_or(StreamId::MAX);
             let mine: Vec<(StreamId, u64)> = g
-                .pending()
+                .pending_in(from, StreamId::MAX)
                 .filter(|(id, d)| *id > after && &d.consumer[..] == consumer)
                 .take(n)
                 .map(|(id, d)| (id, d.count))
@@ -364,7 +365,7 @@ pub fn read_group_key(
             let mut out = Vec::with_capacity(mine.len());
             let mut again = Vec::new();
             for (id, count) in mine {
-                match x.entries().find(|(e, _)| *e == id) {
+                match x.entry(id).map(|e| (id, e)) {
                     Some(e) => {
                         out.push(entry_reply(e));
                         again.push((id, count + 1));
@@ -384,7 +385,12 @@ pub fn read_group_key(
             let mut out = Vec::new();
             let mut ids = Vec::new();
             let mut moved = last;
-            for (id, e) in x.entries().filter(|(id, _)| *id > last).take(n) {
+            let from = last.next().unwrap_or(StreamId::MAX);
+            for (id, e) in x
+                .entries_in(from, StreamId::MAX)
+                .filter(|(id, _)| *id > last)
+                .take(n)
+            {
                 if read != UNKNOWN_READ && !tombstones_from(x, id) {
                     read += 1;
                 } else if x.entries_added() > 0 {
@@ -618,11 +624,11 @@ pub fn xpending(key: &[u8], view: &mut impl KeyView, group: &[u8], p: &Option<Pe
     }
     let mut out = Vec::new();
     let mut left = p.count;
-    for (id, d) in g.pending() {
-        if left == 0 || id > p.end {
+    for (id, d) in g.pending_in(p.start, p.end) {
+        if left == 0 {
             break;
         }
-        if id < p.start || p.consumer.as_ref().is_some_and(|c| c[..] != d.consumer[..]) {
+        if p.consumer.as_ref().is_some_and(|c| c[..] != d.consumer[..]) {
             continue;
         }
         let idle = (now - d.at_ms as i64).max(0);

@@ -100,14 +100,14 @@ fn lag(x: &Stream, g: &Group) -> OpReply {
 
 /// The radix tree's keys and (estimated) nodes (see the module doc).
 fn radix(x: &Stream) -> (i64, i64) {
-    let held: Vec<(StreamId, bool)> = x.held().collect();
-    let first = x.entries_added().saturating_sub(held.len() as u64);
-    let mut nodes = std::collections::BTreeSet::new();
-    for (i, _) in held.iter().enumerate() {
-        nodes.insert((first + i as u64) / super::parse::node_entries());
+    let held = x.held_len() as u64;
+    if held == 0 {
+        return (0, 1);
     }
-    let keys = nodes.len() as i64;
-    (keys, if keys == 0 { 1 } else { 2 * keys })
+    let per = super::parse::node_entries();
+    let first = x.entries_added().saturating_sub(held);
+    let keys = ((first + held - 1) / per - first / per + 1) as i64;
+    (keys, 2 * keys)
 }
 
 fn stream_info(x: &Stream, args: &[Bytes]) -> OpReply {

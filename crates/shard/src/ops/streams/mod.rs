@@ -504,7 +504,7 @@ impl StreamOp {
                     if start > end {
                         return OpReply::Array(Vec::new());
                     }
-                    let range = x.entries().filter(|(id, _)| id >= start && id <= end);
+                    let range = x.entries_in(*start, *end);
                     if *rev {
                         OpReply::Array(range.rev().take(n).map(entry_reply).collect())
                     } else {
@@ -679,8 +679,9 @@ fn read(
         } else {
             count as usize
         };
+        let from = after.next().unwrap_or(StreamId::MAX);
         let entries: Vec<OpReply> = stream(&s)
-            .entries()
+            .entries_in(from, StreamId::MAX)
             .filter(|(id, _)| *id > after)
             .take(n)
             .map(entry_reply)

@@ -117,67 +117,80 @@ pub(super) fn tagged(last: StreamId, ms: u64, tag: u32) -> Option<StreamId> {
 /// entry XADD is adding above all of them), and the ID below which it
 /// hides everything (None: nothing goes).
 fn plan_trim(x: &Stream, added: Option<StreamId>, t: &Trim) -> (u64, Option<StreamId>) {
-    let mut held: Vec<(StreamId, bool)> = x.held().collect();
-    held.extend(added.map(|id| (id, true)));
-    let mut len = held.iter().filter(|(_, shown)| *shown).count() as u64;
-    let ever = x.entries_added() + u64::from(added.is_some());
-    let first = ever.saturating_sub(held.len() as u64);
+    // Read from the head only as far as the trim goes: a node at a time
+    // (an entry's node: its place in the add order).
+    let extra = u64::from(added.is_some());
+    let held = x.held_len() as u64 + extra;
+    let mut len = x.len() as u64 + extra;
+    let first = (x.entries_added() + extra).saturating_sub(held);
+    let per = parse::node_entries();
+    let mut it = x
+        .held()
+        .chain(added.map(|id| (id, true)))
+        .enumerate()
+        .peekable();
     let mut removed = 0u64;
-    let mut i = 0;
-    // Whole nodes first (an entry's node: its place in the add order).
-    while i < held.len() {
+    let mut last_gone: Option<StreamId> = None;
+    let mut kept: Option<StreamId> = None;
+    loop {
         if let TrimTo::MaxLen(n) = t.to {
             if len <= n {
                 break;
             }
         }
-        let node = (first + i as u64) / parse::node_entries();
-        let mut j = i;
-        while j < held.len() && (first + j as u64) / parse::node_entries() == node {
-            j += 1;
+        let Some(&(i, _)) = it.peek() else { break };
+        let node = (first + i as u64) / per;
+        let mut chunk = Vec::new();
+        while let Some(&(j, e)) = it.peek() {
+            if (first + j as u64) / per != node {
+                break;
+            }
+            chunk.push(e);
+            it.next();
         }
-        let valid = held[i..j].iter().filter(|(_, s)| *s).count() as u64;
-        if t.limit > 0 && removed + valid > t.limit {
-            break;
-        }
+        let valid = chunk.iter().filter(|(_, shown)| *shown).count() as u64;
         let whole = match t.to {
             TrimTo::MaxLen(n) => len - valid >= n,
-            TrimTo::MinId(min) => held[j - 1].0 < min,
+            TrimTo::MinId(min) => chunk.last().is_some_and(|(id, _)| *id < min),
         };
+        if (t.limit > 0 && removed + valid > t.limit) || (!whole && t.approx) {
+            kept = chunk.first().map(|(id, _)| *id);
+            break;
+        }
         if whole {
             removed += valid;
             len -= valid;
-            i = j;
+            last_gone = chunk.last().map(|(id, _)| *id);
             continue;
         }
-        if t.approx {
-            break;
-        }
         // Entry by entry inside the node.
-        while i < j {
+        let mut k = 0;
+        while k < chunk.len() {
             let done = match t.to {
                 TrimTo::MaxLen(n) => len <= n,
-                TrimTo::MinId(min) => held[i].0 >= min,
+                TrimTo::MinId(min) => chunk[k].0 >= min,
             };
             if done {
                 break;
             }
-            if held[i].1 {
+            if chunk[k].1 {
                 removed += 1;
                 len -= 1;
             }
-            i += 1;
+            last_gone = Some(chunk[k].0);
+            k += 1;
         }
+        kept = chunk.get(k).map(|(id, _)| *id);
         break;
     }
-    if i == 0 {
+    let Some(gone) = last_gone else {
         return (0, None);
-    }
-    let floor = match held.get(i) {
-        Some((id, _)) => *id,
-        None => held[i - 1].0.next().unwrap_or(StreamId::MAX),
     };
-    (removed, Some(floor))
+    let kept = kept.or_else(|| it.peek().map(|(_, (id, _))| *id));
+    (
+        removed,
+        Some(kept.unwrap_or_else(|| gone.next().unwrap_or(StreamId::MAX))),
+    )
 }
 
 pub(super) fn trim(key: &[u8], view: &mut impl KeyView, t: &Trim) -> OpReply {
