@@ -276,6 +276,13 @@ pub struct Keys {
     /// compress lists).
     #[arg(long, env = "ELSA_LIST_COMPRESS_DEPTH")]
     pub list_compress_depth: Option<i64>,
+    /// Entries per stream node, which approximate trims (`~`) remove
+    /// whole (0: no limit).
+    #[arg(long, env = "ELSA_STREAM_NODE_MAX_ENTRIES")]
+    pub stream_node_max_entries: Option<u64>,
+    /// Redis's bytes per stream node (kept for CONFIG).
+    #[arg(long, env = "ELSA_STREAM_NODE_MAX_BYTES")]
+    pub stream_node_max_bytes: Option<u64>,
     /// The size past which a sparse HyperLogLog becomes dense, bytes.
     #[arg(long, env = "ELSA_HLL_SPARSE_MAX_BYTES")]
     pub hll_sparse_max_bytes: Option<u64>,
@@ -365,6 +372,8 @@ impl Keys {
             zset_max_listpack_value,
             list_max_listpack_size,
             list_compress_depth,
+            stream_node_max_entries,
+            stream_node_max_bytes,
             hll_sparse_max_bytes,
             tracking_table_max_keys,
             notify_keyspace_events

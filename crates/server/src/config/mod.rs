@@ -119,7 +119,8 @@ pub struct Startup {
 /// `hash-max-listpack-entries`, `hash-max-listpack-value`,
 /// `set-max-intset-entries`, `zset-max-listpack-entries`,
 /// `zset-max-listpack-value`, `list-max-listpack-size`,
-/// `list-compress-depth`, in that order; `hll-sparse-max-bytes`
+/// `list-compress-depth`, `stream-node-max-entries`,
+/// `stream-node-max-bytes`, in that order; `hll-sparse-max-bytes`
 /// (`elsa_shard::ops::pf`); and `tracking-table-max-keys`
 /// (`crate::tracking`), another process-wide limit.
 #[derive(Debug, Clone, Copy)]
@@ -131,6 +132,8 @@ pub struct Encodings {
     pub zset_value: u64,
     pub list_size: i64,
     pub list_compress_depth: i64,
+    pub stream_node_entries: u64,
+    pub stream_node_bytes: u64,
     pub hll_sparse_max_bytes: u64,
     pub tracking_table_max_keys: u64,
 }
@@ -148,6 +151,8 @@ impl Encodings {
         ZSET_VALUE.store(size(self.zset_value), Relaxed);
         LIST_SIZE.store(self.list_size, Relaxed);
         LIST_COMPRESS_DEPTH.store(self.list_compress_depth, Relaxed);
+        STREAM_NODE_ENTRIES.store(size(self.stream_node_entries), Relaxed);
+        STREAM_NODE_BYTES.store(size(self.stream_node_bytes), Relaxed);
         elsa_shard::ops::pf::SPARSE_MAX_BYTES.store(size(self.hll_sparse_max_bytes), Relaxed);
         crate::tracking::MAX_KEYS.store(self.tracking_table_max_keys, Relaxed);
     }
@@ -543,6 +548,8 @@ impl Config {
                 zset_value: need(c.zset_max_listpack_value, "zset-max-listpack-value")?,
                 list_size: need(c.list_max_listpack_size, "list-max-listpack-size")?,
                 list_compress_depth: need(c.list_compress_depth, "list-compress-depth")?,
+                stream_node_entries: need(c.stream_node_max_entries, "stream-node-max-entries")?,
+                stream_node_bytes: need(c.stream_node_max_bytes, "stream-node-max-bytes")?,
                 hll_sparse_max_bytes: need(c.hll_sparse_max_bytes, "hll-sparse-max-bytes")?,
                 tracking_table_max_keys: need(
                     c.tracking_table_max_keys,
