@@ -830,6 +830,11 @@ fn a_slot_handed_back_before_the_decision_leaves_no_element_in_the_middle() {
     }
     let handed_back_before_exec = !exec.is_finished();
     let mut con = c.conn(s);
+    // An append waits behind the commit's hold until its decision, which
+    // the delayed prepare answers (8 s) hold back: more than the usual
+    // 10 s on a loaded machine (CI, 2026-12-02: a read timeout).
+    con.set_read_timeout(Some(Duration::from_secs(40)))
+        .expect("read timeout");
     let mut seen: Vec<Vec<String>> = Vec::new();
     rpush(&mut con, &a, "w1");
     seen.push(lrange(&mut con, &a));
