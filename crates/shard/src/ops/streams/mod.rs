@@ -247,7 +247,23 @@ impl StreamOp {
     /// Parses a stream command (arity already checked), refusing what
     /// Redis refuses before it looks at a key, in Redis's order.
     pub fn parse(args: Vec<Bytes>) -> Result<StreamOp, String> {
-        let name = args[0].to_ascii_lowercase();
+        let Some(first) = args.first() else {
+            return Err(ERR_SYNTAX.into());
+        };
+        let name = first.to_ascii_lowercase();
+        // The command table checks a client's counts; an op from a peer
+        // (`decode`) is checked here, so no index below is out of range.
+        let least = match &name[..] {
+            b"xadd" => 5,
+            b"xrange" | b"xrevrange" | b"xtrim" | b"xread" | b"xack" => 4,
+            b"xdel" | b"xsetid" | b"xpending" => 3,
+            b"xclaim" | b"xautoclaim" => 6,
+            b"xreadgroup" => 7,
+            _ => 2,
+        };
+        if args.len() < least {
+            return Err(wrong_arity(first));
+        }
         let mut keys = vec![args[1].clone()];
         let is = |a: &[u8], w: &str| a.eq_ignore_ascii_case(w.as_bytes());
         let cmd = match &name[..] {

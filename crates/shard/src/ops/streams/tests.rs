@@ -137,3 +137,38 @@ fn tagged_ids_rise_and_never_meet_another_nodes() {
     // A full millisecond has no ID left.
     assert_eq!(tagged(StreamId::new(7, u64::MAX), 7, a), None);
 }
+
+#[test]
+fn an_op_too_short_from_a_peer_is_refused_not_run() {
+    for name in [
+        "xadd",
+        "xlen",
+        "xrange",
+        "xrevrange",
+        "xdel",
+        "xtrim",
+        "xsetid",
+        "xread",
+        "xgroup",
+        "xinfo",
+        "xack",
+        "xpending",
+        "xclaim",
+        "xautoclaim",
+        "xreadgroup",
+        "xlastids",
+    ] {
+        for n in 1..=6 {
+            let args: Vec<Bytes> = std::iter::once(Bytes::from(name))
+                .chain((1..n).map(|_| Bytes::from_static(b"k")))
+                .collect();
+            // A peer's op is its arguments (`StreamOp::encode`); parsing
+            // them either refuses or gives an op that runs.
+            if let Ok(op) = StreamOp::parse(args.clone()) {
+                let mut v = MapView::default();
+                let key = op.key().clone();
+                let _ = Op::Streams(op).apply(&key, &mut v);
+            }
+        }
+    }
+}
