@@ -3,7 +3,7 @@
 //! them), and the entries gone from the stream dropped from the group.
 
 use bytes::Bytes;
-use elsa_lattice::stream::StreamId;
+use elsa_lattice::stream::{Stream, StreamId};
 use elsa_lattice::{Crdt, KeyState};
 
 use super::groups::ERR_AUTOCLAIM_COUNT;
@@ -137,25 +137,45 @@ pub fn xclaim(key: &[u8], view: &mut impl KeyView, args: &[Bytes]) -> OpReply {
         // A LASTID alone creates no consumer.
         delta = x.advance_group(group, adv);
     }
-    if !gone.is_empty() {
-        let acked = x.ack(group, &gone, dot);
-        delta = match (delta, acked) {
-            (Some(mut d), Some(a)) => {
-                d.merge(a);
-                Some(d)
-            }
-            (d, a) => d.or(a),
-        };
-    }
+    let delta = dropping_gone(x, group, delta, &gone, dot);
     let new_consumer = !claimed.is_empty() && g.consumer(consumer).is_none();
     drop(s);
+    commit(view, key, delta, new_consumer);
+    OpReply::Array(out)
+}
+
+/// A claim's `delta` with the pending entries gone from the stream
+/// (`gone`) dropped from the group, as Redis drops them.
+fn dropping_gone(
+    x: &Stream,
+    group: &[u8],
+    delta: Option<Stream>,
+    gone: &[StreamId],
+    dot: elsa_lattice::Version,
+) -> Option<Stream> {
+    let acked = if gone.is_empty() {
+        None
+    } else {
+        x.ack(group, gone, dot)
+    };
+    match (delta, acked) {
+        (Some(mut d), Some(a)) => {
+            d.merge(a);
+            Some(d)
+        }
+        (d, a) => d.or(a),
+    }
+}
+
+/// Writes a claim's delta, and raises `xgroup-createconsumer` when the
+/// claim made its consumer.
+fn commit(view: &mut impl KeyView, key: &[u8], delta: Option<Stream>, new_consumer: bool) {
     if let Some(d) = delta {
         write(view, key, KeyState::default(), d);
     }
     if new_consumer {
         notify(view, STREAM, "xgroup-createconsumer", key);
     }
-    OpReply::Array(out)
 }
 
 /// XAUTOCLAIM key group consumer min-idle start [COUNT n] [JUSTID]
@@ -202,29 +222,15 @@ pub fn xautoclaim(key: &[u8], view: &mut impl KeyView, args: &[Bytes], a: &AutoC
     }
     let next = pel.get(i).map_or(StreamId::MIN, |(id, _)| *id);
     let (_, dot) = view.stamp();
-    let mut delta = if claimed.is_empty() {
+    let delta = if claimed.is_empty() {
         None
     } else {
         x.deliver_counted(group, consumer, &claimed, now as u64, None, now as u64, dot)
     };
-    if !gone.is_empty() {
-        let acked = x.ack(group, &gone, dot);
-        delta = match (delta, acked) {
-            (Some(mut d), Some(a)) => {
-                d.merge(a);
-                Some(d)
-            }
-            (d, a) => d.or(a),
-        };
-    }
+    let delta = dropping_gone(x, group, delta, &gone, dot);
     let new_consumer = !claimed.is_empty() && g.consumer(consumer).is_none();
     drop(s);
-    if let Some(d) = delta {
-        write(view, key, KeyState::default(), d);
-    }
-    if new_consumer {
-        notify(view, STREAM, "xgroup-createconsumer", key);
-    }
+    commit(view, key, delta, new_consumer);
     OpReply::Array(vec![
         id_bulk(next),
         OpReply::Array(out),
