@@ -2,10 +2,16 @@
 //! one stream at once, as fast as they can (many adds in one
 //! millisecond), and every region ends with every acknowledged entry, in
 //! one ID order, with no ID taken twice — IDs carry the node that made
-//! them (`elsa_shard::ops::streams::set_id_tag`), no coordination.
+//! them (`elsa_shard::ops::streams::set_id_tag`), no coordination. And
+//! readers following the stream with `XREAD BLOCK` in each region see
+//! every entry exactly once, in the final order: none shows before every
+//! entry that may still arrive below it has (the read horizon,
+//! `elsa_shard::ops::streams::set_read_horizon`).
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
@@ -43,12 +49,9 @@ fn parsed(id: &str) -> (u64, u64) {
     (ms.parse().expect("ms"), seq.parse().expect("seq"))
 }
 
-#[test]
-fn concurrent_adds_in_two_regions_keep_every_entry_in_one_order() {
-    let _one = one_at_a_time();
-    let c = Cluster::start(&["a", "b"], &["--wan-delay-ms", "50"]);
-    c.wait_members(&[0, 1], 2, Duration::from_secs(30));
-    const ADDS: usize = 400;
+/// `ADDS` entries `XADD *` to `events` by a client of each node at once;
+/// answers each writer's acknowledged IDs.
+fn write_both(c: &Cluster) -> Vec<Vec<String>> {
     let writers: Vec<_> = [0usize, 1]
         .into_iter()
         .map(|i| {
@@ -74,10 +77,20 @@ fn concurrent_adds_in_two_regions_keep_every_entry_in_one_order() {
             })
         })
         .collect();
-    let acked: Vec<Vec<String>> = writers
+    writers
         .into_iter()
         .map(|t| t.join().expect("writer"))
-        .collect();
+        .collect()
+}
+
+const ADDS: usize = 400;
+
+#[test]
+fn concurrent_adds_in_two_regions_keep_every_entry_in_one_order() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["a", "b"], &["--wan-delay-ms", "50"]);
+    c.wait_members(&[0, 1], 2, Duration::from_secs(30));
+    let acked = write_both(&c);
     // Each region's own IDs rise; no ID was handed out twice.
     for (i, ids) in acked.iter().enumerate() {
         let p: Vec<(u64, u64)> = ids.iter().map(|s| parsed(s)).collect();
@@ -122,4 +135,223 @@ fn concurrent_adds_in_two_regions_keep_every_entry_in_one_order() {
         .query(&mut c.conn(1))
         .expect("XLEN");
     assert_eq!(len, 2 * ADDS as i64);
+}
+
+/// The IDs of an `XREAD` reply on one key (none for a null reply).
+fn read_ids(v: &Value) -> Vec<String> {
+    match v {
+        Value::Nil => Vec::new(),
+        Value::Array(keys) => keys
+            .iter()
+            .flat_map(|k| match k {
+                Value::Array(kv) => entries(&kv[1]).into_iter().map(|(id, _)| id),
+                x => panic!("XREAD key {x:?}"),
+            })
+            .collect(),
+        x => panic!("XREAD answered {x:?}"),
+    }
+}
+
+/// Follows `events` on node `i` with `XREAD BLOCK` by the last ID read,
+/// from the start, until `2 · ADDS` entries or `stop` and then 20 s more
+/// without one.
+fn follow(c: &Cluster, i: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<String>> {
+    let url = c.node(i).url();
+    std::thread::spawn(move || {
+        let mut con = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("connect");
+        let mut seen: Vec<String> = Vec::new();
+        let mut last = "0-0".to_string();
+        let mut quiet_since: Option<Instant> = None;
+        while seen.len() < 2 * ADDS {
+            let v: Value = redis::cmd("XREAD")
+                .arg("COUNT")
+                .arg(50)
+                .arg("BLOCK")
+                .arg(200)
+                .arg("STREAMS")
+                .arg("events")
+                .arg(&last)
+                .query(&mut con)
+                .expect("XREAD");
+            let ids = read_ids(&v);
+            if let Some(l) = ids.last() {
+                last = l.clone();
+                quiet_since = None;
+            } else if stop.load(Ordering::Relaxed) {
+                let since = *quiet_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(20) {
+                    break;
+                }
+            }
+            seen.extend(ids);
+        }
+        seen
+    })
+}
+
+/// A consumer `c<i>` of group `g` on node `i`: `XREADGROUP … >` and
+/// `XACK` until `done` and then 2 s without an entry; the IDs delivered.
+fn consume(c: &Cluster, i: usize, done: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<String>> {
+    let url = c.node(i).url();
+    std::thread::spawn(move || {
+        let mut con = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("connect");
+        let mut got = Vec::new();
+        let mut quiet_since: Option<Instant> = None;
+        loop {
+            let v: Value = redis::cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg("g")
+                .arg(format!("c{i}"))
+                .arg("COUNT")
+                .arg(50)
+                .arg("BLOCK")
+                .arg(200)
+                .arg("STREAMS")
+                .arg("events")
+                .arg(">")
+                .query(&mut con)
+                .expect("XREADGROUP");
+            let ids = read_ids(&v);
+            if ids.is_empty() {
+                if done.load(Ordering::Relaxed) {
+                    let since = *quiet_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(2) {
+                        break;
+                    }
+                }
+                continue;
+            }
+            quiet_since = None;
+            let _: i64 = redis::cmd("XACK")
+                .arg("events")
+                .arg("g")
+                .arg(&ids)
+                .query(&mut con)
+                .expect("XACK");
+            got.extend(ids);
+        }
+        got
+    })
+}
+
+/// Issue 46's "no skipped entry": while clients in two regions `XADD *`
+/// as fast as they can (each region's entries reach the other 50 ms
+/// late, with IDs below the ones made there meanwhile), a reader in each
+/// region follows the stream with `XREAD BLOCK` by the last ID it read.
+/// Each must see every entry exactly once, in the order every region ends
+/// with. (Without the read horizon the readers skip most of the other
+/// region's entries: they arrive below IDs already read.)
+#[test]
+fn readers_following_a_stream_in_two_regions_skip_nothing() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["a", "b"], &["--wan-delay-ms", "50"]);
+    c.wait_members(&[0, 1], 2, Duration::from_secs(30));
+    let _: String = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("events")
+        .arg("g")
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(&mut c.conn(0))
+        .expect("XGROUP CREATE");
+    c.wait_same_digest(&[0, 1], Duration::from_secs(30));
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2).map(|i| follow(&c, i, stop.clone())).collect();
+    let done = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = (0..2).map(|i| consume(&c, i, done.clone())).collect();
+    // What the horizon costs: how far behind the clock readers see.
+    let sampler = {
+        let url = c.node(0).url();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut con = redis::Client::open(url)
+                .and_then(|c| c.get_connection())
+                .expect("connect");
+            let mut lags = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut con)
+                    .expect("INFO");
+                if let Some(l) = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("stream_read_horizon_lag_ms:"))
+                {
+                    lags.push(l.trim().parse::<i64>().expect("a lag"));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            lags.sort_unstable();
+            lags
+        })
+    };
+    let acked = write_both(&c);
+    stop.store(true, Ordering::Relaxed);
+    let lags = sampler.join().expect("sampler");
+    let read: Vec<Vec<String>> = readers
+        .into_iter()
+        .map(|t| t.join().expect("reader"))
+        .collect();
+    done.store(true, Ordering::Relaxed);
+    let delivered: Vec<Vec<String>> = consumers
+        .into_iter()
+        .map(|t| t.join().expect("consumer"))
+        .collect();
+    c.wait_same_digest(&[0, 1], Duration::from_secs(60));
+    let v: Value = redis::cmd("XRANGE")
+        .arg("events")
+        .arg("-")
+        .arg("+")
+        .query(&mut c.conn(0))
+        .expect("XRANGE");
+    let fin: Vec<String> = entries(&v).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(fin.len(), 2 * ADDS, "entries lost or added");
+    let all: BTreeSet<&String> = acked.iter().flatten().collect();
+    assert!(fin.iter().all(|id| all.contains(id)));
+    for (i, r) in read.iter().enumerate() {
+        let distinct: BTreeSet<&String> = r.iter().collect();
+        let skipped: Vec<&String> = fin.iter().filter(|id| !distinct.contains(id)).collect();
+        assert!(
+            skipped.is_empty(),
+            "the reader in region {i} skipped {} of {} entries (first {:?}); it read {}",
+            skipped.len(),
+            fin.len(),
+            skipped.first(),
+            r.len()
+        );
+        assert_eq!(
+            r, &fin,
+            "the reader in region {i} read entries twice or out of order"
+        );
+    }
+    // The group: every entry delivered (at least once across regions),
+    // each region's deliveries in ID order, each once within its region.
+    let to: BTreeSet<&String> = delivered.iter().flatten().collect();
+    let undelivered = fin.iter().filter(|id| !to.contains(id)).count();
+    assert_eq!(undelivered, 0, "the group skipped {undelivered} entries");
+    for (i, d) in delivered.iter().enumerate() {
+        let ids: Vec<(u64, u64)> = d.iter().map(|s| parsed(s)).collect();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "region {i}'s consumer went back"
+        );
+    }
+    let twice = delivered[0].len() + delivered[1].len() - to.len();
+    println!(
+        "readers: {} and {} entries read, as the {} the regions hold; horizon lag on node 0 \
+         (ms, {} samples while writing): median {:?}, max {:?}; the group delivered {} + {}, \
+         {twice} in both regions",
+        read[0].len(),
+        read[1].len(),
+        fin.len(),
+        lags.len(),
+        lags.get(lags.len() / 2),
+        lags.last(),
+        delivered[0].len(),
+        delivered[1].len()
+    );
 }

@@ -230,6 +230,9 @@ pub struct Cluster {
     outboxes: Mutex<HashMap<(u16, NodeId), streams::Outbox>>,
     /// (node of another region, its shard) → the next frame to merge.
     streams_in: Mutex<HashMap<(NodeId, u32), Option<streams::Inbox>>>,
+    /// (node of another region, its shard) → the flush time of the last
+    /// frame merged here durably: the streams read horizon's inputs.
+    merged_in: Mutex<HashMap<(NodeId, u32), u64>>,
     /// Nodes of other regions: the last view they were in, and when.
     last_view: Mutex<HashMap<NodeId, (Arc<Ring>, Instant)>>,
     /// Frames peers of other regions gave up before they reached here.
@@ -398,6 +401,7 @@ impl Cluster {
             gossip_frames_dropped: AtomicUsize::new(0),
             outboxes: Mutex::new(HashMap::new()),
             streams_in: Mutex::new(HashMap::new()),
+            merged_in: Mutex::new(HashMap::new()),
             last_view: Mutex::new(HashMap::new()),
             gossip_gaps: AtomicU64::new(0),
             boot_tail: Mutex::new(None),

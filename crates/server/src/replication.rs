@@ -50,6 +50,17 @@ impl Conn {
             t,
             "gossip_frames_waiting:{waiting}\r\ngossip_frames_given_up:{given_up}\r\ngossip_gaps:{gaps}\r\n"
         );
+        // How far behind the clock XREAD's view of streams is (-1: no
+        // bound, one region or `stream-read-horizon immediate`).
+        let _ = write!(
+            t,
+            "stream_read_horizon_lag_ms:{}\r\n",
+            match elsa_shard::ops::streams::read_horizon() {
+                _ if elsa_shard::ops::streams::read_immediate() => -1,
+                u64::MAX => -1,
+                h => elsa_shard::unix_ms().saturating_sub(h) as i64,
+            }
+        );
         let _ = write!(
             t,
             "peer_links:{}\r\npeer_frames_refused:{}\r\npeer_datagrams_dropped:{}\r\n",

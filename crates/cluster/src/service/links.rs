@@ -643,6 +643,9 @@ impl Cluster {
                             return;
                         }
                     }
+                    if numbered {
+                        me.stream_merged(node, from_shard, ack.flushed_ts);
+                    }
                     let _ = tx.send(Out {
                         frame: Frame::new(Body::GossipAck(ack)),
                         at: Instant::now(),

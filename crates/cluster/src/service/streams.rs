@@ -507,6 +507,64 @@ impl Cluster {
         take
     }
 
+    /// The numbered frame of `node`'s shard `from_shard` flushed at
+    /// `flushed_ts` is merged here durably: the read horizon may move.
+    pub(super) fn stream_merged(&self, node: NodeId, from_shard: u32, flushed_ts: u64) {
+        {
+            let mut merged = self.merged_in.lock().unwrap_or_else(|e| e.into_inner());
+            let at = merged.entry((node, from_shard)).or_insert(0);
+            *at = (*at).max(flushed_ts);
+        }
+        self.refresh_read_horizon();
+    }
+
+    /// Sets what XREAD and XREADGROUP `>` may show of a stream
+    /// (`elsa_shard::ops::streams::set_read_horizon`): below the least
+    /// flush time merged here of every shard of every node of another
+    /// region — in the view, or out of it for less than
+    /// [`VANISHED_FOR`] (a cut region's unsent entries come after it heals,
+    /// and must not land below what readers passed). A shard nothing came
+    /// from yet holds it at 0. Every entry another region has not shipped
+    /// here yet has an ID at or above its node's last flush (`*` IDs
+    /// take at least their write's stamp), so none can arrive below the
+    /// horizon. No bound while this node has seen no other region.
+    pub(super) fn refresh_read_horizon(&self) {
+        use elsa_shard::ops::streams::set_read_horizon;
+        let ring = self.ring.load();
+        let mine = &self.settings.region;
+        let now = Instant::now();
+        let mut remote: HashMap<NodeId, u16> = ring
+            .members()
+            .iter()
+            .filter(|m| &m.region != mine)
+            .map(|m| (m.node, m.shards))
+            .collect();
+        for (node, (r, at)) in self
+            .last_view
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            if now.saturating_duration_since(*at) < VANISHED_FOR {
+                if let Some(m) = r.member(*node) {
+                    remote.entry(*node).or_insert(m.shards);
+                }
+            }
+        }
+        let merged = self.merged_in.lock().unwrap_or_else(|e| e.into_inner());
+        let merged = &*merged;
+        let least = remote
+            .iter()
+            .flat_map(|(&node, &shards)| {
+                (0..u32::from(shards)).map(move |s| merged.get(&(node, s)).copied().unwrap_or(0))
+            })
+            .min();
+        set_read_horizon(match least {
+            None => u64::MAX,
+            Some(ts) => elsa_lattice::Hlc::<elsa_lattice::SystemClock>::millis(ts),
+        });
+    }
+
     /// The numbered frame `seq` from `node` could not be merged.
     pub(super) fn stream_untake(&self, node: NodeId, from_shard: u32, seq: u64) {
         let mut boxes = self.streams_in.lock().unwrap_or_else(|e| e.into_inner());
@@ -521,6 +579,8 @@ impl Cluster {
         let mut tick = tokio::time::interval(RESEND_TICK);
         loop {
             tick.tick().await;
+            // (Nodes long gone stop holding it back.)
+            self.refresh_read_horizon();
             let now = Instant::now();
             let due: Vec<((u16, NodeId), Vec<wire::Gossip>)> = self
                 .outboxes

@@ -283,6 +283,10 @@ pub struct Keys {
     /// Redis's bytes per stream node (kept for CONFIG).
     #[arg(long, env = "ELSA_STREAM_NODE_MAX_BYTES")]
     pub stream_node_max_bytes: Option<u64>,
+    /// What XREAD and XREADGROUP `>` show across regions: `converged`
+    /// (entries no other region can still add below) or `immediate`.
+    #[arg(long, env = "ELSA_STREAM_READ_HORIZON")]
+    pub stream_read_horizon: Option<String>,
     /// The size past which a sparse HyperLogLog becomes dense, bytes.
     #[arg(long, env = "ELSA_HLL_SPARSE_MAX_BYTES")]
     pub hll_sparse_max_bytes: Option<u64>,
@@ -374,6 +378,7 @@ impl Keys {
             list_compress_depth,
             stream_node_max_entries,
             stream_node_max_bytes,
+            stream_read_horizon,
             hll_sparse_max_bytes,
             tracking_table_max_keys,
             notify_keyspace_events

@@ -121,8 +121,9 @@ pub struct Startup {
 /// `zset-max-listpack-value`, `list-max-listpack-size`,
 /// `list-compress-depth`, `stream-node-max-entries`,
 /// `stream-node-max-bytes`, in that order; `hll-sparse-max-bytes`
-/// (`elsa_shard::ops::pf`); and `tracking-table-max-keys`
-/// (`crate::tracking`), another process-wide limit.
+/// (`elsa_shard::ops::pf`); `tracking-table-max-keys`
+/// (`crate::tracking`), another process-wide limit; and
+/// `stream-read-horizon` (`elsa_shard::ops::streams`).
 #[derive(Debug, Clone, Copy)]
 pub struct Encodings {
     pub hash_entries: u64,
@@ -136,6 +137,8 @@ pub struct Encodings {
     pub stream_node_bytes: u64,
     pub hll_sparse_max_bytes: u64,
     pub tracking_table_max_keys: u64,
+    /// `stream-read-horizon immediate`.
+    pub stream_read_immediate: bool,
 }
 
 impl Encodings {
@@ -155,6 +158,7 @@ impl Encodings {
         STREAM_NODE_BYTES.store(size(self.stream_node_bytes), Relaxed);
         elsa_shard::ops::pf::SPARSE_MAX_BYTES.store(size(self.hll_sparse_max_bytes), Relaxed);
         crate::tracking::MAX_KEYS.store(self.tracking_table_max_keys, Relaxed);
+        elsa_shard::ops::streams::set_read_immediate(self.stream_read_immediate);
     }
 }
 
@@ -555,6 +559,15 @@ impl Config {
                     c.tracking_table_max_keys,
                     "tracking-table-max-keys",
                 )?,
+                stream_read_immediate: {
+                    let v = need(c.stream_read_horizon, "stream-read-horizon")?;
+                    read_immediate(&v).ok_or_else(|| {
+                        ConfigError::Value(
+                            "stream-read-horizon",
+                            format!("'{v}' (converged or immediate)"),
+                        )
+                    })?
+                },
             },
             cluster: ClusterKeys {
                 region: need(c.region, "region")?,
@@ -621,6 +634,16 @@ impl Config {
                 },
             },
         })
+    }
+}
+
+/// `stream-read-horizon`'s value: true for `immediate`, false for
+/// `converged`, None for anything else.
+pub fn read_immediate(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "immediate" => Some(true),
+        "converged" => Some(false),
+        _ => None,
     }
 }
 

@@ -282,6 +282,25 @@ pub static PARAMS: &[Param] = &[
         get: |_| limit(&elsa_shard::ops::limits::STREAM_NODE_ENTRIES),
     },
     Param {
+        name: "stream-read-horizon",
+        check: |v| {
+            let on = crate::config::read_immediate(v).ok_or_else(|| {
+                "argument(s) must be one of the following: converged, immediate".to_string()
+            })?;
+            Ok(Box::new(move |_| {
+                elsa_shard::ops::streams::set_read_immediate(on)
+            }))
+        },
+        get: |_| {
+            if elsa_shard::ops::streams::read_immediate() {
+                "immediate"
+            } else {
+                "converged"
+            }
+            .to_string()
+        },
+    },
+    Param {
         name: "stream-node-max-bytes",
         check: |v| memory_size_t(v, &elsa_shard::ops::limits::STREAM_NODE_BYTES),
         get: |_| limit(&elsa_shard::ops::limits::STREAM_NODE_BYTES),

@@ -378,7 +378,15 @@ pub fn read_group_key(
         }
         GroupFrom::New => {
             let (last, mut read) = g.last_delivered();
-            let top = x.entries().next_back().map(|(id, _)| id);
+            // Below the read horizon only (`super::shown_upto`): `last`
+            // must not pass an entry that may still arrive.
+            let Some(upto) = super::shown_upto() else {
+                return (None, None);
+            };
+            let top = x
+                .entries_in(StreamId::MIN, upto)
+                .next_back()
+                .map(|(id, _)| id);
             if top.is_none_or(|t| t <= last) {
                 return (None, None);
             }
@@ -387,7 +395,7 @@ pub fn read_group_key(
             let mut moved = last;
             let from = last.next().unwrap_or(StreamId::MAX);
             for (id, e) in x
-                .entries_in(from, StreamId::MAX)
+                .entries_in(from, upto)
                 .filter(|(id, _)| *id > last)
                 .take(n)
             {

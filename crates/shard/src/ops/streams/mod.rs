@@ -144,6 +144,53 @@ fn id_tag() -> Option<u32> {
     }
 }
 
+/// What XREAD and XREADGROUP `>` show across regions (issue 46): only
+/// entries whose ID's milliseconds are below this (unix ms; `u64::MAX`:
+/// no bound). Set by the cluster to the least flush time of the other
+/// regions' gossip streams merged here: an entry another region has not
+/// shipped yet is stamped at or after its node's last flush, and a `*`
+/// ID's milliseconds are at least its stamp's
+/// (`write::add`) — so no entry can still arrive below the bound, and
+/// a reader following a stream by its last ID skips none
+/// (`docs/datatypes.md`). `u64::MAX` on a node alone or in one region.
+static HORIZON_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
+/// Sets the read horizon (see [`HORIZON_MS`]).
+pub fn set_read_horizon(ms: u64) {
+    HORIZON_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The read horizon now (unix ms, `u64::MAX`: none).
+pub fn read_horizon() -> u64 {
+    HORIZON_MS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `stream-read-horizon immediate`: following reads show every entry
+/// at once, as Redis Active-Active does (an entry another region adds
+/// below one already read is then skipped by that reader).
+static IMMEDIATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets `stream-read-horizon`: `immediate` (true) or `converged`.
+pub fn set_read_immediate(on: bool) {
+    IMMEDIATE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `stream-read-horizon` is `immediate`.
+pub fn read_immediate() -> bool {
+    IMMEDIATE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The greatest ID a following read may show (None: none at all).
+pub(super) fn shown_upto() -> Option<StreamId> {
+    if read_immediate() {
+        return Some(StreamId::MAX);
+    }
+    match read_horizon() {
+        u64::MAX => Some(StreamId::MAX),
+        ms => prev(StreamId::new(ms, 0)),
+    }
+}
+
 /// Where XREAD reads a key from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadFrom {
@@ -564,7 +611,12 @@ impl StreamOp {
                     match read_collection(view, k, Kind::Stream) {
                         Err(e) => return e,
                         Ok(None) => ids.push(id_bulk(StreamId::MIN)),
-                        Ok(Some(s)) => ids.push(id_bulk(stream(&s).last_id())),
+                        // `$` past the horizon would skip what may
+                        // still arrive below it: read from the horizon.
+                        Ok(Some(s)) => ids.push(id_bulk(match shown_upto() {
+                            Some(upto) => stream(&s).last_id().min(upto),
+                            None => StreamId::MIN,
+                        })),
                     }
                 }
                 OpReply::Array(ids)
@@ -695,9 +747,10 @@ fn read(
         } else {
             count as usize
         };
+        let Some(upto) = shown_upto() else { continue };
         let from = after.next().unwrap_or(StreamId::MAX);
         let entries: Vec<OpReply> = stream(&s)
-            .entries_in(from, StreamId::MAX)
+            .entries_in(from, upto)
             .filter(|(id, _)| *id > after)
             .take(n)
             .map(entry_reply)

@@ -61,7 +61,10 @@ pub(super) fn add(key: &[u8], view: &mut impl KeyView, a: &AddArgs, fields: &[By
         },
         (AddId::Ms(ms), None) => StreamId::new(ms, 0),
         (AddId::Auto, Some(tag)) => {
-            let ms = view.now_ms().max(last.ms);
+            // At least the write's stamp: the read horizon of the other
+            // regions relies on it (`super::set_read_horizon`).
+            let stamped = elsa_lattice::Hlc::<elsa_lattice::SystemClock>::millis(w.dot.commit_ts);
+            let ms = view.now_ms().max(stamped).max(last.ms);
             match tagged(last, ms, tag).or_else(|| tagged(last, ms.checked_add(1)?, tag)) {
                 Some(id) => id,
                 None => return OpReply::Error(ERR_EXHAUSTED),
