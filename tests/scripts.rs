@@ -130,6 +130,14 @@ const EDGES: &[&str] = &[
     "local a = {} for i = 1, 7999 do a[i] = 1 end redis.call('del', 'unpack') return redis.call('lpush', 'unpack', unpack(a))",
     "local a = {} for i = 1, 7998 do a[i] = 'x' end return redis.pcall('rpush', 'unpack', unpack(a))",
     "return {1, 2.5, 'x', nil, 4}",
+    // A script may not block on a stream (Redis's error, in its order of
+    // checks: a bad COUNT or XREAD's NOACK first); without BLOCK it reads.
+    "return redis.pcall('XREAD', 'BLOCK', '0', 'STREAMS', 'k1', '0')",
+    "return redis.pcall('xread', 'BLOCK', 'x', 'STREAMS', 'k1', '0')",
+    "return redis.pcall('XREAD', 'COUNT', 'x', 'BLOCK', '1', 'STREAMS', 'k1', '0')",
+    "return redis.pcall('XREAD', 'NOACK', 'BLOCK', '1', 'STREAMS', 'k1', '0')",
+    "return redis.pcall('xreadgroup', 'GROUP', 'g', 'c', 'NOACK', 'BLOCK', '1', 'STREAMS', 'k1', '>')",
+    "return redis.pcall('XREAD', 'COUNT', '2', 'STREAMS', 'k1', '0')",
     "return 3.999",
     "return -3.999",
     "return 0.5",

@@ -86,6 +86,7 @@ impl Inline {
             || cmd::subcommand_error(spec, args).is_some()
             || self.shared.memory.refuses(spec, args, None)
             || self.shared.conns.monitors.any()
+            || super::run::stream_block(args)
         {
             return None;
         }

@@ -368,6 +368,12 @@ impl Conn {
             self.s.script_read = true;
         }
         match spec.kind {
+            Kind::Data(_) if stream_block(&args) => {
+                let name = String::from_utf8_lossy(&args[0]).into_owned();
+                self.w().error(&format!(
+                    "ERR {name} command is not allowed with BLOCK option from scripts"
+                ))
+            }
             Kind::Data(parse) => match self.data_cmd(parse, &args) {
                 Ok(dc) => self.run_in_script_txn(dc).await,
                 Err(e) => self.w().error(&e.0),
@@ -443,4 +449,11 @@ impl Conn {
             Err(e) => self.w().error(&e.to_string()),
         }
     }
+}
+
+/// An XREAD or XREADGROUP with `BLOCK`, which a script may not run
+/// (Redis's error names the command as called).
+pub(super) fn stream_block(args: &[Bytes]) -> bool {
+    (args[0].eq_ignore_ascii_case(b"xread") || args[0].eq_ignore_ascii_case(b"xreadgroup"))
+        && elsa_shard::ops::streams::blocks_in_args(args)
 }

@@ -691,6 +691,34 @@ fn read_options(args: &[Bytes], group: bool) -> Result<ReadOptions, String> {
     Err(ERR_SYNTAX.into())
 }
 
+/// Whether XREAD's or XREADGROUP's arguments reach a `BLOCK` before
+/// anything Redis would refuse first: a script may not block (Redis
+/// answers `… command is not allowed with BLOCK option from scripts`
+/// there, with the command's name as called).
+pub fn blocks_in_args(args: &[Bytes]) -> bool {
+    let is = |a: &[u8], w: &str| a.eq_ignore_ascii_case(w.as_bytes());
+    let group = is(&args[0], "xreadgroup");
+    let mut i = 1;
+    while i < args.len() {
+        let more = args.len() - 1 - i;
+        let o = &args[i][..];
+        if is(o, "block") && more > 0 {
+            return true;
+        } else if is(o, "count") && more > 0 {
+            if super::parse_i64(&args[i + 1]).is_none() {
+                return false;
+            }
+            i += 1;
+        } else if group && is(o, "group") && more >= 2 {
+            i += 2;
+        } else if !(group && is(o, "noack")) {
+            return false;
+        }
+        i += 1;
+    }
+    false
+}
+
 /// XREAD's BLOCK milliseconds (Redis's `getTimeoutFromObjectOrReply` in
 /// milliseconds: an integer).
 pub fn block_ms(arg: &[u8]) -> Result<u64, &'static str> {
