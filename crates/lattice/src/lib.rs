@@ -39,6 +39,7 @@ mod packing;
 mod seq;
 pub mod sparse;
 pub mod stream;
+pub mod stream_fields;
 pub mod zset;
 
 pub use counter::Counter;

@@ -96,8 +96,8 @@ impl std::fmt::Display for StreamId {
 /// One entry: its field/value pairs, and the commit that wrote it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
-    /// Field/value pairs, in the order given.
-    pub fields: Vec<(Elem, Elem)>,
+    /// Field/value pairs, in the order given, packed.
+    pub fields: crate::stream_fields::Fields,
     /// Who wrote it (an ID taken twice keeps the larger).
     pub version: Version,
 }
@@ -462,7 +462,13 @@ impl Stream {
     }
 
     /// The delta of `XADD id fields` committed as `version`.
-    pub fn add(&self, id: StreamId, fields: Vec<(Elem, Elem)>, version: Version) -> Stream {
+    pub fn add(
+        &self,
+        id: StreamId,
+        fields: impl Into<crate::stream_fields::Fields>,
+        version: Version,
+    ) -> Stream {
+        let fields = fields.into();
         let mut d = Stream::default();
         d.entries.insert(id, Entry { fields, version });
         d.last = Reg { version, value: id };

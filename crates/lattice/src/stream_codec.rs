@@ -31,6 +31,7 @@ use bytes::{Buf, BufMut, Bytes};
 
 use super::{deleted_hash, entry_hash, Consumer, Delivery, Entry, Group, Reg, Stream, StreamId};
 use crate::codec::{get_bytes, get_count, get_u8, get_version, put_bytes, put_version};
+use crate::stream_fields::Fields;
 use crate::{Elem, Version};
 
 /// The smallest encoding of an ID and a version.
@@ -75,7 +76,7 @@ impl Stream {
             put_id(out, *id);
             put_version(out, e.version);
             out.put_u32_le(e.fields.len() as u32);
-            for (f, v) in &e.fields {
+            for (f, v) in e.fields.iter() {
                 put_bytes(out, f);
                 put_bytes(out, v);
             }
@@ -149,11 +150,12 @@ impl Stream {
             let id = get_id(buf)?;
             let version = get_version(buf)?;
             let k = get_count(buf, 8)?;
-            let mut fields = Vec::with_capacity(k);
+            let mut pairs = Vec::with_capacity(k);
             for _ in 0..k {
-                let f = get_elem(buf)?;
-                fields.push((f, get_elem(buf)?));
+                let f = get_bytes(buf)?;
+                pairs.push((f, get_bytes(buf)?));
             }
+            let fields = Fields::new(pairs.iter().map(|(f, v)| (&f[..], &v[..])));
             if s.entries.insert(id, Entry { fields, version }).is_some() {
                 return None;
             }
@@ -240,11 +242,8 @@ impl Stream {
             .values()
             .map(|e| {
                 NODE + std::mem::size_of::<(StreamId, Entry)>()
-                    + e.fields.capacity() * std::mem::size_of::<(Elem, Elem)>()
-                    + e.fields
-                        .iter()
-                        .map(|(f, v)| f.heap_bytes() + v.heap_bytes())
-                        .sum::<usize>()
+                    // The allocator's size class: a multiple of 16.
+                    + e.fields.heap_bytes().next_multiple_of(16)
             })
             .sum();
         let deleted = self.deleted.len() * (NODE + std::mem::size_of::<(StreamId, Version)>());

@@ -312,7 +312,12 @@ fn seen_value(s: &KeyState) -> Seen {
         }
         (Kind::Stream, Some(Collection::Stream(x))) => Seen::Stream(
             x.entries()
-                .map(|(id, e)| (id, Bytes::copy_from_slice(&e.fields[0].1)))
+                .map(|(id, e)| {
+                    (
+                        id,
+                        Bytes::copy_from_slice(e.fields.iter().next().expect("a pair").1),
+                    )
+                })
                 .collect(),
             x.last_id(),
         ),

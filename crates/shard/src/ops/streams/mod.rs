@@ -743,7 +743,12 @@ fn entry_reply((id, e): (StreamId, &elsa_lattice::stream::Entry)) -> OpReply {
     let fields = e
         .fields
         .iter()
-        .flat_map(|(f, v)| [OpReply::Bulk(f.to_bytes()), OpReply::Bulk(v.to_bytes())])
+        .flat_map(|(f, v)| {
+            [
+                OpReply::Bulk(Bytes::copy_from_slice(f)),
+                OpReply::Bulk(Bytes::copy_from_slice(v)),
+            ]
+        })
         .collect();
     OpReply::Array(vec![id_bulk(id), OpReply::Array(fields)])
 }

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use elsa_lattice::stream::{Stream, StreamId};
-use elsa_lattice::{Collection, Crdt, Elem, KeyState, Kind};
+use elsa_lattice::{Collection, Crdt, KeyState, Kind};
 
 use super::parse::{self, AddArgs, AddId, Trim, TrimTo};
 use super::{id_bulk, stream, ERR_EXHAUSTED, ERR_ID_TOO_SMALL, ERR_SETID_ENTRIES, ERR_SETID_SMALL};
@@ -82,10 +82,8 @@ pub(super) fn add(key: &[u8], view: &mut impl KeyView, a: &AddArgs, fields: &[By
     if id <= last {
         return OpReply::Error(ERR_ID_TOO_SMALL);
     }
-    let pairs = fields
-        .chunks(2)
-        .map(|p| (Elem::new(&p[0]), Elem::new(&p[1])))
-        .collect();
+    let pairs =
+        elsa_lattice::stream_fields::Fields::new(fields.chunks(2).map(|p| (&p[0][..], &p[1][..])));
     let mut delta = x.add(id, pairs, w.dot);
     let mut trimmed = 0;
     if let Some(t) = &a.trim {
