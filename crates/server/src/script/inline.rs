@@ -86,7 +86,7 @@ impl Inline {
             || cmd::subcommand_error(spec, args).is_some()
             || self.shared.memory.refuses(spec, args, None)
             || self.shared.conns.monitors.any()
-            || super::run::stream_block(args)
+            || elsa_shard::ops::streams::blocks_in_args(args)
         {
             return None;
         }

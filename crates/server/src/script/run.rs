@@ -368,7 +368,7 @@ impl Conn {
             self.s.script_read = true;
         }
         match spec.kind {
-            Kind::Data(_) if stream_block(&args) => {
+            Kind::Data(_) if elsa_shard::ops::streams::blocks_in_args(&args) => {
                 let name = String::from_utf8_lossy(&args[0]).into_owned();
                 self.w().error(&format!(
                     "ERR {name} command is not allowed with BLOCK option from scripts"
@@ -449,11 +449,4 @@ impl Conn {
             Err(e) => self.w().error(&e.to_string()),
         }
     }
-}
-
-/// An XREAD or XREADGROUP with `BLOCK`, which a script may not run
-/// (Redis's error names the command as called).
-pub(super) fn stream_block(args: &[Bytes]) -> bool {
-    (args[0].eq_ignore_ascii_case(b"xread") || args[0].eq_ignore_ascii_case(b"xreadgroup"))
-        && elsa_shard::ops::streams::blocks_in_args(args)
 }

@@ -691,13 +691,17 @@ fn read_options(args: &[Bytes], group: bool) -> Result<ReadOptions, String> {
     Err(ERR_SYNTAX.into())
 }
 
-/// Whether XREAD's or XREADGROUP's arguments reach a `BLOCK` before
-/// anything Redis would refuse first: a script may not block (Redis
-/// answers `… command is not allowed with BLOCK option from scripts`
-/// there, with the command's name as called).
+/// Whether `args` are an XREAD's or XREADGROUP's that reach a `BLOCK`
+/// before anything Redis would refuse first: a script may not block
+/// (Redis answers `… command is not allowed with BLOCK option from
+/// scripts` there, with the command's name as called).
 pub fn blocks_in_args(args: &[Bytes]) -> bool {
     let is = |a: &[u8], w: &str| a.eq_ignore_ascii_case(w.as_bytes());
-    let group = is(&args[0], "xreadgroup");
+    let group = match args.first() {
+        Some(n) if is(n, "xreadgroup") => true,
+        Some(n) if is(n, "xread") => false,
+        _ => return false,
+    };
     let mut i = 1;
     while i < args.len() {
         let more = args.len() - 1 - i;
