@@ -152,45 +152,6 @@ fn read_ids(v: &Value) -> Vec<String> {
     }
 }
 
-/// Follows `events` on node `i` with `XREAD BLOCK` by the last ID read,
-/// from the start, until `2 · ADDS` entries or `stop` and then 20 s more
-/// without one.
-fn follow(c: &Cluster, i: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<String>> {
-    let url = c.node(i).url();
-    std::thread::spawn(move || {
-        let mut con = redis::Client::open(url)
-            .and_then(|c| c.get_connection())
-            .expect("connect");
-        let mut seen: Vec<String> = Vec::new();
-        let mut last = "0-0".to_string();
-        let mut quiet_since: Option<Instant> = None;
-        while seen.len() < 2 * ADDS {
-            let v: Value = redis::cmd("XREAD")
-                .arg("COUNT")
-                .arg(50)
-                .arg("BLOCK")
-                .arg(200)
-                .arg("STREAMS")
-                .arg("events")
-                .arg(&last)
-                .query(&mut con)
-                .expect("XREAD");
-            let ids = read_ids(&v);
-            if let Some(l) = ids.last() {
-                last = l.clone();
-                quiet_since = None;
-            } else if stop.load(Ordering::Relaxed) {
-                let since = *quiet_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > Duration::from_secs(20) {
-                    break;
-                }
-            }
-            seen.extend(ids);
-        }
-        seen
-    })
-}
-
 /// A consumer `c<i>` of group `g` on node `i`: `XREADGROUP … >` and
 /// `XACK` until `done` and then 2 s without an entry; the IDs delivered.
 fn consume(c: &Cluster, i: usize, done: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<String>> {
@@ -260,7 +221,10 @@ fn readers_following_a_stream_in_two_regions_skip_nothing() {
         .expect("XGROUP CREATE");
     c.wait_same_digest(&[0, 1], Duration::from_secs(30));
     let stop = Arc::new(AtomicBool::new(false));
-    let readers: Vec<_> = (0..2).map(|i| follow(&c, i, stop.clone())).collect();
+    let total = Arc::new(std::sync::atomic::AtomicUsize::new(2 * ADDS));
+    let readers: Vec<_> = (0..2)
+        .map(|i| follow(c.node(i).url(), total.clone(), stop.clone()))
+        .collect();
     let done = Arc::new(AtomicBool::new(false));
     let consumers: Vec<_> = (0..2).map(|i| consume(&c, i, done.clone())).collect();
     // What the horizon costs: how far behind the clock readers see.
@@ -394,9 +358,10 @@ fn write_paced(url: String, region: usize, n: usize) -> (Vec<String>, usize) {
     (ids, unknown)
 }
 
-/// Follows `events` through `url` like [`follow`], reconnecting after an
-/// error, until `total` entries or `stop` and then 20 s without one.
-fn follow_through_faults(
+/// Follows `events` through `url` with `XREAD BLOCK` by the last ID
+/// read, from the start, reconnecting after an error, until `total`
+/// entries (0: not known yet) or `stop` and then 20 s without one.
+fn follow(
     url: String,
     total: Arc<std::sync::atomic::AtomicUsize>,
     stop: Arc<AtomicBool>,
@@ -472,7 +437,7 @@ fn readers_skip_nothing_across_a_pause_and_a_kill() {
     let stop = Arc::new(AtomicBool::new(false));
     let total = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let readers: Vec<_> = (0..2)
-        .map(|i| follow_through_faults(c.node(i).url(), total.clone(), stop.clone()))
+        .map(|i| follow(c.node(i).url(), total.clone(), stop.clone()))
         .collect();
     let writers: Vec<_> = (0..2)
         .map(|i| {
