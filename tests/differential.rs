@@ -169,6 +169,11 @@ fn differential(
         let port = other.port;
         (None, Some(other), port)
     } else {
+        // Streams packed in chunks of three entries (100 by default): the
+        // generated streams of a few entries cross chunk boundaries, and
+        // entries land inside chunks and split them
+        // (`elsa_lattice::stream::log`). The node inherits it.
+        std::env::set_var("ELSA_STREAM_CHUNK_ENTRIES", "3");
         // `--worker-move-after 1`: a connection moves to the other worker
         // whenever a lone command's key is on that worker's shard, so
         // every command kind (blocking, MULTI, SELECT, CLIENT, every data

@@ -48,6 +48,7 @@
 //! get it until the regions converge (at least once: `docs/datatypes.md`).
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use crate::{Crdt, Elem, NodeId, Version};
 
@@ -93,14 +94,8 @@ impl std::fmt::Display for StreamId {
     }
 }
 
-/// One entry: its field/value pairs, and the commit that wrote it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
-    /// Field/value pairs, in the order given, packed.
-    pub fields: crate::stream_fields::Fields,
-    /// Who wrote it (an ID taken twice keeps the larger).
-    pub version: Version,
-}
+pub use log::Entry;
+use log::{Log, Put};
 
 /// A register: the value of the larger version.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -261,7 +256,7 @@ impl Group {
 /// A stream (see the module doc).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stream {
-    entries: BTreeMap<StreamId, Entry>,
+    entries: Log,
     /// Deleted IDs, with the (latest) version that deleted each.
     deleted: BTreeMap<StreamId, Version>,
     /// Trims `(ID, version)`, none covering another in both, by rising
@@ -292,11 +287,10 @@ pub struct Stream {
 
 impl Stream {
     /// The entries that show, in ID order.
-    pub fn entries(&self) -> impl DoubleEndedIterator<Item = (StreamId, &Entry)> + '_ {
+    pub fn entries(&self) -> impl DoubleEndedIterator<Item = (StreamId, Entry<'_>)> + '_ {
         self.entries
             .range(self.floor()..)
             .filter(|(id, _)| !self.deleted.contains_key(id))
-            .map(|(id, e)| (*id, e))
     }
 
     /// The entries that show from `start` to `end` (inclusive), in ID
@@ -305,14 +299,11 @@ impl Stream {
         &self,
         start: StreamId,
         end: StreamId,
-    ) -> impl DoubleEndedIterator<Item = (StreamId, &Entry)> + '_ {
+    ) -> impl DoubleEndedIterator<Item = (StreamId, Entry<'_>)> + '_ {
         let start = start.max(self.floor());
-        let range = (start <= end).then(|| self.entries.range(start..=end));
-        range
-            .into_iter()
-            .flatten()
+        self.entries
+            .range(start..=end)
             .filter(|(id, _)| !self.deleted.contains_key(id))
-            .map(|(id, e)| (*id, e))
     }
 
     /// Every entry held at or above the trim floor, in ID order, with
@@ -322,7 +313,7 @@ impl Stream {
     pub fn held(&self) -> impl DoubleEndedIterator<Item = (StreamId, bool)> + '_ {
         self.entries
             .range(self.floor()..)
-            .map(|(id, _)| (*id, !self.deleted.contains_key(id)))
+            .map(|(id, _)| (id, !self.deleted.contains_key(&id)))
     }
 
     /// How many entries are held at or above the floor (shown or
@@ -332,11 +323,11 @@ impl Stream {
     }
 
     /// The entry `id`, if it shows.
-    pub fn entry(&self, id: StreamId) -> Option<&Entry> {
+    pub fn entry(&self, id: StreamId) -> Option<Entry<'_>> {
         if id < self.floor() || self.deleted.contains_key(&id) {
             return None;
         }
-        self.entries.get(&id)
+        self.entries.get(id)
     }
 
     /// How many entries show (`XLEN`).
@@ -352,7 +343,7 @@ impl Stream {
     /// The last ID (`last-generated-id`): never below an entry or a
     /// deleted ID the stream had.
     pub fn last_id(&self) -> StreamId {
-        let top = self.entries.keys().next_back().copied().unwrap_or_default();
+        let top = self.entries.last_id().unwrap_or_default();
         let deleted = self.deleted.keys().next_back().copied().unwrap_or_default();
         self.last
             .value
@@ -399,7 +390,7 @@ impl Stream {
 
     /// The newest write, by a scan of every part.
     fn scan_newest(&self) -> Version {
-        let entries = self.entries.values().map(|e| e.version);
+        let entries = self.entries.iter().map(|(_, e)| e.version);
         let deleted = self.deleted.values().copied();
         let added = self.added.values().map(|(_, v)| *v);
         let groups = self.groups.values().map(Group::newest);
@@ -430,7 +421,8 @@ impl Stream {
     /// a change of its type); true if anything went.
     pub fn drop_through(&mut self, floor: Version) -> bool {
         let before = self.clone();
-        self.entries.retain(|_, e| e.version > floor);
+        self.entries
+            .retain_below(Bound::Unbounded, |_, e| e.version > floor);
         self.deleted.retain(|_, v| *v > floor);
         self.trims.retain(|t| t.1 > floor);
         if self.last.version <= floor {
@@ -470,7 +462,7 @@ impl Stream {
     ) -> Stream {
         let fields = fields.into();
         let mut d = Stream::default();
-        d.entries.insert(id, Entry { fields, version });
+        d.entries.put(id, fields.as_ref(), version);
         d.last = Reg { version, value: id };
         let mine = self.added.get(&version.origin).map_or(0, |(n, _)| *n);
         d.added.insert(version.origin, (mine + 1, version));
@@ -499,7 +491,7 @@ impl Stream {
             trims: vec![(floor, version)],
             ..Stream::default()
         };
-        let trimmed = self.entries.range(..floor).next_back().map(|(id, _)| *id);
+        let trimmed = self.entries.range(..floor).next_back().map(|(id, _)| id);
         if let Some(top) = trimmed.filter(|t| *t > self.trimmed.value) {
             d.trimmed = Reg {
                 version,
@@ -734,10 +726,12 @@ impl Stream {
             trims.get(i).is_some_and(|t| v <= t.1)
         };
         let digest = &mut self.digest;
-        self.entries.retain(|k, e| {
-            let keep = !covered(*k, e.version);
+        // Nothing at or above the greatest trim's ID is covered.
+        let top = trims.last().map_or(StreamId::MIN, |t| t.0);
+        self.entries.retain_below(Bound::Excluded(top), |k, e| {
+            let keep = !covered(k, e.version);
             if !keep {
-                *digest ^= entry_hash(*k, e);
+                *digest ^= entry_hash(k, e);
             }
             keep
         });
@@ -764,22 +758,20 @@ impl Crdt for Stream {
         let mut newest = self.newest;
         let mut recount = trimmed;
         let floor = self.floor();
-        for (id, e) in other.entries {
+        for (id, e) in other.entries.iter() {
             if self.covered(id, e.version) {
                 continue;
             }
-            match self.entries.get_mut(&id) {
-                Some(mine) if (&mine.version, &mine.fields) >= (&e.version, &e.fields) => {}
-                Some(mine) => {
-                    self.digest ^= entry_hash(id, mine) ^ entry_hash(id, &e);
+            match self.entries.put(id, e.fields, e.version) {
+                Put::Kept => {}
+                Put::Replaced(share) => {
+                    self.digest ^= share ^ entry_hash(id, e);
                     newest = newest.max(e.version);
-                    *mine = e;
                     changed = true;
                 }
-                None => {
-                    self.digest ^= entry_hash(id, &e);
+                Put::Added => {
+                    self.digest ^= entry_hash(id, e);
                     newest = newest.max(e.version);
-                    self.entries.insert(id, e);
                     if id >= floor {
                         self.held += 1;
                         self.live += usize::from(!self.deleted.contains_key(&id));
@@ -796,7 +788,7 @@ impl Crdt for Stream {
             if v > *mine {
                 if *mine != Version::ZERO {
                     self.digest ^= deleted_hash(id, *mine);
-                } else if id >= floor && self.entries.contains_key(&id) {
+                } else if id >= floor && self.entries.contains(id) {
                     self.live -= 1;
                 }
                 self.digest ^= deleted_hash(id, v);
@@ -868,9 +860,9 @@ impl Crdt for Stream {
 }
 
 /// An entry's share of a stream's digest.
-fn entry_hash(id: StreamId, e: &Entry) -> u64 {
+fn entry_hash(id: StreamId, e: Entry<'_>) -> u64 {
     use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0x57e4_e471).hash_one((id, e.version, &e.fields))
+    foldhash::fast::FixedState::with_seed(0x57e4_e471).hash_one((id, e.version, e.fields))
 }
 
 /// A deleted ID's share of a stream's digest.
@@ -881,6 +873,9 @@ fn deleted_hash(id: StreamId, v: Version) -> u64 {
 
 #[path = "stream_codec.rs"]
 mod codec;
+
+#[path = "stream_log.rs"]
+pub mod log;
 
 #[path = "stream_group.rs"]
 mod group;

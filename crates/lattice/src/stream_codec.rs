@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 
 use bytes::{Buf, BufMut, Bytes};
 
-use super::{deleted_hash, entry_hash, Consumer, Delivery, Entry, Group, Reg, Stream, StreamId};
+use super::{deleted_hash, entry_hash, Consumer, Delivery, Group, Put, Reg, Stream, StreamId};
 use crate::codec::{get_bytes, get_count, get_u8, get_version, put_bytes, put_version};
 use crate::stream_fields::Fields;
 use crate::{Elem, Version};
@@ -72,8 +72,8 @@ impl Stream {
     /// Appends the stream's encoding (see the module doc).
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         out.put_u32_le(self.entries.len() as u32);
-        for (id, e) in &self.entries {
-            put_id(out, *id);
+        for (id, e) in self.entries.iter() {
+            put_id(out, id);
             put_version(out, e.version);
             out.put_u32_le(e.fields.len() as u32);
             for (f, v) in e.fields.iter() {
@@ -156,7 +156,7 @@ impl Stream {
                 pairs.push((f, get_bytes(buf)?));
             }
             let fields = Fields::new(pairs.iter().map(|(f, v)| (&f[..], &v[..])));
-            if s.entries.insert(id, Entry { fields, version }).is_some() {
+            if s.entries.put(id, fields.as_ref(), version) != Put::Added {
                 return None;
             }
         }
@@ -208,7 +208,7 @@ impl Stream {
     /// The XOR of every held entry's and deleted ID's share of the digest
     /// (after a change that touched many).
     pub(crate) fn held_digest(&self) -> u64 {
-        let entries = self.entries.iter().map(|(id, e)| entry_hash(*id, e));
+        let entries = self.entries.iter().map(|(id, e)| entry_hash(id, e));
         let deleted = self.deleted.iter().map(|(id, v)| deleted_hash(*id, *v));
         entries.chain(deleted).fold(0, |d, h| d ^ h)
     }
@@ -237,15 +237,7 @@ impl Stream {
     /// its map, its pairs and what they own, and the groups' bookkeeping.
     pub fn heap_bytes(&self) -> usize {
         const NODE: usize = 16;
-        let entries: usize = self
-            .entries
-            .values()
-            .map(|e| {
-                NODE + std::mem::size_of::<(StreamId, Entry)>()
-                    // The allocator's size class: a multiple of 16.
-                    + e.fields.heap_bytes().next_multiple_of(16)
-            })
-            .sum();
+        let entries = self.entries.heap_bytes();
         let deleted = self.deleted.len() * (NODE + std::mem::size_of::<(StreamId, Version)>());
         let groups: usize = self
             .groups
@@ -267,13 +259,7 @@ impl Stream {
     pub fn restamped(&self, dot: Version) -> Stream {
         let mut s = Stream::default();
         for (id, e) in self.entries() {
-            s.entries.insert(
-                id,
-                Entry {
-                    fields: e.fields.clone(),
-                    version: dot,
-                },
-            );
+            s.entries.put(id, e.fields, dot);
         }
         s.last = Reg {
             version: dot,

@@ -70,9 +70,52 @@ impl Fields {
         self.0.is_empty()
     }
 
-    /// The bytes the pairs own on the heap.
-    pub fn heap_bytes(&self) -> usize {
-        self.0.len()
+    /// The pairs, borrowed.
+    pub fn as_ref(&self) -> FieldsRef<'_> {
+        FieldsRef(&self.0)
+    }
+}
+
+/// Packed field/value pairs held elsewhere (a stream's chunk): what
+/// [`Fields`] holds, borrowed.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FieldsRef<'a>(&'a [u8]);
+
+impl<'a> FieldsRef<'a> {
+    /// Pairs packed as [`Fields`] packs them (a buffer this crate wrote).
+    pub(crate) fn new(packed: &'a [u8]) -> FieldsRef<'a> {
+        FieldsRef(packed)
+    }
+
+    /// The pairs, in order.
+    pub fn iter(&self) -> Pairs<'a> {
+        Pairs(self.0)
+    }
+
+    /// How many pairs.
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    /// True when there is no pair.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The packed bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.0
+    }
+}
+
+impl fmt::Debug for FieldsRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(
+                self.iter()
+                    .map(|(k, v)| (String::from_utf8_lossy(k), String::from_utf8_lossy(v))),
+            )
+            .finish()
     }
 }
 
@@ -98,12 +141,7 @@ impl<'a> Iterator for Pairs<'a> {
 
 impl fmt::Debug for Fields {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list()
-            .entries(
-                self.iter()
-                    .map(|(k, v)| (String::from_utf8_lossy(k), String::from_utf8_lossy(v))),
-            )
-            .finish()
+        self.as_ref().fmt(f)
     }
 }
 

@@ -8,7 +8,9 @@
 //! - every replica that received every delta, in any order and any number
 //!   of times, holds the same state;
 //! - nothing deleted or trimmed shows again, and the entries show in ID
-//!   order.
+//!   order;
+//! - all of it with the log cut in chunks of two entries, so merges land
+//!   inside chunks and split them.
 
 use elsa_lattice::stream::{Stream, StreamId};
 use elsa_lattice::{Collection, Crdt, Elem, KeyState, Version};
@@ -127,6 +129,9 @@ proptest! {
         ops in prop::collection::vec((0usize..3, op()), 1..40),
         order in prop::collection::vec(0usize..1000, 0..40),
     ) {
+        // Chunks of two entries: the 12 IDs spread over many chunks, and
+        // entries land inside them and split them.
+        elsa_lattice::stream::log::set_chunk_entries(2);
         let mut replicas = vec![Replica::default(); 3];
         let mut deltas: Vec<Delta> = Vec::new();
         for (ts, (r, o)) in ops.iter().enumerate() {

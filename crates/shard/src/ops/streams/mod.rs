@@ -743,7 +743,7 @@ fn id_bulk(id: StreamId) -> OpReply {
 }
 
 /// `[id, [field, value, …]]`.
-fn entry_reply((id, e): (StreamId, &elsa_lattice::stream::Entry)) -> OpReply {
+fn entry_reply((id, e): (StreamId, elsa_lattice::stream::Entry<'_>)) -> OpReply {
     let fields = e
         .fields
         .iter()
