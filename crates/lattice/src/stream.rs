@@ -873,6 +873,7 @@ fn deleted_hash(id: StreamId, v: Version) -> u64 {
 
 #[path = "stream_codec.rs"]
 mod codec;
+pub use codec::{GroupParts, Parts};
 
 #[path = "stream_log.rs"]
 pub mod log;

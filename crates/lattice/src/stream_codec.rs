@@ -311,6 +311,148 @@ impl Stream {
     }
 }
 
+/// A stream as Redis's `DUMP` carries it: what [`Stream::from_parts`]
+/// builds and `DUMP` is written from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Parts {
+    /// The entries, in rising ID order.
+    pub entries: Vec<(StreamId, Fields)>,
+    /// `last-generated-id`.
+    pub last: StreamId,
+    /// `entries-added`.
+    pub entries_added: u64,
+    /// `max-deleted-entry-id`.
+    pub max_deleted: StreamId,
+    /// The consumer groups.
+    pub groups: Vec<GroupParts>,
+}
+
+/// A consumer group as [`Parts`] carries it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupParts {
+    /// Its name.
+    pub name: Elem,
+    /// `last-delivered-id`.
+    pub last: StreamId,
+    /// `entries-read` ([`super::UNKNOWN_READ`] when unknown).
+    pub read: u64,
+    /// Pending entries: ID, consumer, delivery time (unix ms), count.
+    pub pending: Vec<(StreamId, Elem, u64, u64)>,
+    /// Consumers: name, seen time and active time (unix ms).
+    pub consumers: Vec<(Elem, u64, u64)>,
+}
+
+impl Stream {
+    /// What the stream shows, as [`Parts`] (DUMP). A pending entry whose
+    /// consumer is gone (deleted in one region while another delivered to
+    /// it) brings its consumer back, seen when it was delivered: Redis's
+    /// format gives every pending entry a consumer.
+    pub fn to_parts(&self) -> Parts {
+        let groups = self
+            .groups()
+            .map(|(name, g)| {
+                let (last, read) = g.last_delivered();
+                let mut consumers: BTreeMap<Elem, (u64, u64)> = g
+                    .consumers()
+                    .map(|(n, c)| (n.clone(), (c.seen_ms, c.active_ms)))
+                    .collect();
+                let pending = g
+                    .pending()
+                    .map(|(id, d)| {
+                        consumers
+                            .entry(d.consumer.clone())
+                            .or_insert((d.at_ms, d.at_ms));
+                        (id, d.consumer.clone(), d.at_ms, d.count)
+                    })
+                    .collect();
+                GroupParts {
+                    name: name.clone(),
+                    last,
+                    read,
+                    pending,
+                    consumers: consumers.into_iter().map(|(n, (s, a))| (n, s, a)).collect(),
+                }
+            })
+            .collect();
+        Parts {
+            entries: self
+                .entries()
+                .map(|(id, e)| (id, e.fields.into()))
+                .collect(),
+            last: self.last_id(),
+            entries_added: self.entries_added(),
+            max_deleted: self.max_deleted_id(),
+            groups,
+        }
+    }
+
+    /// The stream `parts` describe, every part written as `dot` (RESTORE;
+    /// the key then takes it as `COPY` does). None when an ID or a name
+    /// comes twice, or the entries are not in rising order.
+    pub fn from_parts(parts: Parts, dot: Version) -> Option<Stream> {
+        let mut s = Stream::default();
+        let mut prev = None;
+        for (id, fields) in &parts.entries {
+            if prev.is_some_and(|p| p >= *id) {
+                return None;
+            }
+            prev = Some(*id);
+            s.entries.put(*id, fields.as_ref(), dot);
+        }
+        s.last = Reg {
+            version: dot,
+            value: parts.last,
+        };
+        s.added.insert(dot.origin, (0, dot));
+        s.added_offset = Reg {
+            version: dot,
+            value: i64::try_from(parts.entries_added).unwrap_or(i64::MAX),
+        };
+        s.max_deleted = Reg {
+            version: dot,
+            value: parts.max_deleted,
+        };
+        for g in parts.groups {
+            let mut group = Group {
+                created: dot,
+                destroyed: None,
+                delivered: (dot, g.last, g.read),
+                ..Group::default()
+            };
+            for (id, consumer, at_ms, count) in g.pending {
+                let d = Delivery {
+                    version: dot,
+                    consumer,
+                    at_ms,
+                    count,
+                };
+                if group.deliveries.insert(id, d).is_some() {
+                    return None;
+                }
+            }
+            for (name, seen_ms, active_ms) in g.consumers {
+                let c = Consumer {
+                    live: Reg {
+                        version: dot,
+                        value: true,
+                    },
+                    seen_ms,
+                    active_ms,
+                };
+                if group.consumers.insert(name, c).is_some() {
+                    return None;
+                }
+            }
+            group.digest = group.items_digest();
+            if s.groups.insert(g.name, group).is_some() {
+                return None;
+            }
+        }
+        s.recount();
+        Some(s)
+    }
+}
+
 fn decode_group(buf: &mut Bytes) -> Option<Group> {
     let created = get_version(buf)?;
     let destroyed = match get_u8(buf)? {

@@ -108,6 +108,12 @@ impl<'a> FieldsRef<'a> {
     }
 }
 
+impl From<FieldsRef<'_>> for Fields {
+    fn from(f: FieldsRef<'_>) -> Fields {
+        Fields(f.0.into())
+    }
+}
+
 impl fmt::Debug for FieldsRef<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list()

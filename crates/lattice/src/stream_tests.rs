@@ -156,3 +156,31 @@ fn setid_moves_the_group_back_and_deliveries_only_forward_after_it() {
         StreamId::new(4, 0)
     );
 }
+
+#[test]
+fn a_stream_read_as_parts_builds_one_that_shows_the_same() {
+    let mut s = Stream::default();
+    for i in 1..=5 {
+        let d = s.add(StreamId::new(i, 0), fields(&i.to_string()), v(i, 1));
+        s.merge(d);
+    }
+    s.merge(s.delete(&[StreamId::new(2, 0)], v(6, 1)));
+    s.merge(s.create_group(Elem::new(b"g"), StreamId::MIN, 0, v(7, 1)));
+    let ids = [StreamId::new(1, 0), StreamId::new(3, 0)];
+    let read = Some((StreamId::new(3, 0), 2));
+    s.merge(
+        s.deliver(b"g", b"c", &ids, read, 1_000, v(8, 1))
+            .expect("a group"),
+    );
+    let parts = s.to_parts();
+    assert_eq!(parts.entries.len(), 4);
+    assert_eq!(parts.groups[0].pending.len(), 2);
+    let back = Stream::from_parts(parts.clone(), v(20, 2)).expect("well formed");
+    assert_eq!(back.to_parts(), parts);
+    assert_eq!(back.len(), 4);
+    assert_eq!(back.max_deleted_id(), StreamId::new(2, 0));
+    // An ID twice, or out of order: refused.
+    let mut twice = parts.clone();
+    twice.entries.swap(0, 1);
+    assert!(Stream::from_parts(twice, v(20, 2)).is_none());
+}

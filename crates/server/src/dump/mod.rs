@@ -8,8 +8,11 @@
 //! RESTORE checks the key, deletes it with REPLACE, writes the value (SET,
 //! RPUSH, SADD, ZADD, HSET) and its expiry (PEXPIREAT), all committed at
 //! once, so the key's lattices and replication are those of the commands
-//! themselves. IDLETIME and FREQ are checked and otherwise ignored:
-//! Elsa's access clock starts again at the restore.
+//! themselves. A stream has no such commands (a group's pending entries
+//! and consumers keep their times): DUMP reads its state whole and RESTORE
+//! writes it whole, through two internal stream ops (`xstate`,
+//! `xrestore`), as `COPY` writes one. IDLETIME and FREQ are checked and
+//! otherwise ignored: Elsa's access clock starts again at the restore.
 
 pub mod rdb;
 
@@ -19,7 +22,7 @@ use elsa_shard::OpReply;
 use elsa_txn::{Txn, TxnError};
 
 use crate::cmd::{int_arg, is};
-use crate::conn::{Answer, Conn, InTxn};
+use crate::conn::{run_in_txn, Answer, Conn, InTxn};
 
 /// RESTORE's arguments, checked as far as Redis checks them before it
 /// looks at the key.
@@ -158,6 +161,20 @@ impl Conn {
                 ),
                 _ => return Ok(Answer::Reply(OpReply::Nil)),
             },
+            "stream" => match self
+                .stream_op(txn, vec![word("xstate"), key.clone()])
+                .await?
+            {
+                OpReply::Bulk(b) => {
+                    match elsa_lattice::KeyState::from_bytes(b).and_then(|s| s.collection) {
+                        Some(elsa_lattice::Collection::Stream(x)) => {
+                            rdb::Value::Stream(Box::new(x.to_parts()))
+                        }
+                        _ => return Ok(Answer::Reply(OpReply::Nil)),
+                    }
+                }
+                _ => return Ok(Answer::Reply(OpReply::Nil)),
+            },
             other => {
                 return Ok(Answer::Refused(format!(
                     "ERR DUMP of a {other} is not supported"
@@ -211,9 +228,22 @@ impl Conn {
             // stays deleted), as in Redis.
             return Ok(Answer::Reply(OpReply::Ok));
         }
-        for line in writes(&r.key, value) {
-            if let OpReply::Error(e) = self.read_in(txn, line).await? {
+        if let rdb::Value::Stream(parts) = value {
+            let Some(x) =
+                elsa_lattice::stream::Stream::from_parts(*parts, elsa_lattice::Version::new(1, 0))
+            else {
+                return Ok(Answer::Refused("ERR Bad data format".into()));
+            };
+            let state = elsa_lattice::KeyState::of(elsa_lattice::Collection::Stream(Box::new(x)));
+            let line = vec![word("xrestore"), r.key.clone(), state.to_bytes().into()];
+            if let OpReply::Error(e) = self.stream_op(txn, line).await? {
                 return Ok(Answer::Refused(e.to_string()));
+            }
+        } else {
+            for line in writes(&r.key, value) {
+                if let OpReply::Error(e) = self.read_in(txn, line).await? {
+                    return Ok(Answer::Refused(e.to_string()));
+                }
             }
         }
         if let Some(at) = at {
@@ -245,6 +275,25 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Runs an internal stream op (`xstate`, `xrestore`: no client
+    /// command reaches them) on its key within `txn`.
+    async fn stream_op(&self, txn: &mut Txn, line: Vec<Bytes>) -> Result<OpReply, TxnError> {
+        let key = self.db_key(&line[1]);
+        let op = match elsa_shard::ops::streams::StreamOp::parse(line) {
+            Ok(op) => op,
+            Err(_) => return Ok(OpReply::Nil),
+        };
+        let ops = vec![(key, elsa_shard::Op::Streams(op))];
+        let mut replies = run_in_txn(&self.coord, txn, ops).await?;
+        Ok(if replies.is_empty() {
+            OpReply::Nil
+        } else {
+            replies.swap_remove(0)
+        })
+    }
+}
+
 /// The commands that write `value` at `key` (in batches of at most 512
 /// elements each).
 fn writes(key: &Bytes, value: rdb::Value) -> Vec<Vec<Bytes>> {
@@ -271,6 +320,7 @@ fn writes(key: &Bytes, value: rdb::Value) -> Vec<Vec<Bytes>> {
                 line
             })
             .collect(),
+        rdb::Value::Stream(_) => unreachable!("a stream is written whole"),
         rdb::Value::Hash(pairs) => pairs
             .chunks(BATCH)
             .map(|c| {

@@ -8,9 +8,10 @@
 //! crate); lists as quicklists of listpacks (plain nodes too) or of
 //! ziplists, or plain; sets plain or as intsets (or listpacks); sorted
 //! sets plain (binary or text scores), as listpacks or ziplists; hashes
-//! plain, as listpacks or ziplists. Written: the plain forms (a list
-//! of strings, a set, a sorted set with binary scores, a hash), which
-//! every Redis since 4.0 restores.
+//! plain, as listpacks or ziplists; streams (Redis 5–7's, `rdb_stream.rs`).
+//! Written: the plain forms (a list of strings, a set, a sorted set with
+//! binary scores, a hash), which every Redis since 4.0 restores, and a
+//! stream as Redis 7.0 writes one.
 //!
 //! Hand-written: the format is Redis's own and small; no maintained
 //! crate reads RDB object bodies (only whole files, with their own
@@ -37,6 +38,9 @@ const T_ZSET_LISTPACK: u8 = 17;
 const T_LIST_QUICKLIST_2: u8 = 18;
 const T_SET_LISTPACK: u8 = 20;
 
+#[path = "rdb_stream.rs"]
+mod stream;
+
 const CRC: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
 
 /// A value as a payload carries it.
@@ -47,6 +51,7 @@ pub enum Value {
     Set(Vec<Bytes>),
     ZSet(Vec<(Bytes, f64)>),
     Hash(Vec<(Bytes, Bytes)>),
+    Stream(Box<elsa_lattice::stream::Parts>),
 }
 
 /// Why a payload was refused, as RESTORE words it.
@@ -96,11 +101,21 @@ pub fn dump(v: &Value) -> Vec<u8> {
                 put_string(&mut out, v);
             }
         }
+        Value::Stream(parts) => {
+            out.push(stream::T_STREAM_2);
+            stream::put(&mut out, parts);
+        }
     }
-    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
-    let crc = CRC.checksum(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    with_footer(out)
+}
+
+/// `body` (a type byte and an object) as a payload: the RDB version and
+/// the CRC64 after it.
+pub fn with_footer(mut body: Vec<u8>) -> Vec<u8> {
+    body.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = CRC.checksum(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    body
 }
 
 /// Checks the footer of `payload` (`verifyDumpPayload`).
@@ -131,6 +146,8 @@ pub fn restore(payload: &[u8]) -> Result<Value, Refused> {
         Value::List(x) | Value::Set(x) => x.is_empty(),
         Value::ZSet(x) => x.is_empty(),
         Value::Hash(x) => x.is_empty(),
+        // A stream all of whose entries were deleted is still a stream.
+        Value::Stream(_) => false,
     };
     if empty {
         return Err(Refused::BadFormat);
@@ -375,6 +392,9 @@ impl<'a> Reader<'a> {
                     out.push((m, score));
                 }
                 Value::ZSet(out)
+            }
+            stream::T_STREAM | stream::T_STREAM_2 => {
+                Value::Stream(Box::new(stream::read(self, ty)?))
             }
             _ => return None,
         };

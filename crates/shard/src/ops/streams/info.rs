@@ -69,6 +69,16 @@ pub fn xinfo(key: &[u8], view: &mut impl KeyView, args: &[Bytes]) -> OpReply {
     }
 }
 
+/// `xstate`: the key's whole state as its bytes (DUMP reads a stream
+/// through it), nil when there is no stream.
+pub(super) fn state(key: &[u8], view: &mut impl KeyView) -> OpReply {
+    match read_collection(view, key, Kind::Stream) {
+        Err(e) => e,
+        Ok(None) => OpReply::Nil,
+        Ok(Some(s)) => OpReply::Bulk(s.to_bytes().into()),
+    }
+}
+
 fn read_reply(read: u64) -> OpReply {
     if read == UNKNOWN_READ {
         OpReply::Nil

@@ -273,6 +273,12 @@ pub enum XCmd {
     /// XREAD reads `$` as before it waits. Internal: no client command is
     /// routed to it (its name is `xlastids`).
     LastIds,
+    /// The key's whole state as its bytes (DUMP's read; internal,
+    /// `xstate`).
+    State,
+    /// The key written whole as the stream in a state's bytes (RESTORE's
+    /// write; internal, `xrestore key bytes`).
+    Restore,
 }
 
 /// A stream command, parsed, with its arguments (its wire form).
@@ -395,6 +401,8 @@ impl StreamOp {
                 keys = args[1..].to_vec();
                 XCmd::LastIds
             }
+            b"xstate" => XCmd::State,
+            b"xrestore" if args.len() == 3 => XCmd::Restore,
             b"xgroup" => {
                 keys = vec![args.get(2).cloned().ok_or(ERR_SYNTAX)?];
                 XCmd::Group(groups::XGroup::parse(&args)?)
@@ -473,6 +481,7 @@ impl StreamOp {
                 | XCmd::LastIds
                 | XCmd::Pending(_)
                 | XCmd::Info
+                | XCmd::State
         )
     }
 
@@ -604,6 +613,8 @@ impl StreamOp {
             XCmd::Pending(p) => groups::xpending(key, view, &self.args[2], p),
             XCmd::Claim => claim::xclaim(key, view, &self.args),
             XCmd::AutoClaim(a) => claim::xautoclaim(key, view, &self.args, a),
+            XCmd::State => info::state(key, view),
+            XCmd::Restore => write::restore(key, view, &self.args[2]),
             XCmd::LastIds => {
                 let mut ids = Vec::with_capacity(self.keys.len());
                 for (i, k) in self.keys.iter().enumerate() {

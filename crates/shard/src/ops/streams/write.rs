@@ -101,6 +101,19 @@ pub(super) fn add(key: &[u8], view: &mut impl KeyView, a: &AddArgs, fields: &[By
     id_bulk(id)
 }
 
+/// `xrestore key bytes`: the key written whole as the stream in a
+/// state's bytes (RESTORE's write, the key checked and cleared before).
+pub(super) fn restore(key: &[u8], view: &mut impl KeyView, bytes: &[u8]) -> OpReply {
+    let state = KeyState::from_bytes(Bytes::copy_from_slice(bytes));
+    match state {
+        Some(s) if matches!(s.collection, Some(Collection::Stream(_))) => {
+            view.store(key, Some(crate::ops::Value::Typed(std::sync::Arc::new(s))));
+            OpReply::Ok
+        }
+        _ => OpReply::Error("ERR Bad data format"),
+    }
+}
+
 /// The next ID in millisecond `ms` that carries `tag` in its sequence's
 /// low 32 bits (see [`super::set_id_tag`]): above `last` (None when `ms`
 /// is below it or full).
