@@ -529,6 +529,9 @@ impl Cluster {
     /// take at least their write's stamp), so none can arrive below the
     /// horizon. No bound while this node has seen no other region.
     pub(super) fn refresh_read_horizon(&self) {
+        /// How long after a restart a node that knows no other region
+        /// yet shows no new entry to following reads.
+        const START_HOLD: std::time::Duration = std::time::Duration::from_secs(10);
         use elsa_shard::ops::streams::set_read_horizon;
         let ring = self.ring.load();
         let mine = &self.settings.region;
@@ -559,7 +562,17 @@ impl Cluster {
                 (0..u32::from(shards)).map(move |s| merged.get(&(node, s)).copied().unwrap_or(0))
             })
             .min();
+        // No other region known: one region, no horizon — except in the
+        // first seconds after a restart (a node with data), while the
+        // view is still being built: showing its new entries at once
+        // would let its followers pass the other regions' entries still
+        // on their way.
+        let booting = || {
+            let booted = *self.booted.lock().unwrap_or_else(|e| e.into_inner());
+            !self.settings.fresh && booted.elapsed() < START_HOLD
+        };
         set_read_horizon(match least {
+            None if booting() => 0,
             None => u64::MAX,
             Some(ts) => elsa_lattice::Hlc::<elsa_lattice::SystemClock>::millis(ts),
         });
