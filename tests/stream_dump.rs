@@ -188,7 +188,7 @@ fn stream_payloads_restore_into_the_other_server() {
     );
     both(&mut e, &mut r, "XACK groups:copy g1 1-0 4-0");
     both(&mut e, &mut r, "XPENDING groups:copy g1");
-    both(&mut e, &mut r, "XADD many:copy * a b");
+    both(&mut e, &mut r, "XADD many:copy 1000-0 a b");
     both(&mut e, &mut r, "XLEN many:copy");
     // Refusals: a payload cut short, a stream's key taken.
     let Reply::Bulk(p) = r.call(&[b"DUMP", b"groups"]) else {
