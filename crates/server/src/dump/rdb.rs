@@ -452,6 +452,18 @@ fn intset(blob: &[u8]) -> Option<Vec<Bytes>> {
     )
 }
 
+/// How many bytes a listpack entry's back-length takes for an entry of
+/// `len` bytes (`lpEncodeBacklen`).
+fn backlen_size(len: usize) -> usize {
+    match len {
+        0..=127 => 1,
+        128..=16382 => 2,
+        16383..=2_097_150 => 3,
+        2_097_151..=268_435_454 => 4,
+        _ => 5,
+    }
+}
+
 /// A listpack's entries as text (`listpack.c`): total bytes and count,
 /// then each entry's encoding and data followed by its back-length, then
 /// 0xFF.
@@ -506,14 +518,7 @@ fn listpack(lp: &[u8]) -> Option<Vec<Bytes>> {
                 _ => return None,
             }
         };
-        let back = match len {
-            0..=127 => 1,
-            128..=16382 => 2,
-            16383..=2_097_150 => 3,
-            2_097_151..=268_435_454 => 4,
-            _ => 5,
-        };
-        p = p.checked_add(len + back)?;
+        p = p.checked_add(len + backlen_size(len))?;
         out.push(entry);
     }
     (p == total - 1).then_some(out)

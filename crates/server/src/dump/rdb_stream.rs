@@ -27,7 +27,7 @@ use elsa_lattice::stream::{GroupParts, Parts, StreamId, UNKNOWN_READ};
 use elsa_lattice::stream_fields::Fields;
 use elsa_lattice::Elem;
 
-use super::{listpack, put_len, put_string, Reader};
+use super::{backlen_size, listpack, put_len, put_string, Reader};
 
 /// Redis 5–6's stream (no first ID, tombstone or counters).
 pub(super) const T_STREAM: u8 = 15;
@@ -107,13 +107,7 @@ impl Lp<'_> {
         // The back-length (`lpEncodeBacklen`): the entry's length, 7 bits
         // a byte, most significant first, all but the first flagged.
         let l = (out.len() - start) as u64;
-        let n = match l {
-            0..=127 => 1,
-            128..=16382 => 2,
-            16383..=2_097_150 => 3,
-            2_097_151..=268_435_454 => 4,
-            _ => 5,
-        };
+        let n = backlen_size(l as usize);
         for i in (0..n).rev() {
             let b = ((l >> (7 * i)) & 127) as u8;
             out.push(if i == n - 1 { b } else { b | 128 });
