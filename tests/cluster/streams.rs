@@ -499,3 +499,80 @@ fn readers_skip_nothing_across_a_pause_and_a_kill() {
         acked.len()
     );
 }
+
+/// An `XADD *` in a transaction across regions takes an ID of now, as a
+/// lone one does: in `MULTI` with a key of another shard, in a script,
+/// and in `BEGIN … COMMIT`. (Found by `tests/nemesis_streams.rs` once
+/// its writers used those paths: the ID took the milliseconds of the
+/// transaction's placeholder stamp, 2^47, so followers never saw it and
+/// two regions' IDs could collide.)
+#[test]
+fn xadd_in_a_transaction_across_regions_takes_an_id_of_now() {
+    let _one = one_at_a_time();
+    let c = Cluster::start(&["a", "b"], &[]);
+    c.wait_members(&[0, 1], 2, Duration::from_secs(30));
+    let mut con = c.conn(0);
+    let mut ids = Vec::new();
+    for n in 0..20 {
+        let other = format!("other:{n}");
+        let (x, _): (String, i64) = redis::pipe()
+            .atomic()
+            .cmd("XADD")
+            .arg("tx")
+            .arg("*")
+            .arg("n")
+            .arg(n)
+            .cmd("INCR")
+            .arg(&other)
+            .query(&mut con)
+            .expect("MULTI");
+        ids.push(x);
+        let x: String = redis::cmd("EVAL")
+            .arg("local id = redis.call('XADD', KEYS[1], '*', 'n', ARGV[1]) redis.call('INCR', KEYS[2]) return id")
+            .arg(2)
+            .arg("tx")
+            .arg(&other)
+            .arg(n)
+            .query(&mut con)
+            .expect("EVAL");
+        ids.push(x);
+        let _: () = redis::cmd("BEGIN").query(&mut con).expect("BEGIN");
+        let x: String = redis::cmd("XADD")
+            .arg("tx")
+            .arg("*")
+            .arg("n")
+            .arg(n)
+            .query(&mut con)
+            .expect("XADD");
+        let _: i64 = redis::cmd("INCR")
+            .arg(&other)
+            .query(&mut con)
+            .expect("INCR");
+        let _: Value = redis::cmd("COMMIT").query(&mut con).expect("COMMIT");
+        ids.push(x);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for id in &ids {
+        let (ms, _) = parsed(id);
+        assert!(
+            ms + 60_000 > now && ms < now + 60_000,
+            "{id} is not an ID of now ({now})"
+        );
+    }
+    assert!(
+        ids.windows(2).all(|w| parsed(&w[0]) < parsed(&w[1])),
+        "IDs fell: {ids:?}"
+    );
+    c.wait_same_digest(&[0, 1], Duration::from_secs(60));
+    let v: Value = redis::cmd("XRANGE")
+        .arg("tx")
+        .arg("-")
+        .arg("+")
+        .query(&mut c.conn(1))
+        .expect("XRANGE");
+    let held: Vec<String> = entries(&v).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(held, ids, "the other region holds other entries");
+}

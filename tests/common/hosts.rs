@@ -595,6 +595,15 @@ impl Hosts {
         unsafe { libc::kill(pid as libc::pid_t, sig) };
     }
 
+    /// The lines of host `i`'s node log that hold `needle`.
+    pub fn log_lines_with(&self, i: usize, needle: &str) -> Vec<String> {
+        let text = std::fs::read_to_string(self.hosts[i].dir.log()).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect()
+    }
+
     /// The last `n` lines of host `i`'s node log.
     pub fn log_tail(&self, i: usize, n: usize) -> String {
         let text = std::fs::read_to_string(self.hosts[i].dir.log()).unwrap_or_default();

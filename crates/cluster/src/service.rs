@@ -29,6 +29,7 @@ mod decommission;
 mod faults;
 mod floors;
 mod functions;
+mod inbox;
 mod links;
 mod ownership;
 mod proofs;
@@ -229,7 +230,7 @@ pub struct Cluster {
     /// not acknowledged yet (see [`streams`]).
     outboxes: Mutex<HashMap<(u16, NodeId), streams::Outbox>>,
     /// (node of another region, its shard) → the next frame to merge.
-    streams_in: Mutex<HashMap<(NodeId, u32), Option<streams::Inbox>>>,
+    streams_in: Mutex<HashMap<(NodeId, u32), Option<inbox::Inbox>>>,
     /// (node of another region, its shard) → the flush time of the last
     /// frame merged here durably: the streams read horizon's inputs.
     merged_in: Mutex<HashMap<(NodeId, u32), u64>>,

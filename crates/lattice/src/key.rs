@@ -504,12 +504,28 @@ impl KeyState {
                 }
             }
             Kind::Stream => {
-                // Another key's stream (COPY, RENAME, RESTORE): this key
-                // forgets what it held and takes the stream as written now
-                // (its entries keep their IDs).
                 let Some(Collection::Stream(t)) = target.collection.as_ref() else {
                     unreachable!("a stream shows");
                 };
+                // This key's stream, changed by the transaction's commands:
+                // what changed, as their deltas would write it (what
+                // another region adds meanwhile stays: `stream_diff.rs`).
+                let empty = Stream::default();
+                let base = match (&self.collection, mine) {
+                    (Some(Collection::Stream(m)), _) => Some(&**m),
+                    (None, Kind::None) => Some(&empty),
+                    _ => None,
+                };
+                if let Some(m) = base {
+                    if let Some(d) = m.delta_to(t, dot) {
+                        let mut delta = KeyState::of(Collection::Stream(Box::new(d)));
+                        delta.ttl = Ttl::on(theirs, target.expire_ms(now_ms), dot).into();
+                        return delta;
+                    }
+                }
+                // Another key's stream (COPY, RENAME, RESTORE): this key
+                // forgets what it held and takes the stream as written now
+                // (its entries keep their IDs).
                 KeyState {
                     floor: dot.pred(),
                     collection: Some(Collection::Stream(Box::new(t.restamped(dot)))),

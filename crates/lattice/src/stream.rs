@@ -322,6 +322,12 @@ impl Stream {
         self.held
     }
 
+    /// Whether `id` is known here: held (shown or deleted), or below the
+    /// trim floor — an entry merged again under it shows nothing new.
+    pub fn holds(&self, id: StreamId) -> bool {
+        id < self.floor() || self.entries.contains(id) || self.deleted.contains_key(&id)
+    }
+
     /// The entry `id`, if it shows.
     pub fn entry(&self, id: StreamId) -> Option<Entry<'_>> {
         if id < self.floor() || self.deleted.contains_key(&id) {
@@ -873,6 +879,8 @@ fn deleted_hash(id: StreamId, v: Version) -> u64 {
 
 #[path = "stream_codec.rs"]
 mod codec;
+#[path = "stream_diff.rs"]
+mod diff;
 pub use codec::{GroupParts, Parts};
 
 #[path = "stream_log.rs"]

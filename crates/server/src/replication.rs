@@ -54,12 +54,15 @@ impl Conn {
         // bound, one region or `stream-read-horizon immediate`).
         let _ = write!(
             t,
-            "stream_read_horizon_lag_ms:{}\r\n",
+            "stream_read_horizon_lag_ms:{}\r\nstream_late_entries:{}\r\n",
             match elsa_shard::ops::streams::read_horizon() {
                 _ if elsa_shard::ops::streams::read_immediate() => -1,
                 u64::MAX => -1,
                 h => elsa_shard::unix_ms().saturating_sub(h) as i64,
-            }
+            },
+            // Another region's entries that came below the horizon: 0
+            // unless the promise of no skipped entry broke.
+            elsa_shard::ops::streams::late_count()
         );
         let _ = write!(
             t,

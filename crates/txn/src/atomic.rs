@@ -96,6 +96,9 @@ struct Overlay {
     /// the commit is done.
     notify: u32,
     events: Vec<elsa_shard::notify::Event>,
+    /// `*` stream IDs chosen, pinned until the commit is installed
+    /// (`elsa_shard::ops::streams::id_floor`).
+    pins: Vec<elsa_shard::ops::streams::id_floor::IdPin>,
 }
 
 impl Overlay {
@@ -181,6 +184,12 @@ impl KeyView for Overlay {
 
     fn now_ms(&self) -> u64 {
         self.now_ms
+    }
+
+    fn id_floor_ms(&mut self) -> u64 {
+        let (ms, pin) = elsa_shard::ops::streams::id_floor::pin(self.now_ms);
+        self.pins.push(pin);
+        ms
     }
 
     fn value_version(&mut self, key: &[u8]) -> Option<Version> {
@@ -360,6 +369,7 @@ impl Coordinator {
             stamps: 0,
             notify: self.node.notifier.active(),
             events: Vec::new(),
+            pins: Vec::new(),
         };
         let mut outcome = Ok(());
         let mut shards: Vec<&ShardId> = holds.keys().collect();
@@ -403,6 +413,8 @@ impl Coordinator {
             .iter()
             .map(|k| k.op.apply(&k.key, &mut overlay))
             .collect();
+        // Until the commit is installed (end of this function).
+        let _pins = std::mem::take(&mut overlay.pins);
         let mut writes: HashMap<ShardId, Vec<Write>> = HashMap::new();
         for (_, held) in overlay.states {
             let HeldKey {

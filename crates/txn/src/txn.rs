@@ -104,6 +104,9 @@ pub struct Txn {
     keysets: [std::sync::atomic::AtomicU64; 4],
     /// Keyspace events its commands raised, sent once it commits.
     events: Vec<Event>,
+    /// `*` stream IDs its commands chose: pinned until it commits (or is
+    /// dropped), so no gossip frame promises the other regions past them.
+    pins: Vec<elsa_shard::ops::streams::id_floor::IdPin>,
 }
 
 /// A key the transaction wrote.
@@ -131,6 +134,9 @@ struct TxnView {
     /// the op raised: the transaction keeps them until it commits.
     notify: u32,
     events: Vec<Event>,
+    /// `*` stream IDs it chose, pinned until the transaction's writes are
+    /// installed (`elsa_shard::ops::streams::id_floor`).
+    pins: Vec<elsa_shard::ops::streams::id_floor::IdPin>,
 }
 
 struct ViewKey {
@@ -214,6 +220,12 @@ impl KeyView for TxnView {
         self.now_ms
     }
 
+    fn id_floor_ms(&mut self) -> u64 {
+        let (ms, pin) = elsa_shard::ops::streams::id_floor::pin(self.now_ms);
+        self.pins.push(pin);
+        ms
+    }
+
     fn value_version(&mut self, key: &[u8]) -> Option<Version> {
         let k = self.keys.iter().find(|k| k.key == key)?;
         match &k.write {
@@ -269,6 +281,7 @@ impl Txn {
             stamps: 0,
             keysets: Default::default(),
             events: Vec::new(),
+            pins: Vec::new(),
         }
     }
 
@@ -361,6 +374,7 @@ impl Txn {
             stamps: self.stamps,
             notify,
             events: Vec::new(),
+            pins: Vec::new(),
         };
         // RC: the versions this op fetched, validated at commit if it
         // writes (its writes depend on them).
@@ -430,6 +444,7 @@ impl Txn {
         let reply = kop.op.apply(&kop.key, &mut view);
         self.stamps = view.stamps;
         self.events.append(&mut view.events);
+        self.pins.append(&mut view.pins);
         if validate || view.keys.iter().any(|k| k.write.is_some()) {
             for (key, hash, expect) in fetched {
                 self.rmw.entry(key).or_insert((hash, expect));

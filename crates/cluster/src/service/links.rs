@@ -603,7 +603,7 @@ impl Cluster {
                     .or_insert(g.flushed_ts);
                 // Another region's stream: merged in order (`streams`).
                 let numbered = g.seq > 0;
-                if numbered && self.stream_take(hello.node, &g) == streams::Take::Early {
+                if numbered && self.stream_take(hello.node, &g) == inbox::Take::Early {
                     return;
                 }
                 self.note_received(hello.node, &g.lattices);
@@ -644,7 +644,7 @@ impl Cluster {
                         }
                     }
                     if numbered {
-                        me.stream_merged(node, from_shard, ack.flushed_ts);
+                        me.stream_merged(node, &ack);
                     }
                     let _ = tx.send(Out {
                         frame: Frame::new(Body::GossipAck(ack)),

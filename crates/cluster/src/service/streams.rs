@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use elsa_lattice::NodeId;
 use elsa_shard::wal::codec::LogEntry;
 
+use super::inbox::{Inbox, Take};
 use super::Cluster;
 use crate::ring::{slot_of, Ring};
 use crate::watermark::Stream;
@@ -202,65 +203,6 @@ impl Outbox {
     }
 }
 
-/// The receiving end of one stream: the next frame to merge.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Inbox {
-    boot: u64,
-    next: u64,
-}
-
-/// What to do with a numbered frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Take {
-    /// The one awaited: merge it (and acknowledge once durable).
-    Next,
-    /// One merged before: merge it again (a no-op) and acknowledge.
-    Again,
-    /// One that comes before the one awaited: drop it (it comes again).
-    Early,
-}
-
-impl Inbox {
-    /// Where frame `seq` of the stream of sender start `boot` (whose
-    /// oldest kept frame is `first`) goes; the second value is how many
-    /// frames the sender gave up before it (a gap, 0 when none).
-    pub fn take(inbox: &mut Option<Inbox>, boot: u64, seq: u64, first: u64) -> (Take, u64) {
-        let ib = match inbox {
-            Some(ib) if ib.boot == boot => ib,
-            // A frame of the sender's previous start, late: that stream
-            // is over.
-            Some(ib) if boot < ib.boot => return (Take::Early, 0),
-            // A new stream (the sender started again, or this node did):
-            // from its oldest frame on.
-            _ => inbox.insert(Inbox { boot, next: first }),
-        };
-        let mut gap = 0;
-        if ib.next < first {
-            gap = first - ib.next;
-            ib.next = first;
-        }
-        let take = match seq.cmp(&ib.next) {
-            std::cmp::Ordering::Equal => {
-                ib.next += 1;
-                Take::Next
-            }
-            std::cmp::Ordering::Less => Take::Again,
-            std::cmp::Ordering::Greater => Take::Early,
-        };
-        (take, gap)
-    }
-
-    /// Frame `seq` was taken as the next but could not be merged: await
-    /// it again.
-    pub fn untake(inbox: &mut Option<Inbox>, seq: u64) {
-        if let Some(ib) = inbox {
-            if ib.next == seq + 1 {
-                ib.next = seq;
-            }
-        }
-    }
-}
-
 impl Cluster {
     /// End of a merge epoch on local shard `shard`: ships its lattices to
     /// every other replica of their keys (one frame per peer node; an
@@ -268,7 +210,10 @@ impl Cluster {
     /// another region, through the shard's stream to that node (see the
     /// module doc).
     pub fn ship_gossip(self: &Arc<Self>, shard: usize, entries: Vec<LogEntry>) {
-        let flushed_ts = self.hlc.now();
+        // Held at the least `*` ID a transaction chose and has not
+        // installed yet (`id_floor`): the other regions' readers follow
+        // streams up to it.
+        let flushed_ts = elsa_shard::ops::streams::id_floor::flush_ts(&self.hlc);
         self.epoch.fetch_add(1, Ordering::Relaxed);
         if let Some(f) = self.flushes.get(shard) {
             f.fetch_add(1, Ordering::Relaxed);
@@ -507,13 +452,22 @@ impl Cluster {
         take
     }
 
-    /// The numbered frame of `node`'s shard `from_shard` flushed at
-    /// `flushed_ts` is merged here durably: the read horizon may move.
-    pub(super) fn stream_merged(&self, node: NodeId, from_shard: u32, flushed_ts: u64) {
+    /// The numbered frame `ack.seq` of `node`'s shard `from_shard`, flushed
+    /// at `ack.flushed_ts`, is merged here durably: the read horizon may
+    /// move — by the frames merged in a row only ([`Inbox::merged`]).
+    pub(super) fn stream_merged(&self, node: NodeId, ack: &wire::GossipAck) {
+        let reached = {
+            let mut boxes = self.streams_in.lock().unwrap_or_else(|e| e.into_inner());
+            let inbox = boxes.entry((node, ack.from_shard)).or_default();
+            Inbox::merged(inbox, ack.boot, ack.seq, ack.flushed_ts)
+        };
+        let Some(ts) = reached else {
+            return;
+        };
         {
             let mut merged = self.merged_in.lock().unwrap_or_else(|e| e.into_inner());
-            let at = merged.entry((node, from_shard)).or_insert(0);
-            *at = (*at).max(flushed_ts);
+            let at = merged.entry((node, ack.from_shard)).or_insert(0);
+            *at = (*at).max(ts);
         }
         self.refresh_read_horizon();
     }
@@ -733,31 +687,5 @@ mod tests {
         assert_eq!(o.waiting(), MAX_FRAMES);
         assert_eq!(o.given_up, 3);
         assert_eq!(o.first(), 4);
-    }
-
-    #[test]
-    fn the_receiver_merges_in_order_and_sees_gaps() {
-        let mut ib = None;
-        assert_eq!(Inbox::take(&mut ib, 9, 1, 1), (Take::Next, 0));
-        assert_eq!(Inbox::take(&mut ib, 9, 3, 1), (Take::Early, 0));
-        assert_eq!(Inbox::take(&mut ib, 9, 2, 1), (Take::Next, 0));
-        assert_eq!(Inbox::take(&mut ib, 9, 2, 1), (Take::Again, 0));
-        // Frame 3 could not be merged: awaited again.
-        assert_eq!(Inbox::take(&mut ib, 9, 3, 1), (Take::Next, 0));
-        Inbox::untake(&mut ib, 3);
-        assert_eq!(Inbox::take(&mut ib, 9, 4, 1), (Take::Early, 0));
-        assert_eq!(Inbox::take(&mut ib, 9, 3, 1), (Take::Next, 0));
-        // The sender gave frames 4..=6 up.
-        assert_eq!(Inbox::take(&mut ib, 9, 7, 7), (Take::Next, 3));
-        // It started again: a new stream, from its oldest frame.
-        assert_eq!(Inbox::take(&mut ib, 10, 2, 1), (Take::Early, 0));
-        assert_eq!(Inbox::take(&mut ib, 10, 1, 1), (Take::Next, 0));
-        // A late frame of its previous start is dropped.
-        assert_eq!(Inbox::take(&mut ib, 9, 8, 7), (Take::Early, 0));
-        assert_eq!(Inbox::take(&mut ib, 10, 2, 1), (Take::Next, 0));
-        // This node started again: whatever the sender still holds.
-        let mut fresh = None;
-        assert_eq!(Inbox::take(&mut fresh, 10, 5, 4), (Take::Early, 0));
-        assert_eq!(Inbox::take(&mut fresh, 10, 4, 4), (Take::Next, 0));
     }
 }

@@ -64,7 +64,8 @@ impl Conn {
         let us = token.t0.map_or(0, |t0| t0.elapsed().as_micros() as u64);
         let local = &self.stat.local;
         let err = error_at(&self.out, token.start);
-        if let Some(e) = err {
+        let counted = std::mem::take(&mut self.stat.error_counted);
+        if let Some(e) = err.filter(|_| !counted) {
             local.error(e);
         }
         if let Some(kind) = token.ends {

@@ -35,6 +35,10 @@ pub(crate) struct ConnStat {
     lone_slots: Vec<u32>,
     lone_args: Vec<Option<Vec<Bytes>>>,
     lone_start: Option<Instant>,
+    /// The reply being written is an error a script's `redis.call` or
+    /// `redis.pcall` got, counted in errorstats at that call: not again
+    /// (Redis's `ignore_error_stats_update`).
+    pub error_counted: bool,
 }
 
 /// What `Conn::stat_before` (`commands`) saw of a command about to be dispatched.
@@ -74,6 +78,7 @@ impl ConnStat {
             lone_slots: Vec::new(),
             lone_args: Vec::new(),
             lone_start: None,
+            error_counted: false,
         }
     }
 
@@ -96,6 +101,12 @@ impl ConnStat {
 }
 
 /// The prefix of the error reply written at `start` of `out`, if one was.
+/// The code of the error reply `out` holds (`ERR`, `WRONGTYPE`, …), if
+/// it is one: a script's call counts it in errorstats.
+pub(crate) fn error_prefix(out: &[u8]) -> Option<&str> {
+    error_at(out, 0)
+}
+
 fn error_at(out: &[u8], start: usize) -> Option<&str> {
     let rest = out.get(start..)?;
     if rest.first() != Some(&b'-') {

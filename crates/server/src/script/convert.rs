@@ -156,15 +156,39 @@ pub fn err_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
     Ok(t)
 }
 
+/// The field of an error table made from a command's error reply: the
+/// error was counted in errorstats when the command answered it, and is
+/// not counted again when the script raises or returns it (Redis's name;
+/// scripts see it, as in Redis).
+pub const COUNTED: &str = "ignore_error_stats_update";
+
+/// `{err = text}` of a command's error reply `e` (without its `-`),
+/// marked [`COUNTED`].
+fn call_err_table(lua: &Lua, e: &[u8]) -> mlua::Result<Table> {
+    let mut dashed = b"-".to_vec();
+    dashed.extend_from_slice(e);
+    let t = err_table(lua, &error_text(&dashed))?;
+    t.raw_set(COUNTED, true)?;
+    Ok(t)
+}
+
+/// Whether `v`, a script's result or the error it raised, is an error
+/// table marked [`COUNTED`].
+pub fn counted(v: &Value) -> bool {
+    match v {
+        Value::Table(t) => {
+            matches!(t.raw_get::<Value>(COUNTED), Ok(Value::Boolean(true)))
+                && (matches!(t.raw_get::<Value>("err"), Ok(Value::String(_))))
+        }
+        _ => false,
+    }
+}
+
 /// A command's reply as the Lua value `redis.call` returns; `true` with it
 /// when it is an error (which `redis.call` raises).
 pub fn to_lua(lua: &Lua, r: &Reply) -> mlua::Result<(Value, bool)> {
     Ok(match r {
-        Reply::Error(e) => {
-            let mut dashed = b"-".to_vec();
-            dashed.extend_from_slice(e);
-            (Value::Table(err_table(lua, &error_text(&dashed))?), true)
-        }
+        Reply::Error(e) => (Value::Table(call_err_table(lua, e)?), true),
         r => (value(lua, r)?, false),
     })
 }
@@ -177,11 +201,7 @@ fn value(lua: &Lua, r: &Reply) -> mlua::Result<Value> {
         Reply::Bulk(b) => Value::String(lua.create_string(b)?),
         Reply::Bool(b) => Value::Boolean(*b),
         Reply::Status(s) => single(lua, "ok", Value::String(lua.create_string(s)?))?,
-        Reply::Error(e) => {
-            let mut dashed = b"-".to_vec();
-            dashed.extend_from_slice(e);
-            Value::Table(err_table(lua, &error_text(&dashed))?)
-        }
+        Reply::Error(e) => Value::Table(call_err_table(lua, e)?),
         Reply::Double(d) => single(lua, "double", Value::Number(*d))?,
         Reply::BigNum(b) => single(lua, "big_number", Value::String(lua.create_string(b)?))?,
         Reply::Array(items) => {

@@ -141,11 +141,16 @@ impl Inline {
         // Counted in INFO commandstats as the connection counts the calls
         // it serves (`Conn::script_call`).
         let failed = matches!(out.first(), Some(b'-' | b'!'));
-        self.shared.cmdstats.local().call(
+        let local = self.shared.cmdstats.local();
+        local.call(
             crate::cmdstats::slot(spec, args),
             started.elapsed().as_micros() as u64,
             failed,
         );
+        // And its error in errorstats, at the call (`Conn::script_call`).
+        if let Some(e) = crate::intro::error_prefix(&out) {
+            local.error(e);
+        }
         Some(convert::parse(&out).unwrap_or_else(|| Reply::Error(b"ERR unreadable reply".to_vec())))
     }
 }

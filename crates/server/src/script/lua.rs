@@ -100,12 +100,15 @@ pub enum Event {
 /// How a run ended.
 #[derive(Debug)]
 pub enum Outcome {
-    /// It ran to the end: its result (possibly an error reply it returned).
-    Ran(Reply),
+    /// It ran to the end: its result (possibly an error reply it returned),
+    /// and whether that is an error a command it called answered, counted
+    /// in errorstats already (`convert::COUNTED`).
+    Ran(Reply, bool),
     /// It did not compile: this error reply; nothing ran.
     Compile(String),
-    /// It raised an error, or was killed: this error reply.
-    Failed(String),
+    /// It raised an error, or was killed: this error reply, and whether it
+    /// is a command's, counted already (as in `Ran`).
+    Failed(String, bool),
 }
 
 /// The pool of script threads.
@@ -452,7 +455,7 @@ impl State {
         let f = match &run.function {
             Some(target) => match self.library_function(target) {
                 Ok(f) => f,
-                Err(e) => return Outcome::Failed(e),
+                Err(e) => return Outcome::Failed(e, false),
             },
             None => match self.function(&run.sha, &run.body) {
                 Ok(f) => f,
@@ -472,11 +475,11 @@ impl State {
         let fargs = match run.function {
             Some(_) => match array(&run.keys).and_then(|k| Ok((k, array(&run.argv)?))) {
                 Ok(a) => Some(a),
-                Err(e) => return Outcome::Failed(format!("ERR {e}")),
+                Err(e) => return Outcome::Failed(format!("ERR {e}"), false),
             },
             None => {
                 if let Err(e) = set("KEYS", &run.keys).and_then(|_| set("ARGV", &run.argv)) {
-                    return Outcome::Failed(format!("ERR {e}"));
+                    return Outcome::Failed(format!("ERR {e}"), false);
                 }
                 None
             }
@@ -500,18 +503,21 @@ impl State {
         let killed = ctl.killed.load(Ordering::Relaxed);
         let values: Vec<Value> = match result {
             Ok(v) => v.into_iter().collect(),
-            Err(e) if killed => return Outcome::Failed(format!("{KILLED} {e}")),
-            Err(e) => return Outcome::Failed(format!("ERR {e}")),
+            Err(e) if killed => return Outcome::Failed(format!("{KILLED} {e}"), false),
+            Err(e) => return Outcome::Failed(format!("ERR {e}"), false),
         };
         let ok = matches!(values.first(), Some(Value::Boolean(true)));
         let value = values.get(1).cloned().unwrap_or(Value::Nil);
         if ok {
             return match convert::from_lua(&value, resp3, &ctl.killed) {
-                Ok(reply) => Outcome::Ran(reply),
-                Err(stopped) => Outcome::Failed(stopped.text().into()),
+                Ok(reply) => Outcome::Ran(reply, convert::counted(&value)),
+                Err(stopped) => Outcome::Failed(stopped.text().into(), false),
             };
         }
-        Outcome::Failed(failure(&value, &run.sha, killed))
+        Outcome::Failed(
+            failure(&value, &run.sha, killed),
+            !killed && convert::counted(&value),
+        )
     }
 }
 

@@ -173,7 +173,7 @@ impl Conn {
                 self.drop_effects(mark);
                 return self.w().error("ERR the script's transaction was lost");
             };
-            if !matches!(outcome, Outcome::Ran(_)) {
+            if !matches!(outcome, Outcome::Ran(..)) {
                 // Failed or did not compile: its writes are dropped.
                 self.drop_effects(mark);
                 return self.answer(&script, outcome);
@@ -219,8 +219,15 @@ impl Conn {
                 .insert(script.sha.clone(), script.body.clone());
         }
         match outcome {
-            Outcome::Ran(reply) => convert::write(&mut self.w(), &reply),
-            Outcome::Compile(e) | Outcome::Failed(e) => self.w().error(&e),
+            Outcome::Ran(reply, counted) => {
+                self.stat.error_counted = counted;
+                convert::write(&mut self.w(), &reply)
+            }
+            Outcome::Failed(e, counted) => {
+                self.stat.error_counted = counted;
+                self.w().error(&e)
+            }
+            Outcome::Compile(e) => self.w().error(&e),
         }
     }
 
@@ -279,7 +286,7 @@ impl Conn {
                 }),
         }));
         if !shared.scripts.pool.send(job) {
-            return Outcome::Failed("ERR script threads are not running".into());
+            return Outcome::Failed("ERR script threads are not running".into(), false);
         }
         loop {
             match next_event(&mut events).await {
@@ -295,7 +302,7 @@ impl Conn {
                     let _ = answers_tx.send(self.acl_check_for_script(&args));
                 }
                 Some(Event::Done(outcome)) => return outcome,
-                None => return Outcome::Failed("ERR the script thread stopped".into()),
+                None => return Outcome::Failed("ERR the script thread stopped".into(), false),
             }
         }
     }
@@ -346,7 +353,11 @@ impl Conn {
         resp3: bool,
     ) -> Reply {
         let refuse = |m: &str| Reply::Error(m.as_bytes().to_vec());
+        // Every error a call answers counts in errorstats here, as Redis
+        // counts it at the call (`afterErrorReply`); the script's reply
+        // does not count it again (`convert::COUNTED`).
         let Some(spec) = cmd::lookup(&args[0]).filter(|s| self.command_exists(s)) else {
+            self.stat.local.error("ERR");
             return refuse("ERR Unknown Redis command called from script");
         };
         // A refusal counts as a rejected call of the command (Redis's
@@ -354,6 +365,9 @@ impl Conn {
         let stat_slot = crate::cmdstats::slot(spec, &args);
         if let Some(refused) = self.script_refusal(spec, &args, ro, allow_oom) {
             self.stat.local.rejected(stat_slot);
+            if let Reply::Error(e) = &refused {
+                self.stat.local.error(&String::from_utf8_lossy(e));
+            }
             return refused;
         }
         if self.shared.conns.monitors.any() {
@@ -391,6 +405,9 @@ impl Conn {
         let failed = matches!(out.first(), Some(b'-' | b'!'));
         let us = started.elapsed().as_micros() as u64;
         self.stat.local.call(stat_slot, us, failed);
+        if let Some(e) = crate::intro::error_prefix(&out) {
+            self.stat.local.error(e);
+        }
         convert::parse(&out).unwrap_or_else(|| refuse("ERR unreadable reply"))
     }
 

@@ -51,7 +51,7 @@ use bytes::Bytes;
 use elsa_lattice::{Collection, KeyState, Kind, Ts, Version};
 
 pub use replies::*;
-pub use scan::{parse_cursor, scan_args_of, ScanArgs, PACKED_ELEMENTS};
+pub use scan::{parse_cursor, scan_args_of, ScanArgs};
 
 /// Largest string a value may grow to (Redis's `proto-max-bulk-len` default).
 pub const MAX_STRING: usize = 512 * 1024 * 1024;
@@ -142,6 +142,11 @@ pub fn pending_stamp(n: u64) -> (Ts, Version) {
     (ts, Version::new(ts, 0))
 }
 
+/// Whether `ts` is a [`pending_stamp`]: no time at all.
+pub fn is_pending(ts: Ts) -> bool {
+    ts >= 1 << 63
+}
+
 /// A string command on a key holding another type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -168,6 +173,14 @@ pub trait KeyView {
     fn stamp(&mut self) -> (Ts, Version);
     /// Milliseconds since the Unix epoch, for TTLs.
     fn now_ms(&self) -> u64;
+
+    /// The least milliseconds a `*` stream ID chosen now may take across
+    /// regions (`streams::id_floor`): a view whose writes apply at once
+    /// answers every gossip flush so far; a transaction's view pins the
+    /// ID until its writes are installed. 0 where nothing is shipped.
+    fn id_floor_ms(&mut self) -> u64 {
+        0
+    }
 
     /// The write of the plain value `key` shows, when it comes from the
     /// store unchanged (not written by this transaction): a change of its

@@ -74,10 +74,6 @@ pub fn scan_args_of(args: &[Bytes]) -> Result<ScanArgs, String> {
     Ok(scan)
 }
 
-/// A collection this small is answered whole by HSCAN and SSCAN (cursor
-/// 0), as Redis answers one it keeps packed.
-pub const PACKED_ELEMENTS: usize = 128;
-
 impl ScanArgs {
     /// One page of `items` (sorted here): all of them when `packed`, else
     /// `count` from the cursor; and the next cursor (0 at the end).

@@ -16,7 +16,7 @@ use elsa_lattice::{Collection, Crdt, Elem, KeyState, Kind, OrSet};
 use super::hashes::{get_bytes, get_list, get_u64, next, put_bytes, put_list};
 use super::{
     begin_collection_write, parse_i64, read_collection, CollectionWrite, KeyView, OpReply,
-    ScanArgs, Value, PACKED_ELEMENTS, WRONGTYPE,
+    ScanArgs, Value, WRONGTYPE,
 };
 
 /// How the members of several sets combine.
@@ -347,11 +347,13 @@ pub(super) fn intset(s: &OrSet) -> bool {
         && s.iter().all(|m| parse_i64(m).is_some())
 }
 
-/// SSCAN: a small set whole (cursor 0), a bigger one `count` members at a
-/// time in sorted order (see `ScanArgs::page`).
+/// SSCAN: an intset whole (cursor 0), as Redis 7.0 answers its only
+/// packed set encoding; any other set `count` members at a time in sorted
+/// order (see `ScanArgs::page`) — BullMQ pages a set of 65 strings with
+/// `COUNT 50` and expects a cursor back.
 fn scan(s: &OrSet, args: &ScanArgs) -> OpReply {
+    let packed = intset(s);
     let members: Vec<Bytes> = s.iter().map(Bytes::copy_from_slice).collect();
-    let packed = members.len() <= PACKED_ELEMENTS;
     let (page, next_cursor) = args.page(members, packed);
     OpReply::Array(vec![
         OpReply::Bulk(Bytes::from(next_cursor.to_string())),

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use elsa_lattice::{Crdt, KeyState, Kind, Ts, Version};
+use elsa_lattice::{Collection, Crdt, KeyState, Kind, Ts, Version};
 
 use crate::ops::Current;
 use crate::record::Record;
@@ -158,6 +158,9 @@ impl Shard {
     ) -> bool {
         let floor = self.tombstone_floor;
         let unit = self.unit;
+        if matches!(source, Source::Peer | Source::Remote) {
+            self.check_late(hash, key, &delta);
+        }
         // Whether the key appeared or went, when someone asks (`keyset`).
         let now_ms = if self.keyset.tracking() { unix_ms() } else { 0 };
         let mut flipped = false;
@@ -213,6 +216,40 @@ impl Shard {
             self.keyset_changed(key);
         }
         written
+    }
+
+    /// Another region's stream entries that arrive below the read horizon
+    /// (`ops::streams::late_entries`): counted and logged with who wrote
+    /// them, for the checker and the operator.
+    fn check_late(&self, hash: u64, key: &[u8], delta: &KeyState) {
+        let Some(Collection::Stream(x)) = &delta.collection else {
+            return;
+        };
+        let held = self.table.get(hash, key).and_then(|r| match r.typed() {
+            Some(s) => match &s.collection {
+                Some(Collection::Stream(h)) => Some(&**h),
+                _ => None,
+            },
+            None => None,
+        });
+        let late = crate::ops::streams::late_entries(x, held);
+        if !late.is_empty() {
+            tracing::warn!(
+                "stream {:?}: {} entries of another region arrived below the read horizon {} ms, where followers may have passed them (first {:?} written at {:?} by node {}; {})",
+                String::from_utf8_lossy(key),
+                late.len(),
+                crate::ops::streams::read_horizon(),
+                late[0].0,
+                late[0].1.commit_ts >> 16,
+                late[0].1.origin,
+                match (self.unit, self.from_region) {
+                    (crate::record::Unit::None, true) => "a lone write merged from another region",
+                    (crate::record::Unit::None, false) => "a lone write shown after waiting behind a part, or from a replica of this region",
+                    (crate::record::Unit::Here, _) => "part of a one-shard transaction",
+                    (crate::record::Unit::Shards, _) => "part of a transaction across shards",
+                }
+            );
+        }
     }
 
     /// `key` appeared or went: its database's key set changed now.

@@ -350,6 +350,11 @@ impl KeyView for LoneView<'_> {
         self.now_ms
     }
 
+    fn id_floor_ms(&mut self) -> u64 {
+        // Its shard's flushes ran on this thread before.
+        crate::ops::streams::id_floor::floor_ms()
+    }
+
     fn hll_base(&mut self, key: &[u8]) -> Option<elsa_lattice::Counter> {
         let hash = self.hash_of(key);
         Some(match self.shard.table.get(hash, key) {

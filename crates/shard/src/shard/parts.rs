@@ -63,6 +63,12 @@ pub(super) struct Parked {
     /// Those parts as they came (what a snapshot logs again, and what
     /// recovery hands the installer: see [`Shard::parked_parts`]).
     pub pending: Vec<LogEntry>,
+    /// For a stream's part: the read horizon when it was first parked,
+    /// which holds the horizon back until it shows (`u64::MAX`: not a
+    /// stream). Its entries are at or above it — they came in a frame
+    /// after those the horizon counts — and readers must not pass them
+    /// while they wait (`ops::streams::horizon::hold_for_parts`).
+    pub horizon: u64,
 }
 
 impl Shard {
@@ -83,6 +89,14 @@ impl Shard {
             );
         }
         let unit = (e.unit != Unit::None).then_some(e.version);
+        let horizon = if is_stream(e) {
+            crate::ops::streams::read_horizon()
+        } else {
+            u64::MAX
+        };
+        if horizon != u64::MAX {
+            crate::ops::streams::hold_for_parts(self.index, horizon);
+        }
         let Some(p) = self.parts.get_mut(&e.key) else {
             self.parts.insert(
                 e.key.clone(),
@@ -92,11 +106,13 @@ impl Shard {
                     oldest: e.version.commit_ts,
                     units: unit.into_iter().collect(),
                     pending: unit.map(|_| e.clone()).into_iter().collect(),
+                    horizon,
                 },
             );
             return;
         };
         p.oldest = p.oldest.min(e.version.commit_ts);
+        p.horizon = p.horizon.min(horizon);
         if let Some(v) = unit {
             if let Err(at) = p.units.binary_search(&v) {
                 p.units.insert(at, v);
@@ -213,6 +229,7 @@ impl Shard {
             }
         }
         if self.parts.is_empty() || self.write_refusal().is_some() {
+            self.release_horizon();
             return;
         }
         let hasher = *self.table.hasher();
@@ -270,6 +287,14 @@ impl Shard {
             self.stats.parts_alone += 1;
             self.show_part(hash, &e);
         }
+        self.release_horizon();
+    }
+
+    /// Tells the read horizon what this shard's parked stream parts still
+    /// hold it at (none: released), once parts went.
+    pub(super) fn release_horizon(&mut self) {
+        let held = self.parts.values().map(|p| p.horizon).min();
+        crate::ops::streams::hold_for_parts_exactly(self.index, held.unwrap_or(u64::MAX));
     }
 
     /// A parked part read back by recovery ([`Frame::Parked`]): parked
@@ -332,6 +357,12 @@ impl Shard {
         self.install_from(hash, &e.key, &e.state, e.start_ts, e.version, Source::Peer);
         self.unit = unit;
     }
+}
+
+/// Whether `e` carries a stream's change.
+fn is_stream(e: &LogEntry) -> bool {
+    matches!(&e.state, EntryState::Typed(s)
+        if matches!(s.collection, Some(elsa_lattice::Collection::Stream(_))))
 }
 
 /// An entry's state as a typed one (a plain lattice as a string's base).

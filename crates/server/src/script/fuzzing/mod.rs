@@ -339,8 +339,8 @@ impl FuzzRunner {
             resp3: e.client_resp3,
         };
         match &outcome {
-            Outcome::Ran(reply) => convert::write(&mut w, reply),
-            Outcome::Compile(m) | Outcome::Failed(m) => w.error(m),
+            Outcome::Ran(reply, _) => convert::write(&mut w, reply),
+            Outcome::Compile(m) | Outcome::Failed(m, _) => w.error(m),
         }
         assert!(
             convert::parse(&out).is_some(),
@@ -352,8 +352,8 @@ impl FuzzRunner {
         s.calls += calls as u64;
         match outcome {
             Outcome::Compile(_) => s.compile_errors += 1,
-            Outcome::Failed(_) => s.failed += 1,
-            Outcome::Ran(_) => {}
+            Outcome::Failed(..) => s.failed += 1,
+            Outcome::Ran(..) => {}
         }
         if let Some(a) = after_kill {
             s.killed += 1;

@@ -20,6 +20,8 @@
 
 mod claim;
 pub mod groups;
+mod horizon;
+pub mod id_floor;
 mod info;
 pub mod parse;
 pub(super) mod write;
@@ -30,6 +32,11 @@ use elsa_lattice::{Collection, KeyState, Kind};
 
 use super::hashes::{get_list, put_list};
 use super::{read_collection, KeyView, OpReply, ERR_NOT_INTEGER, ERR_SYNTAX};
+use horizon::shown_upto;
+pub use horizon::{
+    hold_for_parts, hold_for_parts_exactly, late_count, late_entries, read_horizon, read_immediate,
+    set_read_horizon, set_read_immediate,
+};
 pub use parse::{node_entries, ERR_INVALID_ID};
 use parse::{AddArgs, AddId, Trim};
 
@@ -141,53 +148,6 @@ fn id_tag() -> Option<u32> {
     match ID_TAG.load(std::sync::atomic::Ordering::Relaxed) {
         0 => None,
         t => Some(t),
-    }
-}
-
-/// What XREAD and XREADGROUP `>` show across regions (issue 46): only
-/// entries whose ID's milliseconds are below this (unix ms; `u64::MAX`:
-/// no bound). Set by the cluster to the least flush time of the other
-/// regions' gossip streams merged here: an entry another region has not
-/// shipped yet is stamped at or after its node's last flush, and a `*`
-/// ID's milliseconds are at least its stamp's
-/// (`write::add`) — so no entry can still arrive below the bound, and
-/// a reader following a stream by its last ID skips none
-/// (`docs/datatypes.md`). `u64::MAX` on a node alone or in one region.
-static HORIZON_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
-
-/// Sets the read horizon (see [`HORIZON_MS`]).
-pub fn set_read_horizon(ms: u64) {
-    HORIZON_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// The read horizon now (unix ms, `u64::MAX`: none).
-pub fn read_horizon() -> u64 {
-    HORIZON_MS.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// `stream-read-horizon immediate`: following reads show every entry
-/// at once, as Redis Active-Active does (an entry another region adds
-/// below one already read is then skipped by that reader).
-static IMMEDIATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Sets `stream-read-horizon`: `immediate` (true) or `converged`.
-pub fn set_read_immediate(on: bool) {
-    IMMEDIATE.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether `stream-read-horizon` is `immediate`.
-pub fn read_immediate() -> bool {
-    IMMEDIATE.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The greatest ID a following read may show (None: none at all).
-pub(super) fn shown_upto() -> Option<StreamId> {
-    if read_immediate() {
-        return Some(StreamId::MAX);
-    }
-    match read_horizon() {
-        u64::MAX => Some(StreamId::MAX),
-        ms => prev(StreamId::new(ms, 0)),
     }
 }
 

@@ -68,12 +68,25 @@ pub(super) fn add(key: &[u8], view: &mut impl KeyView, a: &AddArgs, fields: &[By
             // set it) would put the entry below, where they never look
             // again (`tests/nemesis_streams.rs`, seed 14: two entries
             // skipped while this node's clock ran 400 ms behind).
-            let stamped = elsa_lattice::Hlc::<elsa_lattice::SystemClock>::millis(w.dot.commit_ts);
+            // (A transaction's stamp is a placeholder, no time: its
+            // view's floor stands for it.)
+            let stamped = match w.dot.commit_ts {
+                ts if crate::ops::is_pending(ts) => 0,
+                ts => elsa_lattice::Hlc::<elsa_lattice::SystemClock>::millis(ts),
+            };
             let horizon = match super::read_horizon() {
                 u64::MAX => 0,
                 h => h,
             };
-            let ms = view.now_ms().max(stamped).max(last.ms).max(horizon);
+            // And at least every gossip flush before it (or pinned until
+            // its transaction's writes are in: `id_floor`).
+            let floor = view.id_floor_ms();
+            let ms = view
+                .now_ms()
+                .max(stamped)
+                .max(last.ms)
+                .max(horizon)
+                .max(floor);
             match tagged(last, ms, tag).or_else(|| tagged(last, ms.checked_add(1)?, tag)) {
                 Some(id) => id,
                 None => return OpReply::Error(ERR_EXHAUSTED),

@@ -1,0 +1,189 @@
+//! A transaction's change to a stream, as a delta (issue 46).
+//!
+//! A transaction (`MULTI` across shards, a script, `BEGIN … COMMIT`)
+//! runs its commands on the key's state as it read it and installs what
+//! they made of it (`KeyState::replace_with`). A stream used to be
+//! installed whole, over a raised floor, as `COPY` installs another key's
+//! stream: across regions that dropped every entry another region added
+//! meanwhile and reset the groups' state — acknowledged `XADD`s lost, and
+//! entries handed to two consumers of one region
+//! (`tests/nemesis_streams.rs`, once its writers used transactions).
+//! [`Stream::delta_to`] instead writes what changed as the commands'
+//! own deltas would, each as the commit's version: entries added, deleted
+//! or trimmed, the registers `XSETID` sets, and each group's changed
+//! parts. Hand-written: it is the commit rule of Elsa's stream lattice.
+
+use super::{Consumer, Delivery, Group, Reg, Stream, StreamId};
+use crate::{Crdt, Version};
+
+impl Stream {
+    /// The delta taking this stream (a key's state as a transaction read
+    /// it) to `target` (what the transaction's commands made of it), each
+    /// change written as `dot`. None when `target` is not this stream
+    /// changed — it lacks something this holds (another key's stream put
+    /// here: `COPY`, `RENAME`, `RESTORE`) — or when the delta would not
+    /// show what `target` shows (then the caller installs it whole).
+    pub fn delta_to(&self, target: &Stream, dot: Version) -> Option<Stream> {
+        let mut probe = target.clone();
+        if probe.merge(self.clone()) {
+            return None;
+        }
+        let mut work = self.clone();
+        let mut delta = Stream::default();
+        let mut take = |work: &mut Stream, d: Stream| {
+            work.merge(d.clone());
+            delta.merge(d);
+        };
+        // Entries added (an entry added and deleted by the transaction
+        // shows nothing: only the count below remembers it).
+        let added: Vec<(StreamId, crate::stream_fields::Fields)> = target
+            .entries()
+            .filter(|(id, _)| !self.holds(*id))
+            .map(|(id, e)| (id, e.fields.into()))
+            .collect();
+        for (id, fields) in added {
+            let d = work.add(id, fields, dot);
+            take(&mut work, d);
+        }
+        // Trimmed, then deleted.
+        if target.floor() > work.floor() {
+            let d = work.trim_below(target.floor(), dot);
+            take(&mut work, d);
+        }
+        let gone: Vec<StreamId> = work
+            .entries()
+            .filter(|(id, _)| target.entry(*id).is_none())
+            .map(|(id, _)| id)
+            .collect();
+        if !gone.is_empty() {
+            let d = work.delete(&gone, dot);
+            take(&mut work, d);
+        }
+        // The registers XSETID sets (and the count of entries added).
+        if (
+            target.last_id(),
+            target.entries_added(),
+            target.max_deleted_id(),
+        ) != (work.last_id(), work.entries_added(), work.max_deleted_id())
+        {
+            let d = work.set_id(
+                target.last_id(),
+                Some(target.entries_added()),
+                Some(target.max_deleted_id()),
+                dot,
+            );
+            take(&mut work, d);
+        }
+        // Each group's changed parts.
+        for (name, tg) in &target.groups {
+            let g = match work.groups.get(name) {
+                Some(wg) if wg.created == tg.created => changed_parts(wg, tg, dot),
+                _ => restamped_group(tg, dot),
+            };
+            let mut d = Stream::default();
+            d.groups.insert(name.clone(), g);
+            d.recount();
+            take(&mut work, d);
+        }
+        (work.to_parts() == target.to_parts()).then_some(delta)
+    }
+}
+
+/// The parts of group `to` that differ from `from` (the same incarnation),
+/// written as `dot`; the rest as `from` has them (merged, a no-op).
+fn changed_parts(from: &Group, to: &Group, dot: Version) -> Group {
+    let mut g = Group {
+        created: from.created,
+        destroyed: from.destroyed,
+        delivered: from.delivered,
+        ..Group::default()
+    };
+    if to.destroyed != from.destroyed {
+        g.destroyed = Some(dot);
+    }
+    if to.delivered != from.delivered {
+        let (epoch, last, read) = to.delivered;
+        let epoch = if epoch == from.delivered.0 {
+            epoch
+        } else {
+            dot
+        };
+        g.delivered = (epoch, last, read);
+    }
+    for (id, d) in &to.deliveries {
+        if from.deliveries.get(id) != Some(d) {
+            g.deliveries.insert(
+                *id,
+                Delivery {
+                    version: dot,
+                    ..d.clone()
+                },
+            );
+        }
+    }
+    // An acknowledgement the transaction wrote, unless it delivered the
+    // entry again after it (a delivery and an ack of one commit: acked).
+    for (id, v) in &to.acks {
+        if from.acks.get(id) != Some(v) && acked(to, *id) {
+            g.acks.insert(*id, dot);
+        }
+    }
+    for (n, c) in &to.consumers {
+        let before = from.consumers.get(n);
+        if before != Some(c) {
+            let live = match before {
+                Some(b) if b.live == c.live => c.live,
+                _ => Reg {
+                    version: dot,
+                    value: c.live.value,
+                },
+            };
+            g.consumers
+                .insert(n.clone(), Consumer { live, ..c.clone() });
+        }
+    }
+    g.digest = g.items_digest();
+    g
+}
+
+/// Whether `g` holds `id` acknowledged (not pending).
+fn acked(g: &Group, id: StreamId) -> bool {
+    g.pending_in(id, id).next().is_none()
+}
+
+/// Group `g` made by the transaction (created, or created again), every
+/// part written as `dot`.
+fn restamped_group(g: &Group, dot: Version) -> Group {
+    let mut copy = Group {
+        created: dot,
+        destroyed: g.destroyed.map(|_| dot),
+        delivered: (dot, g.delivered.1, g.delivered.2),
+        ..Group::default()
+    };
+    for (id, d) in &g.deliveries {
+        copy.deliveries.insert(
+            *id,
+            Delivery {
+                version: dot,
+                ..d.clone()
+            },
+        );
+    }
+    for id in g.acks.keys().filter(|id| acked(g, **id)) {
+        copy.acks.insert(*id, dot);
+    }
+    for (n, c) in &g.consumers {
+        copy.consumers.insert(
+            n.clone(),
+            Consumer {
+                live: Reg {
+                    version: dot,
+                    value: c.live.value,
+                },
+                ..c.clone()
+            },
+        );
+    }
+    copy.digest = copy.items_digest();
+    copy
+}
