@@ -348,8 +348,21 @@ impl Stream {
     /// it) brings its consumer back, seen when it was delivered: Redis's
     /// format gives every pending entry a consumer.
     pub fn to_parts(&self) -> Parts {
-        let groups = self
-            .groups()
+        Parts {
+            entries: self
+                .entries()
+                .map(|(id, e)| (id, e.fields.into()))
+                .collect(),
+            last: self.last_id(),
+            entries_added: self.entries_added(),
+            max_deleted: self.max_deleted_id(),
+            groups: self.group_parts(),
+        }
+    }
+
+    /// The groups as [`Parts`] has them.
+    pub(super) fn group_parts(&self) -> Vec<GroupParts> {
+        self.groups()
             .map(|(name, g)| {
                 let (last, read) = g.last_delivered();
                 let mut consumers: BTreeMap<Elem, (u64, u64)> = g
@@ -373,17 +386,7 @@ impl Stream {
                     consumers: consumers.into_iter().map(|(n, (s, a))| (n, s, a)).collect(),
                 }
             })
-            .collect();
-        Parts {
-            entries: self
-                .entries()
-                .map(|(id, e)| (id, e.fields.into()))
-                .collect(),
-            last: self.last_id(),
-            entries_added: self.entries_added(),
-            max_deleted: self.max_deleted_id(),
-            groups,
-        }
+            .collect()
     }
 
     /// The stream `parts` describe, every part written as `dot` (RESTORE;

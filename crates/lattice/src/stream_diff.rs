@@ -24,8 +24,10 @@ impl Stream {
     /// here: `COPY`, `RENAME`, `RESTORE`) — or when the delta would not
     /// show what `target` shows (then the caller installs it whole).
     pub fn delta_to(&self, target: &Stream, dot: Version) -> Option<Stream> {
-        let mut probe = target.clone();
-        if probe.merge(self.clone()) {
+        // Each scan below walks both logs side by side, once: a commit
+        // costs a pass over the stream (as the whole install did), not a
+        // lookup per entry.
+        if !target.covers(self) {
             return None;
         }
         let mut work = self.clone();
@@ -36,11 +38,16 @@ impl Stream {
         };
         // Entries added (an entry added and deleted by the transaction
         // shows nothing: only the count below remembers it).
-        let added: Vec<(StreamId, crate::stream_fields::Fields)> = target
-            .entries()
-            .filter(|(id, _)| !self.holds(*id))
-            .map(|(id, e)| (id, e.fields.into()))
-            .collect();
+        let floor = self.floor();
+        let mut held = self.entries.iter().map(|(id, _)| id).peekable();
+        let mut added = Vec::new();
+        for (id, e) in target.entries() {
+            while held.next_if(|h| *h < id).is_some() {}
+            let known = id < floor || held.peek() == Some(&id) || self.deleted.contains_key(&id);
+            if !known {
+                added.push((id, crate::stream_fields::Fields::from(e.fields)));
+            }
+        }
         for (id, fields) in added {
             let d = work.add(id, fields, dot);
             take(&mut work, d);
@@ -50,11 +57,14 @@ impl Stream {
             let d = work.trim_below(target.floor(), dot);
             take(&mut work, d);
         }
-        let gone: Vec<StreamId> = work
-            .entries()
-            .filter(|(id, _)| target.entry(*id).is_none())
-            .map(|(id, _)| id)
-            .collect();
+        let mut shown = target.entries().map(|(id, _)| id).peekable();
+        let mut gone = Vec::new();
+        for (id, _) in work.entries() {
+            while shown.next_if(|t| *t < id).is_some() {}
+            if shown.peek() != Some(&id) {
+                gone.push(id);
+            }
+        }
         if !gone.is_empty() {
             let d = work.delete(&gone, dot);
             take(&mut work, d);
@@ -77,6 +87,7 @@ impl Stream {
         // Each group's changed parts.
         for (name, tg) in &target.groups {
             let g = match work.groups.get(name) {
+                Some(wg) if wg == tg => continue,
                 Some(wg) if wg.created == tg.created => changed_parts(wg, tg, dot),
                 _ => restamped_group(tg, dot),
             };
@@ -85,7 +96,53 @@ impl Stream {
             d.recount();
             take(&mut work, d);
         }
-        (work.to_parts() == target.to_parts()).then_some(delta)
+        work.shows_as(target).then_some(delta)
+    }
+
+    /// Whether this holds everything `base` holds (a later state of it):
+    /// its entries (or deleted, or trimmed here), deletes, trims and
+    /// groups.
+    fn covers(&self, base: &Stream) -> bool {
+        let floor = self.floor();
+        if floor < base.floor()
+            || (self.last.version, self.last.value) < (base.last.version, base.last.value)
+        {
+            return false;
+        }
+        let mut mine = self.entries.iter().map(|(id, _)| id).peekable();
+        for (id, _) in base.entries.iter() {
+            if id < floor {
+                continue;
+            }
+            while mine.next_if(|m| *m < id).is_some() {}
+            if mine.peek() != Some(&id) {
+                return false;
+            }
+        }
+        base.deleted
+            .keys()
+            .all(|id| *id < floor || self.deleted.contains_key(id))
+            && base
+                .groups
+                .iter()
+                .all(|(n, g)| self.groups.get(n).is_some_and(|t| t.created >= g.created))
+    }
+
+    /// Whether this shows what `other` shows (DUMP's parts), compared side
+    /// by side.
+    fn shows_as(&self, other: &Stream) -> bool {
+        (self.last_id(), self.entries_added(), self.max_deleted_id())
+            == (
+                other.last_id(),
+                other.entries_added(),
+                other.max_deleted_id(),
+            )
+            && self.len() == other.len()
+            && self
+                .entries()
+                .zip(other.entries())
+                .all(|((a, x), (b, y))| a == b && x.fields.bytes() == y.fields.bytes())
+            && self.group_parts() == other.group_parts()
     }
 }
 
