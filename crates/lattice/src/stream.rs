@@ -316,6 +316,17 @@ impl Stream {
             .map(|(id, _)| (id, !self.deleted.contains_key(&id)))
     }
 
+    /// The entries at or above the floor with their fields and when each
+    /// was deleted (where Redis's nodes end depends on their sizes and on
+    /// when a node lost its last entry).
+    pub fn held_entries(
+        &self,
+    ) -> impl Iterator<Item = (StreamId, Option<Version>, Entry<'_>)> + '_ {
+        self.entries
+            .range(self.floor()..)
+            .map(|(id, e)| (id, self.deleted.get(&id).copied(), e))
+    }
+
     /// How many entries are held at or above the floor (shown or
     /// deleted).
     pub fn held_len(&self) -> usize {

@@ -27,7 +27,9 @@ use elsa_lattice::stream::{GroupParts, Parts, StreamId, UNKNOWN_READ};
 use elsa_lattice::stream_fields::Fields;
 use elsa_lattice::Elem;
 
-use super::{backlen_size, listpack, put_len, put_string, Reader};
+use elsa_shard::ops::streams::listpack::{node_max_bytes, Lp};
+
+use super::{listpack, put_len, put_string, Reader};
 
 /// Redis 5–6's stream (no first ID, tombstone or counters).
 pub(super) const T_STREAM: u8 = 15;
@@ -40,79 +42,6 @@ const FLAG_SAME_FIELDS: i64 = 2;
 fn raw_id(out: &mut Vec<u8>, id: StreamId) {
     out.extend_from_slice(&id.ms.to_be_bytes());
     out.extend_from_slice(&id.seq.to_be_bytes());
-}
-
-/// A listpack element: an integer, or a string (`lpAppend` stores one
-/// that reads as an integer as that integer).
-enum Lp<'a> {
-    Int(i64),
-    Str(&'a [u8]),
-}
-
-/// `lpStringToInt64`: only the canonical text of an i64.
-fn as_int(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 || (s.len() > 1 && (s[0] == b'0' || s.starts_with(b"-0"))) {
-        return None;
-    }
-    std::str::from_utf8(s)
-        .ok()?
-        .parse()
-        .ok()
-        .filter(|_| s[0] != b'+')
-}
-
-impl Lp<'_> {
-    fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        match *self {
-            Lp::Int(v) => match v {
-                0..=127 => out.push(v as u8),
-                -4096..=4095 => {
-                    let u = (v & 0x1fff) as u16;
-                    out.extend_from_slice(&[0xc0 | (u >> 8) as u8, u as u8]);
-                }
-                -32768..=32767 => {
-                    out.push(0xf1);
-                    out.extend_from_slice(&(v as i16).to_le_bytes());
-                }
-                -8_388_608..=8_388_607 => {
-                    out.push(0xf2);
-                    out.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
-                }
-                -2_147_483_648..=2_147_483_647 => {
-                    out.push(0xf3);
-                    out.extend_from_slice(&(v as i32).to_le_bytes());
-                }
-                _ => {
-                    out.push(0xf4);
-                    out.extend_from_slice(&v.to_le_bytes());
-                }
-            },
-            Lp::Str(s) => {
-                if let Some(v) = as_int(s) {
-                    return Lp::Int(v).encode(out);
-                }
-                let n = s.len();
-                if n < 64 {
-                    out.push(0x80 | n as u8);
-                } else if n < 4096 {
-                    out.extend_from_slice(&[0xe0 | (n >> 8) as u8, n as u8]);
-                } else {
-                    out.push(0xf0);
-                    out.extend_from_slice(&(n as u32).to_le_bytes());
-                }
-                out.extend_from_slice(s);
-            }
-        }
-        // The back-length (`lpEncodeBacklen`): the entry's length, 7 bits
-        // a byte, most significant first, all but the first flagged.
-        let l = (out.len() - start) as u64;
-        let n = backlen_size(l as usize);
-        for i in (0..n).rev() {
-            let b = ((l >> (7 * i)) & 127) as u8;
-            out.push(if i == n - 1 { b } else { b | 128 });
-        }
-    }
 }
 
 /// One radix-tree node being filled: its master ID and fields, and its
@@ -160,13 +89,7 @@ impl Node {
 /// Writes the body of a `RDB_TYPE_STREAM_LISTPACKS_2` object.
 pub(super) fn put(out: &mut Vec<u8>, p: &Parts) {
     let max_entries = elsa_shard::ops::streams::parse::node_entries();
-    let max_bytes = elsa_shard::ops::limits::get(&elsa_shard::ops::limits::STREAM_NODE_BYTES);
-    // Redis's `STREAM_LISTPACK_MAX_SIZE` when 0 or above it.
-    let max_bytes = if max_bytes == 0 {
-        1 << 30
-    } else {
-        max_bytes.min(1 << 30)
-    };
+    let max_bytes = node_max_bytes();
     let mut nodes: Vec<Node> = Vec::new();
     for (id, fields) in &p.entries {
         let pairs: Vec<(&[u8], &[u8])> = fields.iter().collect();

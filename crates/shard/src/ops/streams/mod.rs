@@ -23,6 +23,7 @@ pub mod groups;
 mod horizon;
 pub mod id_floor;
 mod info;
+pub mod listpack;
 pub mod parse;
 pub(super) mod write;
 
@@ -385,7 +386,12 @@ impl StreamOp {
                     .map(|a| match &a[..] {
                         b"$" => Err(groups::ERR_DOLLAR),
                         b">" => Ok(groups::GroupFrom::New),
-                        a => parse::id(a, 0, true).map(groups::GroupFrom::History),
+                        // Redis holds `>` as the greatest ID: that ID
+                        // given outright reads new entries too.
+                        a => parse::id(a, 0, true).map(|id| match id {
+                            StreamId::MAX => groups::GroupFrom::New,
+                            id => groups::GroupFrom::History(id),
+                        }),
                     })
                     .collect();
                 XCmd::ReadGroup {

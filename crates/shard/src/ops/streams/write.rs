@@ -4,8 +4,10 @@
 
 use bytes::Bytes;
 use elsa_lattice::stream::{Stream, StreamId};
+use elsa_lattice::stream_fields::FieldsRef;
 use elsa_lattice::{Collection, Crdt, KeyState, Kind};
 
+use super::listpack::{Held, NodeFill};
 use super::parse::{self, AddArgs, AddId, Trim, TrimTo};
 use super::{id_bulk, stream, ERR_EXHAUSTED, ERR_ID_TOO_SMALL, ERR_SETID_ENTRIES, ERR_SETID_SMALL};
 use crate::notify::STREAM;
@@ -106,10 +108,13 @@ pub(super) fn add(key: &[u8], view: &mut impl KeyView, a: &AddArgs, fields: &[By
     }
     let pairs =
         elsa_lattice::stream_fields::Fields::new(fields.chunks(2).map(|p| (&p[0][..], &p[1][..])));
+    let planned = a
+        .trim
+        .as_ref()
+        .map(|t| plan_trim(x, Some((id, pairs.as_ref())), t));
     let mut delta = x.add(id, pairs, w.dot);
     let mut trimmed = 0;
-    if let Some(t) = &a.trim {
-        let (n, floor) = plan_trim(x, Some(id), t);
+    if let Some((n, floor)) = planned {
         if let Some(floor) = floor {
             delta.merge(x.trim_below(floor, w.dot));
         }
@@ -152,19 +157,28 @@ pub(super) fn tagged(last: StreamId, ms: u64, tag: u32) -> Option<StreamId> {
 /// How many shown entries a trim removes from `x` (plus `added`, an
 /// entry XADD is adding above all of them), and the ID below which it
 /// hides everything (None: nothing goes).
-fn plan_trim(x: &Stream, added: Option<StreamId>, t: &Trim) -> (u64, Option<StreamId>) {
-    // Read from the head only as far as the trim goes: a node at a time
-    // (an entry's node: its place in the add order).
+fn plan_trim(
+    x: &Stream,
+    added: Option<(StreamId, FieldsRef<'_>)>,
+    t: &Trim,
+) -> (u64, Option<StreamId>) {
+    // Read from the head only as far as the trim goes, a node at a time,
+    // nodes ending where Redis's appends would end them (`listpack`).
     let extra = u64::from(added.is_some());
     let held = x.held_len() as u64 + extra;
     let mut len = x.len() as u64 + extra;
     let first = (x.entries_added() + extra).saturating_sub(held);
-    let per = parse::node_entries();
     let mut it = x
-        .held()
-        .chain(added.map(|id| (id, true)))
-        .enumerate()
+        .held_entries()
+        .map(|(id, deleted, e)| Held {
+            id,
+            fields: e.fields,
+            added: Some(e.version),
+            deleted,
+        })
+        .chain(added.map(|(id, f)| Held::new(id, f)))
         .peekable();
+    let mut fill = head_node(first, it.peek().map(|e| e.fields));
     let mut removed = 0u64;
     let mut last_gone: Option<StreamId> = None;
     let mut kept: Option<StreamId> = None;
@@ -174,14 +188,17 @@ fn plan_trim(x: &Stream, added: Option<StreamId>, t: &Trim) -> (u64, Option<Stre
                 break;
             }
         }
-        let Some(&(i, _)) = it.peek() else { break };
-        let node = (first + i as u64) / per;
-        let mut chunk = Vec::new();
-        while let Some(&(j, e)) = it.peek() {
-            if (first + j as u64) / per != node {
+        let Some(e) = it.next() else {
+            break;
+        };
+        fill.push(&e);
+        let mut chunk = vec![(e.id, e.deleted.is_none())];
+        while let Some(e) = it.peek() {
+            if fill.starts_new(e) {
                 break;
             }
-            chunk.push(e);
+            fill.push(e);
+            chunk.push((e.id, e.deleted.is_none()));
             it.next();
         }
         let valid = chunk.iter().filter(|(_, shown)| *shown).count() as u64;
@@ -222,11 +239,32 @@ fn plan_trim(x: &Stream, added: Option<StreamId>, t: &Trim) -> (u64, Option<Stre
     let Some(gone) = last_gone else {
         return (0, None);
     };
-    let kept = kept.or_else(|| it.peek().map(|(_, (id, _))| *id));
+    let kept = kept.or_else(|| it.peek().map(|e| e.id));
     (
         removed,
         Some(kept.unwrap_or_else(|| gone.next().unwrap_or(StreamId::MAX))),
     )
+}
+
+/// The head node as the trim finds it: the first held entry is entry
+/// `first` of all ever added. Where every node holds
+/// `stream-node-max-entries` (entries of the head's size: that many fit
+/// in `stream-node-max-bytes`), the head node began `first % max` entries
+/// before it (an exact trim may have cut it): filled as if with as many
+/// entries of the head's size. Where the byte limit ends nodes, the head
+/// starts one (only approximate trims, which take whole nodes, leave a
+/// head that does not — an exact trim before them is counted from it).
+fn head_node(first: u64, head: Option<FieldsRef<'_>>) -> NodeFill {
+    let (Some(head), per) = (head, parse::node_entries()) else {
+        return NodeFill::default();
+    };
+    if per == u64::MAX || first.is_multiple_of(per) {
+        return NodeFill::default();
+    }
+    if !NodeFill::of_copies(head, per - 1).fits_bytes(head) {
+        return NodeFill::default();
+    }
+    NodeFill::of_copies(head, first % per)
 }
 
 pub(super) fn trim(key: &[u8], view: &mut impl KeyView, t: &Trim) -> OpReply {
