@@ -120,6 +120,14 @@ pub(crate) fn recover(
                 max_ts = max_ts.max(w.version.commit_ts);
                 let (hash, shard) = place(&w);
                 shards[shard].restore_replayed(hash, &w);
+                // A write of this node's own transaction put back from its
+                // record (its part never reached that shard's log before
+                // the crash) goes to other regions again too: otherwise
+                // only anti-entropy brings it, after this node's new frames
+                // have moved their read horizons past it (issue 46).
+                if origin == Origin::Own {
+                    tail.keep(shard, &w);
+                }
             }
         }
     })?;
