@@ -21,16 +21,30 @@ pub enum Lp<'a> {
     Str(&'a [u8]),
 }
 
-/// `lpStringToInt64`: only the canonical text of an i64.
+/// `lpStringToInt64`: only the canonical text of an i64 (no `+`, no
+/// leading zero, no `-0`). By hand: it runs for every element of every
+/// entry an approximate trim looks at.
 fn as_int(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 || (s.len() > 1 && (s[0] == b'0' || s.starts_with(b"-0"))) {
+    let (neg, digits) = match s.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 19 || (digits[0] == b'0' && (neg || digits.len() > 1)) {
         return None;
     }
-    std::str::from_utf8(s)
-        .ok()?
-        .parse()
-        .ok()
-        .filter(|_| s[0] != b'+')
+    // Summed negative, so that i64::MIN fits.
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
+    }
+    if neg {
+        Some(v)
+    } else {
+        v.checked_neg()
+    }
 }
 
 /// Bytes of the back-length of an element of `len` bytes
@@ -182,7 +196,7 @@ impl NodeFill {
             return true;
         }
         let freed = self.count == self.deleted && e.added.is_none_or(|a| self.last_delete < a);
-        freed || !self.fits_bytes(e.fields) || self.count >= super::parse::node_entries()
+        freed || self.count >= super::parse::node_entries() || !self.fits_bytes(e.fields)
     }
 
     /// The listpack's size now (`lpBytes`): header, elements, end byte.
@@ -224,8 +238,15 @@ impl NodeFill {
     /// Appends entry `e`, starting a new node first when it must; true
     /// when it did.
     pub fn push(&mut self, e: &Held<'_>) -> bool {
-        let (id, fields) = (e.id, e.fields);
         let new = self.starts_new(e);
+        self.push_as(e, new);
+        new
+    }
+
+    /// Appends entry `e`, in a new node when `new` (what
+    /// [`NodeFill::starts_new`] answered for it).
+    pub fn push_as(&mut self, e: &Held<'_>, new: bool) {
+        let (id, fields) = (e.id, e.fields);
         if new {
             *self = NodeFill {
                 master: Some(id),
@@ -266,7 +287,6 @@ impl NodeFill {
             self.deleted += 1;
             self.last_delete = self.last_delete.max(at);
         }
-        new
     }
 }
 
@@ -342,6 +362,26 @@ mod tests {
                 (fill.bytes(), fill.count),
                 "{n}"
             );
+        }
+    }
+
+    #[test]
+    fn integers_read_as_listpacks_read_them() {
+        for (s, want) in [
+            (&b"0"[..], Some(0)),
+            (b"-1", Some(-1)),
+            (b"9223372036854775807", Some(i64::MAX)),
+            (b"-9223372036854775808", Some(i64::MIN)),
+            (b"9223372036854775808", None),
+            (b"-0", None),
+            (b"01", None),
+            (b"+1", None),
+            (b"", None),
+            (b"-", None),
+            (b"1a", None),
+            (b"12345678901234567890", None),
+        ] {
+            assert_eq!(as_int(s), want, "{}", String::from_utf8_lossy(s));
         }
     }
 }

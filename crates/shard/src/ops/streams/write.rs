@@ -193,12 +193,26 @@ fn plan_trim(
         };
         fill.push(&e);
         let mut chunk = vec![(e.id, e.deleted.is_none())];
+        let mut shown = u64::from(e.deleted.is_none());
+        // An approximate MAXLEN keeps a node once it holds more than the
+        // trim may remove: its end does not matter then.
+        let stop = match t.to {
+            TrimTo::MaxLen(n) if t.approx => {
+                let mut most = len.saturating_sub(n);
+                if t.limit > 0 {
+                    most = most.min(t.limit.saturating_sub(removed));
+                }
+                most
+            }
+            _ => u64::MAX,
+        };
         while let Some(e) = it.peek() {
-            if fill.starts_new(e) {
+            if shown > stop || fill.starts_new(e) {
                 break;
             }
-            fill.push(e);
+            fill.push_as(e, false);
             chunk.push((e.id, e.deleted.is_none()));
+            shown += u64::from(e.deleted.is_none());
             it.next();
         }
         let valid = chunk.iter().filter(|(_, shown)| *shown).count() as u64;
