@@ -18,6 +18,7 @@
 //! value model).
 
 use bytes::Bytes;
+use elsa_shard::ops::streams::listpack::backlen_size;
 
 /// The RDB version this payload format is (Redis 7.0's).
 pub const RDB_VERSION: u16 = 10;
@@ -450,18 +451,6 @@ fn intset(blob: &[u8]) -> Option<Vec<Bytes>> {
             })
             .collect(),
     )
-}
-
-/// How many bytes a listpack entry's back-length takes for an entry of
-/// `len` bytes (`lpEncodeBacklen`).
-fn backlen_size(len: usize) -> usize {
-    match len {
-        0..=127 => 1,
-        128..=16382 => 2,
-        16383..=2_097_150 => 3,
-        2_097_151..=268_435_454 => 4,
-        _ => 5,
-    }
 }
 
 /// A listpack's entries as text (`listpack.c`): total bytes and count,

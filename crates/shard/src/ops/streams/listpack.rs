@@ -48,13 +48,14 @@ fn as_int(s: &[u8]) -> Option<i64> {
 }
 
 /// Bytes of the back-length of an element of `len` bytes
-/// (`lpEncodeBacklen`: 7 bits a byte).
+/// (`lpEncodeBacklen`: 7 bits a byte, its bounds one below a power of
+/// two's).
 pub fn backlen_size(len: usize) -> usize {
     match len {
         0..=127 => 1,
-        128..=16_383 => 2,
-        16_384..=2_097_151 => 3,
-        2_097_152..=268_435_455 => 4,
+        128..=16_382 => 2,
+        16_383..=2_097_150 => 3,
+        2_097_151..=268_435_454 => 4,
         _ => 5,
     }
 }
@@ -294,6 +295,23 @@ impl NodeFill {
 mod tests {
     use super::*;
     use elsa_lattice::stream_fields::Fields;
+
+    #[test]
+    fn back_lengths_end_where_redis_ends_them() {
+        // `lpEncodeBacklen`: 127 takes one byte, 16,382 two, 16,383 three.
+        for (len, bytes) in [
+            (127, 1),
+            (128, 2),
+            (16_382, 2),
+            (16_383, 3),
+            (2_097_150, 3),
+            (2_097_151, 4),
+            (268_435_454, 4),
+            (268_435_455, 5),
+        ] {
+            assert_eq!(backlen_size(len), bytes, "{len}");
+        }
+    }
 
     #[test]
     fn lengths_match_the_encoding() {
