@@ -492,7 +492,7 @@ impl Cluster {
     }
 
     /// The records that are not on every node of `nodes` (by
-    /// `ELSA.DIGEST RECORDS`: key, version, kind), one line each with the
+    /// `ELSA.DIGEST RECORDS`: key, version, kind, content), one line each with the
     /// nodes that hold it: what a digest that will not converge is made of.
     pub fn records_not_everywhere(&self, nodes: &[usize]) -> String {
         let mut holders: std::collections::BTreeMap<String, Vec<String>> = Default::default();

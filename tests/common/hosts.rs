@@ -370,9 +370,11 @@ impl Hosts {
     }
 
     /// Runs `cmd` on host `i`'s node (a fresh connection; connection
-    /// errors and `TRYAGAIN` retried for 30 s: a node may restart in
-    /// place, and a region settling after faults answers `TRYAGAIN` while
-    /// a slot's owner moves — as a Redis Cluster client retries it).
+    /// errors, `TRYAGAIN` and `BUSY` retried for 30 s: a node may restart
+    /// in place, a region settling after faults answers `TRYAGAIN` while
+    /// a slot's owner moves — as a Redis Cluster client retries it — and
+    /// a node just let go after `SIGSTOP` answers `BUSY` until a script it
+    /// was running, now past `busy-reply-threshold`, ends).
     pub fn query<T: redis::FromRedisValue>(&self, i: usize, cmd: &redis::Cmd) -> T {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -382,7 +384,8 @@ impl Hosts {
                     if Instant::now() < deadline
                         && (e.is_io_error()
                             || e.is_connection_dropped()
-                            || e.kind() == redis::ErrorKind::TryAgain) =>
+                            || e.kind() == redis::ErrorKind::TryAgain
+                            || e.code() == Some("BUSY")) =>
                 {
                     std::thread::sleep(Duration::from_millis(100));
                 }
@@ -474,15 +477,83 @@ impl Hosts {
             previous = same.then_some(now.clone());
             assert!(
                 started.elapsed() < timeout,
-                "digests did not converge within {timeout:?}: {:?}",
+                "digests did not converge within {timeout:?}: {:?}\n{}",
                 hosts
                     .iter()
                     .zip(&now)
                     .map(|(&i, d)| (&self.hosts[i].name, d))
-                    .collect::<Vec<_>>()
+                    .collect::<Vec<_>>(),
+                self.records_not_everywhere(hosts)
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// The records not on every host of `hosts` (`ELSA.DIGEST RECORDS`:
+    /// key, version, kind, content), each with the hosts holding it; the
+    /// lattice state of each such key on every host (`ELSA.DIGEST STATE`)
+    /// goes to a file beside the hosts' logs, named here: what a digest
+    /// that will not converge is made of.
+    pub fn records_not_everywhere(&self, hosts: &[usize]) -> String {
+        let mut holders: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
+        for &i in hosts {
+            let got = self
+                .try_conn(i)
+                .and_then(|mut c| redis::cmd("ELSA.DIGEST").arg("RECORDS").query(&mut c));
+            let records: Vec<String> = got.unwrap_or_else(|e| vec![format!("(no listing: {e})")]);
+            for r in records {
+                holders.entry(r).or_default().push(&self.hosts[i].name);
+            }
+        }
+        let odd: Vec<(String, Vec<&str>)> = holders
+            .into_iter()
+            .filter(|(_, on)| on.len() < hosts.len())
+            .take(20)
+            .collect();
+        let mut states = String::new();
+        let mut keys: Vec<&str> = odd
+            .iter()
+            .filter_map(|(r, _)| r.split(' ').next())
+            .collect();
+        keys.dedup();
+        for key in keys {
+            for &i in hosts {
+                let state: redis::RedisResult<Vec<String>> = self.try_conn(i).and_then(|mut c| {
+                    redis::cmd("ELSA.DIGEST")
+                        .arg("STATE")
+                        .arg(key)
+                        .query(&mut c)
+                });
+                states.push_str(&format!(
+                    "=== {key} on {}:\n{state:#?}\n",
+                    self.hosts[i].name
+                ));
+            }
+        }
+        for &i in hosts {
+            let info: redis::RedisResult<String> = self.try_conn(i).and_then(|mut c| {
+                redis::cmd("INFO")
+                    .arg("gossip")
+                    .arg("replication")
+                    .query(&mut c)
+            });
+            states.push_str(&format!(
+                "=== INFO of {}:\n{}\n",
+                self.hosts[i].name,
+                info.unwrap_or_else(|e| e.to_string())
+            ));
+        }
+        let file = std::env::temp_dir().join(format!("elsa-diverged-{}.txt", std::process::id()));
+        let _ = std::fs::write(&file, states);
+        let lines: Vec<String> = odd
+            .iter()
+            .map(|(r, on)| format!("    {r}   on {}", on.join(", ")))
+            .collect();
+        format!(
+            "records not on every host:\n{}\n(their states: {})",
+            lines.join("\n"),
+            file.display()
+        )
     }
 
     /// Cuts the network between the hosts of `a` and those of `b` with

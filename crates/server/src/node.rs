@@ -698,6 +698,17 @@ fn worker(
                 // Over maxmemory, a shard that sees no commands evicts too
                 // (`crate::memory`); its deletes go out with this epoch.
                 shard.evict_on_tick(elsa_shard::unix_ms());
+                // What the epoch ships must be in the log first: the worker
+                // yields between applying a batch and flushing its log (so
+                // more commits join the group), and this task may run in
+                // that gap. Shipped before it, a write lost to kill -9
+                // here lived on in other regions and came back as theirs,
+                // below the stream read horizon its followers had passed
+                // (`tests/nemesis_streams.rs`, seed 12: an entry of region
+                // a skipped by region a's follower).
+                if shard.wal_pending() {
+                    shard.flush_wal();
+                }
                 // The epoch's lattices go to the key's other replicas; with
                 // no peers there is no one to tell.
                 let gossip = shard.flush_gossip();

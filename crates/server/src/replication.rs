@@ -265,9 +265,14 @@ impl Conn {
     pub(crate) async fn elsa_digest(&mut self, args: &[Bytes]) {
         if let Some(a) = args.get(1) {
             if args.len() == 2 && a.eq_ignore_ascii_case(b"records") {
-                return self.elsa_digest_records().await;
+                return self.elsa_digest_records(None).await;
             }
-            return self.w().error("ERR syntax error: ELSA.DIGEST [RECORDS]");
+            if args.len() == 3 && a.eq_ignore_ascii_case(b"state") {
+                return self.elsa_digest_records(Some(&args[2])).await;
+            }
+            return self
+                .w()
+                .error("ERR syntax error: ELSA.DIGEST [RECORDS | STATE key]");
         }
         let mut xor = 0u64;
         for i in 0..self.coord.node.shards() {
@@ -292,11 +297,14 @@ impl Conn {
     }
 
     /// `ELSA.DIGEST RECORDS`: every record this node holds, tombstones
-    /// included, one line each — `key version kind` (the key as stored,
-    /// its database byte first; `kind` is `tombstone`, `string` or the
-    /// typed state's type) — sorted, so that two nodes' listings can be
-    /// compared line by line when their digests differ (tests).
-    async fn elsa_digest_records(&mut self) {
+    /// included, one line each — `key version kind content` (the key as
+    /// stored, its database byte first; `kind` is `tombstone`, `string` or
+    /// the typed state's type; `content` a typed state's digest) — sorted,
+    /// so that two nodes' listings can be compared line by line when their
+    /// digests differ (tests). `ELSA.DIGEST STATE key`: the lattice state
+    /// of `key` in every database, as the code prints it (what differs
+    /// inside a record).
+    async fn elsa_digest_records(&mut self, only: Option<&Bytes>) {
         let mut lines = Vec::new();
         let now_ms = elsa_shard::unix_ms();
         let wanted = vec![u64::MAX; elsa_shard::table::DIGEST_BUCKETS.div_ceil(64)];
@@ -313,17 +321,45 @@ impl Conn {
                 Err(e) => return self.w().error(&e.to_string()),
             };
             for e in batch.entries {
-                let kind = match &e.state {
-                    elsa_shard::wal::codec::EntryState::Plain(None) => "tombstone".to_string(),
-                    elsa_shard::wal::codec::EntryState::Plain(Some(_)) => "string".to_string(),
-                    elsa_shard::wal::codec::EntryState::Typed(t) => format!("{:?}", t.kind(now_ms)),
+                use elsa_shard::wal::codec::EntryState;
+                if let Some(key) = only {
+                    if elsa_shard::db::user_key(&e.key) == &key[..] {
+                        let db = elsa_shard::db::db_of(&e.key);
+                        lines.push(format!(
+                            "db {db}: {}@{} {:#?}",
+                            e.version.commit_ts, e.version.origin, e.state
+                        ));
+                    }
+                    continue;
+                }
+                let (kind, content) = match &e.state {
+                    EntryState::Plain(None) => ("tombstone".to_string(), 0),
+                    EntryState::Plain(Some(_)) => ("string".to_string(), 0),
+                    EntryState::Typed(t) => (format!("{:?}", t.kind(now_ms)), t.digest()),
                 };
                 lines.push(format!(
-                    "{} {}@{} {kind}",
+                    "{} {}@{} {kind} {content:016x}",
                     e.key.escape_ascii(),
                     e.version.commit_ts,
                     e.version.origin
                 ));
+            }
+        }
+        if let Some(key) = only {
+            // And what of other regions' transactions waits for it (as
+            // stored in database 0).
+            for i in 0..self.coord.node.shards() {
+                let make = |reply| {
+                    ShardMsg::Admin(elsa_shard::AdminMsg::Parts {
+                        key: key.clone(),
+                        reply,
+                    })
+                };
+                if let Ok(parts) = self.coord.ask(self.coord.node.local(i), make).await {
+                    if !parts.is_empty() {
+                        lines.push(format!("shard {i} {parts}"));
+                    }
+                }
             }
         }
         lines.sort();

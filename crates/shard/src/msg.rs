@@ -674,6 +674,14 @@ pub enum AdminMsg {
         /// The transactions and their keys.
         reply: oneshot::Sender<Vec<(TxnId, Vec<HashedKey>)>>,
     },
+    /// What of another region's transactions waits here for `key` (its
+    /// parked parts, for `ELSA.DIGEST STATE`), as text.
+    Parts {
+        /// The stored key.
+        key: Bytes,
+        /// The description (empty: nothing parked).
+        reply: oneshot::Sender<String>,
+    },
     /// Snapshot, step 1: refuse new multi-shard prepares; answer once no
     /// multi-shard commit holds keys here.
     Freeze(oneshot::Sender<()>),

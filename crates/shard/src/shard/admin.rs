@@ -57,6 +57,9 @@ impl Shard {
             AdminMsg::StaleHolds { older_than, reply } => {
                 let _ = reply.send(self.stale_holds(older_than));
             }
+            AdminMsg::Parts { key, reply } => {
+                let _ = reply.send(self.describe_parts(&key));
+            }
             AdminMsg::Freeze(reply) => {
                 self.frozen = true;
                 if self.holds.is_empty() {

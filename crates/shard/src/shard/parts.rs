@@ -351,6 +351,25 @@ impl Shard {
             .is_some_and(|p| p.units.binary_search(&version).is_ok())
     }
 
+    /// What is parked for `key`, as text (empty: nothing): its versions
+    /// and how long they have waited (for `ELSA.DIGEST STATE`).
+    pub(super) fn describe_parts(&self, key: &[u8]) -> String {
+        let Some(p) = self.parts.get(key) else {
+            return String::new();
+        };
+        let pending: Vec<(Version, crate::record::Unit)> =
+            p.pending.iter().map(|e| (e.version, e.unit)).collect();
+        format!(
+            "parked: newest {:?} ({:?}), waiting {:.1?}, unit versions {:?}, parts as they came {pending:?}, stored {:?}\n{:#?}",
+            p.entry.version,
+            p.entry.unit,
+            p.since.elapsed(),
+            p.units,
+            self.stored_version(key),
+            p.entry.state
+        )
+    }
+
     /// Merges a parked lattice into the table, as the unit it came from.
     fn show_part(&mut self, hash: u64, e: &LogEntry) {
         let unit = std::mem::replace(&mut self.unit, e.unit);
