@@ -183,12 +183,16 @@ impl Way {
     }
 }
 
+/// How an acknowledged entry was written: its way, its writer's count,
+/// and when (after the run's start) the reply came.
+type Written = (Way, u64, Duration);
+
 #[derive(Default)]
 struct Tally {
     acked: Mutex<Vec<String>>,
     /// How each acknowledged ID was written: its way, its writer's
     /// count, and when (after the run's start) its reply came.
-    how: Mutex<HashMap<String, (Way, u64, Duration)>>,
+    how: Mutex<HashMap<String, Written>>,
     unknown: AtomicUsize,
     /// Per region, the IDs its follower read, in order.
     followed: Mutex<BTreeMap<usize, Vec<String>>>,
@@ -583,7 +587,7 @@ fn three_regions_follow_a_stream_under_random_faults_skipping_nothing() {
     }
     let held: BTreeSet<&String> = fin.iter().collect();
     let how = tally.how.lock().unwrap().clone();
-    let lost: Vec<(&String, Option<&(Way, u64, Duration)>)> = acked
+    let lost: Vec<(&String, Option<&Written>)> = acked
         .iter()
         .filter(|x| !held.contains(x))
         .map(|x| (x, how.get(x)))
