@@ -189,10 +189,8 @@ type Written = (Way, u64, Duration);
 
 #[derive(Default)]
 struct Tally {
-    acked: Mutex<Vec<String>>,
-    /// How each acknowledged ID was written: its way, its writer's
-    /// count, and when (after the run's start) its reply came.
-    how: Mutex<HashMap<String, Written>>,
+    /// Each acknowledged ID, with how it was written.
+    acked: Mutex<Vec<(String, Written)>>,
     unknown: AtomicUsize,
     /// Per region, the IDs its follower read, in order.
     followed: Mutex<BTreeMap<usize, Vec<String>>>,
@@ -227,11 +225,11 @@ fn clients(
                 n += 1;
                 let way = Way::ALL[rng.gen_range(0..Way::ALL.len())];
                 match way.xadd(con, REGIONS[i], n) {
-                    Ok(x) => {
-                        let at = started.elapsed();
-                        tally.how.lock().unwrap().insert(x.clone(), (way, n, at));
-                        tally.acked.lock().unwrap().push(x);
-                    }
+                    Ok(x) => tally
+                        .acked
+                        .lock()
+                        .unwrap()
+                        .push((x, (way, n, started.elapsed()))),
                     Err(e) if broken(&e) => {
                         tally.unknown.fetch_add(1, Ordering::Relaxed);
                         c = None;
@@ -586,12 +584,7 @@ fn three_regions_follow_a_stream_under_random_faults_skipping_nothing() {
         );
     }
     let held: BTreeSet<&String> = fin.iter().collect();
-    let how = tally.how.lock().unwrap().clone();
-    let lost: Vec<(&String, Option<&Written>)> = acked
-        .iter()
-        .filter(|x| !held.contains(x))
-        .map(|x| (x, how.get(x)))
-        .collect();
+    let lost: Vec<&(String, Written)> = acked.iter().filter(|(x, _)| !held.contains(x)).collect();
     assert!(lost.is_empty(), "acknowledged XADDs lost: {lost:?}");
     assert!(
         fin.windows(2).all(|w| id(&w[0]) < id(&w[1])),
