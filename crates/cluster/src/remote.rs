@@ -327,6 +327,8 @@ fn write(m: WriteMsg) -> Write {
         state,
         base: m.base.map(typed_from),
         delta: m.delta.map(typed_from),
+        // Not shipped: a remote shard settles against every element.
+        touched: None,
     }
 }
 

@@ -74,7 +74,7 @@ impl Collection {
         }
     }
 
-    fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         match self {
             Collection::Hash(_) => Kind::Hash,
             Collection::Set(_) => Kind::Set,
@@ -454,6 +454,20 @@ impl KeyState {
         start_ts: crate::Ts,
         dot: Version,
     ) -> KeyState {
+        self.replace_touched(target, None, now_ms, start_ts, dot)
+    }
+
+    /// [`KeyState::replace_with`] when `target` is this state changed by
+    /// deltas that named only the elements in `touched` (a transaction's
+    /// copy: `crate::touched`): only those are compared. `None`: all are.
+    pub fn replace_touched(
+        &self,
+        target: &KeyState,
+        touched: Option<&crate::touched::Touched>,
+        now_ms: u64,
+        start_ts: crate::Ts,
+        dot: Version,
+    ) -> KeyState {
         let mine = self.kind(now_ms);
         let theirs = target.kind(now_ms);
         match theirs {
@@ -550,96 +564,15 @@ impl KeyState {
                     // replaces it when merged (never both in one delta).
                     KeyState::default()
                 };
-                let part = match (to, &self.collection) {
-                    (Collection::Hash(t), own) => {
-                        let empty = OrMap::default();
-                        let m = match own {
-                            Some(Collection::Hash(m)) => m,
-                            _ => &empty,
-                        };
-                        let mut d = OrMap::default();
-                        for (f, v) in t.iter() {
-                            if !same
-                                || m.get(f).as_ref() != Some(&v)
-                                || readded(
-                                    m.fields.get(f).as_deref().map(|x| &x.presence),
-                                    &t.fields.get(f).expect("a field of t").presence,
-                                )
-                            {
-                                d.merge(m.set(f, &v, start_ts, dot));
-                            }
-                        }
-                        if same {
-                            for (f, _) in m.iter() {
-                                if !t.contains(f) {
-                                    d.merge(m.remove(f, dot).expect("a live field"));
-                                }
-                            }
-                        }
-                        Collection::Hash(d)
-                    }
-                    (Collection::Set(t), own) => {
-                        let empty = OrSet::default();
-                        let s = match own {
-                            Some(Collection::Set(s)) if same => s,
-                            _ => &empty,
-                        };
-                        let mut d = OrSet::default();
-                        for (e, p) in t.members.iter().filter(|(_, p)| p.is_live()) {
-                            let mine = s.members.get(e).filter(|p| p.is_live());
-                            if mine.is_none_or(|mine| mine.lacks_an_add_of(&p)) {
-                                d.merge(s.add(crate::Elem::new(e), dot));
-                            }
-                        }
-                        for e in s.iter() {
-                            if !t.contains(e) {
-                                d.merge(s.remove(e, dot).expect("a live member"));
-                            }
-                        }
-                        Collection::Set(d)
-                    }
-                    (Collection::ZSet(t), own) => {
-                        let empty = ZSet::default();
-                        // Its own sorted set even when it shows nothing
-                        // (all removed): a score set anew must observe
-                        // the increments its member already had.
-                        let z = match own {
-                            Some(Collection::ZSet(z)) => z,
-                            _ => &empty,
-                        };
-                        let mut d = ZSet::default();
-                        for (m, score) in t.iter() {
-                            if !same
-                                || z.score(m).map(f64::to_bits) != Some(score.to_bits())
-                                || readded(
-                                    z.members.get(m).as_deref().map(|x| &x.presence),
-                                    &t.members.get(m).expect("a member of t").presence,
-                                )
-                            {
-                                d.merge(z.set(m, score, dot));
-                            }
-                        }
-                        if same {
-                            for (m, _) in z.iter() {
-                                if t.score(m).is_none() {
-                                    d.merge(z.remove(m, dot).expect("a live member"));
-                                }
-                            }
-                        }
-                        Collection::ZSet(d)
-                    }
-                    (Collection::List(t), own) => {
-                        // Elements kept keep their positions; new ones
-                        // get positions of this write (`List::rewrite`).
-                        let empty = List::default();
-                        let l = match own {
-                            Some(Collection::List(l)) if same => l,
-                            _ => &empty,
-                        };
-                        Collection::List(Box::new(l.rewrite(t, dot)))
-                    }
-                    (Collection::Stream(_), _) => unreachable!("answered above"),
-                };
+                let only = touched.filter(|_| same);
+                let part = crate::touched::collection_part(
+                    to,
+                    self.collection.as_ref(),
+                    same,
+                    only,
+                    start_ts,
+                    dot,
+                );
                 delta.merge(KeyState::of(part));
                 // The expiry is written even when unchanged: a write is a
                 // write (it moves the key's version, so a WATCH on it
@@ -808,11 +741,4 @@ fn raises_registers(from: Option<&[u8]>, to: &[u8]) -> bool {
             crate::hll::registers(f).is_ok_and(|old| old.iter().zip(&new).all(|(o, n)| o <= n))
         }
     }
-}
-
-/// True when `theirs` (an element's presence in a replacement's target)
-/// holds an add that `mine` (its presence here, if any) never saw (see
-/// [`KeyState::replace_with`]).
-fn readded(mine: Option<&crate::Presence>, theirs: &crate::Presence) -> bool {
-    mine.is_some_and(|p| p.lacks_an_add_of(theirs))
 }

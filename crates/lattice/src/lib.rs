@@ -31,6 +31,7 @@ pub mod hll_parts;
 pub mod key;
 pub mod libraries;
 pub mod list;
+mod list_rewrite;
 mod lww;
 pub mod ormap;
 pub mod orset;
@@ -40,6 +41,7 @@ mod seq;
 pub mod sparse;
 pub mod stream;
 pub mod stream_fields;
+pub mod touched;
 pub mod zset;
 
 pub use counter::Counter;
@@ -52,6 +54,7 @@ pub use lww::{Lww, Version};
 pub use ormap::{FieldValues, OrMap};
 pub use orset::{OrSet, Peak};
 pub use packed::{set_packing, MAX_ELEM, MAX_ENTRIES};
+pub use touched::Touched;
 pub use zset::ZSet;
 
 /// A timestamp from the [`Hlc`]: physical milliseconds in the high 48 bits,

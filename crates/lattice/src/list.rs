@@ -94,9 +94,9 @@ impl crate::orset::Shows for Slot {
 }
 
 /// Hands out the ids of one write's elements.
-struct Minter {
-    dot: Version,
-    seq: u32,
+pub(crate) struct Minter {
+    pub(crate) dot: Version,
+    pub(crate) seq: u32,
 }
 
 impl Minter {
@@ -126,7 +126,7 @@ impl Minter {
 
     /// A position strictly between `lo` and `hi` (`None`: the list's
     /// ends). `lo < hi` when both are given.
-    fn between(&mut self, lo: Option<&Pos>, hi: Option<&Pos>) -> Pos {
+    pub(crate) fn between(&mut self, lo: Option<&Pos>, hi: Option<&Pos>) -> Pos {
         let lo = lo.map_or(&[][..], |p| &p.0[..]);
         let Some(hi) = hi else {
             return Pos(self.after(lo));
@@ -244,7 +244,7 @@ impl List {
         self.live.heap_bytes() + self.dead.capacity() * (8 + std::mem::size_of::<(Pos, Version)>())
     }
 
-    fn delta(dot: Version) -> List {
+    pub(crate) fn delta(dot: Version) -> List {
         List {
             newest: dot,
             ..List::default()
@@ -332,61 +332,7 @@ impl List {
         delta
     }
 
-    /// The delta that makes this list show exactly `target`'s elements,
-    /// as write `dot`: elements in both (same position) stay — with their
-    /// value written anew where it differs — the others are removed, and
-    /// the target's elements that are not here are inserted with new
-    /// positions between their neighbours. (A transaction's overlay
-    /// numbers its writes with placeholder versions; what it shows is
-    /// installed this way, at the commit's real version.)
-    pub fn rewrite(&self, target: &List, dot: Version) -> List {
-        let mut delta = List::delta(dot);
-        for (p, _) in self.live.entries() {
-            if target.live.get_pos(&p).is_none() {
-                delta.put_dead(p, dot);
-            }
-        }
-        let mut minter = Minter { dot, seq: 0 };
-        // The last position kept, and the new elements since.
-        let mut lo: Option<Pos> = None;
-        let mut run: Vec<Elem> = Vec::new();
-        let mut flush = |lo: &Option<Pos>, hi: Option<&Pos>, run: &mut Vec<Elem>, d: &mut List| {
-            let mut prev = lo.clone();
-            for value in run.drain(..) {
-                let p = minter.between(prev.as_ref(), hi);
-                d.put_live(p.clone(), Slot { value, set: dot });
-                prev = Some(p);
-            }
-        };
-        for (p, s) in target.live.entries() {
-            match self.live.get_pos(&p) {
-                Some(mine) => {
-                    flush(&lo, Some(&p), &mut run, &mut delta);
-                    if mine.value != s.value {
-                        delta.put_live(
-                            p.clone(),
-                            Slot {
-                                value: s.value,
-                                set: dot,
-                            },
-                        );
-                    }
-                    lo = Some(p);
-                }
-                None => run.push(s.value),
-            }
-        }
-        // A run after the last kept element goes before whatever follows
-        // it here (only removed elements do).
-        let hi = match &lo {
-            None => self.pos_at(0),
-            Some(l) => self.pos_at(self.live.index_after(l)),
-        };
-        flush(&lo, hi.as_ref(), &mut run, &mut delta);
-        delta
-    }
-
-    fn put_live(&mut self, p: Pos, s: Slot) {
+    pub(crate) fn put_live(&mut self, p: Pos, s: Slot) {
         let d = entry_digest(&p, &s);
         let (old, changed) = self.live.put(&p, s);
         if changed {
@@ -397,7 +343,7 @@ impl List {
         }
     }
 
-    fn put_dead(&mut self, p: Pos, v: Version) {
+    pub(crate) fn put_dead(&mut self, p: Pos, v: Version) {
         self.dead.insert(p, v);
     }
 

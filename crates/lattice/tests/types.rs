@@ -640,6 +640,33 @@ proptest! {
         }
     }
 
+    /// A transaction's commit that compares only the elements its
+    /// deltas named (`elsa_lattice::touched`) writes exactly the delta
+    /// that comparing every element writes.
+    #[test]
+    fn a_replacement_of_touched_elements_is_the_whole_replacement(
+        a in proptest::collection::vec(step(), 0..30),
+        txn in proptest::collection::vec(cmd(), 1..12),
+    ) {
+        let x = replay_run(&a, 0).0.remove(0);
+        let mut copy = x.clone();
+        let mut touched = elsa_lattice::Touched::default();
+        let mut whole = false;
+        for (n, c) in txn.iter().enumerate() {
+            // Pending stamps, above every real version (`pending_stamp`).
+            let pending = Version::new((1 << 63) + n as u64 + 1, 0);
+            if let Some(d) = apply(&copy, c, pending) {
+                whole |= !touched.note(&d);
+                copy.merge(d);
+            }
+        }
+        let dot = Version::new(1_000_000, 1);
+        let full = x.replace_with(&copy, 0, 0, dot);
+        let part = x.replace_touched(&copy, (!whole).then_some(&touched), 0, 0, dot);
+        prop_assert_eq!(&part, &full);
+        prop_assert_eq!(seen(&merged(x.clone(), part)), seen(&copy));
+    }
+
     #[test]
     fn decoding_garbage_refuses_it_without_panicking(
         junk in proptest::collection::vec(any::<u8>(), 0..200),

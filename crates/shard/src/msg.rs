@@ -162,6 +162,10 @@ pub struct Write {
     pub base: Option<std::sync::Arc<elsa_lattice::KeyState>>,
     /// Set by [`Write::settle`]: the delta to merge, in place of `state`.
     pub delta: Option<std::sync::Arc<elsa_lattice::KeyState>>,
+    /// The elements the transaction's deltas of `base` named, when it
+    /// only merged deltas into it: settling compares those alone
+    /// (`elsa_lattice::touched`). `None`: every element.
+    pub touched: Option<std::sync::Arc<elsa_lattice::Touched>>,
 }
 
 impl Write {
@@ -176,6 +180,7 @@ impl Write {
             state,
             base,
             delta: None,
+            touched: None,
         }
     }
 
@@ -203,7 +208,10 @@ impl Write {
                 &built
             }
         };
-        let delta = from.replace_with(target, crate::shard::unix_ms(), start_ts, version);
+        // What the transaction touched is relative to what it read.
+        let touched = self.base.as_ref().and(self.touched.as_deref());
+        let delta =
+            from.replace_touched(target, touched, crate::shard::unix_ms(), start_ts, version);
         self.delta = Some(std::sync::Arc::new(delta));
     }
 }

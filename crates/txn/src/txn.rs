@@ -120,6 +120,10 @@ struct Buffered {
     /// What was first read when it held no typed state (a HyperLogLog
     /// written there settles from it: `elsa_shard::write_base`).
     plain: Option<elsa_shard::PlainRead>,
+    /// The elements the deltas merged into `read` named, while only
+    /// deltas were (`None` once a command wrote it whole): the commit
+    /// compares those alone (`elsa_lattice::touched`).
+    touched: Option<elsa_lattice::Touched>,
 }
 
 /// The view one op gets inside a transaction: each key it touches (its own,
@@ -153,6 +157,8 @@ struct ViewKey {
     /// place ([`elsa_shard::ops::merge_into`]).
     owned: bool,
     write: Option<Option<Value>>,
+    /// What the op's deltas named (see [`Buffered::touched`]).
+    touched: Option<elsa_lattice::Touched>,
 }
 
 impl ViewKey {
@@ -179,6 +185,7 @@ impl KeyView for TxnView {
         // An op writes only keys it declared (its own, `other_keys`).
         if let Some(k) = self.keys.iter_mut().find(|k| k.key == key) {
             k.write = Some(value);
+            k.touched = None;
         }
         raise_if_created(self, key, absent);
     }
@@ -205,6 +212,9 @@ impl KeyView for TxnView {
                 None if k.owned => k.base.take(),
                 None => k.base.clone(),
             };
+            if k.touched.as_mut().is_some_and(|t| !t.note(&delta)) {
+                k.touched = None;
+            }
             elsa_shard::ops::merge_into(&mut value, delta);
             k.write = Some(value);
         }
@@ -435,6 +445,7 @@ impl Txn {
                 plain,
                 owned,
                 write: None,
+                touched: Some(elsa_lattice::Touched::default()),
             });
         }
         for k in view.keys.iter_mut().filter(|k| k.owned) {
@@ -459,7 +470,13 @@ impl Txn {
             }
             if let Some(state) = k.write {
                 match self.writes.get_mut(&k.key) {
-                    Some(w) => w.value = state,
+                    Some(w) => {
+                        w.value = state;
+                        w.touched = match (w.touched.take(), k.touched) {
+                            (Some(mut mine), Some(now)) => mine.absorb(now).then_some(mine),
+                            _ => None,
+                        };
+                    }
                     None => {
                         let read = match k.base {
                             Some(Value::Typed(s)) => Some(s),
@@ -473,6 +490,7 @@ impl Txn {
                             value,
                             read,
                             plain,
+                            touched: k.touched,
                         };
                         self.writes.insert(k.key, b);
                     }
@@ -579,6 +597,7 @@ impl Txn {
                 value: state,
                 read,
                 plain,
+                touched,
             },
         ) in self.writes
         {
@@ -596,7 +615,10 @@ impl Txn {
                 _ => part.holds.push((key.clone(), HoldMode::Write)),
             }
             let base = elsa_shard::write_base(&state, read, plain.as_ref());
-            part.writes.push(Write::new(key, state, base));
+            part.writes.push(Write {
+                touched: touched.map(std::sync::Arc::new),
+                ..Write::new(key, state, base)
+            });
         }
         if !keysets.is_empty() {
             // The key set it read: checked, under a read hold, on every
