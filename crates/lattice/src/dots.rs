@@ -15,8 +15,16 @@ use crate::{Crdt, NodeId, Ts, Version};
 
 /// Per origin, the newest timestamp seen: a version vector, sorted by
 /// origin. Merge is the pointwise maximum.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct Dots(pub(crate) SmallVec<[(NodeId, Ts); 1]>);
+
+/// A copy at once, as `Elem`'s (every element of a collection a
+/// transaction copies has one).
+impl Clone for Dots {
+    fn clone(&self) -> Dots {
+        Dots(SmallVec::from_slice(&self.0))
+    }
+}
 
 impl Dots {
     /// The vector holding only `dot`.

@@ -20,8 +20,17 @@ use smallvec::SmallVec;
 pub const INLINE: usize = 16;
 
 /// One element's bytes (see the module doc).
-#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Elem(SmallVec<[u8; INLINE]>);
+
+/// A copy of the bytes at once (`SmallVec`'s own `clone` goes element by
+/// element): a transaction's first write of a big collection copies every
+/// element (`crate::touched`).
+impl Clone for Elem {
+    fn clone(&self) -> Elem {
+        Elem(SmallVec::from_slice(&self.0))
+    }
+}
 
 impl Elem {
     /// A copy of `b`.

@@ -24,8 +24,15 @@ pub fn spin<T>(mut poll: impl FnMut() -> std::ops::ControlFlow<T>) -> Option<T> 
         if let std::ops::ControlFlow::Break(t) = poll() {
             return Some(t);
         }
-        if n % 64 == 63 && std::time::Instant::now() >= until {
-            return None;
+        if n % 64 == 63 {
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            // Lets the other side run when the cores are all busy: on a
+            // two-core machine a script thread, its shard thread and a
+            // client spinning for each other left the one awaited
+            // waiting for a core (BullMQ's job removals, 2026-12-04).
+            std::thread::yield_now();
         }
         std::hint::spin_loop();
     }
