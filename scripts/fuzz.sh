@@ -7,6 +7,11 @@
 # needs the nightly toolchain (rustup) for the sanitizer flags.
 #
 #   scripts/fuzz.sh [seconds] [target...]
+#
+# FUZZ_DEV=1 builds without optimizations (debug assertions and overflow
+# checks on; a fraction of the build time, fewer runs a second: CI's smoke).
+# FUZZ_TARGET_DIR keeps the build elsewhere (CI: a cache outside the clone,
+# so only the workspace's own crates are built again).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
@@ -18,11 +23,15 @@ targets=("$@")
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked --version 0.13.2
 
-cargo +nightly fuzz build -O
+build=(-O)
+[ -n "${FUZZ_DEV:-}" ] && build=(--dev)
+[ -n "${FUZZ_TARGET_DIR:-}" ] && build+=(--target-dir "$FUZZ_TARGET_DIR")
+cargo +nightly fuzz build "${build[@]}"
 # Known false leaks (mlua's shared reference counts): see lsan.supp.
 export LSAN_OPTIONS="suppressions=$PWD/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 for t in "${targets[@]}"; do
   echo "fuzz $t: ${secs}s"
+  mkdir -p target
   log="target/fuzz-$t.log"
   # A target's dictionary (Lua tokens for lua_script), when it has one.
   dict=()
@@ -33,7 +42,7 @@ for t in "${targets[@]}"; do
   # fuzz/artifacts/$t; -rss_limit_mb catches an allocation sized by a
   # length read from the input.
   rc=0
-  cargo +nightly fuzz run -O "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+  cargo +nightly fuzz run "${build[@]}" "$t" -- -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
     -print_final_stats=1 "${dict[@]}" >"$log" 2>&1 || rc=$?
   grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|Done)|ERROR|panicked|SUMMARY' "$log" || true
   if ((rc != 0)); then

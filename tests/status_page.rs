@@ -380,6 +380,8 @@ fn status_page_in_chromium_matches_info_and_refreshes() {
             "elsa_peer_lag_ms",
             "elsa_peer_queued_frames",
             "elsa_antientropy_last_differing_buckets",
+            "elsa_gossip_stream_wait_ms",
+            "elsa_gossip_stream_stuck",
         ] {
             assert!(m.value(family, &labels).is_some(), "{family} for peer {id}");
         }
@@ -388,6 +390,7 @@ fn status_page_in_chromium_matches_info_and_refreshes() {
             "elsa_antientropy_rounds_total",
             "elsa_antientropy_shipped_lattices_total",
             "elsa_peer_dropped_frames_total",
+            "elsa_antientropy_waited_for_stream_total",
         ] {
             assert!(m.value(family, &labels).is_some(), "{family} for peer {id}");
         }

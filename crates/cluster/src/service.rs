@@ -32,6 +32,7 @@ mod functions;
 mod inbox;
 mod links;
 mod ownership;
+mod peers;
 mod proofs;
 mod pubsub;
 mod replicate;
@@ -45,6 +46,7 @@ mod untrusted;
 
 pub use decommission::DecommissionStatus;
 pub use functions::FunctionLibraries;
+pub use peers::{PeerInfo, PeerStats};
 pub use pubsub::PublishHook;
 pub use replicate::RegionReplicator;
 pub use routing::{Router, Standalone};
@@ -122,52 +124,6 @@ const LINK_CLOSING: u8 = 1;
 /// Its task ended: a new link replaces it.
 const LINK_ENDED: u8 = 2;
 
-/// What this node knows about one peer, for INFO replication.
-#[derive(Clone, Debug, Default)]
-pub struct PeerStats {
-    /// Commit-to-merge delay of the newest lattice received from it, ms.
-    pub lag_ms: u64,
-    /// Lattices received from it by gossip.
-    pub received: u64,
-    /// Up to when (HLC) an anti-entropy round found everything it held
-    /// here: in sync, or, while this node caught up, at least its data.
-    pub synced_ts: u64,
-    /// Buckets that differed in the last round.
-    pub last_ae_buckets: usize,
-    /// Lattices shipped to it by anti-entropy.
-    pub ae_shipped: u64,
-    /// Wall time of the last anti-entropy round (ms since the epoch).
-    pub last_ae_unix_ms: u64,
-    /// Anti-entropy rounds with it that got its digests back.
-    pub ae_rounds: u64,
-    /// Like `synced_ts`, for this node's own data: the peer had all of it
-    /// committed before this (HLC; see `decommission`).
-    pub handoff_ts: u64,
-}
-
-/// A peer as INFO shows it.
-#[derive(Clone, Debug)]
-pub struct PeerInfo {
-    /// Its id.
-    pub node: NodeId,
-    /// Its region.
-    pub region: String,
-    /// Peer address.
-    pub addr: SocketAddr,
-    /// Client address.
-    pub client: SocketAddr,
-    /// Link up.
-    pub connected: bool,
-    /// Caught up since it started (may be primary).
-    pub ready: bool,
-    /// Frames queued on the link.
-    pub queued: usize,
-    /// Gossip frames dropped for a full queue or emulated loss.
-    pub dropped: u64,
-    /// Counters.
-    pub stats: PeerStats,
-}
-
 /// An anti-entropy round this node started.
 struct Round {
     peer: NodeId,
@@ -229,6 +185,8 @@ pub struct Cluster {
     /// (local shard, node of another region) → the gossip frames it has
     /// not acknowledged yet (see [`streams`]).
     outboxes: Mutex<HashMap<(u16, NodeId), streams::Outbox>>,
+    /// Per peer: since when, and when last, a frame came from it.
+    heard: Mutex<HashMap<NodeId, (Instant, Instant)>>,
     /// (node of another region, its shard) → the next frame to merge.
     streams_in: Mutex<HashMap<(NodeId, u32), Option<inbox::Inbox>>>,
     /// (node of another region, its shard) → the flush time of the last
@@ -401,6 +359,7 @@ impl Cluster {
             ),
             gossip_frames_dropped: AtomicUsize::new(0),
             outboxes: Mutex::new(HashMap::new()),
+            heard: Mutex::new(HashMap::new()),
             streams_in: Mutex::new(HashMap::new()),
             merged_in: Mutex::new(HashMap::new()),
             last_view: Mutex::new(HashMap::new()),
@@ -734,31 +693,6 @@ impl Cluster {
             }
         }
         wm
-    }
-
-    /// Every peer, for INFO replication.
-    pub fn peer_info(&self) -> Vec<PeerInfo> {
-        let ring = self.ring.load();
-        let links = self.links.lock().unwrap_or_else(|e| e.into_inner());
-        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        ring.members()
-            .iter()
-            .filter(|m| m.node != self.settings.node)
-            .map(|m| {
-                let link = links.get(&m.node);
-                PeerInfo {
-                    node: m.node,
-                    region: m.region.clone(),
-                    addr: m.peer,
-                    client: m.client,
-                    connected: link.is_some_and(|l| l.connected.load(Ordering::Relaxed)),
-                    ready: m.ready,
-                    queued: link.map_or(0, |l| l.queued.load(Ordering::Relaxed)),
-                    dropped: link.map_or(0, |l| l.dropped.load(Ordering::Relaxed)),
-                    stats: peers.get(&m.node).cloned().unwrap_or_default(),
-                }
-            })
-            .collect()
     }
 
     /// Every node that was ever in this node's ring (itself included),

@@ -121,7 +121,7 @@ impl Conn {
             };
             let _ = write!(
                 t,
-                "peer{i}:node={},region={},addr={},client={},state={},ready={},lag_ms={},received={},queued={},dropped={},ae_last_ms_ago={ae_ago},ae_last_differing_buckets={},ae_shipped={}\r\n",
+                "peer{i}:node={},region={},addr={},client={},state={},ready={},lag_ms={},received={},queued={},dropped={},ae_last_ms_ago={ae_ago},ae_last_differing_buckets={},ae_shipped={},ae_waited_for_stream={},stream_wait_ms={},stream_stuck={}\r\n",
                 p.node,
                 p.region,
                 p.addr,
@@ -134,6 +134,9 @@ impl Conn {
                 p.dropped,
                 p.stats.last_ae_buckets,
                 p.stats.ae_shipped,
+                p.stats.ae_waited_for_stream,
+                p.stream.0.as_millis(),
+                p.stream.1 as u8,
             );
         }
         for r in ring.regions() {

@@ -294,6 +294,7 @@ impl Cluster {
 
     /// Answers coming back on a link we opened.
     pub(super) fn on_link_frame(self: &Arc<Self>, link: &Link, frame: Frame) {
+        self.heard_from(link.node);
         let Some(body) = frame.body else { return };
         match body {
             Body::Response(r) => {
@@ -475,6 +476,7 @@ impl Cluster {
         frame: Frame,
         tx: &mpsc::UnboundedSender<Out>,
     ) {
+        self.heard_from(hello.node);
         let Some(body) = frame.body else { return };
         let reply = |body: Body| {
             let _ = tx.send(Out {
@@ -656,6 +658,7 @@ impl Cluster {
                 self.on_functions_digest(hello.node, g.functions);
                 // Behind on gossip to it: the stream goes first (`streams`).
                 if self.stream_behind(hello.node) {
+                    self.note_ae_waited(hello.node);
                     return;
                 }
                 // Applied before this round's digest is taken (see

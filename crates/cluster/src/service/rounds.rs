@@ -112,6 +112,7 @@ impl Cluster {
             turn = turn.wrapping_add(1);
             // Behind on gossip to it: the stream goes first (`streams`).
             if self.stream_behind(peer) {
+                self.note_ae_waited(peer);
                 continue;
             }
             let Some(shared) = self.shared_with(peer) else {

@@ -58,6 +58,13 @@ const RESEND_AFTER: Duration = Duration::from_secs(3);
 const RESEND_BATCH: usize = 256;
 /// How often streams are looked at for frames to send again.
 const RESEND_TICK: Duration = Duration::from_millis(200);
+/// A stream behind whose oldest frame has not been acknowledged (nor
+/// given up) for this long is stuck: it no longer holds anti-entropy back
+/// (see [`Outbox::holds_repair`]).
+pub const STUCK_AFTER: Duration = Duration::from_secs(20);
+/// A peer not heard from (no frame of any kind) for this long was
+/// unreachable: cut off, stopped or down.
+const HEARD_GAP: Duration = Duration::from_secs(2);
 
 /// One frame a stream keeps.
 struct Kept {
@@ -78,6 +85,9 @@ pub struct Outbox {
     bytes: usize,
     /// Frames given up (over the bounds) since the start.
     pub given_up: u64,
+    /// When the oldest frame kept became the oldest (the stream's last
+    /// progress).
+    front_since: Option<Instant>,
 }
 
 impl Outbox {
@@ -98,6 +108,9 @@ impl Outbox {
             .sum::<usize>()
             + 64;
         let in_order = self.kept.iter().all(|k| k.sent.is_some());
+        if self.kept.is_empty() {
+            self.front_since = Some(now);
+        }
         self.kept.push_back(Kept {
             frame,
             made: now,
@@ -110,6 +123,7 @@ impl Outbox {
             let k = self.kept.pop_front().expect("not empty");
             self.bytes -= k.bytes;
             self.given_up += 1;
+            self.front_since = Some(now);
         }
         let first = self.first();
         let last = self.kept.back_mut().expect("just pushed");
@@ -125,6 +139,11 @@ impl Outbox {
 
     /// The frame numbered `seq` was merged durably.
     pub fn acked(&mut self, seq: u64) {
+        self.acked_at(seq, Instant::now());
+    }
+
+    /// [`Outbox::acked`], at `now`.
+    pub fn acked_at(&mut self, seq: u64, now: Instant) {
         let Some(front) = self.kept.front().map(|k| k.frame.seq) else {
             return;
         };
@@ -137,6 +156,7 @@ impl Outbox {
         while self.kept.front().is_some_and(|k| k.acked) {
             let k = self.kept.pop_front().expect("not empty");
             self.bytes -= k.bytes;
+            self.front_since = Some(now);
         }
     }
 
@@ -186,6 +206,39 @@ impl Outbox {
         self.kept
             .front()
             .is_some_and(|k| now.saturating_duration_since(k.made) >= RESEND_AFTER)
+    }
+
+    /// True when behind and its oldest frame has been the oldest for
+    /// [`STUCK_AFTER`] while the receiver was reachable (this node heard
+    /// from it all along since `reachable`): the receiver takes nothing
+    /// of it (it refuses the frame, or awaits another), so only
+    /// anti-entropy can still bring what the stream carries. A receiver
+    /// cut off or stopped meanwhile is not stuck: once back, its stream
+    /// goes first again.
+    pub fn stuck(&self, now: Instant, reachable: Option<Instant>) -> bool {
+        let (Some(front), Some(reachable)) = (self.front_since, reachable) else {
+            return false;
+        };
+        self.behind(now) && now.saturating_duration_since(front.max(reachable)) >= STUCK_AFTER
+    }
+
+    /// True while anti-entropy with the receiver must wait for this
+    /// stream: behind, and not stuck. Anti-entropy ships keys' latest
+    /// states, which must not overtake the older parts a stream still
+    /// brings in order; but a stream that makes no progress at all would
+    /// hold the repair back for good, and the two nodes would never
+    /// converge (each side of a round waits while its stream to the other
+    /// is behind). Past [`STUCK_AFTER`] the repair goes first, as a part
+    /// waiting longer than `PART_WAIT` is shown alone.
+    pub fn holds_repair(&self, now: Instant, reachable: Option<Instant>) -> bool {
+        self.behind(now) && !self.stuck(now, reachable)
+    }
+
+    /// How long its oldest frame has waited (zero when it keeps none).
+    pub fn waited(&self, now: Instant) -> Duration {
+        self.kept
+            .front()
+            .map_or(Duration::ZERO, |k| now.saturating_duration_since(k.made))
     }
 
     /// Frames made before `before` that carry lattices and are not
@@ -419,11 +472,47 @@ impl Cluster {
     /// transaction that built on them show first.
     pub(super) fn stream_behind(&self, peer: NodeId) -> bool {
         let now = Instant::now();
+        let reachable = self.reachable_since(peer, now);
         self.outboxes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .any(|((_, node), o)| *node == peer && o.behind(now))
+            .any(|((_, node), o)| *node == peer && o.holds_repair(now, reachable))
+    }
+
+    /// A frame came from `node` (see [`Cluster::reachable_since`]).
+    pub(super) fn heard_from(&self, node: NodeId) {
+        let now = Instant::now();
+        let mut heard = self.heard.lock().unwrap_or_else(|e| e.into_inner());
+        let (since, last) = heard.entry(node).or_insert((now, now));
+        if now.saturating_duration_since(*last) >= HEARD_GAP {
+            *since = now;
+        }
+        *last = now;
+    }
+
+    /// Since when this node has heard from `node` without a gap of
+    /// [`HEARD_GAP`] (None: not lately).
+    fn reachable_since(&self, node: NodeId, now: Instant) -> Option<Instant> {
+        let heard = self.heard.lock().unwrap_or_else(|e| e.into_inner());
+        heard
+            .get(&node)
+            .filter(|(_, last)| now.saturating_duration_since(*last) < HEARD_GAP)
+            .map(|(since, _)| *since)
+    }
+
+    /// How long the oldest unacknowledged frame of this node's streams to
+    /// `peer` has waited, and whether one of them is stuck (INFO).
+    pub fn stream_wait(&self, peer: NodeId) -> (Duration, bool) {
+        let now = Instant::now();
+        let reachable = self.reachable_since(peer, now);
+        let boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
+        boxes
+            .iter()
+            .filter(|((_, node), _)| *node == peer)
+            .fold((Duration::ZERO, false), |(w, s), (_, o)| {
+                (w.max(o.waited(now)), s || o.stuck(now, reachable))
+            })
     }
 
     /// An acknowledgement of a numbered frame from `node`.
@@ -675,6 +764,38 @@ mod tests {
         assert_eq!(sent, (1..=600).collect::<Vec<u64>>());
         assert!(!o.behind(t0));
         assert!(o.behind(t0 + RESEND_AFTER));
+    }
+
+    #[test]
+    fn a_stream_that_makes_no_progress_stops_holding_the_repair_back() {
+        let t0 = Instant::now();
+        let mut o = Outbox::default();
+        for n in 0..3 {
+            o.push(frame(n), t0);
+        }
+        let up = Some(t0);
+        let behind = t0 + RESEND_AFTER;
+        assert!(o.holds_repair(behind, up), "behind: the stream goes first");
+        // The receiver takes frame 1 later on: progress, so it still waits.
+        let t1 = t0 + STUCK_AFTER - Duration::from_secs(1);
+        o.acked_at(1, t1);
+        assert!(o.holds_repair(t0 + STUCK_AFTER, up));
+        // Then nothing more while it is reachable: stuck, the repair
+        // goes first.
+        let later = t1 + STUCK_AFTER;
+        assert!(o.stuck(later, up));
+        assert!(!o.holds_repair(later, up));
+        assert_eq!(o.waited(later), later - t0);
+        // Unreachable (cut off, stopped), or reachable again only lately:
+        // not stuck, the stream goes first.
+        assert!(!o.stuck(later, None) && o.holds_repair(later, None));
+        let healed = Some(later - Duration::from_secs(1));
+        assert!(!o.stuck(later, healed) && o.holds_repair(later, healed));
+        // Taken again: no longer stuck; caught up: no longer behind.
+        o.acked_at(2, later);
+        assert!(!o.stuck(later, up) && o.holds_repair(later, up));
+        o.acked_at(3, later);
+        assert!(!o.behind(later) && o.waited(later).is_zero());
     }
 
     #[test]

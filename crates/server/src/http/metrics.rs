@@ -573,5 +573,23 @@ fn peers(v: &NodeView, enc: &mut DescriptorEncoder) -> fmt::Result {
         "elsa_antientropy_last_differing_buckets",
         "Buckets that differed in the last anti-entropy round with the peer.",
         ps.iter().map(|p| (peer(p), p.stats.last_ae_buckets as i64)),
+    )?;
+    counters(
+        enc,
+        "elsa_antientropy_waited_for_stream",
+        "Anti-entropy rounds with the peer not started or not answered while a gossip stream to it was behind.",
+        ps.iter().map(|p| (peer(p), p.stats.ae_waited_for_stream)),
+    )?;
+    gauges(
+        enc,
+        "elsa_gossip_stream_wait_ms",
+        "How long the oldest frame of the gossip streams to the peer (another region) has waited for its acknowledgement.",
+        ps.iter().map(|p| (peer(p), p.stream.0.as_millis() as i64)),
+    )?;
+    gauges(
+        enc,
+        "elsa_gossip_stream_stuck",
+        "1 if a gossip stream to the peer has taken nothing for 20 s while behind (anti-entropy no longer waits for it).",
+        ps.iter().map(|p| (peer(p), i64::from(p.stream.1))),
     )
 }
