@@ -45,7 +45,8 @@ pub use ops::{
 pub use record::Unit;
 pub use repl::{AckLevel, Replicator};
 pub use shard::{
-    unix_ms, AeBatch, ChangeHook, Dumped, Shard, ShardStats, KEYSET, PART_WAIT, PREPARE_WAIT,
+    unix_ms, AeBatch, ChangeHook, Dumped, Shard, ShardStats, KEYSET, PART_GRACE, PART_WAIT,
+    PREPARE_WAIT,
 };
 pub use table::KeyHasher;
 

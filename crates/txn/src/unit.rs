@@ -23,8 +23,9 @@
 //! key) releases everything and retries after a backoff. An install the
 //! region cannot run (a primary without its lease, unreachable, busy too
 //! long) is tried again every 100 ms for as long as that lasts, and the
-//! parked parts wait with it: only time in which installing was possible
-//! counts towards `elsa_shard::PART_WAIT`.
+//! parked parts' waits pause with it: only time in which installing was
+//! possible counts towards `elsa_shard::PART_WAIT`, and each has at least
+//! `elsa_shard::PART_GRACE` left when installing works again.
 //!
 //! **In order** (issue 42). A transaction whose lattice of a key carries
 //! an earlier transaction's change of it (a transfer that read what
@@ -104,7 +105,7 @@ pub async fn install_remote_units(
     coord: Coordinator,
     mut units: mpsc::UnboundedReceiver<Vec<LogEntry>>,
 ) {
-    // Each with when it came (or its wait restarted), and the key its
+    // Each with when it came (moved on by the time its wait paused), and the key its
     // last order check waited on (for the log, should it be given up).
     let mut waiting: Vec<(Vec<LogEntry>, Instant, Option<Bytes>)> = Vec::new();
     let mut last_round = Instant::now();
@@ -126,12 +127,13 @@ pub async fn install_remote_units(
         while let Ok(more) = units.try_recv() {
             waiting.push((more, Instant::now(), None));
         }
-        // A stopped process (SIGSTOP) could install nothing: the waits
-        // skip the gap, as the shards' parked parts do.
+        // A stopped process (SIGSTOP), or a region that cannot install
+        // (below), installs nothing: the waits pause, as the shards'
+        // parked parts do.
         let now = Instant::now();
         let gap = now.saturating_duration_since(last_round);
         last_round = now;
-        if gap > STOPPED_GAP {
+        if gap > STOPPED_GAP || blocked_since.is_some() {
             for (_, since, _) in &mut waiting {
                 *since = (*since + gap).min(now);
             }
@@ -179,15 +181,20 @@ pub async fn install_remote_units(
             len = len.clamp(1, cand.len());
             let batch: Vec<Vec<LogEntry>> =
                 cand[..len].iter().map(|&i| waiting[i].0.clone()).collect();
-            match install_stamped(&coord, &batch).await {
+            let tried = install_stamped(&coord, &batch).await;
+            if tried.is_ok() {
+                // It ran (installed, or found a part missing): the region
+                // can install again.
+                if let Some(t) = blocked_since.take() {
+                    tracing::info!(
+                        "transactions of other regions install again, after {:.1?}",
+                        t.elapsed()
+                    );
+                }
+                retry_at = None;
+            }
+            match tried {
                 Ok(Installed::All) => {
-                    if let Some(t) = blocked_since.take() {
-                        tracing::info!(
-                            "transactions of other regions install again, after {:.1?}",
-                            t.elapsed()
-                        );
-                    }
-                    retry_at = None;
                     for &i in &cand[..len] {
                         done[i] = true;
                     }
@@ -217,7 +224,9 @@ pub async fn install_remote_units(
                     // alone once a region had been without its majority
                     // for 10 s tore remote snapshots right after it came
                     // back): the waits, here and of the shards' parked
-                    // parts, start again, and all is tried again soon.
+                    // parts, pause until an install goes in again, each
+                    // with at least `PART_GRACE` left, and all is tried
+                    // again soon.
                     if blocked_since.is_none() {
                         tracing::warn!(
                             "transactions of other regions cannot be installed now ({e}); they wait out of sight and are tried again every {BLOCKED_RETRY:?}"
@@ -225,8 +234,10 @@ pub async fn install_remote_units(
                         blocked_since = Some(Instant::now());
                     }
                     coord.node.installs_blocked();
+                    let now = Instant::now();
+                    let left = elsa_shard::PART_WAIT - elsa_shard::PART_GRACE;
                     for (_, since, _) in &mut waiting {
-                        *since = Instant::now();
+                        *since = (*since).max(now.checked_sub(left).unwrap_or(now));
                     }
                     retry_at = Some(Instant::now() + BLOCKED_RETRY);
                     break;
@@ -530,9 +541,9 @@ mod tests {
     }
 
     /// A slow install counts as the region blocked (the parked parts'
-    /// waits start again) only when it waits on another node: one of
+    /// waits pause) only when it waits on another node: one of
     /// this node's own keys that is merely slow (a starved process) is no
-    /// fault, or a part lost on the way would never be shown alone.
+    /// fault, and a part whose rest was lost must reach its end.
     #[tokio::test(start_paused = true)]
     async fn only_an_install_waiting_on_another_node_blocks_the_region() {
         for (primary, blocks) in [(1, false), (2, true)] {

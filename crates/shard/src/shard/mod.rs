@@ -282,6 +282,12 @@ fn written_before(state: &EntryState, version: Version, floor: Ts) -> bool {
 /// `tests/nemesis_regions.rs` seeds 4 and 6).
 pub const PART_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// What is left of every part's wait (of [`PART_WAIT`]) at least, once
+/// the region could install again after it could not: time for the
+/// transactions held up meanwhile, and the rest of a part still on its
+/// way, to install before anything is shown alone.
+pub const PART_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How long a prepare or a commit that asked to wait
 /// ([`PrepareRequest::wait`], [`CommitRequest::wait`]) waits for its keys
 /// before it answers Busy. Holds last a few message round

@@ -47,6 +47,11 @@ use crate::wal::codec::{EntryState, Frame, LogEntry};
 /// could not install anything meanwhile.
 const STOPPED_GAP: Duration = Duration::from_secs(1);
 
+/// The region counts as unable to install for this long after its
+/// installer last said so (it says so at least every 0.5 s while it
+/// lasts: `elsa_txn::unit`).
+const BLOCKED_HOLD: Duration = Duration::from_secs(1);
+
 /// What waits for `key`: the other region's lattices merged, and which of
 /// them are parts of transactions not yet installed here.
 pub(super) struct Parked {
@@ -204,28 +209,39 @@ impl Shard {
     ///
     /// A part's wait counts only time in which this region could have
     /// installed it (issue 42: torn remote snapshots right after a region
-    /// got its majority back): not while the process was stopped (a gap
-    /// between calls), not while this shard refuses writes (catching up),
-    /// and not before `blocked_ago` — how long ago this node's installer
-    /// last found the region unable to install (a key's primary without
-    /// its lease, unreachable or paused; `None`: never).
+    /// got its majority back). The wait pauses while the process was
+    /// stopped (a gap between calls), while this shard refuses writes, and
+    /// while this node's installer finds the region unable to install —
+    /// `blocked_ago`, how long ago it last said so (a key's primary
+    /// without its lease, unreachable or paused; `None`: never), said at
+    /// least every 0.5 s while it lasts. After such a block every part
+    /// still has [`PART_GRACE`](super::PART_GRACE) to go, for the backlog
+    /// to install.
+    ///
+    /// Paused, not started again: until 2026-12-04 each block restarted
+    /// every wait, and a region of one node starved of CPU, whose installs
+    /// failed every 10–20 s, never reached the end of one — a part whose
+    /// rest was lost stayed out of sight for good, and every later
+    /// transaction on its key with it (`tests/nemesis_streams.rs` under six
+    /// CPU hogs: the digests never converged).
     pub fn settle_parts(&mut self, wait: Duration, blocked_ago: Option<Duration>) {
         let now = Instant::now();
-        let gap = self
+        let tick = self
             .parts_settled
             .replace(now)
-            .map(|t| now.saturating_duration_since(t))
-            .filter(|&g| g > STOPPED_GAP);
-        let mut restart = blocked_ago.and_then(|a| now.checked_sub(a));
-        if self.write_refusal().is_some() {
-            restart = Some(now);
-        }
+            .map(|t| now.saturating_duration_since(t));
+        let blocked =
+            self.write_refusal().is_some() || blocked_ago.is_some_and(|a| a < BLOCKED_HOLD);
+        let paused = tick.filter(|&g| blocked || g > STOPPED_GAP);
+        let floor = blocked
+            .then(|| now.checked_sub(wait.saturating_sub(super::PART_GRACE.min(wait))))
+            .flatten();
         for p in self.parts.values_mut() {
-            if let Some(g) = gap {
+            if let Some(g) = paused {
                 p.since = (p.since + g).min(now);
             }
-            if let Some(r) = restart {
-                p.since = p.since.max(r);
+            if let Some(f) = floor {
+                p.since = p.since.max(f);
             }
         }
         if self.parts.is_empty() || self.write_refusal().is_some() {
