@@ -183,13 +183,24 @@ impl Shard {
                         Some(state) => keyset::typed_live(state, now_ms),
                         None => keyset::plain_live(Some(rec), now_ms),
                     };
+                // The record's start and unit name the write of its newest
+                // version: an older one merged now (another region's
+                // transaction whose part came after a newer write here)
+                // changes neither. Marked as that transaction's part, the
+                // key's whole state went out by anti-entropy as a part at
+                // the newer write's version — of a transaction that does
+                // not exist — and the region it reached kept the key out
+                // of sight for `PART_WAIT` (issue 46, defect B).
+                let newer = delta.newest() > rec.version();
                 let update = match rec.typed_mut() {
                     Some(state) => {
                         if !Arc::make_mut(state).merge(delta) {
                             return Update::Unchanged;
                         }
                         rec.restamp(start_ts);
-                        rec.set_unit(unit);
+                        if newer {
+                            rec.set_unit(unit);
+                        }
                         Update::InPlace
                     }
                     None => {
@@ -197,6 +208,11 @@ impl Shard {
                         if !state.merge(delta) {
                             return Update::Unchanged;
                         }
+                        let (start_ts, unit) = if newer {
+                            (start_ts, unit)
+                        } else {
+                            (rec.start_ts, rec.unit())
+                        };
                         Update::Put(
                             Record::new_typed(key, Arc::new(state), start_ts).with_unit(unit),
                         )

@@ -358,3 +358,58 @@ fn a_lone_write_is_gossiped_as_lone_after_an_install_on_its_key() {
     assert_eq!(lone[0].version.origin, 7, "this node's write");
     assert_eq!(lone[0].unit, Unit::None, "a lone write ships as one");
 }
+
+/// Issue 46 (defect B, found under six CPU hogs, seed 2586664413): a
+/// record names the kind of commit that wrote its newest version. Another
+/// region's transaction installed here *after* a newer write of its key
+/// (its part came late) merges into the key, but the key's newest write
+/// is still the lone one: marked as a part of a transaction, the whole
+/// state anti-entropy shipped went to a third region as a part at the lone
+/// write's version — a transaction that does not exist — which parked it
+/// and every later write of the key (a stream everyone writes) until
+/// `PART_WAIT` passed.
+#[test]
+fn an_older_transaction_installed_after_a_lone_write_leaves_the_key_lone() {
+    use crate::ops::{sets::SetOp, Op};
+    use elsa_lattice::{Collection, OrSet};
+    let mut s = shard();
+    s.op_batch(&[kop(
+        &s,
+        "s",
+        Op::Sets(SetOp::Add(vec![Bytes::from_static(b"a")])),
+    )]);
+    let h = key(&s, "s");
+    let lone = s.table.get(h.hash, &h.key).unwrap().version();
+    let earlier = Version::new(lone.commit_ts - (1000 << 16), 3);
+    let add = OrSet::default().add("b".into(), earlier);
+    install(
+        &mut s,
+        1,
+        &[LogEntry {
+            key: Bytes::from_static(b"s"),
+            state: EntryState::Typed(Arc::new(KeyState::of(Collection::Set(add)))),
+            start_ts: earlier.commit_ts,
+            version: earlier,
+            unit: Unit::Shards,
+        }],
+    );
+    let rec = s.table.get(h.hash, &h.key).unwrap();
+    assert_eq!(rec.version(), lone, "the lone write is still the newest");
+    assert_eq!(rec.unit(), Unit::None, "and the key ships as it");
+    // A newer transaction's part makes the key a part again.
+    let later = Version::new(lone.commit_ts + (1000 << 16), 3);
+    let add = OrSet::default().add("c".into(), later);
+    install(
+        &mut s,
+        2,
+        &[LogEntry {
+            key: Bytes::from_static(b"s"),
+            state: EntryState::Typed(Arc::new(KeyState::of(Collection::Set(add)))),
+            start_ts: later.commit_ts,
+            version: later,
+            unit: Unit::Shards,
+        }],
+    );
+    let rec = s.table.get(h.hash, &h.key).unwrap();
+    assert_eq!((rec.version(), rec.unit()), (later, Unit::Shards));
+}
