@@ -92,8 +92,28 @@ pub unsafe fn push_bytes(l: *mut ffi::lua_State, bytes: &[u8]) {
 /// `l` is a running C function's state; nothing with a destructor may be
 /// alive in the calling frames (this raises).
 pub unsafe fn stack_overflow(l: *mut ffi::lua_State, what: &CStr) -> ! {
+    room_to_raise(l);
     ffi::luaL_error(l, c"stack overflow (%s)".as_ptr(), what.as_ptr());
     unreachable!("luaL_error returned")
+}
+
+/// Makes room on the stack for an error's message, dropping what the
+/// function pushed if the stack is full (a raise discards it anyway).
+/// `luaL_error` pushes where the script called from — through the API
+/// (`lua_pushlstring`) when that is no Lua line, e.g. under `pcall` — and
+/// with the frame's last slot taken it wrote past the frame's top: Lua's
+/// API check stops the process there (the fuzzer's `lua_script`,
+/// `pcall(cmsgpack.unpack, string.rep('\145', 20000) .. '\192')`);
+/// without it, it wrote into the stack's spare slots. Redis's C libraries
+/// do the same; here it is not left to the spare slots.
+///
+/// # Safety
+/// `l` is a running C function's state; what it pushed is not needed
+/// any more (no pointer into it is used after this).
+pub unsafe fn room_to_raise(l: *mut ffi::lua_State) {
+    if ffi::lua_checkstack(l, 4) == 0 {
+        ffi::lua_settop(l, 0);
+    }
 }
 
 /// Sets `name` in `table` to the C function `f`.

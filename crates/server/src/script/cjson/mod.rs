@@ -156,6 +156,8 @@ enum Fail {
 /// `l` is a running C function's state; nothing with a destructor may be
 /// alive in the calling frames.
 unsafe fn raise(l: *mut ffi::lua_State, f: Fail) -> ! {
+    // Every message part is static: nothing on the stack is needed.
+    super::clib::room_to_raise(l);
     match f {
         Fail::Serialise(t, reason) => {
             ffi::luaL_error(

@@ -310,6 +310,11 @@ fn matches_redis() {
             r#"struct.unpack(string.rep('b', 7998), string.rep('a', 8000))"#,
             r#"false "user_script:1: stack overflow (too many results)""#,
         ),
+        // Under pcall (see `clib::room_to_raise`).
+        (
+            r#"pcall(struct.unpack, string.rep('b', 7998), string.rep('a', 8000))"#,
+            r#"true false "stack overflow (too many results)""#,
+        ),
         (
             r#"#{struct.unpack(string.rep('b', 7996), string.rep('a', 8000), 1)}"#,
             r#"true 7997"#,
