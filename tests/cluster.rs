@@ -143,12 +143,20 @@ pub fn text(v: &Value) -> Option<String> {
 
 /// `GET` of every key in `keys`, pipelined, on one connection.
 pub fn get_all(con: &mut redis::Connection, keys: &[String]) -> Vec<Option<String>> {
+    try_get_all(con, keys).expect("pipelined GETs")
+}
+
+/// [`get_all`], its error returned.
+pub fn try_get_all(
+    con: &mut redis::Connection,
+    keys: &[String],
+) -> redis::RedisResult<Vec<Option<String>>> {
     let mut pipe = redis::pipe();
     for k in keys {
         pipe.cmd("GET").arg(k);
     }
-    let answers: Vec<Value> = pipe.query(con).expect("pipelined GETs");
-    answers.iter().map(text).collect()
+    let answers: Vec<Value> = pipe.query(con)?;
+    Ok(answers.iter().map(text).collect())
 }
 
 /// The lines of an `INFO replication` text worth printing in a report:
