@@ -380,36 +380,27 @@ fn an_older_transaction_installed_after_a_lone_write_leaves_the_key_lone() {
     )]);
     let h = key(&s, "s");
     let lone = s.table.get(h.hash, &h.key).unwrap().version();
-    let earlier = Version::new(lone.commit_ts - (1000 << 16), 3);
-    let add = OrSet::default().add("b".into(), earlier);
+    // Another region's transaction adding `member` to the set at `at`.
+    let part = |member: &'static str, at: Version| LogEntry {
+        key: Bytes::from_static(b"s"),
+        state: EntryState::Typed(Arc::new(KeyState::of(Collection::Set(
+            OrSet::default().add(member.into(), at),
+        )))),
+        start_ts: at.commit_ts,
+        version: at,
+        unit: Unit::Shards,
+    };
     install(
         &mut s,
         1,
-        &[LogEntry {
-            key: Bytes::from_static(b"s"),
-            state: EntryState::Typed(Arc::new(KeyState::of(Collection::Set(add)))),
-            start_ts: earlier.commit_ts,
-            version: earlier,
-            unit: Unit::Shards,
-        }],
+        &[part("b", Version::new(lone.commit_ts - (1000 << 16), 3))],
     );
     let rec = s.table.get(h.hash, &h.key).unwrap();
     assert_eq!(rec.version(), lone, "the lone write is still the newest");
     assert_eq!(rec.unit(), Unit::None, "and the key ships as it");
     // A newer transaction's part makes the key a part again.
     let later = Version::new(lone.commit_ts + (1000 << 16), 3);
-    let add = OrSet::default().add("c".into(), later);
-    install(
-        &mut s,
-        2,
-        &[LogEntry {
-            key: Bytes::from_static(b"s"),
-            state: EntryState::Typed(Arc::new(KeyState::of(Collection::Set(add)))),
-            start_ts: later.commit_ts,
-            version: later,
-            unit: Unit::Shards,
-        }],
-    );
+    install(&mut s, 2, &[part("c", later)]);
     let rec = s.table.get(h.hash, &h.key).unwrap();
     assert_eq!((rec.version(), rec.unit()), (later, Unit::Shards));
 }
