@@ -151,6 +151,10 @@ pub struct Call {
     /// Kind 11: the ownership group's request (`crate::owners::net`).
     #[prost(bytes = "bytes", tag = "17")]
     pub raft: Bytes,
+    /// Kind 10: the same install's lattices on other shards
+    /// (`ShardMsg::InstallRemote::others`).
+    #[prost(message, repeated, tag = "18")]
+    pub others: Vec<Lattice>,
 }
 
 fn holds_of(holds: Vec<HoldMsg>) -> Vec<(HashedKey, HoldMode)> {
@@ -518,11 +522,13 @@ pub fn encode(msg: ShardMsg) -> Option<(Call, Option<Completer>)> {
         ShardMsg::InstallRemote {
             txn,
             entries,
+            others,
             reply,
         } => {
             call.kind = 10;
             call.txn = txn;
             call.entries = entries.iter().map(Lattice::from).collect();
+            call.others = others.iter().map(Lattice::from).collect();
             Some(Box::new(move |a: Answer| {
                 let _ = reply.send(result(a, |_| ()));
             }))
@@ -691,6 +697,7 @@ pub fn start(call: Call, inbox: &mpsc::UnboundedSender<ShardMsg>) -> Result<Star
             send(ShardMsg::InstallRemote {
                 txn: call.txn,
                 entries: call.entries.into_iter().map(LogEntry::from).collect(),
+                others: call.others.into_iter().map(LogEntry::from).collect(),
                 reply,
             })?;
             Started::Install(rx)

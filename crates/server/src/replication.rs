@@ -386,7 +386,7 @@ impl Conn {
         }
     }
 
-    /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|DELAY-INSTALLS
+    /// `ELSA.FAULT ISOLATE|DROP-INSTALLS|BUSY-INSTALLS|REFUSE-REMOTE-INSTALLS|DELAY-INSTALLS
     /// ms|DELAY-ANSWERS ms [PREPARES]|LINKS-DOWN ms|FORGET-PEERS ms|CRASH-AFTER-RECORD|CRASH-BEFORE-SHIP prefix|
     /// PAUSE-BEFORE-SHIP prefix|CRASH-AFTER-SHIP-TO-ONE prefix|PAUSE-REPAIR|
     /// LAPSE|CLOCK ms|HEAL` (needs
@@ -394,7 +394,9 @@ impl Conn {
     /// cut this node off from other regions; have it ignore the installs
     /// of multi-shard commits coordinated elsewhere (a node that dies
     /// between a commit's decision and its install, for tests), or answer
-    /// them Busy (a node no longer their primary); have the commits it
+    /// them Busy (a node no longer their primary); have its shards refuse
+    /// every install of other regions' transactions, its own installer's
+    /// too (a node whose region never confirms them); have the commits it
     /// coordinates wait `ms` between decision and install (a slow
     /// coordinator); hold its answers to peers `ms` (with PREPARES, only
     /// those to prepares); drop its peer connections and fail its
@@ -453,6 +455,8 @@ impl Conn {
             cl.set_peers_forgotten(std::time::Duration::from_millis(ms));
         } else if is(&args[1], "busy-installs") {
             cl.set_busy_installs(true);
+        } else if is(&args[1], "refuse-remote-installs") {
+            self.refuse_remote_installs(true);
         } else if is(&args[1], "crash-after-record") {
             cl.set_crash_before_ship(Some((
                 Bytes::from_static(elsa_txn::record::RECORD_PREFIX),
@@ -502,12 +506,23 @@ impl Conn {
             cl.set_repair_paused(false);
             cl.set_clock_offset(0);
             self.coord.node.set_install_delay(0);
+            self.refuse_remote_installs(false);
         } else {
             return self
                 .w()
-                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms [PREPARES], LINKS-DOWN ms, FORGET-PEERS ms, BUSY-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE, CLOCK ms or HEAL");
+                .error("ERR ELSA.FAULT takes ISOLATE, DROP-INSTALLS, DELAY-INSTALLS ms, DELAY-ANSWERS ms [PREPARES], LINKS-DOWN ms, FORGET-PEERS ms, BUSY-INSTALLS, REFUSE-REMOTE-INSTALLS, CRASH-AFTER-RECORD, CRASH-BEFORE-SHIP prefix, PAUSE-BEFORE-SHIP prefix, CRASH-AFTER-SHIP-TO-ONE prefix, PAUSE-REPAIR, LAPSE, CLOCK ms or HEAL");
         }
         self.w().simple("OK");
+    }
+
+    /// `ELSA.FAULT REFUSE-REMOTE-INSTALLS` (on) and `HEAL` (off), on every
+    /// shard of this node.
+    fn refuse_remote_installs(&self, on: bool) {
+        for inbox in &self.coord.node.inboxes {
+            let _ = inbox.send(elsa_shard::ShardMsg::Admin(
+                elsa_shard::AdminMsg::RefuseRemoteInstalls(on),
+            ));
+        }
     }
 }
 

@@ -525,6 +525,11 @@ pub enum ShardMsg {
         txn: TxnId,
         /// The lattices.
         entries: Vec<crate::wal::codec::LogEntry>,
+        /// The same install's lattices on other shards (empty when it
+        /// touches one): kept with the holds, so that if the installer is
+        /// gone this node's orphan resolver finishes the install whole
+        /// before it releases them (`AdminMsg::HeldInstall`).
+        others: Vec<crate::wal::codec::LogEntry>,
         /// Done once logged by every replica of the keys in the region
         /// (or the region stopped waiting for one), or refused (the holds
         /// were lost).
@@ -682,6 +687,19 @@ pub enum AdminMsg {
         /// The transactions and their keys.
         reply: oneshot::Sender<Vec<(TxnId, Vec<HashedKey>)>>,
     },
+    /// The whole install (this shard's lattices and the other shards')
+    /// that `txn` put in here under holds it still has, if it installed
+    /// any: what the orphan resolver must finish before it releases them.
+    HeldInstall {
+        /// The holds' transaction.
+        txn: TxnId,
+        /// The install, or None.
+        reply: oneshot::Sender<Option<Vec<crate::wal::codec::LogEntry>>>,
+    },
+    /// Fault injection (`ELSA.FAULT REFUSE-REMOTE-INSTALLS`, tests only):
+    /// refuse (Busy) every install of other regions' transactions, from
+    /// any installer — a shard whose region never confirms them.
+    RefuseRemoteInstalls(bool),
     /// What of another region's transactions waits here for `key` (its
     /// parked parts, for `ELSA.DIGEST STATE`), as text.
     Parts {

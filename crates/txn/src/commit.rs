@@ -319,6 +319,21 @@ impl Coordinator {
         txn: TxnId,
         keys: Vec<HashedKey>,
     ) -> Result<(), TxnError> {
+        // An install of other regions' transactions whose installer is
+        // gone or stalled, and which put lattices in here: it has no
+        // record (its transactions are decided), and released here it
+        // would show this part alone — finished whole first.
+        if txn & elsa_shard::msg::SHADOW == 0 {
+            let asked = self
+                .ask(shard, |reply| {
+                    ShardMsg::Admin(elsa_shard::AdminMsg::HeldInstall { txn, reply })
+                })
+                .await;
+            if let Ok(Some(whole)) = asked {
+                self.finish_install(shard, txn, whole).await;
+                return Ok(());
+            }
+        }
         // Found held as a shadow, or as a participant: the same record.
         let key = record_key(txn & !elsa_shard::msg::SHADOW);
         match self.record_outcome(key).await? {

@@ -361,12 +361,21 @@ impl Coordinator {
             // back (issue 42: with the holds released at each shard's own
             // install, a node killed right after lost one shard's half from
             // its log and the region showed the rest).
+            // Each shard keeps the whole install with its holds when it
+            // spans shards (see `finish_install`).
+            let all: Vec<LogEntry> = if per_shard.len() > 1 {
+                entries.iter().map(|(e, _)| e.clone()).collect()
+            } else {
+                Vec::new()
+            };
             let mut waits = Vec::with_capacity(per_shard.len());
             for (shard, part) in per_shard {
-                let entries = part.iter().map(|(e, _)| e.clone()).collect();
+                let entries: Vec<LogEntry> = part.iter().map(|(e, _)| e.clone()).collect();
+                let others = others_than(&all, &entries);
                 let rx = self.start(shard, |reply| ShardMsg::InstallRemote {
                     txn,
                     entries,
+                    others,
                     reply,
                 });
                 waits.push((part, rx));
@@ -391,7 +400,7 @@ impl Coordinator {
                         "no shard confirmed the install".to_string(),
                     ));
                 }
-                self.settle_install(&mut guard, txn, unsettled).await;
+                self.settle_install(&mut guard, txn, unsettled, &all).await;
             }
             return Ok(Installed::All); // the guard releases every hold
         }
@@ -405,7 +414,13 @@ impl Coordinator {
     /// nobody yet), every 100 ms until it is in, for at most
     /// [`SETTLE_FOR`]. Readers of the held keys wait meanwhile: released
     /// before, the region showed the part that went in (issue 42).
-    async fn settle_install(&self, guard: &mut HoldGuard<'_>, txn: TxnId, mut rest: Vec<LogEntry>) {
+    async fn settle_install(
+        &self,
+        guard: &mut HoldGuard<'_>,
+        txn: TxnId,
+        mut rest: Vec<LogEntry>,
+        all: &[LogEntry],
+    ) {
         let deadline = Instant::now() + SETTLE_FOR;
         while !rest.is_empty() {
             if Instant::now() > deadline {
@@ -426,7 +441,7 @@ impl Coordinator {
             }
             for (shard, entries) in per_shard {
                 if self
-                    .install_again(guard, txn, shard, &entries)
+                    .install_again(guard, txn, shard, &entries, all)
                     .await
                     .is_err()
                 {
@@ -436,6 +451,24 @@ impl Coordinator {
         }
     }
 
+    /// Finishes an install that `txn` put in on `shard` (a shard of this
+    /// node) under holds its installer left there — the installer died or
+    /// stalls (`resolve_orphan`): installs every lattice of `whole` again,
+    /// each under `txn`'s holds at its key's primary, every 100 ms until
+    /// all are in (for at most [`SETTLE_FOR`]), then releases what it
+    /// held. Readers of the held keys wait meanwhile, as under the
+    /// installer's own [`Coordinator::settle_install`].
+    pub async fn finish_install(&self, shard: ShardId, txn: TxnId, whole: Vec<LogEntry>) {
+        let mut guard = HoldGuard::new(self, txn);
+        guard.add(shard);
+        tracing::info!(
+            "an install of other regions' transactions holding keys on shard {shard} lost its installer: finishing its {} lattices",
+            whole.len()
+        );
+        self.settle_install(&mut guard, txn, whole.clone(), &whole)
+            .await;
+    }
+
     /// Holds `entries`' keys on `shard` for `txn` (again) and installs them.
     async fn install_again(
         &self,
@@ -443,6 +476,7 @@ impl Coordinator {
         txn: TxnId,
         shard: ShardId,
         entries: &[LogEntry],
+        all: &[LogEntry],
     ) -> Result<(), ()> {
         let req = PrepareRequest {
             txn,
@@ -461,16 +495,28 @@ impl Coordinator {
             .map_err(|_| ())?;
         guard.add(shard);
         held.await.map_err(|_| ())?.map_err(|_| ())?;
+        let others = others_than(all, entries);
         let entries = entries.to_vec();
         let done = self
             .start(shard, |reply| ShardMsg::InstallRemote {
                 txn,
                 entries,
+                others,
                 reply,
             })
             .map_err(|_| ())?;
         done.await.map_err(|_| ())?.map_err(|_| ())
     }
+}
+
+/// The lattices of an install (`all`) that are not in one shard's
+/// `part` (one lattice per key).
+fn others_than(all: &[LogEntry], part: &[LogEntry]) -> Vec<LogEntry> {
+    let mine: std::collections::HashSet<&[u8]> = part.iter().map(|e| &e.key[..]).collect();
+    all.iter()
+        .filter(|e| !mine.contains(&e.key[..]))
+        .cloned()
+        .collect()
 }
 
 /// How long [`Coordinator::settle_install`] keeps trying.

@@ -57,6 +57,10 @@ impl Shard {
             AdminMsg::StaleHolds { older_than, reply } => {
                 let _ = reply.send(self.stale_holds(older_than));
             }
+            AdminMsg::HeldInstall { txn, reply } => {
+                let _ = reply.send(self.held_install(txn));
+            }
+            AdminMsg::RefuseRemoteInstalls(on) => self.refuse_remote_installs = on,
             AdminMsg::Parts { key, reply } => {
                 let _ = reply.send(self.describe_parts(&key));
             }

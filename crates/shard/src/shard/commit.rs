@@ -347,16 +347,34 @@ impl Shard {
 
     /// Other regions' transactions under this shard's holds (see
     /// [`ShardMsg::InstallRemote`]).
-    pub fn op_install_remote(&mut self, txn: TxnId, entries: &[LogEntry]) -> Result<(), Refusal> {
+    ///
+    /// With `others` (the same install's lattices on other shards), the
+    /// whole install is kept with the holds until they are released: if
+    /// the installer dies or stalls while another shard's part is not in,
+    /// the orphan resolver installs that part before it lets anyone see
+    /// this one (`elsa_txn::commit`'s `resolve_orphan`). Until then a
+    /// resolver found no record for the installer's transaction, released,
+    /// and readers here saw the part alone (`tests/nemesis_regions.rs`,
+    /// seed 2451540199: the installing node killed between its shards'
+    /// installs).
+    pub fn op_install_remote(
+        &mut self,
+        txn: TxnId,
+        entries: Vec<LogEntry>,
+        others: Vec<LogEntry>,
+    ) -> Result<(), Refusal> {
         if !self.held_by.contains_key(&txn) {
             return Err(Refusal::Unavailable(ERR_HOLDS_LOST.to_string()));
+        }
+        if self.refuse_remote_installs {
+            return Err(Refusal::Busy);
         }
         if let Some(r) = self.write_refusal() {
             self.op_release(txn);
             return Err(r);
         }
         self.unit = Unit::Shards;
-        for e in entries {
+        for e in &entries {
             let hash = std::hash::BuildHasher::hash_one(self.table.hasher(), &e.key[..]);
             self.hlc.observe(e.version.commit_ts);
             self.install_from(
@@ -369,7 +387,18 @@ impl Shard {
             );
         }
         self.unit = Unit::None;
+        if !others.is_empty() {
+            let whole = self.held_installs.entry(txn).or_default();
+            whole.extend(entries);
+            whole.extend(others);
+        }
         Ok(())
+    }
+
+    /// The whole install `txn` put in here under holds it still has (see
+    /// [`Shard::op_install_remote`]).
+    pub fn held_install(&self, txn: TxnId) -> Option<Vec<LogEntry>> {
+        self.held_installs.get(&txn).cloned()
     }
 
     /// A backup takes a participant's holds (see [`ShardMsg::Shadow`]):
@@ -423,6 +452,7 @@ impl Shard {
     /// Drops every hold of `txn` (abort, or the end of install).
     pub fn op_release(&mut self, txn: TxnId) {
         self.held_since.remove(&txn);
+        self.held_installs.remove(&txn);
         let Some(keys) = self.held_by.remove(&txn) else {
             return;
         };

@@ -15,7 +15,7 @@ use crate::msg::{
 use crate::ops::{Current, KeyView, OpReply, Value};
 use crate::record::{Record, Unit};
 use crate::table::{KeyHasher, Table};
-use crate::wal::codec::EntryState;
+use crate::wal::codec::{EntryState, LogEntry};
 use crate::wal::files::DataDir;
 use crate::wal::Wal;
 
@@ -108,6 +108,12 @@ pub struct Shard {
     /// Transactions installed here lately: an install arriving again (the
     /// coordinator retrying, or a resolver that got there first) is done.
     installed: HashMap<TxnId, std::time::Instant>,
+    /// Installs of other regions' transactions that went in here under
+    /// holds not yet released, whole (this shard's part and the other
+    /// shards'): see [`AdminMsg::HeldInstall`].
+    held_installs: HashMap<TxnId, Vec<LogEntry>>,
+    /// Fault injection: see [`AdminMsg::RefuseRemoteInstalls`].
+    refuse_remote_installs: bool,
     gossip: GossipBuffer,
     /// Which kind of commit the installs under way belong to (marked on
     /// the records they write, so gossip and anti-entropy can tell another
@@ -358,6 +364,8 @@ impl Shard {
             held_by: HashMap::new(),
             held_since: HashMap::new(),
             installed: HashMap::new(),
+            held_installs: HashMap::new(),
+            refuse_remote_installs: false,
             gossip: GossipBuffer::default(),
             unit: Unit::None,
             block: None,
@@ -501,6 +509,7 @@ impl Shard {
             ShardMsg::InstallRemote {
                 txn,
                 entries,
+                others,
                 reply,
             } => {
                 // Answered once every replica of the keys in the region has
@@ -511,7 +520,7 @@ impl Shard {
                 // Not confirmed (a replica refused or was lost), it is an
                 // error: this node may drop the install when it catches up
                 // again, and the installer installs it again.
-                let r = self.op_install_remote(txn, &entries);
+                let r = self.op_install_remote(txn, entries, others);
                 let unconfirmed = r
                     .is_ok()
                     .then(|| Err(Refusal::Unavailable(ERR_INSTALL_UNCONFIRMED.to_string())));

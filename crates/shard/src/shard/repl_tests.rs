@@ -182,6 +182,7 @@ fn an_unconfirmed_remote_install_is_an_error_and_survives_a_restart_in_place() {
     s.handle(ShardMsg::InstallRemote {
         txn,
         entries: vec![remote],
+        others: Vec::new(),
         reply: tx,
     });
     s.flush_wal();

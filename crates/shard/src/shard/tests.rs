@@ -1266,7 +1266,8 @@ fn another_regions_transaction_parts_wait_for_the_whole() {
         wait: false,
     })
     .unwrap();
-    s.op_install_remote(txn, &[x.clone(), y.clone()]).unwrap();
+    s.op_install_remote(txn, vec![x.clone(), y.clone()], Vec::new())
+        .unwrap();
     assert!(
         !s.holds.is_empty(),
         "the holds stay until the installer releases them"
@@ -1281,13 +1282,53 @@ fn another_regions_transaction_parts_wait_for_the_whole() {
     let rec = s.table.get(key(&s, "x").hash, b"x").unwrap();
     assert_eq!((rec.version(), rec.unit()), (x.version, Unit::Shards));
     // Without holds an install is refused.
-    assert!(s.op_install_remote(78, &[x]).is_err());
+    assert!(s.op_install_remote(78, vec![x], Vec::new()).is_err());
 
     // A newer state here stays; an older part arriving late is dropped.
     s.op_merge(&[part("y", "old", 5, Unit::Here)], true)
         .unwrap();
     assert_eq!(s.stats().parts_waiting, 0);
     assert_eq!(value(&mut s, "y").as_deref(), Some(&b"t1"[..]));
+}
+
+/// An install spanning shards keeps its whole (this shard's part and the
+/// others') with the holds, for the orphan resolver to finish before it
+/// releases them; released, it is forgotten. One shard's install keeps
+/// nothing.
+#[test]
+fn an_install_across_shards_is_kept_whole_until_released() {
+    let mut s = shard();
+    let (x, far) = (
+        part("x", "t1", 10, Unit::Shards),
+        part("far", "t1", 10, Unit::Shards),
+    );
+    let hold = |s: &mut Shard, txn| {
+        s.op_prepare(PrepareRequest {
+            txn,
+            checks: Vec::new(),
+            holds: vec![(key(s, "x"), HoldMode::Write)],
+            want_states: false,
+            retry_on_busy: true,
+            wait: false,
+        })
+        .unwrap();
+    };
+    hold(&mut s, 77);
+    s.op_install_remote(77, vec![x.clone()], vec![far.clone()])
+        .unwrap();
+    let whole = s.held_install(77).expect("kept with the holds");
+    assert_eq!(whole, vec![x.clone(), far]);
+    let stale = s.stale_holds(std::time::Duration::ZERO);
+    assert_eq!(stale.len(), 1, "the resolver finds it: {stale:?}");
+    s.op_release(77);
+    assert_eq!(s.held_install(77), None);
+    hold(&mut s, 78);
+    s.op_install_remote(78, vec![x], Vec::new()).unwrap();
+    assert_eq!(
+        s.held_install(78),
+        None,
+        "one shard's install is whole here"
+    );
 }
 
 #[test]
@@ -1817,6 +1858,7 @@ pub(super) fn install(s: &mut Shard, txn: TxnId, entries: &[LogEntry]) {
         wait: false,
     })
     .unwrap();
-    s.op_install_remote(txn, entries).unwrap();
+    s.op_install_remote(txn, entries.to_vec(), Vec::new())
+        .unwrap();
     s.op_release(txn);
 }
