@@ -207,6 +207,10 @@ pub struct Cluster {
     waits: Mutex<HashMap<u64, oneshot::Sender<u64>>>,
     epoch: AtomicU64,
     lag: Mutex<hdrhistogram::Histogram<u64>>,
+    /// The region of every node seen in a view since this process started
+    /// (a node's region never changes): which region a lattice's origin is
+    /// in after the node left the view (see `units`).
+    regions_seen: Mutex<HashMap<NodeId, String>>,
     gossip_frames_dropped: AtomicUsize,
     /// Whether this node has caught up since it started (see
     /// [`Cluster::catch_up_done`]); until then it is no slot's primary.
@@ -353,6 +357,7 @@ impl Cluster {
             proofs: Mutex::new(HashMap::new()),
             waits: Mutex::new(HashMap::new()),
             epoch: AtomicU64::new(0),
+            regions_seen: Mutex::default(),
             lag: Mutex::new(
                 hdrhistogram::Histogram::new_with_bounds(1, 3_600_000, 2)
                     .expect("static histogram bounds are valid"),
@@ -490,6 +495,7 @@ impl Cluster {
         );
         *self.shared.lock().unwrap_or_else(|e| e.into_inner()) = shared;
         let ring = Arc::new(ring);
+        self.note_regions(&ring);
         self.ring.store(ring.clone());
         self.takeover_view(&ring);
         // Links to nodes that left close (taken up again if they return
@@ -571,7 +577,22 @@ impl Cluster {
                 .push(LogEntry::from(l));
         }
         let mut waits = Vec::new();
-        for (shard, entries) in per_shard {
+        for (shard, mut entries) in per_shard {
+            if arrival == Arrival::Direct {
+                let foreign = self.foreign_records(&mut entries);
+                if !foreign.is_empty() {
+                    let (reply, rx) = oneshot::channel();
+                    if let Some(inbox) = self.inboxes.get(usize::from(shard)) {
+                        let msg = ShardMsg::MergeForeignRecords {
+                            entries: foreign,
+                            reply,
+                        };
+                        if inbox.send(msg).is_ok() && durable.is_some() {
+                            waits.push(rx);
+                        }
+                    }
+                }
+            }
             let (reply, rx) = oneshot::channel();
             if let Some(inbox) = self.inboxes.get(usize::from(shard)) {
                 let _ = inbox.send(match arrival {

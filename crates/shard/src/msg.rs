@@ -496,6 +496,15 @@ pub enum ShardMsg {
         /// How many changed the local state or were left out, once durable.
         reply: oneshot::Sender<Result<usize, Refusal>>,
     },
+    /// Another region's transaction records that a peer of this region
+    /// repaired (`Shard::op_merge_foreign_records`): merged as `Merge`
+    /// without `park`, logged as another region's.
+    MergeForeignRecords {
+        /// The records.
+        entries: Vec<crate::wal::codec::LogEntry>,
+        /// How many changed the local state, once durable.
+        reply: oneshot::Sender<Result<usize, Refusal>>,
+    },
     /// Multi-shard commit, phase two: install the writes and release holds.
     Install {
         /// The transaction.

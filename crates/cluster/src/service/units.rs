@@ -96,6 +96,37 @@ impl Cluster {
         }
     }
 
+    /// Remembers the region of every node in `ring` (see
+    /// `Cluster::regions_seen`).
+    pub(super) fn note_regions(&self, ring: &crate::ring::Ring) {
+        let mut seen = self.regions_seen.lock().unwrap_or_else(|e| e.into_inner());
+        for m in ring.members() {
+            seen.entry(m.node).or_insert_with(|| m.region.clone());
+        }
+    }
+
+    /// Takes out of `entries` (lattices a peer of this region sent) the
+    /// transaction records another region committed — their origin is a
+    /// node of another region — to be logged as another region's
+    /// (`Shard::op_merge_foreign_records`). A record whose origin this
+    /// process never saw in a view stays: taken for this region's.
+    pub(super) fn foreign_records(&self, entries: &mut Vec<LogEntry>) -> Vec<LogEntry> {
+        if !entries.iter().any(|e| is_record_key(&e.key)) {
+            return Vec::new();
+        }
+        let seen = self.regions_seen.lock().unwrap_or_else(|e| e.into_inner());
+        let foreign = |e: &LogEntry| {
+            is_record_key(&e.key)
+                && seen
+                    .get(&e.version.origin)
+                    .is_some_and(|r| self.other_region(r))
+        };
+        let (out, keep): (Vec<LogEntry>, Vec<LogEntry>) =
+            std::mem::take(entries).into_iter().partition(foreign);
+        *entries = keep;
+        out
+    }
+
     /// Another region's repair from `from`, split: lattices of slots whose
     /// primary in its region it is, and the others.
     ///

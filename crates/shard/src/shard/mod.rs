@@ -480,6 +480,10 @@ impl Shard {
                 let r = self.op_merge_resent(&entries);
                 self.respond(reply, r);
             }
+            ShardMsg::MergeForeignRecords { entries, reply } => {
+                let r = self.op_merge_foreign_records(&entries);
+                self.respond(reply, r);
+            }
             ShardMsg::MergeBehind { entries, reply } => {
                 let r = self.op_merge_behind(&entries);
                 self.respond(reply, r);

@@ -404,3 +404,47 @@ fn an_older_transaction_installed_after_a_lone_write_leaves_the_key_lone() {
     let rec = s.table.get(h.hash, &h.key).unwrap();
     assert_eq!((rec.version(), rec.unit()), (later, Unit::Shards));
 }
+
+/// A transaction record of another region that a peer of this region
+/// repaired (anti-entropy after a restart in place) is logged as another
+/// region's: recovery reads it back as `Origin::Remote` and hands it to
+/// the installer. Logged plain, recovery read it as this region's and put
+/// its writes back at once, out of order: after a kill -9 a node of
+/// region b showed bank a as four transfers over the ones between them
+/// (`tests/nemesis_regions.rs`, seed 1391638123).
+#[test]
+fn another_regions_record_repaired_by_a_peer_replays_as_another_regions() {
+    use crate::wal::files::{DataDir, Origin, Replayed};
+    let dir = std::env::temp_dir().join(format!("elsa-shard-foreign-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut s = super::tests::durable_shard(&dir);
+    let record = plain("\u{1}rec:foreign", "r", v(40), Unit::None);
+    let own = plain("\u{1}rec:own", "r", v(41), Unit::None);
+    s.op_merge_foreign_records(std::slice::from_ref(&record))
+        .unwrap();
+    s.op_merge(std::slice::from_ref(&own), false).unwrap();
+    assert_eq!(
+        value(&mut s, "\u{1}rec:foreign").as_deref(),
+        Some(&b"r"[..])
+    );
+    s.flush_wal();
+    s.close_wal();
+    let mut origins = Vec::new();
+    DataDir::open(&dir)
+        .unwrap()
+        .recover(false, |item| {
+            if let Replayed::Lattices(rec, origin) = item {
+                origins.extend(rec.into_iter().map(|e| (e.key, origin)));
+            }
+        })
+        .unwrap();
+    origins.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        origins,
+        vec![
+            (record.key.clone(), Origin::Remote),
+            (own.key.clone(), Origin::Log)
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -275,7 +275,20 @@ impl Shard {
     /// this region thus sees all of another region's transaction or none
     /// of it (issue 12, item 13).
     pub fn op_merge(&mut self, entries: &[LogEntry], park: bool) -> Result<usize, Refusal> {
-        self.merge_entries(entries, park, false)
+        self.merge_entries(entries, park, false, false)
+    }
+
+    /// Another region's transaction records that a peer of this region
+    /// repaired (anti-entropy, a catch-up): merged as [`Shard::op_merge`]
+    /// without parking (a record is one key), but logged as another
+    /// region's ([`crate::wal::codec::Frame::Remote`]), so that recovery
+    /// hands them to the installer. Logged plain, recovery took them for
+    /// this region's transactions and put their writes back at once:
+    /// after a restart a node showed the other region's transfers out of
+    /// order, four of them over the ones between (`tests/nemesis_regions.rs`,
+    /// seed 1391638123).
+    pub fn op_merge_foreign_records(&mut self, entries: &[LogEntry]) -> Result<usize, Refusal> {
+        self.merge_entries(entries, false, false, true)
     }
 
     /// [`Shard::op_merge`] of another region's lattices its node sent
@@ -286,7 +299,7 @@ impl Shard {
     /// collected, and merged it would come back (the concurrent CRDT
     /// checker, seed 17: a list item pushed and removed 28 s before).
     pub fn op_merge_resent(&mut self, entries: &[LogEntry]) -> Result<usize, Refusal> {
-        self.merge_entries(entries, true, true)
+        self.merge_entries(entries, true, true, false)
     }
 
     /// [`Shard::op_merge`] of another region's lattices repaired by a node
@@ -308,7 +321,7 @@ impl Shard {
             }
             kept.push(e.clone());
         }
-        Ok(self.merge_entries(&kept, true, false)? + left)
+        Ok(self.merge_entries(&kept, true, false, false)? + left)
     }
 
     fn merge_entries(
@@ -316,12 +329,13 @@ impl Shard {
         entries: &[LogEntry],
         park: bool,
         resent: bool,
+        foreign: bool,
     ) -> Result<usize, Refusal> {
         if let Some(r) = self.write_refusal() {
             return Err(r);
         }
         let mut changed = 0;
-        self.from_region = park;
+        self.from_region = park || foreign;
         // Parts first: a lone write in the same frame may have to wait
         // behind one of them (`parts.rs`).
         let mut lone = Vec::with_capacity(if park { entries.len() } else { 0 });
