@@ -579,18 +579,8 @@ impl Cluster {
         let mut waits = Vec::new();
         for (shard, mut entries) in per_shard {
             if arrival == Arrival::Direct {
-                let foreign = self.foreign_records(&mut entries);
-                if !foreign.is_empty() {
-                    let (reply, rx) = oneshot::channel();
-                    if let Some(inbox) = self.inboxes.get(usize::from(shard)) {
-                        let msg = ShardMsg::MergeForeignRecords {
-                            entries: foreign,
-                            reply,
-                        };
-                        if inbox.send(msg).is_ok() && durable.is_some() {
-                            waits.push(rx);
-                        }
-                    }
+                if let Some(rx) = self.merge_foreign_records(shard, &mut entries) {
+                    waits.extend(durable.map(|_| rx));
                 }
             }
             let (reply, rx) = oneshot::channel();

@@ -110,7 +110,7 @@ impl Cluster {
     /// node of another region — to be logged as another region's
     /// (`Shard::op_merge_foreign_records`). A record whose origin this
     /// process never saw in a view stays: taken for this region's.
-    pub(super) fn foreign_records(&self, entries: &mut Vec<LogEntry>) -> Vec<LogEntry> {
+    fn foreign_records(&self, entries: &mut Vec<LogEntry>) -> Vec<LogEntry> {
         if !entries.iter().any(|e| is_record_key(&e.key)) {
             return Vec::new();
         }
@@ -125,6 +125,27 @@ impl Cluster {
             std::mem::take(entries).into_iter().partition(foreign);
         *entries = keep;
         out
+    }
+
+    /// Sends local shard `shard` the records of `entries` that another
+    /// region committed (see [`Cluster::foreign_records`]), taken out of
+    /// them; the answer to await, if there were any.
+    pub(super) fn merge_foreign_records(
+        &self,
+        shard: u16,
+        entries: &mut Vec<LogEntry>,
+    ) -> Option<tokio::sync::oneshot::Receiver<Result<usize, elsa_shard::Refusal>>> {
+        let foreign = self.foreign_records(entries);
+        if foreign.is_empty() {
+            return None;
+        }
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let msg = elsa_shard::ShardMsg::MergeForeignRecords {
+            entries: foreign,
+            reply,
+        };
+        self.inboxes.get(usize::from(shard))?.send(msg).ok()?;
+        Some(rx)
     }
 
     /// Another region's repair from `from`, split: lattices of slots whose

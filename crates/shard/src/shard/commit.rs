@@ -388,9 +388,11 @@ impl Shard {
         }
         self.unit = Unit::None;
         if !others.is_empty() {
-            let whole = self.held_installs.entry(txn).or_default();
-            whole.extend(entries);
+            // The installer's retries under the same holds send the same
+            // install again: the latest whole replaces the last.
+            let mut whole = entries;
             whole.extend(others);
+            self.held_installs.insert(txn, whole);
         }
         Ok(())
     }

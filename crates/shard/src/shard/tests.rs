@@ -1317,7 +1317,10 @@ fn an_install_across_shards_is_kept_whole_until_released() {
     s.op_install_remote(77, vec![x.clone()], vec![far.clone()])
         .unwrap();
     let whole = s.held_install(77).expect("kept with the holds");
-    assert_eq!(whole, vec![x.clone(), far]);
+    assert_eq!(whole, vec![x.clone(), far.clone()]);
+    s.op_install_remote(77, vec![x.clone()], vec![far.clone()])
+        .unwrap();
+    assert_eq!(s.held_install(77), Some(whole), "a retry replaces it");
     let stale = s.stale_holds(std::time::Duration::ZERO);
     assert_eq!(stale.len(), 1, "the resolver finds it: {stale:?}");
     s.op_release(77);
