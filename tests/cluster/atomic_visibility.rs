@@ -477,3 +477,103 @@ fn an_install_refused_on_one_node_shows_nothing_until_whole() {
         torn.join("\n")
     );
 }
+
+/// The pause case of `docs/regions.md` (*A new primary owes what the old
+/// one's streams still carried*): region a's node 1, primary of `{g}a` and
+/// `{g}b` (one slot), is cut off from region b, commits T1 (`MULTI; SET
+/// {g}a 1; SET {g}b 1; EXEC`, one shard: it travels whole in that shard's
+/// stream) and then T2 (`SET {g}b 2`), and is killed with both still in its
+/// stream to b. The slot's new primary in a has both (ack level `region`);
+/// what it ships b of them must come in commit order, so that b shows only
+/// states a went through: `[0, 0]`, `[1, 1]`, `[1, 2]`. Before, the new
+/// primary shipped the keys' latest states only (anti-entropy): b got
+/// `{g}a` as a part of T1 without the rest of T1 (its `{g}b` was
+/// overwritten) and `{g}b = 2` as a lone write, and showed `[0, 2]` until
+/// `PART_WAIT` let the part show alone.
+#[test]
+fn a_new_primary_ships_what_the_old_ones_stream_still_carried() {
+    let _one = one_at_a_time();
+    let mut c = Cluster::start(&["a", "a", "a", "b"], &[]);
+    let tag = (0..2000)
+        .map(|i| format!("{{g{i}}}"))
+        .find(|t| crate::commits::owner(&c, 0, t) == 1)
+        .expect("a slot node 1 serves");
+    let keys = [format!("{tag}a"), format!("{tag}b")];
+    let read_b = |c: &Cluster| -> Option<Vec<u32>> {
+        let mut con = c.conn(3);
+        con.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        let v: Vec<Value> = redis::cmd("MGET").arg(&keys).query(&mut con).ok()?;
+        Some(
+            v.iter()
+                .map(|v| text(v).and_then(|s| s.parse().ok()).unwrap_or(99))
+                .collect(),
+        )
+    };
+    {
+        let mut con = c.conn(1);
+        let _: Value = redis::cmd("MSET")
+            .arg(&keys[0])
+            .arg(0)
+            .arg(&keys[1])
+            .arg(0)
+            .query(&mut con)
+            .expect("MSET");
+    }
+    let start = Instant::now();
+    while read_b(&c) != Some(vec![0, 0]) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "b never read the opening values"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.fault(1, "ISOLATE");
+    {
+        let mut con = c.conn(1);
+        let mut p = redis::pipe();
+        p.atomic()
+            .cmd("SET")
+            .arg(&keys[0])
+            .arg(1)
+            .cmd("SET")
+            .arg(&keys[1])
+            .arg(1);
+        let _: Value = p.query(&mut con).expect("MULTI");
+        let _: Value = redis::cmd("SET")
+            .arg(&keys[1])
+            .arg(2)
+            .query(&mut con)
+            .expect("SET");
+    }
+    c.kill9(1);
+    let states = [vec![0, 0], vec![1, 1], vec![1, 2]];
+    let (start, mut wrong, mut reads, mut last) = (Instant::now(), Vec::new(), 0, None);
+    while start.elapsed() < Duration::from_secs(40) {
+        if let Some(v) = read_b(&c) {
+            reads += 1;
+            if !states.contains(&v) && wrong.len() < 5 {
+                wrong.push(format!("{:.1?}: b read {v:?}", start.elapsed()));
+            }
+            let done = v == states[2];
+            last = Some(v);
+            if done {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "{reads} reads in b after node 1 was killed; last {last:?} at {:.1?}",
+        start.elapsed()
+    );
+    assert!(
+        wrong.is_empty(),
+        "region b showed a state region a never had (keys {keys:?}):\n{}",
+        wrong.join("\n")
+    );
+    assert_eq!(
+        last.as_ref(),
+        Some(&states[2]),
+        "b never read T2 (before PART_WAIT)"
+    );
+}

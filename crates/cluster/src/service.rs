@@ -29,6 +29,7 @@ mod decommission;
 mod faults;
 mod floors;
 mod functions;
+mod handover;
 mod inbox;
 mod links;
 mod ownership;
@@ -199,6 +200,9 @@ pub struct Cluster {
     /// This node's commits of its last moments before it started, and
     /// when they were set (see [`Cluster::set_boot_tail`]).
     boot_tail: Mutex<Option<BootTail>>,
+    /// Per node of another region, the frames a takeover pushed to it
+    /// that it has not acknowledged yet (see [`handover`]).
+    handovers_owed: Mutex<HashMap<NodeId, Vec<handover::Owed>>>,
     peers: Mutex<HashMap<NodeId, PeerStats>>,
     rounds: Mutex<HashMap<u64, Round>>,
     /// Per peer, which buckets anti-entropy proved it holds (tombstone
@@ -370,6 +374,7 @@ impl Cluster {
             last_view: Mutex::new(HashMap::new()),
             gossip_gaps: AtomicU64::new(0),
             boot_tail: Mutex::new(None),
+            handovers_owed: Mutex::default(),
             ready: AtomicBool::new(false),
             booted: Mutex::new(Instant::now()),
             first_gossip: Mutex::new(HashMap::new()),

@@ -277,6 +277,14 @@ pub struct AeEntries {
     /// node older than this field never says so.
     #[prost(bool, tag = "9")]
     pub dominated: bool,
+    /// To a node of another region: the slots (sorted) among `lattices`'
+    /// that the sender does not repair for its region — not their
+    /// primary, or their primary but not yet past what it owes the
+    /// receiver of the slots' old primary (`service::handover`). The
+    /// receiver merges those only where they change nothing shown
+    /// (`Cluster::by_repairer`); a node older than this field sends none.
+    #[prost(uint32, repeated, tag = "10")]
+    pub unvouched: Vec<u32>,
 }
 
 /// A request forwarded to a shard of the receiver (see `remote`).

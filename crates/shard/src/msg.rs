@@ -574,6 +574,14 @@ pub enum ShardMsg {
     },
     /// Anti-entropy: the digest of every bucket.
     Digests(oneshot::Sender<Box<[u64]>>),
+    /// Where what this shard logged in the last `age` starts
+    /// ([`crate::Shard::log_since`]).
+    LogSince {
+        /// How far back.
+        age: std::time::Duration,
+        /// Log files, each with the offset to read from.
+        reply: oneshot::Sender<Vec<(std::path::PathBuf, u64)>>,
+    },
     /// Anti-entropy: the lattices of the buckets set in `wanted` (a bitmap
     /// over the digest buckets), at most `limit`.
     BucketEntries {

@@ -335,7 +335,13 @@ impl Cluster {
             Body::AeEntries(e) => {
                 let received: Vec<u64> = e.lattices.iter().map(|l| l.commit_ts).collect();
                 let arrival = self.arrival(&link.region, Arrival::Repair);
-                if let Some(merges) = self.merge_from(link.node, e.lattices, Some(()), arrival) {
+                let merges = self
+                    .merge_split(link.node, e.lattices, &e.unvouched, Some(()), arrival)
+                    .map(|(mut waits, behind)| {
+                        waits.extend(behind);
+                        waits
+                    });
+                if let Some(merges) = merges {
                     let theirs = (e.proof && !e.capped).then(|| e.held.clone());
                     let (me, node) = (self.clone(), link.node);
                     self.handle.spawn(async move {
@@ -697,7 +703,8 @@ impl Cluster {
                 // what it shipped (its tombstones may then go: `proofs`);
                 // shipped by a node this one distrusts or fences, nothing
                 // was merged, so the answer proves nothing.
-                let merges = self.merge_split(hello.node, e.lattices, Some(()), arrival);
+                let peer = hello.node;
+                let merges = self.merge_split(peer, e.lattices, &e.unvouched, Some(()), arrival);
                 let mut merged = merges.is_some();
                 if !e.pull.is_empty() {
                     let me = self.clone();
@@ -720,9 +727,11 @@ impl Cluster {
                         }
                         let cutoff = if e.full { u64::MAX } else { me.cutoff() };
                         let out = me.bucket_lattices(&e.pull, cutoff, &e.whole).await;
+                        let unvouched = me.unvouched(peer, &out.lattices);
                         let _ = tx.send(Out {
                             frame: Frame::new(Body::AeEntries(wire::AeEntries {
                                 round: e.round,
+                                unvouched,
                                 lattices: out.lattices,
                                 pull: Vec::new(),
                                 full: false,

@@ -275,10 +275,12 @@ impl Cluster {
             // left out as unconfirmed that a replica had got (a counter's
             // own running total, which a newer, lower one would overwrite).
             let full = !this.is_ready();
+            let unvouched = this.unvouched(peer, &lattices);
             this.send(
                 peer,
                 Frame::new(Body::AeEntries(wire::AeEntries {
                     round: id,
+                    unvouched,
                     lattices,
                     pull: differ,
                     full,

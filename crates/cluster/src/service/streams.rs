@@ -303,7 +303,7 @@ impl Cluster {
         for (node, picked) in per_node {
             let lattices: Vec<Lattice> =
                 picked.iter().map(|&i| Lattice::from(&entries[i])).collect();
-            let mut gossip = wire::Gossip {
+            let gossip = wire::Gossip {
                 to_shard: 0,
                 from_shard: shard as u32,
                 flushed_ts,
@@ -322,41 +322,55 @@ impl Cluster {
                 .known_region(node)
                 .is_some_and(|r| r != self.settings.region);
             if remote {
-                gossip.boot = self.boot_ts;
-                let mut boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
-                let outbox = match boxes.entry((shard as u16, node)) {
-                    std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        // A new stream starts with what this node committed
-                        // in its last moments before it started.
-                        let view = views.get(&node).unwrap_or(&ring);
-                        let outbox = v.insert(Outbox::default());
-                        if let Some(tail) = self.tail_frame(shard, node, view) {
-                            outbox.push(tail, now);
-                            outbox.unsent(1);
-                        }
-                        outbox
+                let view = views.get(&node).unwrap_or(&ring);
+                self.stream_send(shard, node, gossip, view, now);
+            } else if !self.send(node, Frame::new(Body::Gossip(gossip)), true) {
+                self.gossip_frames_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Sends `gossip` through the stream of local shard `shard` to `node`
+    /// of another region: numbered, kept until acknowledged, sent now if
+    /// every earlier frame has left (else with the resend, in order). A
+    /// new stream starts with the boot tail (replicated by `view`).
+    /// Answers the frame's number.
+    pub(super) fn stream_send(
+        self: &Arc<Self>,
+        shard: usize,
+        node: NodeId,
+        mut gossip: wire::Gossip,
+        view: &Ring,
+        now: Instant,
+    ) -> u64 {
+        gossip.boot = self.boot_ts;
+        let (now_out, seq) = {
+            let mut boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
+            let outbox = match boxes.entry((shard as u16, node)) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    // A new stream starts with what this node committed
+                    // in its last moments before it started.
+                    let outbox = v.insert(Outbox::default());
+                    if let Some(tail) = self.tail_frame(shard, node, view) {
+                        outbox.push(tail, now);
+                        outbox.unsent(1);
                     }
-                };
-                match outbox.push(gossip, now) {
-                    Some(g) => gossip = g,
-                    None => continue,
+                    outbox
                 }
-            }
-            let seq = gossip.seq;
-            if self.send(node, Frame::new(Body::Gossip(gossip)), true) {
-                continue;
-            }
-            if remote {
+            };
+            (outbox.push(gossip, now), outbox.next)
+        };
+        if let Some(g) = now_out {
+            if !self.send(node, Frame::new(Body::Gossip(g)), true) {
                 // Kept: it goes with the resend.
                 let mut boxes = self.outboxes.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(o) = boxes.get_mut(&(shard as u16, node)) {
                     o.unsent(seq);
                 }
-            } else {
-                self.gossip_frames_dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
+        seq
     }
 
     /// This node's own commits of its last moments before it started, per
@@ -402,7 +416,7 @@ impl Cluster {
     }
 
     /// Which of `entries` `node` replicates by `view` (indexes).
-    fn picked_for(&self, entries: &[LogEntry], view: &Ring, node: NodeId) -> Vec<usize> {
+    pub(super) fn picked_for(&self, entries: &[LogEntry], view: &Ring, node: NodeId) -> Vec<usize> {
         entries
             .iter()
             .enumerate()
@@ -429,7 +443,7 @@ impl Cluster {
     /// Nodes of other regions not in `ring` that were in a view less than
     /// [`VANISHED_FOR`] ago, each with that view; remembers `ring` for
     /// those in it, and forgets the streams of nodes gone longer.
-    fn vanished(&self, ring: &Arc<Ring>, now: Instant) -> Vec<(NodeId, Arc<Ring>)> {
+    pub(super) fn vanished(&self, ring: &Arc<Ring>, now: Instant) -> Vec<(NodeId, Arc<Ring>)> {
         let mut seen = self.last_view.lock().unwrap_or_else(|e| e.into_inner());
         for m in ring.members() {
             if m.region != self.settings.region {

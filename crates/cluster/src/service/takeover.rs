@@ -174,6 +174,15 @@ impl Cluster {
         false
     }
 
+    /// True once this node took `slot` over for the view it has (see
+    /// [`Cluster::took_over`]), without asking for a round.
+    pub(super) fn synced_slot(&self, slot: usize) -> bool {
+        self.takeovers
+            .state
+            .get(slot)
+            .is_some_and(|s| s.load(Ordering::Acquire) & SYNCED != 0)
+    }
+
     /// A new view: every slot whose primary it makes another node must be
     /// taken over again before this node serves it; the rounds for the
     /// slots it makes this node's start now.
@@ -305,6 +314,15 @@ impl Cluster {
                 failed.extend(list);
             }
         }
+        // What the old primaries' streams may still have held goes to
+        // other regions before anything this node writes there
+        // (`handover`).
+        let ready: Vec<u16> = self
+            .to_mark(&slots, &failed)
+            .into_iter()
+            .map(|(slot, _)| slot)
+            .collect();
+        self.hand_over(&ready).await;
         let late = self.mark_taken_over(slots, &failed);
         if late > 0 {
             tracing::warn!(
@@ -314,6 +332,25 @@ impl Cluster {
         if !failed.is_empty() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Which of `slots` [`Cluster::mark_taken_over`] will mark.
+    fn to_mark(&self, slots: &[(u16, u32)], failed: &HashSet<u16>) -> Vec<(u16, u32)> {
+        let asked = self
+            .takeovers
+            .asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        slots
+            .iter()
+            .copied()
+            .filter(|(slot, _)| {
+                !failed.contains(slot)
+                    || asked
+                        .get(slot)
+                        .is_some_and(|first| first.elapsed() >= TAKEOVER_LIMIT)
+            })
+            .collect()
     }
 
     /// Marks `slots` synced (each at the version its round started at)
@@ -427,7 +464,7 @@ impl Cluster {
         durable: Option<()>,
         arrival: Arrival,
     ) -> Option<Vec<oneshot::Receiver<Result<usize, elsa_shard::Refusal>>>> {
-        self.merge_split(from, lattices, durable, arrival)
+        self.merge_split(from, lattices, &[], durable, arrival)
             .map(|(mut waits, behind)| {
                 waits.extend(behind);
                 waits
@@ -436,12 +473,14 @@ impl Cluster {
 
     /// [`Cluster::merge_from`], with the answers of another region's
     /// backup's lattices apart (`Cluster::by_repairer`: what changed
-    /// nothing there merged whole).
+    /// nothing there merged whole); `unvouched`: the slots whose lattices
+    /// the sender says it does not repair (`wire::AeEntries`).
     #[allow(clippy::type_complexity)]
     pub(super) fn merge_split(
         &self,
         from: NodeId,
         lattices: Vec<Lattice>,
+        unvouched: &[u32],
         durable: Option<()>,
         arrival: Arrival,
     ) -> Option<(
@@ -460,7 +499,7 @@ impl Cluster {
             // Another region's repair: what its slots' primaries send, and
             // what other replicas send, which must not overtake the
             // primaries' gossip (`units`).
-            let (primary, behind) = self.by_repairer(from, lattices);
+            let (primary, behind) = self.by_repairer(from, lattices, unvouched);
             (
                 self.merge_lattices(primary, durable, Arrival::Repair),
                 self.merge_lattices(behind, durable, Arrival::Behind),

@@ -163,13 +163,25 @@ impl Cluster {
     /// (CI, stop 62). So what such a node sends merges only where it
     /// changes nothing shown here (`Shard::op_merge_behind`): the rest
     /// comes from the primary, and the round proves nothing meanwhile.
+    /// The sender's own word counts too: what it says it does not repair
+    /// (`unvouched` slots, sorted — it is not their primary in its view,
+    /// or has not yet shipped what it owes of their old primary's streams:
+    /// `handover`) goes with the others.
     pub(super) fn by_repairer(
         &self,
         from: elsa_lattice::NodeId,
         lattices: Vec<Lattice>,
+        unvouched: &[u32],
     ) -> (Vec<Lattice>, Vec<Lattice>) {
         let primary = self.primary_test(from);
-        lattices.into_iter().partition(|l| primary(l))
+        lattices.into_iter().partition(|l| {
+            primary(l) && {
+                let hash = std::hash::BuildHasher::hash_one(&self.hasher, &l.key[..]);
+                unvouched
+                    .binary_search(&(crate::ring::slot_of(hash) as u32))
+                    .is_err()
+            }
+        })
     }
 
     /// Whether `from` is, in this node's view, the primary of a lattice's

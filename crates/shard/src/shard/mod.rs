@@ -228,6 +228,8 @@ struct Durability {
     dir: DataDir,
     /// The log segment being written.
     seq: u64,
+    /// Where the log stood, about once a second (`persist::LogMarks`).
+    marks: persist::LogMarks,
 }
 
 /// Where an installed lattice comes from, which decides what else happens.
@@ -547,6 +549,9 @@ impl Shard {
             }
             ShardMsg::Digests(reply) => {
                 let _ = reply.send(self.digests());
+            }
+            ShardMsg::LogSince { age, reply } => {
+                let _ = reply.send(self.log_since(age));
             }
             ShardMsg::BucketEntries {
                 wanted,

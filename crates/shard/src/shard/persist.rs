@@ -40,7 +40,12 @@ impl Shard {
 
     /// Gives the shard a write-ahead log in `dir`, writing segment `seq`.
     pub fn attach_wal(&mut self, wal: Wal, dir: DataDir, seq: u64) {
-        self.durability = Some(Durability { wal, dir, seq });
+        self.durability = Some(Durability {
+            wal,
+            dir,
+            seq,
+            marks: LogMarks::default(),
+        });
     }
 
     /// Sends `value` now, or — if the message being handled wrote to the
@@ -204,7 +209,25 @@ impl Shard {
         }
         if let Some(d) = &mut self.durability {
             d.wal.tick();
+            let at = (d.seq, d.wal.position());
+            d.marks.note(std::time::Instant::now(), at);
         }
+    }
+
+    /// The log files to read, each from a byte offset where a record
+    /// starts, for every record this shard logged in the last `age` (a
+    /// little more): oldest first. Empty without a data directory. (A
+    /// slot's new primary ships other regions what its old one may still
+    /// have owed them from here: `elsa_cluster`'s `service/handover.rs`.)
+    pub fn log_since(&self, age: std::time::Duration) -> Vec<(std::path::PathBuf, u64)> {
+        let Some(d) = &self.durability else {
+            return Vec::new();
+        };
+        d.marks
+            .since(std::time::Instant::now(), age, d.seq)
+            .into_iter()
+            .map(|(seq, offset)| (d.dir.segment_path(seq, self.index), offset))
+            .collect()
     }
 
     /// Why writes are refused now, if they are.
@@ -500,4 +523,91 @@ pub struct Dumped {
     /// The shard's collection floor then ([`Shard::collection_floor`]),
     /// which the manifest keeps.
     pub collection_floor: elsa_lattice::Ts,
+}
+
+/// Where the log stood — (segment, byte offset where the next record
+/// starts) — about once a second over the last [`LogMarks::KEPT`]: the
+/// start of what a shard logged lately, without reading a whole segment
+/// (one lives for a snapshot interval, 300 s by default).
+#[derive(Default)]
+pub(super) struct LogMarks(std::collections::VecDeque<(std::time::Instant, u64, u64)>);
+
+impl LogMarks {
+    /// How far back marks go.
+    const KEPT: std::time::Duration = std::time::Duration::from_secs(40);
+    /// The most often one is taken.
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+    /// Notes where the log is at `now`, if the last mark is old enough;
+    /// forgets marks past [`LogMarks::KEPT`] but the newest of those.
+    pub(super) fn note(&mut self, now: std::time::Instant, at: (u64, u64)) {
+        if self
+            .0
+            .back()
+            .is_none_or(|m| now.saturating_duration_since(m.0) >= Self::EVERY)
+        {
+            self.0.push_back((now, at.0, at.1));
+        }
+        while self.0.len() > 1 && now.saturating_duration_since(self.0[1].0) > Self::KEPT {
+            self.0.pop_front();
+        }
+    }
+
+    /// Per segment from the one in use `age` ago (or the oldest marked)
+    /// to `current`, where to start reading: the mark's offset for the
+    /// first, 0 for the later ones.
+    pub(super) fn since(
+        &self,
+        now: std::time::Instant,
+        age: std::time::Duration,
+        current: u64,
+    ) -> Vec<(u64, u64)> {
+        let start = self
+            .0
+            .iter()
+            .rev()
+            .find(|m| now.saturating_duration_since(m.0) >= age)
+            .or(self.0.front())
+            .map_or((current, 0), |m| (m.1, m.2));
+        let mut out = vec![start];
+        for m in self.0.iter().filter(|m| m.1 > start.0) {
+            if out.last().is_some_and(|l| l.0 < m.1) {
+                out.push((m.1, 0));
+            }
+        }
+        if out.last().is_some_and(|l| l.0 < current) {
+            out.push((current, 0));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod marks_tests {
+    use super::LogMarks;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn marks_say_where_the_last_seconds_of_the_log_start() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut m = LogMarks::default();
+        assert_eq!(m.since(t0, s(30), 4), [(4, 0)], "nothing marked: all of it");
+        for i in 0..60u64 {
+            // A mark a second; the segment turns at 50 s.
+            let seq = if i < 50 { 4 } else { 5 };
+            m.note(t0 + s(i), (seq, i * 100));
+            m.note(t0 + s(i) + Duration::from_millis(300), (seq, i * 100 + 50));
+        }
+        assert!(m.0.len() <= 42, "{} marks kept", m.0.len());
+        // 30 s before 59 s: the mark at 29 s.
+        assert_eq!(m.since(t0 + s(59), s(30), 5), [(4, 2900), (5, 0)]);
+        assert_eq!(m.since(t0 + s(59), s(5), 5), [(5, 5400)]);
+        // Older than anything kept: from the oldest mark.
+        let oldest = m.0.front().unwrap().2;
+        assert_eq!(
+            m.since(t0 + s(59), s(100), 6),
+            [(4, oldest), (5, 0), (6, 0)]
+        );
+    }
 }

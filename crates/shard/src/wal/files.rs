@@ -256,6 +256,11 @@ impl DataDir {
         &self.root
     }
 
+    /// The file of log segment `seq` of shard `shard`.
+    pub fn segment_path(&self, seq: u64, shard: usize) -> PathBuf {
+        self.wal_dir().join(format!("{seq:010}-{shard:03}.log"))
+    }
+
     fn wal_dir(&self) -> PathBuf {
         self.root.join("wal")
     }
@@ -267,7 +272,7 @@ impl DataDir {
     /// Creates log segment `seq` for `shard` and makes its name durable;
     /// `fill_ahead` zeroes it ahead of the writes ([`Segment`] says why).
     pub fn create_segment(&self, seq: u64, shard: usize, fill_ahead: bool) -> io::Result<Segment> {
-        let path = self.wal_dir().join(format!("{seq:010}-{shard:03}.log"));
+        let path = self.segment_path(seq, shard);
         let f = OpenOptions::new()
             .create(true)
             .write(true)
