@@ -19,9 +19,10 @@
 //!
 //! So, before a node serves slots it took over, it pushes into its own
 //! streams to every node of another region the slots' commits it logged in
-//! the last [`TAIL_FOR`] (its shards' logs, `Shard::log_since`), in commit
-//! order, each one-shard commit whole, marked `resent` (what arrived
-//! already merges as a no-op). Its later writes follow in the same
+//! the last [`TAIL_FOR`] (its shards' logs, `Shard::log_since`) that nodes
+//! of its region now gone from its view made, in commit order, each
+//! one-shard commit whole, marked `resent` (what arrived already merges as
+//! a no-op). Its later writes follow in the same
 //! streams. And its anti-entropy ships another region the state of a slot
 //! as the slot's repairer ([`Cluster::unvouched`], `wire::AeEntries`) only
 //! once it is the slot's primary, has taken it over, and the receiver
@@ -71,7 +72,30 @@ impl Cluster {
             }
         }
         let wanted = Arc::new(wanted);
-        let mine: Arc<HashSet<NodeId>> = Arc::new(self.nodes_of_region());
+        // Commits of nodes of this region gone from the view: what their
+        // streams held is lost or stuck with them. One still in the view
+        // (back from a pause, or handing its slots back to this node)
+        // ships its own, as does this node; a restarted one sends its
+        // last commits again itself (`streams`, the boot tail).
+        let gone: Arc<HashSet<NodeId>> = Arc::new(
+            self.nodes_of_region()
+                .into_iter()
+                .filter(|&n| n != self.settings.node && ring.member(n).is_none())
+                .collect(),
+        );
+        {
+            let mut owed = self
+                .handovers_owed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            owed.retain(|_, list| {
+                list.retain(|x| x.2.elapsed() < OWED_FOR);
+                !list.is_empty()
+            });
+        }
+        if gone.is_empty() {
+            return;
+        }
         let since = self
             .hlc
             .now()
@@ -89,12 +113,12 @@ impl Cluster {
                 continue;
             }
             let Ok(files) = rx.await else { continue };
-            let (wanted, mine, hasher) = (wanted.clone(), mine.clone(), self.hasher);
+            let (wanted, gone, hasher) = (wanted.clone(), gone.clone(), self.hasher);
             let keep = move |e: &LogEntry| {
                 let slot =
                     crate::ring::slot_of(std::hash::BuildHasher::hash_one(&hasher, &e.key[..]));
                 e.version.commit_ts >= since
-                    && mine.contains(&e.version.origin)
+                    && gone.contains(&e.version.origin)
                     && wanted.get(slot).copied().unwrap_or(false)
             };
             let entries = tokio::task::spawn_blocking(move || read_tail(&files, keep))
@@ -143,18 +167,15 @@ impl Cluster {
         }
     }
 
-    /// This node and every node seen in its region since it started.
+    /// Every node seen in this node's region since it started.
     fn nodes_of_region(&self) -> HashSet<NodeId> {
-        let mut mine: HashSet<NodeId> = self
-            .regions_seen
+        self.regions_seen
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .filter(|(_, r)| **r == self.settings.region)
             .map(|(n, _)| *n)
-            .collect();
-        mine.insert(self.settings.node);
-        mine
+            .collect()
     }
 
     /// True while `peer` has not acknowledged a frame a takeover pushed to
