@@ -81,6 +81,30 @@ fn a_delete_of_the_key_forgets_the_trim_and_keeps_a_concurrent_add_below_it() {
 }
 
 #[test]
+fn a_floor_below_every_part_drops_nothing_and_one_above_any_part_drops_it() {
+    // An XADD after a DEL: the delta is all newer than the DEL's floor.
+    let s = Stream::default();
+    let mut d = s.add(StreamId::new(9, 0), fields("x"), v(9, 1));
+    let before = d.clone();
+    assert!(!d.drop_through(v(8, 1)));
+    assert_eq!(d, before);
+    // Each kind of part, alone at the floor, goes (the fast check must
+    // not miss one).
+    let mut parts = vec![s.add(StreamId::new(2, 0), fields("x"), v(2, 1))];
+    let mut full = Stream::default();
+    full.merge(parts[0].clone());
+    parts.push(full.delete(&[StreamId::new(2, 0)], v(3, 1)));
+    parts.push(full.trim_below(StreamId::new(2, 0), v(3, 1)));
+    for p in parts {
+        let mut both = before.clone();
+        both.merge(p);
+        let want = both.clone();
+        assert!(both.drop_through(v(8, 1)), "{want:?}");
+        assert_eq!(ids(&both), ["9-0"]);
+    }
+}
+
+#[test]
 fn an_ack_hides_a_delivery_before_it_and_a_claim_after_it_shows_again() {
     let mut s = Stream::default();
     let d = s.add(StreamId::new(1, 0), fields("x"), v(1, 1));
