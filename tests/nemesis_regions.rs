@@ -256,9 +256,10 @@ fn two_regions_under_random_faults_keep_every_bank_whole() {
     use rand::{Rng, SeedableRng};
     let env = |name: &str, default: u64| common::env_or(name, default);
     // CI runs seed 6 (h2's clock 400 ms behind twice, h4 paused, h2
-    // paused — the last can hit the open pause case of `docs/regions.md`,
-    // *Known problems*); long runs give seeds (`ELSA_NEMESIS_SEED=random`
-    // draws one).
+    // paused — the last hit the pause case of `docs/regions.md` now and
+    // then until the new primary owed what the old one's streams held,
+    // *A new primary owes what the old one's streams held*); long runs
+    // give seeds (`ELSA_NEMESIS_SEED=random` draws one).
     let seed = match std::env::var("ELSA_NEMESIS_SEED").as_deref() {
         Ok("random") => rand::random::<u32>() as u64,
         _ => env("ELSA_NEMESIS_SEED", 6),
