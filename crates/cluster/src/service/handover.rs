@@ -127,34 +127,17 @@ impl Cluster {
             if entries.is_empty() {
                 continue;
             }
-            let mut frames: HashMap<NodeId, Vec<usize>> = to
-                .iter()
-                .map(|(node, view)| (*node, self.picked_for(&entries, view, *node)))
-                .collect();
-            self.complete_units(&entries, &mut frames);
-            for (node, mut picked) in frames {
-                if picked.is_empty() {
+            for (node, view) in &to {
+                let gossip = self.resent_frame(shard, &entries, view, *node);
+                if gossip.lattices.is_empty() {
                     continue;
                 }
-                picked.sort_unstable();
-                picked.dedup();
-                shipped += picked.len();
-                let gossip = wire::Gossip {
-                    from_shard: shard as u32,
-                    flushed_ts: self.boot_ts,
-                    lattices: picked.iter().map(|&i| Lattice::from(&entries[i])).collect(),
-                    resent: true,
-                    ..Default::default()
-                };
-                let view = to
-                    .iter()
-                    .find(|(n, _)| *n == node)
-                    .map_or(ring.clone(), |(_, v)| v.clone());
-                let seq = self.stream_send(shard, node, gossip, &view, now);
+                shipped += gossip.lattices.len();
+                let seq = self.stream_send(shard, *node, gossip, view, now);
                 self.handovers_owed
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .entry(node)
+                    .entry(*node)
                     .or_default()
                     .push((shard as u16, seq, now));
             }

@@ -401,18 +401,33 @@ impl Cluster {
         if entries.is_empty() {
             return None;
         }
-        let mut frames = HashMap::from([(node, self.picked_for(&entries, view, node))]);
-        self.complete_units(&entries[..], &mut frames);
+        Some(self.resent_frame(shard, &entries, view, node))
+    }
+
+    /// A frame of local shard `shard` to `node` that sends `entries`
+    /// (commits in commit order) again: those `node` replicates by
+    /// `view`, with the rest of every one-shard commit among them, marked
+    /// `resent` (a restarted node's tail; a takeover's, `handover`).
+    pub(super) fn resent_frame(
+        &self,
+        shard: usize,
+        entries: &[LogEntry],
+        view: &Ring,
+        node: NodeId,
+    ) -> wire::Gossip {
+        let mut frames = HashMap::from([(node, self.picked_for(entries, view, node))]);
+        self.complete_units(entries, &mut frames);
         let mut picked = frames.remove(&node).unwrap_or_default();
         picked.sort_unstable();
-        Some(wire::Gossip {
+        picked.dedup();
+        wire::Gossip {
             from_shard: shard as u32,
             flushed_ts: self.boot_ts,
             lattices: picked.iter().map(|&i| Lattice::from(&entries[i])).collect(),
             boot: self.boot_ts,
             resent: true,
             ..Default::default()
-        })
+        }
     }
 
     /// Which of `entries` `node` replicates by `view` (indexes).
